@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Builds everything: the native engine, CLI, tools and tests (build/native), and, unless
+# GPT2_NATIVE_ONLY=1, the WebAssembly build (build/wasm) and the static site (build/site).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+
+cmake -S . -B build/native -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build/native -j"$jobs"
+
+if [ "${GPT2_NATIVE_ONLY:-0}" != 1 ] && [ -f src/bindings/CMakeLists.txt ]; then
+  export NODE_PATH=/usr/share/nodejs  # Debian's emscripten needs acorn from here
+  emcmake cmake -S . -B build/wasm -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build build/wasm -j"$jobs"
+  if [ -x scripts/build-site.sh ]; then bash scripts/build-site.sh; fi
+fi

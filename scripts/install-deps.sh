@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what building and testing need on Debian 12: compilers, Highway, Catch2, Emscripten,
+# Unicode data, Chromium for the browser tests, and the npm packages in package-lock.json.
+# Safe to run again: it skips apt-get when everything is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(g++ cmake make libhwy-dev catch2 emscripten nodejs npm chromium unicode-data python3)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: apt-get install ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  npm ci --no-audit --no-fund
+fi

@@ -1,0 +1,25 @@
+// Scalar twins of kernels/kernels.h: plain loops, double accumulators where it keeps them
+// simple, no SIMD. They define what each kernel computes; tests compare the Highway kernels
+// against them with named tolerances.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/kernels.h"
+
+namespace gpt2 {
+namespace reference {
+
+void MatMul(const float* x, int64_t T, const WeightView& w, const float* bias, float* y,
+            int64_t row_begin, int64_t row_end);
+void LayerNorm(const float* x, const float* gamma, const float* beta, float eps, int64_t n,
+               float* y);
+void Gelu(float* x, int64_t n);
+void Softmax(float* x, int64_t n);
+void AddInPlace(float* y, const float* x, int64_t n);
+void AttentionHead(const float* q, const float* k, const float* v, int64_t kv_stride,
+                   int64_t n_keys, int64_t head_dim, float scale, float* scores, float* probs,
+                   float* out);
+
+}  // namespace reference
+}  // namespace gpt2
