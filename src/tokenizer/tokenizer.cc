@@ -1,0 +1,568 @@
+// GPT-2 byte-level BPE. References: openai/gpt-2 src/encoder.py (byte alphabet, pattern, BPE)
+// and openai/tiktoken src/lib.rs (byte_pair_merge: whole-piece lookup, lowest rank first,
+// leftmost on ties), whose "gpt2" encoding is the golden for the tests.
+#include "tokenizer/tokenizer.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <queue>
+#include <sstream>
+#include <utility>
+
+#include "base/error.h"
+
+namespace gpt2 {
+namespace {
+
+struct CodepointRange {
+  uint32_t first, last;
+};
+#include "tokenizer/unicode_tables.inc"
+
+enum class CharClass : uint8_t { kLetter, kNumber, kSpace, kOther };
+
+template <size_t N>
+bool InRanges(const CodepointRange (&ranges)[N], uint32_t cp) {
+  // First range whose last >= cp, by binary search.
+  size_t lo = 0, hi = N;
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    if (ranges[mid].last < cp) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo < N && ranges[lo].first <= cp;
+}
+
+CharClass ClassifyCodepoint(uint32_t cp) {
+  if (InRanges(kLetterRanges, cp)) return CharClass::kLetter;
+  if (InRanges(kNumberRanges, cp)) return CharClass::kNumber;
+  if (InRanges(kWhiteSpaceRanges, cp)) return CharClass::kSpace;
+  return CharClass::kOther;
+}
+
+// ASCII classes, computed once from the same tables (most text is ASCII).
+struct AsciiClasses {
+  CharClass cls[128];
+  AsciiClasses() {
+    for (uint32_t c = 0; c < 128; ++c) cls[c] = ClassifyCodepoint(c);
+  }
+};
+const AsciiClasses& Ascii() {
+  static const AsciiClasses table;
+  return table;
+}
+
+// One character of the text: its length in bytes and class. Invalid UTF-8 (a bad lead byte, a
+// missing or wrong continuation, an overlong form, a surrogate, > U+10FFFF) is one byte of class
+// kOther, so every byte string splits into pieces and round-trips.
+struct Char {
+  uint32_t cp;
+  uint32_t size;
+  CharClass cls;
+};
+
+constexpr uint32_t kInvalidCodepoint = 0xFFFFFFFFu;
+
+bool IsContinuation(unsigned char c) { return (c & 0xC0) == 0x80; }
+
+Char DecodeChar(const unsigned char* s, size_t n) {
+  const unsigned char c0 = s[0];
+  if (c0 < 0x80) return {c0, 1, Ascii().cls[c0]};
+  uint32_t cp = kInvalidCodepoint;
+  uint32_t size = 1;
+  // Well-formed sequences, Unicode Table 3-7.
+  if (c0 >= 0xC2 && c0 <= 0xDF) {
+    if (n >= 2 && IsContinuation(s[1])) {
+      cp = ((c0 & 0x1Fu) << 6) | (s[1] & 0x3Fu);
+      size = 2;
+    }
+  } else if (c0 >= 0xE0 && c0 <= 0xEF) {
+    const unsigned char lo = c0 == 0xE0 ? 0xA0 : 0x80;
+    const unsigned char hi = c0 == 0xED ? 0x9F : 0xBF;
+    if (n >= 3 && s[1] >= lo && s[1] <= hi && IsContinuation(s[2])) {
+      cp = ((c0 & 0x0Fu) << 12) | ((s[1] & 0x3Fu) << 6) | (s[2] & 0x3Fu);
+      size = 3;
+    }
+  } else if (c0 >= 0xF0 && c0 <= 0xF4) {
+    const unsigned char lo = c0 == 0xF0 ? 0x90 : 0x80;
+    const unsigned char hi = c0 == 0xF4 ? 0x8F : 0xBF;
+    if (n >= 4 && s[1] >= lo && s[1] <= hi && IsContinuation(s[2]) && IsContinuation(s[3])) {
+      cp = ((c0 & 0x07u) << 18) | ((s[1] & 0x3Fu) << 12) | ((s[2] & 0x3Fu) << 6) |
+           (s[3] & 0x3Fu);
+      size = 4;
+    }
+  }
+  if (cp == kInvalidCodepoint) return {cp, 1, CharClass::kOther};
+  return {cp, size, ClassifyCodepoint(cp)};
+}
+
+void AppendUtf8(uint32_t cp, std::string* out) {
+  if (cp < 0x80) {
+    out->push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+// The length in bytes of the pre-tokenizer piece starting at text[pos] (pos < n): the first
+// alternative of
+//   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+// that matches there, as a backtracking regex engine picks it.
+size_t PieceLength(const unsigned char* text, size_t n, size_t pos) {
+  const unsigned char* s = text + pos;
+  const size_t left = n - pos;
+  // Contractions: ASCII apostrophe and lowercase letters only, whatever follows.
+  if (s[0] == '\'' && left >= 2) {
+    const unsigned char c1 = s[1];
+    if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') return 2;
+    if (left >= 3) {
+      const unsigned char c2 = s[2];
+      if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) {
+        return 3;
+      }
+    }
+  }
+  const Char first = DecodeChar(s, left);
+  // " ?X+" for X in letters, numbers, others: an optional U+0020, then a run of one class.
+  size_t run_start = 0;
+  CharClass run_class = first.cls;
+  if (s[0] == ' ' && left >= 2) {
+    const Char next = DecodeChar(s + 1, left - 1);
+    if (next.cls != CharClass::kSpace) {
+      run_start = 1;
+      run_class = next.cls;
+    }
+  }
+  if (run_class != CharClass::kSpace) {
+    size_t end = run_start;
+    while (end < left) {
+      const Char c = DecodeChar(s + end, left - end);
+      if (c.cls != run_class) break;
+      end += c.size;
+    }
+    return end;
+  }
+  // Whitespace run. "\s+(?!\S)": at the end of the text, the whole run; before a non-space, the
+  // run minus its last character (which then leads the next piece, e.g. " word"), if that
+  // leaves anything. Otherwise "\s+": the whole run (a single whitespace character).
+  size_t end = 0;
+  size_t last_start = 0;
+  while (end < left) {
+    const Char c = DecodeChar(s + end, left - end);
+    if (c.cls != CharClass::kSpace) break;
+    last_start = end;
+    end += c.size;
+  }
+  if (end < left && last_start > 0) return last_start;
+  return end;
+}
+
+// encoder.py bytes_to_unicode(): printable bytes map to themselves, the others (control, space,
+// 0x7F-0xA0, 0xAD) to U+0100 upwards in byte order, so every token is printable text.
+struct ByteAlphabet {
+  uint32_t codepoint_of_byte[256];
+  std::unordered_map<uint32_t, unsigned char> byte_of_codepoint;
+  ByteAlphabet() {
+    bool printable[256] = {};
+    for (int b = '!'; b <= '~'; ++b) printable[b] = true;
+    for (int b = 0xA1; b <= 0xAC; ++b) printable[b] = true;
+    for (int b = 0xAE; b <= 0xFF; ++b) printable[b] = true;
+    uint32_t next = 256;
+    for (int b = 0; b < 256; ++b) {
+      codepoint_of_byte[b] = printable[b] ? static_cast<uint32_t>(b) : next++;
+      byte_of_codepoint[codepoint_of_byte[b]] = static_cast<unsigned char>(b);
+    }
+  }
+};
+const ByteAlphabet& Alphabet() {
+  static const ByteAlphabet alphabet;
+  return alphabet;
+}
+
+// Raw bytes of a token written in the byte alphabet. Characters outside the alphabet (added
+// tokens in some vocabularies) are kept as their own UTF-8, and invalid UTF-8 byte by byte.
+std::string AlphabetToBytes(const std::string& token) {
+  const ByteAlphabet& alphabet = Alphabet();
+  std::string bytes;
+  const unsigned char* s = reinterpret_cast<const unsigned char*>(token.data());
+  size_t pos = 0;
+  while (pos < token.size()) {
+    const Char c = DecodeChar(s + pos, token.size() - pos);
+    auto it = c.cp == kInvalidCodepoint ? alphabet.byte_of_codepoint.end()
+                                        : alphabet.byte_of_codepoint.find(c.cp);
+    if (it != alphabet.byte_of_codepoint.end()) {
+      bytes.push_back(static_cast<char>(it->second));
+    } else {
+      bytes.append(token, pos, c.size);
+    }
+    pos += c.size;
+  }
+  return bytes;
+}
+
+std::string BytesToAlphabet(const std::string& bytes) {
+  std::string out;
+  for (unsigned char b : bytes) AppendUtf8(Alphabet().codepoint_of_byte[b], &out);
+  return out;
+}
+
+uint64_t PairKey(int left, int right) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
+         static_cast<uint32_t>(right);
+}
+
+std::string ReadWholeFile(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot open " + std::string(what) + " '" + path + "'");
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) throw Error("cannot read " + std::string(what) + " '" + path + "'");
+  return buffer.str();
+}
+
+// Just enough JSON for encoder.json / vocab.json: one object mapping strings to non-negative
+// integers. Strings may use every JSON escape, including \uXXXX surrogate pairs.
+class EncoderJsonParser {
+ public:
+  EncoderJsonParser(const std::string& text, const std::string& path)
+      : text_(text), path_(path) {}
+
+  std::vector<std::pair<std::string, int64_t>> Parse() {
+    std::vector<std::pair<std::string, int64_t>> entries;
+    SkipSpace();
+    Expect('{');
+    SkipSpace();
+    if (Peek() == '}') {
+      ++pos_;
+    } else {
+      while (true) {
+        SkipSpace();
+        std::string key = ParseString();
+        SkipSpace();
+        Expect(':');
+        SkipSpace();
+        const int64_t value = ParseInteger();
+        entries.emplace_back(std::move(key), value);
+        SkipSpace();
+        if (Peek() == ',') {
+          ++pos_;
+          continue;
+        }
+        Expect('}');
+        break;
+      }
+    }
+    SkipSpace();
+    if (pos_ != text_.size()) Fail("unexpected text after the closing '}'");
+    return entries;
+  }
+
+ private:
+  [[noreturn]] void Fail(const std::string& what) const {
+    throw Error("encoder JSON '" + path_ + "' at byte " + std::to_string(pos_) + ": " + what +
+                " (expected an object mapping token strings to ids, like GPT-2's "
+                "encoder.json)");
+  }
+  int Peek() const {
+    return pos_ < text_.size() ? static_cast<unsigned char>(text_[pos_]) : -1;
+  }
+  void Expect(char c) {
+    if (Peek() != static_cast<unsigned char>(c)) Fail(std::string("expected '") + c + "'");
+    ++pos_;
+  }
+  void SkipSpace() {
+    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' ||
+                                   text_[pos_] == '\n' || text_[pos_] == '\r')) {
+      ++pos_;
+    }
+  }
+  uint32_t ParseHex4() {
+    if (text_.size() - pos_ < 4) Fail("truncated \\u escape");
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) {
+      const char c = text_[pos_++];
+      v <<= 4;
+      if (c >= '0' && c <= '9') {
+        v |= static_cast<uint32_t>(c - '0');
+      } else if (c >= 'a' && c <= 'f') {
+        v |= static_cast<uint32_t>(c - 'a' + 10);
+      } else if (c >= 'A' && c <= 'F') {
+        v |= static_cast<uint32_t>(c - 'A' + 10);
+      } else {
+        Fail("bad hex digit in \\u escape");
+      }
+    }
+    return v;
+  }
+  std::string ParseString() {
+    Expect('"');
+    std::string out;
+    while (true) {
+      if (pos_ >= text_.size()) Fail("unterminated string");
+      const char c = text_[pos_++];
+      if (c == '"') return out;
+      if (static_cast<unsigned char>(c) < 0x20) Fail("control character inside a string");
+      if (c != '\\') {
+        out.push_back(c);
+        continue;
+      }
+      if (pos_ >= text_.size()) Fail("unterminated escape");
+      const char e = text_[pos_++];
+      switch (e) {
+        case '"': out.push_back('"'); break;
+        case '\\': out.push_back('\\'); break;
+        case '/': out.push_back('/'); break;
+        case 'b': out.push_back('\b'); break;
+        case 'f': out.push_back('\f'); break;
+        case 'n': out.push_back('\n'); break;
+        case 'r': out.push_back('\r'); break;
+        case 't': out.push_back('\t'); break;
+        case 'u': {
+          uint32_t cp = ParseHex4();
+          if (cp >= 0xD800 && cp <= 0xDBFF) {
+            // A high surrogate must be followed by an escaped low surrogate.
+            if (text_.compare(pos_, 2, "\\u") != 0) Fail("high surrogate without a low one");
+            pos_ += 2;
+            const uint32_t low = ParseHex4();
+            if (low < 0xDC00 || low > 0xDFFF) Fail("high surrogate without a low one");
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+          } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+            Fail("lone low surrogate");
+          }
+          AppendUtf8(cp, &out);
+          break;
+        }
+        default:
+          Fail(std::string("unknown escape '\\") + e + "'");
+      }
+    }
+  }
+  int64_t ParseInteger() {
+    const size_t start = pos_;
+    int64_t v = 0;
+    while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
+      v = v * 10 + (text_[pos_] - '0');
+      if (v > (int64_t{1} << 31)) Fail("token id too large");
+      ++pos_;
+    }
+    if (pos_ == start) Fail("expected a non-negative integer token id");
+    return v;
+  }
+
+  const std::string& text_;
+  const std::string& path_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+Tokenizer::Tokenizer(std::vector<std::string> tokens, const std::vector<std::string>& merges)
+    : tokens_(std::move(tokens)), merges_(merges) {
+  token_bytes_.reserve(tokens_.size());
+  std::unordered_map<std::string, int> ids_by_bytes;
+  ids_by_bytes.reserve(tokens_.size());
+  for (size_t id = 0; id < tokens_.size(); ++id) {
+    token_bytes_.push_back(AlphabetToBytes(tokens_[id]));
+    ids_by_bytes.emplace(token_bytes_.back(), static_cast<int>(id));  // first id wins
+  }
+  mergeable_ids_.reserve(256 + merges_.size());
+  for (int b = 0; b < 256; ++b) {
+    const std::string byte(1, static_cast<char>(b));
+    auto it = ids_by_bytes.find(byte);
+    if (it == ids_by_bytes.end()) {
+      char hex[8];
+      std::snprintf(hex, sizeof(hex), "0x%02X", b);
+      throw Error("tokenizer vocabulary has no token for byte " + std::string(hex) + " ('" +
+                  BytesToAlphabet(byte) +
+                  "' in the byte alphabet); a byte-level BPE vocabulary needs all 256");
+    }
+    byte_ids_[b] = it->second;
+    mergeable_ids_.emplace(byte, it->second);
+  }
+  // Rank of each merge result: the first merge line that makes it.
+  std::vector<int> rank_of_id(tokens_.size(), -1);
+  for (size_t i = 0; i < merges_.size(); ++i) {
+    const std::string& line = merges_[i];
+    const size_t space = line.find(' ');
+    if (space == std::string::npos || space == 0 || space + 1 >= line.size() ||
+        line.find(' ', space + 1) != std::string::npos) {
+      throw Error("tokenizer merge " + std::to_string(i) + " '" + line +
+                  "' is not two tokens separated by one space");
+    }
+    const std::string merged =
+        AlphabetToBytes(line.substr(0, space)) + AlphabetToBytes(line.substr(space + 1));
+    auto it = ids_by_bytes.find(merged);
+    if (it == ids_by_bytes.end()) {
+      throw Error("tokenizer merge " + std::to_string(i) + " '" + line + "' makes '" +
+                  BytesToAlphabet(merged) + "', which is not in the vocabulary");
+    }
+    if (rank_of_id[it->second] < 0) rank_of_id[it->second] = static_cast<int>(i);
+    mergeable_ids_.emplace(merged, it->second);
+  }
+  // Every split of a merge result into two mergeable tokens is a pair BPE may merge (tiktoken
+  // merges any adjacent pair whose concatenation is a ranked token).
+  pair_merges_.reserve(2 * merges_.size());
+  for (const auto& entry : mergeable_ids_) {
+    const std::string& bytes = entry.first;
+    const int rank = rank_of_id[entry.second];
+    if (bytes.size() < 2 || rank < 0) continue;
+    for (size_t k = 1; k < bytes.size(); ++k) {
+      auto left = mergeable_ids_.find(bytes.substr(0, k));
+      if (left == mergeable_ids_.end()) continue;
+      auto right = mergeable_ids_.find(bytes.substr(k));
+      if (right == mergeable_ids_.end()) continue;
+      pair_merges_[PairKey(left->second, right->second)] = PairMerge{rank, entry.second};
+    }
+  }
+}
+
+std::unique_ptr<Tokenizer> Tokenizer::FromFiles(const std::string& encoder_json_path,
+                                                const std::string& merges_path) {
+  const std::string json = ReadWholeFile(encoder_json_path, "encoder JSON");
+  auto entries = EncoderJsonParser(json, encoder_json_path).Parse();
+  if (entries.empty()) throw Error("encoder JSON '" + encoder_json_path + "' has no tokens");
+  // Ids must be 0..n-1, each used once.
+  std::vector<std::string> tokens(entries.size());
+  std::vector<bool> seen(entries.size(), false);
+  for (auto& entry : entries) {
+    const int64_t id = entry.second;
+    if (id >= static_cast<int64_t>(entries.size())) {
+      throw Error("encoder JSON '" + encoder_json_path + "': token '" + entry.first +
+                  "' has id " + std::to_string(id) + ", but there are only " +
+                  std::to_string(entries.size()) + " tokens (ids must be 0..n-1)");
+    }
+    if (seen[id]) {
+      throw Error("encoder JSON '" + encoder_json_path + "': id " + std::to_string(id) +
+                  " is used twice");
+    }
+    seen[id] = true;
+    tokens[id] = std::move(entry.first);
+  }
+
+  const std::string text = ReadWholeFile(merges_path, "BPE merges file");
+  std::vector<std::string> merges;
+  size_t pos = 0;
+  bool first_line = true;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    // OpenAI's vocab.bpe and Hugging Face's merges.txt start with "#version: 0.2".
+    if (first_line && line.rfind("#version", 0) == 0) {
+      first_line = false;
+      continue;
+    }
+    first_line = false;
+    if (line.empty()) continue;
+    merges.push_back(std::move(line));
+  }
+  return std::make_unique<Tokenizer>(std::move(tokens), merges);
+}
+
+void Tokenizer::EncodePiece(const char* piece, size_t size, std::vector<int>* ids) const {
+  if (size == 1) {
+    ids->push_back(byte_ids_[static_cast<unsigned char>(piece[0])]);
+    return;
+  }
+  // tiktoken: a piece that is a token is taken whole, before any merging.
+  auto whole = mergeable_ids_.find(std::string(piece, size));
+  if (whole != mergeable_ids_.end()) {
+    ids->push_back(whole->second);
+    return;
+  }
+  // BPE over a linked list of parts, with a heap of candidate merges ordered by (rank, position)
+  // = tiktoken's "lowest rank, leftmost" in O(n log n) rather than O(n^2) for long pieces.
+  // A heap entry is stale once either part has changed; it is then skipped.
+  struct Part {
+    int id;    // -1 once merged into its left neighbour
+    int next;  // index of the next live part, or size
+  };
+  struct Candidate {
+    int rank;
+    int left;
+    int left_id;
+    int right;
+    int right_id;
+    int merged_id;
+    bool operator>(const Candidate& o) const {
+      return rank != o.rank ? rank > o.rank : left > o.left;
+    }
+  };
+  const int n = static_cast<int>(size);
+  std::vector<Part> parts(n);
+  std::vector<int> prev(n);
+  for (int i = 0; i < n; ++i) {
+    parts[i] = Part{byte_ids_[static_cast<unsigned char>(piece[i])], i + 1};
+    prev[i] = i - 1;
+  }
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap;
+  auto push = [&](int left) {
+    const int right = parts[left].next;
+    if (right >= n) return;
+    auto it = pair_merges_.find(PairKey(parts[left].id, parts[right].id));
+    if (it == pair_merges_.end()) return;
+    heap.push(Candidate{it->second.rank, left, parts[left].id, right, parts[right].id,
+                         it->second.id});
+  };
+  for (int i = 0; i + 1 < n; ++i) push(i);
+  while (!heap.empty()) {
+    const Candidate c = heap.top();
+    heap.pop();
+    if (parts[c.left].id != c.left_id || parts[c.left].next != c.right ||
+        parts[c.right].id != c.right_id) {
+      continue;
+    }
+    parts[c.left].id = c.merged_id;
+    parts[c.left].next = parts[c.right].next;
+    parts[c.right].id = -1;
+    if (parts[c.left].next < n) prev[parts[c.left].next] = c.left;
+    if (prev[c.left] >= 0) push(prev[c.left]);
+    push(c.left);
+  }
+  for (int i = 0; i < n; i = parts[i].next) ids->push_back(parts[i].id);
+}
+
+std::vector<int> Tokenizer::Encode(const std::string& text) const {
+  std::vector<int> ids;
+  ids.reserve(text.size() / 3 + 1);
+  const unsigned char* s = reinterpret_cast<const unsigned char*>(text.data());
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t length = PieceLength(s, text.size(), pos);
+    EncodePiece(text.data() + pos, length, &ids);
+    pos += length;
+  }
+  return ids;
+}
+
+std::string Tokenizer::TokenBytes(int id) const {
+  if (id < 0 || id >= vocab_size()) return std::string();
+  return token_bytes_[id];
+}
+
+std::string Tokenizer::Decode(const std::vector<int>& ids) const {
+  std::string out;
+  for (int id : ids) {
+    if (id >= 0 && id < vocab_size()) out += token_bytes_[id];
+  }
+  return out;
+}
+
+}  // namespace gpt2
