@@ -175,9 +175,11 @@ size_t PieceLength(const unsigned char* text, size_t n, size_t pos) {
 // encoder.py bytes_to_unicode(): printable bytes map to themselves, the others (control, space,
 // 0x7F-0xA0, 0xAD) to U+0100 upwards in byte order, so every token is printable text.
 struct ByteAlphabet {
+  static constexpr uint32_t kCodepoints = 256 + 68;  // 68 bytes are moved up past U+00FF
   uint32_t codepoint_of_byte[256];
-  std::unordered_map<uint32_t, unsigned char> byte_of_codepoint;
+  int byte_of_codepoint[kCodepoints];  // -1: not in the alphabet
   ByteAlphabet() {
+    for (int& b : byte_of_codepoint) b = -1;
     bool printable[256] = {};
     for (int b = '!'; b <= '~'; ++b) printable[b] = true;
     for (int b = 0xA1; b <= 0xAC; ++b) printable[b] = true;
@@ -185,7 +187,7 @@ struct ByteAlphabet {
     uint32_t next = 256;
     for (int b = 0; b < 256; ++b) {
       codepoint_of_byte[b] = printable[b] ? static_cast<uint32_t>(b) : next++;
-      byte_of_codepoint[codepoint_of_byte[b]] = static_cast<unsigned char>(b);
+      byte_of_codepoint[codepoint_of_byte[b]] = b;
     }
   }
 };
@@ -203,10 +205,9 @@ std::string AlphabetToBytes(const std::string& token) {
   size_t pos = 0;
   while (pos < token.size()) {
     const Char c = DecodeChar(s + pos, token.size() - pos);
-    auto it = c.cp == kInvalidCodepoint ? alphabet.byte_of_codepoint.end()
-                                        : alphabet.byte_of_codepoint.find(c.cp);
-    if (it != alphabet.byte_of_codepoint.end()) {
-      bytes.push_back(static_cast<char>(it->second));
+    const int byte = c.cp < ByteAlphabet::kCodepoints ? alphabet.byte_of_codepoint[c.cp] : -1;
+    if (byte >= 0) {
+      bytes.push_back(static_cast<char>(byte));
     } else {
       bytes.append(token, pos, c.size);
     }
@@ -219,11 +220,6 @@ std::string BytesToAlphabet(const std::string& bytes) {
   std::string out;
   for (unsigned char b : bytes) AppendUtf8(Alphabet().codepoint_of_byte[b], &out);
   return out;
-}
-
-uint64_t PairKey(int left, int right) {
-  return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
-         static_cast<uint32_t>(right);
 }
 
 std::string ReadWholeFile(const std::string& path, const char* what) {
@@ -313,6 +309,14 @@ class EncoderJsonParser {
     Expect('"');
     std::string out;
     while (true) {
+      // Copy the plain run up to the next quote, backslash or control character in one go.
+      size_t run = pos_;
+      while (run < text_.size() && text_[run] != '"' && text_[run] != '\\' &&
+             static_cast<unsigned char>(text_[run]) >= 0x20) {
+        ++run;
+      }
+      out.append(text_, pos_, run - pos_);
+      pos_ = run;
       if (pos_ >= text_.size()) Fail("unterminated string");
       const char c = text_[pos_++];
       if (c == '"') return out;
@@ -374,17 +378,15 @@ class EncoderJsonParser {
 Tokenizer::Tokenizer(std::vector<std::string> tokens, const std::vector<std::string>& merges)
     : tokens_(std::move(tokens)), merges_(merges) {
   token_bytes_.reserve(tokens_.size());
-  std::unordered_map<std::string, int> ids_by_bytes;
-  ids_by_bytes.reserve(tokens_.size());
+  ids_by_bytes_.reserve(tokens_.size());
   for (size_t id = 0; id < tokens_.size(); ++id) {
     token_bytes_.push_back(AlphabetToBytes(tokens_[id]));
-    ids_by_bytes.emplace(token_bytes_.back(), static_cast<int>(id));  // first id wins
+    ids_by_bytes_.emplace(token_bytes_.back(), static_cast<int>(id));  // first id wins
   }
-  mergeable_ids_.reserve(256 + merges_.size());
   for (int b = 0; b < 256; ++b) {
     const std::string byte(1, static_cast<char>(b));
-    auto it = ids_by_bytes.find(byte);
-    if (it == ids_by_bytes.end()) {
+    auto it = ids_by_bytes_.find(byte);
+    if (it == ids_by_bytes_.end()) {
       char hex[8];
       std::snprintf(hex, sizeof(hex), "0x%02X", b);
       throw Error("tokenizer vocabulary has no token for byte " + std::string(hex) + " ('" +
@@ -392,10 +394,8 @@ Tokenizer::Tokenizer(std::vector<std::string> tokens, const std::vector<std::str
                   "' in the byte alphabet); a byte-level BPE vocabulary needs all 256");
     }
     byte_ids_[b] = it->second;
-    mergeable_ids_.emplace(byte, it->second);
   }
-  // Rank of each merge result: the first merge line that makes it.
-  std::vector<int> rank_of_id(tokens_.size(), -1);
+  merge_rank_.assign(tokens_.size(), -1);
   for (size_t i = 0; i < merges_.size(); ++i) {
     const std::string& line = merges_[i];
     const size_t space = line.find(' ');
@@ -406,28 +406,12 @@ Tokenizer::Tokenizer(std::vector<std::string> tokens, const std::vector<std::str
     }
     const std::string merged =
         AlphabetToBytes(line.substr(0, space)) + AlphabetToBytes(line.substr(space + 1));
-    auto it = ids_by_bytes.find(merged);
-    if (it == ids_by_bytes.end()) {
+    auto it = ids_by_bytes_.find(merged);
+    if (it == ids_by_bytes_.end()) {
       throw Error("tokenizer merge " + std::to_string(i) + " '" + line + "' makes '" +
                   BytesToAlphabet(merged) + "', which is not in the vocabulary");
     }
-    if (rank_of_id[it->second] < 0) rank_of_id[it->second] = static_cast<int>(i);
-    mergeable_ids_.emplace(merged, it->second);
-  }
-  // Every split of a merge result into two mergeable tokens is a pair BPE may merge (tiktoken
-  // merges any adjacent pair whose concatenation is a ranked token).
-  pair_merges_.reserve(2 * merges_.size());
-  for (const auto& entry : mergeable_ids_) {
-    const std::string& bytes = entry.first;
-    const int rank = rank_of_id[entry.second];
-    if (bytes.size() < 2 || rank < 0) continue;
-    for (size_t k = 1; k < bytes.size(); ++k) {
-      auto left = mergeable_ids_.find(bytes.substr(0, k));
-      if (left == mergeable_ids_.end()) continue;
-      auto right = mergeable_ids_.find(bytes.substr(k));
-      if (right == mergeable_ids_.end()) continue;
-      pair_merges_[PairKey(left->second, right->second)] = PairMerge{rank, entry.second};
-    }
+    if (merge_rank_[it->second] < 0) merge_rank_[it->second] = static_cast<int>(i);
   }
 }
 
@@ -476,67 +460,71 @@ std::unique_ptr<Tokenizer> Tokenizer::FromFiles(const std::string& encoder_json_
   return std::make_unique<Tokenizer>(std::move(tokens), merges);
 }
 
+int Tokenizer::MergeRank(const char* bytes, size_t size, int* id) const {
+  auto it = ids_by_bytes_.find(std::string(bytes, size));
+  if (it == ids_by_bytes_.end()) return -1;
+  *id = it->second;
+  return merge_rank_[it->second];
+}
+
 void Tokenizer::EncodePiece(const char* piece, size_t size, std::vector<int>* ids) const {
   if (size == 1) {
     ids->push_back(byte_ids_[static_cast<unsigned char>(piece[0])]);
     return;
   }
   // tiktoken: a piece that is a token is taken whole, before any merging.
-  auto whole = mergeable_ids_.find(std::string(piece, size));
-  if (whole != mergeable_ids_.end()) {
-    ids->push_back(whole->second);
+  int whole_id = -1;
+  if (MergeRank(piece, size, &whole_id) >= 0) {
+    ids->push_back(whole_id);
     return;
   }
-  // BPE over a linked list of parts, with a heap of candidate merges ordered by (rank, position)
-  // = tiktoken's "lowest rank, leftmost" in O(n log n) rather than O(n^2) for long pieces.
-  // A heap entry is stale once either part has changed; it is then skipped.
-  struct Part {
-    int id;    // -1 once merged into its left neighbour
-    int next;  // index of the next live part, or size
-  };
+  // BPE over the piece's bytes split into parts, as tiktoken's byte_pair_merge: repeatedly merge
+  // the adjacent pair whose concatenation is the lowest-ranked token, leftmost on ties. (Any
+  // pair whose concatenation is a merge result qualifies, not only the pair its merge line
+  // names; for GPT-2's vocabulary rank order is id order, so this is tiktoken exactly.) A heap
+  // ordered by (rank, position) makes it O(n log n) instead of O(n^2) for long pieces; an entry
+  // goes stale once either of its parts has changed, and is skipped.
   struct Candidate {
     int rank;
-    int left;
-    int left_id;
-    int right;
-    int right_id;
+    int left;       // start of the left part
+    int right;      // start of the right part
+    int right_end;  // end of the right part
     int merged_id;
     bool operator>(const Candidate& o) const {
       return rank != o.rank ? rank > o.rank : left > o.left;
     }
   };
   const int n = static_cast<int>(size);
-  std::vector<Part> parts(n);
-  std::vector<int> prev(n);
+  // Parts are indexed by their first byte; next[i] is where part i ends (the next part starts),
+  // or -1 once part i has been merged into its left neighbour.
+  std::vector<int> next(n), prev(n), id(n);
   for (int i = 0; i < n; ++i) {
-    parts[i] = Part{byte_ids_[static_cast<unsigned char>(piece[i])], i + 1};
+    next[i] = i + 1;
     prev[i] = i - 1;
+    id[i] = byte_ids_[static_cast<unsigned char>(piece[i])];
   }
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap;
   auto push = [&](int left) {
-    const int right = parts[left].next;
+    const int right = next[left];
     if (right >= n) return;
-    auto it = pair_merges_.find(PairKey(parts[left].id, parts[right].id));
-    if (it == pair_merges_.end()) return;
-    heap.push(Candidate{it->second.rank, left, parts[left].id, right, parts[right].id,
-                         it->second.id});
+    const int right_end = next[right];
+    int merged_id = -1;
+    const int rank = MergeRank(piece + left, static_cast<size_t>(right_end - left), &merged_id);
+    if (rank >= 0) heap.push(Candidate{rank, left, right, right_end, merged_id});
   };
   for (int i = 0; i + 1 < n; ++i) push(i);
   while (!heap.empty()) {
     const Candidate c = heap.top();
     heap.pop();
-    if (parts[c.left].id != c.left_id || parts[c.left].next != c.right ||
-        parts[c.right].id != c.right_id) {
-      continue;
-    }
-    parts[c.left].id = c.merged_id;
-    parts[c.left].next = parts[c.right].next;
-    parts[c.right].id = -1;
-    if (parts[c.left].next < n) prev[parts[c.left].next] = c.left;
+    if (next[c.left] != c.right || next[c.right] != c.right_end) continue;  // stale
+    id[c.left] = c.merged_id;
+    next[c.left] = c.right_end;
+    next[c.right] = -1;
+    if (c.right_end < n) prev[c.right_end] = c.left;
     if (prev[c.left] >= 0) push(prev[c.left]);
     push(c.left);
   }
-  for (int i = 0; i < n; i = parts[i].next) ids->push_back(parts[i].id);
+  for (int i = 0; i < n; i = next[i]) ids->push_back(id[i]);
 }
 
 std::vector<int> Tokenizer::Encode(const std::string& text) const {
