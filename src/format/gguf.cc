@@ -335,14 +335,14 @@ std::unique_ptr<GgufFile> GgufFile::Parse(const uint8_t* data, size_t size) {
                   ", which is not a multiple of the alignment " +
                   std::to_string(file->alignment_));
     }
-    // Size in bytes, checked against the file before it is formed so that it cannot overflow
-    // (size_t is 32 bits in wasm).
+    // Size in bytes, formed only once it is known not to overflow size_t (32 bits in wasm);
+    // whether it fits in the file is checked with the offsets below.
     const uint64_t n_blocks = static_cast<uint64_t>(n_elements / block);
     const uint64_t block_bytes = TypeBlockBytes(ti.type);
-    if (n_blocks > size / block_bytes) {
-      throw Error("tensor " + Quote(ti.name) + " needs " + std::to_string(n_blocks) + " blocks of " +
-                  std::to_string(block_bytes) + " bytes, more than the whole file (" +
-                  std::to_string(size) + " bytes)");
+    if (n_blocks > std::numeric_limits<size_t>::max() / block_bytes) {
+      throw Error("tensor " + Quote(ti.name) + " is too large: " + std::to_string(n_elements) +
+                  " elements of type " + GgmlTypeName(raw_type) +
+                  " need more bytes than this platform can address");
     }
     ti.nbytes = static_cast<size_t>(n_blocks * block_bytes);
     file->tensors_.push_back(std::move(ti));
