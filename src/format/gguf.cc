@@ -23,8 +23,8 @@ namespace gpt2 {
 namespace {
 
 constexpr uint32_t kGgufMagic = 0x46554747;  // "GGUF" read as a little-endian u32
-constexpr uint32_t kDefaultAlignment = 32;    // GGUF_DEFAULT_ALIGNMENT
-constexpr int kMaxDims = 4;                   // GGML_MAX_DIMS
+constexpr uint32_t kDefaultAlignment = 32;   // GGUF_DEFAULT_ALIGNMENT
+constexpr int kMaxDims = 4;                  // GGML_MAX_DIMS
 // Arrays are expanded into GgufValue objects (~100 bytes each), so a hostile file with a huge
 // u8 array could make a small file cost gigabytes of memory. GPT-2's largest arrays (tokens,
 // merges) hold ~50k entries; real GGUF vocabularies stay below ~300k.
@@ -47,19 +47,32 @@ bool IsLittleEndianHost() {
 
 const char* ValueTypeName(GgufValueType t) {
   switch (t) {
-    case GgufValueType::kU8: return "u8";
-    case GgufValueType::kI8: return "i8";
-    case GgufValueType::kU16: return "u16";
-    case GgufValueType::kI16: return "i16";
-    case GgufValueType::kU32: return "u32";
-    case GgufValueType::kI32: return "i32";
-    case GgufValueType::kF32: return "f32";
-    case GgufValueType::kBool: return "bool";
-    case GgufValueType::kString: return "string";
-    case GgufValueType::kArray: return "array";
-    case GgufValueType::kU64: return "u64";
-    case GgufValueType::kI64: return "i64";
-    case GgufValueType::kF64: return "f64";
+    case GgufValueType::kU8:
+      return "u8";
+    case GgufValueType::kI8:
+      return "i8";
+    case GgufValueType::kU16:
+      return "u16";
+    case GgufValueType::kI16:
+      return "i16";
+    case GgufValueType::kU32:
+      return "u32";
+    case GgufValueType::kI32:
+      return "i32";
+    case GgufValueType::kF32:
+      return "f32";
+    case GgufValueType::kBool:
+      return "bool";
+    case GgufValueType::kString:
+      return "string";
+    case GgufValueType::kArray:
+      return "array";
+    case GgufValueType::kU64:
+      return "u64";
+    case GgufValueType::kI64:
+      return "i64";
+    case GgufValueType::kF64:
+      return "f64";
   }
   return "unknown";
 }
@@ -69,11 +82,24 @@ bool IsKnownValueType(uint32_t t) { return t <= static_cast<uint32_t>(GgufValueT
 // Encoded size of a scalar (0 for string/array, which are variable-sized).
 uint64_t ScalarBytes(GgufValueType t) {
   switch (t) {
-    case GgufValueType::kU8: case GgufValueType::kI8: case GgufValueType::kBool: return 1;
-    case GgufValueType::kU16: case GgufValueType::kI16: return 2;
-    case GgufValueType::kU32: case GgufValueType::kI32: case GgufValueType::kF32: return 4;
-    case GgufValueType::kU64: case GgufValueType::kI64: case GgufValueType::kF64: return 8;
-    case GgufValueType::kString: case GgufValueType::kArray: return 0;
+    case GgufValueType::kU8:
+    case GgufValueType::kI8:
+    case GgufValueType::kBool:
+      return 1;
+    case GgufValueType::kU16:
+    case GgufValueType::kI16:
+      return 2;
+    case GgufValueType::kU32:
+    case GgufValueType::kI32:
+    case GgufValueType::kF32:
+      return 4;
+    case GgufValueType::kU64:
+    case GgufValueType::kI64:
+    case GgufValueType::kF64:
+      return 8;
+    case GgufValueType::kString:
+    case GgufValueType::kArray:
+      return 0;
   }
   return 0;
 }
@@ -124,28 +150,50 @@ GgufValue ReadScalarOrString(Reader& r, GgufValueType type, const std::string& w
   GgufValue v;
   v.type = type;
   switch (type) {
-    case GgufValueType::kU8: v.u = r.Read<uint8_t>(what); break;
-    case GgufValueType::kI8: v.i = r.Read<int8_t>(what); break;
-    case GgufValueType::kU16: v.u = r.Read<uint16_t>(what); break;
-    case GgufValueType::kI16: v.i = r.Read<int16_t>(what); break;
-    case GgufValueType::kU32: v.u = r.Read<uint32_t>(what); break;
-    case GgufValueType::kI32: v.i = r.Read<int32_t>(what); break;
-    case GgufValueType::kF32: v.f = r.Read<float>(what); break;
-    case GgufValueType::kU64: v.u = r.Read<uint64_t>(what); break;
-    case GgufValueType::kI64: v.i = r.Read<int64_t>(what); break;
-    case GgufValueType::kF64: v.f = r.Read<double>(what); break;
+    case GgufValueType::kU8:
+      v.u = r.Read<uint8_t>(what);
+      break;
+    case GgufValueType::kI8:
+      v.i = r.Read<int8_t>(what);
+      break;
+    case GgufValueType::kU16:
+      v.u = r.Read<uint16_t>(what);
+      break;
+    case GgufValueType::kI16:
+      v.i = r.Read<int16_t>(what);
+      break;
+    case GgufValueType::kU32:
+      v.u = r.Read<uint32_t>(what);
+      break;
+    case GgufValueType::kI32:
+      v.i = r.Read<int32_t>(what);
+      break;
+    case GgufValueType::kF32:
+      v.f = r.Read<float>(what);
+      break;
+    case GgufValueType::kU64:
+      v.u = r.Read<uint64_t>(what);
+      break;
+    case GgufValueType::kI64:
+      v.i = r.Read<int64_t>(what);
+      break;
+    case GgufValueType::kF64:
+      v.f = r.Read<double>(what);
+      break;
     case GgufValueType::kBool: {
       const size_t at = r.pos();
       const uint8_t b = r.Read<uint8_t>(what);
       // gguf.md: "Anything else is invalid, and should be treated as ... the model being invalid".
       if (b > 1) {
-        throw Error("GGUF " + what + " is a bool with value " + std::to_string(b) +
-                    " at byte " + std::to_string(at) + " (must be 0 or 1)");
+        throw Error("GGUF " + what + " is a bool with value " + std::to_string(b) + " at byte " +
+                    std::to_string(at) + " (must be 0 or 1)");
       }
       v.u = b;
       break;
     }
-    case GgufValueType::kString: v.str = r.ReadString(what); break;
+    case GgufValueType::kString:
+      v.str = r.ReadString(what);
+      break;
     case GgufValueType::kArray:
       throw Error("internal error: ReadScalarOrString called for an array");
   }
@@ -187,8 +235,8 @@ GgufValue ReadValue(Reader& r, uint32_t raw_type, const std::string& key) {
   }
   if (count > kMaxArrayElements) {
     throw Error("GGUF metadata key " + Quote(key) + " is an array of " + std::to_string(count) +
-                " elements, more than this reader accepts (" +
-                std::to_string(kMaxArrayElements) + ")");
+                " elements, more than this reader accepts (" + std::to_string(kMaxArrayElements) +
+                ")");
   }
   v.array.reserve(static_cast<size_t>(count));
   for (uint64_t k = 0; k < count; ++k) {
@@ -228,8 +276,9 @@ std::unique_ptr<GgufFile> GgufFile::Parse(const uint8_t* data, size_t size) {
   }
   const uint32_t version = r.Read<uint32_t>("version");
   if (version == 1) {
-    throw Error("GGUF version 1 is not supported (its counts are 32-bit and it predates the "
-                "final format); re-convert the model to GGUF v3");
+    throw Error(
+        "GGUF version 1 is not supported (its counts are 32-bit and it predates the "
+        "final format); re-convert the model to GGUF v3");
   }
   if (version != 2 && version != 3) {
     std::string hint;
@@ -243,14 +292,17 @@ std::unique_ptr<GgufFile> GgufFile::Parse(const uint8_t* data, size_t size) {
   const uint64_t n_kv = r.Read<uint64_t>("metadata count");
   if (n_kv > r.remaining() / kMinKeyValueBytes) {
     throw Error("GGUF header claims " + std::to_string(n_kv) + " metadata entries but only " +
-                std::to_string(r.remaining()) + " bytes follow the header (each entry needs at "
-                "least " + std::to_string(kMinKeyValueBytes) + "); the file is corrupt or truncated");
+                std::to_string(r.remaining()) +
+                " bytes follow the header (each entry needs at "
+                "least " +
+                std::to_string(kMinKeyValueBytes) + "); the file is corrupt or truncated");
   }
   if (n_tensors > r.remaining() / kMinTensorInfoBytes) {
     throw Error("GGUF header claims " + std::to_string(n_tensors) + " tensors but only " +
-                std::to_string(r.remaining()) + " bytes follow the header (each tensor info "
-                "needs at least " + std::to_string(kMinTensorInfoBytes) +
-                "); the file is corrupt or truncated");
+                std::to_string(r.remaining()) +
+                " bytes follow the header (each tensor info "
+                "needs at least " +
+                std::to_string(kMinTensorInfoBytes) + "); the file is corrupt or truncated");
   }
 
   // --- Metadata ---
@@ -303,13 +355,14 @@ std::unique_ptr<GgufFile> GgufFile::Parse(const uint8_t* data, size_t size) {
     for (uint32_t d = 0; d < n_dims; ++d) {
       const uint64_t ne = r.Read<uint64_t>(where);
       if (ne == 0) {
-        throw Error("tensor " + Quote(ti.name) + " has size 0 in dimension " +
-                    std::to_string(d));
+        throw Error("tensor " + Quote(ti.name) + " has size 0 in dimension " + std::to_string(d));
       }
       if (ne > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
           static_cast<int64_t>(ne) > std::numeric_limits<int64_t>::max() / n_elements) {
-        throw Error("tensor " + Quote(ti.name) + " has an element count that overflows 64 bits "
-                    "(dimension " + std::to_string(d) + " is " + std::to_string(ne) + ")");
+        throw Error("tensor " + Quote(ti.name) +
+                    " has an element count that overflows 64 bits "
+                    "(dimension " +
+                    std::to_string(d) + " is " + std::to_string(ne) + ")");
       }
       ti.ne[d] = static_cast<int64_t>(ne);
       n_elements *= ti.ne[d];
@@ -326,14 +379,13 @@ std::unique_ptr<GgufFile> GgufFile::Parse(const uint8_t* data, size_t size) {
     const int64_t block = TypeBlockSize(ti.type);
     if (ti.ne[0] % block != 0) {
       throw Error("tensor " + Quote(ti.name) + " of type " + GgmlTypeName(raw_type) + " has " +
-                  std::to_string(ti.ne[0]) + " elements per row, not a multiple of its block size " +
-                  std::to_string(block));
+                  std::to_string(ti.ne[0]) +
+                  " elements per row, not a multiple of its block size " + std::to_string(block));
     }
     ti.offset = r.Read<uint64_t>(where);
     if (ti.offset % file->alignment_ != 0) {
       throw Error("tensor " + Quote(ti.name) + " has data offset " + std::to_string(ti.offset) +
-                  ", which is not a multiple of the alignment " +
-                  std::to_string(file->alignment_));
+                  ", which is not a multiple of the alignment " + std::to_string(file->alignment_));
     }
     // Size in bytes, formed only once it is known not to overflow size_t (32 bits in wasm);
     // whether it fits in the file is checked with the offsets below.
@@ -359,10 +411,9 @@ std::unique_ptr<GgufFile> GgufFile::Parse(const uint8_t* data, size_t size) {
   for (GgufTensor& ti : file->tensors_) {
     if (ti.offset > data_size || ti.nbytes > data_size - ti.offset) {
       throw Error("GGUF file is truncated: tensor " + Quote(ti.name) + " (" +
-                  std::to_string(ti.nbytes) + " bytes at data offset " +
-                  std::to_string(ti.offset) + ") ends at byte " +
-                  std::to_string(data_start + ti.offset + ti.nbytes) + " but the file has " +
-                  std::to_string(size) + " bytes");
+                  std::to_string(ti.nbytes) + " bytes at data offset " + std::to_string(ti.offset) +
+                  ") ends at byte " + std::to_string(data_start + ti.offset + ti.nbytes) +
+                  " but the file has " + std::to_string(size) + " bytes");
     }
     ti.data = data + data_start + ti.offset;
   }
@@ -391,10 +442,9 @@ const GgufValue& Require(const GgufFile& f, const std::string& key) {
   return *v;
 }
 
-[[noreturn]] void ThrowWrongType(const std::string& key, const GgufValue& v,
-                                 const char* wanted) {
-  throw Error("GGUF metadata key " + Quote(key) + " is " + ValueTypeName(v.type) +
-              ", expected " + wanted);
+[[noreturn]] void ThrowWrongType(const std::string& key, const GgufValue& v, const char* wanted) {
+  throw Error("GGUF metadata key " + Quote(key) + " is " + ValueTypeName(v.type) + ", expected " +
+              wanted);
 }
 
 }  // namespace
@@ -402,23 +452,26 @@ const GgufValue& Require(const GgufFile& f, const std::string& key) {
 uint32_t GgufFile::GetU32(const std::string& key) const {
   const GgufValue& v = Require(*this, key);
   switch (v.type) {
-    case GgufValueType::kU8: case GgufValueType::kU16: case GgufValueType::kU32:
+    case GgufValueType::kU8:
+    case GgufValueType::kU16:
+    case GgufValueType::kU32:
     case GgufValueType::kU64:
       if (v.u > std::numeric_limits<uint32_t>::max()) break;
       return static_cast<uint32_t>(v.u);
-    case GgufValueType::kI8: case GgufValueType::kI16: case GgufValueType::kI32:
+    case GgufValueType::kI8:
+    case GgufValueType::kI16:
+    case GgufValueType::kI32:
     case GgufValueType::kI64:
       if (v.i < 0 || static_cast<uint64_t>(v.i) > std::numeric_limits<uint32_t>::max()) break;
       return static_cast<uint32_t>(v.i);
     default:
       ThrowWrongType(key, v, "an integer");
   }
-  throw Error("GGUF metadata key " + Quote(key) + " has value " +
-              (v.type == GgufValueType::kU64 || v.type == GgufValueType::kU32 ||
-                       v.type == GgufValueType::kU16 || v.type == GgufValueType::kU8
-                   ? std::to_string(v.u)
-                   : std::to_string(v.i)) +
-              ", outside 0..4294967295");
+  const bool is_unsigned = v.type == GgufValueType::kU8 || v.type == GgufValueType::kU16 ||
+                           v.type == GgufValueType::kU32 || v.type == GgufValueType::kU64;
+  throw Error("GGUF metadata key " + Quote(key) + " has " + ValueTypeName(v.type) + " value " +
+              (is_unsigned ? std::to_string(v.u) : std::to_string(v.i)) +
+              ", outside the u32 range 0..4294967295");
 }
 
 float GgufFile::GetF32(const std::string& key) const {
@@ -439,9 +492,8 @@ std::vector<std::string> GgufFile::GetStringArray(const std::string& key) const 
   const GgufValue& v = Require(*this, key);
   if (v.type != GgufValueType::kArray || v.array_type != GgufValueType::kString) {
     throw Error("GGUF metadata key " + Quote(key) + " is " + ValueTypeName(v.type) +
-                (v.type == GgufValueType::kArray
-                     ? std::string(" of ") + ValueTypeName(v.array_type)
-                     : std::string()) +
+                (v.type == GgufValueType::kArray ? std::string(" of ") + ValueTypeName(v.array_type)
+                                                 : std::string()) +
                 ", expected an array of strings");
   }
   std::vector<std::string> out;
@@ -477,19 +529,44 @@ class ByteSink {
 
 void PutScalarOrString(ByteSink& s, const GgufValue& v, GgufValueType type) {
   switch (type) {
-    case GgufValueType::kU8: s.Put<uint8_t>(static_cast<uint8_t>(v.u)); break;
-    case GgufValueType::kI8: s.Put<int8_t>(static_cast<int8_t>(v.i)); break;
-    case GgufValueType::kU16: s.Put<uint16_t>(static_cast<uint16_t>(v.u)); break;
-    case GgufValueType::kI16: s.Put<int16_t>(static_cast<int16_t>(v.i)); break;
-    case GgufValueType::kU32: s.Put<uint32_t>(static_cast<uint32_t>(v.u)); break;
-    case GgufValueType::kI32: s.Put<int32_t>(static_cast<int32_t>(v.i)); break;
-    case GgufValueType::kF32: s.Put<float>(static_cast<float>(v.f)); break;
-    case GgufValueType::kBool: s.Put<uint8_t>(v.u ? 1 : 0); break;
-    case GgufValueType::kString: s.PutString(v.str); break;
-    case GgufValueType::kU64: s.Put<uint64_t>(v.u); break;
-    case GgufValueType::kI64: s.Put<int64_t>(v.i); break;
-    case GgufValueType::kF64: s.Put<double>(v.f); break;
-    case GgufValueType::kArray: throw Error("GGUF writer: nested arrays are not supported");
+    case GgufValueType::kU8:
+      s.Put<uint8_t>(static_cast<uint8_t>(v.u));
+      break;
+    case GgufValueType::kI8:
+      s.Put<int8_t>(static_cast<int8_t>(v.i));
+      break;
+    case GgufValueType::kU16:
+      s.Put<uint16_t>(static_cast<uint16_t>(v.u));
+      break;
+    case GgufValueType::kI16:
+      s.Put<int16_t>(static_cast<int16_t>(v.i));
+      break;
+    case GgufValueType::kU32:
+      s.Put<uint32_t>(static_cast<uint32_t>(v.u));
+      break;
+    case GgufValueType::kI32:
+      s.Put<int32_t>(static_cast<int32_t>(v.i));
+      break;
+    case GgufValueType::kF32:
+      s.Put<float>(static_cast<float>(v.f));
+      break;
+    case GgufValueType::kBool:
+      s.Put<uint8_t>(v.u ? 1 : 0);
+      break;
+    case GgufValueType::kString:
+      s.PutString(v.str);
+      break;
+    case GgufValueType::kU64:
+      s.Put<uint64_t>(v.u);
+      break;
+    case GgufValueType::kI64:
+      s.Put<int64_t>(v.i);
+      break;
+    case GgufValueType::kF64:
+      s.Put<double>(v.f);
+      break;
+    case GgufValueType::kArray:
+      throw Error("GGUF writer: nested arrays are not supported");
   }
 }
 
@@ -579,8 +656,8 @@ void GgufWriter::AddI32Array(const std::string& key, const std::vector<int32_t>&
   AddChecked(&metadata_, key, std::move(value));
 }
 
-void GgufWriter::AddTensor(const std::string& name, TensorType type,
-                           const std::vector<int64_t>& ne, const void* data, size_t nbytes) {
+void GgufWriter::AddTensor(const std::string& name, TensorType type, const std::vector<int64_t>& ne,
+                           const void* data, size_t nbytes) {
   if (!IsSupportedType(static_cast<uint32_t>(type))) {
     throw Error("GGUF writer: tensor " + Quote(name) + " has unsupported type " +
                 GgmlTypeName(static_cast<uint32_t>(type)));
@@ -622,8 +699,7 @@ void GgufWriter::AddTensor(const std::string& name, TensorType type,
 
 std::vector<uint8_t> GgufWriter::Serialize(uint32_t alignment) const {
   if (!IsPowerOfTwo(alignment)) {
-    throw Error("GGUF writer: alignment " + std::to_string(alignment) +
-                " is not a power of two");
+    throw Error("GGUF writer: alignment " + std::to_string(alignment) + " is not a power of two");
   }
   bool has_alignment_key = false;
   for (const auto& kv : metadata_) {

@@ -1,14 +1,14 @@
 // F16ToF32 / F32ToF16 against known IEEE 754 binary16 bit patterns and against the naive codec
 // in reference_half.h.
-#include <catch2/catch.hpp>
+#include "format/f16.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <random>
 
-#include "format/f16.h"
 #include "reference_half.h"
 
 namespace {
@@ -70,8 +70,8 @@ TEST_CASE("F32ToF16 handles subnormal halves and underflow", "[format]") {
   CHECK(F32ToF16(0.5f * q) == 0x0000);    // tie between 0 and q: even is 0
   CHECK(F32ToF16(-0.5f * q) == 0x8000);
   CHECK(F32ToF16(std::nextafter(0.5f * q, 1.0f)) == 0x0001);
-  CHECK(F32ToF16(1.5f * q) == 0x0002);    // tie between 1q and 2q: even is 2q
-  CHECK(F32ToF16(2.5f * q) == 0x0002);    // tie between 2q and 3q: even is 2q
+  CHECK(F32ToF16(1.5f * q) == 0x0002);  // tie between 1q and 2q: even is 2q
+  CHECK(F32ToF16(2.5f * q) == 0x0002);  // tie between 2q and 3q: even is 2q
   CHECK(F32ToF16(0.25f * q) == 0x0000);
   CHECK(F32ToF16(std::numeric_limits<float>::denorm_min()) == 0x0000);
   CHECK(F32ToF16(-std::numeric_limits<float>::denorm_min()) == 0x8000);
@@ -131,8 +131,8 @@ TEST_CASE("F32ToF16 matches the naive nearest-half search on random floats", "[f
   std::uniform_real_distribution<float> exponent(-27.0f, 17.0f);
   std::uniform_real_distribution<float> mant(1.0f, 2.0f);
   for (int k = 0; k < 20000; ++k) {
-    float f = (k % 2 == 0) ? FromBits(bits(rng))
-                           : std::ldexp(mant(rng), static_cast<int>(exponent(rng)));
+    float f =
+        (k % 2 == 0) ? FromBits(bits(rng)) : std::ldexp(mant(rng), static_cast<int>(exponent(rng)));
     if (k % 4 == 3) f = -f;
     if (std::isnan(f)) continue;
     ++checked;

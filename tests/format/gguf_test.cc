@@ -1,8 +1,9 @@
 // GGUF reader and writer: writer -> parser round trips, hand-assembled files of every metadata
 // type (the byte layout written out here from ggml/docs/gguf.md, independently of GgufWriter),
 // and malformed files, each of which must raise gpt2::Error with a message that names the fault.
-#include <catch2/catch.hpp>
+#include "format/gguf.h"
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -13,17 +14,16 @@
 
 #include "base/error.h"
 #include "format/f16.h"
-#include "format/gguf.h"
 #include "format/quant.h"
 #include "format/tensor_type.h"
 
 namespace {
 
+using Catch::Matchers::Contains;
 using gpt2::GgufFile;
 using gpt2::GgufValueType;
 using gpt2::GgufWriter;
 using gpt2::TensorType;
-using Catch::Matchers::Contains;
 
 // --- A byte-level GGUF assembler, independent of GgufWriter. ---
 
@@ -250,9 +250,9 @@ TEST_CASE("GGUF writer rejects inconsistent tensors and keys", "[format]") {
 
 TEST_CASE("GGUF WriteFile is atomic and MappedFile reads it back", "[format]") {
   const char* tmpdir = std::getenv("TMPDIR");
-  const std::string path = std::string(tmpdir ? tmpdir : "/tmp") + "/gpt2_format_test_" +
-                           std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) +
-                           ".gguf";
+  const std::string path =
+      std::string(tmpdir ? tmpdir : "/tmp") + "/gpt2_format_test_" +
+      std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + ".gguf";
   const GgufWriter w = MakeWriter();
   w.WriteFile(path);
   // No temporary is left behind.
@@ -373,9 +373,10 @@ TEST_CASE("GGUF parser names the field a truncated tensor info lost", "[format]"
   // (4) + ne[0] (8): cut in the middle of ne[1].
   const size_t cut = 24 + 41 + 29 + 4 + 8 + 3;
   bytes.resize(cut);
-  CHECK(ParseError(bytes) == "GGUF file is truncated: tensor info 1 ('blk.0.attn_qkv.weight') "
-                             "ends at byte " + std::to_string(cut + 5) + " but the file has " +
-                             std::to_string(cut) + " bytes");
+  CHECK(ParseError(bytes) ==
+        "GGUF file is truncated: tensor info 1 ('blk.0.attn_qkv.weight') "
+        "ends at byte " +
+            std::to_string(cut + 5) + " but the file has " + std::to_string(cut) + " bytes");
 }
 
 TEST_CASE("GGUF parser rejects bad magic and unsupported versions", "[format]") {
@@ -442,7 +443,8 @@ TEST_CASE("GGUF parser rejects duplicates, bad values and nested arrays", "[form
   spec.tensors = {TensorSpec(), TensorSpec()};
   spec.tensors[0].name = spec.tensors[1].name = "blk.0.ffn_up.weight";
   spec.tensors[1].offset = 256;
-  CHECK_THAT(ParseError(Build(spec)), Contains("'blk.0.ffn_up.weight'") && Contains("more than once"));
+  CHECK_THAT(ParseError(Build(spec)),
+             Contains("'blk.0.ffn_up.weight'") && Contains("more than once"));
 
   spec = FileSpec();
   spec.kv = Bytes().Str("a").U32(4).U32(1).Str("a").U32(4).U32(2).b;
@@ -507,8 +509,8 @@ TEST_CASE("GGUF parser rejects bad tensor infos with the tensor's name", "[forma
   spec.tensors[0].type = 30;
   CHECK_THAT(ParseError(Build(spec)), Contains("has type bf16"));
   spec.tensors[0].type = 99;
-  CHECK_THAT(ParseError(Build(spec)), Contains("'blk.0.ffn_up.weight'") &&
-                                          Contains("unknown") && Contains("99"));
+  CHECK_THAT(ParseError(Build(spec)),
+             Contains("'blk.0.ffn_up.weight'") && Contains("unknown") && Contains("99"));
 
   spec = FileSpec();
   spec.tensors[0].ne = {};
@@ -521,7 +523,8 @@ TEST_CASE("GGUF parser rejects bad tensor infos with the tensor's name", "[forma
   spec = FileSpec();
   spec.tensors[0].type = 8;  // q8_0
   spec.tensors[0].ne = {33, 2};
-  CHECK_THAT(ParseError(Build(spec)), Contains("'w'") && Contains("33") && Contains("block size 32"));
+  CHECK_THAT(ParseError(Build(spec)),
+             Contains("'w'") && Contains("33") && Contains("block size 32"));
   spec.tensors[0].type = 2;  // q4_0
   spec.tensors[0].ne = {48};
   CHECK_THAT(ParseError(Build(spec)), Contains("q4_0") && Contains("48"));
@@ -539,8 +542,8 @@ TEST_CASE("GGUF parser rejects bad tensor infos with the tensor's name", "[forma
 
   spec = FileSpec();
   spec.tensors[0].offset = 16;
-  CHECK_THAT(ParseError(Build(spec)), Contains("'w'") && Contains("offset 16") &&
-                                          Contains("alignment 32"));
+  CHECK_THAT(ParseError(Build(spec)),
+             Contains("'w'") && Contains("offset 16") && Contains("alignment 32"));
   spec.tensors[0].offset = 1 << 20;
   CHECK_THAT(ParseError(Build(spec)), Contains("'w'") && Contains("truncated"));
   spec.tensors[0].offset = ~uint64_t{0} - 31;  // offset + size would wrap around

@@ -1,9 +1,10 @@
 // Q8_0 / Q4_0 reference quantization: block layout, error budgets, and bit-exactness against a
 // straightforward transcription of ggml-quants.c's quantize_row_q8_0_ref / quantize_row_q4_0_ref
 // written here with the naive half encoder from reference_half.h.
-#include <catch2/catch.hpp>
+#include "format/quant.h"
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -12,7 +13,6 @@
 #include <vector>
 
 #include "format/f16.h"
-#include "format/quant.h"
 #include "format/tensor_type.h"
 #include "reference_half.h"
 
@@ -101,17 +101,18 @@ std::vector<float> MakeTestRow(uint32_t seed) {
     for (int j = 0; j < 32; ++j) x.push_back(gen(j));
   };
   for (int b = 0; b < 64; ++b) add_block([&](int) { return gauss(rng); });
-  for (int b = 0; b < 16; ++b) add_block([&](int) { return uni(rng) * 0.02f; });  // GPT-2 weight scale
-  add_block([](int) { return 0.0f; });                                  // all zero: d = 0, id = 0
-  add_block([](int j) { return j == 5 ? -3.0f : 0.0f; });              // single negative max
-  add_block([](int j) { return j == 30 ? 7.5f : 0.25f * (j % 7); });   // positive max, late
+  for (int b = 0; b < 16; ++b)
+    add_block([&](int) { return uni(rng) * 0.02f; });                 // GPT-2 weight scale
+  add_block([](int) { return 0.0f; });                                // all zero: d = 0, id = 0
+  add_block([](int j) { return j == 5 ? -3.0f : 0.0f; });             // single negative max
+  add_block([](int j) { return j == 30 ? 7.5f : 0.25f * (j % 7); });  // positive max, late
   add_block([](int j) { return j == 3 ? 2.0f : (j == 9 ? -2.0f : 0.1f * j); });  // |max| tie
-  add_block([](int j) { return static_cast<float>(j - 16); });          // integer ramp
-  add_block([](int j) { return (j - 16) * 0.5f; });                     // half-integer ramp
-  add_block([&](int) { return gauss(rng) * 1e-6f; });                   // d is an f16 subnormal
-  add_block([&](int) { return gauss(rng) * 1e-9f; });                   // d underflows to 0 in f16
-  add_block([&](int) { return gauss(rng) * 1e4f; });                    // large values
-  add_block([&](int) { return gauss(rng) * 4e6f; });                    // d overflows f16 to inf
+  add_block([](int j) { return static_cast<float>(j - 16); });                   // integer ramp
+  add_block([](int j) { return (j - 16) * 0.5f; });    // half-integer ramp
+  add_block([&](int) { return gauss(rng) * 1e-6f; });  // d is an f16 subnormal
+  add_block([&](int) { return gauss(rng) * 1e-9f; });  // d underflows to 0 in f16
+  add_block([&](int) { return gauss(rng) * 1e4f; });   // large values
+  add_block([&](int) { return gauss(rng) * 4e6f; });   // d overflows f16 to inf
   return x;
 }
 
@@ -123,8 +124,8 @@ std::vector<uint8_t> AsBytes(const std::vector<Block>& blocks) {
 }
 
 // Largest |x - y| per block divided by the block's amax, and RMS error / RMS of x.
-void Errors(const std::vector<float>& x, const std::vector<float>& y, int n_blocks,
-            double* max_rel, double* rms_rel) {
+void Errors(const std::vector<float>& x, const std::vector<float>& y, int n_blocks, double* max_rel,
+            double* rms_rel) {
   *max_rel = 0;
   double se = 0, sx = 0;
   for (int b = 0; b < n_blocks; ++b) {
@@ -208,8 +209,8 @@ TEST_CASE("Q4_0 worked example: an integer ramp", "[format]") {
   }
   float y[32];
   gpt2::DequantizeRowQ4_0(&b, y, 32);
-  CHECK(y[0] == -16.0f);   // (0 - 8) * 2
-  CHECK(y[31] == 14.0f);   // (15 - 8) * 2: the positive side is capped at +7 steps
+  CHECK(y[0] == -16.0f);  // (0 - 8) * 2
+  CHECK(y[31] == 14.0f);  // (15 - 8) * 2: the positive side is capped at +7 steps
 }
 
 TEST_CASE("Q8_0 and Q4_0 quantization is bit-exact with ggml's reference", "[format]") {
@@ -271,7 +272,8 @@ TEST_CASE("DequantizeRow converts f32 and f16 rows, at odd byte offsets too", "[
   const uint16_t halves[4] = {0x3c00, 0xc100, 0x7bff, 0x0001};
   std::memcpy(buf + 1, halves, sizeof(halves));
   gpt2::DequantizeRow(TensorType::kF16, buf + 1, out, 4);
-  for (int k = 0; k < 4; ++k) CHECK(out[k] == static_cast<float>(gpt2_test::RefHalfToDouble(halves[k])));
+  for (int k = 0; k < 4; ++k)
+    CHECK(out[k] == static_cast<float>(gpt2_test::RefHalfToDouble(halves[k])));
 }
 
 TEST_CASE("Q8_0 and Q4_0 round trips stay within their error budgets", "[format]") {
