@@ -92,8 +92,7 @@ Char DecodeChar(const unsigned char* s, size_t n) {
     const unsigned char lo = c0 == 0xF0 ? 0x90 : 0x80;
     const unsigned char hi = c0 == 0xF4 ? 0x8F : 0xBF;
     if (n >= 4 && s[1] >= lo && s[1] <= hi && IsContinuation(s[2]) && IsContinuation(s[3])) {
-      cp = ((c0 & 0x07u) << 18) | ((s[1] & 0x3Fu) << 12) | ((s[2] & 0x3Fu) << 6) |
-           (s[3] & 0x3Fu);
+      cp = ((c0 & 0x07u) << 18) | ((s[1] & 0x3Fu) << 12) | ((s[2] & 0x3Fu) << 6) | (s[3] & 0x3Fu);
       size = 4;
     }
   }
@@ -235,8 +234,7 @@ std::string ReadWholeFile(const std::string& path, const char* what) {
 // integers. Strings may use every JSON escape, including \uXXXX surrogate pairs.
 class EncoderJsonParser {
  public:
-  EncoderJsonParser(const std::string& text, const std::string& path)
-      : text_(text), path_(path) {}
+  EncoderJsonParser(const std::string& text, const std::string& path) : text_(text), path_(path) {}
 
   std::vector<std::pair<std::string, int64_t>> Parse() {
     std::vector<std::pair<std::string, int64_t>> entries;
@@ -274,9 +272,7 @@ class EncoderJsonParser {
                 " (expected an object mapping token strings to ids, like GPT-2's "
                 "encoder.json)");
   }
-  int Peek() const {
-    return pos_ < text_.size() ? static_cast<unsigned char>(text_[pos_]) : -1;
-  }
+  int Peek() const { return pos_ < text_.size() ? static_cast<unsigned char>(text_[pos_]) : -1; }
   void Expect(char c) {
     if (Peek() != static_cast<unsigned char>(c)) Fail(std::string("expected '") + c + "'");
     ++pos_;
@@ -328,14 +324,30 @@ class EncoderJsonParser {
       if (pos_ >= text_.size()) Fail("unterminated escape");
       const char e = text_[pos_++];
       switch (e) {
-        case '"': out.push_back('"'); break;
-        case '\\': out.push_back('\\'); break;
-        case '/': out.push_back('/'); break;
-        case 'b': out.push_back('\b'); break;
-        case 'f': out.push_back('\f'); break;
-        case 'n': out.push_back('\n'); break;
-        case 'r': out.push_back('\r'); break;
-        case 't': out.push_back('\t'); break;
+        case '"':
+          out.push_back('"');
+          break;
+        case '\\':
+          out.push_back('\\');
+          break;
+        case '/':
+          out.push_back('/');
+          break;
+        case 'b':
+          out.push_back('\b');
+          break;
+        case 'f':
+          out.push_back('\f');
+          break;
+        case 'n':
+          out.push_back('\n');
+          break;
+        case 'r':
+          out.push_back('\r');
+          break;
+        case 't':
+          out.push_back('\t');
+          break;
         case 'u': {
           uint32_t cp = ParseHex4();
           if (cp >= 0xD800 && cp <= 0xDBFF) {
@@ -426,9 +438,9 @@ std::unique_ptr<Tokenizer> Tokenizer::FromFiles(const std::string& encoder_json_
   for (auto& entry : entries) {
     const int64_t id = entry.second;
     if (id >= static_cast<int64_t>(entries.size())) {
-      throw Error("encoder JSON '" + encoder_json_path + "': token '" + entry.first +
-                  "' has id " + std::to_string(id) + ", but there are only " +
-                  std::to_string(entries.size()) + " tokens (ids must be 0..n-1)");
+      throw Error("encoder JSON '" + encoder_json_path + "': token '" + entry.first + "' has id " +
+                  std::to_string(id) + ", but there are only " + std::to_string(entries.size()) +
+                  " tokens (ids must be 0..n-1)");
     }
     if (seen[id]) {
       throw Error("encoder JSON '" + encoder_json_path + "': id " + std::to_string(id) +

@@ -51,10 +51,10 @@ class Tokenizer {
   // *id receives the token.
   int MergeRank(const char* bytes, size_t size, int* id) const;
 
-  std::vector<std::string> tokens_;         // byte alphabet
+  std::vector<std::string> tokens_;  // byte alphabet
   std::vector<std::string> merges_;
-  std::vector<std::string> token_bytes_;    // raw bytes per id
-  int byte_ids_[256];                       // id of each single-byte token
+  std::vector<std::string> token_bytes_;               // raw bytes per id
+  int byte_ids_[256];                                  // id of each single-byte token
   std::unordered_map<std::string, int> ids_by_bytes_;  // raw bytes -> id (first id wins)
   // Per id: the index of the first merge line that makes the token, or -1 for single bytes and
   // tokens no merge makes (such as "<|endoftext|>", which plain text must never produce).

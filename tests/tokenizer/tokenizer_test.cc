@@ -1,8 +1,9 @@
 // GPT-2 tokenizer against independent references: js-tiktoken's ids for the corpus
 // (tests/data/tokenizer_golden.json, written by scripts/gen_tokenizer_golden.mjs), the real GPT-2
 // prompts in ../shared/reference, and byte-exact round trips of arbitrary bytes.
-#include <catch2/catch.hpp>
+#include "tokenizer/tokenizer.h"
 
+#include <catch2/catch.hpp>
 #include <climits>
 #include <cstdint>
 #include <cstdio>
@@ -13,15 +14,15 @@
 #include <vector>
 
 #include "base/error.h"
-#include "../test_paths.h"
-#include "mini_json.h"
-#include "tokenizer/tokenizer.h"
+#include "format/gguf.h"
+#include "support/json.h"
+#include "test_paths.h"
 
 namespace {
 
 using gpt2::Tokenizer;
-using gpt2_tokenizer_test::JsonValue;
-using gpt2_tokenizer_test::ReadJsonFile;
+using gpt2_test::Json;
+using gpt2_test::ReadJsonFile;
 
 constexpr int kGpt2VocabSize = 50257;
 constexpr int kEndOfText = 50256;
@@ -33,9 +34,15 @@ const Tokenizer& Gpt2() {
   return *tokenizer;
 }
 
-const JsonValue& Golden() {
-  static const JsonValue golden = ReadJsonFile(gpt2_test::DataPath("tokenizer_golden.json"));
+const Json& Golden() {
+  static const Json golden = ReadJsonFile(gpt2_test::DataPath("tokenizer_golden.json"));
   return golden;
+}
+
+std::vector<int> Ids(const Json& array) {
+  std::vector<int> ids;
+  for (double v : array.Numbers()) ids.push_back(static_cast<int>(v));
+  return ids;
 }
 
 // Pieces as strings, to make failures readable.
@@ -83,12 +90,12 @@ TEST_CASE("GPT-2 vocabulary loads from encoder.json and vocab.bpe", "[tokenizer]
 
 TEST_CASE("Encode matches js-tiktoken gpt2 on the corpus", "[tokenizer]") {
   const Tokenizer& t = Gpt2();
-  const JsonValue& cases = Golden()["cases"];
+  const Json& cases = Golden()["cases"];
   REQUIRE(cases.array.size() >= 200);
   size_t matched = 0;
-  for (const JsonValue& c : cases.array) {
-    const std::string& text = c["text"].str;
-    const std::vector<int> expected = c["ids"].IntArray();
+  for (const Json& c : cases.array) {
+    const std::string& text = c["text"].string;
+    const std::vector<int> expected = Ids(c["ids"]);
     const std::vector<int> ids = t.Encode(text);
     INFO("text: \"" << text << "\"");
     CHECK(TokenStrings(t, ids) == TokenStrings(t, expected));
@@ -102,8 +109,8 @@ TEST_CASE("Encode matches js-tiktoken gpt2 on the corpus", "[tokenizer]") {
 
 TEST_CASE("Decode(Encode(s)) == s on the corpus", "[tokenizer]") {
   const Tokenizer& t = Gpt2();
-  for (const JsonValue& c : Golden()["cases"].array) {
-    const std::string& text = c["text"].str;
+  for (const Json& c : Golden()["cases"].array) {
+    const std::string& text = c["text"].string;
     INFO("text: \"" << text << "\"");
     CHECK(t.Decode(t.Encode(text)) == text);
   }
@@ -111,23 +118,23 @@ TEST_CASE("Decode(Encode(s)) == s on the corpus", "[tokenizer]") {
 
 TEST_CASE("Encode matches js-tiktoken on a ~300 KB text", "[tokenizer]") {
   const Tokenizer& t = Gpt2();
-  const JsonValue& golden = Golden();
-  const JsonValue& big = golden["big"];
-  const std::vector<JsonValue>& cases = golden["cases"].array;
-  const std::vector<JsonValue>& separators = big["separators"].array;
+  const Json& golden = Golden();
+  const Json& big = golden["big"];
+  const std::vector<Json>& cases = golden["cases"].array;
+  const std::vector<Json>& separators = big["separators"].array;
   const int repeats = static_cast<int>(big["repeats"].number);
   std::string text;
   for (int rep = 0; rep < repeats; ++rep) {
     for (size_t i = 0; i < cases.size(); ++i) {
-      text += cases[i]["text"].str;
-      text += separators[(i + rep) % separators.size()].str;
+      text += cases[i]["text"].string;
+      text += separators[(i + rep) % separators.size()].string;
     }
   }
   REQUIRE(text.size() == static_cast<size_t>(big["utf8_bytes"].number));
   const std::vector<int> ids = t.Encode(text);
   CHECK(ids.size() == static_cast<size_t>(big["num_ids"].number));
   const size_t chunk = static_cast<size_t>(big["chunk"].number);
-  const std::vector<JsonValue>& digests = big["chunk_fnv1a32"].array;
+  const std::vector<Json>& digests = big["chunk_fnv1a32"].array;
   size_t chunks_matching = 0;
   for (size_t c = 0; c < digests.size(); ++c) {
     const size_t begin = c * chunk;
@@ -150,15 +157,15 @@ TEST_CASE("Encode matches real GPT-2 prompts in ../shared/reference", "[tokenize
         gpt2_test::SharedReferencePath("gpt2_example_" + std::to_string(n) + ".json");
     if (!std::ifstream(path)) continue;
     ++found;
-    const JsonValue example = ReadJsonFile(path);
-    const std::string& prompt = example["prompt"].str;
+    const Json example = ReadJsonFile(path);
+    const std::string& prompt = example["prompt"].string;
     INFO(path << ": \"" << prompt << "\"");
-    const std::vector<int> expected = example["token_ids"].IntArray();
+    const std::vector<int> expected = Ids(example["token_ids"]);
     CHECK(t.Encode(prompt) == expected);
     CHECK(t.Decode(expected) == prompt);
     if (example.Has("tokens")) {
       std::vector<std::string> tokens;
-      for (const JsonValue& s : example["tokens"].array) tokens.push_back(s.str);
+      for (const Json& s : example["tokens"].array) tokens.push_back(s.string);
       CHECK(TokenStrings(t, expected) == tokens);
     }
   }
@@ -176,9 +183,9 @@ TEST_CASE("Whitespace runs split as \\s+(?!\\S) says", "[tokenizer]") {
   auto tokens = [&](const std::string& s) { return TokenStrings(t, t.Encode(s)); };
   using V = std::vector<std::string>;
   CHECK(tokens("a\n\n\nb") == V{"a", "\n\n", "\n", "b"});  // pieces "\n\n", "\n"
-  CHECK(tokens("a\n\nb") == V{"a", "\n", "\n", "b"});        // pieces "\n", "\n"
-  CHECK(tokens("a\n\n b") == V{"a", "\n\n", " b"});          // pieces "\n\n", " b"
-  CHECK(tokens("x    y") == V{"x", " ", " ", " ", " y"});     // pieces "   ", " y"
+  CHECK(tokens("a\n\nb") == V{"a", "\n", "\n", "b"});      // pieces "\n", "\n"
+  CHECK(tokens("a\n\n b") == V{"a", "\n\n", " b"});        // pieces "\n\n", " b"
+  CHECK(tokens("x    y") == V{"x", " ", " ", " ", " y"});  // pieces "   ", " y"
   CHECK(tokens("\tx") == V{"\t", "x"});
   CHECK(tokens("I'M don't") == V{"I", "'", "M", " don", "'t"});  // contractions: lowercase only
 }
@@ -189,11 +196,43 @@ TEST_CASE("Encode/Decode round-trip arbitrary bytes, including invalid UTF-8", "
   // Fragments that stress the UTF-8 decoder: truncated, overlong, surrogate, out of range,
   // stray continuation bytes, and valid characters of every length and class.
   const std::vector<std::string> fragments = {
-      "\x80", "\xBF", "\xC0\x80", "\xC1\xBF", "\xC2", "\xC3\xA9", "\xE0\x80\x80", "\xE0\xA0",
-      "\xE2\x82\xAC", "\xED\xA0\x80", "\xED\x9F\xBF", "\xEF\xBB\xBF", "\xF0\x8F\xBF\xBF",
-      "\xF0\x9F\x98\x80", "\xF4\x8F\xBF\xBF", "\xF4\x90\x80\x80", "\xF5", "\xFF", "\xFE",
-      "\xC2\x85", "\xC2\xA0", "\xE3\x80\x80", " ", "  ", "\n", "\r\n", "\t", "'", "'s", "'ll",
-      "a", "Z", "7", "\xD9\xA3", "!", "<|endoftext|>", "\x00",
+      "\x80",
+      "\xBF",
+      "\xC0\x80",
+      "\xC1\xBF",
+      "\xC2",
+      "\xC3\xA9",
+      "\xE0\x80\x80",
+      "\xE0\xA0",
+      "\xE2\x82\xAC",
+      "\xED\xA0\x80",
+      "\xED\x9F\xBF",
+      "\xEF\xBB\xBF",
+      "\xF0\x8F\xBF\xBF",
+      "\xF0\x9F\x98\x80",
+      "\xF4\x8F\xBF\xBF",
+      "\xF4\x90\x80\x80",
+      "\xF5",
+      "\xFF",
+      "\xFE",
+      "\xC2\x85",
+      "\xC2\xA0",
+      "\xE3\x80\x80",
+      " ",
+      "  ",
+      "\n",
+      "\r\n",
+      "\t",
+      "'",
+      "'s",
+      "'ll",
+      "a",
+      "Z",
+      "7",
+      "\xD9\xA3",
+      "!",
+      "<|endoftext|>",
+      "\x00",
   };
   int checked = 0;
   for (int iter = 0; iter < 3000; ++iter) {
@@ -303,9 +342,9 @@ TEST_CASE("FromFiles and the constructor reject bad input with gpt2::Error", "[t
                   gpt2::Error);
   const std::string merges_path = TempPath("merges.txt");
   WriteFile(merges_path, "#version: 0.2\n");
-  for (const char* bad : {"", "[]", "{", "{\"a\": }", "{\"a\": 0,}", "{\"a\": 1}", "{\"a\": 0, \"b\": 0}",
-                          "{\"\\ud800\": 0}", "{\"\\q\": 0}", "{\"a\": 0} x", "{\"a\": -1}",
-                          "{\"a\": 99999999999}", "{\"a\":0}"}) {
+  for (const char* bad : {"", "[]", "{", "{\"a\": }", "{\"a\": 0,}", "{\"a\": 1}",
+                          "{\"a\": 0, \"b\": 0}", "{\"\\ud800\": 0}", "{\"\\q\": 0}",
+                          "{\"a\": 0} x", "{\"a\": -1}", "{\"a\": 99999999999}", "{\"a\":0}"}) {
     const std::string json_path = TempPath("bad.json");
     WriteFile(json_path, bad);
     INFO("encoder.json: " << bad);
@@ -335,4 +374,45 @@ TEST_CASE("FromFiles and the constructor reject bad input with gpt2::Error", "[t
   Tokenizer bytes_tokenizer(bytes_only, {});
   CHECK(bytes_tokenizer.Encode("hi!").size() == 3);
   CHECK(bytes_tokenizer.Decode(bytes_tokenizer.Encode("h\xFFi")) == "h\xFFi");
+}
+
+TEST_CASE("FromGguf reads tokenizer.ggml.tokens and merges", "[tokenizer]") {
+  const Tokenizer& reference = Gpt2();
+  gpt2::GgufWriter writer;
+  writer.AddString("tokenizer.ggml.model", "gpt2");
+  writer.AddStringArray("tokenizer.ggml.tokens", reference.tokens());
+  writer.AddStringArray("tokenizer.ggml.merges", reference.merges());
+  const std::vector<uint8_t> bytes = writer.Serialize();
+  const std::unique_ptr<gpt2::GgufFile> file = gpt2::GgufFile::Parse(bytes.data(), bytes.size());
+  const std::unique_ptr<Tokenizer> t = Tokenizer::FromGguf(*file);
+  REQUIRE(t->vocab_size() == kGpt2VocabSize);
+  CHECK(t->tokens() == reference.tokens());
+  CHECK(t->merges() == reference.merges());
+  // The same ids as js-tiktoken, through the GGUF path.
+  for (const Json& c : Golden()["cases"].array) {
+    INFO("text: \"" << c["text"].string << "\"");
+    CHECK(t->Encode(c["text"].string) == Ids(c["ids"]));
+  }
+
+  // Another tokenizer model, or missing arrays, are named errors.
+  gpt2::GgufWriter llama;
+  llama.AddString("tokenizer.ggml.model", "llama");
+  llama.AddStringArray("tokenizer.ggml.tokens", reference.tokens());
+  llama.AddStringArray("tokenizer.ggml.merges", reference.merges());
+  const std::vector<uint8_t> llama_bytes = llama.Serialize();
+  CHECK_THROWS_AS(
+      Tokenizer::FromGguf(*gpt2::GgufFile::Parse(llama_bytes.data(), llama_bytes.size())),
+      gpt2::Error);
+  gpt2::GgufWriter no_merges;
+  no_merges.AddStringArray("tokenizer.ggml.tokens", reference.tokens());
+  const std::vector<uint8_t> no_merges_bytes = no_merges.Serialize();
+  CHECK_THROWS_AS(
+      Tokenizer::FromGguf(*gpt2::GgufFile::Parse(no_merges_bytes.data(), no_merges_bytes.size())),
+      gpt2::Error);
+  gpt2::GgufWriter empty;
+  empty.AddU32("general.alignment", 32);
+  const std::vector<uint8_t> empty_bytes = empty.Serialize();
+  CHECK_THROWS_AS(
+      Tokenizer::FromGguf(*gpt2::GgufFile::Parse(empty_bytes.data(), empty_bytes.size())),
+      gpt2::Error);
 }
