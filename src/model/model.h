@@ -70,6 +70,7 @@ class Session {
   const float* Prefill(const int* ids, int n);
   const float* Step(int id) { return Prefill(&id, 1); }
 
+  const Model& model() const { return model_; }
   int position() const { return position_; }
   void Reset() { position_ = 0; }
   // Forget everything from position p on (keeps the cache before it).

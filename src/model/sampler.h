@@ -38,7 +38,7 @@ class Sampler {
   SamplingParams params_;
   Rng rng_;
   std::vector<int> order_;     // scratch, reused between calls
-  std::vector<float> probs_;
+  std::vector<double> probs_;  // double so top-p and the draw agree in every build
 };
 
 }  // namespace gpt2

@@ -1,0 +1,69 @@
+#include "model/thread_pool.h"
+
+namespace gpt2 {
+
+ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (auto& w : workers_) w.join();
+}
+
+// Tasks are handed out one at a time under the lock: the tasks are coarse (a block of matmul
+// rows, a head), so the lock is not the bottleneck and load balances itself.
+void ThreadPool::RunTasks() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (next_task_ < n_tasks_) {
+    const int64_t task = next_task_++;
+    const auto* job = job_;
+    lock.unlock();
+    (*job)(task);
+    lock.lock();
+  }
+}
+
+void ThreadPool::WorkerLoop(int worker) {
+  uint64_t seen_generation = 0;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || generation_ != seen_generation; });
+      if (stopping_) return;
+      seen_generation = generation_;
+      ++busy_workers_;
+    }
+    RunTasks();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      --busy_workers_;
+    }
+    done_.notify_all();
+  }
+}
+
+void ThreadPool::ParallelFor(int64_t n_tasks, const std::function<void(int64_t)>& fn) {
+  if (n_threads_ == 1 || n_tasks <= 1) {
+    for (int64_t t = 0; t < n_tasks; ++t) fn(t);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    job_ = &fn;
+    n_tasks_ = n_tasks;
+    next_task_ = 0;
+    ++generation_;
+  }
+  wake_.notify_all();
+  RunTasks();
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_.wait(lock, [&] { return next_task_ >= n_tasks_ && busy_workers_ == 0; });
+  job_ = nullptr;
+}
+
+}  // namespace gpt2

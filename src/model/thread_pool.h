@@ -1,0 +1,46 @@
+// A fixed set of worker threads for splitting one kernel call (a matmul's rows, attention's
+// heads) across cores. Created once per Session; ParallelFor allocates nothing, so the token
+// loop stays allocation-free. With one thread everything runs inline on the caller, which is
+// also what the single-threaded WebAssembly build uses (no pthreads there).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace gpt2 {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int n_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+
+  // Calls fn(task) for task in [0, n_tasks), spread over the threads; returns when all are done.
+  // fn must not throw.
+  void ParallelFor(int64_t n_tasks, const std::function<void(int64_t)>& fn);
+
+ private:
+  void WorkerLoop(int worker);
+  void RunTasks();
+
+  int n_threads_;
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable done_;
+  const std::function<void(int64_t)>* job_ = nullptr;
+  int64_t n_tasks_ = 0;
+  int64_t next_task_ = 0;
+  int busy_workers_ = 0;
+  uint64_t generation_ = 0;
+  bool stopping_ = false;
+};
+
+}  // namespace gpt2

@@ -1,0 +1,140 @@
+#include "tools/cli/inspect_json.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include "kernels/kernels.h"
+
+namespace gpt2 {
+
+void InspectRecorder::Record(const Activation& a) {
+  RecordedTensor t;
+  t.name = a.name;
+  t.layer = a.layer;
+  t.pos0 = a.pos0;
+  int64_t n = 1;
+  for (int i = 0; i < a.n_dims; ++i) {
+    t.shape.push_back(a.shape[i]);
+    n *= a.shape[i];
+  }
+  t.data.assign(a.data, a.data + n);
+  tensors_.push_back(std::move(t));
+}
+
+const RecordedTensor* InspectRecorder::Find(const std::string& name, int layer) const {
+  for (const RecordedTensor& t : tensors_) {
+    if (t.name == name && t.layer == layer) return &t;
+  }
+  return nullptr;
+}
+
+namespace {
+
+void WriteString(std::ostream& out, const std::string& s) {
+  out << '"';
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') out << '\\' << c;
+    else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out << buf;
+    } else out << c;
+  }
+  out << '"';
+}
+
+// Shortest text that reads back as the same float; non-finite values as null.
+void WriteFloat(std::ostream& out, float v) {
+  if (!std::isfinite(v)) {
+    out << "null";
+    return;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  out << buf;
+}
+
+template <typename T>
+void WriteArray(std::ostream& out, const std::vector<T>& values) {
+  out << '[';
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i) out << ',';
+    if constexpr (std::is_floating_point<T>::value) WriteFloat(out, values[i]);
+    else out << values[i];
+  }
+  out << ']';
+}
+
+void WriteTop(std::ostream& out, const std::vector<int>& ids, const std::vector<float>& probs) {
+  out << "\"top_ids\":";
+  WriteArray(out, ids);
+  out << ",\"top_probs\":";
+  WriteArray(out, probs);
+}
+
+}  // namespace
+
+void WriteInspectJson(std::ostream& out, const Model& model, const Tokenizer& tokenizer,
+                      const std::vector<int>& ids, const InspectRecorder& recorder, int top_k) {
+  const Config& c = model.config();
+  const int T = static_cast<int>(ids.size());
+  out << "{\"config\":{\"n_vocab\":" << c.n_vocab << ",\"n_ctx\":" << c.n_ctx
+      << ",\"n_embd\":" << c.n_embd << ",\"n_head\":" << c.n_head << ",\"n_layer\":" << c.n_layer
+      << ",\"n_ff\":" << c.n_ff << "},\n\"ids\":";
+  WriteArray(out, ids);
+  out << ",\n\"tokens\":[";
+  for (int i = 0; i < T; ++i) {
+    if (i) out << ',';
+    WriteString(out, tokenizer.TokenBytes(ids[i]));
+  }
+  out << "],\n\"tensors\":[";
+  for (size_t i = 0; i < recorder.tensors().size(); ++i) {
+    const RecordedTensor& t = recorder.tensors()[i];
+    out << (i ? ",\n" : "\n") << "{\"name\":";
+    WriteString(out, t.name);
+    out << ",\"layer\":" << t.layer << ",\"pos0\":" << t.pos0 << ",\"shape\":";
+    WriteArray(out, t.shape);
+    out << ",\"data\":";
+    WriteArray(out, t.data);
+    out << '}';
+  }
+  out << "],\n\"logit_lens\":[";
+  std::vector<std::vector<float>> residuals;
+  for (int l = 0; l < c.n_layer; ++l) {
+    const RecordedTensor* r = recorder.Find("resid_out", l);
+    if (r != nullptr) residuals.push_back(r->data);
+  }
+  const std::vector<LensEntry> lens = LogitLens(model, residuals, T, 0, top_k);
+  for (size_t i = 0; i < lens.size(); ++i) {
+    out << (i ? ",\n" : "\n") << "{\"layer\":" << lens[i].layer << ",\"position\":" << lens[i].position
+        << ',';
+    WriteTop(out, lens[i].top_ids, lens[i].top_probs);
+    out << '}';
+  }
+  out << "],\n\"final\":[";
+  const RecordedTensor* logits = recorder.Find("logits", -1);
+  if (logits != nullptr) {
+    std::vector<float> probs(c.n_vocab);
+    std::vector<int> order(c.n_vocab);
+    const int k = std::min(top_k, c.n_vocab);
+    for (int t = 0; t < T; ++t) {
+      std::copy_n(logits->data.begin() + size_t(t) * c.n_vocab, c.n_vocab, probs.begin());
+      Softmax(probs.data(), c.n_vocab);
+      std::iota(order.begin(), order.end(), 0);
+      std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
+        return probs[a] > probs[b] || (probs[a] == probs[b] && a < b);
+      });
+      std::vector<int> ids_k(order.begin(), order.begin() + k);
+      std::vector<float> probs_k;
+      for (int id : ids_k) probs_k.push_back(probs[id]);
+      out << (t ? ",\n" : "\n") << "{\"position\":" << t << ',';
+      WriteTop(out, ids_k, probs_k);
+      out << '}';
+    }
+  }
+  out << "]}\n";
+}
+
+}  // namespace gpt2

@@ -1,0 +1,274 @@
+// build/native/gpt2: generate, tokenize, info, inspect, bench. See `gpt2 help`.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/error.h"
+#include "format/gguf.h"
+#include "kernels/kernels.h"
+#include "model/generate.h"
+#include "model/model.h"
+#include "model/sampler.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8_stream.h"
+#include "tools/cli/args.h"
+#include "tools/cli/inspect_json.h"
+
+namespace gpt2 {
+namespace {
+
+constexpr char kUsage[] =
+    "usage:\n"
+    "  gpt2 generate --model M.gguf --prompt TEXT [--n N] [--temp T] [--top-k K] [--top-p P]\n"
+    "                [--seed S] [--threads N] [--print-ids]\n"
+    "  gpt2 tokenize (--model M.gguf | --vocab encoder.json --merges vocab.bpe)\n"
+    "                (--text TEXT | --file F)\n"
+    "  gpt2 info --model M.gguf\n"
+    "  gpt2 inspect --model M.gguf --prompt TEXT --json OUT [--top-k K]\n"
+    "  gpt2 bench --model M.gguf [--prompt-tokens 128] [--decode-tokens 64] [--threads N]\n";
+
+// A model file mapped into memory with everything bound to it; members are destroyed in
+// reverse order, so the mapping outlives the views into it.
+struct LoadedModel {
+  std::unique_ptr<MappedFile> mapping;
+  std::shared_ptr<const GgufFile> gguf;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;  // null when the file has none and none is needed
+};
+
+LoadedModel Load(const std::string& path, bool need_tokenizer) {
+  LoadedModel m;
+  m.mapping = MappedFile::Open(path);
+  m.gguf = GgufFile::Parse(m.mapping->data(), m.mapping->size());
+  m.model = Model::FromGguf(m.gguf);
+  if (need_tokenizer) m.tokenizer = Tokenizer::FromGguf(*m.gguf);
+  return m;
+}
+
+int DefaultThreads() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
+SamplingParams SamplingFromArgs(const Args& args) {
+  SamplingParams p;
+  p.temperature = static_cast<float>(args.GetFloat("temp", 1.0));
+  p.top_k = static_cast<int>(args.GetInt("top-k", 0));
+  p.top_p = static_cast<float>(args.GetFloat("top-p", 1.0));
+  p.seed = static_cast<uint64_t>(args.GetInt("seed", 0));
+  if (p.temperature < 0) throw Error("--temp must be >= 0");
+  if (p.top_k < 0) throw Error("--top-k must be >= 0");
+  if (!(p.top_p > 0 && p.top_p <= 1)) throw Error("--top-p must be in (0, 1]");
+  return p;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot open '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int Generate(const Args& args) {
+  LoadedModel m = Load(args.Get("model"), true);
+  Session session(*m.model, static_cast<int>(args.GetInt("threads", DefaultThreads())));
+  const std::vector<int> prompt = m.tokenizer->Encode(args.Get("prompt"));
+  if (prompt.empty()) throw Error("the prompt is empty");
+  GenerateOptions options;
+  options.sampling = SamplingFromArgs(args);
+  options.max_tokens = static_cast<int>(args.GetInt("n", 32));
+  if (options.max_tokens < 0) throw Error("--n must be >= 0");
+
+  std::vector<int> sampled;
+  Utf8Stream stream;
+  std::cout << args.Get("prompt") << std::flush;
+  const StopReason reason =
+      options.max_tokens == 0 ? StopReason::kMaxTokens
+                              : gpt2::Generate(session, prompt, options, [&](int id) {
+                                  sampled.push_back(id);
+                                  if (id != kEndOfText) {
+                                    std::cout << stream.Push(m.tokenizer->TokenBytes(id)) << std::flush;
+                                  }
+                                  return true;
+                                });
+  std::cout << stream.Flush() << "\n";
+  if (reason == StopReason::kContextFull) {
+    std::cerr << "gpt2: stopped early: the context of " << m.model->config().n_ctx
+              << " tokens is full\n";
+  }
+  if (args.Has("print-ids")) {
+    for (size_t i = 0; i < sampled.size(); ++i) std::cout << (i ? " " : "") << sampled[i];
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+int Tokenize(const Args& args) {
+  std::unique_ptr<Tokenizer> tokenizer;
+  LoadedModel m;
+  if (args.Has("model")) {
+    m.mapping = MappedFile::Open(args.Get("model"));
+    m.gguf = GgufFile::Parse(m.mapping->data(), m.mapping->size());
+    tokenizer = Tokenizer::FromGguf(*m.gguf);
+  } else if (args.Has("vocab") && args.Has("merges")) {
+    tokenizer = Tokenizer::FromFiles(args.Get("vocab"), args.Get("merges"));
+  } else {
+    throw Error("tokenize needs --model, or --vocab and --merges");
+  }
+  std::string text;
+  if (args.Has("text")) text = args.Get("text");
+  else if (args.Has("file")) text = ReadFile(args.Get("file"));
+  else throw Error("tokenize needs --text or --file");
+  const std::vector<int> ids = tokenizer->Encode(text);
+  for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i];
+  std::cout << "\n";
+  return 0;
+}
+
+std::string WithCommas(int64_t v) {
+  std::string s = std::to_string(v);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(i, ",");
+  return s;
+}
+
+int Info(const Args& args) {
+  LoadedModel m = Load(args.Get("model"), false);
+  const Config& c = m.model->config();
+  const GgufFile& f = *m.gguf;
+  std::cout << "file: " << args.Get("model") << " (GGUF v" << f.version() << ", "
+            << f.tensors().size() << " tensors, " << f.metadata().size() << " metadata keys)\n";
+  std::cout << "architecture: gpt2\n"
+            << "n_vocab: " << c.n_vocab << "\nn_ctx: " << c.n_ctx << "\nn_embd: " << c.n_embd
+            << "\nn_head: " << c.n_head << "\nhead_dim: " << c.head_dim() << "\nn_layer: " << c.n_layer
+            << "\nn_ff: " << c.n_ff << "\nlayer_norm_epsilon: " << c.ln_eps << "\n";
+  std::map<std::string, std::pair<int, int64_t>> by_type;  // type -> (tensors, bytes)
+  for (const GgufTensor& t : f.tensors()) {
+    auto& e = by_type[GgmlTypeName(static_cast<uint32_t>(t.type))];
+    e.first += 1;
+    e.second += static_cast<int64_t>(t.nbytes);
+  }
+  std::cout << "tensor types:";
+  for (const auto& e : by_type) {
+    std::cout << " " << e.first << " x" << e.second.first << " (" << WithCommas(e.second.second)
+              << " bytes)";
+  }
+  std::cout << "\nmatrix types: qkv " << GgmlTypeName(uint32_t(m.model->blocks[0].qkv.type))
+            << ", token_embd " << GgmlTypeName(uint32_t(m.model->token_embedding.type))
+            << ", output " << (f.FindTensor("output.weight") ? "separate" : "tied to token_embd")
+            << "\n";
+  std::cout << "parameters per block: " << WithCommas(m.model->BlockParameterCount()) << "\n";
+  std::cout << "parameters total: " << WithCommas(m.model->ParameterCount()) << "\n";
+  std::printf("forward FLOPs per token: %.3f GFLOP (matmuls incl. unembedding, at position 0)\n",
+              m.model->ForwardFlopsPerToken() / 1e9);
+  std::cout << "kernel target: " << ActiveKernelTargetName() << "\n";
+  return 0;
+}
+
+int Inspect(const Args& args) {
+  LoadedModel m = Load(args.Get("model"), true);
+  Session session(*m.model, static_cast<int>(args.GetInt("threads", DefaultThreads())));
+  const std::vector<int> ids = m.tokenizer->Encode(args.Get("prompt"));
+  if (ids.empty()) throw Error("the prompt is empty");
+  InspectRecorder recorder;
+  session.SetObserver([&](const Activation& a) { recorder.Record(a); });
+  session.Prefill(ids.data(), static_cast<int>(ids.size()));
+  const int top_k = static_cast<int>(args.GetInt("top-k", 10));
+  const std::string out_path = args.Get("json");
+  std::ofstream out(out_path + ".tmp", std::ios::binary);
+  if (!out) throw Error("cannot write '" + out_path + "'");
+  WriteInspectJson(out, *m.model, *m.tokenizer, ids, recorder, top_k);
+  out.close();
+  if (!out || std::rename((out_path + ".tmp").c_str(), out_path.c_str()) != 0) {
+    throw Error("cannot write '" + out_path + "'");
+  }
+  std::cerr << "gpt2: wrote " << recorder.tensors().size() << " tensors and the logit lens for "
+            << ids.size() << " tokens to " << out_path << "\n";
+  return 0;
+}
+
+int Bench(const Args& args) {
+  using Clock = std::chrono::steady_clock;
+  LoadedModel m = Load(args.Get("model"), false);
+  const Config& c = m.model->config();
+  const int threads = static_cast<int>(args.GetInt("threads", 1));
+  const int n_prompt = std::min<int>(static_cast<int>(args.GetInt("prompt-tokens", 128)), c.n_ctx - 1);
+  const int n_decode = std::min<int>(static_cast<int>(args.GetInt("decode-tokens", 64)), c.n_ctx - n_prompt);
+  const int repeats = static_cast<int>(args.GetInt("repeats", 3));
+  Session session(*m.model, threads);
+  std::vector<int> prompt(n_prompt);
+  for (int i = 0; i < n_prompt; ++i) prompt[i] = (i * 7919 + 13) % c.n_vocab;  // arbitrary ids
+
+  double best_prefill = 1e30, best_decode = 1e30;
+  for (int r = 0; r < repeats; ++r) {
+    session.Reset();
+    const auto t0 = Clock::now();
+    const float* logits = session.Prefill(prompt.data(), n_prompt);
+    const auto t1 = Clock::now();
+    Sampler sampler(SamplingParams{0.0f, 0, 1.0f, 0});
+    for (int i = 0; i < n_decode; ++i) logits = session.Step(sampler.Sample(logits, c.n_vocab));
+    const auto t2 = Clock::now();
+    best_prefill = std::min(best_prefill, std::chrono::duration<double>(t1 - t0).count());
+    best_decode = std::min(best_decode, std::chrono::duration<double>(t2 - t1).count());
+  }
+  int64_t weight_bytes = 0;
+  for (const GgufTensor& t : m.gguf->tensors()) weight_bytes += static_cast<int64_t>(t.nbytes);
+  std::printf("model: %s (%s matrices), kernel target %s, threads %d, best of %d\n",
+              args.Get("model").c_str(), GgmlTypeName(uint32_t(m.model->blocks[0].qkv.type)),
+              ActiveKernelTargetName().c_str(), threads, repeats);
+  std::printf("prefill: %d tokens in %.3f s = %.1f tokens/s\n", n_prompt, best_prefill,
+              n_prompt / best_prefill);
+  std::printf("decode: %d tokens in %.3f s = %.1f tokens/s (%.1f GB/s of weights)\n", n_decode,
+              best_decode, n_decode / best_decode,
+              weight_bytes * (n_decode / best_decode) / 1e9);
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "help" || std::string(argv[1]) == "--help") {
+    std::cout << kUsage;
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  if (command == "generate") {
+    return Generate(Args(argc, argv, 2,
+                         {"model", "prompt", "n", "temp", "top-k", "top-p", "seed", "threads",
+                          "print-ids"},
+                         {"print-ids"}));
+  }
+  if (command == "tokenize") {
+    return Tokenize(Args(argc, argv, 2, {"model", "vocab", "merges", "text", "file"}));
+  }
+  if (command == "info") return Info(Args(argc, argv, 2, {"model"}));
+  if (command == "inspect") {
+    return Inspect(Args(argc, argv, 2, {"model", "prompt", "json", "top-k", "threads"}));
+  }
+  if (command == "bench") {
+    return Bench(Args(argc, argv, 2,
+                      {"model", "prompt-tokens", "decode-tokens", "threads", "repeats"}));
+  }
+  std::cerr << "gpt2: unknown command '" << command << "'\n" << kUsage;
+  return 2;
+}
+
+}  // namespace
+}  // namespace gpt2
+
+int main(int argc, char** argv) {
+  try {
+    return gpt2::Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "gpt2: error: " << e.what() << "\n";
+    return 1;
+  }
+}
