@@ -69,7 +69,7 @@ function loadUrl(url) {
   state.loading = true;
   state.info = null;
   setButtons();
-  $('progress').value = 0;
+  resetProgress();
   $('progress-text').textContent = `Connecting to ${url}…`;
   worker.postMessage({type: 'load', url});
 }
@@ -80,9 +80,16 @@ function loadFile(file) {
   state.loading = true;
   state.info = null;
   setButtons();
-  $('progress').value = 0;
+  resetProgress();
   $('progress-text').textContent = `Reading ${file.name}…`;
   worker.postMessage({type: 'load', file});
+}
+
+function resetProgress() {
+  const bar = $('progress');
+  bar.value = 0;
+  for (const k of ['source', 'loaded', 'total', 'phase']) delete bar.dataset[k];
+  $('model-info').hidden = true;
 }
 
 function onProgress({phase, loaded, total}) {
@@ -256,7 +263,10 @@ function renderTokens() {
     chip.title = `position ${i}, id ${id}` + (i < state.captured ? '' : ' (no activations captured)');
     return chip;
   });
+  const hadFocus = box.contains(document.activeElement);
   box.replaceChildren(...chips);
+  // Re-rendering replaces the chips: keep keyboard focus on the picked one.
+  if (hadFocus) box.querySelector('.chip[tabindex="0"]')?.focus();
 }
 
 function pick(position) {
@@ -644,6 +654,7 @@ worker.onmessage = ({data: msg}) => {
       if (msg.kind === 'load') {
         state.loading = false;
         state.info = null;
+        resetProgress();
         $('progress-text').textContent = 'No model loaded.';
         $('model-info').hidden = true;
       }

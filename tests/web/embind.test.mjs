@@ -16,7 +16,7 @@ describe('Embind API under Node', {skip: !fs.existsSync(kModulePath) && 'build/w
   let Module, models, engine, info;
 
   before(async () => {
-    models = makeModels();
+    models = makeModels('node');
     const require = createRequire(import.meta.url);
     const factory = require(kModulePath);
     // Hand the wasm bytes over ourselves: Node 20's global fetch would otherwise be tried on a

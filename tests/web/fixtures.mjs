@@ -9,7 +9,8 @@ import {kRoot} from './browser.mjs';
 
 export const kNative = path.join(kRoot, 'build/native');
 export const kWork = path.join(kRoot, 'build/web-test');
-export const kModelDir = path.join(kWork, 'models');
+// One folder per test file: node --test runs the files in parallel processes.
+export const modelDir = (name) => path.join(kWork, name);
 
 // Same settings on both sides (the page's inputs and the CLI's flags).
 export const kPrompt = 'The quick brown fox jumps over';
@@ -24,8 +25,10 @@ function tool(name) {
 }
 
 // Writes the tiny test model (n_ctx 64, 2 blocks, 4 heads) plus damaged variants and a
-// manifest of parts; returns their paths. Cached across test files by mtime of the maker.
-export function makeModels() {
+// manifest of parts into modelDir(name); returns their paths. Kept between runs unless the
+// maker is newer.
+export function makeModels(name) {
+  const kModelDir = modelDir(name);
   fs.mkdirSync(kModelDir, {recursive: true});
   const model = path.join(kModelDir, 'tiny-q8_0.gguf');
   if (!fs.existsSync(model) || fs.statSync(model).mtimeMs < fs.statSync(tool('gpt2-make-model')).mtimeMs) {
@@ -64,7 +67,7 @@ export function nativeGenerate(model, prompt = kPrompt, s = kSampling) {
 }
 
 export function nativeInspect(model, prompt = kPrompt) {
-  const json = path.join(kWork, 'inspect.json');
+  const json = path.join(path.dirname(model), 'inspect.json');
   execFileSync(tool('gpt2'), ['inspect', '--model', model, '--prompt', prompt, '--json', json,
                               '--threads', '1'], {stdio: 'pipe'});
   // -inf is written as null; only masked attention scores have it.

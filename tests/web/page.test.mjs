@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
 import {artifact, kRoot, launchBrowser, serveSite, watchConsole} from './browser.mjs';
-import {closeTo, kModelDir, kPrompt, kSampling, makeModels, nativeGenerate, nativeInspect, norm, row, tensor} from './fixtures.mjs';
+import {closeTo, kPrompt, modelDir, kSampling, makeModels, nativeGenerate, nativeInspect, norm, row, tensor} from './fixtures.mjs';
 
 const kSite = path.join(kRoot, 'build/site');
 const kTimeout = 60_000;
@@ -47,10 +47,10 @@ describe('the page in headless Chromium', {skip: !fs.existsSync(path.join(kSite,
   const consoleLines = [];
 
   before(async () => {
-    models = makeModels();
+    models = makeModels('page');
     expectedIds = nativeGenerate(models.model);
     inspect = nativeInspect(models.model);
-    server = await serveSite({site: kSite, models: kModelDir});
+    server = await serveSite({site: kSite, models: modelDir('page')});
     browser = await launchBrowser();
   });
 
@@ -223,7 +223,7 @@ describe('the page in headless Chromium', {skip: !fs.existsSync(path.join(kSite,
   });
 
   test('works under a sub-path with only relative URLs', async () => {
-    const sub = await serveSite({site: kSite, models: kModelDir, base: '/some/sub/path/'});
+    const sub = await serveSite({site: kSite, models: modelDir('page'), base: '/some/sub/path/'});
     try {
       const page = await browser.context.newPage();
       await page.goto(sub.url + '?model=models/tiny-q8_0.gguf');
