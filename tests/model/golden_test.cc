@@ -61,61 +61,11 @@ int ArgMax(const float* x, int n) {
   return best;
 }
 
-// Rows [t0, t0 + T) of a golden [.., T_all, last] tensor whose time axis is `time_axis`
-// ([T, X]: axis 0; [H, T, X]: axis 1), keeping only the first `last` entries of the last axis.
-std::vector<float> SliceTime(const GoldenTensor& g, int time_axis, int64_t t0, int64_t T,
-                             int64_t last) {
-  const int64_t outer = time_axis == 0 ? 1 : g.dims[0];
-  const int64_t t_all = g.dims[time_axis];
-  const int64_t width = g.dims.back();
-  std::vector<float> out;
-  for (int64_t o = 0; o < outer; ++o) {
-    for (int64_t t = t0; t < t0 + T; ++t) {
-      const float* row = g.f32.data() + (o * t_all + t) * width;
-      out.insert(out.end(), row, row + last);
-    }
-  }
-  return out;
-}
-
-// Compares one observed tensor covering positions [pos0, pos0 + T) of a prompt with the golden
-// of the whole prompt. Scores are compared on the causal part only (key j <= query position).
+// Compares one observed tensor with the golden record of the whole prompt.
 void CheckObserved(const std::string& golden_name, const std::string& key,
                    const ObservedTensor& seen, double tolerance) {
-  const GoldenTensor& g = Golden().Get(golden_name);
   INFO(golden_name);
-  const bool per_head = g.dims.size() == 3;
-  const int time_axis = per_head ? 1 : 0;
-  const int64_t T = seen.shape[time_axis];
-  const bool scores = key.find("attn_scores") != std::string::npos;
-  const bool keyed = scores || key.find("attn_probs") != std::string::npos;
-  // Expected shape: the golden's, with T rows and, for scores/probs, pos0 + T keys.
-  std::vector<int64_t> expected_shape = g.dims;
-  expected_shape[time_axis] = T;
-  if (keyed) expected_shape.back() = seen.pos0 + T;
-  REQUIRE(seen.shape == expected_shape);
-  const std::vector<float> expected =
-      SliceTime(g, time_axis, seen.pos0, T, expected_shape.back());
-  std::vector<float> actual = seen.data;
-  std::vector<float> reference = expected;
-  if (scores) {
-    // Masked entries are -inf by observer.h's contract, but only the causal part has values.
-    const int64_t n_keys = expected_shape.back();
-    std::vector<float> a, e;
-    const int64_t heads = expected_shape[0];
-    for (int64_t h = 0; h < heads; ++h) {
-      for (int64_t t = 0; t < T; ++t) {
-        for (int64_t j = 0; j <= seen.pos0 + t; ++j) {
-          a.push_back(actual[(h * T + t) * n_keys + j]);
-          e.push_back(reference[(h * T + t) * n_keys + j]);
-        }
-      }
-    }
-    actual.swap(a);
-    reference.swap(e);
-  }
-  CHECK(CheckTensor(key, actual.data(), reference.data(), static_cast<int64_t>(actual.size()),
-                    tolerance));
+  CheckObservedAgainst(Golden().Get(golden_name), key, seen, tolerance);
 }
 
 // The golden's names for a prompt's observed tensors ("embed", "blk0/ln1", ..., "logits").
