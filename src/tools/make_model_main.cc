@@ -1,8 +1,8 @@
 // gpt2-make-model: writes a deterministic GPT-2-architecture GGUF (tools/common/synthetic_model.h)
 // for tests and benchmarks when real weights are not at hand.
 //
-//   gpt2-make-model --shape tiny --type q8_0 --vocab encoder.json --merges vocab.bpe \
-//                   --output tiny-q8_0.gguf
+//   gpt2-make-model --shape tiny --type q8_0 --vocab encoder.json --merges vocab.bpe
+//                   --output tiny-q8_0.gguf   (one command line)
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
