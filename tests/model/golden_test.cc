@@ -20,7 +20,7 @@
 #include "model/sampler.h"
 #include "golden_file.h"
 #include "model_test_util.h"
-#include "test_paths.h"
+#include "../test_paths.h"
 #include "tools/common/synthetic_model.h"
 
 namespace gpt2_test {
@@ -170,7 +170,7 @@ TEST_CASE("forward pass matches PyTorch tensor by tensor", "[model][golden]") {
       session.SetObserver(collector.Observer());
       const float* last = session.Prefill(ids.data(), static_cast<int>(ids.size()));
       const std::vector<std::string> names = ObservedNames(prompt);
-      CHECK(names.size() == 2 * 15 + 3);
+      CHECK(names.size() == 2 * 14 + 3);  // 14 per block, embed, ln_f, logits
       for (const std::string& name : names) {
         INFO(name);
         auto it = collector.tensors.find(name);
@@ -257,12 +257,15 @@ struct QuantBound {
 };
 
 TEST_CASE("quantized models stay near the f32 golden", "[model][golden]") {
-  // Logits have a standard deviation of about 2.3 here. Bounds are the measured worst case
-  // with roughly 2x margin (see the printed values); Q4_0 has 16 levels per 32 weights.
+  // Logits have a standard deviation of about 2.3 here. Measured with scalar float kernels
+  // (weights dequantized, activations kept f32) over the 18 positions of the 3 prompts:
+  //   f16  max abs 0.0056, top-1 18/18;  q8_0 0.127, 18/18;  q4_0 1.97, 12/18.
+  // Bounds leave 2-4x margin for SIMD kernels that also quantize activations (as ggml's
+  // q8_0 x q8_0 dot products do). Q4_0 has 16 levels per 32 weights, hence its loose bound.
   const QuantBound bounds[] = {
-      {gpt2::TensorType::kF16, "f16", 0.02, 1.0},
-      {gpt2::TensorType::kQ8_0, "q8_0", 0.1, 0.8},
-      {gpt2::TensorType::kQ4_0, "q4_0", 1.5, 0.3},
+      {gpt2::TensorType::kF16, "f16", 0.02, 0.9},
+      {gpt2::TensorType::kQ8_0, "q8_0", 0.3, 0.85},
+      {gpt2::TensorType::kQ4_0, "q4_0", 4.0, 0.5},
   };
   for (const QuantBound& bound : bounds) {
     SECTION(bound.name) {

@@ -16,7 +16,7 @@
 #include "model/model.h"
 #include "golden_file.h"
 #include "model_test_util.h"
-#include "test_paths.h"
+#include "../test_paths.h"
 
 namespace gpt2_test {
 namespace {
