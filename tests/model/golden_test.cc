@@ -15,6 +15,7 @@
 
 #include "base/error.h"
 #include "format/gguf.h"
+#include "kernels/kernels.h"
 #include "model/config.h"
 #include "model/model.h"
 #include "model/sampler.h"
@@ -187,6 +188,26 @@ TEST_CASE("forward pass matches PyTorch tensor by tensor", "[model][golden]") {
                         logits.f32.data() + (ids.size() - 1) * V, V, kF32Tolerance));
     }
   }
+}
+
+TEST_CASE("every compiled kernel target gives PyTorch's logits", "[model][golden]") {
+  const gpt2::Model& model = *TinyModel(gpt2::TensorType::kF32).model;
+  const std::vector<int> ids = PromptIds("p3");
+  const GoldenTensor& golden = Golden().Get("p3/logits");
+  for (int64_t target : gpt2::KernelTargets()) {
+    gpt2::ForceKernelTarget(target);
+    const std::string name = "p3 logits on " + gpt2::KernelTargetName(target);
+    INFO(name);
+    gpt2::Session session(model);
+    Collector collector;
+    session.SetObserver(collector.Observer());
+    session.Prefill(ids.data(), static_cast<int>(ids.size()));
+    const std::vector<float>& logits = collector.tensors.at("logits").data;
+    REQUIRE(logits.size() == golden.f32.size());
+    CHECK(CheckTensor(name, logits.data(), golden.f32.data(),
+                      static_cast<int64_t>(logits.size()), kF32Tolerance));
+  }
+  gpt2::ForceKernelTarget(0);  // back to normal dispatch
 }
 
 TEST_CASE("KV-cache decode equals a full prefill", "[model][golden]") {
