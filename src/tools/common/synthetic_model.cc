@@ -146,8 +146,10 @@ GgufWriter BuildWriter(const Config& c, TensorType matrix_type, const Tokenizer*
   }
 
   GgufWriter w;
-  // Keys in the order gguf-py's GGUFWriter emits them for convert_hf_to_gguf.py.
+  // Keys in the order convert_hf_to_gguf.py emits them for a GPT-2 (as llama_model_loader
+  // lists a converted GPT-2-architecture model).
   w.AddString("general.architecture", "gpt2");
+  w.AddString("general.type", "model");
   w.AddString("general.name", "synthetic-gpt2");
   w.AddU32("gpt2.block_count", static_cast<uint32_t>(c.n_layer));
   w.AddU32("gpt2.context_length", static_cast<uint32_t>(c.n_ctx));
