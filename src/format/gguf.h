@@ -16,7 +16,8 @@
 //   alignment is a power of two; n_dims in 1..4, each ne >= 1, element count does not overflow;
 //   the tensor type is F32, F16, Q8_0 or Q4_0 (others are named: "tensor 'x' has type q4_K");
 //   ne[0] is a multiple of the type's block size; each offset is a multiple of the alignment and
-//   offset + size lies inside the file. Tensor data is never copied: GgufTensor::data points into
+//   offset + size lies inside the file; bools are 0 or 1; arrays hold at most 2^24 elements
+//   (each is expanded into a GgufValue). Tensor data is never copied: GgufTensor::data points into
 //   the caller's buffer, which must outlive the GgufFile.
 #pragma once
 
