@@ -17,8 +17,7 @@ build/asan/gpt2_tests "[format],[tokenizer],[convert]"
 
 if [ -f build/wasm/gpt2_tests.js ]; then
   echo "== WebAssembly tests under Node"
-  # [threads]: the single-threaded wasm build has no pthreads.
-  node --no-experimental-fetch build/wasm/gpt2_tests.js "~[threads]"
+  node --no-experimental-fetch build/wasm/gpt2_tests.js
 fi
 
 if [ -d tests/web ] && ls tests/web/*.test.mjs >/dev/null 2>&1; then

@@ -127,7 +127,7 @@ const float* Session::Prefill(const int* ids, int n) {
   if (observing) {
     b.obs_scores.resize(size_t(H) * T * n_keys);
     b.obs_probs.resize(size_t(H) * T * n_keys);
-    b.observed.resize(std::max(size_t(H) * T * D, b.observed.size()));
+    b.observed.resize(std::max<size_t>(size_t(H) * T * D, b.observed.size()));
   }
 
   for (int l = 0; l < c.n_layer; ++l) {
@@ -216,7 +216,7 @@ const float* Session::Prefill(const int* ids, int n) {
   }
   if (observing) {
     Report(observer_, "ln_f", -1, pos0, b.xn.data(), T, C);
-    b.observed.resize(std::max(size_t(T) * c.n_vocab, b.observed.size()));
+    b.observed.resize(std::max<size_t>(size_t(T) * c.n_vocab, b.observed.size()));
     ParallelMatMul(b.pool, b.xn.data(), T, model_.output, nullptr, b.observed.data());
     Report(observer_, "logits", -1, pos0, b.observed.data(), T, c.n_vocab);
     std::copy_n(b.observed.data() + (T - 1) * c.n_vocab, c.n_vocab, b.logits.data());

@@ -1,9 +1,20 @@
 #include "model/thread_pool.h"
 
+#include <system_error>
+
 namespace gpt2 {
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
-  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
+  // Where threads cannot be made (a WebAssembly build without pthreads), fewer workers, down to
+  // the caller alone, still run every task.
+  for (int i = 1; i < n_threads_; ++i) {
+    try {
+      workers_.emplace_back([this, i] { WorkerLoop(i); });
+    } catch (const std::system_error&) {
+      break;
+    }
+  }
+  n_threads_ = static_cast<int>(workers_.size()) + 1;
 }
 
 ThreadPool::~ThreadPool() {

@@ -31,8 +31,11 @@ class Tokenizer;
 
 constexpr uint64_t kSyntheticSeed = 0x5EED;
 
-// The float32 values of one tensor, by the formula above.
+// The float32 values of one tensor, by the formula above. This form infers C (and F = 4C) from
+// the element count of the matrices; the Config form takes them from the config.
 std::vector<float> SyntheticTensor(const std::string& name, int64_t n_elements, uint64_t seed);
+std::vector<float> SyntheticTensor(const std::string& name, int64_t n_elements,
+                                   const Config& config, uint64_t seed = kSyntheticSeed);
 
 // Writes a GGUF for `config` with matrices (attn_qkv, attn_output, ffn_up, ffn_down and
 // token_embd) stored as `matrix_type`; norms, biases and position_embd stay F32.

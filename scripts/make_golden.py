@@ -1,0 +1,262 @@
+#!/usr/bin/python3
+"""Golden outputs of the tiny synthetic GPT-2, computed with PyTorch, for tests/model/golden_test.cc.
+
+This is the independent reference for our forward pass: it rebuilds the synthetic weights from
+the formula in src/tools/common/synthetic_model.h with numpy (uint64 arithmetic, no C++ of ours),
+runs GPT-2 written from torch ops (F.layer_norm, F.linear, F.gelu(approximate="tanh"),
+torch.softmax with a causal mask, float32 throughout, as Hugging Face GPT2LMHeadModel and
+karpathy/llm.c's train_gpt2.py do) and dumps every tensor src/model/observer.h names.
+
+Needs Debian's python3-torch and python3-numpy (/usr/bin/python3). Not run in CI: its output,
+tests/data/golden_tiny.bin, is committed. Run from the repository root:
+    scripts/make_golden.py [--output tests/data/golden_tiny.bin]
+
+File format (all little-endian), read by tests/model/golden_file.h:
+    8 bytes  magic "GPT2GOLD"
+    u32      version (1)
+    u32      n_records
+    n_records x {
+        u32      name_len
+        name_len bytes: name (UTF-8, no terminator)
+        u32      dtype (0 = float32, 1 = int32)
+        u32      n_dims
+        i64      dims[n_dims]        (row-major, last dimension contiguous)
+        data     prod(dims) * 4 bytes
+    }
+Records:
+    config                 i32 [7]  n_vocab, n_ctx, n_embd, n_head, n_layer, n_ff, seed
+    checksum/<tensor>      f32 [10] sum, sum of squares (accumulated in float64), then the first
+                                    8 values exactly (ggml storage order)
+    pN/ids                 i32 [T]  the prompt (N = 1, 2, 3)
+    pN/embed, pN/ln_f      f32 [T, C]
+    pN/logits              f32 [T, V]
+    pN/blkL/<name>         per block L, names and shapes as in src/model/observer.h:
+                           ln1, attn_heads, attn_out, resid_attn, ln2, mlp_out, resid_out [T, C];
+                           q, k, v [H, T, D]; attn_scores, attn_probs [H, T, T] (scores -inf where
+                           masked); mlp_pre, mlp_act [T, F]
+    pN/lens_ids            i32 [L, T, 5]  logit lens: top-5 ids of softmax(ln_f(resid_out_L) @ wte^T)
+    pN/lens_probs          f32 [L, T, 5]  their probabilities
+    p1/greedy              i32 [8]  greedy continuation of prompt 1 (argmax, full recompute)
+"""
+
+import argparse
+import math
+import struct
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+# TinyTestConfig() in src/tools/common/synthetic_model.cc.
+N_VOCAB, N_CTX, N_EMBD, N_HEAD, N_LAYER, N_FF, LN_EPS = 50257, 64, 64, 4, 2, 256, 1e-5
+SEED = 0x5EED
+
+PROMPTS = {
+    "p1": [50256],
+    "p2": [464, 2068, 7586, 21831, 50256],
+    "p3": [0, 50256, 31373, 11, 995, 0, 1212, 318, 257, 1332, 49999, 25],
+}
+GREEDY_PROMPT, GREEDY_STEPS = "p1", 8
+LENS_TOP = 5
+CHECKSUM_TENSORS = ["token_embd.weight", "position_embd.weight", "blk.0.attn_norm.weight",
+                    "blk.0.attn_qkv.weight", "blk.0.attn_qkv.bias", "blk.1.attn_output.weight",
+                    "blk.1.ffn_up.weight", "blk.1.ffn_down.weight", "output_norm.bias"]
+
+MASK64 = (1 << 64) - 1
+
+
+def fnv1a64(name):
+    h = 0xCBF29CE484222325
+    for b in name.encode("utf-8"):
+        h = ((h ^ b) * 0x100000001B3) & MASK64
+    return h
+
+
+def scale_offset(name):
+    if name == "token_embd.weight":
+        return 0.5, 0.0
+    if name == "position_embd.weight":
+        return 0.3, 0.0
+    if name.endswith("norm.weight"):
+        return 0.2, 1.0
+    if name.endswith(("attn_qkv.weight", "attn_output.weight", "ffn_up.weight")):
+        return 1.5 / math.sqrt(N_EMBD), 0.0
+    if name.endswith("ffn_down.weight"):
+        return 1.5 / math.sqrt(N_FF), 0.0
+    return 0.1, 0.0
+
+
+def synthetic(name, shape):
+    """The formula of synthetic_model.h; shape is (rows, cols) in ggml storage order."""
+    n = int(np.prod(shape))
+    key = np.uint64(fnv1a64(name) ^ SEED)
+    with np.errstate(over="ignore"):
+        i = np.arange(1, n + 1, dtype=np.uint64)
+        z = key + i * np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    u = (z >> np.uint64(40)).astype(np.float64) * 2.0 ** -23 - 1.0  # exact, as float32 would be
+    scale, offset = scale_offset(name)
+    value = (np.float64(scale) * u + np.float64(offset)).astype(np.float32)
+    return value.reshape(shape)
+
+
+def build_weights():
+    C, Fd = N_EMBD, N_FF
+    w = {"token_embd.weight": synthetic("token_embd.weight", (N_VOCAB, C)),
+         "position_embd.weight": synthetic("position_embd.weight", (N_CTX, C))}
+    for l in range(N_LAYER):
+        p = f"blk.{l}."
+        for name, shape in [("attn_norm.weight", (C,)), ("attn_norm.bias", (C,)),
+                            ("attn_qkv.weight", (3 * C, C)), ("attn_qkv.bias", (3 * C,)),
+                            ("attn_output.weight", (C, C)), ("attn_output.bias", (C,)),
+                            ("ffn_norm.weight", (C,)), ("ffn_norm.bias", (C,)),
+                            ("ffn_up.weight", (Fd, C)), ("ffn_up.bias", (Fd,)),
+                            ("ffn_down.weight", (C, Fd)), ("ffn_down.bias", (C,))]:
+            w[p + name] = synthetic(p + name, shape)
+    w["output_norm.weight"] = synthetic("output_norm.weight", (C,))
+    w["output_norm.bias"] = synthetic("output_norm.bias", (C,))
+    return w
+
+
+def forward(w, ids, record=None):
+    """GPT-2 forward over ids (positions 0..T-1); returns logits [T, V].
+
+    ggml matrices are [out, in], which is F.linear's weight layout (HF's Conv1D is [in, out]).
+    record(name, tensor) receives every observed activation.
+    """
+    rec = record or (lambda name, t: None)
+    T = len(ids)
+    C, H = N_EMBD, N_HEAD
+    D = C // H
+    idx = torch.tensor(ids, dtype=torch.long)
+    x = w["token_embd.weight"][idx] + w["position_embd.weight"][:T]
+    rec("embed", x)
+    causal = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    for l in range(N_LAYER):
+        p = f"blk.{l}."
+        b = f"blk{l}/"
+        h = F.layer_norm(x, (C,), w[p + "attn_norm.weight"], w[p + "attn_norm.bias"], LN_EPS)
+        rec(b + "ln1", h)
+        qkv = F.linear(h, w[p + "attn_qkv.weight"], w[p + "attn_qkv.bias"])
+        q, k, v = qkv.split(C, dim=1)
+        q = q.view(T, H, D).transpose(0, 1)  # [H, T, D]
+        k = k.view(T, H, D).transpose(0, 1)
+        v = v.view(T, H, D).transpose(0, 1)
+        rec(b + "q", q)
+        rec(b + "k", k)
+        rec(b + "v", v)
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D))
+        scores = scores.masked_fill(~causal, float("-inf"))
+        rec(b + "attn_scores", scores)
+        probs = torch.softmax(scores, dim=-1)
+        rec(b + "attn_probs", probs)
+        heads = (probs @ v).transpose(0, 1).contiguous().view(T, C)
+        rec(b + "attn_heads", heads)
+        attn_out = F.linear(heads, w[p + "attn_output.weight"], w[p + "attn_output.bias"])
+        rec(b + "attn_out", attn_out)
+        x = x + attn_out
+        rec(b + "resid_attn", x)
+        h = F.layer_norm(x, (C,), w[p + "ffn_norm.weight"], w[p + "ffn_norm.bias"], LN_EPS)
+        rec(b + "ln2", h)
+        pre = F.linear(h, w[p + "ffn_up.weight"], w[p + "ffn_up.bias"])
+        rec(b + "mlp_pre", pre)
+        act = F.gelu(pre, approximate="tanh")
+        rec(b + "mlp_act", act)
+        out = F.linear(act, w[p + "ffn_down.weight"], w[p + "ffn_down.bias"])
+        rec(b + "mlp_out", out)
+        x = x + out
+        rec(b + "resid_out", x)
+    h = F.layer_norm(x, (C,), w["output_norm.weight"], w["output_norm.bias"], LN_EPS)
+    rec("ln_f", h)
+    logits = F.linear(h, w["token_embd.weight"])  # tied head: ln_f(h) @ wte^T
+    rec("logits", logits)
+    return logits
+
+
+def logit_lens(w, residuals):
+    """Top-k of softmax(ln_f(resid) @ wte^T) for each layer's resid_out: ids, probs [L, T, k]."""
+    ids, probs = [], []
+    for resid in residuals:
+        h = F.layer_norm(resid, (N_EMBD,), w["output_norm.weight"], w["output_norm.bias"], LN_EPS)
+        p = torch.softmax(F.linear(h, w["token_embd.weight"]), dim=-1)
+        top = torch.topk(p, LENS_TOP, dim=-1)  # ties are not expected with random weights
+        ids.append(top.indices.to(torch.int32))
+        probs.append(top.values)
+    return torch.stack(ids).numpy(), torch.stack(probs).numpy()
+
+
+class GoldenWriter:
+    def __init__(self):
+        self.records = []
+
+    def add(self, name, array):
+        array = np.ascontiguousarray(array)
+        if array.dtype == np.float32:
+            dtype = 0
+        elif array.dtype == np.int32:
+            dtype = 1
+        else:
+            raise ValueError(f"{name}: unsupported dtype {array.dtype}")
+        self.records.append((name, dtype, array))
+
+    def write(self, path):
+        with open(path, "wb") as f:
+            f.write(b"GPT2GOLD")
+            f.write(struct.pack("<II", 1, len(self.records)))
+            for name, dtype, array in self.records:
+                encoded = name.encode("utf-8")
+                f.write(struct.pack("<I", len(encoded)))
+                f.write(encoded)
+                f.write(struct.pack("<II", dtype, array.ndim))
+                f.write(struct.pack(f"<{array.ndim}q", *array.shape))
+                f.write(array.astype(array.dtype.newbyteorder("<")).tobytes())
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", default="tests/data/golden_tiny.bin")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    torch.set_num_threads(2)
+
+    weights_np = build_weights()
+    w = {k: torch.from_numpy(v) for k, v in weights_np.items()}
+    out = GoldenWriter()
+    out.add("config", np.array([N_VOCAB, N_CTX, N_EMBD, N_HEAD, N_LAYER, N_FF, SEED], np.int32))
+    for name in CHECKSUM_TENSORS:
+        flat = weights_np[name].reshape(-1)
+        f64 = flat.astype(np.float64)
+        out.add("checksum/" + name,
+                np.concatenate([[f64.sum(), (f64 * f64).sum()], flat[:8]]).astype(np.float32))
+
+    with torch.no_grad():
+        for key, ids in PROMPTS.items():
+            out.add(key + "/ids", np.array(ids, np.int32))
+            observed = {}
+            forward(w, ids, lambda name, t: observed.__setitem__(name, t.detach().clone()))
+            for name, t in observed.items():
+                out.add(f"{key}/{name}", t.numpy().astype(np.float32))
+            residuals = [observed[f"blk{l}/resid_out"] for l in range(N_LAYER)]
+            lens_ids, lens_probs = logit_lens(w, residuals)
+            out.add(key + "/lens_ids", lens_ids.astype(np.int32))
+            out.add(key + "/lens_probs", lens_probs.astype(np.float32))
+
+        ids = list(PROMPTS[GREEDY_PROMPT])
+        greedy = []
+        for _ in range(GREEDY_STEPS):
+            logits = forward(w, ids)
+            # argmax returns the first maximum: ties go to the lowest id, as our sampler.
+            next_id = int(torch.argmax(logits[-1]))
+            greedy.append(next_id)
+            ids.append(next_id)
+        out.add(GREEDY_PROMPT + "/greedy", np.array(greedy, np.int32))
+
+    out.write(args.output)
+    print(f"wrote {args.output}: {len(out.records)} records; greedy {greedy}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+// Hugging Face GPT-2 checkpoint -> llama.cpp GGUF, as a library so tests call it directly
+// (src/tools/convert_main.cc is the command-line front end).
+//
+// Mirrors llama.cpp convert_hf_to_gguf.py GPT2Model:
+//   * names: "transformer." prefixes are dropped, so both transformer.h.N.* and h.N.* load;
+//     wte -> token_embd, wpe -> position_embd, ln_f -> output_norm, h.N.ln_1 -> blk.N.attn_norm,
+//     attn.c_attn -> attn_qkv (already the fused q|k|v projection, kept fused), attn.c_proj ->
+//     attn_output, ln_2 -> ffn_norm, mlp.c_fc -> ffn_up, mlp.c_proj -> ffn_down, lm_head -> output;
+//   * the causal-mask buffers h.N.attn.bias and h.N.attn.masked_bias are skipped;
+//   * Conv1D weights are stored [in, out] by Hugging Face and are transposed to ggml's
+//     [out rows, in columns] (ne = {in, out});
+//   * lm_head.weight, when present, is dropped if it equals wte bit for bit (GPT-2 ties them and
+//     llama.cpp then reuses token_embd), otherwise written as output.weight;
+//   * storage types follow gpt2_gguf.h Gpt2TensorStorageType.
+// Every tensor's presence, shape (from config.json) and dtype (F32, F16, BF16) is checked; any
+// other tensor is an error, as in the Python converter ("Can not map tensor").
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+
+#include "format/tensor_type.h"
+#include "model/config.h"
+
+namespace gpt2 {
+
+class GgufWriter;
+class SafetensorsFile;
+class Tokenizer;
+
+// "f32", "f16", "q8_0", "q4_0" -> type. Throws gpt2::Error naming the accepted values.
+TensorType ParseConvertType(const std::string& name);
+
+// Hyperparameters from a Hugging Face GPT-2 config.json: n_layer, n_head, n_embd,
+// n_positions (or n_ctx), n_inner (null means 4 * n_embd), layer_norm_epsilon, vocab_size.
+// Rejects configs whose math our engine and llama.cpp's GPT-2 graph do not implement
+// (activation other than gelu_new, scale_attn_by_inverse_layer_idx, ...). Throws gpt2::Error.
+Config ConfigFromHfJson(const std::string& json_text);
+
+struct ConvertStats {
+  int tensors_written = 0;
+  int tensors_skipped = 0;  // attention mask buffers
+  bool lm_head_tied = true;  // no output.weight written
+};
+
+// Adds metadata and every tensor of `checkpoint` to `writer`. `log` (may be null) gets one line
+// per tensor written. Throws gpt2::Error.
+ConvertStats BuildGpt2Gguf(const SafetensorsFile& checkpoint, const Config& config,
+                           const Tokenizer* tokenizer, TensorType matrix_type, GgufWriter* writer,
+                           std::ostream* log, const std::string& model_name = "");
+
+// Reads `input_dir`/config.json, model.safetensors and the vocabulary (vocab.json + merges.txt,
+// or encoder.json + vocab.bpe) and writes `output_path` atomically. Throws gpt2::Error.
+ConvertStats ConvertHfGpt2(const std::string& input_dir, const std::string& output_path,
+                           TensorType matrix_type, std::ostream* log);
+
+}  // namespace gpt2

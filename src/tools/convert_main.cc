@@ -1,0 +1,61 @@
+// gpt2-convert: Hugging Face GPT-2 checkpoint (model.safetensors + config.json + vocabulary) to a
+// GGUF file llama.cpp and our engine both load. See tools/common/convert.h for the mapping.
+//
+//   gpt2-convert --input DIR --output FILE.gguf --type f32|f16|q8_0|q4_0
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+
+#include "base/error.h"
+#include "tools/common/convert.h"
+
+namespace {
+
+void Usage(std::ostream& out) {
+  out << "usage: gpt2-convert --input DIR --output FILE.gguf [--type f32|f16|q8_0|q4_0] [--quiet]\n"
+         "  DIR holds model.safetensors, config.json and vocab.json + merges.txt\n"
+         "  (or encoder.json + vocab.bpe). The default type is q8_0.\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string input, output, type = "q8_0";
+  bool quiet = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&](std::string* dst) {
+      if (i + 1 >= argc) {
+        std::cerr << "gpt2-convert: " << arg << " needs a value\n";
+        Usage(std::cerr);
+        std::exit(2);
+      }
+      *dst = argv[++i];
+    };
+    if (arg == "--input") value(&input);
+    else if (arg == "--output") value(&output);
+    else if (arg == "--type") value(&type);
+    else if (arg == "--quiet") quiet = true;
+    else if (arg == "--help" || arg == "-h") { Usage(std::cout); return 0; }
+    else {
+      std::cerr << "gpt2-convert: unknown argument '" << arg << "'\n";
+      Usage(std::cerr);
+      return 2;
+    }
+  }
+  if (input.empty() || output.empty()) {
+    Usage(std::cerr);
+    return 2;
+  }
+  try {
+    gpt2::ConvertHfGpt2(input, output, gpt2::ParseConvertType(type), quiet ? nullptr : &std::cout);
+  } catch (const gpt2::Error& e) {
+    std::cerr << "gpt2-convert: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "gpt2-convert: unexpected failure: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

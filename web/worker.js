@@ -1,0 +1,444 @@
+// The Web Worker that owns the engine: downloads (with the Cache API), loads, generates and
+// reads activations, so the page's thread never blocks. Protocol (all messages are objects with
+// a `type`):
+//   page -> worker
+//     {type:'load', url}             a .gguf URL, or a .json manifest {"parts":[...],"size":N}
+//     {type:'load', file}            a File from <input type=file> or drag and drop
+//     {type:'generate', prompt, temperature, topK, topP, seed, maxTokens, capture}
+//     {type:'stop'}
+//     {type:'inspect', position, layer, head, lens}   activations for the token at `position`
+//     {type:'attention-map', layer, head}  one head's full [P, P] attention
+//     {type:'clear-cache'}
+//   worker -> page
+//     {type:'ready'}                                 the wasm module is compiled
+//     {type:'progress', phase, loaded, total}        phase: 'download' | 'cache' | 'file' | 'parse'
+//     {type:'model', info, source}                   source: 'network' | 'cache' | 'file'
+//     {type:'prompt', ids, pieces}                   the prompt's tokens
+//     {type:'token', id, text, index}                one sampled token (text: decoded UTF-8 so far)
+//     {type:'stats', promptTokens, prefillMs, generated, tokensPerSecond, reason}
+//     {type:'activations', ...}                      see Inspect()
+//     {type:'attention-map', layer, head, positions, map}
+//     {type:'lens-start', begin, end}; {type:'lens', begin, end, topK, nLayer, ids, probs, pieces}
+//     {type:'cache', entries, bytes}                 after clear-cache / on request
+//     {type:'error', kind, message}                  kind: 'load' | 'generate' | 'inspect' | 'cache'
+import createGpt2Engine from './gpt2-engine.js';
+
+const kCacheName = 'gpt2-models-v1';
+const kEndOfText = 50256;
+// The logit lens costs n_layer * positions * n_embd * n_vocab multiply-adds; keep a window
+// around ~3e9 (a few seconds of wasm SIMD) and at most this many positions.
+const kLensBudget = 3e9;
+const kLensMaxPositions = 64;
+
+let Module = null;
+let engine = null;
+let info = null;
+let busy = false;           // a load or generation is running
+let stopRequested = false;
+let lastTokens = [];        // prompt + generated ids of the last generation
+let queue = Promise.resolve();
+
+const post = (msg, transfer) => self.postMessage(msg, transfer || []);
+
+function errorMessage(e) {
+  return (e && e.message) ? e.message : String(e);
+}
+
+// Lets queued messages (stop, inspect) run between tokens without the 4 ms clamp of nested
+// setTimeout.
+const channel = new MessageChannel();
+const waiting = [];
+channel.port1.onmessage = () => waiting.shift()?.();
+function yieldToEvents() {
+  return new Promise((resolve) => { waiting.push(resolve); channel.port2.postMessage(0); });
+}
+
+async function init() {
+  try {
+    Module = await createGpt2Engine();
+    engine = new Module.Engine();
+    post({type: 'ready'});
+  } catch (e) {
+    post({type: 'error', kind: 'load', message: 'The WebAssembly engine could not start: ' + errorMessage(e) +
+          ' (this page needs a browser with WebAssembly SIMD, e.g. Chrome 91+, Firefox 89+, Safari 16.4+).'});
+  }
+}
+const ready = init();
+
+// ---- Loading --------------------------------------------------------------------------------
+
+function describeFetchError(url, e) {
+  return `Could not download the model from ${url}: the address is unreachable ` +
+         `(${errorMessage(e)}). Check the URL and your connection.`;
+}
+
+async function openCache() {
+  try { return await caches.open(kCacheName); } catch { return null; }  // e.g. not a secure context
+}
+
+// Streams a Response body into the engine, reporting progress; returns bytes read.
+async function pump(body, phase, loadedBefore, total) {
+  const reader = body.getReader();
+  let loaded = loadedBefore;
+  let lastPost = 0;
+  for (;;) {
+    const {done, value} = await reader.read();
+    if (done) break;
+    engine.appendChunk(value);
+    loaded += value.length;
+    const now = performance.now();
+    if (now - lastPost > 50 || loaded === total) {
+      post({type: 'progress', phase, loaded, total});
+      lastPost = now;
+    }
+  }
+  post({type: 'progress', phase, loaded, total});
+  return loaded - loadedBefore;
+}
+
+// One URL's bytes: from the cache if there, else from the network (and into the cache, by a
+// tee of the stream so the file is never held twice in full).
+async function fetchPartInfo(url, cache) {
+  const hit = cache ? await cache.match(url) : null;
+  if (hit) return {response: hit, source: 'cache'};
+  let response;
+  try {
+    response = await fetch(url, {cache: 'no-store'});
+  } catch (e) {
+    throw new Error(describeFetchError(url, e));
+  }
+  if (!response.ok) {
+    throw new Error(`Could not download the model from ${url}: the server answered ` +
+                    `${response.status} ${response.statusText || ''}`.trim() + '.');
+  }
+  return {response, source: 'network'};
+}
+
+function contentLength(response) {
+  const n = Number(response.headers.get('Content-Length'));
+  // A compressed transfer's Content-Length counts compressed bytes: not usable as the size.
+  const encoded = (response.headers.get('Content-Encoding') || 'identity') !== 'identity';
+  return Number.isFinite(n) && n > 0 && !encoded ? n : 0;
+}
+
+async function readManifest(url, cache) {
+  const {response, source} = await fetchPartInfo(url, cache);
+  const text = await (source === 'network' ? response.clone() : response).text();
+  let manifest;
+  try { manifest = JSON.parse(text); } catch {
+    throw new Error(`${url} is not a model manifest (expected JSON like {"parts":["model.gguf.part0"],"size":123}).`);
+  }
+  if (!Array.isArray(manifest.parts) || manifest.parts.length === 0 || !(manifest.size > 0)) {
+    throw new Error(`${url} is not a model manifest: it needs "parts" (a list of file names) and "size" (total bytes).`);
+  }
+  return {manifest, response, source};
+}
+
+async function loadFromUrl(url) {
+  const absolute = new URL(url, self.location.href).href;
+  const cache = await openCache();
+  const pending = [];  // cache writes to await before declaring success
+  let sources = new Set();
+  let parts;
+  let total;
+  if (/\.json(\?|#|$)/i.test(absolute)) {
+    const {manifest, response, source} = await readManifest(absolute, cache);
+    if (source === 'network' && cache) pending.push([absolute, cache.put(absolute, response)]);
+    parts = manifest.parts.map((p) => new URL(p, absolute).href);
+    total = manifest.size;
+  } else {
+    parts = [absolute];
+  }
+  // Open the first part to learn the size of a single file before allocating.
+  const opened = [];
+  let first = await fetchPartInfo(parts[0], cache);
+  if (total === undefined) {
+    total = contentLength(first.response);
+    if (!total) {
+      // No usable size (compressed or chunked response): read it whole first, then copy.
+      const blob = await first.response.blob();
+      first = {response: new Response(blob), source: first.source, blob};
+      total = blob.size;
+    }
+  }
+  engine.beginLoad(total);
+  post({type: 'progress', phase: first.source === 'cache' ? 'cache' : 'download', loaded: 0, total});
+  let loaded = 0;
+  for (let i = 0; i < parts.length; ++i) {
+    const part = i === 0 ? first : await fetchPartInfo(parts[i], cache);
+    sources.add(part.source);
+    let body = part.response.body;
+    if (part.source === 'network' && cache && !part.blob) {
+      const [a, b] = body.tee();
+      body = a;
+      const headers = {'Content-Type': 'application/octet-stream'};
+      const len = part.response.headers.get('Content-Length');
+      if (len) headers['Content-Length'] = len;
+      pending.push([parts[i], cache.put(parts[i], new Response(b, {headers}))]);
+    }
+    if (part.source === 'network' && cache && part.blob) {
+      pending.push([parts[i], cache.put(parts[i], new Response(part.blob))]);
+    }
+    loaded += await pump(body, part.source === 'cache' ? 'cache' : 'download', loaded, total);
+    opened.push(parts[i]);
+  }
+  if (loaded !== total) {
+    throw new Error(`The model download is incomplete: received ${loaded} of ${total} bytes.`);
+  }
+  post({type: 'progress', phase: 'parse', loaded, total});
+  try {
+    info = engine.finishLoad(1);
+  } catch (e) {
+    // A file the engine rejects must not stay cached as if it were good.
+    await Promise.allSettled(pending.map(([, p]) => p));
+    if (cache) await Promise.allSettled([...pending.map(([u]) => cache.delete(u)), ...parts.map((u) => cache.delete(u))]);
+    throw e;
+  }
+  const results = await Promise.allSettled(pending.map(([, p]) => p));
+  const failed = results.find((r) => r.status === 'rejected');
+  post({type: 'model', info, source: sources.has('network') ? 'network' : 'cache',
+        cacheWarning: failed ? 'The model could not be stored in the browser cache (' + errorMessage(failed.reason) +
+                      '); it will be downloaded again next time.' : ''});
+}
+
+async function loadFromFile(file) {
+  if (!(file.size > 0)) throw new Error(`${file.name} is empty.`);
+  engine.beginLoad(file.size);
+  post({type: 'progress', phase: 'file', loaded: 0, total: file.size});
+  const loaded = await pump(file.stream(), 'file', 0, file.size);
+  if (loaded !== file.size) throw new Error(`Could only read ${loaded} of ${file.size} bytes of ${file.name}.`);
+  post({type: 'progress', phase: 'parse', loaded, total: file.size});
+  info = engine.finishLoad(1);
+  post({type: 'model', info, source: 'file', name: file.name});
+}
+
+// Turns the engine's messages into what a person can act on, keeping the engine's detail.
+function explainLoadError(e) {
+  const m = errorMessage(e);
+  if (/magic|not a gguf/i.test(m)) return `This is not a GGUF model file (${m}).`;
+  if (/tensor type|has type/i.test(m)) return `The model uses a tensor type this page does not support ` +
+      `(it supports f32, f16, q8_0 and q4_0): ${m}`;
+  if (/out of bounds|truncated|past the end|incomplete|extends beyond|outside the file/i.test(m)) {
+    return `The model file is damaged or incomplete (${m}). Download it again or clear the cache.`;
+  }
+  return m;
+}
+
+async function handleLoad(msg) {
+  busy = true;
+  info = null;
+  try {
+    await ready;
+    if (!engine) return;
+    if (msg.file) await loadFromFile(msg.file);
+    else await loadFromUrl(msg.url);
+  } catch (e) {
+    post({type: 'error', kind: 'load', message: explainLoadError(e)});
+  } finally {
+    busy = false;
+  }
+}
+
+// ---- Generation -----------------------------------------------------------------------------
+
+function bytesToPieces(ids) {
+  const d = new TextDecoder('utf-8');
+  return Array.from(ids, (id) => d.decode(engine.tokenBytes(id)));
+}
+
+async function handleGenerate(msg) {
+  if (!info) { post({type: 'error', kind: 'generate', message: 'Load a model first.'}); return; }
+  busy = true;
+  stopRequested = false;
+  const decoder = new TextDecoder('utf-8');
+  let reason = 'max-tokens';
+  let generated = 0;
+  let prefillMs = 0;
+  let decodeMs = 0;
+  let promptIds = [];
+  try {
+    engine.reset();
+    engine.setCapture(!!msg.capture);
+    engine.setSampling(msg.temperature, msg.topK, msg.topP, msg.seed);
+    promptIds = Array.from(engine.tokenize(msg.prompt));
+    if (promptIds.length === 0) throw new Error('The prompt is empty: type at least one character.');
+    if (promptIds.length > info.n_ctx) {
+      throw new Error(`The prompt is ${promptIds.length} tokens long, longer than the model's context of ` +
+                      `${info.n_ctx} tokens. Shorten it.`);
+    }
+    post({type: 'prompt', ids: promptIds, pieces: bytesToPieces(promptIds)});
+    lastTokens = promptIds.slice();
+    const t0 = performance.now();
+    engine.prefill(promptIds);
+    prefillMs = performance.now() - t0;
+    const maxTokens = Math.max(0, msg.maxTokens | 0);
+    const t1 = performance.now();
+    for (let i = 0; i < maxTokens; ++i) {
+      const id = engine.sample();
+      generated++;
+      lastTokens.push(id);
+      const text = decoder.decode(engine.tokenBytes(id), {stream: true});
+      post({type: 'token', id, text, index: i});
+      if (id === kEndOfText) { reason = 'end-of-text'; break; }
+      await yieldToEvents();
+      if (stopRequested) { engine.stop(); reason = 'stopped'; break; }
+      if (engine.position() >= info.n_ctx) { reason = 'context-full'; break; }
+      // The last token is fed too, so its activations can be inspected like the others.
+      engine.step(id);
+    }
+    decodeMs = performance.now() - t1;
+    const tail = decoder.decode();
+    if (tail) post({type: 'token', id: -1, text: tail, index: -1});
+  } catch (e) {
+    post({type: 'error', kind: 'generate', message: errorMessage(e)});
+    reason = 'error';
+  } finally {
+    busy = false;
+  }
+  post({type: 'stats', promptTokens: promptIds.length, prefillMs, generated,
+        decodeMs, tokensPerSecond: generated > 0 && decodeMs > 0 ? generated / (decodeMs / 1000) : 0,
+        reason, captured: engine.capturedPositions()});
+}
+
+// ---- Activations ----------------------------------------------------------------------------
+
+// Everything the page's views need for one picked token (position p), copied out of wasm
+// memory (views die when memory grows) and transferred.
+function inspect(position) {
+  const P = engine.capturedPositions();
+  if (P === 0) throw new Error('No activations were captured: tick "capture activations" and generate.');
+  const p = Math.max(0, Math.min(P - 1, position | 0));
+  const L = info.n_layer;
+  const attention = [];       // [L] of Float32Array [H, p + 1]
+  const mlp = [];             // [L] of {hist, top}
+  for (let l = 0; l < L; ++l) {
+    attention.push(engine.attention(l, p).slice());
+    mlp.push(summariseMlp(engine.mlpActivations(l, p)));
+  }
+  const residualNorms = engine.residualNorms();
+  const lnStats = engine.layerNormStats();
+  const top = engine.topProbs(p);
+  const transfer = [...attention.map((a) => a.buffer), residualNorms.buffer, lnStats.buffer];
+  post({type: 'activations', position: p, positions: P, tokens: lastTokens.slice(0, P + 1),
+        pieces: bytesToPieces(lastTokens.slice(0, Math.min(lastTokens.length, P + 1))),
+        attention, residualNorms, lnStats, mlp, topIds: Array.from(top.ids), topProbs: Array.from(top.probs),
+        topPieces: bytesToPieces(Array.from(top.ids).filter((i) => i >= 0))}, transfer);
+  return p;
+}
+
+// Histogram with fixed edges (GELU outputs lie in [-0.17, +inf)) and the strongest neurons.
+function summariseMlp(view) {
+  const n = view.length;
+  let min = Infinity, max = -Infinity, sum = 0, active = 0;
+  for (let i = 0; i < n; ++i) {
+    const v = view[i];
+    if (v < min) min = v;
+    if (v > max) max = v;
+    sum += v;
+    if (v > 0) active++;
+  }
+  const bins = 40;
+  const lo = Math.min(-0.2, min), hi = Math.max(1, max);
+  const hist = new Array(bins).fill(0);
+  for (let i = 0; i < n; ++i) {
+    const b = Math.min(bins - 1, Math.floor(((view[i] - lo) / (hi - lo)) * bins));
+    hist[b]++;
+  }
+  const order = Array.from({length: n}, (_, i) => i);
+  order.sort((a, b) => Math.abs(view[b]) - Math.abs(view[a]) || a - b);
+  const top = order.slice(0, 12).map((i) => ({neuron: i, value: view[i]}));
+  return {hist, lo, hi, min, max, mean: sum / n, active, n, top};
+}
+
+async function lens(position) {
+  const P = engine.capturedPositions();
+  const p = Math.max(0, Math.min(P - 1, position | 0));
+  const perPosition = info.n_layer * info.n_embd * info.n_vocab;
+  const width = Math.max(1, Math.min(P, kLensMaxPositions, Math.floor(kLensBudget / perPosition)));
+  // A window ending at the picked token (or starting at 0 when everything fits).
+  const end = Math.min(P, Math.max(p + 1, width));
+  const begin = Math.max(0, end - width);
+  post({type: 'lens-start', begin, end});
+  const topK = 10;
+  const r = engine.logitLens(begin, end, topK);
+  const ids = Array.from(r.ids);
+  const uniq = [...new Set(ids.filter((i) => i >= 0))];
+  const pieces = Object.fromEntries(uniq.map((id, k) => [id, bytesToPieces([id])[0]]));
+  post({type: 'lens', begin, end, topK, nLayer: info.n_layer, ids, probs: Array.from(r.probs), pieces});
+}
+
+// [P, P] attention of one head (row = query, column = key; NaN above the diagonal).
+function attentionMap(layer, head) {
+  const P = engine.capturedPositions();
+  const H = info.n_head;
+  const l = Math.max(0, Math.min(info.n_layer - 1, layer | 0));
+  const h = Math.max(0, Math.min(H - 1, head | 0));
+  const map = new Float32Array(P * P).fill(NaN);
+  for (let q = 0; q < P; ++q) {
+    const row = engine.attention(l, q);  // view: read before the next engine call
+    map.set(row.subarray(h * (q + 1), (h + 1) * (q + 1)), q * P);
+  }
+  post({type: 'attention-map', layer: l, head: h, positions: P, map}, [map.buffer]);
+}
+
+async function handleInspect(msg) {
+  try {
+    if (msg.layer !== undefined && engine.capturedPositions() > 0) attentionMap(msg.layer, msg.head);
+    const p = inspect(msg.position);
+    await yieldToEvents();
+    if (msg.lens !== false) await lens(p);
+  } catch (e) {
+    post({type: 'error', kind: 'inspect', message: errorMessage(e)});
+  }
+}
+
+// ---- Cache ------------------------------------------------------------------------------------
+
+async function cacheSummary() {
+  const cache = await openCache();
+  if (!cache) return {entries: 0, bytes: 0};
+  const keys = await cache.keys();
+  let bytes = 0;
+  for (const k of keys) {
+    const r = await cache.match(k);
+    bytes += Number(r?.headers.get('Content-Length')) || 0;
+  }
+  return {entries: keys.length, bytes, urls: keys.map((k) => k.url)};
+}
+
+async function handleClearCache() {
+  try {
+    await caches.delete(kCacheName);
+    post({type: 'cache', cleared: true, ...(await cacheSummary())});
+  } catch (e) {
+    post({type: 'error', kind: 'cache', message: 'Could not clear the cache: ' + errorMessage(e)});
+  }
+}
+
+self.onmessage = (event) => {
+  const msg = event.data;
+  switch (msg.type) {
+    case 'stop':  // handled at once, even while generating
+      stopRequested = true;
+      return;
+    case 'cache-info':
+      cacheSummary().then((s) => post({type: 'cache', ...s}));
+      return;
+    default:
+      break;
+  }
+  // Everything else runs one at a time, in order.
+  queue = queue.then(async () => {
+    await ready;
+    if (!engine) return;
+    if (msg.type === 'load') await handleLoad(msg);
+    else if (msg.type === 'generate') await handleGenerate(msg);
+    else if (msg.type === 'inspect') await handleInspect(msg);
+    else if (msg.type === 'clear-cache') await handleClearCache();
+    else if (msg.type === 'attention-map') {
+      try { attentionMap(msg.layer, msg.head); } catch (e) {
+        post({type: 'error', kind: 'inspect', message: errorMessage(e)});
+      }
+    }
+  });
+};
