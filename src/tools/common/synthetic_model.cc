@@ -12,10 +12,9 @@
 #include <vector>
 
 #include "base/error.h"
-#include "format/f16.h"
 #include "format/gguf.h"
-#include "format/quant.h"
 #include "tokenizer/tokenizer.h"
+#include "tools/common/gpt2_gguf.h"
 
 namespace gpt2 {
 namespace {
@@ -77,46 +76,6 @@ std::vector<float> FormulaTensor(const std::string& name, int64_t n, uint64_t se
   return out;
 }
 
-// ggml's LLAMA_FTYPE numbers (llama.h), which convert_hf_to_gguf.py writes as general.file_type.
-uint32_t FileType(TensorType type) {
-  switch (type) {
-    case TensorType::kF32: return 0;   // ALL_F32
-    case TensorType::kF16: return 1;   // MOSTLY_F16
-    case TensorType::kQ4_0: return 2;  // MOSTLY_Q4_0
-    case TensorType::kQ8_0: return 7;  // MOSTLY_Q8_0
-  }
-  return 0;
-}
-
-// Encodes rows x cols float32 values (row-major, cols contiguous) as `type`.
-std::vector<uint8_t> Encode(const std::vector<float>& values, TensorType type, int64_t rows,
-                            int64_t cols) {
-  const size_t row_bytes = RowBytes(type, cols);
-  std::vector<uint8_t> bytes(row_bytes * static_cast<size_t>(rows));
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* src = values.data() + r * cols;
-    uint8_t* dst = bytes.data() + static_cast<size_t>(r) * row_bytes;
-    switch (type) {
-      case TensorType::kF32:
-        std::memcpy(dst, src, row_bytes);
-        break;
-      case TensorType::kF16:
-        for (int64_t c = 0; c < cols; ++c) {
-          const uint16_t h = F32ToF16(src[c]);
-          std::memcpy(dst + 2 * c, &h, 2);
-        }
-        break;
-      case TensorType::kQ8_0:
-        QuantizeRowQ8_0(src, reinterpret_cast<BlockQ8_0*>(dst), cols);
-        break;
-      case TensorType::kQ4_0:
-        QuantizeRowQ4_0(src, reinterpret_cast<BlockQ4_0*>(dst), cols);
-        break;
-    }
-  }
-  return bytes;
-}
-
 void CheckConfig(const Config& c, TensorType matrix_type) {
   if (c.n_vocab <= 0 || c.n_ctx <= 0 || c.n_embd <= 0 || c.n_head <= 0 || c.n_layer <= 0 ||
       c.n_ff <= 0) {
@@ -146,37 +105,7 @@ GgufWriter BuildWriter(const Config& c, TensorType matrix_type, const Tokenizer*
   }
 
   GgufWriter w;
-  // Keys in the order convert_hf_to_gguf.py emits them for a GPT-2 (as llama_model_loader
-  // lists a converted GPT-2-architecture model).
-  w.AddString("general.architecture", "gpt2");
-  w.AddString("general.type", "model");
-  w.AddString("general.name", "synthetic-gpt2");
-  w.AddU32("gpt2.block_count", static_cast<uint32_t>(c.n_layer));
-  w.AddU32("gpt2.context_length", static_cast<uint32_t>(c.n_ctx));
-  w.AddU32("gpt2.embedding_length", static_cast<uint32_t>(c.n_embd));
-  w.AddU32("gpt2.feed_forward_length", static_cast<uint32_t>(c.n_ff));
-  w.AddU32("gpt2.attention.head_count", static_cast<uint32_t>(c.n_head));
-  w.AddF32("gpt2.attention.layer_norm_epsilon", c.ln_eps);
-  w.AddU32("general.file_type", FileType(matrix_type));
-  w.AddU32("general.quantization_version", 2);  // GGML_QNT_VERSION
-  if (tokenizer != nullptr) {
-    w.AddString("tokenizer.ggml.model", "gpt2");
-    w.AddString("tokenizer.ggml.pre", "gpt-2");
-    w.AddStringArray("tokenizer.ggml.tokens", tokenizer->tokens());
-    // gguf TokenType: 1 NORMAL, 3 CONTROL (added special tokens such as <|endoftext|>).
-    std::vector<int32_t> token_types(tokenizer->tokens().size(), 1);
-    for (size_t i = 0; i < token_types.size(); ++i) {
-      if (tokenizer->tokens()[i] == "<|endoftext|>") token_types[i] = 3;
-    }
-    w.AddI32Array("tokenizer.ggml.token_type", token_types);
-    w.AddStringArray("tokenizer.ggml.merges", tokenizer->merges());
-    if (c.n_vocab > kEndOfText) {
-      // From GPT-2's config.json (bos_token_id = eos_token_id = 50256), via gguf.SpecialVocab.
-      w.AddU32("tokenizer.ggml.bos_token_id", kEndOfText);
-      w.AddU32("tokenizer.ggml.eos_token_id", kEndOfText);
-      w.AddU32("tokenizer.ggml.unknown_token_id", kEndOfText);
-    }
-  }
+  AddGpt2Metadata(w, c, tokenizer, LlamaFileType(matrix_type), "synthetic-gpt2");
 
   const int64_t C = c.n_embd, F = c.n_ff;
   // A matrix: rows = output features, cols = input features (ggml ne = {cols, rows}).
@@ -184,7 +113,7 @@ GgufWriter BuildWriter(const Config& c, TensorType matrix_type, const Tokenizer*
     double scale, offset;
     ScaleOffset(name, c.n_embd, c.n_ff, &scale, &offset);
     const std::vector<float> values = FormulaTensor(name, rows * cols, seed, scale, offset);
-    const std::vector<uint8_t> bytes = Encode(values, type, rows, cols);
+    const std::vector<uint8_t> bytes = EncodeRows(values.data(), rows, cols, type);
     w.AddTensor(name, type, {cols, rows}, bytes.data(), bytes.size());
   };
   auto add_vector = [&](const std::string& name, int64_t n) {
