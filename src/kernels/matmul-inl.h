@@ -11,8 +11,9 @@
 // of the tile. The tile loop is row-outer, so each weight row is read from memory once per call
 // while the activations stay in cache.
 //
-// Informal throughput, 768 x 2304 Q8_0 at T = 1 (thread CPU time, busy 2-core VM): AVX3
-// ~20 GB/s of weights, AVX2 ~15, SSE4 ~6-8; WASM under Node 20 ~4.5.
+// Informal throughput, 768 x 2304 Q8_0 (1.9 MB, cache resident) at T = 1, CPU time on the
+// 2-core AMD EPYC dev VM: AVX3 ~19 GB/s of weights, AVX2 ~17, SSE4 ~8, WASM under Node 20 ~5.
+// At T = 64: AVX3 ~90 GFLOP/s, AVX2 ~47, WASM ~15.
 #if defined(GPT2_KERNELS_MATMUL_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef GPT2_KERNELS_MATMUL_INL_H_
 #undef GPT2_KERNELS_MATMUL_INL_H_
@@ -57,9 +58,9 @@ static_assert(kBlockVecs % 2 == 0, "the T == 1 block loop keeps two partial sums
 // loads (4 int8, 4 f16) there with a memcpy into a vector, which goes through the wasm stack and
 // costs more than the whole decode. x86 keeps the partial loads: they fold into pmovsx.
 #if HWY_TARGET == HWY_WASM
-#define GPT2_MATMUL_128 1
+#define GPT2_MATMUL_FULL_LOADS 1
 #else
-#define GPT2_MATMUL_128 0
+#define GPT2_MATMUL_FULL_LOADS 0
 #endif
 
 // ---- f16 -> f32 ------------------------------------------------------------------------------
@@ -117,7 +118,7 @@ HWY_INLINE float ScalarWeight(hwy::float16_t w) {
   return kernels_internal::HalfToFloat(bits);
 }
 
-#if GPT2_MATMUL_128
+#if GPT2_MATMUL_FULL_LOADS
 // 16 int8 to 4 f32 vectors in order: two sign extensions (i8 -> i16 -> i32, wasm's
 // extend_low/extend_high), then int -> float by the magic-number trick: the bits of
 // 1.5 * 2^23 plus a small integer q are the float 1.5 * 2^23 + q, so one integer add and one
@@ -145,7 +146,7 @@ HWY_INLINE void Int8x16ToF32(DF df, hn::Vec<hn::Full128<int8_t>> v, VF* HWY_REST
 // Q8_0: the 32 quants of a block as kBlockVecs f32 vectors (unscaled; w = d * q).
 HWY_INLINE void DecodeBlock(DF df, const BlockQ8_0* HWY_RESTRICT block,
                             VF (&w)[kBlockVecs]) {
-#if GPT2_MATMUL_128
+#if GPT2_MATMUL_FULL_LOADS
   const hn::Full128<int8_t> di8;
   Int8x16ToF32(df, hn::LoadU(di8, block->qs), w);
   Int8x16ToF32(df, hn::LoadU(di8, block->qs + 16), w + 4);
@@ -163,7 +164,7 @@ HWY_INLINE void DecodeBlock(DF df, const BlockQ8_0* HWY_RESTRICT block,
 // w = d * (nibble - 8) (format/quant.h, ggml dequantize_row_q4_0). Unscaled, like Q8_0.
 HWY_INLINE void DecodeBlock(DF df, const BlockQ4_0* HWY_RESTRICT block,
                             VF (&w)[kBlockVecs]) {
-#if GPT2_MATMUL_128
+#if GPT2_MATMUL_FULL_LOADS
   const hn::Full128<uint8_t> du8;
   const hn::Full128<int8_t> di8;
   const auto bytes = hn::LoadU(du8, block->qs);
@@ -320,14 +321,17 @@ HWY_NOINLINE void RunTile(const float* HWY_RESTRICT x, int64_t t0, const WeightV
   switch (w.type) {
     case TensorType::kF32: {
       const float* rows[kR];
-      for (size_t r = 0; r < kR; ++r) rows[r] = static_cast<const float*>(w.data) + (r0 + static_cast<int64_t>(r)) * cols;
+      for (size_t r = 0; r < kR; ++r) {
+        rows[r] = static_cast<const float*>(w.data) + (r0 + static_cast<int64_t>(r)) * cols;
+      }
       FloatTile<kR, kT>(xt, cols, rows, out);
       break;
     }
     case TensorType::kF16: {
       const hwy::float16_t* rows[kR];
       for (size_t r = 0; r < kR; ++r) {
-        rows[r] = static_cast<const hwy::float16_t*>(w.data) + (r0 + static_cast<int64_t>(r)) * cols;
+        rows[r] = static_cast<const hwy::float16_t*>(w.data) +
+                  (r0 + static_cast<int64_t>(r)) * cols;
       }
       FloatTile<kR, kT>(xt, cols, rows, out);
       break;
@@ -335,7 +339,8 @@ HWY_NOINLINE void RunTile(const float* HWY_RESTRICT x, int64_t t0, const WeightV
     case TensorType::kQ8_0: {
       const BlockQ8_0* rows[kR];
       for (size_t r = 0; r < kR; ++r) {
-        rows[r] = static_cast<const BlockQ8_0*>(w.data) + (r0 + static_cast<int64_t>(r)) * (cols / 32);
+        rows[r] = static_cast<const BlockQ8_0*>(w.data) +
+                  (r0 + static_cast<int64_t>(r)) * (cols / 32);
       }
       QuantTile<kR, kT>(xt, cols, rows, out);
       break;
@@ -343,7 +348,8 @@ HWY_NOINLINE void RunTile(const float* HWY_RESTRICT x, int64_t t0, const WeightV
     case TensorType::kQ4_0: {
       const BlockQ4_0* rows[kR];
       for (size_t r = 0; r < kR; ++r) {
-        rows[r] = static_cast<const BlockQ4_0*>(w.data) + (r0 + static_cast<int64_t>(r)) * (cols / 32);
+        rows[r] = static_cast<const BlockQ4_0*>(w.data) +
+                  (r0 + static_cast<int64_t>(r)) * (cols / 32);
       }
       QuantTile<kR, kT>(xt, cols, rows, out);
       break;
@@ -398,5 +404,5 @@ HWY_NOINLINE void MatMulKernel(const float* x, int64_t T, const WeightView& w, c
 }  // namespace gpt2
 HWY_AFTER_NAMESPACE();
 
-#undef GPT2_MATMUL_128
+#undef GPT2_MATMUL_FULL_LOADS
 #endif  // GPT2_KERNELS_MATMUL_INL_H_

@@ -119,7 +119,8 @@ void Gelu(float* x, int64_t n) {
   const double kSqrt2OverPi = std::sqrt(2.0 / M_PI);
   for (int64_t i = 0; i < n; ++i) {
     const double v = x[i];
-    x[i] = static_cast<float>(0.5 * v * (1.0 + std::tanh(kSqrt2OverPi * (v + 0.044715 * v * v * v))));
+    const double u = kSqrt2OverPi * (v + 0.044715 * v * v * v);
+    x[i] = static_cast<float>(0.5 * v * (1.0 + std::tanh(u)));
   }
 }
 
@@ -150,7 +151,9 @@ void AttentionHead(const float* q, const float* k, const float* v, int64_t kv_st
   Softmax(probs, n_keys);
   for (int64_t d = 0; d < head_dim; ++d) {
     double sum = 0.0;
-    for (int64_t j = 0; j < n_keys; ++j) sum += static_cast<double>(probs[j]) * v[j * kv_stride + d];
+    for (int64_t j = 0; j < n_keys; ++j) {
+      sum += static_cast<double>(probs[j]) * v[j * kv_stride + d];
+    }
     out[d] = static_cast<float>(sum);
   }
 }

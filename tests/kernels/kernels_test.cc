@@ -371,7 +371,8 @@ TEST_CASE("MatMul f32/f16 matches the scalar twin on awkward sizes", "[kernels]"
     for (int64_t cols : {1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 4097}) {
       for (bool raw : {false, true}) {
         if (raw && type == TensorType::kF32) continue;
-        const TestWeights w = MakeWeights(type, kRows, cols, raw, 100 + static_cast<uint32_t>(cols));
+        const TestWeights w =
+            MakeWeights(type, kRows, cols, raw, 100 + static_cast<uint32_t>(cols));
         for (int64_t T : {1, 2, 3, 5, 8}) {
           CheckMatMul(w, T, 0, kRows, true);
           CheckMatMul(w, T, 1, kRows - 1, false);
@@ -388,7 +389,8 @@ TEST_CASE("MatMul q8_0/q4_0 matches the scalar twin on awkward sizes", "[kernels
   for (TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
     for (int64_t cols : {32, 64, 96, 4096}) {
       for (bool raw : {false, true}) {
-        const TestWeights w = MakeWeights(type, kRows, cols, raw, 200 + static_cast<uint32_t>(cols));
+        const TestWeights w =
+            MakeWeights(type, kRows, cols, raw, 200 + static_cast<uint32_t>(cols));
         for (int64_t T : {1, 2, 3, 5, 8}) {
           CheckMatMul(w, T, 0, kRows, true);
           CheckMatMul(w, T, 1, kRows - 1, false);
@@ -400,7 +402,9 @@ TEST_CASE("MatMul q8_0/q4_0 matches the scalar twin on awkward sizes", "[kernels
   }
 }
 
-const std::vector<int64_t> kAwkwardLengths = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 768, 4097};
+// Around 4, 8 and 16 lanes, a GPT-2 width and a long odd length.
+const std::vector<int64_t> kAwkwardLengths = {1,  2,  3,  4,  5,  7,   8,   9,
+                                              15, 16, 17, 31, 33, 768, 4097};
 
 TEST_CASE("LayerNorm matches the scalar twin", "[kernels]") {
   for (int64_t n : kAwkwardLengths) {
