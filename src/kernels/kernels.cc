@@ -1,0 +1,133 @@
+// Dispatch for the kernels of kernels.h, after Highway's hwy/examples/skeleton.cc: this file is
+// compiled once per target by foreach_target.h (which re-includes it with HWY_TARGET set to each
+// target), the per-target code lives in matmul-inl.h and ops-inl.h, and the HWY_ONCE part at the
+// end picks a target per call.
+//
+// Native: every target Highway 1.0.3 can build for x86 (EMU128, SSSE3, SSE4, AVX2, AVX3) is
+// compiled and HWY_DYNAMIC_DISPATCH picks the best one the CPU has. WebAssembly: CMake defines
+// HWY_COMPILE_ONLY_STATIC and -msimd128, so only HWY_WASM is compiled and calls go straight to
+// it (HWY_STATIC_DISPATCH; dynamic dispatch would need libhwy, which the wasm build lacks).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/kernels.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include <hwy/highway.h>
+
+#include "kernels/matmul-inl.h"
+#include "kernels/ops-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace gpt2 {
+namespace HWY_NAMESPACE {
+
+// The target this copy of the code was compiled for; dispatched like the kernels, so it tells
+// which copy the kernels would run.
+HWY_NOINLINE int64_t CompiledTargetKernel() { return HWY_TARGET; }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace gpt2
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "kernels/internal.h"
+#include "kernels/kernels.h"
+
+#if defined(__EMSCRIPTEN__)
+// Shipping EMU128 (what Highway silently picks without -msimd128) would be several times slower.
+static_assert(HWY_STATIC_TARGET == HWY_WASM, "wasm build must compile Highway's WASM target");
+#define GPT2_DISPATCH(FUNC) HWY_STATIC_DISPATCH(FUNC)
+
+// HWY_ASSERT and friends call hwy::Abort, which lives in libhwy; the wasm build is headers only.
+namespace hwy {
+HWY_NORETURN void Abort(const char* file, int line, const char* format, ...) {
+  std::fprintf(stderr, "Abort at %s:%d: ", file, line);
+  va_list args;
+  va_start(args, format);
+  std::vfprintf(stderr, format, args);
+  va_end(args);
+  std::fprintf(stderr, "\n");
+  std::abort();
+}
+}  // namespace hwy
+#else
+#define GPT2_DISPATCH(FUNC) HWY_DYNAMIC_DISPATCH(FUNC)
+#endif
+
+namespace gpt2 {
+
+#if !defined(__EMSCRIPTEN__)
+HWY_EXPORT(MatMulKernel);
+HWY_EXPORT(LayerNormKernel);
+HWY_EXPORT(GeluKernel);
+HWY_EXPORT(SoftmaxKernel);
+HWY_EXPORT(AddInPlaceKernel);
+HWY_EXPORT(AttentionHeadKernel);
+HWY_EXPORT(CompiledTargetKernel);
+#endif
+
+void MatMul(const float* x, int64_t T, const WeightView& w, const float* bias, float* y,
+            int64_t row_begin, int64_t row_end) {
+  kernels_internal::CheckMatMulArgs(x, T, w, y, row_begin, row_end);
+  if (T == 0 || row_begin == row_end) return;
+  GPT2_DISPATCH(MatMulKernel)(x, T, w, bias, y, row_begin, row_end);
+}
+
+void LayerNorm(const float* x, const float* gamma, const float* beta, float eps, int64_t n,
+               float* y) {
+  GPT2_DISPATCH(LayerNormKernel)(x, gamma, beta, eps, n, y);
+}
+
+void Gelu(float* x, int64_t n) { GPT2_DISPATCH(GeluKernel)(x, n); }
+
+void Softmax(float* x, int64_t n) { GPT2_DISPATCH(SoftmaxKernel)(x, n); }
+
+void AddInPlace(float* y, const float* x, int64_t n) { GPT2_DISPATCH(AddInPlaceKernel)(y, x, n); }
+
+void AttentionHead(const float* q, const float* k, const float* v, int64_t kv_stride,
+                   int64_t n_keys, int64_t head_dim, float scale, float* scores, float* probs,
+                   float* out) {
+  GPT2_DISPATCH(AttentionHeadKernel)(q, k, v, kv_stride, n_keys, head_dim, scale, scores, probs,
+                                     out);
+}
+
+std::vector<int64_t> KernelTargets() {
+#if defined(__EMSCRIPTEN__)
+  return {HWY_WASM};
+#else
+  // Computed once: hwy::SupportedAndGeneratedTargets() only reports the forced target while
+  // ForceKernelTarget is in effect.
+  static const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
+  return targets;
+#endif
+}
+
+std::string KernelTargetName(int64_t target) { return hwy::TargetName(target); }
+
+void ForceKernelTarget(int64_t target) {
+  const std::vector<int64_t> targets = KernelTargets();
+  bool known = target == 0;
+  for (int64_t t : targets) known = known || t == target;
+  if (!known) {
+    throw Error("ForceKernelTarget: target " + KernelTargetName(target) +
+                " is not compiled into this binary or not supported by this CPU");
+  }
+#if !defined(__EMSCRIPTEN__)
+  hwy::SetSupportedTargetsForTest(target);
+#endif
+}
+
+std::string ActiveKernelTargetName() {
+  return KernelTargetName(GPT2_DISPATCH(CompiledTargetKernel)());
+}
+
+}  // namespace gpt2
+
+#endif  // HWY_ONCE

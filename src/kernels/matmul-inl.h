@@ -1,0 +1,408 @@
+// Per-target MatMul: y[t, r] = bias[r] + sum_c x[t, c] W[r, c] for f32/f16/Q8_0/Q4_0 weights
+// (kernels.h). Included once per Highway target by kernels.cc (the skeleton.cc recipe).
+//
+// Shape of the work. Decode (T == 1) is memory-bandwidth bound: every weight byte is read once
+// per token, so the loop streams kDecodeRows rows at a time, decodes each weight block in
+// registers (int8 -> int32 -> f32) and multiplies it straight into the f32 activations; the
+// block's partial sum is scaled by the block's d once (ggml's vec_dot_q8_0 also scales per
+// block, but quantizes the activations to int8 first; we keep x in f32 so the result matches
+// the scalar twin to float rounding). Prefill (T > 1) works on tiles of kPrefillRows rows x up
+// to kTokenTile tokens: each weight block is decoded and scaled once and used for every token
+// of the tile. The tile loop is row-outer, so each weight row is read from memory once per call
+// while the activations stay in cache.
+//
+// Informal throughput, 768 x 2304 Q8_0 (1.9 MB, cache resident) at T = 1, CPU time on the
+// 2-core AMD EPYC dev VM: AVX3 ~19 GB/s of weights, AVX2 ~17, SSE4 ~8, WASM under Node 20 ~5.
+// At T = 64: AVX3 ~90 GFLOP/s, AVX2 ~47, WASM ~15.
+#if defined(GPT2_KERNELS_MATMUL_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef GPT2_KERNELS_MATMUL_INL_H_
+#undef GPT2_KERNELS_MATMUL_INL_H_
+#else
+#define GPT2_KERNELS_MATMUL_INL_H_
+#endif
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include <hwy/highway.h>
+
+#include "format/quant.h"
+#include "kernels/internal.h"
+#include "kernels/kernels.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace gpt2 {
+namespace HWY_NAMESPACE {
+namespace matmul {
+
+namespace hn = hwy::HWY_NAMESPACE;
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+constexpr size_t kDecodeRows = 4;   // rows in flight at T == 1 (independent FMA chains)
+// Rows x tokens accumulators plus the decoded block must fit the register file: 16 vector
+// registers on SSE/AVX2 (and V8's wasm SIMD), 32 on AVX-512. 4 rows measured ~1.8x faster
+// prefill on AVX3 and slower on AVX2.
+constexpr size_t kPrefillRows = HWY_MAX_BYTES == 64 ? 4 : 2;
+constexpr size_t kTokenTile = 4;    // tokens sharing one decoded weight vector
+
+// Lanes of f32 per vector; a Q block of 32 weights is kBlockVecs vectors. Every target we build
+// (x86 up to AVX-512, WASM, EMU128, scalar) has at most 16 f32 lanes.
+constexpr size_t kLanes = hn::MaxLanes(DF());
+static_assert(kLanes <= 32 && 32 % kLanes == 0, "a Q block must be whole vectors");
+constexpr size_t kBlockVecs = 32 / kLanes;
+static_assert(kBlockVecs % 2 == 0, "the T == 1 block loop keeps two partial sums");
+
+// WASM gets block decoders that only do full 16-byte loads: Highway 1.0.3 implements partial
+// loads (4 int8, 4 f16) there with a memcpy into a vector, which goes through the wasm stack and
+// costs more than the whole decode. x86 keeps the partial loads: they fold into pmovsx.
+#if HWY_TARGET == HWY_WASM
+#define GPT2_MATMUL_FULL_LOADS 1
+#else
+#define GPT2_MATMUL_FULL_LOADS 0
+#endif
+
+// ---- f16 -> f32 ------------------------------------------------------------------------------
+
+// 2 * kLanes halves at p to two f32 vectors. x86 with F16C (AVX2, AVX3) uses vcvtph2ps through
+// Highway's PromoteTo. Elsewhere: the magic multiply of kernels_internal::HalfToFloat in vector
+// form (5 integer ops + 1 multiply per vector, normals and subnormals exact, like Highway's own
+// emulation but cheaper). Infinite or NaN halves are not supported there (neither does
+// Highway's emulation); ggml scales and real weights are finite.
+HWY_INLINE void HalvesToF32(DF df, const uint16_t* HWY_RESTRICT p, VF& lo, VF& hi) {
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  const hn::Rebind<hwy::float16_t, DF> df16;
+  const hwy::float16_t* h = reinterpret_cast<const hwy::float16_t*>(p);
+  lo = hn::PromoteTo(df, hn::LoadU(df16, h));
+  hi = hn::PromoteTo(df, hn::LoadU(df16, h + kLanes));
+#elif HWY_TARGET == HWY_SCALAR
+  lo = hn::Set(df, kernels_internal::HalfToFloat(p[0]));
+  hi = hn::Set(df, kernels_internal::HalfToFloat(p[1]));
+#else
+  const hn::RebindToUnsigned<DF> du32;
+  const hn::Repartition<uint16_t, DF> du16;
+  const hn::Half<decltype(du16)> du16h;
+  const auto bits = hn::LoadU(du16, p);
+  const auto convert = [&](hn::Vec<decltype(du32)> h) {
+    const auto magnitude = hn::ShiftLeft<13>(hn::And(h, hn::Set(du32, 0x7fffu)));
+    const VF scaled = hn::Mul(hn::BitCast(df, magnitude), hn::Set(df, 5.192296858534828e+33f));
+    const auto sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(du32, 0x8000u)));
+    return hn::Or(scaled, hn::BitCast(df, sign));
+  };
+  lo = convert(hn::PromoteTo(du32, hn::LowerHalf(du16h, bits)));
+  hi = convert(hn::PromoteTo(du32, hn::UpperHalf(du16h, bits)));
+#endif
+}
+
+// ---- Weight decoders -------------------------------------------------------------------------
+
+// Float rows: vectors [c, c + kLanes) and [c + kLanes, c + 2 kLanes).
+HWY_INLINE void LoadWeightPair(DF df, const float* HWY_RESTRICT p, VF& a, VF& b) {
+  a = hn::LoadU(df, p);
+  b = hn::LoadU(df, p + kLanes);
+}
+HWY_INLINE void LoadWeightPair(DF df, const hwy::float16_t* HWY_RESTRICT p, VF& a, VF& b) {
+  HalvesToF32(df, reinterpret_cast<const uint16_t*>(p), a, b);
+}
+// One vector, for the last kLanes..2 kLanes - 1 columns.
+HWY_INLINE VF LoadWeights(DF df, const float* HWY_RESTRICT p) { return hn::LoadU(df, p); }
+HWY_INLINE VF LoadWeights(DF df, const hwy::float16_t* HWY_RESTRICT p) {
+  return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::float16_t, DF>(), p));
+}
+
+HWY_INLINE float ScalarWeight(float w) { return w; }
+HWY_INLINE float ScalarWeight(hwy::float16_t w) {
+  uint16_t bits;
+  std::memcpy(&bits, &w, sizeof(bits));
+  return kernels_internal::HalfToFloat(bits);
+}
+
+#if GPT2_MATMUL_FULL_LOADS
+// 16 int8 to 4 f32 vectors in order: two sign extensions (i8 -> i16 -> i32, wasm's
+// extend_low/extend_high), then int -> float by the magic-number trick: the bits of
+// 1.5 * 2^23 plus a small integer q are the float 1.5 * 2^23 + q, so one integer add and one
+// float subtract give float(q) exactly. ConvertTo would be one instruction, but LLVM folds
+// sitofp(sext(i16 vector)) into sitofp of the i16 vector, which the wasm backend scalarizes
+// (8 extract_lane + convert + replace_lane per vector: ~6x slower decode).
+HWY_INLINE VF SmallIntToF32(DF df, hn::Vec<hn::Full128<int32_t>> q) {
+  const hn::Full128<int32_t> di32;
+  return hn::Sub(hn::BitCast(df, hn::Add(q, hn::Set(di32, 0x4B400000))), hn::Set(df, 12582912.0f));
+}
+HWY_INLINE void Int8x16ToF32(DF df, hn::Vec<hn::Full128<int8_t>> v, VF* HWY_RESTRICT w) {
+  const hn::Full128<int16_t> di16;
+  const hn::Full128<int32_t> di32;
+  const hn::Full64<int8_t> di8h;
+  const hn::Full64<int16_t> di16h;
+  const auto lo = hn::PromoteTo(di16, hn::LowerHalf(di8h, v));
+  const auto hi = hn::PromoteTo(di16, hn::UpperHalf(di8h, v));
+  w[0] = SmallIntToF32(df, hn::PromoteTo(di32, hn::LowerHalf(di16h, lo)));
+  w[1] = SmallIntToF32(df, hn::PromoteTo(di32, hn::UpperHalf(di16h, lo)));
+  w[2] = SmallIntToF32(df, hn::PromoteTo(di32, hn::LowerHalf(di16h, hi)));
+  w[3] = SmallIntToF32(df, hn::PromoteTo(di32, hn::UpperHalf(di16h, hi)));
+}
+#endif
+
+// Q8_0: the 32 quants of a block as kBlockVecs f32 vectors (unscaled; w = d * q).
+HWY_INLINE void DecodeBlock(DF df, const BlockQ8_0* HWY_RESTRICT block,
+                            VF (&w)[kBlockVecs]) {
+#if GPT2_MATMUL_FULL_LOADS
+  const hn::Full128<int8_t> di8;
+  Int8x16ToF32(df, hn::LoadU(di8, block->qs), w);
+  Int8x16ToF32(df, hn::LoadU(di8, block->qs + 16), w + 4);
+#else
+  // Wider targets: one sign-extending load (vpmovsxbd) per vector.
+  const hn::RebindToSigned<DF> di32;
+  const hn::Rebind<int8_t, DF> di8;
+  for (size_t j = 0; j < kBlockVecs; ++j) {
+    w[j] = hn::ConvertTo(df, hn::PromoteTo(di32, hn::LoadU(di8, block->qs + j * kLanes)));
+  }
+#endif
+}
+
+// Q4_0: weight i < 16 is the low nibble of qs[i], weight i >= 16 the high nibble of qs[i - 16];
+// w = d * (nibble - 8) (format/quant.h, ggml dequantize_row_q4_0). Unscaled, like Q8_0.
+HWY_INLINE void DecodeBlock(DF df, const BlockQ4_0* HWY_RESTRICT block,
+                            VF (&w)[kBlockVecs]) {
+#if GPT2_MATMUL_FULL_LOADS
+  const hn::Full128<uint8_t> du8;
+  const hn::Full128<int8_t> di8;
+  const auto bytes = hn::LoadU(du8, block->qs);
+  const auto eight = hn::Set(du8, 8);
+  // nibble - 8 wraps in uint8 and reads back as the right int8.
+  Int8x16ToF32(df, hn::BitCast(di8, hn::Sub(hn::And(bytes, hn::Set(du8, 0x0f)), eight)), w);
+  Int8x16ToF32(df, hn::BitCast(di8, hn::Sub(hn::ShiftRight<4>(bytes), eight)), w + 4);
+#else
+  const hn::RebindToSigned<DF> di32;
+  const hn::Rebind<uint8_t, DF> du8;
+  for (size_t j = 0; j < kBlockVecs; ++j) {
+    const size_t first = j * kLanes;
+    const bool high = first >= 16;
+    const auto bytes = hn::BitCast(
+        di32, hn::PromoteTo(hn::RebindToUnsigned<DF>(),
+                            hn::LoadU(du8, block->qs + (high ? first - 16 : first))));
+    const auto nibbles = high ? hn::ShiftRight<4>(bytes) : hn::And(bytes, hn::Set(di32, 0x0f));
+    w[j] = hn::ConvertTo(df, hn::Sub(nibbles, hn::Set(di32, 8)));
+  }
+#endif
+}
+
+// ---- Tiles: out[r][t] = sum_c x[t, c] * W[row r, c] for kR rows and kT tokens ---------------
+
+// Float weights (f32, f16): two vectors per step, one more if kLanes columns remain, then the
+// last cols % kLanes in scalar code. With one token each row keeps two accumulators so the
+// FMA chains are 2 kR long-lived chains.
+template <size_t kR, size_t kT, typename WT>
+HWY_INLINE void FloatTile(const float* HWY_RESTRICT x, int64_t cols,
+                          const WT* HWY_RESTRICT const* rows, float (&out)[kR][kT]) {
+  const DF df;
+  constexpr size_t kSets = kT == 1 ? 2 : 1;
+  VF acc[kSets][kR][kT];
+  for (size_t s = 0; s < kSets; ++s) {
+    for (size_t r = 0; r < kR; ++r) {
+      for (size_t t = 0; t < kT; ++t) acc[s][r][t] = hn::Zero(df);
+    }
+  }
+  int64_t c = 0;
+  for (; c + 2 * static_cast<int64_t>(kLanes) <= cols; c += 2 * kLanes) {
+    VF xa[kT], xb[kT];
+    for (size_t t = 0; t < kT; ++t) {
+      xa[t] = hn::LoadU(df, x + static_cast<int64_t>(t) * cols + c);
+      xb[t] = hn::LoadU(df, x + static_cast<int64_t>(t) * cols + c + kLanes);
+    }
+    for (size_t r = 0; r < kR; ++r) {
+      VF wa, wb;
+      LoadWeightPair(df, rows[r] + c, wa, wb);
+      for (size_t t = 0; t < kT; ++t) {
+        acc[0][r][t] = hn::MulAdd(wa, xa[t], acc[0][r][t]);
+        acc[kSets - 1][r][t] = hn::MulAdd(wb, xb[t], acc[kSets - 1][r][t]);
+      }
+    }
+  }
+  if (c + static_cast<int64_t>(kLanes) <= cols) {
+    for (size_t r = 0; r < kR; ++r) {
+      const VF wv = LoadWeights(df, rows[r] + c);
+      for (size_t t = 0; t < kT; ++t) {
+        const VF xv = hn::LoadU(df, x + static_cast<int64_t>(t) * cols + c);
+        acc[0][r][t] = hn::MulAdd(wv, xv, acc[0][r][t]);
+      }
+    }
+    c += kLanes;
+  }
+  for (size_t r = 0; r < kR; ++r) {
+    for (size_t t = 0; t < kT; ++t) {
+      VF total = acc[0][r][t];
+      if (kSets == 2) total = hn::Add(total, acc[kSets - 1][r][t]);
+      float sum = hn::GetLane(hn::SumOfLanes(df, total));
+      for (int64_t cc = c; cc < cols; ++cc) {
+        sum += ScalarWeight(rows[r][cc]) * x[static_cast<int64_t>(t) * cols + cc];
+      }
+      out[r][t] = sum;
+    }
+  }
+}
+
+// Quantized weights, block by block. The f16 scales of 2 kLanes blocks per row are converted
+// together (one vector conversion instead of a scalar one per block). With one token the
+// block's dot product is accumulated unscaled (two partial sums) and multiplied by d once;
+// with several tokens each weight vector is scaled once and reused by all kT tokens.
+template <size_t kR, size_t kT, typename Block>
+HWY_INLINE void QuantTile(const float* HWY_RESTRICT x, int64_t cols,
+                          const Block* HWY_RESTRICT const* rows, float (&out)[kR][kT]) {
+  const DF df;
+  constexpr size_t kChunk = 2 * kLanes;
+  VF acc[kR][kT];
+  for (size_t r = 0; r < kR; ++r) {
+    for (size_t t = 0; t < kT; ++t) acc[r][t] = hn::Zero(df);
+  }
+  const int64_t num_blocks = cols / 32;
+  for (int64_t b0 = 0; b0 < num_blocks; b0 += kChunk) {
+    const size_t chunk =
+        static_cast<size_t>(HWY_MIN(static_cast<int64_t>(kChunk), num_blocks - b0));
+    HWY_ALIGN float scales[kR][kChunk];
+    for (size_t r = 0; r < kR; ++r) {
+      HWY_ALIGN uint16_t bits[kChunk];
+      if (chunk == kChunk) {  // fixed trip count: unrolled into plain loads
+        for (size_t i = 0; i < kChunk; ++i) bits[i] = rows[r][b0 + i].d;
+      } else {
+        for (size_t i = 0; i < kChunk; ++i) bits[i] = i < chunk ? rows[r][b0 + i].d : 0;
+      }
+      VF lo, hi;
+      HalvesToF32(df, bits, lo, hi);
+      hn::Store(lo, df, scales[r]);
+      hn::Store(hi, df, scales[r] + kLanes);
+    }
+    for (size_t i = 0; i < chunk; ++i) {
+      const int64_t b = b0 + static_cast<int64_t>(i);
+      const float* HWY_RESTRICT xb = x + b * 32;
+      if constexpr (kT == 1) {
+        for (size_t r = 0; r < kR; ++r) {
+          VF w[kBlockVecs];
+          DecodeBlock(df, rows[r] + b, w);
+          VF sum0 = hn::Mul(w[0], hn::LoadU(df, xb));
+          VF sum1 = hn::Mul(w[1], hn::LoadU(df, xb + kLanes));
+          for (size_t j = 2; j < kBlockVecs; j += 2) {
+            sum0 = hn::MulAdd(w[j], hn::LoadU(df, xb + j * kLanes), sum0);
+            sum1 = hn::MulAdd(w[j + 1], hn::LoadU(df, xb + (j + 1) * kLanes), sum1);
+          }
+          acc[r][0] = hn::MulAdd(hn::Add(sum0, sum1), hn::Set(df, scales[r][i]), acc[r][0]);
+        }
+      } else {
+        // Decode one row's block and use it for all tokens at once; the activations are
+        // reloaded per row from L1 rather than held in registers.
+        for (size_t r = 0; r < kR; ++r) {
+          VF w[kBlockVecs];
+          DecodeBlock(df, rows[r] + b, w);
+          const VF d = hn::Set(df, scales[r][i]);
+          for (size_t j = 0; j < kBlockVecs; ++j) {
+            const VF wv = hn::Mul(w[j], d);
+            for (size_t t = 0; t < kT; ++t) {
+              const VF xv = hn::LoadU(df, xb + static_cast<int64_t>(t) * cols + j * kLanes);
+              acc[r][t] = hn::MulAdd(wv, xv, acc[r][t]);
+            }
+          }
+        }
+      }
+    }
+  }
+  for (size_t r = 0; r < kR; ++r) {
+    for (size_t t = 0; t < kT; ++t) out[r][t] = hn::GetLane(hn::SumOfLanes(df, acc[r][t]));
+  }
+}
+
+// Rows [r0, r0 + kR) x tokens [t0, t0 + kT): picks the tile for the weight type and stores
+// bias + dot into y.
+template <size_t kR, size_t kT>
+HWY_NOINLINE void RunTile(const float* HWY_RESTRICT x, int64_t t0, const WeightView& w,
+                          const float* HWY_RESTRICT bias, float* HWY_RESTRICT y, int64_t r0) {
+  const int64_t cols = w.cols;
+  const float* HWY_RESTRICT xt = x + t0 * cols;
+  float out[kR][kT] = {};  // every case below fills it; {} quiets -Wmaybe-uninitialized
+  switch (w.type) {
+    case TensorType::kF32: {
+      const float* rows[kR];
+      for (size_t r = 0; r < kR; ++r) {
+        rows[r] = static_cast<const float*>(w.data) + (r0 + static_cast<int64_t>(r)) * cols;
+      }
+      FloatTile<kR, kT>(xt, cols, rows, out);
+      break;
+    }
+    case TensorType::kF16: {
+      const hwy::float16_t* rows[kR];
+      for (size_t r = 0; r < kR; ++r) {
+        rows[r] = static_cast<const hwy::float16_t*>(w.data) +
+                  (r0 + static_cast<int64_t>(r)) * cols;
+      }
+      FloatTile<kR, kT>(xt, cols, rows, out);
+      break;
+    }
+    case TensorType::kQ8_0: {
+      const BlockQ8_0* rows[kR];
+      for (size_t r = 0; r < kR; ++r) {
+        rows[r] = static_cast<const BlockQ8_0*>(w.data) +
+                  (r0 + static_cast<int64_t>(r)) * (cols / 32);
+      }
+      QuantTile<kR, kT>(xt, cols, rows, out);
+      break;
+    }
+    case TensorType::kQ4_0: {
+      const BlockQ4_0* rows[kR];
+      for (size_t r = 0; r < kR; ++r) {
+        rows[r] = static_cast<const BlockQ4_0*>(w.data) +
+                  (r0 + static_cast<int64_t>(r)) * (cols / 32);
+      }
+      QuantTile<kR, kT>(xt, cols, rows, out);
+      break;
+    }
+  }
+  for (size_t r = 0; r < kR; ++r) {
+    const int64_t row = r0 + static_cast<int64_t>(r);
+    const float b = bias != nullptr ? bias[row] : 0.0f;
+    for (size_t t = 0; t < kT; ++t) {
+      y[(t0 + static_cast<int64_t>(t)) * w.rows + row] = out[r][t] + b;
+    }
+  }
+}
+
+// All tokens of one row group, kTokenTile at a time.
+template <size_t kR>
+HWY_INLINE void RunRowGroup(const float* x, int64_t T, const WeightView& w, const float* bias,
+                            float* y, int64_t r0) {
+  int64_t t0 = 0;
+  for (; t0 + static_cast<int64_t>(kTokenTile) <= T; t0 += kTokenTile) {
+    RunTile<kR, kTokenTile>(x, t0, w, bias, y, r0);
+  }
+  switch (T - t0) {
+    case 3: RunTile<kR, 3>(x, t0, w, bias, y, r0); break;
+    case 2: RunTile<kR, 2>(x, t0, w, bias, y, r0); break;
+    case 1: RunTile<kR, 1>(x, t0, w, bias, y, r0); break;
+    default: break;
+  }
+}
+static_assert(kTokenTile == 4, "RunRowGroup's tail switch assumes 4-token tiles");
+
+}  // namespace matmul
+
+// Arguments were checked by the caller (kernels.cc).
+HWY_NOINLINE void MatMulKernel(const float* x, int64_t T, const WeightView& w, const float* bias,
+                               float* y, int64_t row_begin, int64_t row_end) {
+  int64_t r = row_begin;
+  if (T == 1) {
+    for (; r + static_cast<int64_t>(matmul::kDecodeRows) <= row_end; r += matmul::kDecodeRows) {
+      matmul::RunTile<matmul::kDecodeRows, 1>(x, 0, w, bias, y, r);
+    }
+  } else {
+    for (; r + static_cast<int64_t>(matmul::kPrefillRows) <= row_end;
+         r += matmul::kPrefillRows) {
+      matmul::RunRowGroup<matmul::kPrefillRows>(x, T, w, bias, y, r);
+    }
+  }
+  for (; r < row_end; ++r) matmul::RunRowGroup<1>(x, T, w, bias, y, r);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace gpt2
+HWY_AFTER_NAMESPACE();
+
+#undef GPT2_MATMUL_FULL_LOADS
+#endif  // GPT2_KERNELS_MATMUL_INL_H_

@@ -1,0 +1,217 @@
+// Per-target LayerNorm, Gelu, Softmax, AddInPlace and AttentionHead (kernels.h). Included once
+// per Highway target by kernels.cc. Leftover elements (n % lanes) go through a lane-sized stack
+// buffer so they get exactly the same arithmetic as the full vectors; Highway 1.0.3 has no LoadN
+// and its MaskedLoad may read past the end on 128-bit targets.
+#if defined(GPT2_KERNELS_OPS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef GPT2_KERNELS_OPS_INL_H_
+#undef GPT2_KERNELS_OPS_INL_H_
+#else
+#define GPT2_KERNELS_OPS_INL_H_
+#endif
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace gpt2 {
+namespace HWY_NAMESPACE {
+namespace ops {
+
+namespace hn = hwy::HWY_NAMESPACE;
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+constexpr size_t kLanes = hn::MaxLanes(DF());
+
+HWY_INLINE float Sum(DF df, VF v) { return hn::GetLane(hn::SumOfLanes(df, v)); }
+
+// Sum of x[0, n), two accumulators to halve the add chain.
+HWY_INLINE float SumOf(const float* HWY_RESTRICT x, int64_t n) {
+  const DF df;
+  VF a0 = hn::Zero(df), a1 = hn::Zero(df);
+  int64_t i = 0;
+  for (; i + 2 * static_cast<int64_t>(kLanes) <= n; i += 2 * kLanes) {
+    a0 = hn::Add(a0, hn::LoadU(df, x + i));
+    a1 = hn::Add(a1, hn::LoadU(df, x + i + kLanes));
+  }
+  for (; i + static_cast<int64_t>(kLanes) <= n; i += kLanes) a0 = hn::Add(a0, hn::LoadU(df, x + i));
+  float sum = Sum(df, hn::Add(a0, a1));
+  for (; i < n; ++i) sum += x[i];
+  return sum;
+}
+
+// dot(a, b) over n floats.
+HWY_INLINE float Dot(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, int64_t n) {
+  const DF df;
+  VF a0 = hn::Zero(df), a1 = hn::Zero(df);
+  int64_t i = 0;
+  for (; i + 2 * static_cast<int64_t>(kLanes) <= n; i += 2 * kLanes) {
+    a0 = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), a0);
+    a1 = hn::MulAdd(hn::LoadU(df, a + i + kLanes), hn::LoadU(df, b + i + kLanes), a1);
+  }
+  for (; i + static_cast<int64_t>(kLanes) <= n; i += kLanes) {
+    a0 = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), a0);
+  }
+  float sum = Sum(df, hn::Add(a0, a1));
+  for (; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+// Applies func (VF -> VF) to x[0, n) in place, the tail through a padded buffer.
+template <class Func>
+HWY_INLINE void TransformInPlace(float* HWY_RESTRICT x, int64_t n, const Func& func) {
+  const DF df;
+  int64_t i = 0;
+  for (; i + static_cast<int64_t>(kLanes) <= n; i += kLanes) {
+    hn::StoreU(func(hn::LoadU(df, x + i)), df, x + i);
+  }
+  if (i < n) {
+    HWY_ALIGN float buffer[kLanes] = {};
+    const size_t rest = static_cast<size_t>(n - i);
+    std::memcpy(buffer, x + i, rest * sizeof(float));
+    hn::Store(func(hn::Load(df, buffer)), df, buffer);
+    std::memcpy(x + i, buffer, rest * sizeof(float));
+  }
+}
+
+}  // namespace ops
+
+// torch.nn.LayerNorm: two passes (mean, then the centred variance) as PyTorch does, so large
+// means do not cancel the variance.
+HWY_NOINLINE void LayerNormKernel(const float* x, const float* gamma, const float* beta,
+                                  float eps, int64_t n, float* y) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  using ops::kLanes;
+  if (n <= 0) return;
+  const ops::DF df;
+  const float mean = ops::SumOf(x, n) / static_cast<float>(n);
+  const ops::VF mean_v = hn::Set(df, mean);
+  ops::VF a0 = hn::Zero(df), a1 = hn::Zero(df);
+  int64_t i = 0;
+  for (; i + 2 * static_cast<int64_t>(kLanes) <= n; i += 2 * kLanes) {
+    const ops::VF d0 = hn::Sub(hn::LoadU(df, x + i), mean_v);
+    const ops::VF d1 = hn::Sub(hn::LoadU(df, x + i + kLanes), mean_v);
+    a0 = hn::MulAdd(d0, d0, a0);
+    a1 = hn::MulAdd(d1, d1, a1);
+  }
+  for (; i + static_cast<int64_t>(kLanes) <= n; i += kLanes) {
+    const ops::VF d0 = hn::Sub(hn::LoadU(df, x + i), mean_v);
+    a0 = hn::MulAdd(d0, d0, a0);
+  }
+  float sq = ops::Sum(df, hn::Add(a0, a1));
+  for (; i < n; ++i) sq += (x[i] - mean) * (x[i] - mean);
+  const float inv_std = 1.0f / std::sqrt(sq / static_cast<float>(n) + eps);
+  const ops::VF inv_v = hn::Set(df, inv_std);
+  // y may alias x: each element is read before it is written.
+  for (i = 0; i + static_cast<int64_t>(kLanes) <= n; i += kLanes) {
+    const ops::VF normed = hn::Mul(hn::Sub(hn::LoadU(df, x + i), mean_v), inv_v);
+    hn::StoreU(hn::MulAdd(normed, hn::LoadU(df, gamma + i), hn::LoadU(df, beta + i)), df, y + i);
+  }
+  for (; i < n; ++i) y[i] = (x[i] - mean) * inv_std * gamma[i] + beta[i];
+}
+
+// GPT-2's gelu_new (OpenAI encoder/model.py: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))),
+// computed through the identity 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u)): one Exp and one Div,
+// and no cancellation in 1 + tanh(u) for negative x. -2u is clamped to 88 (< log(FLT_MAX)) so
+// Exp stays finite.
+HWY_NOINLINE void GeluKernel(float* x, int64_t n) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const ops::DF df;
+  const ops::VF k_minus_2_sqrt_2_over_pi = hn::Set(df, -2.0f * 0.7978845608028654f);
+  const ops::VF k_cubic = hn::Set(df, 0.044715f);
+  const ops::VF k_one = hn::Set(df, 1.0f);
+  const ops::VF k_clamp = hn::Set(df, 88.0f);
+  ops::TransformInPlace(x, n, [&](ops::VF v) {
+    const ops::VF inner = hn::MulAdd(hn::Mul(k_cubic, v), hn::Mul(v, v), v);  // x + c x^3
+    const ops::VF minus_2u = hn::Mul(k_minus_2_sqrt_2_over_pi, inner);
+    const ops::VF y = hn::Div(v, hn::Add(k_one, hn::Exp(df, hn::Min(minus_2u, k_clamp))));
+    // Beyond the clamp (x < ~-10) the true value is below 1e-37: return 0 rather than x / e^88,
+    // which is not small when x itself is huge.
+    return hn::IfThenZeroElse(hn::Gt(minus_2u, k_clamp), y);
+  });
+}
+
+// Softmax with max subtraction (exp never overflows; -inf entries give 0).
+HWY_NOINLINE void SoftmaxKernel(float* x, int64_t n) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  using ops::kLanes;
+  if (n <= 0) return;
+  const ops::DF df;
+  ops::VF max_v = hn::Set(df, -std::numeric_limits<float>::infinity());
+  int64_t i = 0;
+  for (; i + static_cast<int64_t>(kLanes) <= n; i += kLanes) {
+    max_v = hn::Max(max_v, hn::LoadU(df, x + i));
+  }
+  float max = hn::GetLane(hn::MaxOfLanes(df, max_v));
+  for (; i < n; ++i) max = x[i] > max ? x[i] : max;
+  const ops::VF shift = hn::Set(df, max);
+  ops::TransformInPlace(x, n, [&](ops::VF v) { return hn::Exp(df, hn::Sub(v, shift)); });
+  const ops::VF inv_sum = hn::Set(df, 1.0f / ops::SumOf(x, n));
+  ops::TransformInPlace(x, n, [&](ops::VF v) { return hn::Mul(v, inv_sum); });
+}
+
+HWY_NOINLINE void AddInPlaceKernel(float* y, const float* x, int64_t n) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  using ops::kLanes;
+  const ops::DF df;
+  int64_t i = 0;
+  for (; i + static_cast<int64_t>(kLanes) <= n; i += kLanes) {
+    hn::StoreU(hn::Add(hn::LoadU(df, y + i), hn::LoadU(df, x + i)), df, y + i);
+  }
+  for (; i < n; ++i) y[i] += x[i];
+}
+
+// One query against n_keys cached keys: scores, softmax, probability-weighted sum of values.
+// The value sum keeps 4 vectors of out in registers while it walks all keys, so out is written
+// once per 4 vectors instead of once per key.
+HWY_NOINLINE void AttentionHeadKernel(const float* q, const float* k, const float* v,
+                                      int64_t kv_stride, int64_t n_keys, int64_t head_dim,
+                                      float scale, float* scores, float* probs, float* out) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  using ops::kLanes;
+  for (int64_t j = 0; j < n_keys; ++j) probs[j] = scale * ops::Dot(q, k + j * kv_stride, head_dim);
+  if (scores != nullptr && n_keys > 0) std::memcpy(scores, probs, n_keys * sizeof(float));
+  SoftmaxKernel(probs, n_keys);
+
+  const ops::DF df;
+  constexpr int64_t kChunk = 4 * static_cast<int64_t>(kLanes);
+  int64_t d = 0;
+  for (; d + kChunk <= head_dim; d += kChunk) {
+    ops::VF a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
+    for (int64_t j = 0; j < n_keys; ++j) {
+      const float* HWY_RESTRICT vj = v + j * kv_stride + d;
+      const ops::VF p = hn::Set(df, probs[j]);
+      a0 = hn::MulAdd(p, hn::LoadU(df, vj), a0);
+      a1 = hn::MulAdd(p, hn::LoadU(df, vj + kLanes), a1);
+      a2 = hn::MulAdd(p, hn::LoadU(df, vj + 2 * kLanes), a2);
+      a3 = hn::MulAdd(p, hn::LoadU(df, vj + 3 * kLanes), a3);
+    }
+    hn::StoreU(a0, df, out + d);
+    hn::StoreU(a1, df, out + d + kLanes);
+    hn::StoreU(a2, df, out + d + 2 * kLanes);
+    hn::StoreU(a3, df, out + d + 3 * kLanes);
+  }
+  for (; d + static_cast<int64_t>(kLanes) <= head_dim; d += kLanes) {
+    ops::VF a0 = hn::Zero(df);
+    for (int64_t j = 0; j < n_keys; ++j) {
+      a0 = hn::MulAdd(hn::Set(df, probs[j]), hn::LoadU(df, v + j * kv_stride + d), a0);
+    }
+    hn::StoreU(a0, df, out + d);
+  }
+  for (; d < head_dim; ++d) {
+    float sum = 0.0f;
+    for (int64_t j = 0; j < n_keys; ++j) sum += probs[j] * v[j * kv_stride + d];
+    out[d] = sum;
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace gpt2
+HWY_AFTER_NAMESPACE();
+
+#endif  // GPT2_KERNELS_OPS_INL_H_

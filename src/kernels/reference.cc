@@ -1,0 +1,162 @@
+// Scalar twins of the kernels: the executable specification. Plain loops, double accumulators,
+// weights decoded element by element straight from the ggml block layout (format/quant.h).
+#include "kernels/reference.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "base/error.h"
+#include "format/quant.h"
+#include "kernels/internal.h"
+
+namespace gpt2 {
+namespace kernels_internal {
+
+void CheckMatMulArgs(const float* x, int64_t T, const WeightView& w, const float* y,
+                     int64_t row_begin, int64_t row_end) {
+  const uint32_t type = static_cast<uint32_t>(w.type);
+  if (w.type != TensorType::kF32 && w.type != TensorType::kF16 && w.type != TensorType::kQ8_0 &&
+      w.type != TensorType::kQ4_0) {
+    throw Error("MatMul: unsupported weight type id " + std::to_string(type) +
+                " (supported: f32, f16, q8_0, q4_0)");
+  }
+  if (w.rows < 0 || w.cols <= 0 || T < 0) {
+    throw Error("MatMul: bad shape (rows " + std::to_string(w.rows) + ", cols " +
+                std::to_string(w.cols) + ", tokens " + std::to_string(T) + ")");
+  }
+  if (w.cols % BlockElems(w.type) != 0) {
+    throw Error("MatMul: " + std::to_string(w.cols) +
+                " columns is not a multiple of the quantization block size 32");
+  }
+  if (row_begin < 0 || row_begin > row_end || row_end > w.rows) {
+    throw Error("MatMul: row range [" + std::to_string(row_begin) + ", " +
+                std::to_string(row_end) + ") is not inside [0, " + std::to_string(w.rows) + ")");
+  }
+  if (T > 0 && row_end > row_begin && (x == nullptr || y == nullptr || w.data == nullptr)) {
+    throw Error("MatMul: null input, output or weight pointer");
+  }
+}
+
+}  // namespace kernels_internal
+
+namespace reference {
+namespace {
+
+// IEEE 754 binary16 written as the standard defines it, (-1)^s 2^(e-15) (1 + m/1024) or, for
+// e == 0, (-1)^s 2^-14 (m/1024); deliberately a different formulation from HalfToFloat.
+float HalfToFloatSpec(uint16_t h) {
+  const int sign = (h >> 15) & 1;
+  const int exponent = (h >> 10) & 0x1f;
+  const int mantissa = h & 0x3ff;
+  double value;
+  if (exponent == 0) {
+    value = std::ldexp(mantissa / 1024.0, -14);
+  } else if (exponent == 31) {
+    value = mantissa == 0 ? std::numeric_limits<double>::infinity()
+                          : std::numeric_limits<double>::quiet_NaN();
+  } else {
+    value = std::ldexp(1.0 + mantissa / 1024.0, exponent - 15);
+  }
+  return static_cast<float>(sign ? -value : value);
+}
+
+// W[r, c] as a float, decoded per format/quant.h (ggml dequantize_row_q8_0 / _q4_0: d * q in
+// float).
+float WeightAt(const WeightView& w, int64_t r, int64_t c) {
+  switch (w.type) {
+    case TensorType::kF32:
+      return static_cast<const float*>(w.data)[r * w.cols + c];
+    case TensorType::kF16:
+      return HalfToFloatSpec(static_cast<const uint16_t*>(w.data)[r * w.cols + c]);
+    case TensorType::kQ8_0: {
+      const BlockQ8_0& block = static_cast<const BlockQ8_0*>(w.data)[(r * w.cols + c) / 32];
+      return HalfToFloatSpec(block.d) * static_cast<float>(block.qs[c % 32]);
+    }
+    case TensorType::kQ4_0: {
+      const BlockQ4_0& block = static_cast<const BlockQ4_0*>(w.data)[(r * w.cols + c) / 32];
+      const int i = static_cast<int>(c % 32);
+      const int nibble = i < 16 ? (block.qs[i] & 0x0f) : (block.qs[i - 16] >> 4);
+      return HalfToFloatSpec(block.d) * static_cast<float>(nibble - 8);
+    }
+  }
+  return 0.0f;  // unreachable: CheckMatMulArgs rejected the type
+}
+
+}  // namespace
+
+void MatMul(const float* x, int64_t T, const WeightView& w, const float* bias, float* y,
+            int64_t row_begin, int64_t row_end) {
+  kernels_internal::CheckMatMulArgs(x, T, w, y, row_begin, row_end);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t r = row_begin; r < row_end; ++r) {
+      double sum = bias != nullptr ? bias[r] : 0.0;
+      for (int64_t c = 0; c < w.cols; ++c) {
+        sum += static_cast<double>(x[t * w.cols + c]) * WeightAt(w, r, c);
+      }
+      y[t * w.rows + r] = static_cast<float>(sum);
+    }
+  }
+}
+
+void LayerNorm(const float* x, const float* gamma, const float* beta, float eps, int64_t n,
+               float* y) {
+  if (n <= 0) return;
+  double mean = 0.0;
+  for (int64_t i = 0; i < n; ++i) mean += x[i];
+  mean /= static_cast<double>(n);
+  double var = 0.0;
+  for (int64_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
+  var /= static_cast<double>(n);
+  const double inv_std = 1.0 / std::sqrt(var + eps);
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] = static_cast<float>((x[i] - mean) * inv_std * gamma[i] + beta[i]);
+  }
+}
+
+void Gelu(float* x, int64_t n) {
+  const double kSqrt2OverPi = std::sqrt(2.0 / M_PI);
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    const double u = kSqrt2OverPi * (v + 0.044715 * v * v * v);
+    x[i] = static_cast<float>(0.5 * v * (1.0 + std::tanh(u)));
+  }
+}
+
+void Softmax(float* x, int64_t n) {
+  if (n <= 0) return;
+  float max = x[0];
+  for (int64_t i = 1; i < n; ++i) max = x[i] > max ? x[i] : max;
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i]) - max);
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = static_cast<float>(std::exp(static_cast<double>(x[i]) - max) / sum);
+  }
+}
+
+void AddInPlace(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void AttentionHead(const float* q, const float* k, const float* v, int64_t kv_stride,
+                   int64_t n_keys, int64_t head_dim, float scale, float* scores, float* probs,
+                   float* out) {
+  for (int64_t j = 0; j < n_keys; ++j) {
+    double dot = 0.0;
+    for (int64_t d = 0; d < head_dim; ++d) dot += static_cast<double>(q[d]) * k[j * kv_stride + d];
+    probs[j] = static_cast<float>(scale * dot);
+    if (scores != nullptr) scores[j] = probs[j];
+  }
+  Softmax(probs, n_keys);
+  for (int64_t d = 0; d < head_dim; ++d) {
+    double sum = 0.0;
+    for (int64_t j = 0; j < n_keys; ++j) {
+      sum += static_cast<double>(probs[j]) * v[j * kv_stride + d];
+    }
+    out[d] = static_cast<float>(sum);
+  }
+}
+
+}  // namespace reference
+}  // namespace gpt2

@@ -1,0 +1,532 @@
+// Every Highway kernel against its scalar twin (kernels/reference.h), on every target compiled
+// into this binary and supported by the CPU, over awkward sizes. Test data for the quantized
+// types comes from a quantizer written here after ggml's quantize_row_q8_0_ref /
+// quantize_row_q4_0_ref, plus raw random blocks (any int8, subnormal and negative scales), so the
+// tests do not depend on the format layer.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "format/quant.h"
+#include "kernels/internal.h"
+#include "kernels/kernels.h"
+#include "kernels/reference.h"
+
+namespace gpt2 {
+namespace {
+
+// ---- Error budgets --------------------------------------------------------------------------
+// MatMul: float accumulation in a different order from the double reference. The budget is
+// relative to sum_c |x_c W_rc| (the condition of the sum), so it holds for any cancellation.
+// A budget of 2e-7 already fails on short rows (a few float roundings of the result and the
+// bias); 2e-6 leaves a 10x margin. Worst case in theory is ~cols * 2^-24.
+constexpr double kMatMulRelTol = 2e-6;
+constexpr double kMatMulAbsTol = 1e-30;
+// LayerNorm: float mean/variance vs double; inputs have |mean| ~ 3, outputs are O(1..10).
+// 2e-6 fails at n = 4097 (float sums), so 2e-5 leaves a 10x margin.
+constexpr double kLayerNormAbsTol = 2e-5;
+constexpr double kLayerNormRelTol = 2e-5;
+// Gelu: Highway's Exp is within 4 ulp, the sigmoid form adds a division and float rounding of
+// x + 0.044715 x^3; observed within 1e-6 relative, budget 2x that. The absolute part covers
+// x < ~-10 where the kernel returns 0 for values below 1e-37.
+constexpr double kGeluAbsTol = 1e-7;
+constexpr double kGeluRelTol = 2e-6;
+// Softmax and attention probabilities: Exp (4 ulp) plus a float sum; observed within 2e-6.
+constexpr double kProbAbsTol = 1e-7;
+constexpr double kProbRelTol = 1e-5;
+// Attention scores (float dot of head_dim terms) and outputs (convex combination of values);
+// observed within 1e-6.
+constexpr double kScoreAbsTol = 1e-5;
+constexpr double kScoreRelTol = 1e-5;
+constexpr double kAttentionOutAbsTol = 1e-5;
+
+constexpr float kSentinel = -12345.5f;
+
+// Runs body once per kernel target with dispatch pinned to it; restores normal dispatch even if
+// an assertion throws.
+void ForEachTarget(const std::function<void()>& body) {
+  struct Restore {
+    ~Restore() { ForceKernelTarget(0); }
+  } restore;
+  for (int64_t target : KernelTargets()) {
+    ForceKernelTarget(target);
+    INFO("kernel target " << KernelTargetName(target));
+    body();
+  }
+}
+
+bool Near(double got, double want, double abs_tol, double rel_tol) {
+  return std::fabs(got - want) <= abs_tol + rel_tol * std::fabs(want);
+}
+
+// ---- Test-local f16 and quantizers ----------------------------------------------------------
+
+// float -> binary16 bits, round to nearest even (values beyond the f16 range become inf).
+uint16_t ToHalf(float f) {
+  const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
+  const double a = std::fabs(static_cast<double>(f));
+  if (a >= 65520.0) return sign | 0x7c00;
+  if (a < std::ldexp(1.0, -14)) {  // subnormal: multiples of 2^-24 (1024 rounds up to normal)
+    return sign | static_cast<uint16_t>(std::nearbyint(a * std::ldexp(1.0, 24)));
+  }
+  int e;
+  const double m = std::frexp(a, &e);  // a = m 2^e, m in [0.5, 1)
+  int frac = static_cast<int>(std::nearbyint((2 * m - 1) * 1024));
+  int biased = e - 1 + 15;
+  if (frac == 1024) {
+    frac = 0;
+    ++biased;
+  }
+  if (biased >= 31) return sign | 0x7c00;
+  return sign | static_cast<uint16_t>(biased << 10) | static_cast<uint16_t>(frac);
+}
+
+// binary16 bits -> float per IEEE 754 (finite values).
+float FromHalf(uint16_t h) {
+  const int e = (h >> 10) & 0x1f;
+  const int m = h & 0x3ff;
+  const double v = e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25);
+  return static_cast<float>((h & 0x8000) ? -v : v);
+}
+
+// ggml quantize_row_q8_0_ref.
+std::vector<BlockQ8_0> QuantizeQ8_0(const std::vector<float>& x) {
+  std::vector<BlockQ8_0> blocks(x.size() / 32);
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[b * 32 + i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    blocks[b].d = ToHalf(d);
+    for (int i = 0; i < 32; ++i) {
+      blocks[b].qs[i] = static_cast<int8_t>(std::round(x[b * 32 + i] * id));
+    }
+  }
+  return blocks;
+}
+
+// ggml quantize_row_q4_0_ref.
+std::vector<BlockQ4_0> QuantizeQ4_0(const std::vector<float>& x) {
+  std::vector<BlockQ4_0> blocks(x.size() / 32);
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    float amax = 0.0f, max = 0.0f;
+    for (int i = 0; i < 32; ++i) {
+      const float v = x[b * 32 + i];
+      if (std::fabs(v) > amax) {
+        amax = std::fabs(v);
+        max = v;
+      }
+    }
+    const float d = max / -8.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    blocks[b].d = ToHalf(d);
+    for (int i = 0; i < 16; ++i) {
+      const int lo = std::min(15, static_cast<int>(static_cast<int8_t>(x[b * 32 + i] * id + 8.5f)));
+      const int hi =
+          std::min(15, static_cast<int>(static_cast<int8_t>(x[b * 32 + 16 + i] * id + 8.5f)));
+      blocks[b].qs[i] = static_cast<uint8_t>(lo | (hi << 4));
+    }
+  }
+  return blocks;
+}
+
+// A test weight matrix: its encoded bytes and the same weights decoded to f32 (test-local
+// decoding, used for error budgets only).
+struct TestWeights {
+  TensorType type;
+  int64_t rows, cols;
+  std::vector<uint8_t> bytes;
+  std::vector<float> dense;  // [rows, cols]
+  WeightView View() const { return WeightView{type, bytes.data(), rows, cols}; }
+};
+
+uint16_t RandomHalfScale(std::mt19937& rng) {
+  // Mostly normal scales of both signs around 1e-3..1e-1, sometimes subnormal.
+  std::uniform_int_distribution<int> pick(0, 9), mantissa(0, 1023), exponent(5, 11), sign(0, 1);
+  const int e = pick(rng) == 0 ? 0 : exponent(rng);
+  return static_cast<uint16_t>((sign(rng) << 15) | (e << 10) | mantissa(rng));
+}
+
+// raw: random block bytes (every int8 / nibble value); otherwise quantized random floats.
+TestWeights MakeWeights(TensorType type, int64_t rows, int64_t cols, bool raw, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  TestWeights w{type, rows, cols, {}, std::vector<float>(rows * cols)};
+  std::vector<float> src(rows * cols);
+  for (float& v : src) v = uni(rng);
+  switch (type) {
+    case TensorType::kF32:
+      w.bytes.resize(src.size() * 4);
+      std::memcpy(w.bytes.data(), src.data(), w.bytes.size());
+      w.dense = src;
+      break;
+    case TensorType::kF16: {
+      std::vector<uint16_t> h(src.size());
+      std::uniform_int_distribution<int> bits(0, 0xffff);
+      for (size_t i = 0; i < h.size(); ++i) {
+        // raw: any finite half, including subnormals (exponent capped to keep sums moderate).
+        h[i] = raw ? static_cast<uint16_t>(bits(rng) & 0xcfff) : ToHalf(src[i]);
+        w.dense[i] = FromHalf(h[i]);
+      }
+      w.bytes.resize(h.size() * 2);
+      std::memcpy(w.bytes.data(), h.data(), w.bytes.size());
+      break;
+    }
+    case TensorType::kQ8_0: {
+      std::vector<BlockQ8_0> blocks = QuantizeQ8_0(src);
+      std::uniform_int_distribution<int> q(-128, 127);
+      for (BlockQ8_0& b : blocks) {
+        if (!raw) continue;
+        b.d = RandomHalfScale(rng);
+        for (int8_t& v : b.qs) v = static_cast<int8_t>(q(rng));
+      }
+      for (size_t i = 0; i < w.dense.size(); ++i) {
+        const BlockQ8_0& b = blocks[i / 32];
+        w.dense[i] = FromHalf(b.d) * b.qs[i % 32];
+      }
+      w.bytes.resize(blocks.size() * sizeof(BlockQ8_0));
+      std::memcpy(w.bytes.data(), blocks.data(), w.bytes.size());
+      break;
+    }
+    case TensorType::kQ4_0: {
+      std::vector<BlockQ4_0> blocks = QuantizeQ4_0(src);
+      std::uniform_int_distribution<int> byte(0, 255);
+      for (BlockQ4_0& b : blocks) {
+        if (!raw) continue;
+        b.d = RandomHalfScale(rng);
+        for (uint8_t& v : b.qs) v = static_cast<uint8_t>(byte(rng));
+      }
+      for (size_t i = 0; i < w.dense.size(); ++i) {
+        const BlockQ4_0& b = blocks[i / 32];
+        const int j = static_cast<int>(i % 32);
+        const int nibble = j < 16 ? (b.qs[j] & 15) : (b.qs[j - 16] >> 4);
+        w.dense[i] = FromHalf(b.d) * (nibble - 8);
+      }
+      w.bytes.resize(blocks.size() * sizeof(BlockQ4_0));
+      std::memcpy(w.bytes.data(), blocks.data(), w.bytes.size());
+      break;
+    }
+  }
+  return w;
+}
+
+std::vector<float> RandomVector(int64_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uni(lo, hi);
+  std::vector<float> v(n);
+  for (float& f : v) f = uni(rng);
+  return v;
+}
+
+const char* TypeName(TensorType type) {
+  switch (type) {
+    case TensorType::kF32: return "f32";
+    case TensorType::kF16: return "f16";
+    case TensorType::kQ8_0: return "q8_0";
+    case TensorType::kQ4_0: return "q4_0";
+  }
+  return "?";
+}
+
+// Compares MatMul with reference::MatMul on every target for one shape and row range; checks
+// that rows outside the range keep their sentinel.
+void CheckMatMul(const TestWeights& w, int64_t T, int64_t row_begin, int64_t row_end,
+                 bool with_bias) {
+  INFO(TypeName(w.type) << " rows " << w.rows << " cols " << w.cols << " T " << T << " range ["
+                        << row_begin << ", " << row_end << ") bias " << with_bias);
+  const std::vector<float> x = RandomVector(T * w.cols, 7 + static_cast<uint32_t>(T));
+  const std::vector<float> bias = RandomVector(w.rows, 11);
+  const float* b = with_bias ? bias.data() : nullptr;
+  std::vector<float> want(T * w.rows, kSentinel);
+  reference::MatMul(x.data(), T, w.View(), b, want.data(), row_begin, row_end);
+  // Condition of each dot product: sum |x| |W| (+ |bias|).
+  std::vector<double> magnitude(T * w.rows, 0.0);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t r = row_begin; r < row_end; ++r) {
+      double m = with_bias ? std::fabs(bias[r]) : 0.0;
+      for (int64_t c = 0; c < w.cols; ++c) {
+        m += std::fabs(static_cast<double>(x[t * w.cols + c]) * w.dense[r * w.cols + c]);
+      }
+      magnitude[t * w.rows + r] = m;
+    }
+  }
+  ForEachTarget([&] {
+    std::vector<float> got(T * w.rows, kSentinel);
+    MatMul(x.data(), T, w.View(), b, got.data(), row_begin, row_end);
+    int bad = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t r = 0; r < w.rows; ++r) {
+        const int64_t i = t * w.rows + r;
+        if (r < row_begin || r >= row_end) {
+          if (got[i] != kSentinel) ++bad;  // outside the range: untouched
+        } else if (!(std::fabs(got[i] - want[i]) <=
+                     kMatMulAbsTol + kMatMulRelTol * magnitude[i])) {
+          if (bad < 3) {
+            INFO("t " << t << " r " << r << " got " << got[i] << " want " << want[i]
+                      << " magnitude " << magnitude[i]);
+            CHECK(false);
+          }
+          ++bad;
+        }
+      }
+    }
+    CHECK(bad == 0);
+  });
+}
+
+// ---- Tests ----------------------------------------------------------------------------------
+
+TEST_CASE("Kernel targets can be listed, forced and restored", "[kernels]") {
+  const std::vector<int64_t> targets = KernelTargets();
+  REQUIRE(!targets.empty());
+  for (int64_t target : targets) {
+    ForceKernelTarget(target);
+    CHECK(ActiveKernelTargetName() == KernelTargetName(target));
+  }
+  ForceKernelTarget(0);
+  CHECK(KernelTargets() == targets);
+  // Highway orders targets best first; normal dispatch uses the best.
+  CHECK(ActiveKernelTargetName() == KernelTargetName(targets.front()));
+#if defined(__EMSCRIPTEN__)
+  CHECK(targets.size() == 1);
+  CHECK(ActiveKernelTargetName() == "WASM");
+#endif
+  CHECK_THROWS_AS(ForceKernelTarget(int64_t{1} << 40), Error);
+}
+
+TEST_CASE("Private HalfToFloat matches IEEE 754 for every bit pattern", "[kernels]") {
+  int mismatches = 0;
+  for (uint32_t h = 0; h <= 0xffff; ++h) {
+    const float got = kernels_internal::HalfToFloat(static_cast<uint16_t>(h));
+    const int e = (h >> 10) & 0x1f;
+    if (e == 31) {
+      const bool is_nan = (h & 0x3ff) != 0;
+      if (is_nan ? !std::isnan(got) : !(std::isinf(got) && std::signbit(got) == ((h >> 15) != 0))) {
+        ++mismatches;
+      }
+    } else {
+      const float want = FromHalf(static_cast<uint16_t>(h));
+      if (std::memcmp(&got, &want, sizeof(float)) != 0) ++mismatches;
+    }
+  }
+  CHECK(mismatches == 0);
+}
+
+TEST_CASE("MatMul decodes the ggml block layouts", "[kernels]") {
+  // Q4_0 with d = 1: qs[i] = i | (15 - i) << 4, so w[i] = i - 8 and w[16 + i] = 7 - i.
+  BlockQ4_0 q4;
+  q4.d = 0x3c00;
+  for (int i = 0; i < 16; ++i) q4.qs[i] = static_cast<uint8_t>(i | ((15 - i) << 4));
+  // Q8_0 with d = -0.5: w[i] = -0.5 * (i * 8 - 128).
+  BlockQ8_0 q8;
+  q8.d = 0xb800;
+  for (int i = 0; i < 32; ++i) q8.qs[i] = static_cast<int8_t>(i * 8 - 128);
+  std::vector<float> x(32, 0.0f);
+  for (int i = 0; i < 32; ++i) x[i] = std::ldexp(1.0f, -i % 8) * (i % 3 == 0 ? -1 : 1);
+  double want4 = 0, want8 = 0;
+  for (int i = 0; i < 32; ++i) {
+    want4 += x[i] * (i < 16 ? i - 8 : 7 - (i - 16));
+    want8 += x[i] * -0.5 * (i * 8 - 128);
+  }
+  const WeightView w4{TensorType::kQ4_0, &q4, 1, 32};
+  const WeightView w8{TensorType::kQ8_0, &q8, 1, 32};
+  float y = 0;
+  reference::MatMul(x.data(), 1, w4, nullptr, &y, 0, 1);
+  CHECK(y == static_cast<float>(want4));
+  reference::MatMul(x.data(), 1, w8, nullptr, &y, 0, 1);
+  CHECK(y == static_cast<float>(want8));
+  ForEachTarget([&] {
+    MatMul(x.data(), 1, w4, nullptr, &y, 0, 1);
+    CHECK(y == static_cast<float>(want4));  // every product and partial sum is exact
+    MatMul(x.data(), 1, w8, nullptr, &y, 0, 1);
+    CHECK(y == static_cast<float>(want8));
+  });
+}
+
+TEST_CASE("MatMul rejects bad arguments", "[kernels]") {
+  std::vector<float> x(64), y(4);
+  std::vector<BlockQ8_0> blocks(4);
+  const WeightView bad_cols{TensorType::kQ8_0, blocks.data(), 2, 48};
+  CHECK_THROWS_AS(MatMul(x.data(), 1, bad_cols, nullptr, y.data(), 0, 2), Error);
+  const WeightView good{TensorType::kQ8_0, blocks.data(), 2, 64};
+  CHECK_THROWS_AS(MatMul(x.data(), 1, good, nullptr, y.data(), 1, 3), Error);
+  CHECK_THROWS_AS(MatMul(x.data(), 1, good, nullptr, y.data(), 2, 1), Error);
+  const WeightView bad_type{static_cast<TensorType>(6), blocks.data(), 2, 64};
+  CHECK_THROWS_AS(MatMul(x.data(), 1, bad_type, nullptr, y.data(), 0, 2), Error);
+  CHECK_THROWS_AS(reference::MatMul(x.data(), 1, bad_cols, nullptr, y.data(), 0, 2), Error);
+}
+
+TEST_CASE("MatMul f32/f16 matches the scalar twin on awkward sizes", "[kernels]") {
+  constexpr int64_t kRows = 11;  // 2 decode tiles of 4 + 3, 5 prefill tiles of 2 + 1
+  for (TensorType type : {TensorType::kF32, TensorType::kF16}) {
+    for (int64_t cols : {1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 4097}) {
+      for (bool raw : {false, true}) {
+        if (raw && type == TensorType::kF32) continue;
+        const TestWeights w =
+            MakeWeights(type, kRows, cols, raw, 100 + static_cast<uint32_t>(cols));
+        for (int64_t T : {1, 2, 3, 5, 8}) {
+          CheckMatMul(w, T, 0, kRows, true);
+          CheckMatMul(w, T, 1, kRows - 1, false);
+          CheckMatMul(w, T, 3, 4, true);
+          CheckMatMul(w, T, 5, 5, true);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("MatMul q8_0/q4_0 matches the scalar twin on awkward sizes", "[kernels]") {
+  constexpr int64_t kRows = 11;
+  for (TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
+    for (int64_t cols : {32, 64, 96, 4096}) {
+      for (bool raw : {false, true}) {
+        const TestWeights w =
+            MakeWeights(type, kRows, cols, raw, 200 + static_cast<uint32_t>(cols));
+        for (int64_t T : {1, 2, 3, 5, 8}) {
+          CheckMatMul(w, T, 0, kRows, true);
+          CheckMatMul(w, T, 1, kRows - 1, false);
+          CheckMatMul(w, T, 3, 4, true);
+          CheckMatMul(w, T, 5, 5, true);
+        }
+      }
+    }
+  }
+}
+
+// Around 4, 8 and 16 lanes, a GPT-2 width and a long odd length.
+const std::vector<int64_t> kAwkwardLengths = {1,  2,  3,  4,  5,  7,   8,   9,
+                                              15, 16, 17, 31, 33, 768, 4097};
+
+TEST_CASE("LayerNorm matches the scalar twin", "[kernels]") {
+  for (int64_t n : kAwkwardLengths) {
+    INFO("n " << n);
+    const std::vector<float> x = RandomVector(n, 1, 2.0f, 4.0f);  // mean ~3: tests centring
+    const std::vector<float> gamma = RandomVector(n, 2, 0.5f, 2.0f);
+    const std::vector<float> beta = RandomVector(n, 3);
+    std::vector<float> want(n);
+    reference::LayerNorm(x.data(), gamma.data(), beta.data(), 1e-5f, n, want.data());
+    ForEachTarget([&] {
+      std::vector<float> got(n), in_place = x;
+      LayerNorm(x.data(), gamma.data(), beta.data(), 1e-5f, n, got.data());
+      LayerNorm(in_place.data(), gamma.data(), beta.data(), 1e-5f, n, in_place.data());
+      int bad = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        if (!Near(got[i], want[i], kLayerNormAbsTol, kLayerNormRelTol)) ++bad;
+        if (in_place[i] != got[i]) ++bad;
+      }
+      CHECK(bad == 0);
+    });
+  }
+}
+
+TEST_CASE("Gelu matches the scalar twin", "[kernels]") {
+  for (int64_t n : kAwkwardLengths) {
+    INFO("n " << n);
+    std::vector<float> x = RandomVector(n, 4, -12.0f, 12.0f);
+    const float specials[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 50.0f, -50.0f, 3e38f, -3e38f, -9.0f};
+    for (size_t i = 0; i < std::size(specials) && static_cast<int64_t>(i) < n; ++i) {
+      x[i * 7 % n] = specials[i];
+    }
+    std::vector<float> want = x;
+    reference::Gelu(want.data(), n);
+    ForEachTarget([&] {
+      std::vector<float> got = x;
+      Gelu(got.data(), n);
+      int bad = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        if (!Near(got[i], want[i], kGeluAbsTol, kGeluRelTol)) {
+          if (bad < 3) {
+            INFO("x " << x[i] << " got " << got[i] << " want " << want[i]);
+            CHECK(false);
+          }
+          ++bad;
+        }
+      }
+      CHECK(bad == 0);
+    });
+  }
+}
+
+TEST_CASE("Softmax matches the scalar twin", "[kernels]") {
+  for (int64_t n : kAwkwardLengths) {
+    INFO("n " << n);
+    std::vector<float> x = RandomVector(n, 5, -20.0f, 20.0f);
+    if (n > 2) x[n / 2] = -std::numeric_limits<float>::infinity();  // masked entry
+    std::vector<float> want = x;
+    reference::Softmax(want.data(), n);
+    ForEachTarget([&] {
+      std::vector<float> got = x;
+      Softmax(got.data(), n);
+      int bad = 0;
+      double sum = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        if (!Near(got[i], want[i], kProbAbsTol, kProbRelTol)) ++bad;
+        sum += got[i];
+      }
+      CHECK(bad == 0);
+      CHECK(sum == Approx(1.0).margin(1e-5));
+    });
+  }
+}
+
+TEST_CASE("AddInPlace matches the scalar twin exactly", "[kernels]") {
+  for (int64_t n : kAwkwardLengths) {
+    INFO("n " << n);
+    const std::vector<float> x = RandomVector(n, 6);
+    const std::vector<float> y0 = RandomVector(n, 7);
+    std::vector<float> want = y0;
+    reference::AddInPlace(want.data(), x.data(), n);
+    ForEachTarget([&] {
+      std::vector<float> got = y0;
+      AddInPlace(got.data(), x.data(), n);
+      CHECK(got == want);
+    });
+  }
+}
+
+TEST_CASE("AttentionHead matches the scalar twin", "[kernels]") {
+  for (int64_t head_dim : {1, 3, 4, 5, 17, 33, 64, 65}) {
+    for (int64_t n_keys : {1, 2, 7, 33, 100}) {
+      INFO("head_dim " << head_dim << " n_keys " << n_keys);
+      const int64_t stride = 3 * head_dim + 1;  // keys and values interleaved like a qkv buffer
+      const std::vector<float> q = RandomVector(head_dim, 8, -2.0f, 2.0f);
+      const std::vector<float> kv = RandomVector(n_keys * stride + head_dim, 9, -2.0f, 2.0f);
+      const float* k = kv.data();
+      const float* v = kv.data() + head_dim;
+      const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+      std::vector<float> want_scores(n_keys), want_probs(n_keys), want_out(head_dim);
+      reference::AttentionHead(q.data(), k, v, stride, n_keys, head_dim, scale,
+                               want_scores.data(), want_probs.data(), want_out.data());
+      ForEachTarget([&] {
+        std::vector<float> scores(n_keys), probs(n_keys), out(head_dim), out2(head_dim);
+        AttentionHead(q.data(), k, v, stride, n_keys, head_dim, scale, scores.data(),
+                      probs.data(), out.data());
+        int bad = 0;
+        for (int64_t j = 0; j < n_keys; ++j) {
+          if (!Near(scores[j], want_scores[j], kScoreAbsTol, kScoreRelTol)) ++bad;
+          if (!Near(probs[j], want_probs[j], kProbAbsTol, kProbRelTol)) ++bad;
+        }
+        for (int64_t d = 0; d < head_dim; ++d) {
+          if (!Near(out[d], want_out[d], kAttentionOutAbsTol, 0.0)) ++bad;
+        }
+        // Without the scores buffer the result is the same.
+        AttentionHead(q.data(), k, v, stride, n_keys, head_dim, scale, nullptr, probs.data(),
+                      out2.data());
+        CHECK(out2 == out);
+        CHECK(bad == 0);
+      });
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gpt2
