@@ -5,7 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(g++ cmake make libhwy-dev catch2 emscripten nodejs npm chromium unicode-data python3)
+packages=(g++ cmake make libhwy-dev catch2 emscripten chromium unicode-data python3)
+# Node and npm may come from Debian or from another nodejs package (whose npm is built in).
+command -v node >/dev/null 2>&1 || packages+=(nodejs)
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
