@@ -3,10 +3,17 @@
 import {Heatmap, drawHistogram, drawLegend, fmt, textOn, viridisCss} from './viz.js';
 
 const $ = (id) => document.getElementById(id);
-const worker = new Worker(new URL('./worker.js', import.meta.url), {type: 'module'});
+// ?threads=N on the page's URL is passed on to the worker (it only matters when the page is
+// cross-origin isolated; see worker.js).
+const workerUrl = new URL('./worker.js', import.meta.url);
+const askedThreads = new URLSearchParams(location.search).get('threads');
+if (askedThreads) workerUrl.searchParams.set('threads', askedThreads);
+const worker = new Worker(workerUrl, {type: 'module'});
 
 const state = {
   ready: false,
+  threads: 1,       // threads running the kernels (the worker's plan, then the engine's count)
+  isolated: false,  // cross-origin isolated: SharedArrayBuffer, so the threaded engine
   info: null,
   loading: false,
   generating: false,
@@ -105,9 +112,27 @@ function onProgress({phase, loaded, total}) {
       `${verb}: ${mb(loaded)} of ${mb(total)} (${pct}%)`;
 }
 
+// Which engine runs, in words, e.g. "2 threads (cross-origin isolated)".
+function threadMode() {
+  const n = state.threads;
+  return `${n} thread${n === 1 ? '' : 's'} (` +
+      (state.isolated ? 'cross-origin isolated' : 'page not cross-origin isolated') + ')';
+}
+
+function showThreadMode() {
+  const el = $('stats');
+  el.dataset.threads = state.threads;
+  el.dataset.isolated = state.isolated;
+  el.title = state.isolated ? '' : 'Serve the page with the headers Cross-Origin-Opener-Policy: same-origin ' +
+      'and Cross-Origin-Embedder-Policy: require-corp to let the engine use several threads.';
+}
+
 function onModel({info, source, name, cacheWarning}) {
   state.loading = false;
   state.info = info;
+  if (info.threads) state.threads = info.threads;
+  showThreadMode();
+  if (!state.generating) $('stats').textContent = `Engine: ${threadMode()}.`;
   const bar = $('progress');
   bar.value = 100;
   bar.dataset.source = source;
@@ -124,6 +149,7 @@ function onModel({info, source, name, cacheWarning}) {
     ['Vocabulary', `${info.n_vocab} tokens`],
     ['Weights', info.weight_type],
     ['SIMD', info.simd],
+    ['Threads', threadMode()],
   ];
   dl.replaceChildren(...rows.flatMap(([k, v]) => {
     const dt = document.createElement('dt'); dt.textContent = k;
@@ -229,7 +255,7 @@ function onStats(s) {
                stopped: 'stopped', 'context-full': 'context full', error: 'error'}[s.reason] || s.reason;
   const el = $('stats');
   el.textContent = `Prompt ${s.promptTokens} tokens, prefill ${s.prefillMs.toFixed(0)} ms · ` +
-      `${s.generated} tokens at ${s.tokensPerSecond.toFixed(1)} tokens/s · ${why}`;
+      `${s.generated} tokens at ${s.tokensPerSecond.toFixed(1)} tokens/s · ${why} · ${threadMode()}`;
   el.dataset.reason = s.reason;
   el.dataset.generated = s.generated;
   el.dataset.tokensPerSecond = s.tokensPerSecond;
@@ -635,6 +661,10 @@ worker.onmessage = ({data: msg}) => {
   switch (msg.type) {
     case 'ready':
       state.ready = true;
+      state.threads = msg.threads || 1;
+      state.isolated = !!msg.isolated;
+      showThreadMode();
+      $('stats').textContent = `Engine: ${threadMode()}.`;
       setButtons();
       $('progress-text').textContent = 'Engine ready. Load a model.';
       refreshCacheInfo();

@@ -10,7 +10,9 @@
 //     {type:'attention-map', layer, head}  one head's full [P, P] attention
 //     {type:'clear-cache'}
 //   worker -> page
-//     {type:'ready'}                                 the wasm module is compiled
+//     {type:'ready', threads, isolated}              the wasm module is compiled; threads the
+//                                                    kernels will use, isolated: the page is
+//                                                    cross-origin isolated (so threads are possible)
 //     {type:'progress', phase, loaded, total}        phase: 'download' | 'cache' | 'file' | 'parse'
 //     {type:'model', info, source}                   source: 'network' | 'cache' | 'file'
 //     {type:'prompt', ids, pieces}                   the prompt's tokens
@@ -21,7 +23,14 @@
 //     {type:'lens-start', begin, end}; {type:'lens', begin, end, topK, nLayer, ids, probs, pieces}
 //     {type:'cache', entries, bytes}                 after clear-cache / on request
 //     {type:'error', kind, message}                  kind: 'load' | 'generate' | 'inspect' | 'cache'
-import createGpt2Engine from './gpt2-engine.js';
+//
+// Two builds of the engine: gpt2-engine.js (single-threaded, works everywhere) and
+// gpt2-engine-mt.js (pthreads over a SharedArrayBuffer). Browsers only give a page
+// SharedArrayBuffer when it is cross-origin isolated (served with COOP: same-origin and
+// COEP: require-corp), so the threaded build is used exactly then. The thread count is
+// min(navigator.hardwareConcurrency, 4) (more threads than cores only add contention; beyond 4
+// the per-token matmuls of GPT-2 small are too short to split further), or the `threads`
+// query parameter of this worker's URL (the page forwards its own ?threads=N).
 
 const kCacheName = 'gpt2-models-v1';
 const kEndOfText = 50256;
@@ -53,11 +62,29 @@ function yieldToEvents() {
   return new Promise((resolve) => { waiting.push(resolve); channel.port2.postMessage(0); });
 }
 
+const kMaxDefaultThreads = 4;
+const kMaxThreads = 16;
+const isolated = self.crossOriginIsolated === true && typeof SharedArrayBuffer === 'function';
+
+function chooseThreads() {
+  if (!isolated) return 1;
+  const asked = Number(new URL(self.location.href).searchParams.get('threads'));
+  if (Number.isInteger(asked) && asked >= 1) return Math.min(asked, kMaxThreads);
+  return Math.max(1, Math.min(navigator.hardwareConcurrency || 1, kMaxDefaultThreads));
+}
+const threads = chooseThreads();
+
 async function init() {
   try {
-    Module = await createGpt2Engine();
+    // Dynamic import: a static one would fetch both builds. The threaded module's pthread
+    // workers (gpt2-engine-mt.worker.js) import it again by a URL relative to themselves.
+    const {default: createGpt2Engine} =
+        await import(isolated ? './gpt2-engine-mt.js' : './gpt2-engine.js');
+    // gpt2PoolSize: Web Workers made before the module starts (see src/bindings/CMakeLists.txt);
+    // the calling thread is the first of `threads`. At least one, since 0 means "default".
+    Module = await createGpt2Engine(isolated ? {gpt2PoolSize: Math.max(1, threads - 1)} : {});
     engine = new Module.Engine();
-    post({type: 'ready'});
+    post({type: 'ready', threads, isolated});
   } catch (e) {
     post({type: 'error', kind: 'load', message: 'The WebAssembly engine could not start: ' + errorMessage(e) +
           ' (this page needs a browser with WebAssembly SIMD, e.g. Chrome 91+, Firefox 89+, Safari 16.4+).'});
@@ -187,7 +214,7 @@ async function loadFromUrl(url) {
   }
   post({type: 'progress', phase: 'parse', loaded, total});
   try {
-    info = engine.finishLoad(1);
+    info = engine.finishLoad(threads);
   } catch (e) {
     // A file the engine rejects must not stay cached as if it were good.
     await Promise.allSettled(pending.map(([, p]) => p));
@@ -208,7 +235,7 @@ async function loadFromFile(file) {
   const loaded = await pump(file.stream(), 'file', 0, file.size);
   if (loaded !== file.size) throw new Error(`Could only read ${loaded} of ${file.size} bytes of ${file.name}.`);
   post({type: 'progress', phase: 'parse', loaded, total: file.size});
-  info = engine.finishLoad(1);
+  info = engine.finishLoad(threads);
   post({type: 'model', info, source: 'file', name: file.name});
 }
 

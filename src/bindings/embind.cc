@@ -288,6 +288,14 @@ class Engine {
     const GgufTensor* qkv = file_->FindTensor("blk.0.attn_qkv.weight");
     info.set("weight_type", qkv != nullptr ? GgmlTypeName(static_cast<uint32_t>(qkv->type)) : "");
     info.set("simd", "wasm-simd128");
+    // Threads running the kernels: 1 in the single-threaded module; in the pthreads module
+    // (gpt2-engine-mt) what the ThreadPool could start from the pre-made pool of Web Workers.
+    info.set("threads", session_ ? session_->n_threads() : 1);
+#ifdef __EMSCRIPTEN_PTHREADS__
+    info.set("pthreads", true);
+#else
+    info.set("pthreads", false);
+#endif
     return info;
   }
 

@@ -72,6 +72,8 @@ class Session {
 
   const Model& model() const { return model_; }
   int position() const { return position_; }
+  // Threads actually running the kernels (fewer than asked where threads cannot be made).
+  int n_threads() const;
   void Reset() { position_ = 0; }
   // Forget everything from position p on (keeps the cache before it).
   void Truncate(int p);

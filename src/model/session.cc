@@ -50,6 +50,8 @@ struct Session::Buffers {
 Session::Session(const Model& model, int n_threads)
     : model_(model), buffers_(new Buffers(model.config(), n_threads)) {}
 
+int Session::n_threads() const { return buffers_->pool.size(); }
+
 Session::~Session() = default;
 
 void Session::Truncate(int p) {

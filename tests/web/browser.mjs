@@ -31,8 +31,9 @@ export async function launchBrowser() {
   };
 }
 
-export async function serveSite({site = path.join(kRoot, 'build/site'), models, base = '/'} = {}) {
-  return startServer({dir: site, port: 0, quiet: true, base,
+// isolate: send COOP/COEP so the page is cross-origin isolated (SharedArrayBuffer, threads).
+export async function serveSite({site = path.join(kRoot, 'build/site'), models, base = '/', isolate = false} = {}) {
+  return startServer({dir: site, port: 0, quiet: true, base, isolate,
                       mounts: models ? [[base + 'models', models]] : []});
 }
 

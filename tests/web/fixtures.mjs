@@ -57,11 +57,11 @@ export function makeModels(name) {
   return {model, truncated, notGguf, manifest, size: bytes.length};
 }
 
-export function nativeGenerate(model, prompt = kPrompt, s = kSampling) {
+export function nativeGenerate(model, prompt = kPrompt, s = kSampling, threads = 1) {
   const out = execFileSync(tool('gpt2'), [
     'generate', '--model', model, '--prompt', prompt, '--n', String(s.maxTokens),
     '--temp', String(s.temperature), '--top-k', String(s.topK), '--top-p', String(s.topP),
-    '--seed', String(s.seed), '--threads', '1', '--print-ids'], {encoding: 'utf8'});
+    '--seed', String(s.seed), '--threads', String(threads), '--print-ids'], {encoding: 'utf8'});
   const lines = out.trimEnd().split('\n');
   return lines[lines.length - 1].trim().split(/\s+/).map(Number);
 }

@@ -1,0 +1,120 @@
+// The threaded engine in headless Chromium. Served with COOP/COEP (serve.mjs --isolate) the page
+// is cross-origin isolated, so its worker loads gpt2-engine-mt (pthreads) and splits matmul rows
+// and attention heads over several threads; without the headers it must fall back to the
+// single-threaded gpt2-engine and say so. Either way the sampled ids must equal the native CLI's:
+// every output row is computed by one thread in the same order whatever the split, so the
+// thread count may not change a single bit of the logits.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import {after, before, describe, test} from 'node:test';
+import {artifact, kRoot, launchBrowser, serveSite, watchConsole} from './browser.mjs';
+import {kPrompt, kSampling, makeModels, modelDir, nativeGenerate} from './fixtures.mjs';
+
+const kSite = path.join(kRoot, 'build/site');
+const kTimeout = 60_000;
+const kThreads = 3;  // more than 1 even on a one-core machine, where the default would be 1
+
+async function openPage(browser, url, consoleLines) {
+  const page = await browser.context.newPage();
+  consoleLines.push(...watchConsole(page));
+  await page.goto(url);
+  await page.waitForFunction(() => !document.querySelector('[data-testid=load]').disabled, null,
+                             {timeout: kTimeout});
+  return page;
+}
+
+async function loadAndGenerate(page) {
+  await page.getByTestId('model-url').fill('models/tiny-q8_0.gguf');
+  await page.getByTestId('load').click();
+  await page.waitForFunction(() => {
+    const bar = document.querySelector('[data-testid=progress]');
+    return (bar.value === 100 && bar.dataset.source) || !document.querySelector('[data-testid=error]').hidden;
+  }, null, {timeout: kTimeout});
+  const err = page.getByTestId('error');
+  if (await err.isVisible()) throw new Error(`page error while loading: ${await err.textContent()}`);
+  await page.getByTestId('temperature').fill(String(kSampling.temperature));
+  await page.getByTestId('top-k').fill(String(kSampling.topK));
+  await page.getByTestId('top-p').fill(String(kSampling.topP));
+  await page.getByTestId('seed').fill(String(kSampling.seed));
+  await page.getByTestId('max-tokens').fill(String(kSampling.maxTokens));
+  await page.getByTestId('prompt').fill(kPrompt);
+  await page.getByTestId('generate').click();
+  await page.waitForFunction(() => document.querySelector('[data-testid=stats]').dataset.reason ||
+                                   !document.querySelector('[data-testid=error]').hidden, null, {timeout: kTimeout});
+  if (await err.isVisible()) throw new Error(`page error while generating: ${await err.textContent()}`);
+  return (await page.getByTestId('output-ids').textContent()).trim().split(/\s+/).map(Number);
+}
+
+describe('threads in headless Chromium', {skip: !fs.existsSync(path.join(kSite, 'gpt2-engine-mt.js')) && 'build/site has no threaded engine'}, () => {
+  let models, expectedIds, browser;
+  const consoleLines = [];
+
+  before(async () => {
+    models = makeModels('threads');
+    expectedIds = nativeGenerate(models.model);
+    browser = await launchBrowser();
+  });
+
+  after(async () => {
+    await browser?.close();
+    if (consoleLines.length) console.log(consoleLines.join('\n'));
+  });
+
+  test('the native CLI samples the same ids with 1 and 3 threads', () => {
+    // The page's claim rests on this property of the engine; check it where it is cheapest.
+    assert.deepEqual(nativeGenerate(models.model, kPrompt, kSampling, kThreads), expectedIds);
+  });
+
+  test('cross-origin isolated: the threaded engine, several threads, the native ids', async () => {
+    const server = await serveSite({site: kSite, models: modelDir('threads'), isolate: true});
+    try {
+      // Default: min(hardwareConcurrency, 4) threads.
+      let page = await openPage(browser, server.url, consoleLines);
+      assert.equal(await page.evaluate(() => self.crossOriginIsolated), true);
+      const expectedDefault = await page.evaluate(() => Math.min(navigator.hardwareConcurrency, 4));
+      let stats = page.getByTestId('stats');
+      assert.equal(await stats.getAttribute('data-isolated'), 'true');
+      assert.equal(Number(await stats.getAttribute('data-threads')), expectedDefault);
+      await page.close();
+
+      // An explicit count, so the test means "several threads" on any machine.
+      page = await openPage(browser, server.url + `?threads=${kThreads}`, consoleLines);
+      const ids = await loadAndGenerate(page);
+      assert.deepEqual(ids, expectedIds, 'ids equal `gpt2 generate --threads 1` for the same seed');
+      // The engine reports the threads its pool really started (the model info and the stats).
+      stats = page.getByTestId('stats');
+      assert.equal(Number(await stats.getAttribute('data-threads')), kThreads);
+      const text = await stats.textContent();
+      assert.match(text, new RegExp(`${kThreads} threads \\(cross-origin isolated\\)`));
+      assert.match(text, /tokens\/s/);
+      const threadsRow = page.locator('#model-info dd', {hasText: 'threads'});
+      assert.equal(await threadsRow.textContent(), `${kThreads} threads (cross-origin isolated)`);
+      // The pthreads module, not the single-threaded one, was fetched.
+      assert.ok(server.requests('/gpt2-engine-mt.wasm') >= 1, 'gpt2-engine-mt.wasm was requested');
+      assert.equal(server.requests('/gpt2-engine.wasm'), 0, 'the single-threaded engine was not loaded');
+      await page.screenshot({path: artifact('threads-isolated.png'), fullPage: true});
+      await page.close();
+    } finally {
+      await server.close();
+    }
+  });
+
+  test('not isolated: one thread, said in words, and the same ids', async () => {
+    const server = await serveSite({site: kSite, models: modelDir('threads')});
+    try {
+      const page = await openPage(browser, server.url + `?threads=${kThreads}`, consoleLines);
+      assert.equal(await page.evaluate(() => self.crossOriginIsolated), false);
+      const ids = await loadAndGenerate(page);
+      assert.deepEqual(ids, expectedIds);
+      const stats = page.getByTestId('stats');
+      assert.equal(await stats.getAttribute('data-isolated'), 'false');
+      assert.equal(await stats.getAttribute('data-threads'), '1');
+      assert.match(await stats.textContent(), /1 thread \(page not cross-origin isolated\)/);
+      assert.equal(server.requests('/gpt2-engine-mt.wasm'), 0, 'the threaded engine was not loaded');
+      await page.close();
+    } finally {
+      await server.close();
+    }
+  });
+});
