@@ -16,6 +16,9 @@
 // wasm memory. It is valid only until the next call into the engine: any call may allocate,
 // wasm memory may then grow, and a grown memory detaches every view (length becomes 0). Copy
 // (view.slice()) before calling the engine again. Everything else returns a fresh copy.
+// In the pthreads build (gpt2-engine-mt.js) wasm memory is a SharedArrayBuffer: a grown shared
+// memory does not detach old views, but views over it cannot be transferred with postMessage
+// nor read by TextDecoder, so the same rule (copy with slice()) applies there too.
 #include <emscripten/bind.h>
 #include <emscripten/val.h>
 
