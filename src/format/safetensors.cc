@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "base/text.h"
 #include "format/f16.h"
 #include "format/json.h"
 
@@ -14,14 +15,6 @@ namespace {
 // huggingface/safetensors MAX_HEADER_SIZE.
 constexpr uint64_t kMaxHeaderBytes = 100000000;
 
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
-}
 
 // A JSON number that is a non-negative integer (offsets and dimensions).
 bool NonNegativeInteger(const JsonValue& v, uint64_t* out) {

@@ -12,6 +12,8 @@
 #include <utility>
 
 #include "base/error.h"
+#include "base/text.h"
+#include "format/json.h"
 
 namespace gpt2 {
 namespace {
@@ -221,169 +223,7 @@ std::string BytesToAlphabet(const std::string& bytes) {
   return out;
 }
 
-std::string ReadWholeFile(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot open " + std::string(what) + " '" + path + "'");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) throw Error("cannot read " + std::string(what) + " '" + path + "'");
-  return buffer.str();
-}
 
-// Just enough JSON for encoder.json / vocab.json: one object mapping strings to non-negative
-// integers. Strings may use every JSON escape, including \uXXXX surrogate pairs.
-class EncoderJsonParser {
- public:
-  EncoderJsonParser(const std::string& text, const std::string& path) : text_(text), path_(path) {}
-
-  std::vector<std::pair<std::string, int64_t>> Parse() {
-    std::vector<std::pair<std::string, int64_t>> entries;
-    SkipSpace();
-    Expect('{');
-    SkipSpace();
-    if (Peek() == '}') {
-      ++pos_;
-    } else {
-      while (true) {
-        SkipSpace();
-        std::string key = ParseString();
-        SkipSpace();
-        Expect(':');
-        SkipSpace();
-        const int64_t value = ParseInteger();
-        entries.emplace_back(std::move(key), value);
-        SkipSpace();
-        if (Peek() == ',') {
-          ++pos_;
-          continue;
-        }
-        Expect('}');
-        break;
-      }
-    }
-    SkipSpace();
-    if (pos_ != text_.size()) Fail("unexpected text after the closing '}'");
-    return entries;
-  }
-
- private:
-  [[noreturn]] void Fail(const std::string& what) const {
-    throw Error("encoder JSON '" + path_ + "' at byte " + std::to_string(pos_) + ": " + what +
-                " (expected an object mapping token strings to ids, like GPT-2's "
-                "encoder.json)");
-  }
-  int Peek() const { return pos_ < text_.size() ? static_cast<unsigned char>(text_[pos_]) : -1; }
-  void Expect(char c) {
-    if (Peek() != static_cast<unsigned char>(c)) Fail(std::string("expected '") + c + "'");
-    ++pos_;
-  }
-  void SkipSpace() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' ||
-                                   text_[pos_] == '\n' || text_[pos_] == '\r')) {
-      ++pos_;
-    }
-  }
-  uint32_t ParseHex4() {
-    if (text_.size() - pos_ < 4) Fail("truncated \\u escape");
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) {
-      const char c = text_[pos_++];
-      v <<= 4;
-      if (c >= '0' && c <= '9') {
-        v |= static_cast<uint32_t>(c - '0');
-      } else if (c >= 'a' && c <= 'f') {
-        v |= static_cast<uint32_t>(c - 'a' + 10);
-      } else if (c >= 'A' && c <= 'F') {
-        v |= static_cast<uint32_t>(c - 'A' + 10);
-      } else {
-        Fail("bad hex digit in \\u escape");
-      }
-    }
-    return v;
-  }
-  std::string ParseString() {
-    Expect('"');
-    std::string out;
-    while (true) {
-      // Copy the plain run up to the next quote, backslash or control character in one go.
-      size_t run = pos_;
-      while (run < text_.size() && text_[run] != '"' && text_[run] != '\\' &&
-             static_cast<unsigned char>(text_[run]) >= 0x20) {
-        ++run;
-      }
-      out.append(text_, pos_, run - pos_);
-      pos_ = run;
-      if (pos_ >= text_.size()) Fail("unterminated string");
-      const char c = text_[pos_++];
-      if (c == '"') return out;
-      if (static_cast<unsigned char>(c) < 0x20) Fail("control character inside a string");
-      if (c != '\\') {
-        out.push_back(c);
-        continue;
-      }
-      if (pos_ >= text_.size()) Fail("unterminated escape");
-      const char e = text_[pos_++];
-      switch (e) {
-        case '"':
-          out.push_back('"');
-          break;
-        case '\\':
-          out.push_back('\\');
-          break;
-        case '/':
-          out.push_back('/');
-          break;
-        case 'b':
-          out.push_back('\b');
-          break;
-        case 'f':
-          out.push_back('\f');
-          break;
-        case 'n':
-          out.push_back('\n');
-          break;
-        case 'r':
-          out.push_back('\r');
-          break;
-        case 't':
-          out.push_back('\t');
-          break;
-        case 'u': {
-          uint32_t cp = ParseHex4();
-          if (cp >= 0xD800 && cp <= 0xDBFF) {
-            // A high surrogate must be followed by an escaped low surrogate.
-            if (text_.compare(pos_, 2, "\\u") != 0) Fail("high surrogate without a low one");
-            pos_ += 2;
-            const uint32_t low = ParseHex4();
-            if (low < 0xDC00 || low > 0xDFFF) Fail("high surrogate without a low one");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-          } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            Fail("lone low surrogate");
-          }
-          AppendUtf8(cp, &out);
-          break;
-        }
-        default:
-          Fail(std::string("unknown escape '\\") + e + "'");
-      }
-    }
-  }
-  int64_t ParseInteger() {
-    const size_t start = pos_;
-    int64_t v = 0;
-    while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
-      v = v * 10 + (text_[pos_] - '0');
-      if (v > (int64_t{1} << 31)) Fail("token id too large");
-      ++pos_;
-    }
-    if (pos_ == start) Fail("expected a non-negative integer token id");
-    return v;
-  }
-
-  const std::string& text_;
-  const std::string& path_;
-  size_t pos_ = 0;
-};
 
 }  // namespace
 
@@ -430,7 +270,19 @@ Tokenizer::Tokenizer(std::vector<std::string> tokens, const std::vector<std::str
 std::unique_ptr<Tokenizer> Tokenizer::FromFiles(const std::string& encoder_json_path,
                                                 const std::string& merges_path) {
   const std::string json = ReadWholeFile(encoder_json_path, "encoder JSON");
-  auto entries = EncoderJsonParser(json, encoder_json_path).Parse();
+  const JsonValue root = ParseJson(json, "encoder JSON '" + encoder_json_path + "'");
+  if (root.kind != JsonValue::Kind::kObject) {
+    throw Error("encoder JSON '" + encoder_json_path +
+                "' is not an object mapping token strings to ids, like GPT-2's encoder.json");
+  }
+  std::vector<std::pair<std::string, int64_t>> entries;
+  for (const auto& kv : root.object) {
+    if (!kv.second.is_integer || kv.second.integer < 0) {
+      throw Error("encoder JSON '" + encoder_json_path + "': token '" + kv.first +
+                  "' does not map to a non-negative integer id");
+    }
+    entries.emplace_back(kv.first, kv.second.integer);
+  }
   if (entries.empty()) throw Error("encoder JSON '" + encoder_json_path + "' has no tokens");
   // Ids must be 0..n-1, each used once.
   std::vector<std::string> tokens(entries.size());

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/text.h"
 #include "format/gguf.h"
 #include "kernels/kernels.h"
 #include "model/generate.h"
@@ -72,13 +73,6 @@ SamplingParams SamplingFromArgs(const Args& args) {
   return p;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot open '" + path + "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 int Generate(const Args& args) {
   LoadedModel m = Load(args.Get("model"), true);
@@ -128,7 +122,7 @@ int Tokenize(const Args& args) {
   }
   std::string text;
   if (args.Has("text")) text = args.Get("text");
-  else if (args.Has("file")) text = ReadFile(args.Get("file"));
+  else if (args.Has("file")) text = ReadWholeFile(args.Get("file"), "input file");
   else throw Error("tokenize needs --text or --file");
   const std::vector<int> ids = tokenizer->Encode(text);
   for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i];

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/text.h"
 #include "format/gguf.h"
 #include "format/json.h"
 #include "format/safetensors.h"
@@ -28,22 +29,7 @@ bool FileExists(const std::string& path) {
   return f.good();
 }
 
-std::string ReadTextFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error("cannot open " + path);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
-}
 
 int PositiveInt(const JsonValue& root, const char* key, bool required, int fallback) {
   const JsonValue* v = root.Find(key);
@@ -252,7 +238,7 @@ ConvertStats BuildGpt2Gguf(const SafetensorsFile& checkpoint, const Config& conf
 ConvertStats ConvertHfGpt2(const std::string& input_dir, const std::string& output_path,
                            TensorType matrix_type, std::ostream* log) {
   const std::string dir = input_dir.empty() ? "." : input_dir;
-  const Config hf = ConfigFromHfJson(ReadTextFile(dir + "/config.json"));
+  const Config hf = ConfigFromHfJson(ReadWholeFile(dir + "/config.json", "Hugging Face config"));
 
   std::unique_ptr<Tokenizer> tokenizer;
   if (FileExists(dir + "/vocab.json") && FileExists(dir + "/merges.txt")) {
