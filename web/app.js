@@ -14,6 +14,7 @@ const state = {
   ready: false,
   threads: 1,       // threads running the kernels (the worker's plan, then the engine's count)
   isolated: false,  // cross-origin isolated: SharedArrayBuffer, so the threaded engine
+  threadsNote: '',  // why the threaded engine is not used although the page is isolated
   info: null,
   loading: false,
   generating: false,
@@ -116,7 +117,8 @@ function onProgress({phase, loaded, total}) {
 function threadMode() {
   const n = state.threads;
   return `${n} thread${n === 1 ? '' : 's'} (` +
-      (state.isolated ? 'cross-origin isolated' : 'page not cross-origin isolated') + ')';
+      (state.isolated ? 'cross-origin isolated' : 'page not cross-origin isolated') +
+      (state.threadsNote ? `; ${state.threadsNote}` : '') + ')';
 }
 
 function showThreadMode() {
@@ -663,6 +665,7 @@ worker.onmessage = ({data: msg}) => {
       state.ready = true;
       state.threads = msg.threads || 1;
       state.isolated = !!msg.isolated;
+      state.threadsNote = msg.note || '';
       showThreadMode();
       $('stats').textContent = `Engine: ${threadMode()}.`;
       setButtons();

@@ -10,9 +10,10 @@
 //     {type:'attention-map', layer, head}  one head's full [P, P] attention
 //     {type:'clear-cache'}
 //   worker -> page
-//     {type:'ready', threads, isolated}              the wasm module is compiled; threads the
+//     {type:'ready', threads, isolated, note}        the wasm module is compiled; threads the
 //                                                    kernels will use, isolated: the page is
-//                                                    cross-origin isolated (so threads are possible)
+//                                                    cross-origin isolated (so threads are possible);
+//                                                    note: why threads are off although isolated
 //     {type:'progress', phase, loaded, total}        phase: 'download' | 'cache' | 'file' | 'parse'
 //     {type:'model', info, source}                   source: 'network' | 'cache' | 'file'
 //     {type:'prompt', ids, pieces}                   the prompt's tokens
@@ -72,19 +73,50 @@ function chooseThreads() {
   if (Number.isInteger(asked) && asked >= 1) return Math.min(asked, kMaxThreads);
   return Math.max(1, Math.min(navigator.hardwareConcurrency || 1, kMaxDefaultThreads));
 }
-const threads = chooseThreads();
+let threads = chooseThreads();
+// Seconds the threaded module may take to start (compile, and load its pthread workers, each
+// of which fetches gpt2-engine-mt.worker.js) before the single-threaded one is used instead:
+// a pthread worker that fails to load never settles the factory's promise.
+const kThreadedStartSeconds = 30;
+
+async function startThreaded() {
+  // Dynamic import: a static one would fetch both builds. The threaded module's pthread
+  // workers (gpt2-engine-mt.worker.js) import it again by a URL relative to themselves.
+  const {default: createGpt2Engine} = await import('./gpt2-engine-mt.js');
+  // A pthread worker whose script is missing fails silently (the factory just never resolves),
+  // so check the likeliest cause, a host given only part of the site, up front.
+  const probe = await fetch(new URL('./gpt2-engine-mt.worker.js', import.meta.url));
+  if (!probe.ok) throw new Error(`gpt2-engine-mt.worker.js: ${probe.status} ${probe.statusText}`.trim());
+  let timer;
+  const timedOut = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`it did not start within ${kThreadedStartSeconds} s`)),
+                       kThreadedStartSeconds * 1000);
+  });
+  // gpt2PoolSize: Web Workers made before the module starts (see src/bindings/CMakeLists.txt);
+  // the calling thread is the first of `threads`. At least one, since 0 means "default".
+  try {
+    return await Promise.race([createGpt2Engine({gpt2PoolSize: Math.max(1, threads - 1)}), timedOut]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 async function init() {
   try {
-    // Dynamic import: a static one would fetch both builds. The threaded module's pthread
-    // workers (gpt2-engine-mt.worker.js) import it again by a URL relative to themselves.
-    const {default: createGpt2Engine} =
-        await import(isolated ? './gpt2-engine-mt.js' : './gpt2-engine.js');
-    // gpt2PoolSize: Web Workers made before the module starts (see src/bindings/CMakeLists.txt);
-    // the calling thread is the first of `threads`. At least one, since 0 means "default".
-    Module = await createGpt2Engine(isolated ? {gpt2PoolSize: Math.max(1, threads - 1)} : {});
+    let note = '';
+    if (isolated) {
+      try {
+        Module = await startThreaded();
+      } catch (e) {
+        // Still a working page: fall back to one thread and say why.
+        note = 'the threaded engine could not start: ' + errorMessage(e);
+        console.warn('gpt2 worker: ' + note + '; using the single-threaded engine');
+        threads = 1;
+      }
+    }
+    if (!Module) Module = await (await import('./gpt2-engine.js')).default();
     engine = new Module.Engine();
-    post({type: 'ready', threads, isolated});
+    post({type: 'ready', threads, isolated, note});
   } catch (e) {
     post({type: 'error', kind: 'load', message: 'The WebAssembly engine could not start: ' + errorMessage(e) +
           ' (this page needs a browser with WebAssembly SIMD, e.g. Chrome 91+, Firefox 89+, Safari 16.4+).'});

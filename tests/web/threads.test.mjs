@@ -100,6 +100,28 @@ describe('threads in headless Chromium', {skip: !fs.existsSync(path.join(kSite, 
     }
   });
 
+  test('isolated, but the threaded engine cannot start: one thread, said why, the same ids', async () => {
+    // A host given only part of the site: the pthread worker's script is missing.
+    const partial = path.join(modelDir('threads'), 'site-without-pthread-worker');
+    fs.rmSync(partial, {recursive: true, force: true});
+    fs.cpSync(kSite, partial, {recursive: true});
+    fs.rmSync(path.join(partial, 'gpt2-engine-mt.worker.js'));
+    const server = await serveSite({site: partial, models: modelDir('threads'), isolate: true});
+    try {
+      const page = await openPage(browser, server.url, consoleLines);
+      const ids = await loadAndGenerate(page);
+      assert.deepEqual(ids, expectedIds);
+      const stats = page.getByTestId('stats');
+      assert.equal(await stats.getAttribute('data-threads'), '1');
+      assert.match(await stats.textContent(),
+                   /1 thread \(cross-origin isolated; the threaded engine could not start: gpt2-engine-mt\.worker\.js: 404/);
+      assert.equal(await page.getByTestId('error').isVisible(), false);
+      await page.close();
+    } finally {
+      await server.close();
+    }
+  });
+
   test('not isolated: one thread, said in words, and the same ids', async () => {
     const server = await serveSite({site: kSite, models: modelDir('threads')});
     try {
