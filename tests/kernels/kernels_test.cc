@@ -485,6 +485,21 @@ TEST_CASE("MatMul q8_0/q4_0 matches the scalar twin on awkward sizes", "[kernels
   }
 }
 
+TEST_CASE("MatMul q8_0/q4_0 decode covers the wide WASM row tiles", "[kernels]") {
+  // WASM's int8-activation decode takes 32 rows at a time (kInt8DecodeRows), then tiles of 4,
+  // then single rows: 71 = 2 * 32 + 4 + 3.
+  constexpr int64_t kRows = 71;
+  for (TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
+    for (bool raw : {false, true}) {
+      const TestWeights w = MakeWeights(type, kRows, 96, raw, 400);
+      for (QuantActivations act : {QuantActivations::kInt8, QuantActivations::kFloat}) {
+        CheckMatMul(w, 1, 0, kRows, true, act);
+        CheckMatMul(w, 1, 3, kRows - 1, false, act);
+      }
+    }
+  }
+}
+
 // Around 4, 8 and 16 lanes, a GPT-2 width and a long odd length.
 const std::vector<int64_t> kAwkwardLengths = {1,  2,  3,  4,  5,  7,   8,   9,
                                               15, 16, 17, 31, 33, 768, 4097};

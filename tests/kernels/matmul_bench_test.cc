@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <random>
 #include <vector>
@@ -31,7 +33,11 @@ TEST_CASE("MatMul throughput", "[.][bench]") {
                           {"unembed 50257x768", 50257, 768}};
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  // GPT2_BENCH_SHAPE=unembed (a substring of a shape's name) runs only the matching shapes
+  // (native only: Emscripten's getenv does not see Node's environment).
+  const char* only = std::getenv("GPT2_BENCH_SHAPE");
   for (const Shape& shape : shapes) {
+    if (only != nullptr && std::strstr(shape.name, only) == nullptr) continue;
     std::vector<float> dense(static_cast<size_t>(shape.rows * shape.cols));
     for (float& v : dense) v = uni(rng);
     std::vector<BlockQ8_0> q8(dense.size() / 32);
