@@ -74,10 +74,10 @@ HWY_EXPORT(CompiledTargetKernel);
 #endif
 
 void MatMul(const float* x, int64_t T, const WeightView& w, const float* bias, float* y,
-            int64_t row_begin, int64_t row_end) {
+            int64_t row_begin, int64_t row_end, QuantActivations act) {
   kernels_internal::CheckMatMulArgs(x, T, w, y, row_begin, row_end);
   if (T == 0 || row_begin == row_end) return;
-  GPT2_DISPATCH(MatMulKernel)(x, T, w, bias, y, row_begin, row_end);
+  GPT2_DISPATCH(MatMulKernel)(x, T, w, bias, y, row_begin, row_end, act);
 }
 
 void LayerNorm(const float* x, const float* gamma, const float* beta, float eps, int64_t n,

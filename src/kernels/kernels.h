@@ -23,12 +23,29 @@ struct WeightView {
   int64_t cols = 0;
 };
 
+// How MatMul treats the activations x when the weights are Q8_0 or Q4_0 (f32 and f16 weights
+// always multiply the f32 activations).
+enum class QuantActivations {
+  // llama.cpp's CPU path (ggml vec_dot_q8_0_q8_0 / vec_dot_q4_0_q8_0): each token's row of x is
+  // first quantized to Q8_0 blocks exactly as format/quant.h QuantizeRowQ8_0 does (ggml
+  // quantize_row_q8_0_ref: dx = max|x|/127 stored as f16, qx = round(x * (1/dx))), then each
+  // block's dot product is the exact integer sum of qw * qx, scaled in f32 by dw * dx:
+  //   y[t, r] = bias[r] + sum_b (dw[r, b] * dx[t, b]) * sum_i qw[r, b, i] * qx[t, b, i]
+  // Integer multiply-adds are ~3x fewer SIMD operations than decoding weights to f32.
+  kInt8,
+  // x stays f32: y[t, r] = bias[r] + sum_c x[t, c] * (dw * qw)[r, c].
+  kFloat,
+};
+
 // y[t, r] = bias[r] + sum_c x[t, c] * W[r, c]   for t in [0, T), r in [row_begin, row_end).
 // x: [T, cols], y: [T, rows] (row stride `rows`), bias: [rows] or nullptr.
-// Equivalent to torch.nn.functional.linear(x, W, bias). The row range lets the caller split
-// one product across threads; rows outside it are not touched.
+// Equivalent to torch.nn.functional.linear(x, W, bias), up to the activation quantization
+// `act` chooses for Q8_0/Q4_0 weights (see QuantActivations). The row range lets the caller split
+// one product across threads; rows outside it are not touched. With kInt8 every call quantizes
+// x again (into per-thread scratch that grows once, no allocation in a steady token loop).
 void MatMul(const float* x, int64_t T, const WeightView& w, const float* bias, float* y,
-            int64_t row_begin, int64_t row_end);
+            int64_t row_begin, int64_t row_end,
+            QuantActivations act = QuantActivations::kInt8);
 
 // y = (x - mean) / sqrt(var + eps) * gamma + beta over n features, var biased (divide by n).
 // Equivalent to torch.nn.LayerNorm(n, eps). Returns nothing; y may alias x.

@@ -2,18 +2,21 @@
 // (kernels.h). Included once per Highway target by kernels.cc (the skeleton.cc recipe).
 //
 // Shape of the work. Decode (T == 1) is memory-bandwidth bound: every weight byte is read once
-// per token, so the loop streams kDecodeRows rows at a time, decodes each weight block in
-// registers (int8 -> int32 -> f32) and multiplies it straight into the f32 activations; the
-// block's partial sum is scaled by the block's d once (ggml's vec_dot_q8_0 also scales per
-// block, but quantizes the activations to int8 first; we keep x in f32 so the result matches
-// the scalar twin to float rounding). Prefill (T > 1) works on tiles of kPrefillRows rows x up
-// to kTokenTile tokens: each weight block is decoded and scaled once and used for every token
-// of the tile. The tile loop is row-outer, so each weight row is read from memory once per call
-// while the activations stay in cache.
+// per token, so the loop streams kDecodeRows rows at a time. Q8_0/Q4_0 weights by default meet
+// int8 activations (QuantActivations::kInt8, ggml's q8_0 x q8_0 dot): x is quantized once per
+// call, each weight block is widened to int16 in registers and multiplied-added in integers,
+// and the block's int32 sum is scaled by dw * dx once. With f32 activations (kFloat) each block
+// is decoded to f32 (int8 -> int32 -> f32) and multiplied straight into x, its partial sum scaled
+// by d once. Prefill (T > 1) works on tiles of kPrefillRows rows x up to kTokenTile tokens: each
+// weight block is decoded once and used for every token of the tile. The tile loop is
+// row-outer, so each weight row is read from memory once per call while the activations stay
+// in cache.
 //
-// Informal throughput, 768 x 2304 Q8_0 (1.9 MB, cache resident) at T = 1, CPU time on the
-// 2-core AMD EPYC dev VM: AVX3 ~19 GB/s of weights, AVX2 ~17, SSE4 ~8, WASM under Node 20 ~5.
-// At T = 64: AVX3 ~90 GFLOP/s, AVX2 ~47, WASM ~15.
+// Informal throughput, CPU time on the 2-core AMD EPYC dev VM, one thread (gpt2_tests "[bench]"):
+// Q8_0 3072 x 768 (2.4 MB, cache resident) at T = 1:
+//   AVX3 f32 activations ~17 GB/s of weights, int8 ~23;  WASM under Node 20 f32 ~4.7, int8 ~8.6.
+// At T = 64: AVX3 f32 ~90 GFLOP/s, int8 ~73 (x86 FMA on f32 is already cheap; int8 adds a convert
+// and a broadcast per block and token);  WASM f32 ~13, int8 ~25 (no FMA: int8 saves more).
 #if defined(GPT2_KERNELS_MATMUL_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef GPT2_KERNELS_MATMUL_INL_H_
 #undef GPT2_KERNELS_MATMUL_INL_H_
@@ -24,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include <hwy/highway.h>
 
@@ -41,6 +45,12 @@ using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 
 constexpr size_t kDecodeRows = 4;   // rows in flight at T == 1 (independent FMA chains)
+// Int8-activation decode on WASM streams many more rows at once: each block step then touches
+// kInt8DecodeRows cache lines of different rows, so more memory requests are in flight, which V8's
+// code needs to keep up with memory (its accumulators spill to the stack; cheap next to a cache
+// miss). Whole GPT-2 small Q8_0 decode under Node, tokens per CPU second: 4 rows ~33, 8 ~44,
+// 16 ~53, 32 ~57.
+constexpr size_t kInt8DecodeRows = HWY_TARGET == HWY_WASM ? 32 : 4;
 // Rows x tokens accumulators plus the decoded block must fit the register file: 16 vector
 // registers on SSE/AVX2 (and V8's wasm SIMD), 32 on AVX-512. 4 rows measured ~1.8x faster
 // prefill on AVX3 and slower on AVX2.
@@ -310,11 +320,204 @@ HWY_INLINE void QuantTile(const float* HWY_RESTRICT x, int64_t cols,
   }
 }
 
+// ---- Int8 activations (QuantActivations::kInt8) ----------------------------------------------
+//
+// ggml's vec_dot_q8_0_q8_0 scheme: x is quantized once per call to Q8_0 blocks, then each
+// weight block's dot with it is an integer multiply-add of int16 pairs (ReorderWidenMulAccumulate
+// on i16: pmaddwd on x86, i32x4.dot_i16x8_s on WASM), exact in int32, converted to f32 once per
+// block and scaled by dw * dx. Per row and block on WASM that is 2 loads, 4 widenings and 4 dots
+// instead of 12 widenings, 16 int->float steps and 8 multiply-adds of the f32 path.
+
+using DI32 = hn::RebindToSigned<DF>;
+#if HWY_TARGET == HWY_SCALAR
+using DI16 = hn::Rebind<int16_t, DF>;  // one lane; Highway's scalar target has no wider vectors
+#else
+using DI16 = hn::Repartition<int16_t, DF>;  // twice the f32 lanes: pairs feed one int32 lane
+#endif
+using VI16 = hn::Vec<DI16>;
+constexpr size_t kI16Lanes = hn::MaxLanes(DI16());
+constexpr size_t kI16Vecs = 32 / kI16Lanes;  // int16 vectors per block of 32
+static_assert(32 % kI16Lanes == 0, "a Q block must be whole int16 vectors");
+
+// x quantized per token: qx widened to int16 once here rather than once per weight row.
+struct Int8Activations {
+  std::vector<int16_t> q;  // [T, cols]: qx of format/quant.h QuantizeRowQ8_0
+  std::vector<float> d;    // [T, d_stride]: dx as f32 (the f16 ggml stores), zero padded
+  std::vector<BlockQ8_0> blocks;  // [cols / 32]: one token's QuantizeRowQ8_0 output
+  int64_t d_stride = 0;    // blocks per token rounded up to 2 kLanes (whole scale vectors)
+};
+
+// Quantizes x: [T, cols] into a. Vectors only grow, so a steady token loop does not allocate.
+HWY_NOINLINE void QuantizeActivations(const float* HWY_RESTRICT x, int64_t T, int64_t cols,
+                                      Int8Activations& a) {
+  const int64_t nb = cols / 32;
+  constexpr int64_t kChunk = 2 * kLanes;
+  a.d_stride = (nb + kChunk - 1) / kChunk * kChunk;
+  if (a.q.size() < static_cast<size_t>(T * cols)) a.q.resize(static_cast<size_t>(T * cols));
+  if (a.d.size() < static_cast<size_t>(T * a.d_stride)) {
+    a.d.resize(static_cast<size_t>(T * a.d_stride));
+  }
+  if (a.blocks.size() < static_cast<size_t>(nb)) a.blocks.resize(static_cast<size_t>(nb));
+  for (int64_t t = 0; t < T; ++t) {
+    QuantizeRowQ8_0(x + t * cols, a.blocks.data(), cols);
+    int16_t* HWY_RESTRICT q = a.q.data() + t * cols;
+    float* HWY_RESTRICT d = a.d.data() + t * a.d_stride;
+    for (int64_t b = 0; b < nb; ++b) {
+      d[b] = kernels_internal::HalfToFloat(a.blocks[b].d);
+      for (int i = 0; i < 32; ++i) q[b * 32 + i] = a.blocks[b].qs[i];
+    }
+    for (int64_t b = nb; b < a.d_stride; ++b) d[b] = 0.0f;
+  }
+}
+
+// Q8_0 weights of a block as int16 vectors, in order.
+HWY_INLINE void BlockToI16(const BlockQ8_0* HWY_RESTRICT block, VI16 (&w)[kI16Vecs]) {
+  const DI16 di16;
+#if GPT2_MATMUL_FULL_LOADS
+  static_assert(kI16Lanes == 8, "WASM vectors are 128-bit");
+  const hn::Full128<int8_t> di8;
+  const hn::Full64<int8_t> di8h;
+  for (size_t h = 0; h < 2; ++h) {
+    const auto v = hn::LoadU(di8, block->qs + 16 * h);
+    w[2 * h] = hn::PromoteTo(di16, hn::LowerHalf(di8h, v));
+    w[2 * h + 1] = hn::PromoteTo(di16, hn::UpperHalf(di8h, v));
+  }
+#else
+  const hn::Rebind<int8_t, DI16> di8;  // x86: one vpmovsx{bw} from memory per vector
+  for (size_t j = 0; j < kI16Vecs; ++j) {
+    w[j] = hn::PromoteTo(di16, hn::LoadU(di8, block->qs + j * kI16Lanes));
+  }
+#endif
+}
+
+// Q4_0 weights (nibble - 8) of a block as int16 vectors, in order: weights 0..15 are the low
+// nibbles of qs[0..15], weights 16..31 the high nibbles.
+HWY_INLINE void BlockToI16(const BlockQ4_0* HWY_RESTRICT block, VI16 (&w)[kI16Vecs]) {
+  const DI16 di16;
+#if HWY_TARGET == HWY_SCALAR
+  for (size_t j = 0; j < 32; ++j) {
+    const int nibble = j < 16 ? (block->qs[j] & 0x0f) : (block->qs[j - 16] >> 4);
+    w[j] = hn::Set(di16, static_cast<int16_t>(nibble - 8));
+  }
+#else
+  const hn::RebindToUnsigned<DI16> du16;
+  const VI16 eight = hn::Set(di16, 8);
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  static_assert(kI16Lanes == 32, "AVX-512 has 32 int16 lanes");
+  const hn::Half<decltype(du16)> du16h;
+  const auto b = hn::PromoteTo(du16h, hn::LoadU(hn::Rebind<uint8_t, decltype(du16h)>(), block->qs));
+  const auto nibbles =
+      hn::Combine(du16, hn::ShiftRight<4>(b), hn::And(b, hn::Set(du16h, 0x0f)));
+  w[0] = hn::Sub(hn::BitCast(di16, nibbles), eight);
+#elif HWY_TARGET == HWY_AVX2
+  static_assert(kI16Lanes == 16, "AVX2 has 16 int16 lanes");
+  const auto b = hn::PromoteTo(du16, hn::LoadU(hn::Rebind<uint8_t, decltype(du16)>(), block->qs));
+  w[0] = hn::Sub(hn::BitCast(di16, hn::And(b, hn::Set(du16, 0x0f))), eight);
+  w[1] = hn::Sub(hn::BitCast(di16, hn::ShiftRight<4>(b)), eight);
+#else
+  // 128-bit targets (SSSE3, SSE4, WASM, EMU128): one full 16-byte load, widened in two halves.
+  static_assert(kI16Lanes == 8, "expected 128-bit vectors");
+  const hn::Full128<uint8_t> du8;
+  const hn::Full64<uint8_t> du8h;
+  const auto bytes = hn::LoadU(du8, block->qs);
+  const auto lo = hn::PromoteTo(du16, hn::LowerHalf(du8h, bytes));  // qs[0..7]
+  const auto hi = hn::PromoteTo(du16, hn::UpperHalf(du8h, bytes));  // qs[8..15]
+  const auto mask = hn::Set(du16, 0x0f);
+  w[0] = hn::Sub(hn::BitCast(di16, hn::And(lo, mask)), eight);
+  w[1] = hn::Sub(hn::BitCast(di16, hn::And(hi, mask)), eight);
+  w[2] = hn::Sub(hn::BitCast(di16, hn::ShiftRight<4>(lo)), eight);
+  w[3] = hn::Sub(hn::BitCast(di16, hn::ShiftRight<4>(hi)), eight);
+#endif
+#endif  // HWY_TARGET == HWY_SCALAR
+}
+
+// Exact sum_i w[i] * q[i] over one block, spread over the int32 lanes.
+HWY_INLINE hn::Vec<DI32> BlockDot(const VI16 (&w)[kI16Vecs], const VI16 (&q)[kI16Vecs]) {
+  const DI32 di32;
+  auto sum0 = hn::Zero(di32);
+  auto sum1 = hn::Zero(di32);  // used by targets whose multiply-add splits even/odd pairs
+  for (size_t j = 0; j < kI16Vecs; ++j) {
+    sum0 = hn::ReorderWidenMulAccumulate(di32, w[j], q[j], sum0, sum1);
+  }
+  return hn::RearrangeToOddPlusEven(sum0, sum1);
+}
+
+// out[r][t] = sum_b (dw[r, b] dx[t0 + t, b]) * dot(qw[r, b], qx[t0 + t, b]).
+template <size_t kR, size_t kT, typename Block>
+HWY_INLINE void Int8Tile(const Int8Activations& a, int64_t t0, int64_t cols,
+                         const Block* HWY_RESTRICT const* rows, float (&out)[kR][kT]) {
+  const DF df;
+  const DI16 di16;
+  constexpr size_t kChunk = 2 * kLanes;
+  VF acc[kR][kT];
+  for (size_t r = 0; r < kR; ++r) {
+    for (size_t t = 0; t < kT; ++t) acc[r][t] = hn::Zero(df);
+  }
+  const int16_t* HWY_RESTRICT qx = a.q.data() + t0 * cols;
+  const float* HWY_RESTRICT dx = a.d.data() + t0 * a.d_stride;
+  const int64_t num_blocks = cols / 32;
+  for (int64_t b0 = 0; b0 < num_blocks; b0 += kChunk) {
+    const size_t chunk =
+        static_cast<size_t>(HWY_MIN(static_cast<int64_t>(kChunk), num_blocks - b0));
+    // dw of the chunk's blocks per row; with one token already multiplied by dx (the f32
+    // product ggml forms), 2 vector multiplies instead of one scalar multiply per block.
+    HWY_ALIGN float scales[kR][kChunk];
+    for (size_t r = 0; r < kR; ++r) {
+      HWY_ALIGN uint16_t bits[kChunk];
+      if (chunk == kChunk) {
+        for (size_t i = 0; i < kChunk; ++i) bits[i] = rows[r][b0 + i].d;
+      } else {
+        for (size_t i = 0; i < kChunk; ++i) bits[i] = i < chunk ? rows[r][b0 + i].d : 0;
+      }
+      VF lo, hi;
+      HalvesToF32(df, bits, lo, hi);
+      if constexpr (kT == 1) {
+        lo = hn::Mul(lo, hn::LoadU(df, dx + b0));  // d is padded to whole chunks
+        hi = hn::Mul(hi, hn::LoadU(df, dx + b0 + kLanes));
+      }
+      hn::Store(lo, df, scales[r]);
+      hn::Store(hi, df, scales[r] + kLanes);
+    }
+    for (size_t i = 0; i < chunk; ++i) {
+      const int64_t b = b0 + static_cast<int64_t>(i);
+      if constexpr (kT == 1) {
+        VI16 q[kI16Vecs];
+        for (size_t j = 0; j < kI16Vecs; ++j) q[j] = hn::LoadU(di16, qx + b * 32 + j * kI16Lanes);
+        for (size_t r = 0; r < kR; ++r) {
+          VI16 w[kI16Vecs];
+          BlockToI16(rows[r] + b, w);
+          const VF dot = hn::ConvertTo(df, BlockDot(w, q));
+          acc[r][0] = hn::MulAdd(dot, hn::Set(df, scales[r][i]), acc[r][0]);
+        }
+      } else {
+        // Widen one row's block once and use it for all tokens; the tokens' qx come from L1.
+        for (size_t r = 0; r < kR; ++r) {
+          VI16 w[kI16Vecs];
+          BlockToI16(rows[r] + b, w);
+          for (size_t t = 0; t < kT; ++t) {
+            const int16_t* HWY_RESTRICT qt = qx + static_cast<int64_t>(t) * cols + b * 32;
+            VI16 q[kI16Vecs];
+            for (size_t j = 0; j < kI16Vecs; ++j) q[j] = hn::LoadU(di16, qt + j * kI16Lanes);
+            const VF dot = hn::ConvertTo(df, BlockDot(w, q));
+            const float scale = scales[r][i] * dx[static_cast<int64_t>(t) * a.d_stride + b];
+            acc[r][t] = hn::MulAdd(dot, hn::Set(df, scale), acc[r][t]);
+          }
+        }
+      }
+    }
+  }
+  for (size_t r = 0; r < kR; ++r) {
+    for (size_t t = 0; t < kT; ++t) out[r][t] = hn::GetLane(hn::SumOfLanes(df, acc[r][t]));
+  }
+}
+
 // Rows [r0, r0 + kR) x tokens [t0, t0 + kT): picks the tile for the weight type and stores
 // bias + dot into y.
+// qa: the activations quantized for QuantActivations::kInt8, or nullptr for f32 activations.
 template <size_t kR, size_t kT>
-HWY_NOINLINE void RunTile(const float* HWY_RESTRICT x, int64_t t0, const WeightView& w,
-                          const float* HWY_RESTRICT bias, float* HWY_RESTRICT y, int64_t r0) {
+HWY_NOINLINE void RunTile(const float* HWY_RESTRICT x, const Int8Activations* qa, int64_t t0,
+                          const WeightView& w, const float* HWY_RESTRICT bias,
+                          float* HWY_RESTRICT y, int64_t r0) {
   const int64_t cols = w.cols;
   const float* HWY_RESTRICT xt = x + t0 * cols;
   float out[kR][kT] = {};  // every case below fills it; {} quiets -Wmaybe-uninitialized
@@ -342,7 +545,11 @@ HWY_NOINLINE void RunTile(const float* HWY_RESTRICT x, int64_t t0, const WeightV
         rows[r] = static_cast<const BlockQ8_0*>(w.data) +
                   (r0 + static_cast<int64_t>(r)) * (cols / 32);
       }
-      QuantTile<kR, kT>(xt, cols, rows, out);
+      if (qa != nullptr) {
+        Int8Tile<kR, kT>(*qa, t0, cols, rows, out);
+      } else {
+        QuantTile<kR, kT>(xt, cols, rows, out);
+      }
       break;
     }
     case TensorType::kQ4_0: {
@@ -351,7 +558,11 @@ HWY_NOINLINE void RunTile(const float* HWY_RESTRICT x, int64_t t0, const WeightV
         rows[r] = static_cast<const BlockQ4_0*>(w.data) +
                   (r0 + static_cast<int64_t>(r)) * (cols / 32);
       }
-      QuantTile<kR, kT>(xt, cols, rows, out);
+      if (qa != nullptr) {
+        Int8Tile<kR, kT>(*qa, t0, cols, rows, out);
+      } else {
+        QuantTile<kR, kT>(xt, cols, rows, out);
+      }
       break;
     }
   }
@@ -366,16 +577,16 @@ HWY_NOINLINE void RunTile(const float* HWY_RESTRICT x, int64_t t0, const WeightV
 
 // All tokens of one row group, kTokenTile at a time.
 template <size_t kR>
-HWY_INLINE void RunRowGroup(const float* x, int64_t T, const WeightView& w, const float* bias,
-                            float* y, int64_t r0) {
+HWY_INLINE void RunRowGroup(const float* x, const Int8Activations* qa, int64_t T,
+                            const WeightView& w, const float* bias, float* y, int64_t r0) {
   int64_t t0 = 0;
   for (; t0 + static_cast<int64_t>(kTokenTile) <= T; t0 += kTokenTile) {
-    RunTile<kR, kTokenTile>(x, t0, w, bias, y, r0);
+    RunTile<kR, kTokenTile>(x, qa, t0, w, bias, y, r0);
   }
   switch (T - t0) {
-    case 3: RunTile<kR, 3>(x, t0, w, bias, y, r0); break;
-    case 2: RunTile<kR, 2>(x, t0, w, bias, y, r0); break;
-    case 1: RunTile<kR, 1>(x, t0, w, bias, y, r0); break;
+    case 3: RunTile<kR, 3>(x, qa, t0, w, bias, y, r0); break;
+    case 2: RunTile<kR, 2>(x, qa, t0, w, bias, y, r0); break;
+    case 1: RunTile<kR, 1>(x, qa, t0, w, bias, y, r0); break;
     default: break;
   }
 }
@@ -385,19 +596,34 @@ static_assert(kTokenTile == 4, "RunRowGroup's tail switch assumes 4-token tiles"
 
 // Arguments were checked by the caller (kernels.cc).
 HWY_NOINLINE void MatMulKernel(const float* x, int64_t T, const WeightView& w, const float* bias,
-                               float* y, int64_t row_begin, int64_t row_end) {
+                               float* y, int64_t row_begin, int64_t row_end,
+                               QuantActivations act) {
+  const matmul::Int8Activations* qa = nullptr;
+  if ((w.type == TensorType::kQ8_0 || w.type == TensorType::kQ4_0) &&
+      act == QuantActivations::kInt8) {
+    // Per thread: the model splits one product's rows over threads, each quantizing x itself.
+    static thread_local matmul::Int8Activations scratch;
+    matmul::QuantizeActivations(x, T, w.cols, scratch);
+    qa = &scratch;
+  }
   int64_t r = row_begin;
   if (T == 1) {
+    if (qa != nullptr && matmul::kInt8DecodeRows != matmul::kDecodeRows) {
+      constexpr int64_t kRows = static_cast<int64_t>(matmul::kInt8DecodeRows);
+      for (; r + kRows <= row_end; r += kRows) {
+        matmul::RunTile<matmul::kInt8DecodeRows, 1>(x, qa, 0, w, bias, y, r);
+      }
+    }
     for (; r + static_cast<int64_t>(matmul::kDecodeRows) <= row_end; r += matmul::kDecodeRows) {
-      matmul::RunTile<matmul::kDecodeRows, 1>(x, 0, w, bias, y, r);
+      matmul::RunTile<matmul::kDecodeRows, 1>(x, qa, 0, w, bias, y, r);
     }
   } else {
     for (; r + static_cast<int64_t>(matmul::kPrefillRows) <= row_end;
          r += matmul::kPrefillRows) {
-      matmul::RunRowGroup<matmul::kPrefillRows>(x, T, w, bias, y, r);
+      matmul::RunRowGroup<matmul::kPrefillRows>(x, qa, T, w, bias, y, r);
     }
   }
-  for (; r < row_end; ++r) matmul::RunRowGroup<1>(x, T, w, bias, y, r);
+  for (; r < row_end; ++r) matmul::RunRowGroup<1>(x, qa, T, w, bias, y, r);
 }
 
 }  // namespace HWY_NAMESPACE

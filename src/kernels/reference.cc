@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "format/quant.h"
@@ -84,11 +85,57 @@ float WeightAt(const WeightView& w, int64_t r, int64_t c) {
   return 0.0f;  // unreachable: CheckMatMulArgs rejected the type
 }
 
+// The integer weights of block b of row r, unscaled: Q8_0 qs, Q4_0 nibble - 8.
+void BlockQuants(const WeightView& w, int64_t r, int64_t b, int (&q)[32], float& d) {
+  if (w.type == TensorType::kQ8_0) {
+    const BlockQ8_0& block = static_cast<const BlockQ8_0*>(w.data)[r * (w.cols / 32) + b];
+    for (int i = 0; i < 32; ++i) q[i] = block.qs[i];
+    d = HalfToFloatSpec(block.d);
+  } else {
+    const BlockQ4_0& block = static_cast<const BlockQ4_0*>(w.data)[r * (w.cols / 32) + b];
+    for (int i = 0; i < 16; ++i) {
+      q[i] = (block.qs[i] & 0x0f) - 8;
+      q[i + 16] = (block.qs[i] >> 4) - 8;
+    }
+    d = HalfToFloatSpec(block.d);
+  }
+}
+
+// QuantActivations::kInt8 (kernels.h): ggml's ggml_vec_dot_q8_0_q8_0 / _q4_0_q8_0 in scalar
+// form. The per-block integer sums are exact; the block scale is the f32 product dw * dx, as
+// ggml computes it; blocks are summed in double.
+void MatMulInt8Activations(const float* x, int64_t T, const WeightView& w, const float* bias,
+                           float* y, int64_t row_begin, int64_t row_end) {
+  const int64_t nb = w.cols / 32;
+  std::vector<BlockQ8_0> qx(static_cast<size_t>(nb));
+  for (int64_t t = 0; t < T; ++t) {
+    QuantizeRowQ8_0(x + t * w.cols, qx.data(), w.cols);
+    for (int64_t r = row_begin; r < row_end; ++r) {
+      double sum = bias != nullptr ? bias[r] : 0.0;
+      for (int64_t b = 0; b < nb; ++b) {
+        int qw[32];
+        float dw;
+        BlockQuants(w, r, b, qw, dw);
+        int64_t isum = 0;
+        for (int i = 0; i < 32; ++i) isum += qw[i] * qx[b].qs[i];
+        const float scale = dw * HalfToFloatSpec(qx[b].d);
+        sum += static_cast<double>(scale) * static_cast<double>(isum);
+      }
+      y[t * w.rows + r] = static_cast<float>(sum);
+    }
+  }
+}
+
 }  // namespace
 
 void MatMul(const float* x, int64_t T, const WeightView& w, const float* bias, float* y,
-            int64_t row_begin, int64_t row_end) {
+            int64_t row_begin, int64_t row_end, QuantActivations act) {
   kernels_internal::CheckMatMulArgs(x, T, w, y, row_begin, row_end);
+  if ((w.type == TensorType::kQ8_0 || w.type == TensorType::kQ4_0) &&
+      act == QuantActivations::kInt8) {
+    MatMulInt8Activations(x, T, w, bias, y, row_begin, row_end);
+    return;
+  }
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t r = row_begin; r < row_end; ++r) {
       double sum = bias != nullptr ? bias[r] : 0.0;

@@ -11,7 +11,8 @@ namespace gpt2 {
 namespace reference {
 
 void MatMul(const float* x, int64_t T, const WeightView& w, const float* bias, float* y,
-            int64_t row_begin, int64_t row_end);
+            int64_t row_begin, int64_t row_end,
+            QuantActivations act = QuantActivations::kInt8);
 void LayerNorm(const float* x, const float* gamma, const float* beta, float eps, int64_t n,
                float* y);
 void Gelu(float* x, int64_t n);

@@ -237,31 +237,49 @@ const char* TypeName(TensorType type) {
   return "?";
 }
 
+// x: [T, cols] as the int8-activation MatMul sees it: each row quantized to Q8_0 and decoded.
+std::vector<float> Int8ActivationsDecoded(const std::vector<float>& x, int64_t T, int64_t cols) {
+  std::vector<float> out(x.size());
+  for (int64_t t = 0; t < T; ++t) {
+    const std::vector<BlockQ8_0> blocks =
+        QuantizeQ8_0(std::vector<float>(x.begin() + t * cols, x.begin() + (t + 1) * cols));
+    for (int64_t c = 0; c < cols; ++c) {
+      out[t * cols + c] = FromHalf(blocks[c / 32].d) * blocks[c / 32].qs[c % 32];
+    }
+  }
+  return out;
+}
+
+bool IsQuant(TensorType type) { return type == TensorType::kQ8_0 || type == TensorType::kQ4_0; }
+
 // Compares MatMul with reference::MatMul on every target for one shape and row range; checks
 // that rows outside the range keep their sentinel.
 void CheckMatMul(const TestWeights& w, int64_t T, int64_t row_begin, int64_t row_end,
-                 bool with_bias) {
+                 bool with_bias, QuantActivations act = QuantActivations::kInt8) {
+  const bool int8 = IsQuant(w.type) && act == QuantActivations::kInt8;
   INFO(TypeName(w.type) << " rows " << w.rows << " cols " << w.cols << " T " << T << " range ["
-                        << row_begin << ", " << row_end << ") bias " << with_bias);
+                        << row_begin << ", " << row_end << ") bias " << with_bias
+                        << (int8 ? " int8 activations" : ""));
   const std::vector<float> x = RandomVector(T * w.cols, 7 + static_cast<uint32_t>(T));
   const std::vector<float> bias = RandomVector(w.rows, 11);
   const float* b = with_bias ? bias.data() : nullptr;
   std::vector<float> want(T * w.rows, kSentinel);
-  reference::MatMul(x.data(), T, w.View(), b, want.data(), row_begin, row_end);
-  // Condition of each dot product: sum |x| |W| (+ |bias|).
+  reference::MatMul(x.data(), T, w.View(), b, want.data(), row_begin, row_end, act);
+  // Condition of each dot product: sum |x| |W| (+ |bias|), with x as the kernel multiplies it.
+  const std::vector<float> xm = int8 ? Int8ActivationsDecoded(x, T, w.cols) : x;
   std::vector<double> magnitude(T * w.rows, 0.0);
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t r = row_begin; r < row_end; ++r) {
       double m = with_bias ? std::fabs(bias[r]) : 0.0;
       for (int64_t c = 0; c < w.cols; ++c) {
-        m += std::fabs(static_cast<double>(x[t * w.cols + c]) * w.dense[r * w.cols + c]);
+        m += std::fabs(static_cast<double>(xm[t * w.cols + c]) * w.dense[r * w.cols + c]);
       }
       magnitude[t * w.rows + r] = m;
     }
   }
   ForEachTarget([&] {
     std::vector<float> got(T * w.rows, kSentinel);
-    MatMul(x.data(), T, w.View(), b, got.data(), row_begin, row_end);
+    MatMul(x.data(), T, w.View(), b, got.data(), row_begin, row_end, act);
     int bad = 0;
     for (int64_t t = 0; t < T; ++t) {
       for (int64_t r = 0; r < w.rows; ++r) {
@@ -339,17 +357,80 @@ TEST_CASE("MatMul decodes the ggml block layouts", "[kernels]") {
   }
   const WeightView w4{TensorType::kQ4_0, &q4, 1, 32};
   const WeightView w8{TensorType::kQ8_0, &q8, 1, 32};
+  constexpr QuantActivations kF = QuantActivations::kFloat;
   float y = 0;
-  reference::MatMul(x.data(), 1, w4, nullptr, &y, 0, 1);
+  reference::MatMul(x.data(), 1, w4, nullptr, &y, 0, 1, kF);
   CHECK(y == static_cast<float>(want4));
-  reference::MatMul(x.data(), 1, w8, nullptr, &y, 0, 1);
+  reference::MatMul(x.data(), 1, w8, nullptr, &y, 0, 1, kF);
   CHECK(y == static_cast<float>(want8));
   ForEachTarget([&] {
-    MatMul(x.data(), 1, w4, nullptr, &y, 0, 1);
+    MatMul(x.data(), 1, w4, nullptr, &y, 0, 1, kF);
     CHECK(y == static_cast<float>(want4));  // every product and partial sum is exact
-    MatMul(x.data(), 1, w8, nullptr, &y, 0, 1);
+    MatMul(x.data(), 1, w8, nullptr, &y, 0, 1, kF);
     CHECK(y == static_cast<float>(want8));
   });
+
+  // Int8 activations: x = k u with integers |k| <= 127, u = 2^-6 and max|x| = 127 u, so the
+  // quantization is exact (dx = u, an f16; qx = k) and so is every sum below.
+  std::vector<float> xi(32);
+  for (int i = 0; i < 32; ++i) xi[i] = std::ldexp(static_cast<float>((i * 37) % 255 - 127), -6);
+  xi[5] = std::ldexp(127.0f, -6);
+  double want4i = 0, want8i = 0;
+  for (int i = 0; i < 32; ++i) {
+    want4i += xi[i] * (i < 16 ? i - 8 : 7 - (i - 16));
+    want8i += xi[i] * -0.5 * (i * 8 - 128);
+  }
+  reference::MatMul(xi.data(), 1, w4, nullptr, &y, 0, 1);
+  CHECK(y == static_cast<float>(want4i));
+  reference::MatMul(xi.data(), 1, w8, nullptr, &y, 0, 1);
+  CHECK(y == static_cast<float>(want8i));
+  ForEachTarget([&] {
+    MatMul(xi.data(), 1, w4, nullptr, &y, 0, 1);
+    CHECK(y == static_cast<float>(want4i));
+    MatMul(xi.data(), 1, w8, nullptr, &y, 0, 1);
+    CHECK(y == static_cast<float>(want8i));
+  });
+}
+
+TEST_CASE("Int8-activation MatMul follows ggml's q8_0 x q8_0 dot", "[kernels]") {
+  // Independent of reference.cc: the test's own ggml quantizer for x and the block formula of
+  // ggml_vec_dot_q8_0_q8_0 / _q4_0_q8_0, sumf += (dw * dx) * sumi.
+  constexpr int64_t kRows = 5, kCols = 96, kT = 3;
+  for (TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
+    const TestWeights w = MakeWeights(type, kRows, kCols, false, 300);
+    std::vector<float> x = RandomVector(kT * kCols, 301, -3.0f, 3.0f);
+    x[40] = 0.0f;
+    for (int i = 64; i < 96; ++i) x[i] = 0.0f;  // an all-zero block: dx = 0, qx = 0
+    std::vector<float> want(kT * kRows), got(kT * kRows);
+    for (int64_t t = 0; t < kT; ++t) {
+      const std::vector<BlockQ8_0> qx =
+          QuantizeQ8_0(std::vector<float>(x.begin() + t * kCols, x.begin() + (t + 1) * kCols));
+      for (int64_t r = 0; r < kRows; ++r) {
+        double sum = 0;
+        for (int64_t b = 0; b < kCols / 32; ++b) {
+          // The block's f16 scale (the first field of both block types); w.dense = dw * q
+          // exactly (q an integer, |q| <= 128), so q = dense / dw.
+          const size_t block_bytes =
+              type == TensorType::kQ8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
+          uint16_t dw_bits;
+          std::memcpy(&dw_bits, w.bytes.data() + (r * (kCols / 32) + b) * block_bytes, 2);
+          const float dw = FromHalf(dw_bits);
+          int64_t isum = 0;
+          for (int i = 0; i < 32; ++i) {
+            const double q = dw == 0.0f ? 0.0 : w.dense[r * kCols + b * 32 + i] / dw;
+            isum += static_cast<int64_t>(std::lround(q)) * qx[b].qs[i];
+          }
+          sum += static_cast<double>(dw * FromHalf(qx[b].d)) * static_cast<double>(isum);
+        }
+        want[t * kRows + r] = static_cast<float>(sum);
+      }
+    }
+    reference::MatMul(x.data(), kT, w.View(), nullptr, got.data(), 0, kRows);
+    for (int64_t i = 0; i < kT * kRows; ++i) {
+      INFO(TypeName(type) << " i " << i);
+      CHECK(Near(got[i], want[i], 1e-6, 1e-6));
+    }
+  }
 }
 
 TEST_CASE("MatMul rejects bad arguments", "[kernels]") {
@@ -392,11 +473,28 @@ TEST_CASE("MatMul q8_0/q4_0 matches the scalar twin on awkward sizes", "[kernels
         const TestWeights w =
             MakeWeights(type, kRows, cols, raw, 200 + static_cast<uint32_t>(cols));
         for (int64_t T : {1, 2, 3, 5, 8}) {
-          CheckMatMul(w, T, 0, kRows, true);
-          CheckMatMul(w, T, 1, kRows - 1, false);
-          CheckMatMul(w, T, 3, 4, true);
-          CheckMatMul(w, T, 5, 5, true);
+          for (QuantActivations act : {QuantActivations::kInt8, QuantActivations::kFloat}) {
+            CheckMatMul(w, T, 0, kRows, true, act);
+            CheckMatMul(w, T, 1, kRows - 1, false, act);
+            CheckMatMul(w, T, 3, 4, true, act);
+            CheckMatMul(w, T, 5, 5, true, act);
+          }
         }
+      }
+    }
+  }
+}
+
+TEST_CASE("MatMul q8_0/q4_0 decode covers the wide WASM row tiles", "[kernels]") {
+  // WASM's int8-activation decode takes 32 rows at a time (kInt8DecodeRows), then tiles of 4,
+  // then single rows: 71 = 2 * 32 + 4 + 3.
+  constexpr int64_t kRows = 71;
+  for (TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
+    for (bool raw : {false, true}) {
+      const TestWeights w = MakeWeights(type, kRows, 96, raw, 400);
+      for (QuantActivations act : {QuantActivations::kInt8, QuantActivations::kFloat}) {
+        CheckMatMul(w, 1, 0, kRows, true, act);
+        CheckMatMul(w, 1, 3, kRows - 1, false, act);
       }
     }
   }
