@@ -87,11 +87,15 @@ function nativeBench(model, threads) {
   return { prefill: Number(prefill[1]), decode: Number(decode[1]), target: target ? target[1].replace(/,$/, '') : '?' };
 }
 
-// ---- b) ours in the page ----------------------------------------------------------------------
+// ---- b) and c) in the page ---------------------------------------------------------------------
 
-// Runs inside the page: the same ES6 module and Engine calls as web/worker.js (streamed load,
-// finishLoad(1), reset, prefill, then sample + step per token), capture off, greedy.
-async function oursInPage({ engineUrl, modelUrl, promptText, nPrompt, nDecode, runs }) {
+// Both engines are loaded into one page and their runs alternate (ours, wllama, ours, ...), so
+// a burst of load from elsewhere on the machine hits both sides alike instead of one of them.
+// These functions run inside the page; state lives on `window` between them.
+
+// Ours: the same ES6 module and Engine calls as web/worker.js (streamed load, finishLoad(1)),
+// on the page's main thread, capture off.
+async function oursLoad({ engineUrl, modelUrl, promptText, nPrompt }) {
   const { default: createGpt2Engine } = await import(engineUrl);
   const Module = await createGpt2Engine();
   const engine = new Module.Engine();
@@ -107,50 +111,44 @@ async function oursInPage({ engineUrl, modelUrl, promptText, nPrompt, nDecode, r
   // A prompt of exactly nPrompt tokens: the text is made of words that are one token each.
   const ids = Array.from(engine.tokenize(promptText)).slice(0, nPrompt);
   if (ids.length !== nPrompt) throw new Error(`prompt has ${ids.length} tokens, wanted ${nPrompt}`);
-  const prefillMs = [], decodeMs = [];
-  let generated = [];
-  for (let r = 0; r < runs; ++r) {
-    engine.reset();
-    engine.setCapture(false);
-    engine.setSampling(0, 0, 1, 0);  // temperature 0: greedy
-    const t0 = performance.now();
-    engine.prefill(ids);
-    const t1 = performance.now();
-    generated = [];
-    for (let i = 0; i < nDecode; ++i) {
-      const id = engine.sample();
-      generated.push(id);
-      engine.step(id);  // every sampled token is fed, as the native bench does
-    }
-    const t2 = performance.now();
-    prefillMs.push(t1 - t0);
-    decodeMs.push(t2 - t1);
-  }
-  engine.delete();
-  return { info, prefillMs, decodeMs, generated: generated.length, userAgent: navigator.userAgent };
+  window.ours = { engine, ids };
+  return { info, userAgent: navigator.userAgent };
 }
 
-// ---- c) wllama in the page --------------------------------------------------------------------
+// One run: prefill the prompt, then nDecode greedy tokens, each sampled and fed back (as the
+// native bench does, so nDecode forward passes).
+function oursRun({ nDecode }) {
+  const { engine, ids } = window.ours;
+  engine.reset();
+  engine.setCapture(false);
+  engine.setSampling(0, 0, 1, 0);  // temperature 0: greedy
+  const t0 = performance.now();
+  engine.prefill(ids);
+  const t1 = performance.now();
+  for (let i = 0; i < nDecode; ++i) engine.step(engine.sample());
+  const t2 = performance.now();
+  return { prefillMs: t1 - t0, decodeMs: t2 - t1 };
+}
 
-// Runs inside the page: wllama on one thread (the page is not cross-origin isolated, so wllama
-// picks its single-thread build), n_ctx 256, greedy, no prompt cache (each run prefills the
-// whole prompt). Figures are llama.cpp's own (llama-server's "timings").
-async function wllamaInPage({ modelUrl, promptText, nDecode, runs }) {
+// wllama: one thread (the page is not cross-origin isolated, so wllama also picks its
+// single-thread build), n_ctx 256, its default batch sizes.
+async function wllamaLoad({ modelUrl }) {
   const { Wllama } = await import('/node_modules/@wllama/wllama/esm/index.js');
   const wllama = new Wllama({ default: '/node_modules/@wllama/wllama/esm/wasm/wllama.wasm' },
     { suppressNativeLog: true });
   const blob = await (await fetch(modelUrl)).blob();
   await wllama.loadModel([blob], { n_threads: 1, n_ctx: 256, n_gpu_layers: 0, seed: 1 });
-  const timings = [];
-  for (let r = 0; r < runs; ++r) {
-    const t0 = performance.now();
-    const result = await wllama.createCompletion({ prompt: promptText, max_tokens: nDecode,
-      temperature: 0, top_k: 1, ignore_eos: true, cache_prompt: false });
-    timings.push({ ...result.timings, wallMs: performance.now() - t0 });
-  }
-  const threads = wllama.getNumThreads();
-  await wllama.exit();
-  return { timings, threads };
+  window.peer = wllama;
+  return { threads: wllama.getNumThreads() };
+}
+
+// One completion, greedy, no prompt cache (each run prefills the whole prompt). Figures are
+// llama.cpp's own (llama-server's "timings"); wallMs is seen from the page as a check.
+async function wllamaRun({ promptText, nDecode }) {
+  const t0 = performance.now();
+  const result = await window.peer.createCompletion({ prompt: promptText, max_tokens: nDecode,
+    temperature: 0, top_k: 1, ignore_eos: true, cache_prompt: false });
+  return { ...result.timings, wallMs: performance.now() - t0 };
 }
 
 // ---- the run ----------------------------------------------------------------------------------
@@ -196,48 +194,55 @@ if (!flag('skip-browser')) {
   const browser = await H.launchChromium();
   try {
     const errors = [];
-    const run = async (fn, args) => {
-      const page = await browser.context.newPage();
-      page.on('pageerror', (e) => errors.push(e.message));
+    const page = await browser.context.newPage();
+    page.on('pageerror', (e) => errors.push(e.message));
+    const inPage = async (fn, args) => {
       try {
-        await page.goto(origin + '/');
         return await page.evaluate(fn, args);
       } catch (e) {
         throw new Error(`${e.message}\n${errors.join('\n')}`);
-      } finally {
-        await page.close();
       }
     };
-    const ours = await run(oursInPage, { engineUrl: '/build/wasm/web/gpt2-engine.js',
-      modelUrl: '/__model/bench-q8_0.gguf', promptText, nPrompt: kPromptTokens,
-      nDecode: kDecodeTokens, runs: kRuns });
-    const best = (ms, n) => n / (Math.min(...ms) / 1000);
-    results.browser = /(?:Headless)?Chrome\/[\d.]+/.exec(ours.userAgent)?.[0] || ours.userAgent;
-    results.ours = { prefill: best(ours.prefillMs, kPromptTokens), decode: best(ours.decodeMs, kDecodeTokens),
-      prefillRuns: ours.prefillMs.map((ms) => kPromptTokens / (ms / 1000)),
-      decodeRuns: ours.decodeMs.map((ms) => kDecodeTokens / (ms / 1000)), simd: ours.info.simd };
-    console.log(`ours wasm q8_0 1T: prefill ${results.ours.prefill.toFixed(1)} tok/s, decode ` +
-      `${results.ours.decode.toFixed(1)} tok/s (runs: decode ${results.ours.decodeRuns.map((x) => x.toFixed(1)).join(' ')})`);
+    await page.goto(origin + '/');
+    const modelUrl = '/__model/bench-q8_0.gguf';
+    const ours = await inPage(oursLoad, { engineUrl: '/build/wasm/web/gpt2-engine.js', modelUrl,
+      promptText, nPrompt: kPromptTokens });
+    const peer = await inPage(wllamaLoad, { modelUrl });
+    const oursRuns = [], peerRuns = [];
+    for (let r = 0; r < kRuns; ++r) {
+      oursRuns.push(await inPage(oursRun, { nDecode: kDecodeTokens }));
+      peerRuns.push(await inPage(wllamaRun, { promptText, nDecode: kDecodeTokens }));
+    }
+    await inPage(async () => { window.ours.engine.delete(); await window.peer.exit(); }, {});
+    await page.close();
 
-    const peer = await run(wllamaInPage,
-      { modelUrl: '/__model/bench-q8_0.gguf', promptText, nDecode: kDecodeTokens, runs: kRuns });
-    for (const t of peer.timings) {
+    const perSecond = (n, ms) => n / (ms / 1000);
+    results.browser = /(?:Headless)?Chrome\/[\d.]+/.exec(ours.userAgent)?.[0] || ours.userAgent;
+    results.ours = { simd: ours.info.simd,
+      prefillRuns: oursRuns.map((x) => perSecond(kPromptTokens, x.prefillMs)),
+      decodeRuns: oursRuns.map((x) => perSecond(kDecodeTokens, x.decodeMs)) };
+    results.ours.prefill = Math.max(...results.ours.prefillRuns);
+    results.ours.decode = Math.max(...results.ours.decodeRuns);
+    for (const t of peerRuns) {
       if (t.prompt_n !== kPromptTokens || t.cache_n !== 0) {
         console.log(`note: wllama processed ${t.prompt_n} prompt tokens (${t.cache_n} cached), wanted ${kPromptTokens}`);
       }
     }
-    results.wllama = { threads: peer.threads,
-      prefill: Math.max(...peer.timings.map((t) => t.prompt_per_second)),
-      decode: Math.max(...peer.timings.map((t) => t.predicted_per_second)),
-      prefillRuns: peer.timings.map((t) => t.prompt_per_second),
-      decodeRuns: peer.timings.map((t) => t.predicted_per_second),
-      promptN: peer.timings[0].prompt_n, predictedN: peer.timings[0].predicted_n,
-      // Wall-clock per completion, seen from the page (includes the worker round trip and
-      // tokenizing): a check on llama.cpp's own prompt_ms + predicted_ms.
-      runs: peer.timings.map((t) => ({ promptMs: t.prompt_ms, predictedMs: t.predicted_ms, wallMs: t.wallMs })) };
+    results.wllama = { version: kWllamaVersion, threads: peer.threads,
+      prefillRuns: peerRuns.map((t) => t.prompt_per_second),
+      decodeRuns: peerRuns.map((t) => t.predicted_per_second),
+      promptN: peerRuns[0].prompt_n, predictedN: peerRuns[0].predicted_n,
+      runs: peerRuns.map((t) => ({ promptMs: t.prompt_ms, predictedMs: t.predicted_ms, wallMs: t.wallMs })) };
+    results.wllama.prefill = Math.max(...results.wllama.prefillRuns);
+    results.wllama.decode = Math.max(...results.wllama.decodeRuns);
+    const runsText = (xs) => xs.map((x) => x.toFixed(1)).join(' ');
+    console.log(`ours wasm q8_0 1T: prefill ${results.ours.prefill.toFixed(1)} tok/s, decode ` +
+      `${results.ours.decode.toFixed(1)} tok/s (runs: prefill ${runsText(results.ours.prefillRuns)}; ` +
+      `decode ${runsText(results.ours.decodeRuns)})`);
     console.log(`wllama wasm q8_0 ${peer.threads}T: prefill ${results.wllama.prefill.toFixed(1)} tok/s, decode ` +
-      `${results.wllama.decode.toFixed(1)} tok/s (runs: decode ${results.wllama.decodeRuns.map((x) => x.toFixed(1)).join(' ')}; ` +
-      `prompt+predicted vs wall ms: ${results.wllama.runs.map((r) => `${(r.promptMs + r.predictedMs).toFixed(0)}/${r.wallMs.toFixed(0)}`).join(' ')})`);
+      `${results.wllama.decode.toFixed(1)} tok/s (runs: prefill ${runsText(results.wllama.prefillRuns)}; ` +
+      `decode ${runsText(results.wllama.decodeRuns)}; llama.cpp ms vs page wall ms: ` +
+      `${results.wllama.runs.map((r) => `${(r.promptMs + r.predictedMs).toFixed(0)}/${r.wallMs.toFixed(0)}`).join(' ')})`);
   } finally {
     await browser.close();
     server.close();
