@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "base/error.h"
+#include "base/text.h"
 
 namespace gpt2 {
 
@@ -128,23 +129,6 @@ class Parser {
     return u;
   }
 
-  static void AppendUtf8(std::string* out, uint32_t cp) {
-    if (cp < 0x80) {
-      out->push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-      out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-      out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
-  }
 
   std::string ParseString() {
     ++p_;  // opening quote
@@ -177,7 +161,7 @@ class Parser {
           } else if (cp >= 0xDC00 && cp < 0xE000) {
             Fail("unpaired surrogate in \\u escape");
           }
-          AppendUtf8(&out, cp);
+          AppendUtf8(cp, &out);
           break;
         }
         default: Fail(std::string("bad escape '\\") + e + "'");
