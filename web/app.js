@@ -221,6 +221,7 @@ function generate() {
 }
 
 function onPrompt({ids, pieces}) {
+  state.attentionMap = null;
   state.ids = ids.slice();
   state.pieces = pieces.slice();
   state.promptLength = ids.length;
@@ -353,6 +354,7 @@ function onActivations(a) {
   // Fill in chip text for generated tokens now that the worker decoded them.
   a.pieces.forEach((p, i) => { state.pieces[i] = p; });
   renderTokens();
+  if (state.attentionMap) onAttentionMap(state.attentionMap);
   $('tokens').querySelector(`[data-position="${a.position}"]`);
   drawAttentionGrid();
   drawResidual();
@@ -444,7 +446,9 @@ function chooseLayerHead(l, h) {
 $('layer-select').addEventListener('change', (e) => chooseLayerHead(Number(e.target.value), state.head));
 $('head-select').addEventListener('change', (e) => chooseLayerHead(state.layer, Number(e.target.value)));
 
-function onAttentionMap({layer, head, positions: P, map}) {
+function onAttentionMap(msg) {
+  state.attentionMap = msg;  // kept so the labels can be redrawn once token texts arrive
+  const {layer, head, positions: P, map} = msg;
   $('attn-big-title').textContent = `Block ${layer}, head ${head}: attention of every token (rows) to earlier tokens (columns)`;
   const canvas = $('attention-big');
   const size = Math.max(160, Math.min(480, P * 24));
