@@ -79,6 +79,11 @@ int Generate(const Args& args) {
   Session session(*m.model, static_cast<int>(args.GetInt("threads", DefaultThreads())));
   const std::vector<int> prompt = m.tokenizer->Encode(args.Get("prompt"));
   if (prompt.empty()) throw Error("the prompt is empty");
+  // Checked before the prompt is echoed, so the error is not buried under it.
+  if (static_cast<int>(prompt.size()) > m.model->config().n_ctx) {
+    throw Error("the prompt is too long for the model: " + std::to_string(prompt.size()) +
+                " tokens, but its context holds " + std::to_string(m.model->config().n_ctx));
+  }
   GenerateOptions options;
   options.sampling = SamplingFromArgs(args);
   options.max_tokens = static_cast<int>(args.GetInt("n", 32));
