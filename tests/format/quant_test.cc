@@ -233,6 +233,49 @@ TEST_CASE("Q8_0 and Q4_0 quantization is bit-exact with ggml's reference", "[for
   }
 }
 
+// QuantizeRowQ8_0 rounds without calling roundf; this sweeps the rounding over ties and their
+// neighbours against the roundf of the transcription above. Each block's first value 127/64
+// makes d = 2^-6 and id = 64 exactly, so x * id = v exactly for the block's other values v / 64.
+TEST_CASE("Q8_0 quantization rounds like roundf at ties and their neighbours", "[format]") {
+  std::vector<float> v;
+  for (int k = -128; k <= 127; ++k) {
+    const float tie = static_cast<float>(k) + 0.5f;
+    for (float c : {tie, static_cast<float>(k)}) {
+      v.push_back(c);
+      v.push_back(std::nextafter(c, 1000.0f));
+      v.push_back(std::nextafter(c, -1000.0f));
+    }
+  }
+  for (float c : {0.0f, -0.0f, 0.49999997f, -0.49999997f, 1e-30f, -1e-30f, 1.5e-45f}) {
+    v.push_back(c);
+  }
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uniform(-127.0f, 127.0f);
+  for (int i = 0; i < 20000; ++i) v.push_back(uniform(rng));
+  std::vector<float> x;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (x.size() % 32 == 0) x.push_back(127.0f / 64.0f);
+    const float c = std::min(std::max(v[i], -127.0f), 127.0f);
+    x.push_back(c / 64.0f);
+  }
+  while (x.size() % 32 != 0) x.push_back(0.0f);
+  const int n = static_cast<int>(x.size());
+  std::vector<BlockQ8_0> q8(n / 32);
+  gpt2::QuantizeRowQ8_0(x.data(), q8.data(), n);
+  std::vector<uint8_t> want(q8.size() * 34);
+  NaiveQuantizeQ8_0(x.data(), want.data(), n);
+  CHECK(AsBytes(q8) == want);
+  // The ties themselves go away from zero: 0.5 -> 1, -0.5 -> -1, 126.5 -> 127.
+  const float ties[3] = {0.5f, -0.5f, 126.5f};
+  const int8_t rounded[3] = {1, -1, 127};
+  for (int i = 0; i < 3; ++i) {
+    float row[32] = {127.0f / 64.0f, ties[i] / 64.0f};
+    BlockQ8_0 b;
+    gpt2::QuantizeRowQ8_0(row, &b, 32);
+    CHECK(b.qs[1] == rounded[i]);
+  }
+}
+
 TEST_CASE("Dequantization follows ggml: w = d * q and w = d * (nibble - 8)", "[format]") {
   std::mt19937 rng(7);
   std::uniform_int_distribution<int> byte(0, 255);
