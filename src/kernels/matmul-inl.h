@@ -49,8 +49,9 @@ constexpr size_t kDecodeRows = 4;   // rows in flight at T == 1 (independent FMA
 // kInt8DecodeRows cache lines of different rows, so more memory requests are in flight, which V8's
 // code needs to keep up with memory (its accumulators spill to the stack; cheap next to a cache
 // miss). Whole GPT-2 small Q8_0 decode under Node, tokens per CPU second: 4 rows ~33, 8 ~44,
-// 16 ~53, 32 ~57.
-constexpr size_t kInt8DecodeRows = HWY_TARGET == HWY_WASM ? 32 : 4;
+// 16 ~53, 32 ~57; later (after the trunc rounding in format/quant.cc), alternating A/B:
+// 32 ~58.7, 64 ~62.5, 128 ~59.
+constexpr size_t kInt8DecodeRows = HWY_TARGET == HWY_WASM ? 64 : 4;
 // Rows x tokens accumulators plus the decoded block must fit the register file: 16 vector
 // registers on SSE/AVX2 (and V8's wasm SIMD), 32 on AVX-512. 4 rows measured ~1.8x faster
 // prefill on AVX3 and slower on AVX2.

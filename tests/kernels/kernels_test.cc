@@ -486,9 +486,9 @@ TEST_CASE("MatMul q8_0/q4_0 matches the scalar twin on awkward sizes", "[kernels
 }
 
 TEST_CASE("MatMul q8_0/q4_0 decode covers the wide WASM row tiles", "[kernels]") {
-  // WASM's int8-activation decode takes 32 rows at a time (kInt8DecodeRows), then tiles of 4,
-  // then single rows: 71 = 2 * 32 + 4 + 3.
-  constexpr int64_t kRows = 71;
+  // WASM's int8-activation decode takes 64 rows at a time (kInt8DecodeRows), then tiles of 4,
+  // then single rows: 135 = 2 * 64 + 4 + 3.
+  constexpr int64_t kRows = 135;
   for (TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
     for (bool raw : {false, true}) {
       const TestWeights w = MakeWeights(type, kRows, 96, raw, 400);
