@@ -512,6 +512,22 @@ HWY_INLINE void Int8Tile(const Int8Activations& a, int64_t t0, int64_t cols,
   }
 }
 
+// The block-quantized cases of RunTile: Q8_0 and Q4_0 differ only in their block type.
+template <size_t kR, size_t kT, typename Block>
+HWY_INLINE void BlockTile(const float* HWY_RESTRICT xt, const Int8Activations* qa, int64_t t0,
+                          const WeightView& w, int64_t r0, float (&out)[kR][kT]) {
+  const int64_t cols = w.cols;
+  const Block* rows[kR];
+  for (size_t r = 0; r < kR; ++r) {
+    rows[r] = static_cast<const Block*>(w.data) + (r0 + static_cast<int64_t>(r)) * (cols / 32);
+  }
+  if (qa != nullptr) {
+    Int8Tile<kR, kT>(*qa, t0, cols, rows, out);
+  } else {
+    QuantTile<kR, kT>(xt, cols, rows, out);
+  }
+}
+
 // Rows [r0, r0 + kR) x tokens [t0, t0 + kT): picks the tile for the weight type and stores
 // bias + dot into y.
 // qa: the activations quantized for QuantActivations::kInt8, or nullptr for f32 activations.
@@ -540,32 +556,12 @@ HWY_NOINLINE void RunTile(const float* HWY_RESTRICT x, const Int8Activations* qa
       FloatTile<kR, kT>(xt, cols, rows, out);
       break;
     }
-    case TensorType::kQ8_0: {
-      const BlockQ8_0* rows[kR];
-      for (size_t r = 0; r < kR; ++r) {
-        rows[r] = static_cast<const BlockQ8_0*>(w.data) +
-                  (r0 + static_cast<int64_t>(r)) * (cols / 32);
-      }
-      if (qa != nullptr) {
-        Int8Tile<kR, kT>(*qa, t0, cols, rows, out);
-      } else {
-        QuantTile<kR, kT>(xt, cols, rows, out);
-      }
+    case TensorType::kQ8_0:
+      BlockTile<kR, kT, BlockQ8_0>(xt, qa, t0, w, r0, out);
       break;
-    }
-    case TensorType::kQ4_0: {
-      const BlockQ4_0* rows[kR];
-      for (size_t r = 0; r < kR; ++r) {
-        rows[r] = static_cast<const BlockQ4_0*>(w.data) +
-                  (r0 + static_cast<int64_t>(r)) * (cols / 32);
-      }
-      if (qa != nullptr) {
-        Int8Tile<kR, kT>(*qa, t0, cols, rows, out);
-      } else {
-        QuantTile<kR, kT>(xt, cols, rows, out);
-      }
+    case TensorType::kQ4_0:
+      BlockTile<kR, kT, BlockQ4_0>(xt, qa, t0, w, r0, out);
       break;
-    }
   }
   for (size_t r = 0; r < kR; ++r) {
     const int64_t row = r0 + static_cast<int64_t>(r);
