@@ -168,8 +168,8 @@ TEST_CASE("forward pass matches PyTorch tensor by tensor", "[model][golden]") {
       std::printf("-- %s (%zu tokens), f32 vs PyTorch\n", prompt, ids.size());
       gpt2::Session session(model);
       Collector collector;
-      session.SetObserver(collector.Observer());
-      const float* last = session.Prefill(ids.data(), static_cast<int>(ids.size()));
+      const float* last =
+          session.Prefill(ids.data(), static_cast<int>(ids.size()), {collector.Observer()});
       const std::vector<std::string> names = ObservedNames(prompt);
       CHECK(names.size() == 2 * 14 + 3);  // 14 per block, embed, ln_f, logits
       for (const std::string& name : names) {
@@ -200,8 +200,7 @@ TEST_CASE("every compiled kernel target gives PyTorch's logits", "[model][golden
     INFO(name);
     gpt2::Session session(model);
     Collector collector;
-    session.SetObserver(collector.Observer());
-    session.Prefill(ids.data(), static_cast<int>(ids.size()));
+    session.Prefill(ids.data(), static_cast<int>(ids.size()), {collector.Observer()});
     const std::vector<float>& logits = collector.tensors.at("logits").data;
     REQUIRE(logits.size() == golden.f32.size());
     CHECK(CheckTensor(name, logits.data(), golden.f32.data(),
@@ -217,8 +216,7 @@ TEST_CASE("KV-cache decode equals a full prefill", "[model][golden]") {
 
   gpt2::Session full(model);
   Collector collector;
-  full.SetObserver(collector.Observer());
-  full.Prefill(ids.data(), static_cast<int>(ids.size()));
+  full.Prefill(ids.data(), static_cast<int>(ids.size()), {collector.Observer()});
   const std::vector<float> all_logits = collector.tensors.at("logits").data;  // [T, V]
 
   gpt2::Session stepwise(model);
@@ -247,8 +245,8 @@ TEST_CASE("prefill in two chunks equals one prefill, and sees the cached keys",
   two.Prefill(ids.data(), split);
   CHECK(two.position() == split);
   Collector collector;
-  two.SetObserver(collector.Observer());
-  const float* l2 = two.Prefill(ids.data() + split, static_cast<int>(ids.size()) - split);
+  const float* l2 =
+      two.Prefill(ids.data() + split, static_cast<int>(ids.size()) - split, {collector.Observer()});
   CHECK(two.position() == static_cast<int>(ids.size()));
   CHECK(CheckTensor("chunked logits", l2, one_logits.data(), V, kCacheTolerance));
 
@@ -263,7 +261,6 @@ TEST_CASE("prefill in two chunks equals one prefill, and sees the cached keys",
   }
 
   // Truncate drops positions; re-running them gives the same answer.
-  two.SetObserver(nullptr);
   two.Truncate(split);
   CHECK(two.position() == split);
   const float* l3 = two.Prefill(ids.data() + split, static_cast<int>(ids.size()) - split);
@@ -297,8 +294,7 @@ TEST_CASE("quantized models stay near the f32 golden", "[model][golden]") {
         const std::vector<int> ids = PromptIds(prompt);
         gpt2::Session session(model);
         Collector collector;
-        session.SetObserver(collector.Observer());
-        session.Prefill(ids.data(), static_cast<int>(ids.size()));
+        session.Prefill(ids.data(), static_cast<int>(ids.size()), {collector.Observer()});
         const std::vector<float>& logits = collector.tensors.at("logits").data;
         const GoldenTensor& golden = Golden().Get(std::string(prompt) + "/logits");
         const int V = static_cast<int>(golden.dims[1]);
@@ -348,8 +344,7 @@ TEST_CASE("logit lens equals PyTorch's", "[model][golden]") {
       const int T = static_cast<int>(ids.size());
       gpt2::Session session(model);
       Collector collector;
-      session.SetObserver(collector.Observer());
-      session.Prefill(ids.data(), T);
+      session.Prefill(ids.data(), T, {collector.Observer()});
       std::vector<std::vector<float>> residuals;
       for (int l = 0; l < L; ++l) {
         residuals.push_back(collector.tensors.at("blk" + std::to_string(l) + "/resid_out").data);

@@ -47,8 +47,8 @@ TEST_CASE("llm-viz nano GPT: every recorded activation matches", "[model][nano]"
   const std::vector<int> ids(ids32.begin(), ids32.end());
   gpt2::Session session(model);
   Collector collector;
-  session.SetObserver(collector.Observer());
-  const float* last = session.Prefill(ids.data(), static_cast<int>(ids.size()));
+  const float* last =
+      session.Prefill(ids.data(), static_cast<int>(ids.size()), {collector.Observer()});
 
   std::printf("-- llm-viz nano sort model vs recorded partials\n");
   int compared = 0;
