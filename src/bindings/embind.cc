@@ -13,7 +13,8 @@
 //   engine.attention(layer, position)          // Float32Array VIEW [H, position + 1]
 //   Interventions (src/model/run_options.h) and direct logit attribution (model/attribution.h):
 //   engine.setInterventions({ablateHeads: [[0, 3]], meanAblation: false, skipAttn: [1],
-//                            skipMlp: [], noResidual: [], postNorm: false});  // {}: plain model
+//                            skipMlp: [], noResidual: [], postNorm: false,
+//                            patches: [{layer, position, value}]});  // {}: the plain model
 //   engine.rerun();        // the conversation again under them, reusing the cache (returns the
 //                          // first block re-run); then read the views as after a prefill
 //   engine.attribute(ids, position, target, contrast)   // -1 = default for the last three
@@ -397,8 +398,10 @@ class Engine {
 
   // Sets the interventions applied by every later prefill, step, rerun and attribute (until
   // the next call); spec is {ablateHeads: [[layer, head], ...], meanAblation: bool,
-  // skipAttn: [layer, ...], skipMlp: [...], noResidual: [...], postNorm: bool}, every field
-  // optional; {} is the plain model. meanAblation replaces the ablated heads by their mean
+  // skipAttn: [layer, ...], skipMlp: [...], noResidual: [...], postNorm: bool,
+  // patches: [{layer, position, value: Float32Array[n_embd]}]}, every field optional; {} is the
+  // plain model. A patch replaces the residual stream entering block `layer` at `position`
+  // (e.g. with row `position` of residual(layer) copied from another run). meanAblation replaces the ablated heads by their mean
   // output over the captured positions (so capture a clean run first). A layer or head out of
   // range throws, naming the valid range.
   void SetInterventions(const val& spec) {
@@ -418,6 +421,18 @@ class Engine {
       iv.skip_mlp = IntList(spec["skipMlp"]);
       iv.no_residual = IntList(spec["noResidual"]);
       iv.post_norm = spec["postNorm"].isTrue();
+      const val patches = spec["patches"];
+      if (!patches.isUndefined() && !patches.isNull()) {
+        const int n = patches["length"].as<int>();
+        for (int i = 0; i < n; ++i) {
+          const val p = patches[i];
+          ResidPatch patch;
+          patch.layer = p["layer"].as<int>();
+          patch.position = p["position"].as<int>();
+          patch.value = emscripten::convertJSArrayToNumberVector<float>(p["value"]);
+          iv.patches.push_back(std::move(patch));
+        }
+      }
       if (spec["meanAblation"].isTrue() && !iv.ablate_heads.empty()) iv.head_means = capture_.HeadMeans();
       iv.Validate(model_->config());
       interventions_ = std::move(iv);

@@ -21,10 +21,6 @@ std::vector<float> OutputRow(const Model& model, int id) {
   return row;
 }
 
-bool Contains(const std::vector<int>& layers, int l) {
-  return std::find(layers.begin(), layers.end(), l) != layers.end();
-}
-
 }  // namespace
 
 Attribution AttributeLogit(Session& session, const std::vector<int>& ids,
@@ -100,8 +96,8 @@ Attribution AttributeLogit(Session& session, const std::vector<int>& ids,
   std::vector<float> z(C), write(C);
   for (int l = 0; l < c.n_layer; ++l) {
     const BlockWeights& w = model.blocks[l];
-    const bool attn_on = iv == nullptr || !Contains(iv->skip_attn, l);
-    const bool mlp_on = iv == nullptr || !Contains(iv->skip_mlp, l);
+    const bool attn_on = iv == nullptr || !Interventions::Lists(iv->skip_attn, l);
+    const bool mlp_on = iv == nullptr || !Interventions::Lists(iv->skip_mlp, l);
     for (int h = 0; h < H; ++h) {
       // The head's write: the output projection of its slice of the concatenated heads alone.
       std::fill(z.begin(), z.end(), 0.0f);

@@ -59,6 +59,13 @@ struct Interventions {
   // Whether the final residual stream is still the sum of every component's write (embedding,
   // heads, biases, MLPs), which direct logit attribution needs.
   bool KeepsResidualSum() const { return no_residual.empty() && !post_norm && patches.empty(); }
+  // Whether `layer` is in one of the layer lists above.
+  static bool Lists(const std::vector<int>& layers, int layer) {
+    for (int l : layers) {
+      if (l == layer) return true;
+    }
+    return false;
+  }
 };
 
 struct RunOptions {

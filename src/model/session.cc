@@ -90,9 +90,6 @@ void Report(const ActivationObserver& observer, const char* name, int layer, int
   observer(a);
 }
 
-bool Contains(const std::vector<int>& layers, int l) {
-  return std::find(layers.begin(), layers.end(), l) != layers.end();
-}
 
 }  // namespace
 
@@ -310,8 +307,8 @@ void Session::AttentionStep(int l, int T_int, const RunOptions& run) {
   ParallelMatMul(b.pool, b.heads.data(), T, w.proj, w.proj_b, b.tmp.data());
   if (iv == nullptr) {
     AddInPlace(x, b.tmp.data(), T * C);
-  } else if (!Contains(iv->skip_attn, l)) {
-    if (Contains(iv->no_residual, l)) std::copy_n(b.tmp.data(), T * C, x);
+  } else if (!Interventions::Lists(iv->skip_attn, l)) {
+    if (Interventions::Lists(iv->no_residual, l)) std::copy_n(b.tmp.data(), T * C, x);
     else AddInPlace(x, b.tmp.data(), T * C);
     if (post_norm) {
       for (int64_t t = 0; t < T; ++t) LayerNorm(x + t * C, w.ln1_g, w.ln1_b, c.ln_eps, C, x + t * C);
@@ -352,8 +349,8 @@ void Session::MlpStep(int l, int T_int, const RunOptions& run) {
   ParallelMatMul(b.pool, b.ff.data(), T, w.fc_proj, w.fc_proj_b, b.tmp.data());
   if (iv == nullptr) {
     AddInPlace(x, b.tmp.data(), T * C);
-  } else if (!Contains(iv->skip_mlp, l)) {
-    if (Contains(iv->no_residual, l)) std::copy_n(b.tmp.data(), T * C, x);
+  } else if (!Interventions::Lists(iv->skip_mlp, l)) {
+    if (Interventions::Lists(iv->no_residual, l)) std::copy_n(b.tmp.data(), T * C, x);
     else AddInPlace(x, b.tmp.data(), T * C);
     if (post_norm) {
       for (int64_t t = 0; t < T; ++t) LayerNorm(x + t * C, w.ln2_g, w.ln2_b, c.ln_eps, C, x + t * C);

@@ -91,6 +91,28 @@ describe('Embind interventions and attribution under Node',
     engine.setInterventions({});
   });
 
+  test('patches forward to the engine: an identity patch changes nothing, a foreign one does', () => {
+    const T = ids.length, C = info.n_embd, p = T - 1;
+    engine.setInterventions({});
+    engine.reset();
+    engine.setCapture(true);
+    engine.prefill(engine.tokenize('A completely different prompt goes right here, and on'));
+    const foreign = engine.residual(1).slice(p * C, (p + 1) * C);  // entering block 1
+    engine.reset();
+    engine.prefill(ids);
+    const own = engine.residual(1).slice(p * C, (p + 1) * C);
+    const clean = Array.from(engine.topProbs(p).probs);
+    engine.setInterventions({patches: [{layer: 1, position: p, value: own}]});
+    assert.equal(engine.rerun(), 1);
+    Array.from(engine.topProbs(p).probs).forEach((x, i) => closeTo(x, clean[i], 1e-5, `identity ${i}`));
+    engine.setInterventions({patches: [{layer: 1, position: p, value: foreign}]});
+    assert.equal(engine.rerun(), 1);
+    assert.ok(Math.abs(engine.topProbs(p).probs[0] - clean[0]) > 1e-4);
+    assert.throws(() => engine.setInterventions({patches: [{layer: 1, position: p, value: own.slice(1)}]}),
+                  /residual vector has 63 values/);
+    engine.setInterventions({});
+  });
+
   test('bad interventions throw naming the valid range', () => {
     assert.throws(() => engine.setInterventions({skipAttn: [2]}), /valid layers are 0\.\.1/);
     assert.throws(() => engine.setInterventions({ablateHeads: [[0, 4]]}), /valid heads are 0\.\.3/);
