@@ -55,12 +55,24 @@ void WriteTop(std::ostream& out, const std::vector<int>& ids, const std::vector<
 }  // namespace
 
 void WriteInspectJson(std::ostream& out, const Model& model, const Tokenizer& tokenizer,
-                      const std::vector<int>& ids, const Recorder& recorder, int top_k) {
+                      const std::vector<int>& ids, const Recorder& recorder, int top_k,
+                      const Interventions& interventions) {
   const Config& c = model.config();
   const int T = static_cast<int>(ids.size());
   out << "{\"config\":{\"n_vocab\":" << c.n_vocab << ",\"n_ctx\":" << c.n_ctx
       << ",\"n_embd\":" << c.n_embd << ",\"n_head\":" << c.n_head << ",\"n_layer\":" << c.n_layer
-      << ",\"n_ff\":" << c.n_ff << "},\n\"ids\":";
+      << ",\"n_ff\":" << c.n_ff << "},\n\"interventions\":{\"ablate_heads\":[";
+  for (size_t i = 0; i < interventions.ablate_heads.size(); ++i) {
+    out << (i ? ",[" : "[") << interventions.ablate_heads[i].layer << ','
+        << interventions.ablate_heads[i].head << ']';
+  }
+  out << "],\"skip_attn\":";
+  WriteArray(out, interventions.skip_attn);
+  out << ",\"skip_mlp\":";
+  WriteArray(out, interventions.skip_mlp);
+  out << ",\"no_residual\":";
+  WriteArray(out, interventions.no_residual);
+  out << ",\"post_norm\":" << (interventions.post_norm ? "true" : "false") << "},\n\"ids\":";
   WriteArray(out, ids);
   out << ",\n\"tokens\":[";
   for (int i = 0; i < T; ++i) {

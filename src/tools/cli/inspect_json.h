@@ -5,7 +5,9 @@
 //                   "data": [...]}, ... ],            // -inf is written as null
 //     "logit_lens": [ {"layer": l, "position": p, "top_ids": [...], "top_probs": [...]}, ... ],
 //     "final": [ {"position": p, "top_ids": [...], "top_probs": [...]}, ... ] }
-// With interventions the tensors are the intervened run's. `gpt2 attribute --json` writes
+// With interventions the tensors are the intervened run's, and the document says which:
+//   "interventions": {"ablate_heads": [[l, h], ...], "skip_attn": [l, ...], "skip_mlp": [...],
+//                     "no_residual": [...], "post_norm": false} `gpt2 attribute --json` writes
 //   { "position": p, "target": id, "contrast": id or -1,
 //     "components": [ {"name": "embed", "value": v}, ... ], "logit": v }
 #pragma once
@@ -23,7 +25,8 @@
 namespace gpt2 {
 
 void WriteInspectJson(std::ostream& out, const Model& model, const Tokenizer& tokenizer,
-                      const std::vector<int>& ids, const Recorder& recorder, int top_k);
+                      const std::vector<int>& ids, const Recorder& recorder, int top_k,
+                      const Interventions& interventions);
 void WriteAttributionJson(std::ostream& out, const Attribution& attribution);
 
 }  // namespace gpt2

@@ -209,7 +209,7 @@ int Inspect(const Args& args) {
   const std::string out_path = args.Get("json");
   std::ofstream out(out_path + ".tmp", std::ios::binary);
   if (!out) throw Error("cannot write '" + out_path + "'");
-  WriteInspectJson(out, *m.model, *m.tokenizer, ids, recorder, top_k);
+  WriteInspectJson(out, *m.model, *m.tokenizer, ids, recorder, top_k, interventions);
   out.close();
   if (!out || std::rename((out_path + ".tmp").c_str(), out_path.c_str()) != 0) {
     throw Error("cannot write '" + out_path + "'");
