@@ -507,6 +507,8 @@ class Engine {
       try {
         a = AttributeLogit(*session_, ids, request);
       } catch (...) {
+        // The conversation is gone either way: leave the session and the capture both empty.
+        session_->Reset();
         capture_.Clear();
         throw;
       }
