@@ -113,6 +113,23 @@ describe('Embind interventions and attribution under Node',
     engine.setInterventions({});
   });
 
+  test('the CLI exits 2 naming the valid range for a layer or head out of range', () => {
+    for (const [command, flags, message] of [
+      ['generate', ['--skip-attn', '5'], '--skip-attn: layer 5 is out of range; valid layers are 0..1'],
+      ['inspect', ['--ablate-heads', '0.4', '--json', path.join(path.dirname(models.model), 'x.json')],
+       '--ablate-heads: head 4 is out of range; valid heads are 0..3'],
+      ['attribute', ['--no-residual', '0,2'], '--no-residual: layer 2 is out of range; valid layers are 0..1'],
+    ]) {
+      try {
+        execFileSync(kGpt2, [command, '--model', models.model, '--prompt', kPrompt, ...flags], {stdio: 'pipe'});
+        assert.fail(`${command} accepted ${flags.join(' ')}`);
+      } catch (e) {
+        assert.equal(e.status, 2, `${command} exit status`);
+        assert.match(e.stderr.toString(), new RegExp(message.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
+      }
+    }
+  });
+
   test('bad interventions throw naming the valid range', () => {
     assert.throws(() => engine.setInterventions({skipAttn: [2]}), /valid layers are 0\.\.1/);
     assert.throws(() => engine.setInterventions({ablateHeads: [[0, 4]]}), /valid heads are 0\.\.3/);
