@@ -7,9 +7,11 @@ runs GPT-2 written from torch ops (F.layer_norm, F.linear, F.gelu(approximate="t
 torch.softmax with a causal mask, float32 throughout, as Hugging Face GPT2LMHeadModel and
 karpathy/llm.c's train_gpt2.py do) and dumps every tensor src/model/observer.h names.
 
-Needs Debian's python3-torch and python3-numpy (/usr/bin/python3). Not run in CI: its output,
-tests/data/golden_tiny.bin, is committed. Run from the repository root:
+Needs Debian's python3-torch and python3-numpy (/usr/bin/python3). Not run in CI: its outputs,
+tests/data/golden_tiny.bin and tests/data/golden_interventions.bin, are committed. Run from the
+repository root:
     scripts/make_golden.py [--output tests/data/golden_tiny.bin]
+                           [--interventions-output tests/data/golden_interventions.bin]
 
 File format (all little-endian), read by tests/model/golden_file.h:
     8 bytes  magic "GPT2GOLD"
@@ -37,6 +39,18 @@ Records:
     pN/lens_ids            i32 [L, T, 5]  logit lens: top-5 ids of softmax(ln_f(resid_out_L) @ wte^T)
     pN/lens_probs          f32 [L, T, 5]  their probabilities
     p1/greedy              i32 [8]  greedy continuation of prompt 1 (argmax, full recompute)
+
+golden_interventions.bin, same format, prompt p3 under the interventions of
+src/model/run_options.h (cases in intervention_cases(): heads 0.1 and 1.3 zero- and
+mean-ablated (means over the clean run's positions), skip attn 1, skip mlp 0, no residual 1,
+post-norm, patch of the stream entering block 1 at position 3 with p2's, and a combination):
+    ids, patch_source_ids  i32 [T]
+    iv/<case>/logits       f32 [V]  logits of the last position
+    iv/<case>/blkL/resid_out f32 [T, C]
+    attr/<case>/query      i32 [3]  position, target, contrast (-1: none)
+    attr/<case>/values     f32 [n]  direct logit attribution in `gpt2 attribute`'s order: embed,
+                                    per block L: heads L.0..L.(H-1), attn_bias.L, mlp.L; then
+                                    ln_f_bias, and last the logit (difference) itself
 """
 
 import argparse
@@ -121,13 +135,18 @@ def build_weights():
     return w
 
 
-def forward(w, ids, record=None):
+def forward(w, ids, record=None, iv=None):
     """GPT-2 forward over ids (positions 0..T-1); returns logits [T, V].
 
     ggml matrices are [out, in], which is F.linear's weight layout (HF's Conv1D is [in, out]).
-    record(name, tensor) receives every observed activation.
+    record(name, tensor) receives every observed activation. iv (a dict, keys as
+    src/model/run_options.h's Interventions) breaks the model at the same points:
+      ablate_heads [(l, h)], head_means {l: [C] tensor} (mean ablation; zero without it),
+      skip_attn, skip_mlp, no_residual [l], post_norm bool, patches [(l, position, [C] tensor)].
     """
     rec = record or (lambda name, t: None)
+    iv = iv or {}
+    post_norm = iv.get("post_norm", False)
     T = len(ids)
     C, H = N_EMBD, N_HEAD
     D = C // H
@@ -135,10 +154,25 @@ def forward(w, ids, record=None):
     x = w["token_embd.weight"][idx] + w["position_embd.weight"][:T]
     rec("embed", x)
     causal = torch.tril(torch.ones(T, T, dtype=torch.bool))
+
+    def ln(t, prefix):
+        return F.layer_norm(t, (C,), w[prefix + ".weight"], w[prefix + ".bias"], LN_EPS)
+
+    def add(x, out, l, skip, norm):
+        """The residual step of one sublayer, as the intervention says."""
+        if l in skip:
+            return x
+        x = out if l in iv.get("no_residual", []) else x + out
+        return ln(x, norm) if post_norm else x
+
     for l in range(N_LAYER):
         p = f"blk.{l}."
         b = f"blk{l}/"
-        h = F.layer_norm(x, (C,), w[p + "attn_norm.weight"], w[p + "attn_norm.bias"], LN_EPS)
+        for pl, pos, value in iv.get("patches", []):
+            if pl == l:
+                x = x.clone()
+                x[pos] = value
+        h = x if post_norm else ln(x, p + "attn_norm")
         rec(b + "ln1", h)
         qkv = F.linear(h, w[p + "attn_qkv.weight"], w[p + "attn_qkv.bias"])
         q, k, v = qkv.split(C, dim=1)
@@ -154,12 +188,16 @@ def forward(w, ids, record=None):
         probs = torch.softmax(scores, dim=-1)
         rec(b + "attn_probs", probs)
         heads = (probs @ v).transpose(0, 1).contiguous().view(T, C)
+        for al, ah in iv.get("ablate_heads", []):
+            if al == l:
+                means = iv.get("head_means")
+                heads[:, ah * D:(ah + 1) * D] = means[l][ah * D:(ah + 1) * D] if means else 0.0
         rec(b + "attn_heads", heads)
         attn_out = F.linear(heads, w[p + "attn_output.weight"], w[p + "attn_output.bias"])
         rec(b + "attn_out", attn_out)
-        x = x + attn_out
+        x = add(x, attn_out, l, iv.get("skip_attn", []), p + "attn_norm")
         rec(b + "resid_attn", x)
-        h = F.layer_norm(x, (C,), w[p + "ffn_norm.weight"], w[p + "ffn_norm.bias"], LN_EPS)
+        h = x if post_norm else ln(x, p + "ffn_norm")
         rec(b + "ln2", h)
         pre = F.linear(h, w[p + "ffn_up.weight"], w[p + "ffn_up.bias"])
         rec(b + "mlp_pre", pre)
@@ -167,9 +205,9 @@ def forward(w, ids, record=None):
         rec(b + "mlp_act", act)
         out = F.linear(act, w[p + "ffn_down.weight"], w[p + "ffn_down.bias"])
         rec(b + "mlp_out", out)
-        x = x + out
+        x = add(x, out, l, iv.get("skip_mlp", []), p + "ffn_norm")
         rec(b + "resid_out", x)
-    h = F.layer_norm(x, (C,), w["output_norm.weight"], w["output_norm.bias"], LN_EPS)
+    h = ln(x, "output_norm")
     rec("ln_f", h)
     logits = F.linear(h, w["token_embd.weight"])  # tied head: ln_f(h) @ wte^T
     rec("logits", logits)
@@ -186,6 +224,108 @@ def logit_lens(w, residuals):
         ids.append(top.indices.to(torch.int32))
         probs.append(top.values)
     return torch.stack(ids).numpy(), torch.stack(probs).numpy()
+
+
+def attribute(w, ids, position, target, contrast, iv=None):
+    """Direct logit attribution, in float64 from the float32 run's tensors: each component's write
+    into the residual stream at `position` through ln_f with its scale frozen at the full stream's
+    (x - mean(x)) / sqrt(var(x) + eps), dotted with wte[target] (- wte[contrast]).
+    Returns (names, values, logit) in the order `gpt2 attribute` prints them."""
+    obs = {}
+    logits = forward(w, ids, lambda name, t: obs.__setitem__(name, t.detach().clone()), iv)
+    iv = iv or {}
+    C, H = N_EMBD, N_HEAD
+    D = C // H
+    wte = w["token_embd.weight"].double()
+    u = wte[target] - (wte[contrast] if contrast >= 0 else 0.0)
+    x = obs[f"blk{N_LAYER - 1}/resid_out"][position].double()
+    std = torch.sqrt(x.var(unbiased=False) + LN_EPS)
+    gamma = w["output_norm.weight"].double()
+
+    def dla(c):
+        return float(((c - c.mean()) / std * gamma) @ u)
+
+    names, values = ["embed"], [dla(obs["embed"][position].double())]
+    total = obs["embed"][position].double()
+    for l in range(N_LAYER):
+        p = f"blk.{l}."
+        w_o = w[p + "attn_output.weight"].double()  # [C_out, C_in]
+        z = obs[f"blk{l}/attn_heads"][position].double()
+        skipped_attn = l in iv.get("skip_attn", [])
+        for h in range(H):
+            c = w_o[:, h * D:(h + 1) * D] @ z[h * D:(h + 1) * D]
+            c = c * 0.0 if skipped_attn else c
+            names.append(f"{l}.{h}")
+            values.append(dla(c))
+            total = total + c
+        bias = w[p + "attn_output.bias"].double() * (0.0 if skipped_attn else 1.0)
+        names.append(f"attn_bias.{l}")
+        values.append(dla(bias))
+        total = total + bias
+        mlp = obs[f"blk{l}/mlp_out"][position].double() * (0.0 if l in iv.get("skip_mlp", []) else 1.0)
+        names.append(f"mlp.{l}")
+        values.append(dla(mlp))
+        total = total + mlp
+    assert torch.allclose(total, x, atol=1e-4), "components must sum to the final stream"
+    names.append("ln_f_bias")
+    values.append(float(w["output_norm.bias"].double() @ u))
+    logit = float(logits[position, target]) - (float(logits[position, contrast]) if contrast >= 0 else 0.0)
+    assert abs(sum(values) - logit) < 1e-3 * max(1.0, abs(logit)), (sum(values), logit)
+    return names, values, logit
+
+
+# Interventions checked against src/model on prompt INTERVENTION_PROMPT (see the docstring).
+INTERVENTION_PROMPT, PATCH_SOURCE, PATCH_LAYER, PATCH_POSITION = "p3", "p2", 1, 3
+ATTRIBUTION_CONTRAST = 2068
+
+
+def intervention_cases(w, clean):
+    """name -> iv dict; `clean` holds the clean run's observed tensors of INTERVENTION_PROMPT."""
+    heads = [(0, 1), (1, 3)]
+    means = {l: clean[f"blk{l}/attn_heads"].mean(dim=0) for l in range(N_LAYER)}
+    source = {}
+    forward(w, PROMPTS[PATCH_SOURCE], lambda name, t: source.__setitem__(name, t.detach().clone()))
+    patch_value = source[f"blk{PATCH_LAYER - 1}/resid_out"][PATCH_POSITION]
+    return {
+        "ablate_zero": {"ablate_heads": heads},
+        "ablate_mean": {"ablate_heads": heads, "head_means": means},
+        "skip_attn": {"skip_attn": [1]},
+        "skip_mlp": {"skip_mlp": [0]},
+        "no_residual": {"no_residual": [1]},
+        "post_norm": {"post_norm": True},
+        "patch": {"patches": [(PATCH_LAYER, PATCH_POSITION, patch_value)]},
+        "combined": {"ablate_heads": [(0, 0), (1, 2)], "skip_mlp": [1], "no_residual": [0]},
+    }
+
+
+def write_interventions(w, path):
+    out = GoldenWriter()
+    ids = PROMPTS[INTERVENTION_PROMPT]
+    out.add("ids", np.array(ids, np.int32))
+    out.add("patch_source_ids", np.array(PROMPTS[PATCH_SOURCE], np.int32))
+    clean = {}
+    clean_logits = forward(w, ids, lambda name, t: clean.__setitem__(name, t.detach().clone()))
+    for name, iv in intervention_cases(w, clean).items():
+        observed = {}
+        logits = forward(w, ids, lambda n, t: observed.__setitem__(n, t.detach().clone()), iv)
+        # The last row only keeps the file small; resid_out pins every position.
+        out.add(f"iv/{name}/logits", logits[-1].numpy().astype(np.float32))
+        for l in range(N_LAYER):
+            out.add(f"iv/{name}/blk{l}/resid_out", observed[f"blk{l}/resid_out"].numpy())
+    T = len(ids)
+    last_top2 = torch.topk(clean_logits[T - 1], 2).indices
+    attributions = {
+        "last": (T - 1, int(last_top2[0]), -1, None),
+        "contrast": (4, int(torch.argmax(clean_logits[4])), ATTRIBUTION_CONTRAST, None),
+        "ablated": (T - 1, int(last_top2[1]), -1, {"ablate_heads": [(0, 1)], "skip_mlp": [0],
+                                                  "skip_attn": [1]}),
+    }
+    for name, (position, target, contrast, iv) in attributions.items():
+        names, values, logit = attribute(w, ids, position, target, contrast, iv)
+        out.add(f"attr/{name}/query", np.array([position, target, contrast], np.int32))
+        out.add(f"attr/{name}/values", np.array(values + [logit], np.float32))
+    out.write(path)
+    print(f"wrote {path}: {len(out.records)} records", file=sys.stderr)
 
 
 class GoldenWriter:
@@ -218,6 +358,7 @@ class GoldenWriter:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", default="tests/data/golden_tiny.bin")
+    parser.add_argument("--interventions-output", default="tests/data/golden_interventions.bin")
     args = parser.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(2)
@@ -253,6 +394,8 @@ def main():
             greedy.append(next_id)
             ids.append(next_id)
         out.add(GREEDY_PROMPT + "/greedy", np.array(greedy, np.int32))
+
+        write_interventions(w, args.interventions_output)
 
     out.write(args.output)
     print(f"wrote {args.output}: {len(out.records)} records; greedy {greedy}", file=sys.stderr)

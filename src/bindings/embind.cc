@@ -11,6 +11,16 @@
 //   engine.reset(); engine.setCapture(true); engine.setSampling(temp, topK, topP, seed);
 //   engine.prefill(ids); let id = engine.sample(); engine.step(id); id = engine.sample(); ...
 //   engine.attention(layer, position)          // Float32Array VIEW [H, position + 1]
+//   Interventions (src/model/run_options.h) and direct logit attribution (model/attribution.h):
+//   engine.setInterventions({ablateHeads: [[0, 3]], meanAblation: false, skipAttn: [1],
+//                            skipMlp: [], noResidual: [], postNorm: false,
+//                            patches: [{layer, position, value}]});  // {}: the plain model
+//   engine.rerun();        // the conversation again under them, reusing the cache (returns the
+//                          // first block re-run); then read the views as after a prefill
+//   engine.attribute(ids, position, target, contrast)   // -1 = default for the last three
+//     -> {position, target, contrast, names: ["embed", "0.0", ..., "ln_f_bias"],
+//         values: Float64Array, logit}; restarts the conversation with ids
+//   engine.firstChangedBlock()  // first block the interventions change (n_layer: none)
 //
 // Lifetime of typed arrays: methods documented as returning a VIEW return a Float32Array over
 // wasm memory. It is valid only until the next call into the engine: any call may allocate,
@@ -35,6 +45,8 @@
 #include "base/error.h"
 #include "format/gguf.h"
 #include "hwy/highway.h"
+#include "model/attribution.h"
+#include "model/capture.h"
 #include "model/config.h"
 #include "model/model.h"
 #include "model/observer.h"
@@ -85,116 +97,11 @@ val ViewToJs(const T* data, size_t n) {
   return val(emscripten::typed_memory_view(n, data));
 }
 
-constexpr int kTopProbs = 10;  // tokens kept per position for the "final probabilities" view
-
-// Activations kept across prefill and steps, position by position, for the page's views.
-// Filled only while capture is on and only contiguously from position 0 (a gap would make the
-// views lie), so turning capture on mid-generation captures nothing until the next reset.
-struct CaptureStore {
-  int n_positions = 0;  // positions 0..n_positions-1 are complete
-  int n_layer = 0, n_head = 0, n_embd = 0, n_ff = 0;
-  // attn[l]: position p's rows start at n_head * p * (p + 1) / 2 as [n_head, p + 1].
-  std::vector<std::vector<float>> attn;
-  std::vector<std::vector<float>> resid;       // [n_layer + 1][P, C]: 0 embed, l+1 after block l
-  std::vector<std::vector<float>> resid_attn;  // [n_layer][P, C] after attention of block l
-  std::vector<std::vector<float>> mlp_act;     // [n_layer][P, F] after GELU
-  std::vector<int> top_ids;                    // [P, kTopProbs] from the final logits
-  std::vector<float> top_probs;                // [P, kTopProbs]
-
-  void Init(const Config& c) {
-    n_layer = c.n_layer;
-    n_head = c.n_head;
-    n_embd = c.n_embd;
-    n_ff = c.n_ff;
-    Clear();
-  }
-  void Clear() {
-    n_positions = 0;
-    attn.assign(n_layer, {});
-    resid.assign(n_layer + 1, {});
-    resid_attn.assign(n_layer, {});
-    mlp_act.assign(n_layer, {});
-    top_ids.clear();
-    top_probs.clear();
-  }
-  static size_t AttnOffset(int n_head, int p) {
-    return static_cast<size_t>(n_head) * p * (p + 1) / 2;
-  }
-  // Makes room for positions [0, end).
-  void Resize(int end) {
-    for (int l = 0; l < n_layer; ++l) {
-      attn[l].resize(AttnOffset(n_head, end));
-      resid_attn[l].resize(static_cast<size_t>(end) * n_embd);
-      mlp_act[l].resize(static_cast<size_t>(end) * n_ff);
-    }
-    for (auto& r : resid) r.resize(static_cast<size_t>(end) * n_embd);
-    top_ids.resize(static_cast<size_t>(end) * kTopProbs);
-    top_probs.resize(static_cast<size_t>(end) * kTopProbs);
-  }
-
-  void CopyRows(std::vector<float>& dst, const Activation& a, int width) {
-    const int64_t rows = a.shape[0];
-    std::memcpy(dst.data() + static_cast<size_t>(a.pos0) * width, a.data,
-                sizeof(float) * rows * width);
-  }
-
-  void Observe(const Activation& a) {
-    const std::string name = a.name;
-    if (name == "embed") {
-      CopyRows(resid[0], a, n_embd);
-    } else if (name == "resid_out") {
-      CopyRows(resid[a.layer + 1], a, n_embd);
-    } else if (name == "resid_attn") {
-      CopyRows(resid_attn[a.layer], a, n_embd);
-    } else if (name == "mlp_act") {
-      CopyRows(mlp_act[a.layer], a, n_ff);
-    } else if (name == "attn_probs") {
-      // [H, T, n_keys]; position p = pos0 + t sees keys 0..p.
-      const int64_t T = a.shape[1], n_keys = a.shape[2];
-      for (int64_t t = 0; t < T; ++t) {
-        const int p = a.pos0 + static_cast<int>(t);
-        float* dst = attn[a.layer].data() + AttnOffset(n_head, p);
-        for (int h = 0; h < n_head; ++h) {
-          std::memcpy(dst + static_cast<size_t>(h) * (p + 1), a.data + (h * T + t) * n_keys,
-                      sizeof(float) * (p + 1));
-        }
-      }
-    } else if (name == "logits") {
-      // [T, V] (or only the last row): softmax and keep the kTopProbs largest.
-      const int64_t rows = a.shape[0], V = a.shape[1];
-      const int first = a.pos0 + static_cast<int>(pending_T - rows);
-      for (int64_t t = 0; t < rows; ++t) TopProbs(a.data + t * V, V, first + static_cast<int>(t));
-    }
-  }
-
-  void TopProbs(const float* logits, int64_t V, int p) {
-    float max_logit = logits[0];
-    for (int64_t i = 1; i < V; ++i) max_logit = std::max(max_logit, logits[i]);
-    double sum = 0;
-    for (int64_t i = 0; i < V; ++i) sum += std::exp(static_cast<double>(logits[i] - max_logit));
-    // Partial selection by repeated scan: K is 10, V is 50k; ties go to the lower id.
-    int* ids = top_ids.data() + static_cast<size_t>(p) * kTopProbs;
-    float* probs = top_probs.data() + static_cast<size_t>(p) * kTopProbs;
-    std::vector<std::pair<float, int>> best;  // (logit, id), kept sorted descending
-    for (int64_t i = 0; i < V; ++i) {
-      const float x = logits[i];
-      if (static_cast<int>(best.size()) == kTopProbs && x <= best.back().first) continue;
-      auto it = std::upper_bound(best.begin(), best.end(), std::make_pair(x, static_cast<int>(i)),
-                                 [](const auto& a, const auto& b) {
-                                   return a.first > b.first || (a.first == b.first && a.second < b.second);
-                                 });
-      best.insert(it, {x, static_cast<int>(i)});
-      if (static_cast<int>(best.size()) > kTopProbs) best.pop_back();
-    }
-    for (int k = 0; k < kTopProbs; ++k) {
-      const bool have = k < static_cast<int>(best.size());
-      ids[k] = have ? best[k].second : -1;
-      probs[k] = have ? static_cast<float>(std::exp(static_cast<double>(best[k].first - max_logit)) / sum) : 0.0f;
-    }
-  }
-
-  int pending_T = 0;  // tokens of the forward pass being observed
-};
+// Converts a JS array of non-negative integers (or undefined) to ints.
+std::vector<int> IntList(const val& v) {
+  if (v.isUndefined() || v.isNull()) return {};
+  return emscripten::convertJSArrayToNumberVector<int>(v);
+}
 
 class Engine {
  public:
@@ -265,6 +172,8 @@ class Engine {
       tokenizer_ = std::move(tokenizer);
       session_ = std::make_unique<Session>(*model_, std::max(1, n_threads));
       capture_.Init(model_->config());
+      interventions_ = Interventions();
+      cache_first_changed_ = model_->config().n_layer;
       sampler_ = std::make_unique<Sampler>(SamplingParams{});
       return Info();
     });
@@ -337,6 +246,7 @@ class Engine {
       RequireModel();
       session_->Reset();
       capture_.Clear();
+      cache_first_changed_ = model_->config().n_layer;
       logits_ = nullptr;
       stopped_ = false;
       return 0;
@@ -414,76 +324,45 @@ class Engine {
   // the page lets the user turn it off for long generations.
   void SetCapture(bool on) { capture_on_ = on; }
   bool capture() const { return capture_on_; }
-  int capturedPositions() const { return capture_.n_positions; }
+  int capturedPositions() const { return capture_.n_positions(); }
 
   // VIEW [n_head, position + 1]: attention probabilities of query `position` in block `layer`.
   val Attention(int layer, int position) const {
     return Guarded([&] {
-      CheckCaptured(layer, position);
-      return ViewToJs(capture_.attn[layer].data() + CaptureStore::AttnOffset(capture_.n_head, position),
-                      static_cast<size_t>(capture_.n_head) * (position + 1));
+      return ViewToJs(capture_.Attention(layer, position),
+                      static_cast<size_t>(model_->config().n_head) * (position + 1));
     });
   }
 
   // VIEW [n_ff]: GELU outputs of block `layer`'s MLP at `position`.
   val MlpActivations(int layer, int position) const {
     return Guarded([&] {
-      CheckCaptured(layer, position);
-      return ViewToJs(capture_.mlp_act[layer].data() + static_cast<size_t>(position) * capture_.n_ff,
-                      static_cast<size_t>(capture_.n_ff));
+      return ViewToJs(capture_.MlpActivations(layer, position),
+                      static_cast<size_t>(model_->config().n_ff));
     });
   }
 
   // VIEW [P, n_embd]: residual stream; index 0 is the embedding, index l + 1 after block l.
   val Residual(int index) const {
     return Guarded([&] {
-      if (index < 0 || index > capture_.n_layer) throw Error("residual index out of range");
-      return ViewToJs(capture_.resid[index].data(),
-                      static_cast<size_t>(capture_.n_positions) * capture_.n_embd);
+      const std::vector<float>& r = capture_.Residual(index);
+      return ViewToJs(r.data(), static_cast<size_t>(capture_.n_positions()) * model_->config().n_embd);
     });
   }
 
   // Copy [n_layer + 1, P]: L2 norm of the residual stream (row 0 the embedding).
   val ResidualNorms() const {
     return Guarded([&] {
-      const int P = capture_.n_positions, C = capture_.n_embd;
-      std::vector<float> out(static_cast<size_t>(capture_.n_layer + 1) * P);
-      for (int r = 0; r <= capture_.n_layer; ++r) {
-        for (int p = 0; p < P; ++p) {
-          const float* x = capture_.resid[r].data() + static_cast<size_t>(p) * C;
-          double s = 0;
-          for (int i = 0; i < C; ++i) s += static_cast<double>(x[i]) * x[i];
-          out[static_cast<size_t>(r) * P + p] = static_cast<float>(std::sqrt(s));
-        }
-      }
+      const std::vector<float> out = capture_.ResidualNorms();
       return CopyToJs(out.data(), out.size());
     });
   }
 
-  // Copy [2 * n_layer + 1, P, 2]: mean and standard deviation (biased, as torch.nn.LayerNorm
-  // normalises with) of each LayerNorm's input: rows ln_1 of block 0, ln_2 of block 0, ln_1 of
-  // block 1, ..., ln_f. The inputs are the residual stream before the block, after its
-  // attention, and after the last block.
+  // Copy [2 * n_layer + 1, P, 2]: mean and standard deviation of each LayerNorm's input
+  // (CaptureStore::LayerNormStats in src/model/capture.h).
   val LayerNormStats() const {
     return Guarded([&] {
-      const int P = capture_.n_positions, C = capture_.n_embd, L = capture_.n_layer;
-      std::vector<float> out(static_cast<size_t>(2 * L + 1) * P * 2);
-      for (int r = 0; r < 2 * L + 1; ++r) {
-        const std::vector<float>& src =
-            r == 2 * L ? capture_.resid[L] : (r % 2 == 0 ? capture_.resid[r / 2] : capture_.resid_attn[r / 2]);
-        for (int p = 0; p < P; ++p) {
-          const float* x = src.data() + static_cast<size_t>(p) * C;
-          double mean = 0;
-          for (int i = 0; i < C; ++i) mean += x[i];
-          mean /= C;
-          double var = 0;
-          for (int i = 0; i < C; ++i) var += (x[i] - mean) * (x[i] - mean);
-          var /= C;
-          float* o = out.data() + (static_cast<size_t>(r) * P + p) * 2;
-          o[0] = static_cast<float>(mean);
-          o[1] = static_cast<float>(std::sqrt(var));
-        }
-      }
+      const std::vector<float> out = capture_.LayerNormStats();
       return CopyToJs(out.data(), out.size());
     });
   }
@@ -492,10 +371,9 @@ class Engine {
   // distribution at `position` (softmax of the logits, before any sampling settings).
   val TopProbs(int position) const {
     return Guarded([&] {
-      CheckCaptured(0, position);
       val out = val::object();
-      out.set("ids", CopyToJs(capture_.top_ids.data() + static_cast<size_t>(position) * kTopProbs, kTopProbs));
-      out.set("probs", CopyToJs(capture_.top_probs.data() + static_cast<size_t>(position) * kTopProbs, kTopProbs));
+      out.set("ids", CopyToJs(capture_.TopIds(position), CaptureStore::kTopProbs));
+      out.set("probs", CopyToJs(capture_.TopProbs(position), CaptureStore::kTopProbs));
       return out;
     });
   }
@@ -506,30 +384,150 @@ class Engine {
   val LogitLensWindow(int begin, int end, int top_k) const {
     return Guarded([&] {
       RequireModel();
-      if (begin < 0 || end > capture_.n_positions || begin >= end || top_k < 1) {
-        throw Error("logit lens window out of range");
-      }
-      const int L = capture_.n_layer, C = capture_.n_embd, T = end - begin;
-      std::vector<std::vector<float>> residuals(L);
-      for (int l = 0; l < L; ++l) {
-        residuals[l].assign(capture_.resid[l + 1].begin() + static_cast<size_t>(begin) * C,
-                            capture_.resid[l + 1].begin() + static_cast<size_t>(end) * C);
-      }
-      const std::vector<LensEntry> lens = LogitLens(*model_, residuals, T, begin, top_k);
-      std::vector<int> ids(static_cast<size_t>(L) * T * top_k, -1);
-      std::vector<float> probs(ids.size(), 0.0f);
-      for (const LensEntry& e : lens) {
-        const int t = e.position - begin;
-        if (e.layer < 0 || e.layer >= L || t < 0 || t >= T) continue;
-        const size_t base = (static_cast<size_t>(e.layer) * T + t) * top_k;
-        for (int k = 0; k < top_k && k < static_cast<int>(e.top_ids.size()); ++k) {
-          ids[base + k] = e.top_ids[k];
-          probs[base + k] = e.top_probs[k];
-        }
-      }
+      std::vector<int> ids;
+      std::vector<float> probs;
+      capture_.LogitLensWindow(*model_, begin, end, top_k, &ids, &probs);
       val out = val::object();
       out.set("ids", CopyToJs(ids.data(), ids.size()));
       out.set("probs", CopyToJs(probs.data(), probs.size()));
+      return out;
+    });
+  }
+
+  // --- Interventions and attribution ----------------------------------------------------
+
+  // Sets the interventions applied by every later prefill, step, rerun and attribute (until
+  // the next call); spec is {ablateHeads: [[layer, head], ...], meanAblation: bool,
+  // skipAttn: [layer, ...], skipMlp: [...], noResidual: [...], postNorm: bool,
+  // patches: [{layer, position, value: Float32Array[n_embd]}]}, every field optional; {} is the
+  // plain model. A patch replaces the residual stream entering block `layer` at `position`
+  // (e.g. with row `position` of residual(layer) copied from another run). meanAblation replaces the ablated heads by their mean
+  // output over the captured positions (so capture a clean run first). A layer or head out of
+  // range throws, naming the valid range.
+  void SetInterventions(const val& spec) {
+    Guarded([&] {
+      RequireModel();
+      Interventions iv;
+      const val heads = spec["ablateHeads"];
+      if (!heads.isUndefined() && !heads.isNull()) {
+        const int n = heads["length"].as<int>();
+        for (int i = 0; i < n; ++i) {
+          const std::vector<int> pair = IntList(heads[i]);
+          if (pair.size() != 2) throw Error("ablateHeads entries are [layer, head] pairs");
+          iv.ablate_heads.push_back({pair[0], pair[1]});
+        }
+      }
+      iv.skip_attn = IntList(spec["skipAttn"]);
+      iv.skip_mlp = IntList(spec["skipMlp"]);
+      iv.no_residual = IntList(spec["noResidual"]);
+      iv.post_norm = spec["postNorm"].isTrue();
+      const val patches = spec["patches"];
+      if (!patches.isUndefined() && !patches.isNull()) {
+        const int n = patches["length"].as<int>();
+        for (int i = 0; i < n; ++i) {
+          const val p = patches[i];
+          ResidPatch patch;
+          patch.layer = p["layer"].as<int>();
+          patch.position = p["position"].as<int>();
+          patch.value = emscripten::convertJSArrayToNumberVector<float>(p["value"]);
+          iv.patches.push_back(std::move(patch));
+        }
+      }
+      if (spec["meanAblation"].isTrue() && !iv.ablate_heads.empty()) iv.head_means = capture_.HeadMeans();
+      iv.Validate(model_->config());
+      interventions_ = std::move(iv);
+      return 0;
+    });
+  }
+
+  // The first block the current interventions change (n_layer: none).
+  int FirstChangedBlock() const {
+    return model_ ? interventions_.FirstChangedBlock(model_->config().n_layer) : 0;
+  }
+
+  // Runs every position of the conversation again under the current interventions, reusing
+  // the KV cache and the captured residual stream before the first block that differs from
+  // the last run (so it costs at most one prefill), and refills the capture. Needs capture on
+  // for the whole conversation. Returns the block it started from.
+  int Rerun() {
+    return Guarded([&] {
+      RequireModel();
+      const int P = session_->position(), L = model_->config().n_layer;
+      if (P == 0) throw Error("Nothing to re-run: run a prompt first.");
+      if (capture_.n_positions() != P) {
+        throw Error("Re-running needs the activations of every position: turn on capture and run the prompt again.");
+      }
+      const int first = std::min(cache_first_changed_, interventions_.FirstChangedBlock(L));
+      RunOptions run;
+      run.interventions = &interventions_;
+      const bool full = first >= L;
+      const int from = full ? L : first;
+      std::vector<float> resid_in = capture_.Residual(from);  // a copy: the capture is rewritten
+      capture_.BeginRerun(from);
+      run.observer = capture_.Observer();
+      try {
+        logits_ = session_->Rerun(P, from, resid_in.data(), run);
+      } catch (...) {
+        capture_.Clear();
+        throw;
+      }
+      capture_.Commit();
+      cache_first_changed_ = interventions_.FirstChangedBlock(L);
+      return from;
+    });
+  }
+
+  // Direct logit attribution (src/model/attribution.h) of the prompt `ids` under the current
+  // interventions: the conversation restarts with ids (as reset + prefill(ids), captured if
+  // capture is on). position, target, contrast: -1 for the defaults (last position, most
+  // probable token, no contrast). Returns {position, target, contrast, names: [..],
+  // values: Float64Array, logit}: names in `gpt2 attribute`'s order.
+  val Attribute(const val& ids_js, int position, int target, int contrast) {
+    return Guarded([&] {
+      RequireModel();
+      const std::vector<int> ids = emscripten::convertJSArrayToNumberVector<int>(ids_js);
+      if (ids.empty()) throw Error("The prompt is empty: type at least one character.");
+      if (static_cast<int>(ids.size()) > model_->config().n_ctx) {
+        throw Error("The prompt is longer than the model's context of " +
+                    std::to_string(model_->config().n_ctx) + " tokens. Shorten it.");
+      }
+      AttributionRequest request;
+      request.position = position;
+      request.target = target;
+      request.contrast = contrast;
+      request.interventions = &interventions_;
+      capture_.Clear();
+      logits_ = nullptr;
+      stopped_ = false;
+      if (capture_on_) {
+        capture_.Begin(0, static_cast<int>(ids.size()));
+        request.observer = capture_.Observer();
+      }
+      Attribution a;
+      try {
+        a = AttributeLogit(*session_, ids, request);
+      } catch (...) {
+        // The conversation is gone either way: leave the session and the capture both empty.
+        session_->Reset();
+        capture_.Clear();
+        throw;
+      }
+      if (capture_on_) capture_.Commit();
+      logits_ = a.last_logits;
+      cache_first_changed_ = interventions_.FirstChangedBlock(model_->config().n_layer);
+      val names = val::array();
+      std::vector<double> values;
+      for (const AttributionComponent& c : a.components) {
+        names.call<void>("push", val(c.name));
+        values.push_back(c.value);
+      }
+      val out = val::object();
+      out.set("position", a.position);
+      out.set("target", a.target);
+      out.set("contrast", a.contrast);
+      out.set("names", names);
+      out.set("values", CopyToJs(values.data(), values.size()));
+      out.set("logit", a.logit);
       return out;
     });
   }
@@ -539,33 +537,25 @@ class Engine {
     if (!session_) throw Error("No model is loaded yet.");
   }
 
-  void CheckCaptured(int layer, int position) const {
-    if (layer < 0 || layer >= capture_.n_layer) throw Error("layer out of range");
-    if (position < 0 || position >= capture_.n_positions) {
-      throw Error("No activations were captured for position " + std::to_string(position) +
-                  " (turn on capture and generate again).");
-    }
-  }
-
   void Forward(const int* ids, int n) {
     const int pos0 = session_->position();
-    const bool observe = capture_on_ && capture_.n_positions == pos0;
+    const bool observe = capture_on_ && capture_.n_positions() == pos0;
+    RunOptions run;
+    run.interventions = &interventions_;
     if (observe) {
-      capture_.Resize(pos0 + n);
-      capture_.pending_T = n;
-      session_->SetObserver([this](const Activation& a) { capture_.Observe(a); });
-    } else {
-      session_->SetObserver(nullptr);
+      capture_.Begin(pos0, n);
+      run.observer = capture_.Observer();
     }
     try {
-      logits_ = session_->Prefill(ids, n);
+      logits_ = session_->Prefill(ids, n, run);
     } catch (...) {
-      session_->SetObserver(nullptr);
-      if (observe) capture_.Resize(capture_.n_positions);
+      if (observe) capture_.Abort();
       throw;
     }
-    session_->SetObserver(nullptr);
-    if (observe) capture_.n_positions = pos0 + n;
+    if (observe) capture_.Commit();
+    if (pos0 == 0) cache_first_changed_ = model_->config().n_layer;
+    cache_first_changed_ =
+        std::min(cache_first_changed_, interventions_.FirstChangedBlock(model_->config().n_layer));
   }
 
   void Unload() {
@@ -591,6 +581,9 @@ class Engine {
   bool stopped_ = false;
   bool capture_on_ = false;
   CaptureStore capture_;
+  Interventions interventions_;  // applied to every forward pass; empty: the plain model
+  // The first block where the KV cache may differ from a plain run's (n_layer: nowhere).
+  int cache_first_changed_ = 0;
 };
 
 int EndOfTextId() { return kEndOfText; }
@@ -629,5 +622,9 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .function("residualNorms", &Engine::ResidualNorms)
       .function("layerNormStats", &Engine::LayerNormStats)
       .function("topProbs", &Engine::TopProbs)
-      .function("logitLens", &Engine::LogitLensWindow);
+      .function("logitLens", &Engine::LogitLensWindow)
+      .function("setInterventions", &Engine::SetInterventions)
+      .function("firstChangedBlock", &Engine::FirstChangedBlock)
+      .function("rerun", &Engine::Rerun)
+      .function("attribute", &Engine::Attribute);
 }

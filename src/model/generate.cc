@@ -19,7 +19,9 @@ StopReason Generate(Session& session, const std::vector<int>& prompt, const Gene
   const int n_vocab = session.model().config().n_vocab;
   const int n_ctx = session.model().config().n_ctx;
   Sampler sampler(options.sampling);
-  const float* logits = session.Prefill(prompt.data(), static_cast<int>(prompt.size()));
+  RunOptions run;
+  run.interventions = options.interventions;
+  const float* logits = session.Prefill(prompt.data(), static_cast<int>(prompt.size()), run);
   for (int produced = 0; produced < options.max_tokens; ++produced) {
     const int id = sampler.Sample(logits, n_vocab);
     const bool go_on = on_token(id);
@@ -27,7 +29,7 @@ StopReason Generate(Session& session, const std::vector<int>& prompt, const Gene
     if (!go_on) return StopReason::kStoppedByCaller;
     if (produced + 1 == options.max_tokens) break;
     if (session.position() >= n_ctx) return StopReason::kContextFull;
-    logits = session.Step(id);
+    logits = session.Step(id, run);
   }
   return StopReason::kMaxTokens;
 }

@@ -1,10 +1,10 @@
 // The logit lens (nostalgebraist, 2020): decode each block's residual stream with the model's
 // own final LayerNorm and unembedding.
 #include <algorithm>
-#include <numeric>
 #include <vector>
 
 #include "base/error.h"
+#include "model/capture.h"
 #include "model/model.h"
 
 namespace gpt2 {
@@ -16,7 +16,6 @@ std::vector<LensEntry> LogitLens(const Model& model, const std::vector<std::vect
   if (top_k < 1) top_k = 1;
   if (top_k > V) top_k = static_cast<int>(V);
   std::vector<float> normed(C), logits(V);
-  std::vector<int> order(V);
   std::vector<LensEntry> entries;
   entries.reserve(residuals.size() * T);
   for (size_t layer = 0; layer < residuals.size(); ++layer) {
@@ -27,18 +26,12 @@ std::vector<LensEntry> LogitLens(const Model& model, const std::vector<std::vect
       LayerNorm(residuals[layer].data() + size_t(t) * C, model.ln_f_g, model.ln_f_b, c.ln_eps, C,
                 normed.data());
       MatMul(normed.data(), 1, model.output, nullptr, logits.data(), 0, V);
-      Softmax(logits.data(), V);
-      std::iota(order.begin(), order.end(), 0);
-      std::partial_sort(order.begin(), order.begin() + top_k, order.end(), [&](int a, int b) {
-        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-      });
       LensEntry e;
       e.layer = static_cast<int>(layer);
       e.position = pos0 + t;
-      for (int i = 0; i < top_k; ++i) {
-        e.top_ids.push_back(order[i]);
-        e.top_probs.push_back(logits[order[i]]);
-      }
+      e.top_ids.resize(top_k);
+      e.top_probs.resize(top_k);
+      TopProbabilities(logits.data(), V, top_k, e.top_ids.data(), e.top_probs.data());
       entries.push_back(std::move(e));
     }
   }

@@ -1,10 +1,15 @@
 // A GPT-2 model bound to the tensors of a GGUF file (tensor names as llama.cpp writes them),
 // and a Session that runs it: KV cache, prefill of many tokens, one-token decode steps.
 //
-// Forward pass (pre-LN GPT-2, as Hugging Face GPT2LMHeadModel):
-//   h = wte[id] + wpe[pos]
-//   for each block: h += attn(ln_1(h)); h += mlp(ln_2(h))
-//   logits = ln_f(h) @ wte^T   (or `output` when the file has a separate head)
+// Forward pass (pre-LN GPT-2, as Hugging Face GPT2LMHeadModel), in Session::Prefill's named
+// steps (as gemma.cpp's TransformerLayer reads):
+//   Embed:             h = wte[id] + wpe[pos]
+//   for each block:
+//     AttentionStep:   h += attn(ln_1(h))
+//     MlpStep:         h += mlp(ln_2(h))
+//   Unembed:           logits = ln_f(h) @ wte^T   (or `output` when the file has a separate head)
+// Each step reports to RunOptions::observer and applies RunOptions::interventions
+// (model/run_options.h) at its named points.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +20,7 @@
 #include "kernels/kernels.h"
 #include "model/config.h"
 #include "model/observer.h"
+#include "model/run_options.h"
 
 namespace gpt2 {
 
@@ -66,9 +72,18 @@ class Session {
 
   // Runs ids at positions [position(), position() + n) and returns the logits of the last
   // one ([n_vocab], valid until the next call). Throws gpt2::Error if the tokens would pass the
-  // context length or an id is out of range; the session is unchanged then.
-  const float* Prefill(const int* ids, int n);
-  const float* Step(int id) { return Prefill(&id, 1); }
+  // context length, an id is out of range or an intervention does not fit the model; the
+  // session is unchanged then. `run` holds this call's observer and interventions.
+  const float* Prefill(const int* ids, int n, const RunOptions& run = RunOptions());
+  const float* Step(int id, const RunOptions& run = RunOptions()) { return Prefill(&id, 1, run); }
+
+  // Runs the last n positions [position() - n, position()) again from block first_block, given
+  // the residual stream entering that block there (resid_in [n, C], e.g. "embed" or block
+  // first_block - 1's "resid_out" as observed in an earlier run). Blocks before first_block keep
+  // their KV cache, so an intervened re-run costs at most one prefill. The interventions must
+  // change nothing before first_block (gpt2::Error otherwise). Observed tensors of the skipped
+  // blocks and "embed" are not reported again.
+  const float* Rerun(int n, int first_block, const float* resid_in, const RunOptions& run);
 
   const Model& model() const { return model_; }
   int position() const { return position_; }
@@ -78,14 +93,19 @@ class Session {
   // Forget everything from position p on (keeps the cache before it).
   void Truncate(int p);
 
-  // Nullptr-equivalent (empty function) disables observation.
-  void SetObserver(ActivationObserver observer) { observer_ = std::move(observer); }
 
  private:
   struct Buffers;
+  // The named steps; x (the residual stream [T, C]) lives in buffers_.
+  void Embed(const int* ids, int T, const RunOptions& run);
+  void PatchResidual(int layer, int T, const Interventions& iv);
+  void AttentionStep(int layer, int T, const RunOptions& run);
+  void MlpStep(int layer, int T, const RunOptions& run);
+  const float* Unembed(int T, const RunOptions& run);
+  const float* RunBlocks(int first_block, int T, const RunOptions& run);
+
   const Model& model_;
   int position_ = 0;
-  ActivationObserver observer_;
   std::unique_ptr<Buffers> buffers_;
 };
 

@@ -2,25 +2,41 @@
 // the CLI's `inspect`, the page's visualisations and the golden tests all see inside the model.
 // When no observer is set the forward pass does no extra work.
 //
+// Observers are passed per call in RunOptions (model/run_options.h); the page, the CLI and the
+// tests keep what they need with model/capture.h's Recorder or CaptureStore.
+//
 // Names and shapes, for a forward over T new tokens starting at position pos0 with
-// n_keys = pos0 + T keys visible (C = n_embd, H = n_head, D = head_dim, F = n_ff, V = n_vocab):
-//   per block (layer = 0..n_layer-1):
-//     "ln1" [T, C]          LayerNorm 1 output
-//     "q", "k", "v" [H, T, D]
+// n_keys = pos0 + T keys visible (C = n_embd, H = n_head, D = head_dim, F = n_ff, V = n_vocab),
+// with the TransformerLens hook each one equals (the page and the golden files use our names):
+//   per block (layer = l = 0..n_layer-1):
+//     "ln1" [T, C]          LayerNorm 1 output            blocks.l.ln1.hook_normalized
+//     "q", "k", "v" [H, T, D]                             blocks.l.attn.hook_q/k/v (as [T, H, D])
 //     "attn_scores" [H, T, n_keys]   q.k / sqrt(D); causally masked entries are -inf
+//                                                         blocks.l.attn.hook_attn_scores
 //     "attn_probs"  [H, T, n_keys]   softmax of the scores (masked entries 0)
+//                                                         blocks.l.attn.hook_pattern
 //     "attn_heads"  [T, C]  heads concatenated, before the output projection
+//                                                         blocks.l.attn.hook_z (flattened)
 //     "attn_out"    [T, C]  after the output projection (c_proj) with bias
+//                                                         blocks.l.hook_attn_out
 //     "resid_attn"  [T, C]  residual stream after adding the attention output
-//     "ln2" [T, C]
-//     "mlp_pre" [T, F]      c_fc output, before GELU
-//     "mlp_act" [T, F]      after GELU
-//     "mlp_out" [T, C]      c_proj output with bias
+//                                                         blocks.l.hook_resid_mid
+//     "ln2" [T, C]                                        blocks.l.ln2.hook_normalized
+//     "mlp_pre" [T, F]      c_fc output, before GELU      blocks.l.mlp.hook_pre
+//     "mlp_act" [T, F]      after GELU                    blocks.l.mlp.hook_post
+//     "mlp_out" [T, C]      c_proj output with bias       blocks.l.hook_mlp_out
 //     "resid_out" [T, C]    residual stream after the block
+//                                                         blocks.l.hook_resid_post
 //   after the blocks (layer = -1):
 //     "embed" [T, C]        token + position embedding (the residual stream entering block 0)
-//     "ln_f" [T, C]
-//     "logits" [T, V]
+//                                                         hook_embed + hook_pos_embed
+//                                                         (= blocks.0.hook_resid_pre)
+//     "ln_f" [T, C]                                       ln_final.hook_normalized
+//     "logits" [T, V]                                     the model's output logits
+// Under interventions the tensors are the broken model's: ablated heads are zero (or their
+// mean) in "attn_heads"; under post-norm "ln1"/"ln2" are the sublayers' inputs (the raw stream)
+// and "resid_attn"/"resid_out" the normalised stream; a skipped sublayer is still computed and
+// reported, only not added.
 #pragma once
 
 #include <cstdint>

@@ -90,9 +90,55 @@ void Report(const ActivationObserver& observer, const char* name, int layer, int
   observer(a);
 }
 
+
 }  // namespace
 
-const float* Session::Prefill(const int* ids, int n) {
+void Interventions::Validate(const Config& c) const {
+  const std::string layers = "valid layers are 0.." + std::to_string(c.n_layer - 1);
+  auto check_layer = [&](int l, const char* what) {
+    if (l < 0 || l >= c.n_layer) {
+      throw Error(std::string(what) + ": layer " + std::to_string(l) + " is out of range; " + layers);
+    }
+  };
+  for (const HeadRef& h : ablate_heads) {
+    check_layer(h.layer, "ablate heads");
+    if (h.head < 0 || h.head >= c.n_head) {
+      throw Error("ablate heads: head " + std::to_string(h.head) + " is out of range; valid heads are 0.." +
+                  std::to_string(c.n_head - 1));
+    }
+  }
+  if (!head_means.empty() && head_means.size() != size_t(c.n_layer) * c.n_embd) {
+    throw Error("mean ablation needs " + std::to_string(c.n_layer) + " x " + std::to_string(c.n_embd) +
+                " head means, got " + std::to_string(head_means.size()));
+  }
+  for (int l : skip_attn) check_layer(l, "skip attention");
+  for (int l : skip_mlp) check_layer(l, "skip MLP");
+  for (int l : no_residual) check_layer(l, "no residual");
+  for (const ResidPatch& p : patches) {
+    check_layer(p.layer, "patch");
+    if (p.position < 0 || p.position >= c.n_ctx) {
+      throw Error("patch: position " + std::to_string(p.position) + " is out of range; valid positions are 0.." +
+                  std::to_string(c.n_ctx - 1));
+    }
+    if (p.value.size() != size_t(c.n_embd)) {
+      throw Error("patch: the residual vector has " + std::to_string(p.value.size()) + " values, the model " +
+                  std::to_string(c.n_embd));
+    }
+  }
+}
+
+int Interventions::FirstChangedBlock(int n_layer) const {
+  if (post_norm) return 0;
+  int first = n_layer;
+  for (const HeadRef& h : ablate_heads) first = std::min(first, h.layer);
+  for (int l : skip_attn) first = std::min(first, l);
+  for (int l : skip_mlp) first = std::min(first, l);
+  for (int l : no_residual) first = std::min(first, l);
+  for (const ResidPatch& p : patches) first = std::min(first, p.layer);
+  return first;
+}
+
+const float* Session::Prefill(const int* ids, int n, const RunOptions& run) {
   const Config& c = model_.config();
   if (n <= 0) throw Error("nothing to run: the prompt has no tokens");
   if (position_ + n > c.n_ctx) {
@@ -105,127 +151,238 @@ const float* Session::Prefill(const int* ids, int n) {
                   std::to_string(c.n_vocab - 1) + ")");
     }
   }
+  if (run.interventions != nullptr) run.interventions->Validate(c);
+  Embed(ids, n, run);
+  return RunBlocks(0, n, run);
+}
 
+const float* Session::Rerun(int n, int first_block, const float* resid_in, const RunOptions& run) {
+  const Config& c = model_.config();
+  if (n <= 0 || n > position_) {
+    throw Error("cannot re-run " + std::to_string(n) + " positions: the session holds " +
+                std::to_string(position_));
+  }
+  if (first_block < 0 || first_block > c.n_layer) {
+    throw Error("re-run: block " + std::to_string(first_block) + " is out of range; valid blocks are 0.." +
+                std::to_string(c.n_layer));
+  }
+  if (run.interventions != nullptr) {
+    run.interventions->Validate(c);
+    if (run.interventions->FirstChangedBlock(c.n_layer) < first_block) {
+      throw Error("re-run from block " + std::to_string(first_block) +
+                  ": the interventions change an earlier block, so its cache cannot be reused");
+    }
+  }
+  position_ -= n;
+  std::copy_n(resid_in, size_t(n) * c.n_embd, buffers_->x.data());
+  return RunBlocks(first_block, n, run);
+}
+
+const float* Session::RunBlocks(int first_block, int T, const RunOptions& run) {
+  const Interventions* iv = run.interventions;
+  for (int l = first_block; l < model_.config().n_layer; ++l) {
+    if (iv != nullptr && !iv->patches.empty()) PatchResidual(l, T, *iv);
+    AttentionStep(l, T, run);
+    MlpStep(l, T, run);
+  }
+  const float* logits = Unembed(T, run);
+  position_ += T;
+  return logits;
+}
+
+// h = wte[id] + wpe[pos]. Rows are dequantized one at a time (any type).
+// TransformerLens: hook_embed + hook_pos_embed, reported summed as "embed".
+void Session::Embed(const int* ids, int T, const RunOptions& run) {
   Buffers& b = *buffers_;
-  const int64_t T = n, C = c.n_embd, F = c.n_ff, H = c.n_head, D = c.head_dim();
-  const int pos0 = position_;
-  const int64_t n_keys = pos0 + T;
-  const bool observing = static_cast<bool>(observer_);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const int64_t C = model_.config().n_embd;
+  const WeightView& wte = model_.token_embedding;
+  const WeightView& wpe = model_.position_embedding;
+  const size_t te_row = RowBytes(wte.type, C), pe_row = RowBytes(wpe.type, C);
   float* x = b.x.data();
-
-  // Embeddings: h = wte[id] + wpe[pos]. Rows are dequantized one at a time (any type).
   for (int64_t t = 0; t < T; ++t) {
-    const WeightView& wte = model_.token_embedding;
-    const WeightView& wpe = model_.position_embedding;
-    const size_t te_row = RowBytes(wte.type, C), pe_row = RowBytes(wpe.type, C);
     DequantizeRow(wte.type, static_cast<const uint8_t*>(wte.data) + te_row * ids[t], x + t * C, C);
-    DequantizeRow(wpe.type, static_cast<const uint8_t*>(wpe.data) + pe_row * (pos0 + t),
+    DequantizeRow(wpe.type, static_cast<const uint8_t*>(wpe.data) + pe_row * (position_ + t),
                   b.tmp.data(), C);
     AddInPlace(x + t * C, b.tmp.data(), C);
   }
-  if (observing) Report(observer_, "embed", -1, pos0, x, T, C);
+  if (run.observer) Report(run.observer, "embed", -1, position_, x, T, C);
+}
+
+void Session::PatchResidual(int layer, int T, const Interventions& iv) {
+  const int64_t C = model_.config().n_embd;
+  for (const ResidPatch& p : iv.patches) {
+    const int t = p.position - position_;
+    if (p.layer == layer && t >= 0 && t < T) {
+      std::copy_n(p.value.data(), C, buffers_->x.data() + t * C);
+    }
+  }
+}
+
+// Pre-LN: x += proj(attn(ln_1(x))). With interventions also: heads ablated before the
+// projection, the add skipped, replaced (no residual) or followed by ln_1 (post-norm).
+void Session::AttentionStep(int l, int T_int, const RunOptions& run) {
+  const Config& c = model_.config();
+  Buffers& b = *buffers_;
+  const BlockWeights& w = model_.blocks[l];
+  const int64_t T = T_int, C = c.n_embd, H = c.n_head, D = c.head_dim();
+  const int pos0 = position_;
+  const int64_t n_keys = pos0 + T;
+  const bool observing = static_cast<bool>(run.observer);
+  const Interventions* iv = run.interventions;
+  const bool post_norm = iv != nullptr && iv->post_norm;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  float* x = b.x.data();
+
+  // The sublayer's input: ln_1(x), or x itself under post-norm.
+  if (post_norm) {
+    std::copy_n(x, T * C, b.xn.data());
+  } else {
+    for (int64_t t = 0; t < T; ++t) {
+      LayerNorm(x + t * C, w.ln1_g, w.ln1_b, c.ln_eps, C, b.xn.data() + t * C);
+    }
+  }
+  ParallelMatMul(b.pool, b.xn.data(), T, w.qkv, w.qkv_b, b.qkv.data());
+
+  float* k_layer = b.k_cache.data() + size_t(l) * c.n_ctx * C;  // [H, n_ctx, D]
+  float* v_layer = b.v_cache.data() + size_t(l) * c.n_ctx * C;
+  for (int64_t t = 0; t < T; ++t) {
+    const float* row = b.qkv.data() + t * 3 * C;
+    for (int64_t h = 0; h < H; ++h) {
+      std::copy_n(row + C + h * D, D, k_layer + (h * c.n_ctx + pos0 + t) * D);
+      std::copy_n(row + 2 * C + h * D, D, v_layer + (h * c.n_ctx + pos0 + t) * D);
+    }
+  }
 
   if (observing) {
     b.obs_scores.resize(size_t(H) * T * n_keys);
     b.obs_probs.resize(size_t(H) * T * n_keys);
     b.observed.resize(std::max<size_t>(size_t(H) * T * D, b.observed.size()));
   }
-
-  for (int l = 0; l < c.n_layer; ++l) {
-    const BlockWeights& w = model_.blocks[l];
-    // --- attention: x += proj(attn(ln_1(x)))
+  b.pool.ParallelFor(H, [&](int64_t h) {
+    const float* k = k_layer + h * c.n_ctx * D;
+    const float* v = v_layer + h * c.n_ctx * D;
     for (int64_t t = 0; t < T; ++t) {
-      LayerNorm(x + t * C, w.ln1_g, w.ln1_b, c.ln_eps, C, b.xn.data() + t * C);
-    }
-    ParallelMatMul(b.pool, b.xn.data(), T, w.qkv, w.qkv_b, b.qkv.data());
-
-    float* k_layer = b.k_cache.data() + size_t(l) * c.n_ctx * C;  // [H, n_ctx, D]
-    float* v_layer = b.v_cache.data() + size_t(l) * c.n_ctx * C;
-    for (int64_t t = 0; t < T; ++t) {
-      const float* row = b.qkv.data() + t * 3 * C;
-      for (int64_t h = 0; h < H; ++h) {
-        std::copy_n(row + C + h * D, D, k_layer + (h * c.n_ctx + pos0 + t) * D);
-        std::copy_n(row + 2 * C + h * D, D, v_layer + (h * c.n_ctx + pos0 + t) * D);
+      const int64_t keys = pos0 + t + 1;  // causal: position pos0+t sees keys 0..pos0+t
+      float* scores = observing ? b.obs_scores.data() + (h * T + t) * n_keys : nullptr;
+      float* probs = observing ? b.obs_probs.data() + (h * T + t) * n_keys
+                               : b.probs.data() + h * c.n_ctx;
+      AttentionHead(b.qkv.data() + t * 3 * C + h * D, k, v, D, keys, D, scale, scores, probs,
+                    b.heads.data() + t * C + h * D);
+      if (observing) {
+        std::fill(scores + keys, scores + n_keys, -std::numeric_limits<float>::infinity());
+        std::fill(probs + keys, probs + n_keys, 0.0f);
       }
     }
+  });
 
-    b.pool.ParallelFor(H, [&](int64_t h) {
-      const float* k = k_layer + h * c.n_ctx * D;
-      const float* v = v_layer + h * c.n_ctx * D;
+  // Head ablation (TransformerLens: blocks.l.attn.hook_z[:, h] = 0 or its mean).
+  if (iv != nullptr) {
+    for (const HeadRef& a : iv->ablate_heads) {
+      if (a.layer != l) continue;
       for (int64_t t = 0; t < T; ++t) {
-        const int64_t keys = pos0 + t + 1;  // causal: position pos0+t sees keys 0..pos0+t
-        float* scores = observing ? b.obs_scores.data() + (h * T + t) * n_keys : nullptr;
-        float* probs = observing ? b.obs_probs.data() + (h * T + t) * n_keys
-                                 : b.probs.data() + h * c.n_ctx;
-        AttentionHead(b.qkv.data() + t * 3 * C + h * D, k, v, D, keys, D, scale, scores, probs,
-                      b.heads.data() + t * C + h * D);
-        if (observing) {
-          std::fill(scores + keys, scores + n_keys, -std::numeric_limits<float>::infinity());
-          std::fill(probs + keys, probs + n_keys, 0.0f);
-        }
+        float* z = b.heads.data() + t * C + a.head * D;
+        if (iv->head_means.empty()) std::fill_n(z, D, 0.0f);
+        else std::copy_n(iv->head_means.data() + size_t(l) * C + a.head * D, D, z);
       }
-    });
-
-    if (observing) {
-      Report(observer_, "ln1", l, pos0, b.xn.data(), T, C);
-      static const char* const kQkvNames[3] = {"q", "k", "v"};
-      for (int part = 0; part < 3; ++part) {
-        for (int64_t h = 0; h < H; ++h) {
-          for (int64_t t = 0; t < T; ++t) {
-            std::copy_n(b.qkv.data() + t * 3 * C + part * C + h * D, D,
-                        b.observed.data() + (h * T + t) * D);
-          }
-        }
-        Report(observer_, kQkvNames[part], l, pos0, b.observed.data(), H, T, D);
-      }
-      Report(observer_, "attn_scores", l, pos0, b.obs_scores.data(), H, T, n_keys);
-      Report(observer_, "attn_probs", l, pos0, b.obs_probs.data(), H, T, n_keys);
-      Report(observer_, "attn_heads", l, pos0, b.heads.data(), T, C);
-    }
-
-    ParallelMatMul(b.pool, b.heads.data(), T, w.proj, w.proj_b, b.tmp.data());
-    AddInPlace(x, b.tmp.data(), T * C);
-    if (observing) {
-      Report(observer_, "attn_out", l, pos0, b.tmp.data(), T, C);
-      Report(observer_, "resid_attn", l, pos0, x, T, C);
-    }
-
-    // --- MLP: x += fc_proj(gelu(fc(ln_2(x))))
-    for (int64_t t = 0; t < T; ++t) {
-      LayerNorm(x + t * C, w.ln2_g, w.ln2_b, c.ln_eps, C, b.xn.data() + t * C);
-    }
-    ParallelMatMul(b.pool, b.xn.data(), T, w.fc, w.fc_b, b.ff.data());
-    if (observing) {
-      Report(observer_, "ln2", l, pos0, b.xn.data(), T, C);
-      Report(observer_, "mlp_pre", l, pos0, b.ff.data(), T, F);
-    }
-    Gelu(b.ff.data(), T * F);
-    if (observing) Report(observer_, "mlp_act", l, pos0, b.ff.data(), T, F);
-    ParallelMatMul(b.pool, b.ff.data(), T, w.fc_proj, w.fc_proj_b, b.tmp.data());
-    AddInPlace(x, b.tmp.data(), T * C);
-    if (observing) {
-      Report(observer_, "mlp_out", l, pos0, b.tmp.data(), T, C);
-      Report(observer_, "resid_out", l, pos0, x, T, C);
     }
   }
 
-  // Final LayerNorm and the unembedding. Without an observer only the last position's logits
-  // are needed, which saves (T-1) * V * C multiply-adds in a prefill.
+  if (observing) {
+    Report(run.observer, "ln1", l, pos0, b.xn.data(), T, C);
+    static const char* const kQkvNames[3] = {"q", "k", "v"};
+    for (int part = 0; part < 3; ++part) {
+      for (int64_t h = 0; h < H; ++h) {
+        for (int64_t t = 0; t < T; ++t) {
+          std::copy_n(b.qkv.data() + t * 3 * C + part * C + h * D, D,
+                      b.observed.data() + (h * T + t) * D);
+        }
+      }
+      Report(run.observer, kQkvNames[part], l, pos0, b.observed.data(), H, T, D);
+    }
+    Report(run.observer, "attn_scores", l, pos0, b.obs_scores.data(), H, T, n_keys);
+    Report(run.observer, "attn_probs", l, pos0, b.obs_probs.data(), H, T, n_keys);
+    Report(run.observer, "attn_heads", l, pos0, b.heads.data(), T, C);
+  }
+
+  ParallelMatMul(b.pool, b.heads.data(), T, w.proj, w.proj_b, b.tmp.data());
+  if (iv == nullptr) {
+    AddInPlace(x, b.tmp.data(), T * C);
+  } else if (!Interventions::Lists(iv->skip_attn, l)) {
+    if (Interventions::Lists(iv->no_residual, l)) std::copy_n(b.tmp.data(), T * C, x);
+    else AddInPlace(x, b.tmp.data(), T * C);
+    if (post_norm) {
+      for (int64_t t = 0; t < T; ++t) LayerNorm(x + t * C, w.ln1_g, w.ln1_b, c.ln_eps, C, x + t * C);
+    }
+  }
+  if (observing) {
+    Report(run.observer, "attn_out", l, pos0, b.tmp.data(), T, C);
+    Report(run.observer, "resid_attn", l, pos0, x, T, C);
+  }
+}
+
+// Pre-LN: x += fc_proj(gelu(fc(ln_2(x)))); interventions as in AttentionStep.
+void Session::MlpStep(int l, int T_int, const RunOptions& run) {
+  const Config& c = model_.config();
+  Buffers& b = *buffers_;
+  const BlockWeights& w = model_.blocks[l];
+  const int64_t T = T_int, C = c.n_embd, F = c.n_ff;
+  const int pos0 = position_;
+  const bool observing = static_cast<bool>(run.observer);
+  const Interventions* iv = run.interventions;
+  const bool post_norm = iv != nullptr && iv->post_norm;
+  float* x = b.x.data();
+
+  if (post_norm) {
+    std::copy_n(x, T * C, b.xn.data());
+  } else {
+    for (int64_t t = 0; t < T; ++t) {
+      LayerNorm(x + t * C, w.ln2_g, w.ln2_b, c.ln_eps, C, b.xn.data() + t * C);
+    }
+  }
+  ParallelMatMul(b.pool, b.xn.data(), T, w.fc, w.fc_b, b.ff.data());
+  if (observing) {
+    Report(run.observer, "ln2", l, pos0, b.xn.data(), T, C);
+    Report(run.observer, "mlp_pre", l, pos0, b.ff.data(), T, F);
+  }
+  Gelu(b.ff.data(), T * F);
+  if (observing) Report(run.observer, "mlp_act", l, pos0, b.ff.data(), T, F);
+  ParallelMatMul(b.pool, b.ff.data(), T, w.fc_proj, w.fc_proj_b, b.tmp.data());
+  if (iv == nullptr) {
+    AddInPlace(x, b.tmp.data(), T * C);
+  } else if (!Interventions::Lists(iv->skip_mlp, l)) {
+    if (Interventions::Lists(iv->no_residual, l)) std::copy_n(b.tmp.data(), T * C, x);
+    else AddInPlace(x, b.tmp.data(), T * C);
+    if (post_norm) {
+      for (int64_t t = 0; t < T; ++t) LayerNorm(x + t * C, w.ln2_g, w.ln2_b, c.ln_eps, C, x + t * C);
+    }
+  }
+  if (observing) {
+    Report(run.observer, "mlp_out", l, pos0, b.tmp.data(), T, C);
+    Report(run.observer, "resid_out", l, pos0, x, T, C);
+  }
+}
+
+// Final LayerNorm and the unembedding. Without an observer only the last position's logits
+// are needed, which saves (T-1) * V * C multiply-adds in a prefill.
+const float* Session::Unembed(int T_int, const RunOptions& run) {
+  const Config& c = model_.config();
+  Buffers& b = *buffers_;
+  const int64_t T = T_int, C = c.n_embd;
+  const bool observing = static_cast<bool>(run.observer);
+  const float* x = b.x.data();
   const int64_t first = observing ? 0 : T - 1;
   for (int64_t t = first; t < T; ++t) {
     LayerNorm(x + t * C, model_.ln_f_g, model_.ln_f_b, c.ln_eps, C, b.xn.data() + t * C);
   }
   if (observing) {
-    Report(observer_, "ln_f", -1, pos0, b.xn.data(), T, C);
+    Report(run.observer, "ln_f", -1, position_, b.xn.data(), T, C);
     b.observed.resize(std::max<size_t>(size_t(T) * c.n_vocab, b.observed.size()));
     ParallelMatMul(b.pool, b.xn.data(), T, model_.output, nullptr, b.observed.data());
-    Report(observer_, "logits", -1, pos0, b.observed.data(), T, c.n_vocab);
+    Report(run.observer, "logits", -1, position_, b.observed.data(), T, c.n_vocab);
     std::copy_n(b.observed.data() + (T - 1) * c.n_vocab, c.n_vocab, b.logits.data());
   } else {
     ParallelMatMul(b.pool, b.xn.data() + (T - 1) * C, 1, model_.output, nullptr, b.logits.data());
   }
-  position_ += n;
   return b.logits.data();
 }
 

@@ -167,20 +167,21 @@ TEST_CASE("forward pass matches PyTorch tensor by tensor", "[model][golden]") {
       const std::vector<int> ids = PromptIds(prompt);
       std::printf("-- %s (%zu tokens), f32 vs PyTorch\n", prompt, ids.size());
       gpt2::Session session(model);
-      Collector collector;
-      session.SetObserver(collector.Observer());
-      const float* last = session.Prefill(ids.data(), static_cast<int>(ids.size()));
+      gpt2::Recorder recorder;
+      const float* last =
+          session.Prefill(ids.data(), static_cast<int>(ids.size()), {recorder.Observer()});
+      const std::map<std::string, ObservedTensor> seen = ByGoldenName(recorder);
       const std::vector<std::string> names = ObservedNames(prompt);
       CHECK(names.size() == 2 * 14 + 3);  // 14 per block, embed, ln_f, logits
       for (const std::string& name : names) {
         INFO(name);
-        auto it = collector.tensors.find(name);
-        REQUIRE(it != collector.tensors.end());
+        auto it = seen.find(name);
+        REQUIRE(it != seen.end());
         CHECK(it->second.pos0 == 0);
         CheckObserved(std::string(prompt) + "/" + name, name, it->second, kF32Tolerance);
       }
       // Nothing observed that the golden does not know.
-      CHECK(collector.tensors.size() == names.size());
+      CHECK(seen.size() == names.size());
       // Prefill's return value is the last row of the logits.
       const GoldenTensor& logits = Golden().Get(std::string(prompt) + "/logits");
       const int64_t V = logits.dims[1];
@@ -199,10 +200,10 @@ TEST_CASE("every compiled kernel target gives PyTorch's logits", "[model][golden
     const std::string name = "p3 logits on " + gpt2::KernelTargetName(target);
     INFO(name);
     gpt2::Session session(model);
-    Collector collector;
-    session.SetObserver(collector.Observer());
-    session.Prefill(ids.data(), static_cast<int>(ids.size()));
-    const std::vector<float>& logits = collector.tensors.at("logits").data;
+    gpt2::Recorder recorder;
+    session.Prefill(ids.data(), static_cast<int>(ids.size()), {recorder.Observer()});
+    const std::map<std::string, ObservedTensor> seen = ByGoldenName(recorder);
+    const std::vector<float>& logits = seen.at("logits").data;
     REQUIRE(logits.size() == golden.f32.size());
     CHECK(CheckTensor(name, logits.data(), golden.f32.data(),
                       static_cast<int64_t>(logits.size()), kF32Tolerance));
@@ -216,10 +217,10 @@ TEST_CASE("KV-cache decode equals a full prefill", "[model][golden]") {
   const int V = model.config().n_vocab;
 
   gpt2::Session full(model);
-  Collector collector;
-  full.SetObserver(collector.Observer());
-  full.Prefill(ids.data(), static_cast<int>(ids.size()));
-  const std::vector<float> all_logits = collector.tensors.at("logits").data;  // [T, V]
+  gpt2::Recorder recorder;
+  full.Prefill(ids.data(), static_cast<int>(ids.size()), {recorder.Observer()});
+  const std::map<std::string, ObservedTensor> seen = ByGoldenName(recorder);
+  const std::vector<float> all_logits = seen.at("logits").data;  // [T, V]
 
   gpt2::Session stepwise(model);
   const float* logits = stepwise.Prefill(ids.data(), 1);
@@ -246,9 +247,10 @@ TEST_CASE("prefill in two chunks equals one prefill, and sees the cached keys",
   gpt2::Session two(model);
   two.Prefill(ids.data(), split);
   CHECK(two.position() == split);
-  Collector collector;
-  two.SetObserver(collector.Observer());
-  const float* l2 = two.Prefill(ids.data() + split, static_cast<int>(ids.size()) - split);
+  gpt2::Recorder recorder;
+  const float* l2 =
+      two.Prefill(ids.data() + split, static_cast<int>(ids.size()) - split, {recorder.Observer()});
+  const std::map<std::string, ObservedTensor> seen = ByGoldenName(recorder);
   CHECK(two.position() == static_cast<int>(ids.size()));
   CHECK(CheckTensor("chunked logits", l2, one_logits.data(), V, kCacheTolerance));
 
@@ -256,14 +258,13 @@ TEST_CASE("prefill in two chunks equals one prefill, and sees the cached keys",
   std::printf("-- p3 second chunk (positions %d..%zu) vs PyTorch\n", split, ids.size() - 1);
   for (const std::string& name : ObservedNames("p3")) {
     INFO(name);
-    auto it = collector.tensors.find(name);
-    REQUIRE(it != collector.tensors.end());
+    auto it = seen.find(name);
+    REQUIRE(it != seen.end());
     CHECK(it->second.pos0 == split);
     CheckObserved("p3/" + name, name, it->second, kF32Tolerance);
   }
 
   // Truncate drops positions; re-running them gives the same answer.
-  two.SetObserver(nullptr);
   two.Truncate(split);
   CHECK(two.position() == split);
   const float* l3 = two.Prefill(ids.data() + split, static_cast<int>(ids.size()) - split);
@@ -296,10 +297,10 @@ TEST_CASE("quantized models stay near the f32 golden", "[model][golden]") {
       for (const char* prompt : kPrompts) {
         const std::vector<int> ids = PromptIds(prompt);
         gpt2::Session session(model);
-        Collector collector;
-        session.SetObserver(collector.Observer());
-        session.Prefill(ids.data(), static_cast<int>(ids.size()));
-        const std::vector<float>& logits = collector.tensors.at("logits").data;
+        gpt2::Recorder recorder;
+        session.Prefill(ids.data(), static_cast<int>(ids.size()), {recorder.Observer()});
+        const std::map<std::string, ObservedTensor> seen = ByGoldenName(recorder);
+        const std::vector<float>& logits = seen.at("logits").data;
         const GoldenTensor& golden = Golden().Get(std::string(prompt) + "/logits");
         const int V = static_cast<int>(golden.dims[1]);
         REQUIRE(logits.size() == golden.f32.size());
@@ -347,12 +348,12 @@ TEST_CASE("logit lens equals PyTorch's", "[model][golden]") {
       const std::vector<int> ids = PromptIds(prompt);
       const int T = static_cast<int>(ids.size());
       gpt2::Session session(model);
-      Collector collector;
-      session.SetObserver(collector.Observer());
-      session.Prefill(ids.data(), T);
+      gpt2::Recorder recorder;
+      session.Prefill(ids.data(), T, {recorder.Observer()});
+      const std::map<std::string, ObservedTensor> seen = ByGoldenName(recorder);
       std::vector<std::vector<float>> residuals;
       for (int l = 0; l < L; ++l) {
-        residuals.push_back(collector.tensors.at("blk" + std::to_string(l) + "/resid_out").data);
+        residuals.push_back(seen.at("blk" + std::to_string(l) + "/resid_out").data);
       }
       const std::vector<gpt2::LensEntry> lens = gpt2::LogitLens(model, residuals, T, 0, 5);
       const std::vector<int32_t>& gold_ids = Golden().I32(std::string(prompt) + "/lens_ids");

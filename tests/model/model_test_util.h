@@ -1,5 +1,5 @@
-// Helpers shared by the model's golden tests: a model built in memory and an observer that keeps
-// every activation by name ("blk0/ln1", "logits").
+// Helpers shared by the model's golden tests: a model built in memory and the recorded
+// activations by the golden files' names ("blk0/ln1", "logits").
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,7 @@
 
 #include "format/gguf.h"
 #include "golden_file.h"
+#include "model/capture.h"
 #include "model/model.h"
 #include "model/observer.h"
 
@@ -38,23 +39,19 @@ struct ObservedTensor {
   std::vector<float> data;
 };
 
-// Keeps the last activation reported under each name; blocks' tensors as "blk<L>/<name>".
-class Collector {
- public:
-  gpt2::ActivationObserver Observer() {
-    return [this](const gpt2::Activation& a) {
-      const std::string key =
-          a.layer >= 0 ? "blk" + std::to_string(a.layer) + "/" + a.name : std::string(a.name);
-      ObservedTensor& t = tensors[key];
-      t.shape.assign(a.shape, a.shape + a.n_dims);
-      t.pos0 = a.pos0;
-      int64_t n = 1;
-      for (int i = 0; i < a.n_dims; ++i) n *= a.shape[i];
-      t.data.assign(a.data, a.data + n);
-    };
+// What a gpt2::Recorder kept, by the golden files' names: blocks' tensors as "blk<L>/<name>",
+// the others by name ("logits"); the last tensor reported under a name wins.
+inline std::map<std::string, ObservedTensor> ByGoldenName(const gpt2::Recorder& recorder) {
+  std::map<std::string, ObservedTensor> out;
+  for (const gpt2::RecordedTensor& r : recorder.tensors()) {
+    const std::string key = r.layer >= 0 ? "blk" + std::to_string(r.layer) + "/" + r.name : r.name;
+    ObservedTensor& t = out[key];
+    t.shape = r.shape;
+    t.pos0 = r.pos0;
+    t.data = r.data;
   }
-  std::map<std::string, ObservedTensor> tensors;
-};
+  return out;
+}
 
 // Rows [t0, t0 + T) of a golden [.., T_all, last] tensor whose time axis is `time_axis`
 // ([T, X]: axis 0; [H, T, X]: axis 1), keeping only the first `last` entries of the last axis.

@@ -46,9 +46,10 @@ TEST_CASE("llm-viz nano GPT: every recorded activation matches", "[model][nano]"
   const std::vector<int32_t>& ids32 = partials.I32("ids");
   const std::vector<int> ids(ids32.begin(), ids32.end());
   gpt2::Session session(model);
-  Collector collector;
-  session.SetObserver(collector.Observer());
-  const float* last = session.Prefill(ids.data(), static_cast<int>(ids.size()));
+  gpt2::Recorder recorder;
+  const float* last =
+      session.Prefill(ids.data(), static_cast<int>(ids.size()), {recorder.Observer()});
+  const std::map<std::string, ObservedTensor> seen = ByGoldenName(recorder);
 
   std::printf("-- llm-viz nano sort model vs recorded partials\n");
   int compared = 0;
@@ -56,8 +57,8 @@ TEST_CASE("llm-viz nano GPT: every recorded activation matches", "[model][nano]"
     const std::string& name = entry.first;
     if (name == "ids" || name == "probs") continue;
     INFO(name);
-    auto it = collector.tensors.find(name);
-    REQUIRE(it != collector.tensors.end());
+    auto it = seen.find(name);
+    REQUIRE(it != seen.end());
     CheckObservedAgainst(entry.second, name, it->second, kNanoTolerance);
     ++compared;
   }
@@ -65,7 +66,7 @@ TEST_CASE("llm-viz nano GPT: every recorded activation matches", "[model][nano]"
 
   // Softmax of our logits equals the recorded probabilities; the returned logits are the last row.
   const std::vector<float>& probs = partials.F32("probs");
-  const std::vector<float>& logits = collector.tensors.at("logits").data;
+  const std::vector<float>& logits = seen.at("logits").data;
   const int T = static_cast<int>(ids.size()), V = 3;
   std::vector<float> our_probs(logits.size());
   for (int t = 0; t < T; ++t) {

@@ -81,10 +81,11 @@ TEST_CASE("Real GPT-2 small matches the reference logits, attention and tokens",
 
       Session session(*model, 2);
       std::vector<std::vector<float>> probs(12);
-      session.SetObserver([&](const Activation& a) {
+      RunOptions run;
+      run.observer = [&](const Activation& a) {
         if (std::string(a.name) == "attn_probs") probs[a.layer].assign(a.data, a.data + a.shape[0] * a.shape[1] * a.shape[2]);
-      });
-      const float* logits = session.Prefill(ids.data(), static_cast<int>(ids.size()));
+      };
+      const float* logits = session.Prefill(ids.data(), static_cast<int>(ids.size()), run);
       const std::vector<double> want = ref["last_position_logits"].Numbers();
       REQUIRE(want.size() == size_t(model->config().n_vocab));
       double max_diff = 0;

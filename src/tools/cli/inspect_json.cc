@@ -3,32 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <numeric>
 
 #include "kernels/kernels.h"
 
 namespace gpt2 {
-
-void InspectRecorder::Record(const Activation& a) {
-  RecordedTensor t;
-  t.name = a.name;
-  t.layer = a.layer;
-  t.pos0 = a.pos0;
-  int64_t n = 1;
-  for (int i = 0; i < a.n_dims; ++i) {
-    t.shape.push_back(a.shape[i]);
-    n *= a.shape[i];
-  }
-  t.data.assign(a.data, a.data + n);
-  tensors_.push_back(std::move(t));
-}
-
-const RecordedTensor* InspectRecorder::Find(const std::string& name, int layer) const {
-  for (const RecordedTensor& t : tensors_) {
-    if (t.name == name && t.layer == layer) return &t;
-  }
-  return nullptr;
-}
 
 namespace {
 
@@ -77,12 +55,24 @@ void WriteTop(std::ostream& out, const std::vector<int>& ids, const std::vector<
 }  // namespace
 
 void WriteInspectJson(std::ostream& out, const Model& model, const Tokenizer& tokenizer,
-                      const std::vector<int>& ids, const InspectRecorder& recorder, int top_k) {
+                      const std::vector<int>& ids, const Recorder& recorder, int top_k,
+                      const Interventions& interventions) {
   const Config& c = model.config();
   const int T = static_cast<int>(ids.size());
   out << "{\"config\":{\"n_vocab\":" << c.n_vocab << ",\"n_ctx\":" << c.n_ctx
       << ",\"n_embd\":" << c.n_embd << ",\"n_head\":" << c.n_head << ",\"n_layer\":" << c.n_layer
-      << ",\"n_ff\":" << c.n_ff << "},\n\"ids\":";
+      << ",\"n_ff\":" << c.n_ff << "},\n\"interventions\":{\"ablate_heads\":[";
+  for (size_t i = 0; i < interventions.ablate_heads.size(); ++i) {
+    out << (i ? ",[" : "[") << interventions.ablate_heads[i].layer << ','
+        << interventions.ablate_heads[i].head << ']';
+  }
+  out << "],\"skip_attn\":";
+  WriteArray(out, interventions.skip_attn);
+  out << ",\"skip_mlp\":";
+  WriteArray(out, interventions.skip_mlp);
+  out << ",\"no_residual\":";
+  WriteArray(out, interventions.no_residual);
+  out << ",\"post_norm\":" << (interventions.post_norm ? "true" : "false") << "},\n\"ids\":";
   WriteArray(out, ids);
   out << ",\n\"tokens\":[";
   for (int i = 0; i < T; ++i) {
@@ -116,25 +106,33 @@ void WriteInspectJson(std::ostream& out, const Model& model, const Tokenizer& to
   out << "],\n\"final\":[";
   const RecordedTensor* logits = recorder.Find("logits", -1);
   if (logits != nullptr) {
-    std::vector<float> probs(c.n_vocab);
-    std::vector<int> order(c.n_vocab);
     const int k = std::min(top_k, c.n_vocab);
+    std::vector<int> ids_k(k);
+    std::vector<float> probs_k(k);
     for (int t = 0; t < T; ++t) {
-      std::copy_n(logits->data.begin() + size_t(t) * c.n_vocab, c.n_vocab, probs.begin());
-      Softmax(probs.data(), c.n_vocab);
-      std::iota(order.begin(), order.end(), 0);
-      std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
-        return probs[a] > probs[b] || (probs[a] == probs[b] && a < b);
-      });
-      std::vector<int> ids_k(order.begin(), order.begin() + k);
-      std::vector<float> probs_k;
-      for (int id : ids_k) probs_k.push_back(probs[id]);
+      TopProbabilities(logits->data.data() + size_t(t) * c.n_vocab, c.n_vocab, k, ids_k.data(),
+                       probs_k.data());
       out << (t ? ",\n" : "\n") << "{\"position\":" << t << ',';
       WriteTop(out, ids_k, probs_k);
       out << '}';
     }
   }
   out << "]}\n";
+}
+
+void WriteAttributionJson(std::ostream& out, const Attribution& a) {
+  out << "{\"position\":" << a.position << ",\"target\":" << a.target << ",\"contrast\":" << a.contrast
+      << ",\n\"components\":[";
+  for (size_t i = 0; i < a.components.size(); ++i) {
+    out << (i ? ",\n" : "\n") << "{\"name\":";
+    WriteString(out, a.components[i].name);
+    out << ",\"value\":";
+    WriteFloat(out, static_cast<float>(a.components[i].value));
+    out << '}';
+  }
+  out << "],\n\"logit\":";
+  WriteFloat(out, static_cast<float>(a.logit));
+  out << "}\n";
 }
 
 }  // namespace gpt2

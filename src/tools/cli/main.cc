@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -17,6 +18,7 @@
 #include "base/text.h"
 #include "format/gguf.h"
 #include "kernels/kernels.h"
+#include "model/attribution.h"
 #include "model/generate.h"
 #include "model/model.h"
 #include "model/sampler.h"
@@ -24,6 +26,7 @@
 #include "tokenizer/utf8_stream.h"
 #include "tools/cli/args.h"
 #include "tools/cli/inspect_json.h"
+#include "tools/common/intervention_flags.h"
 
 namespace gpt2 {
 namespace {
@@ -31,12 +34,27 @@ namespace {
 constexpr char kUsage[] =
     "usage:\n"
     "  gpt2 generate --model M.gguf --prompt TEXT [--n N] [--temp T] [--top-k K] [--top-p P]\n"
-    "                [--seed S] [--threads N] [--print-ids]\n"
+    "                [--seed S] [--threads N] [--print-ids] [INTERVENTIONS]\n"
     "  gpt2 tokenize (--model M.gguf | --vocab encoder.json --merges vocab.bpe)\n"
     "                (--text TEXT | --file F)\n"
     "  gpt2 info --model M.gguf\n"
-    "  gpt2 inspect --model M.gguf --prompt TEXT --json OUT [--top-k K]\n"
-    "  gpt2 bench --model M.gguf [--prompt-tokens 128] [--decode-tokens 64] [--threads N]\n";
+    "  gpt2 inspect --model M.gguf --prompt TEXT --json OUT [--top-k K] [INTERVENTIONS]\n"
+    "  gpt2 attribute --model M.gguf --prompt TEXT [--target ID] [--contrast ID] [--position N]\n"
+    "                [--json FILE] [--threads N] [INTERVENTIONS]\n"
+    "  gpt2 bench --model M.gguf [--prompt-tokens 128] [--decode-tokens 64] [--threads N]\n"
+    "             [INTERVENTIONS: also time a re-run under them reusing the cache]\n"
+    "INTERVENTIONS (combine freely; layers and heads count from 0):\n"
+    "  --ablate-heads L.H[,L.H...]  zero the heads' outputs before the output projection\n"
+    "  --skip-attn L[,L...]         the blocks' attention adds nothing to the stream\n"
+    "  --skip-mlp L[,L...]          the blocks' MLP adds nothing to the stream\n"
+    "  --no-residual L[,L...]       x = attn(ln_1(x)); x = mlp(ln_2(x)) in those blocks\n"
+    "  --post-norm                  x = ln_1(x + attn(x)); x = ln_2(x + mlp(x)) in every block\n";
+
+// A command's flags plus the intervention flags.
+std::set<std::string> WithInterventionFlags(std::set<std::string> flags) {
+  for (const char* f : kInterventionFlags) flags.insert(f);
+  return flags;
+}
 
 // A model file mapped into memory with everything bound to it; members are destroyed in
 // reverse order, so the mapping outlives the views into it.
@@ -84,7 +102,9 @@ int Generate(const Args& args) {
     throw Error("the prompt is too long for the model: " + std::to_string(prompt.size()) +
                 " tokens, but its context holds " + std::to_string(m.model->config().n_ctx));
   }
+  const Interventions interventions = InterventionsFromArgs(args, m.model->config());
   GenerateOptions options;
+  options.interventions = &interventions;
   options.sampling = SamplingFromArgs(args);
   options.max_tokens = static_cast<int>(args.GetInt("n", 32));
   if (options.max_tokens < 0) throw Error("--n must be >= 0");
@@ -179,20 +199,75 @@ int Inspect(const Args& args) {
   Session session(*m.model, static_cast<int>(args.GetInt("threads", DefaultThreads())));
   const std::vector<int> ids = m.tokenizer->Encode(args.Get("prompt"));
   if (ids.empty()) throw Error("the prompt is empty");
-  InspectRecorder recorder;
-  session.SetObserver([&](const Activation& a) { recorder.Record(a); });
-  session.Prefill(ids.data(), static_cast<int>(ids.size()));
+  const Interventions interventions = InterventionsFromArgs(args, m.model->config());
+  Recorder recorder;
+  RunOptions run;
+  run.observer = [&](const Activation& a) { recorder.Record(a); };
+  run.interventions = &interventions;
+  session.Prefill(ids.data(), static_cast<int>(ids.size()), run);
   const int top_k = static_cast<int>(args.GetInt("top-k", 10));
   const std::string out_path = args.Get("json");
   std::ofstream out(out_path + ".tmp", std::ios::binary);
   if (!out) throw Error("cannot write '" + out_path + "'");
-  WriteInspectJson(out, *m.model, *m.tokenizer, ids, recorder, top_k);
+  WriteInspectJson(out, *m.model, *m.tokenizer, ids, recorder, top_k, interventions);
   out.close();
   if (!out || std::rename((out_path + ".tmp").c_str(), out_path.c_str()) != 0) {
     throw Error("cannot write '" + out_path + "'");
   }
   std::cerr << "gpt2: wrote " << recorder.tensors().size() << " tensors and the logit lens for "
             << ids.size() << " tokens to " << out_path << "\n";
+  return 0;
+}
+
+// Reads an optional token id flag; -1 when absent.
+int TokenIdArg(const Args& args, const std::string& flag, int n_vocab) {
+  if (!args.Has(flag)) return -1;
+  const long long id = args.GetInt(flag, -1);
+  if (id < 0 || id >= n_vocab) {
+    throw UsageError("--" + flag + ": token id " + std::to_string(id) +
+                     " is outside the vocabulary; valid ids are 0.." + std::to_string(n_vocab - 1));
+  }
+  return static_cast<int>(id);
+}
+
+int Attribute(const Args& args) {
+  LoadedModel m = Load(args.Get("model"), true);
+  const Config& c = m.model->config();
+  Session session(*m.model, static_cast<int>(args.GetInt("threads", DefaultThreads())));
+  const std::vector<int> ids = m.tokenizer->Encode(args.Get("prompt"));
+  if (ids.empty()) throw Error("the prompt is empty");
+  if (static_cast<int>(ids.size()) > c.n_ctx) {
+    throw Error("the prompt is too long for the model: " + std::to_string(ids.size()) +
+                " tokens, but its context holds " + std::to_string(c.n_ctx));
+  }
+  const Interventions interventions = InterventionsFromArgs(args, c);
+  AttributionRequest request;
+  request.target = TokenIdArg(args, "target", c.n_vocab);
+  request.contrast = TokenIdArg(args, "contrast", c.n_vocab);
+  if (args.Has("position")) {
+    const long long p = args.GetInt("position", -1);
+    if (p < 0 || p >= static_cast<long long>(ids.size())) {
+      throw UsageError("--position: " + std::to_string(p) + " is out of range; the prompt's positions are 0.." +
+                       std::to_string(ids.size() - 1));
+    }
+    request.position = static_cast<int>(p);
+  }
+  request.interventions = &interventions;
+  const Attribution a = AttributeLogit(session, ids, request);
+  for (const AttributionComponent& comp : a.components) {
+    std::printf("%s\t%.7g\n", comp.name.c_str(), comp.value);
+  }
+  std::printf("logit\t%.7g\n", a.logit);
+  if (args.Has("json")) {
+    const std::string out_path = args.Get("json");
+    std::ofstream out(out_path + ".tmp", std::ios::binary);
+    if (!out) throw Error("cannot write '" + out_path + "'");
+    WriteAttributionJson(out, a);
+    out.close();
+    if (!out || std::rename((out_path + ".tmp").c_str(), out_path.c_str()) != 0) {
+      throw Error("cannot write '" + out_path + "'");
+    }
+  }
   return 0;
 }
 
@@ -208,9 +283,32 @@ int Bench(const Args& args) {
   std::vector<int> prompt(n_prompt);
   for (int i = 0; i < n_prompt; ++i) prompt[i] = (i * 7919 + 13) % c.n_vocab;  // arbitrary ids
 
-  double best_prefill = 1e30, best_decode = 1e30;
+  // With intervention flags, also time a re-run of the prompt under them that reuses the
+  // clean prefill's cache before the first changed block.
+  const Interventions interventions = InterventionsFromArgs(args, c);
+  const int first = interventions.FirstChangedBlock(c.n_layer);
+  std::vector<float> resid_in;
+  RunOptions keep;  // copies the stream entering block `first`, nothing else
+  if (!interventions.empty()) {
+    keep.observer = [&](const Activation& a) {
+      const bool wanted = first == 0 ? std::string(a.name) == "embed"
+                                     : (a.layer == first - 1 && std::string(a.name) == "resid_out");
+      if (wanted) resid_in.assign(a.data, a.data + a.shape[0] * a.shape[1]);
+    };
+  }
+  RunOptions intervened;
+  intervened.interventions = &interventions;
+
+  double best_prefill = 1e30, best_decode = 1e30, best_rerun = 1e30;
   for (int r = 0; r < repeats; ++r) {
     session.Reset();
+    if (!interventions.empty()) {
+      session.Prefill(prompt.data(), n_prompt, keep);
+      const auto r0 = Clock::now();
+      session.Rerun(n_prompt, first, resid_in.data(), intervened);
+      best_rerun = std::min(best_rerun, std::chrono::duration<double>(Clock::now() - r0).count());
+      session.Reset();
+    }
     const auto t0 = Clock::now();
     const float* logits = session.Prefill(prompt.data(), n_prompt);
     const auto t1 = Clock::now();
@@ -230,6 +328,10 @@ int Bench(const Args& args) {
   std::printf("decode: %d tokens in %.3f s = %.1f tokens/s (%.1f GB/s of weights)\n", n_decode,
               best_decode, n_decode / best_decode,
               weight_bytes * (n_decode / best_decode) / 1e9);
+  if (!interventions.empty()) {
+    std::printf("intervened re-run from block %d: %d tokens in %.3f s (%.2f x the prefill)\n", first,
+                n_prompt, best_rerun, best_rerun / best_prefill);
+  }
   return 0;
 }
 
@@ -241,20 +343,30 @@ int Main(int argc, char** argv) {
   const std::string command = argv[1];
   if (command == "generate") {
     return Generate(Args(argc, argv, 2,
-                         {"model", "prompt", "n", "temp", "top-k", "top-p", "seed", "threads",
-                          "print-ids"},
-                         {"print-ids"}));
+                         WithInterventionFlags({"model", "prompt", "n", "temp", "top-k", "top-p",
+                                                "seed", "threads", "print-ids"}),
+                         {"print-ids", "post-norm"}));
   }
   if (command == "tokenize") {
     return Tokenize(Args(argc, argv, 2, {"model", "vocab", "merges", "text", "file"}));
   }
   if (command == "info") return Info(Args(argc, argv, 2, {"model"}));
   if (command == "inspect") {
-    return Inspect(Args(argc, argv, 2, {"model", "prompt", "json", "top-k", "threads"}));
+    return Inspect(Args(argc, argv, 2,
+                        WithInterventionFlags({"model", "prompt", "json", "top-k", "threads"}),
+                        {"post-norm"}));
+  }
+  if (command == "attribute") {
+    return Attribute(Args(argc, argv, 2,
+                          WithInterventionFlags({"model", "prompt", "target", "contrast",
+                                                 "position", "json", "threads"}),
+                          {"post-norm"}));
   }
   if (command == "bench") {
     return Bench(Args(argc, argv, 2,
-                      {"model", "prompt-tokens", "decode-tokens", "threads", "repeats"}));
+                      WithInterventionFlags({"model", "prompt-tokens", "decode-tokens", "threads",
+                                             "repeats"}),
+                      {"post-norm"}));
   }
   std::cerr << "gpt2: unknown command '" << command << "'\n" << kUsage;
   return 2;
@@ -266,6 +378,9 @@ int Main(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     return gpt2::Main(argc, argv);
+  } catch (const gpt2::UsageError& e) {
+    std::cerr << "gpt2: error: " << e.what() << "\n";
+    return 2;
   } catch (const std::exception& e) {
     std::cerr << "gpt2: error: " << e.what() << "\n";
     return 1;

@@ -1,0 +1,118 @@
+#include "model/attribution.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "format/quant.h"
+
+namespace gpt2 {
+
+namespace {
+
+// Row `id` of the unembedding, as f32.
+std::vector<float> OutputRow(const Model& model, int id) {
+  const WeightView& w = model.output;
+  std::vector<float> row(w.cols);
+  DequantizeRow(w.type, static_cast<const uint8_t*>(w.data) + RowBytes(w.type, w.cols) * size_t(id),
+                row.data(), w.cols);
+  return row;
+}
+
+}  // namespace
+
+Attribution AttributeLogit(Session& session, const std::vector<int>& ids,
+                           const AttributionRequest& request) {
+  const Model& model = session.model();
+  const Config& c = model.config();
+  const int T = static_cast<int>(ids.size()), C = c.n_embd, H = c.n_head, D = c.head_dim();
+  const Interventions* iv = request.interventions;
+  if (iv != nullptr && !iv->KeepsResidualSum()) {
+    throw Error("direct logit attribution needs the residual stream to be a sum of writes; "
+                "no residual, post-norm and patches change that (ablations and skips are fine)");
+  }
+  Attribution out;
+  out.position = request.position < 0 ? T - 1 : request.position;
+  if (T == 0 || out.position >= T) {
+    throw Error("attribution position " + std::to_string(request.position) +
+                " is out of range; valid positions are 0.." + std::to_string(T - 1));
+  }
+  for (int id : {request.target, request.contrast}) {
+    if (id < -1 || id >= c.n_vocab) {
+      throw Error("token id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                  std::to_string(c.n_vocab - 1) + ")");
+    }
+  }
+
+  // Rows of `position` only: the embedding, each block's heads and MLP output, the final stream
+  // and the logits.
+  const int p = out.position;
+  std::vector<float> embed(C), final_stream(C), logits(c.n_vocab);
+  std::vector<std::vector<float>> heads(c.n_layer), mlp(c.n_layer);
+  RunOptions run;
+  run.interventions = iv;
+  run.observer = [&](const Activation& a) {
+    const std::string name = a.name;
+    auto row = [&](std::vector<float>& dst) {
+      dst.assign(a.data + int64_t(p) * a.shape[1], a.data + int64_t(p + 1) * a.shape[1]);
+    };
+    if (name == "embed") row(embed);
+    else if (name == "attn_heads") row(heads[a.layer]);
+    else if (name == "mlp_out") row(mlp[a.layer]);
+    else if (name == "resid_out" && a.layer == c.n_layer - 1) row(final_stream);
+    else if (name == "logits") row(logits);
+    if (request.observer) request.observer(a);
+  };
+  session.Reset();
+  out.last_logits = session.Prefill(ids.data(), T, run);
+
+  out.target = request.target;
+  if (out.target < 0) out.target = int(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  out.contrast = request.contrast;
+  std::vector<float> u = OutputRow(model, out.target);
+  if (out.contrast >= 0) {
+    const std::vector<float> minus = OutputRow(model, out.contrast);
+    for (int i = 0; i < C; ++i) u[i] -= minus[i];
+  }
+  out.logit = double(logits[out.target]) - (out.contrast >= 0 ? double(logits[out.contrast]) : 0.0);
+
+  // torch.nn.LayerNorm's denominator for the full stream.
+  double mean = 0, var = 0;
+  for (float v : final_stream) mean += v;
+  mean /= C;
+  for (float v : final_stream) var += (v - mean) * (v - mean);
+  const double inv_std = 1.0 / std::sqrt(var / C + double(c.ln_eps));
+  auto dla = [&](const float* comp) {
+    double m = 0, dot = 0;
+    for (int i = 0; i < C; ++i) m += comp[i];
+    m /= C;
+    for (int i = 0; i < C; ++i) dot += (comp[i] - m) * inv_std * model.ln_f_g[i] * u[i];
+    return dot;
+  };
+
+  out.components.push_back({"embed", dla(embed.data())});
+  std::vector<float> z(C), write(C);
+  for (int l = 0; l < c.n_layer; ++l) {
+    const BlockWeights& w = model.blocks[l];
+    const bool attn_on = iv == nullptr || !Interventions::Lists(iv->skip_attn, l);
+    const bool mlp_on = iv == nullptr || !Interventions::Lists(iv->skip_mlp, l);
+    for (int h = 0; h < H; ++h) {
+      // The head's write: the output projection of its slice of the concatenated heads alone.
+      std::fill(z.begin(), z.end(), 0.0f);
+      std::copy_n(heads[l].data() + h * D, D, z.data() + h * D);
+      MatMul(z.data(), 1, w.proj, nullptr, write.data(), 0, C, QuantActivations::kFloat);
+      out.components.push_back({std::to_string(l) + "." + std::to_string(h),
+                                attn_on ? dla(write.data()) : 0.0});
+    }
+    out.components.push_back({"attn_bias." + std::to_string(l), attn_on ? dla(w.proj_b) : 0.0});
+    out.components.push_back({"mlp." + std::to_string(l), mlp_on ? dla(mlp[l].data()) : 0.0});
+  }
+  double bias = 0;
+  for (int i = 0; i < C; ++i) bias += double(model.ln_f_b[i]) * u[i];
+  out.components.push_back({"ln_f_bias", bias});
+  return out;
+}
+
+}  // namespace gpt2

@@ -1,0 +1,272 @@
+#include "model/capture.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "base/error.h"
+
+namespace gpt2 {
+
+void TopProbabilities(const float* logits, int64_t n, int k, int* ids, float* probs) {
+  if (k <= 0) return;
+  float max_logit = logits[0];
+  for (int64_t i = 1; i < n; ++i) max_logit = std::max(max_logit, logits[i]);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i] - max_logit));
+  // Partial selection by insertion: k is small (5-10), n is 50k; ties go to the lower id.
+  std::vector<std::pair<float, int>> best;  // (logit, id), sorted descending
+  best.reserve(k + 1);
+  auto before = [](const std::pair<float, int>& a, const std::pair<float, int>& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = logits[i];
+    if (static_cast<int>(best.size()) == k && x <= best.back().first) continue;
+    const std::pair<float, int> e(x, static_cast<int>(i));
+    best.insert(std::upper_bound(best.begin(), best.end(), e, before), e);
+    if (static_cast<int>(best.size()) > k) best.pop_back();
+  }
+  for (int j = 0; j < k; ++j) {
+    const bool have = j < static_cast<int>(best.size());
+    ids[j] = have ? best[j].second : -1;
+    probs[j] = have ? static_cast<float>(std::exp(static_cast<double>(best[j].first - max_logit)) / sum)
+                    : 0.0f;
+  }
+}
+
+void Recorder::Record(const Activation& a) {
+  RecordedTensor t;
+  t.name = a.name;
+  t.layer = a.layer;
+  t.pos0 = a.pos0;
+  int64_t n = 1;
+  for (int i = 0; i < a.n_dims; ++i) {
+    t.shape.push_back(a.shape[i]);
+    n *= a.shape[i];
+  }
+  t.data.assign(a.data, a.data + n);
+  tensors_.push_back(std::move(t));
+}
+
+const RecordedTensor* Recorder::Find(const std::string& name, int layer) const {
+  for (const RecordedTensor& t : tensors_) {
+    if (t.name == name && t.layer == layer) return &t;
+  }
+  return nullptr;
+}
+
+namespace {
+
+size_t AttnOffset(int n_head, int p) { return static_cast<size_t>(n_head) * p * (p + 1) / 2; }
+
+}  // namespace
+
+void CaptureStore::Init(const Config& c) {
+  n_layer_ = c.n_layer;
+  n_head_ = c.n_head;
+  n_embd_ = c.n_embd;
+  n_ff_ = c.n_ff;
+  Clear();
+}
+
+void CaptureStore::Clear() {
+  n_positions_ = pending_end_ = 0;
+  attn_.assign(n_layer_, {});
+  resid_.assign(n_layer_ + 1, {});
+  resid_attn_.assign(n_layer_, {});
+  mlp_act_.assign(n_layer_, {});
+  head_sum_.assign(static_cast<size_t>(n_layer_) * n_embd_, 0.0);
+  top_ids_.clear();
+  top_probs_.clear();
+}
+
+void CaptureStore::Resize(int end) {
+  for (int l = 0; l < n_layer_; ++l) {
+    attn_[l].resize(AttnOffset(n_head_, end));
+    resid_attn_[l].resize(static_cast<size_t>(end) * n_embd_);
+    mlp_act_[l].resize(static_cast<size_t>(end) * n_ff_);
+  }
+  for (auto& r : resid_) r.resize(static_cast<size_t>(end) * n_embd_);
+  top_ids_.resize(static_cast<size_t>(end) * kTopProbs);
+  top_probs_.resize(static_cast<size_t>(end) * kTopProbs);
+}
+
+void CaptureStore::Begin(int pos0, int n) {
+  if (pos0 != n_positions_) throw Error("capture must continue at position " + std::to_string(n_positions_));
+  pending_T_ = n;
+  pending_end_ = pos0 + n;
+  pending_head_sum_ = head_sum_;
+  Resize(pending_end_);
+}
+
+void CaptureStore::BeginRerun(int first_block) {
+  pending_T_ = n_positions_;
+  pending_end_ = n_positions_;
+  pending_head_sum_ = head_sum_;
+  for (int l = std::max(first_block, 0); l < n_layer_; ++l) {
+    std::fill_n(pending_head_sum_.begin() + static_cast<size_t>(l) * n_embd_, n_embd_, 0.0);
+  }
+}
+
+void CaptureStore::Commit() {
+  n_positions_ = pending_end_;
+  head_sum_ = pending_head_sum_;
+}
+
+void CaptureStore::Abort() {
+  pending_end_ = n_positions_;
+  Resize(n_positions_);
+}
+
+void CaptureStore::CopyRows(std::vector<float>& dst, const Activation& a, int width) {
+  const int64_t rows = a.shape[0];
+  std::memcpy(dst.data() + static_cast<size_t>(a.pos0) * width, a.data, sizeof(float) * rows * width);
+}
+
+void CaptureStore::Observe(const Activation& a) {
+  const std::string name = a.name;
+  if (name == "embed") {
+    CopyRows(resid_[0], a, n_embd_);
+  } else if (name == "resid_out") {
+    CopyRows(resid_[a.layer + 1], a, n_embd_);
+  } else if (name == "resid_attn") {
+    CopyRows(resid_attn_[a.layer], a, n_embd_);
+  } else if (name == "mlp_act") {
+    CopyRows(mlp_act_[a.layer], a, n_ff_);
+  } else if (name == "attn_heads") {
+    double* sum = pending_head_sum_.data() + static_cast<size_t>(a.layer) * n_embd_;
+    for (int64_t t = 0; t < a.shape[0]; ++t) {
+      for (int i = 0; i < n_embd_; ++i) sum[i] += a.data[t * n_embd_ + i];
+    }
+  } else if (name == "attn_probs") {
+    // [H, T, n_keys]; position p = pos0 + t sees keys 0..p.
+    const int64_t T = a.shape[1], n_keys = a.shape[2];
+    for (int64_t t = 0; t < T; ++t) {
+      const int p = a.pos0 + static_cast<int>(t);
+      float* dst = attn_[a.layer].data() + AttnOffset(n_head_, p);
+      for (int h = 0; h < n_head_; ++h) {
+        std::memcpy(dst + static_cast<size_t>(h) * (p + 1), a.data + (h * T + t) * n_keys,
+                    sizeof(float) * (p + 1));
+      }
+    }
+  } else if (name == "logits") {
+    // [T, V], or only the last rows.
+    const int64_t rows = a.shape[0], V = a.shape[1];
+    const int first = a.pos0 + static_cast<int>(pending_T_ - rows);
+    for (int64_t t = 0; t < rows; ++t) {
+      const size_t p = static_cast<size_t>(first + t);
+      TopProbabilities(a.data + t * V, V, kTopProbs, top_ids_.data() + p * kTopProbs,
+                       top_probs_.data() + p * kTopProbs);
+    }
+  }
+}
+
+void CaptureStore::CheckPosition(int layer, int p) const {
+  if (layer < 0 || layer >= n_layer_) {
+    throw Error("layer " + std::to_string(layer) + " is out of range; valid layers are 0.." +
+                std::to_string(n_layer_ - 1));
+  }
+  if (p < 0 || p >= n_positions_) {
+    throw Error("No activations were captured for position " + std::to_string(p) +
+                " (turn on capture and generate again).");
+  }
+}
+
+const float* CaptureStore::Attention(int layer, int p) const {
+  CheckPosition(layer, p);
+  return attn_[layer].data() + AttnOffset(n_head_, p);
+}
+
+const float* CaptureStore::MlpActivations(int layer, int p) const {
+  CheckPosition(layer, p);
+  return mlp_act_[layer].data() + static_cast<size_t>(p) * n_ff_;
+}
+
+const std::vector<float>& CaptureStore::Residual(int index) const {
+  if (index < 0 || index > n_layer_) {
+    throw Error("residual index " + std::to_string(index) + " is out of range; valid indices are 0.." +
+                std::to_string(n_layer_));
+  }
+  return resid_[index];
+}
+
+const int* CaptureStore::TopIds(int p) const {
+  CheckPosition(0, p);
+  return top_ids_.data() + static_cast<size_t>(p) * kTopProbs;
+}
+
+const float* CaptureStore::TopProbs(int p) const {
+  CheckPosition(0, p);
+  return top_probs_.data() + static_cast<size_t>(p) * kTopProbs;
+}
+
+std::vector<float> CaptureStore::ResidualNorms() const {
+  const int P = n_positions_, C = n_embd_;
+  std::vector<float> out(static_cast<size_t>(n_layer_ + 1) * P);
+  for (int r = 0; r <= n_layer_; ++r) {
+    for (int p = 0; p < P; ++p) {
+      const float* x = resid_[r].data() + static_cast<size_t>(p) * C;
+      double s = 0;
+      for (int i = 0; i < C; ++i) s += static_cast<double>(x[i]) * x[i];
+      out[static_cast<size_t>(r) * P + p] = static_cast<float>(std::sqrt(s));
+    }
+  }
+  return out;
+}
+
+std::vector<float> CaptureStore::LayerNormStats() const {
+  const int P = n_positions_, C = n_embd_, L = n_layer_;
+  std::vector<float> out(static_cast<size_t>(2 * L + 1) * P * 2);
+  for (int r = 0; r < 2 * L + 1; ++r) {
+    const std::vector<float>& src =
+        r == 2 * L ? resid_[L] : (r % 2 == 0 ? resid_[r / 2] : resid_attn_[r / 2]);
+    for (int p = 0; p < P; ++p) {
+      const float* x = src.data() + static_cast<size_t>(p) * C;
+      double mean = 0;
+      for (int i = 0; i < C; ++i) mean += x[i];
+      mean /= C;
+      double var = 0;
+      for (int i = 0; i < C; ++i) var += (x[i] - mean) * (x[i] - mean);
+      var /= C;
+      float* o = out.data() + (static_cast<size_t>(r) * P + p) * 2;
+      o[0] = static_cast<float>(mean);
+      o[1] = static_cast<float>(std::sqrt(var));
+    }
+  }
+  return out;
+}
+
+void CaptureStore::LogitLensWindow(const Model& model, int begin, int end, int top_k,
+                                   std::vector<int>* ids, std::vector<float>* probs) const {
+  if (begin < 0 || end > n_positions_ || begin >= end || top_k < 1) {
+    throw Error("logit lens window [" + std::to_string(begin) + ", " + std::to_string(end) +
+                ") is out of range; captured positions are 0.." + std::to_string(n_positions_ - 1));
+  }
+  const int L = n_layer_, C = n_embd_, T = end - begin;
+  std::vector<std::vector<float>> residuals(L);
+  for (int l = 0; l < L; ++l) {
+    residuals[l].assign(resid_[l + 1].begin() + static_cast<size_t>(begin) * C,
+                        resid_[l + 1].begin() + static_cast<size_t>(end) * C);
+  }
+  const std::vector<LensEntry> lens = LogitLens(model, residuals, T, begin, top_k);
+  ids->assign(static_cast<size_t>(L) * T * top_k, -1);
+  probs->assign(ids->size(), 0.0f);
+  for (const LensEntry& e : lens) {
+    const size_t base = (static_cast<size_t>(e.layer) * T + (e.position - begin)) * top_k;
+    for (int k = 0; k < top_k && k < static_cast<int>(e.top_ids.size()); ++k) {
+      (*ids)[base + k] = e.top_ids[k];
+      (*probs)[base + k] = e.top_probs[k];
+    }
+  }
+}
+
+std::vector<float> CaptureStore::HeadMeans() const {
+  if (n_positions_ == 0) throw Error("mean ablation needs a captured run to take the means from");
+  std::vector<float> means(head_sum_.size());
+  for (size_t i = 0; i < means.size(); ++i) means[i] = static_cast<float>(head_sum_[i] / n_positions_);
+  return means;
+}
+
+}  // namespace gpt2

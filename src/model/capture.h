@@ -1,0 +1,115 @@
+// What the front ends keep of a forward pass, built on the activation observer (observer.h):
+//   Recorder      every reported tensor, as reported (the CLI's `inspect --json`, tests);
+//   CaptureStore  the page's per-position store, filled across prefill and steps, with the
+//                 statistics its views draw (residual norms, LayerNorm input statistics, the
+//                 final top probabilities, the logit lens, mean head outputs for mean ablation);
+//   TopProbabilities  the one top-k-of-softmax helper they all use.
+// The bindings only forward to these (src/bindings/embind.cc).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "model/observer.h"
+
+namespace gpt2 {
+
+// The k most probable ids of softmax(logits) (most probable first, ties to the lower id) and
+// their probabilities, into ids[k], probs[k]; when k > n the rest is -1 / 0. Softmax sums in
+// double. One pass over the logits: cheap enough for every position's final distribution.
+void TopProbabilities(const float* logits, int64_t n, int k, int* ids, float* probs);
+
+struct RecordedTensor {
+  std::string name;
+  int layer;
+  int pos0;
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+};
+
+class Recorder {
+ public:
+  void Record(const Activation& a);
+  ActivationObserver Observer() {
+    return [this](const Activation& a) { Record(a); };
+  }
+  const std::vector<RecordedTensor>& tensors() const { return tensors_; }
+  // The first tensor recorded under (name, layer), or nullptr.
+  const RecordedTensor* Find(const std::string& name, int layer) const;
+
+ private:
+  std::vector<RecordedTensor> tensors_;
+};
+
+// Activations kept position by position across prefill and steps, for the page's views.
+// Filled only contiguously from position 0 (a gap would make the views lie): a forward pass is
+// captured only when it starts at n_positions(); see Begin/Commit/Abort.
+class CaptureStore {
+ public:
+  static constexpr int kTopProbs = 10;  // tokens kept per position for the final distribution
+
+  void Init(const Config& c);
+  void Clear();
+  int n_positions() const { return n_positions_; }
+  int n_layer() const { return n_layer_; }
+
+  // Around one forward pass of n tokens starting at pos0 (== n_positions()): Begin makes room,
+  // Observer() is the observer to pass, Commit keeps the positions, Abort drops them.
+  void Begin(int pos0, int n);
+  ActivationObserver Observer() {
+    return [this](const Activation& a) { Observe(a); };
+  }
+  void Commit();
+  // Before Session::Rerun of every captured position from block first_block: the blocks
+  // before it keep their captured values, the rest is observed again. Commit as usual;
+  // after a failure Clear (part of the store may be rewritten).
+  void BeginRerun(int first_block);
+  void Abort();
+
+  // [n_head, p + 1]: attention probabilities of query p in block `layer`.
+  const float* Attention(int layer, int p) const;
+  const float* MlpActivations(int layer, int p) const;  // [n_ff]
+  // [n_positions, C]: index 0 the embedding, index l + 1 after block l.
+  const std::vector<float>& Residual(int index) const;
+  const int* TopIds(int p) const;      // [kTopProbs]
+  const float* TopProbs(int p) const;  // [kTopProbs]
+
+  // [n_layer + 1, P]: L2 norm of each residual stream row (row 0 the embedding).
+  std::vector<float> ResidualNorms() const;
+  // [2 * n_layer + 1, P, 2]: mean and standard deviation (biased, as torch.nn.LayerNorm
+  // normalises with; without eps) of each LayerNorm's input under the plain pre-LN model: rows
+  // ln_1 of block 0, ln_2 of block 0, ln_1 of block 1, ..., ln_f. The inputs are the stream
+  // before the block, after its attention, and after the last block.
+  std::vector<float> LayerNormStats() const;
+  // The logit lens of every block for positions [begin, end): ids and probs [n_layer, end -
+  // begin, top_k] (LogitLens in model.h). Throws gpt2::Error for a window outside the store.
+  void LogitLensWindow(const Model& model, int begin, int end, int top_k, std::vector<int>* ids,
+                       std::vector<float>* probs) const;
+  // [n_layer, C]: each block's "attn_heads" averaged over the captured positions, the values
+  // Interventions::head_means wants for mean ablation. Throws if nothing is captured.
+  std::vector<float> HeadMeans() const;
+
+ private:
+  void Observe(const Activation& a);
+  void Resize(int end);
+  void CopyRows(std::vector<float>& dst, const Activation& a, int width);
+  void CheckPosition(int layer, int p) const;
+
+  int n_positions_ = 0;  // positions 0..n_positions_-1 are complete
+  int pending_end_ = 0;
+  int pending_T_ = 0;    // tokens of the forward pass being observed
+  int n_layer_ = 0, n_head_ = 0, n_embd_ = 0, n_ff_ = 0;
+  // attn_[l]: position p's rows start at n_head * p * (p + 1) / 2 as [n_head, p + 1].
+  std::vector<std::vector<float>> attn_;
+  std::vector<std::vector<float>> resid_;       // [n_layer + 1][P, C]: 0 embed, l+1 after block l
+  std::vector<std::vector<float>> resid_attn_;  // [n_layer][P, C] after attention of block l
+  std::vector<std::vector<float>> mlp_act_;     // [n_layer][P, F] after GELU
+  std::vector<double> head_sum_;                // [n_layer, C] "attn_heads" summed over P
+  std::vector<double> pending_head_sum_;        // the same for the pass being observed
+  std::vector<int> top_ids_;                    // [P, kTopProbs] from the final logits
+  std::vector<float> top_probs_;                // [P, kTopProbs]
+};
+
+}  // namespace gpt2

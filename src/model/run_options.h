@@ -1,0 +1,78 @@
+// Per-call settings of a forward pass (as gemma.cpp passes a RuntimeConfig with each Generate
+// call): what to observe and how to break the model. Nothing here is session state; a default
+// RunOptions is the plain GPT-2 forward pass at no extra cost.
+//
+// Interventions, applied at the named steps of Session::Prefill (see model.h):
+//   ablate heads  L.H: the head's slice of "attn_heads" (its output before the output projection,
+//                 TransformerLens blocks.L.attn.hook_z[:, H]) is replaced by zero, or by
+//                 head_means (mean ablation: typically its mean over a clean run's positions,
+//                 see HeadMeans in model/capture.h).
+//   skip attn L / skip mlp L: the sublayer is computed (so its insides stay observable) but its
+//                 output is not added: the stream passes that step unchanged.
+//   no residual L: x = attn(ln_1(x)); x = mlp(ln_2(x)): the sublayer outputs replace the stream.
+//   post-norm:    every block is x = ln_1(x + attn(x)); x = ln_2(x + mlp(x)) with the same
+//                 weights (the original Transformer's arrangement), then ln_f as usual.
+//                 Combined with no residual: x = ln_1(attn(x)); with skip: the step (add and
+//                 norm) is left out.
+//   patch:        the residual stream entering block L (TransformerLens blocks.L.hook_resid_pre)
+//                 at an absolute position is replaced by a recorded vector (activation patching).
+#pragma once
+
+#include <vector>
+
+#include "model/config.h"
+#include "model/observer.h"
+
+namespace gpt2 {
+
+struct HeadRef {
+  int layer;
+  int head;
+};
+
+struct ResidPatch {
+  int layer;     // the stream entering this block
+  int position;  // absolute position
+  std::vector<float> value;  // [n_embd]
+};
+
+struct Interventions {
+  std::vector<HeadRef> ablate_heads;
+  // Empty: zero ablation. Otherwise [n_layer, n_embd], the replacement for each ablated head's
+  // slice [h * head_dim, (h + 1) * head_dim) of layer l's "attn_heads" row.
+  std::vector<float> head_means;
+  std::vector<int> skip_attn;
+  std::vector<int> skip_mlp;
+  std::vector<int> no_residual;
+  bool post_norm = false;
+  std::vector<ResidPatch> patches;
+
+  bool empty() const {
+    return ablate_heads.empty() && skip_attn.empty() && skip_mlp.empty() && no_residual.empty() &&
+           !post_norm && patches.empty();
+  }
+  // Throws gpt2::Error naming the valid range of the first layer, head or size out of range.
+  void Validate(const Config& c) const;
+  // The first block whose computation differs from the plain model (n_layer if none): the KV
+  // cache and the residual stream before it are those of a plain run.
+  int FirstChangedBlock(int n_layer) const;
+  // Whether the final residual stream is still the sum of every component's write (embedding,
+  // heads, biases, MLPs), which direct logit attribution needs.
+  bool KeepsResidualSum() const { return no_residual.empty() && !post_norm && patches.empty(); }
+  // Whether `layer` is in one of the layer lists above.
+  static bool Lists(const std::vector<int>& layers, int layer) {
+    for (int l : layers) {
+      if (l == layer) return true;
+    }
+    return false;
+  }
+};
+
+struct RunOptions {
+  // Receives the named tensors of observer.h; empty: nothing is observed or copied.
+  ActivationObserver observer;
+  // Null: the plain model.
+  const Interventions* interventions = nullptr;
+};
+
+}  // namespace gpt2

@@ -1,0 +1,210 @@
+// The page's capture store and the shared top-k helper (src/model/capture.h), natively (and
+// under AddressSanitizer, and in wasm under Node): filled by the forward pass of the tiny model
+// in chunks as the page fills it (prefill, then steps), and checked against PyTorch's tensors
+// in tests/data/golden_tiny.bin, with the statistics recomputed here from those tensors.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "base/error.h"
+#include "model/capture.h"
+#include "model/model.h"
+#include "golden_file.h"
+#include "model_test_util.h"
+#include "../test_paths.h"
+#include "tools/common/synthetic_model.h"
+
+namespace gpt2_test {
+namespace {
+
+const GoldenFile& Golden() {
+  static const GoldenFile golden = GoldenFile::Load(DataPath("golden_tiny.bin"));
+  return golden;
+}
+
+const gpt2::Model& Tiny() {
+  static const std::unique_ptr<LoadedModel> m = LoadModelBytes(
+      gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), gpt2::TensorType::kF32, nullptr));
+  return *m->model;
+}
+
+// The obvious top-k: sort everything, softmax in double.
+void SortedTopK(const std::vector<float>& logits, int k, std::vector<int>* ids, std::vector<float>* probs) {
+  std::vector<int> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return logits[a] > logits[b]; });
+  const double m = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float x : logits) sum += std::exp(x - m);
+  ids->assign(k, -1);
+  probs->assign(k, 0.0f);
+  for (int i = 0; i < k && i < static_cast<int>(logits.size()); ++i) {
+    (*ids)[i] = order[i];
+    (*probs)[i] = static_cast<float>(std::exp(logits[order[i]] - m) / sum);
+  }
+}
+
+TEST_CASE("TopProbabilities equals a full sort, ties to the lower id", "[model][capture]") {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> level(0, 40);  // few distinct values: many ties
+  for (int n : {1, 3, 10, 11, 1000}) {
+    for (int k : {1, 5, 10, 12}) {
+      INFO("n " << n << " k " << k);
+      std::vector<float> logits(n);
+      for (float& x : logits) x = level(rng) * 0.25f - 5.0f;
+      std::vector<int> want_ids, got_ids(k);
+      std::vector<float> want_probs, got_probs(k);
+      SortedTopK(logits, k, &want_ids, &want_probs);
+      gpt2::TopProbabilities(logits.data(), n, k, got_ids.data(), got_probs.data());
+      CHECK(got_ids == want_ids);
+      for (int i = 0; i < k; ++i) CHECK(got_probs[i] == Approx(want_probs[i]).margin(1e-7));
+    }
+  }
+}
+
+TEST_CASE("the capture store holds PyTorch's activations and statistics", "[model][capture]") {
+  const gpt2::Model& model = Tiny();
+  const gpt2::Config& c = model.config();
+  const int L = c.n_layer, C = c.n_embd, H = c.n_head, V = c.n_vocab;
+  const std::vector<int32_t>& ids32 = Golden().I32("p3/ids");
+  const std::vector<int> ids(ids32.begin(), ids32.end());
+  const int P = static_cast<int>(ids.size());
+
+  gpt2::CaptureStore store;
+  store.Init(c);
+  gpt2::Session session(model);
+  // As the page: the prompt's first 7 tokens in one prefill, then steps.
+  store.Begin(0, 7);
+  session.Prefill(ids.data(), 7, {store.Observer()});
+  store.Commit();
+  for (int p = 7; p < P; ++p) {
+    store.Begin(p, 1);
+    session.Step(ids[p], {store.Observer()});
+    store.Commit();
+  }
+  REQUIRE(store.n_positions() == P);
+  CHECK_THROWS_AS(store.Begin(P + 1, 1), gpt2::Error);  // a gap is refused
+
+  // Residual streams against PyTorch's.
+  std::vector<const std::vector<float>*> resid = {&Golden().F32("p3/embed")};
+  for (int l = 0; l < L; ++l) resid.push_back(&Golden().F32("p3/blk" + std::to_string(l) + "/resid_out"));
+  for (int r = 0; r <= L; ++r) {
+    REQUIRE(store.Residual(r).size() == resid[r]->size());
+    CHECK(CheckTensor("residual " + std::to_string(r), store.Residual(r).data(), resid[r]->data(),
+                      static_cast<int64_t>(resid[r]->size()), 1e-4));
+  }
+  CHECK_THROWS_AS(store.Residual(L + 1), gpt2::Error);
+
+  // Norms and LayerNorm statistics recomputed here from the golden streams.
+  const std::vector<float> norms = store.ResidualNorms();
+  REQUIRE(norms.size() == size_t(L + 1) * P);
+  const std::vector<float> stats = store.LayerNormStats();
+  REQUIRE(stats.size() == size_t(2 * L + 1) * P * 2);
+  for (int p = 0; p < P; ++p) {
+    for (int r = 0; r <= L; ++r) {
+      double s = 0;
+      for (int i = 0; i < C; ++i) s += double((*resid[r])[p * C + i]) * (*resid[r])[p * C + i];
+      CHECK(norms[size_t(r) * P + p] == Approx(std::sqrt(s)).epsilon(1e-5));
+    }
+    for (int row = 0; row < 2 * L + 1; ++row) {
+      const std::vector<float>& in =
+          row == 2 * L ? *resid[L]
+                       : (row % 2 == 0 ? *resid[row / 2]
+                                       : Golden().F32("p3/blk" + std::to_string(row / 2) + "/resid_attn"));
+      double mean = 0, var = 0;
+      for (int i = 0; i < C; ++i) mean += in[p * C + i];
+      mean /= C;
+      for (int i = 0; i < C; ++i) var += (in[p * C + i] - mean) * (in[p * C + i] - mean);
+      const float* got = stats.data() + (size_t(row) * P + p) * 2;
+      CHECK(got[0] == Approx(mean).margin(1e-5));
+      CHECK(got[1] == Approx(std::sqrt(var / C)).epsilon(1e-4));
+    }
+  }
+
+  // Attention rows and final top probabilities.
+  for (int l = 0; l < L; ++l) {
+    const std::vector<float>& probs = Golden().F32("p3/blk" + std::to_string(l) + "/attn_probs");  // [H, P, P]
+    for (int p = 0; p < P; ++p) {
+      const float* got = store.Attention(l, p);
+      for (int h = 0; h < H; ++h) {
+        for (int j = 0; j <= p; ++j) {
+          CHECK(got[h * (p + 1) + j] == Approx(probs[(size_t(h) * P + p) * P + j]).margin(1e-5));
+        }
+      }
+    }
+  }
+  const std::vector<float>& logits = Golden().F32("p3/logits");
+  for (int p = 0; p < P; ++p) {
+    std::vector<int> want_ids;
+    std::vector<float> want_probs;
+    SortedTopK(std::vector<float>(logits.begin() + size_t(p) * V, logits.begin() + size_t(p + 1) * V),
+               gpt2::CaptureStore::kTopProbs, &want_ids, &want_probs);
+    for (int k = 0; k < gpt2::CaptureStore::kTopProbs; ++k) {
+      CHECK(store.TopIds(p)[k] == want_ids[k]);
+      CHECK(store.TopProbs(p)[k] == Approx(want_probs[k]).margin(1e-5));
+    }
+  }
+  CHECK_THROWS_AS(store.TopIds(P), gpt2::Error);
+  CHECK_THROWS_AS(store.Attention(L, 0), gpt2::Error);
+
+  // Mean head outputs over the positions, as mean ablation uses them.
+  const std::vector<float> means = store.HeadMeans();
+  REQUIRE(means.size() == size_t(L) * C);
+  for (int l = 0; l < L; ++l) {
+    const std::vector<float>& heads = Golden().F32("p3/blk" + std::to_string(l) + "/attn_heads");
+    for (int i = 0; i < C; ++i) {
+      double s = 0;
+      for (int p = 0; p < P; ++p) s += heads[size_t(p) * C + i];
+      CHECK(means[size_t(l) * C + i] == Approx(s / P).margin(1e-5));
+    }
+  }
+
+  // The logit lens window against PyTorch's lens (top 5).
+  std::vector<int> lens_ids;
+  std::vector<float> lens_probs;
+  store.LogitLensWindow(model, 2, 6, 5, &lens_ids, &lens_probs);
+  const std::vector<int32_t>& gold_ids = Golden().I32("p3/lens_ids");  // [L, P, 5]
+  const std::vector<float>& gold_probs = Golden().F32("p3/lens_probs");
+  REQUIRE(lens_ids.size() == size_t(L) * 4 * 5);
+  for (int l = 0; l < L; ++l) {
+    for (int t = 0; t < 4; ++t) {
+      for (int k = 0; k < 5; ++k) {
+        CHECK(lens_ids[(size_t(l) * 4 + t) * 5 + k] == gold_ids[(size_t(l) * P + 2 + t) * 5 + k]);
+        CHECK(lens_probs[(size_t(l) * 4 + t) * 5 + k] ==
+              Approx(gold_probs[(size_t(l) * P + 2 + t) * 5 + k]).margin(1e-5));
+      }
+    }
+  }
+  CHECK_THROWS_AS(store.LogitLensWindow(model, 0, P + 1, 5, &lens_ids, &lens_probs), gpt2::Error);
+
+  // An aborted pass leaves the store as it was; Clear empties it.
+  store.Begin(P, 1);
+  store.Abort();
+  CHECK(store.n_positions() == P);
+  CHECK(store.Residual(0).size() == size_t(P) * C);
+  store.Clear();
+  CHECK(store.n_positions() == 0);
+  CHECK_THROWS_AS(store.HeadMeans(), gpt2::Error);
+}
+
+TEST_CASE("the recorder keeps every reported tensor", "[model][capture]") {
+  gpt2::Recorder recorder;
+  gpt2::Session session(Tiny());
+  const int ids[] = {464, 2068, 7586};
+  session.Prefill(ids, 3, {recorder.Observer()});
+  const int L = Tiny().config().n_layer;
+  CHECK(recorder.tensors().size() == size_t(14 * L + 3));
+  const gpt2::RecordedTensor* probs = recorder.Find("attn_probs", 1);
+  REQUIRE(probs != nullptr);
+  CHECK(probs->shape == std::vector<int64_t>{4, 3, 3});
+  CHECK(probs->data.size() == 4 * 3 * 3);
+  CHECK(recorder.Find("attn_probs", 2) == nullptr);
+}
+
+}  // namespace
+}  // namespace gpt2_test

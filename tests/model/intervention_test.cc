@@ -1,0 +1,359 @@
+// Interventions (src/model/run_options.h) and direct logit attribution (model/attribution.h)
+// against PyTorch: scripts/make_golden.py applies the same interventions to the same tiny
+// synthetic model and writes tests/data/golden_interventions.bin. Also: an intervened re-run that
+// reuses the KV cache equals a full intervened run, and decoding keeps the interventions.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iterator>
+#include <map>
+#include <set>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "base/error.h"
+#include "model/attribution.h"
+#include "model/capture.h"
+#include "model/model.h"
+#include "golden_file.h"
+#include "model_test_util.h"
+#include "../test_paths.h"
+#include "tools/cli/args.h"
+#include "tools/common/intervention_flags.h"
+#include "tools/common/synthetic_model.h"
+
+namespace gpt2_test {
+namespace {
+
+// f32 against PyTorch's f32, as golden_test.cc.
+constexpr double kF32Tolerance = 1e-4;
+// A re-run reusing the cache does the same arithmetic in the same order as a full run.
+constexpr double kRerunTolerance = 1e-5;
+
+const GoldenFile& Golden() {
+  static const GoldenFile golden = GoldenFile::Load(DataPath("golden_interventions.bin"));
+  return golden;
+}
+
+const gpt2::Model& Tiny() {
+  static const std::unique_ptr<LoadedModel> m = LoadModelBytes(
+      gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), gpt2::TensorType::kF32, nullptr));
+  return *m->model;
+}
+
+std::vector<int> Ids(const std::string& name) {
+  const std::vector<int32_t>& ids = Golden().I32(name);
+  return std::vector<int>(ids.begin(), ids.end());
+}
+
+// The clean run of the golden prompt, observed.
+const gpt2::Recorder& CleanRun() {
+  static const gpt2::Recorder* recorder = [] {
+    auto* r = new gpt2::Recorder();
+    gpt2::Session session(Tiny());
+    const std::vector<int> ids = Ids("ids");
+    session.Prefill(ids.data(), static_cast<int>(ids.size()), {r->Observer()});
+    return r;
+  }();
+  return *recorder;
+}
+
+// The cases of make_golden.py's intervention_cases(), built the same way from our own runs.
+std::map<std::string, gpt2::Interventions> Cases() {
+  const gpt2::Config& c = Tiny().config();
+  std::map<std::string, gpt2::Interventions> cases;
+  const std::vector<gpt2::HeadRef> heads = {{0, 1}, {1, 3}};
+  cases["ablate_zero"].ablate_heads = heads;
+  // Mean ablation: the heads' means over the clean run's positions, from the capture store.
+  gpt2::CaptureStore store;
+  store.Init(c);
+  {
+    gpt2::Session session(Tiny());
+    const std::vector<int> ids = Ids("ids");
+    store.Begin(0, static_cast<int>(ids.size()));
+    session.Prefill(ids.data(), static_cast<int>(ids.size()), {store.Observer()});
+    store.Commit();
+  }
+  cases["ablate_mean"].ablate_heads = heads;
+  cases["ablate_mean"].head_means = store.HeadMeans();
+  cases["skip_attn"].skip_attn = {1};
+  cases["skip_mlp"].skip_mlp = {0};
+  cases["no_residual"].no_residual = {1};
+  cases["post_norm"].post_norm = true;
+  {
+    // Patch: the stream entering block 1 at position 3, from the run of another prompt.
+    gpt2::Recorder source;
+    gpt2::Session session(Tiny());
+    const std::vector<int> ids = Ids("patch_source_ids");
+    session.Prefill(ids.data(), static_cast<int>(ids.size()), {source.Observer()});
+    const gpt2::RecordedTensor* r = source.Find("resid_out", 0);
+    REQUIRE(r != nullptr);
+    gpt2::ResidPatch patch;
+    patch.layer = 1;
+    patch.position = 3;
+    patch.value.assign(r->data.begin() + 3 * c.n_embd, r->data.begin() + 4 * c.n_embd);
+    cases["patch"].patches.push_back(patch);
+  }
+  gpt2::Interventions& combined = cases["combined"];
+  combined.ablate_heads = {{0, 0}, {1, 2}};
+  combined.skip_mlp = {1};
+  combined.no_residual = {0};
+  return cases;
+}
+
+TEST_CASE("each intervention's logits match PyTorch's", "[model][interventions]") {
+  const gpt2::Model& model = Tiny();
+  const std::vector<int> ids = Ids("ids");
+  const int T = static_cast<int>(ids.size()), V = model.config().n_vocab;
+  for (const auto& entry : Cases()) {
+    const std::string& name = entry.first;
+    SECTION(name) {
+      std::printf("-- intervention %s vs PyTorch\n", name.c_str());
+      gpt2::Session session(model);
+      gpt2::Recorder recorder;
+      gpt2::RunOptions run;
+      run.observer = recorder.Observer();
+      run.interventions = &entry.second;
+      const float* logits = session.Prefill(ids.data(), T, run);
+      const std::vector<float>& want = Golden().F32("iv/" + name + "/logits");
+      REQUIRE(want.size() == static_cast<size_t>(V));
+      CHECK(CheckTensor(name + " last logits", logits, want.data(), V, kF32Tolerance));
+      for (int l = 0; l < model.config().n_layer; ++l) {
+        const std::string key = "iv/" + name + "/blk" + std::to_string(l) + "/resid_out";
+        const gpt2::RecordedTensor* r = recorder.Find("resid_out", l);
+        REQUIRE(r != nullptr);
+        REQUIRE(r->data.size() == Golden().F32(key).size());
+        CHECK(CheckTensor(key, r->data.data(), Golden().F32(key).data(),
+                          static_cast<int64_t>(r->data.size()), kF32Tolerance));
+      }
+      // The interventions really change the model (a no-op would pass the checks above only if
+      // make_golden.py ignored them too).
+      const gpt2::RecordedTensor* clean = CleanRun().Find("logits", -1);
+      CHECK(CompareTensors(clean->data.data() + size_t(T - 1) * V, want.data(), V).max_abs > 1e-3);
+    }
+  }
+}
+
+TEST_CASE("an intervened re-run reusing the cache equals a full intervened run",
+          "[model][interventions]") {
+  const gpt2::Model& model = Tiny();
+  const int L = model.config().n_layer, C = model.config().n_embd, V = model.config().n_vocab;
+  const std::vector<int> ids = Ids("ids");
+  const int T = static_cast<int>(ids.size());
+  for (const auto& entry : Cases()) {
+    const gpt2::Interventions& iv = entry.second;
+    INFO(entry.first);
+    const int first = iv.FirstChangedBlock(L);
+    REQUIRE(first < L);
+    gpt2::RunOptions run;
+    run.interventions = &iv;
+
+    gpt2::Session full(model);
+    const float* l_full = full.Prefill(ids.data(), T, run);
+    const std::vector<float> want(l_full, l_full + V);
+
+    // A clean run, then the same positions again from the first changed block, fed the stream
+    // entering it as the clean run observed it.
+    gpt2::Session session(model);
+    gpt2::Recorder clean;
+    session.Prefill(ids.data(), T, {clean.Observer()});
+    const gpt2::RecordedTensor* resid =
+        first == 0 ? clean.Find("embed", -1) : clean.Find("resid_out", first - 1);
+    REQUIRE(resid != nullptr);
+    REQUIRE(resid->data.size() == size_t(T) * C);
+    gpt2::Recorder rerun_seen;
+    run.observer = rerun_seen.Observer();
+    const float* l_rerun = session.Rerun(T, first, resid->data.data(), run);
+    CHECK(session.position() == T);
+    CHECK(CheckTensor(entry.first + " re-run from block " + std::to_string(first), l_rerun,
+                      want.data(), V, kRerunTolerance));
+    // Only the blocks from `first` on ran again.
+    CHECK(rerun_seen.Find("embed", -1) == nullptr);
+    CHECK((first == 0 || rerun_seen.Find("resid_out", first - 1) == nullptr));
+    CHECK(rerun_seen.Find("resid_out", L - 1) != nullptr);
+
+    // Decoding after the re-run uses the intervened cache of every block: one more token equals
+    // a full intervened run of the longer prompt.
+    run.observer = nullptr;
+    const float* l_next = session.Step(50256, run);
+    std::vector<int> longer = ids;
+    longer.push_back(50256);
+    gpt2::Session full_longer(model);
+    const float* l_want = full_longer.Prefill(longer.data(), T + 1, run);
+    CHECK(CheckTensor(entry.first + " step after re-run", l_next, l_want, V, kRerunTolerance));
+  }
+}
+
+TEST_CASE("interventions hold in decode steps as in one prefill", "[model][interventions]") {
+  const gpt2::Model& model = Tiny();
+  const int V = model.config().n_vocab;
+  const std::vector<int> ids = Ids("ids");
+  const int T = static_cast<int>(ids.size());
+  for (const char* name : {"ablate_zero", "post_norm", "combined"}) {
+    INFO(name);
+    const gpt2::Interventions iv = Cases().at(name);
+    gpt2::RunOptions run;
+    run.interventions = &iv;
+    gpt2::Session session(model);
+    session.Prefill(ids.data(), 5, run);
+    const float* logits = nullptr;
+    for (int t = 5; t < T; ++t) logits = session.Step(ids[t], run);
+    CHECK(CheckTensor(std::string(name) + " stepwise", logits,
+                      Golden().F32("iv/" + std::string(name) + "/logits").data(), V, kF32Tolerance));
+  }
+}
+
+TEST_CASE("interventions out of range are refused with the valid range",
+          "[model][interventions]") {
+  const gpt2::Model& model = Tiny();
+  gpt2::Session session(model);
+  const int ids[] = {464, 2068};
+  auto refused = [&](const gpt2::Interventions& iv, const std::string& needle) {
+    gpt2::RunOptions run;
+    run.interventions = &iv;
+    try {
+      session.Prefill(ids, 2, run);
+      FAIL("accepted");
+    } catch (const gpt2::Error& e) {
+      INFO(e.what());
+      CHECK(std::string(e.what()).find(needle) != std::string::npos);
+    }
+    CHECK(session.position() == 0);
+  };
+  gpt2::Interventions iv;
+  iv.skip_attn = {2};
+  refused(iv, "valid layers are 0..1");
+  iv = gpt2::Interventions();
+  iv.ablate_heads = {{1, 4}};
+  refused(iv, "valid heads are 0..3");
+  iv = gpt2::Interventions();
+  iv.no_residual = {-1};
+  refused(iv, "valid layers are 0..1");
+  iv = gpt2::Interventions();
+  iv.ablate_heads = {{0, 0}};
+  iv.head_means.assign(3, 0.0f);
+  refused(iv, "head means");
+  iv = gpt2::Interventions();
+  iv.patches.push_back({0, 64, std::vector<float>(64)});
+  refused(iv, "valid positions are 0..63");
+
+  // A re-run may not start after a block the interventions change.
+  session.Prefill(ids, 2);
+  std::vector<float> resid(2 * 64, 0.0f);
+  iv = gpt2::Interventions();
+  iv.skip_mlp = {0};
+  gpt2::RunOptions run;
+  run.interventions = &iv;
+  CHECK_THROWS_AS(session.Rerun(2, 1, resid.data(), run), gpt2::Error);
+  CHECK_THROWS_AS(session.Rerun(3, 0, resid.data(), run), gpt2::Error);
+  CHECK(session.position() == 2);
+}
+
+TEST_CASE("the CLI's intervention flags parse and name the valid range", "[model][interventions]") {
+  const gpt2::Config& c = Tiny().config();
+  auto parse = [&](std::vector<std::string> words) {
+    std::vector<char*> argv = {const_cast<char*>("gpt2"), const_cast<char*>("generate")};
+    for (std::string& w : words) argv.push_back(&w[0]);
+    std::set<std::string> known(std::begin(gpt2::kInterventionFlags), std::end(gpt2::kInterventionFlags));
+    const gpt2::Args args(static_cast<int>(argv.size()), argv.data(), 2, known, {"post-norm"});
+    return gpt2::InterventionsFromArgs(args, c);
+  };
+  const gpt2::Interventions iv = parse({"--ablate-heads", "0.1,1.3", "--skip-attn", "1", "--skip-mlp",
+                                        "0,1", "--no-residual", "0", "--post-norm"});
+  REQUIRE(iv.ablate_heads.size() == 2);
+  CHECK(iv.ablate_heads[1].layer == 1);
+  CHECK(iv.ablate_heads[1].head == 3);
+  CHECK(iv.skip_attn == std::vector<int>{1});
+  CHECK(iv.skip_mlp == std::vector<int>{0, 1});
+  CHECK(iv.no_residual == std::vector<int>{0});
+  CHECK(iv.post_norm);
+  CHECK(parse({}).empty());
+  auto message = [&](std::vector<std::string> words) -> std::string {
+    try {
+      parse(words);
+    } catch (const gpt2::UsageError& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  CHECK(message({"--skip-attn", "2"}) == "--skip-attn: layer 2 is out of range; valid layers are 0..1");
+  CHECK(message({"--ablate-heads", "1.4"}) ==
+        "--ablate-heads: head 4 is out of range; valid heads are 0..3");
+  CHECK(message({"--ablate-heads", "3"}).find("LAYER.HEAD") != std::string::npos);
+  CHECK(message({"--no-residual", "0,x"}) == "--no-residual: 'x' is not a layer number");
+  CHECK(message({"--skip-mlp", "-1"}) == "--skip-mlp: '-1' is not a layer number");
+}
+
+TEST_CASE("direct logit attribution matches PyTorch and sums to the logit",
+          "[model][attribution]") {
+  const gpt2::Model& model = Tiny();
+  const gpt2::Config& c = model.config();
+  const std::vector<int> ids = Ids("ids");
+  std::map<std::string, gpt2::Interventions> interventions;
+  interventions["ablated"].ablate_heads = {{0, 1}};
+  interventions["ablated"].skip_mlp = {0};
+  interventions["ablated"].skip_attn = {1};
+  for (const char* name : {"last", "contrast", "ablated"}) {
+    SECTION(name) {
+      const std::vector<int32_t>& query = Golden().I32(std::string("attr/") + name + "/query");
+      const std::vector<float>& want = Golden().F32(std::string("attr/") + name + "/values");
+      gpt2::AttributionRequest request;
+      request.position = query[0];
+      request.contrast = query[2];
+      // "last" asks for the defaults (last position, most probable token); make_golden.py
+      // wrote what they resolve to.
+      if (std::string(name) == "last") request.position = -1;
+      else request.target = query[1];
+      auto it = interventions.find(name);
+      if (it != interventions.end()) request.interventions = &it->second;
+      gpt2::Session session(model);
+      const gpt2::Attribution a = gpt2::AttributeLogit(session, ids, request);
+      CHECK(a.position == query[0]);
+      CHECK(a.target == query[1]);
+      CHECK(a.contrast == query[2]);
+      const size_t n = 1 + size_t(c.n_layer) * (c.n_head + 2) + 1;
+      REQUIRE(a.components.size() == n);
+      REQUIRE(want.size() == n + 1);
+      CHECK(a.components[0].name == "embed");
+      CHECK(a.components[1].name == "0.0");
+      CHECK(a.components[c.n_head + 1].name == "attn_bias.0");
+      CHECK(a.components[c.n_head + 2].name == "mlp.0");
+      CHECK(a.components[c.n_head + 3].name == "1.0");
+      CHECK(a.components.back().name == "ln_f_bias");
+      double sum = 0;
+      for (size_t i = 0; i < n; ++i) {
+        INFO(a.components[i].name);
+        CHECK(a.components[i].value == Approx(want[i]).margin(kF32Tolerance));
+        sum += a.components[i].value;
+      }
+      CHECK(a.logit == Approx(want[n]).margin(kF32Tolerance));
+      std::printf("attribution %-8s sum %.7f, logit %.7f, PyTorch's logit %.7f\n", name, sum,
+                  a.logit, want[n]);
+      CHECK(std::abs(sum - a.logit) <= 1e-4 * std::max(1.0, std::abs(a.logit)));
+    }
+  }
+}
+
+TEST_CASE("attribution refuses what breaks the residual sum, and bad requests",
+          "[model][attribution]") {
+  const gpt2::Model& model = Tiny();
+  gpt2::Session session(model);
+  const std::vector<int> ids = {464, 2068, 7586};
+  gpt2::Interventions post;
+  post.post_norm = true;
+  gpt2::AttributionRequest request;
+  request.interventions = &post;
+  CHECK_THROWS_AS(gpt2::AttributeLogit(session, ids, request), gpt2::Error);
+  gpt2::AttributionRequest bad_position;
+  bad_position.position = 3;
+  CHECK_THROWS_AS(gpt2::AttributeLogit(session, ids, bad_position), gpt2::Error);
+  gpt2::AttributionRequest bad_target;
+  bad_target.target = 50257;
+  CHECK_THROWS_AS(gpt2::AttributeLogit(session, ids, bad_target), gpt2::Error);
+}
+
+}  // namespace
+}  // namespace gpt2_test

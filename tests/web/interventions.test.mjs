@@ -1,0 +1,138 @@
+// The Embind API's interventions and attribution under Node (build/wasm/web/gpt2-engine-node.cjs),
+// against the native CLI's `inspect --ablate-heads ...` and `attribute` on the same model: the
+// bindings only forward to src/model, so both builds must agree (the model itself is checked
+// against PyTorch in tests/model/intervention_test.cc).
+import assert from 'node:assert/strict';
+import {execFileSync} from 'node:child_process';
+import fs from 'node:fs';
+import {createRequire} from 'node:module';
+import path from 'node:path';
+import {before, describe, test} from 'node:test';
+import {kRoot} from './browser.mjs';
+import {closeTo, kNative, kPrompt, makeModels, tensor} from './fixtures.mjs';
+
+const kModulePath = path.join(kRoot, 'build/wasm/web/gpt2-engine-node.cjs');
+const kGpt2 = path.join(kNative, 'gpt2');
+
+function nativeInspectWith(model, flags) {
+  const json = path.join(path.dirname(model), 'inspect-intervened.json');
+  execFileSync(kGpt2, ['inspect', '--model', model, '--prompt', kPrompt, '--json', json, '--threads', '1',
+                       ...flags], {stdio: 'pipe'});
+  return JSON.parse(fs.readFileSync(json, 'utf8'));
+}
+
+describe('Embind interventions and attribution under Node',
+         {skip: !fs.existsSync(kModulePath) && 'build/wasm not built'}, () => {
+  let Module, models, engine, info, ids;
+
+  before(async () => {
+    models = makeModels('node-interventions');
+    const require = createRequire(import.meta.url);
+    const factory = require(kModulePath);
+    Module = await factory({wasmBinary: fs.readFileSync(kModulePath.replace(/\.cjs$/, '.wasm'))});
+    engine = new Module.Engine();
+    const bytes = fs.readFileSync(models.model);
+    engine.beginLoad(bytes.length);
+    engine.appendChunk(bytes);
+    info = engine.finishLoad(1);
+    ids = Array.from(engine.tokenize(kPrompt));
+  });
+
+  test('a re-run under interventions reuses the cache and equals native inspect with the flags', () => {
+    const T = ids.length;
+    engine.reset();
+    engine.setCapture(true);
+    engine.setInterventions({});
+    engine.prefill(ids);
+    const clean = Array.from(engine.topProbs(T - 1).probs);
+    engine.setInterventions({ablateHeads: [[1, 2]], skipMlp: [1]});
+    assert.equal(engine.firstChangedBlock(), 1);
+    assert.equal(engine.rerun(), 1);  // block 0 is reused
+    const native = nativeInspectWith(models.model, ['--ablate-heads', '1.2', '--skip-mlp', '1']);
+    const top = engine.topProbs(T - 1);
+    assert.deepEqual(Array.from(top.ids).slice(0, 3), native.final[T - 1].top_ids.slice(0, 3));
+    closeTo(top.probs[0], native.final[T - 1].top_probs[0], 2e-3, 'intervened top prob');
+    assert.notDeepEqual(Array.from(top.probs), clean);
+    const norms = engine.residualNorms();  // [L+1, T]: the intervened stream after block 1
+    const resid = tensor(native, 'resid_out', 1);
+    for (let p = 0; p < T; ++p) {
+      const r = resid.data.slice(p * info.n_embd, (p + 1) * info.n_embd);
+      closeTo(norms[2 * T + p], Math.sqrt(r.reduce((s, x) => s + x * x, 0)), 5e-3, `resid norm p${p}`);
+    }
+    // Back to the plain model: the re-run starts where the last run's cache differs.
+    engine.setInterventions({});
+    assert.equal(engine.rerun(), 1);
+    closeTo(engine.topProbs(T - 1).probs[0], clean[0], 1e-5, 'clean again');
+    // Mean ablation takes its means from the captured (clean) run; it changes the prediction
+    // differently from zero ablation.
+    engine.setInterventions({ablateHeads: [[0, 1]], meanAblation: true});
+    assert.equal(engine.rerun(), 0);
+    assert.ok(engine.topProbs(T - 1).probs[0] > 0);
+  });
+
+  test('attribution equals the native CLI and sums to the logit', () => {
+    engine.setInterventions({ablateHeads: [[0, 3]]});
+    const a = engine.attribute(ids, -1, -1, -1);
+    const out = execFileSync(kGpt2, ['attribute', '--model', models.model, '--prompt', kPrompt,
+                                     '--threads', '1', '--ablate-heads', '0.3'], {encoding: 'utf8'});
+    const lines = out.trimEnd().split('\n').map((l) => l.split('\t'));
+    assert.equal(lines.length, a.names.length + 1);
+    let sum = 0;
+    a.names.forEach((name, i) => {
+      assert.equal(name, lines[i][0]);
+      closeTo(a.values[i], Number(lines[i][1]), 1e-4, name);
+      sum += a.values[i];
+    });
+    assert.equal(lines[lines.length - 1][0], 'logit');
+    closeTo(a.logit, Number(lines[lines.length - 1][1]), 1e-4, 'logit');
+    closeTo(sum, a.logit, 1e-3, 'sum of components');
+    assert.equal(a.position, ids.length - 1);
+    assert.equal(engine.position(), ids.length);  // the conversation is the attributed prompt
+    engine.setInterventions({});
+  });
+
+  test('patches forward to the engine: an identity patch changes nothing, a foreign one does', () => {
+    const T = ids.length, C = info.n_embd, p = T - 1;
+    engine.setInterventions({});
+    engine.reset();
+    engine.setCapture(true);
+    engine.prefill(engine.tokenize('A completely different prompt goes right here, and on'));
+    const foreign = engine.residual(1).slice(p * C, (p + 1) * C);  // entering block 1
+    engine.reset();
+    engine.prefill(ids);
+    const own = engine.residual(1).slice(p * C, (p + 1) * C);
+    const clean = Array.from(engine.topProbs(p).probs);
+    engine.setInterventions({patches: [{layer: 1, position: p, value: own}]});
+    assert.equal(engine.rerun(), 1);
+    Array.from(engine.topProbs(p).probs).forEach((x, i) => closeTo(x, clean[i], 1e-5, `identity ${i}`));
+    engine.setInterventions({patches: [{layer: 1, position: p, value: foreign}]});
+    assert.equal(engine.rerun(), 1);
+    assert.ok(Math.abs(engine.topProbs(p).probs[0] - clean[0]) > 1e-4);
+    assert.throws(() => engine.setInterventions({patches: [{layer: 1, position: p, value: own.slice(1)}]}),
+                  /residual vector has 63 values/);
+    engine.setInterventions({});
+  });
+
+  test('the CLI exits 2 naming the valid range for a layer or head out of range', () => {
+    for (const [command, flags, message] of [
+      ['generate', ['--skip-attn', '5'], '--skip-attn: layer 5 is out of range; valid layers are 0..1'],
+      ['inspect', ['--ablate-heads', '0.4', '--json', path.join(path.dirname(models.model), 'x.json')],
+       '--ablate-heads: head 4 is out of range; valid heads are 0..3'],
+      ['attribute', ['--no-residual', '0,2'], '--no-residual: layer 2 is out of range; valid layers are 0..1'],
+    ]) {
+      try {
+        execFileSync(kGpt2, [command, '--model', models.model, '--prompt', kPrompt, ...flags], {stdio: 'pipe'});
+        assert.fail(`${command} accepted ${flags.join(' ')}`);
+      } catch (e) {
+        assert.equal(e.status, 2, `${command} exit status`);
+        assert.match(e.stderr.toString(), new RegExp(message.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
+      }
+    }
+  });
+
+  test('bad interventions throw naming the valid range', () => {
+    assert.throws(() => engine.setInterventions({skipAttn: [2]}), /valid layers are 0\.\.1/);
+    assert.throws(() => engine.setInterventions({ablateHeads: [[0, 4]]}), /valid heads are 0\.\.3/);
+    assert.throws(() => engine.attribute(ids, 99, -1, -1), /valid positions/);
+  });
+});
