@@ -363,6 +363,10 @@ struct Int8Activations {
   // starts from this vector instead of zero, and sum (n - 8) qx = sum n qx - 8 sum qx exactly,
   // without subtracting 8 from every weight of every row.
   std::vector<int32_t> q4_offset;
+  // dx again, block-major: [cols / 32, T] (T > 1 only), so a tile loads its tokens' dx of one
+  // block as one vector.
+  std::vector<float> d_by_block;
+  int64_t T = 0;
 };
 
 constexpr size_t kI32Lanes = hn::MaxLanes(DI32());
@@ -399,6 +403,15 @@ HWY_NOINLINE void QuantizeActivations(const float* HWY_RESTRICT x, int64_t T, in
       }
     }
     for (int64_t b = nb; b < a.d_stride; ++b) d[b] = 0.0f;
+  }
+  a.T = T;
+  if (T > 1) {
+    if (a.d_by_block.size() < static_cast<size_t>(nb * T)) {
+      a.d_by_block.resize(static_cast<size_t>(nb * T));
+    }
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t b = 0; b < nb; ++b) a.d_by_block[b * T + t] = a.d[t * a.d_stride + b];
+    }
   }
 }
 
@@ -486,6 +499,21 @@ HWY_INLINE hn::Vec<DI32> BlockDot(const VI16 (&w)[kI16Vecs], const VI16 (&q)[kI1
   return hn::RearrangeToOddPlusEven(sum0, sum1);
 }
 
+#if HWY_TARGET != HWY_SCALAR  // one lane there: nothing to pack
+// 128-bit targets: the lane sums of v[0..3] as one vector, lane t = sum of v[t]'s lanes (two
+// rounds of interleave-and-add: 6 shuffles and 3 adds for 4 sums).
+HWY_INLINE hn::Vec<DI32> SumEachOf4(const hn::Vec<DI32> (&v)[4]) {
+  const DI32 di32;
+  const hn::Repartition<int64_t, DI32> di64;
+  // [v0_0 + v0_2, v1_0 + v1_2, v0_1 + v0_3, v1_1 + v1_3] and the same for v2, v3.
+  const auto s01 = hn::Add(hn::InterleaveLower(di32, v[0], v[1]), hn::InterleaveUpper(di32, v[0], v[1]));
+  const auto s23 = hn::Add(hn::InterleaveLower(di32, v[2], v[3]), hn::InterleaveUpper(di32, v[2], v[3]));
+  const auto lo = hn::InterleaveLower(di64, hn::BitCast(di64, s01), hn::BitCast(di64, s23));
+  const auto hi = hn::InterleaveUpper(di64, hn::BitCast(di64, s01), hn::BitCast(di64, s23));
+  return hn::Add(hn::BitCast(di32, lo), hn::BitCast(di32, hi));
+}
+#endif
+
 // out[r][t] = sum_b (dw[r, b] dx[t0 + t, b]) * dot(qw[r, b], qx[t0 + t, b]).
 template <size_t kR, size_t kT, typename Block>
 HWY_INLINE void Int8Tile(const Int8Activations& a, int64_t t0, int64_t cols,
@@ -493,6 +521,12 @@ HWY_INLINE void Int8Tile(const Int8Activations& a, int64_t t0, int64_t cols,
   const DF df;
   const DI16 di16;
   constexpr size_t kChunk = 2 * kLanes;
+  // 4-lane targets (WASM, SSE4, ...), 4 tokens: the 4 tokens' block dots of one row are summed
+  // into the lanes of one vector (SumEachOf4), so the int->float convert, the dw * dx scale and
+  // the accumulate are one vector operation each per row and block instead of one per token;
+  // acc[r][0] then holds token t in lane t.
+  constexpr bool kPackTokens =
+      HWY_TARGET != HWY_SCALAR && kT == 4 && kLanes == 4 && kI32Lanes == 4;
   VF acc[kR][kT];
   for (size_t r = 0; r < kR; ++r) {
     for (size_t t = 0; t < kT; ++t) acc[r][t] = hn::Zero(df);
@@ -534,6 +568,24 @@ HWY_INLINE void Int8Tile(const Int8Activations& a, int64_t t0, int64_t cols,
           const VF dot = hn::ConvertTo(df, BlockDot(w, q, start));
           acc[r][0] = hn::MulAdd(dot, hn::Set(df, scales[r][i]), acc[r][0]);
         }
+#if HWY_TARGET != HWY_SCALAR
+      } else if constexpr (kPackTokens) {
+        const VF dx4 = hn::LoadU(df, a.d_by_block.data() + b * a.T + t0);
+        for (size_t r = 0; r < kR; ++r) {
+          VI16 w[kI16Vecs];
+          BlockToI16(rows[r] + b, w);
+          hn::Vec<DI32> dots[4];
+          for (size_t t = 0; t < 4; ++t) {
+            const int16_t* HWY_RESTRICT qt = qx + static_cast<int64_t>(t) * cols + b * 32;
+            VI16 q[kI16Vecs];
+            for (size_t j = 0; j < kI16Vecs; ++j) q[j] = hn::LoadU(di16, qt + j * kI16Lanes);
+            dots[t] = BlockDot(w, q,
+                               BlockDotStart(rows[0], a, t0 + static_cast<int64_t>(t), num_blocks, b));
+          }
+          const VF scale = hn::Mul(dx4, hn::Set(df, scales[r][i]));
+          acc[r][0] = hn::MulAdd(hn::ConvertTo(df, SumEachOf4(dots)), scale, acc[r][0]);
+        }
+#endif
       } else {
         // Widen one row's block once and use it for all tokens; the tokens' qx come from L1.
         for (size_t r = 0; r < kR; ++r) {
@@ -552,6 +604,14 @@ HWY_INLINE void Int8Tile(const Int8Activations& a, int64_t t0, int64_t cols,
         }
       }
     }
+  }
+  if constexpr (kPackTokens) {
+    for (size_t r = 0; r < kR; ++r) {
+      HWY_ALIGN float lanes[kLanes];
+      hn::Store(acc[r][0], df, lanes);
+      for (size_t t = 0; t < kT; ++t) out[r][t] = lanes[t];
+    }
+    return;
   }
   for (size_t r = 0; r < kR; ++r) {
     for (size_t t = 0; t < kT; ++t) out[r][t] = hn::GetLane(hn::SumOfLanes(df, acc[r][t]));
