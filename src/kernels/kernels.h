@@ -35,8 +35,11 @@ enum class QuantActivations {
   kInt8,
   // x stays f32: y[t, r] = bias[r] + sum_c x[t, c] * (dw * qw)[r, c].
   kFloat,
-  // Whichever of the two the running target computes faster for this T (MatMul's default);
-  // FastestQuantActivations(T) says which. Both stay within the weights' quantization error.
+  // Whichever of the two the running target computes faster for this T;
+  // FastestQuantActivations(T) says which. Both stay within the weights' quantization error,
+  // but a caller that needs the same numbers on every target (the page and the native CLI give
+  // the same token ids) must pick one of the two explicitly: kFastest differs between AVX-512
+  // and WASM.
   kFastest,
 };
 
@@ -53,7 +56,7 @@ QuantActivations FastestQuantActivations(int64_t T);
 // x again (into per-thread scratch that grows once, no allocation in a steady token loop).
 void MatMul(const float* x, int64_t T, const WeightView& w, const float* bias, float* y,
             int64_t row_begin, int64_t row_end,
-            QuantActivations act = QuantActivations::kFastest);
+            QuantActivations act = QuantActivations::kInt8);
 
 // y = (x - mean) / sqrt(var + eps) * gamma + beta over n features, var biased (divide by n).
 // Equivalent to torch.nn.LayerNorm(n, eps). Returns nothing; y may alias x.
