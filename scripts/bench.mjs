@@ -1,18 +1,21 @@
 #!/usr/bin/env node
 // One benchmark run comparing us with the peer on the same machine, the same files and the same
 // browser: GPT-2-small-shaped synthetic models (same tensor shapes and bytes as real GPT-2 small,
-// so speed is representative; the text they write is not).
+// so speed is representative; the text they write is not), with Q8_0, Q4_0 and F32 matrices.
 //
-//   a) native: build/native/gpt2 bench, 1 and 2 threads, Q8_0 and F32;
+//   a) native: build/native/gpt2 bench, 1 and 2 threads, every weight type;
 //   b) ours in headless Chromium: the page's ES6 wasm module (build/wasm/web/gpt2-engine.js),
-//      one thread, the Q8_0 file, prefill of a 128-token prompt then 64 greedy decode steps;
+//      one thread, prefill of a 128-token prompt then 64 greedy decode steps;
 //   c) the peer, wllama (llama.cpp compiled to wasm, npm @wllama/wllama), same Chromium, same
 //      file, one thread, same prompt and decode count, timed by llama.cpp itself.
-// Best of --runs for every figure. Prints the machine, date, browser, load average and a
-// Markdown table (ours / wllama ratios); also writes build/bench/results.json.
+// For every weight type both engines are loaded into one fresh page, do one warm-up run each,
+// then --runs runs alternating (ours, wllama, ours, ...); figures are the median run. Prints the
+// machine, date, browser and load average, every run, then one Markdown table (ours, wllama,
+// ratio, our wasm heap after load); also writes build/bench/results.json.
 //
-//   node scripts/bench.mjs [--runs 3] [--prompt-tokens 128] [--decode-tokens 64]
-//                          [--skip-native] [--skip-browser] [--max-load 0.5]
+//   node scripts/bench.mjs [--runs 5] [--types q8_0,q4_0,f32] [--prompt-tokens 128]
+//                          [--decode-tokens 64] [--skip-native] [--skip-browser] [--max-load 0.5]
+//                          [--engine build/wasm/web/gpt2-engine.js]
 // Needs `bash scripts/build.sh` first (native tools and build/wasm/web).
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -28,7 +31,8 @@ function arg(name, fallback) {
 const flag = (name) => process.argv.includes(`--${name}`);
 
 const kRoot = H.repoRoot;
-const kRuns = Number(arg('runs', '3'));
+const kRuns = Number(arg('runs', '5'));
+const kTypes = arg('types', 'q8_0,q4_0,f32').split(',');
 const kPromptTokens = Number(arg('prompt-tokens', '128'));
 const kDecodeTokens = Number(arg('decode-tokens', '64'));
 const kMaxLoad = Number(arg('max-load', '0.5'));
@@ -37,7 +41,9 @@ const kCli = path.join(kRoot, 'build/native/gpt2');
 const kMakeModel = path.join(kRoot, 'build/native/gpt2-make-model');
 const kWllamaVersion = JSON.parse(fs.readFileSync(
   path.join(kRoot, 'node_modules/@wllama/wllama/package.json'), 'utf8')).version;
-const kEngineJs = path.join(kRoot, 'build/wasm/web/gpt2-engine.js');
+// --engine: another build of the page's module (under the repository, e.g. an earlier build
+// copied to build/bench/base/) to measure before/after in the same conditions.
+const kEngineJs = path.resolve(kRoot, arg('engine', 'build/wasm/web/gpt2-engine.js'));
 
 function need(file, what) {
   if (!fs.existsSync(file)) {
@@ -79,7 +85,7 @@ function ensureModel(type) {
 function nativeBench(model, threads) {
   const out = execFileSync(kCli, ['bench', '--model', model, '--threads', String(threads),
     '--prompt-tokens', String(kPromptTokens), '--decode-tokens', String(kDecodeTokens),
-    '--repeats', String(kRuns)], { encoding: 'utf8' });
+    '--repeats', '3'], { encoding: 'utf8' });
   const prefill = /prefill: .*= ([\d.]+) tokens\/s/.exec(out);
   const decode = /decode: .*= ([\d.]+) tokens\/s/.exec(out);
   const target = /kernel target (\S+)/.exec(out);
@@ -108,11 +114,14 @@ async function oursLoad({ engineUrl, modelUrl, promptText, nPrompt }) {
     engine.appendChunk(value);
   }
   const info = engine.finishLoad(1);
+  // The whole wasm memory after loading (model bytes, weights, KV cache, scratch); Emscripten
+  // 3.1.6 exposes the heap views on the module.
+  const heapBytes = Module.HEAP8 ? Module.HEAP8.buffer.byteLength : null;
   // A prompt of exactly nPrompt tokens: the text is made of words that are one token each.
   const ids = Array.from(engine.tokenize(promptText)).slice(0, nPrompt);
   if (ids.length !== nPrompt) throw new Error(`prompt has ${ids.length} tokens, wanted ${nPrompt}`);
   window.ours = { engine, ids };
-  return { info, userAgent: navigator.userAgent };
+  return { info, heapBytes, userAgent: navigator.userAgent };
 }
 
 // One run: prefill the prompt, then nDecode greedy tokens, each sampled and fed back (as the
@@ -167,15 +176,21 @@ if (load[0] > kMaxLoad) {
     'figures will be low and noisy. Re-run when it is idle.');
 }
 
-const models = { q8_0: ensureModel('q8_0'), f32: ensureModel('f32') };
+const models = Object.fromEntries(kTypes.map((t) => [t, ensureModel(t)]));
 const sizeMB = (f) => fs.statSync(f).size / 1e6;
+const median = (xs) => {
+  const v = [...xs].sort((a, b) => a - b);
+  return v.length % 2 ? v[(v.length - 1) / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
+};
 
 const results = { date, machine: host, loadAtStart: load, runs: kRuns, promptTokens: kPromptTokens,
+  engine: path.relative(kRoot, kEngineJs),
   decodeTokens: kDecodeTokens, models: Object.fromEntries(Object.entries(models).map(
-    ([t, f]) => [t, { file: path.relative(kRoot, f), megabytes: sizeMB(f) }])), native: [] };
+    ([t, f]) => [t, { file: path.relative(kRoot, f), megabytes: sizeMB(f) }])), native: [],
+  browser: {} };
 
 if (!flag('skip-native')) {
-  for (const type of ['q8_0', 'f32']) {
+  for (const type of kTypes) {
     for (const threads of [1, 2]) {
       const r = nativeBench(models[type], threads);
       results.native.push({ type, threads, ...r });
@@ -185,64 +200,89 @@ if (!flag('skip-native')) {
   }
 }
 
-if (!flag('skip-browser')) {
-  need(kEngineJs, 'WebAssembly engine for the page');
-  // Words that GPT-2's BPE keeps as single tokens, so any prefix of n words is n tokens.
-  const words = ' The quick brown fox jumps over the lazy dog and the small cat sat on the mat near the old house'.split(' ').slice(1);
-  const promptText = Array.from({ length: kPromptTokens }, (_, i) => words[i % words.length]).join(' ');
-  const { server, origin } = await H.startServer({ '/__model/bench-q8_0.gguf': models.q8_0 });
-  const browser = await H.launchChromium();
+// Both engines on one weight type in a fresh page: load both, one warm-up run each (llama.cpp
+// warms up at load; V8 tiers our hot functions up during the first run), then kRuns runs
+// alternating, so a burst of load from elsewhere hits both sides alike.
+async function compareInBrowser(browser, origin, type, promptText) {
+  const errors = [];
+  const page = await browser.context.newPage();
+  page.on('pageerror', (e) => errors.push(e.message));
+  const inPage = async (fn, args) => {
+    try {
+      return await page.evaluate(fn, args);
+    } catch (e) {
+      throw new Error(`${e.message}\n${errors.join('\n')}`);
+    }
+  };
   try {
-    const errors = [];
-    const page = await browser.context.newPage();
-    page.on('pageerror', (e) => errors.push(e.message));
-    const inPage = async (fn, args) => {
-      try {
-        return await page.evaluate(fn, args);
-      } catch (e) {
-        throw new Error(`${e.message}\n${errors.join('\n')}`);
-      }
-    };
     await page.goto(origin + '/');
-    const modelUrl = '/__model/bench-q8_0.gguf';
-    const ours = await inPage(oursLoad, { engineUrl: '/build/wasm/web/gpt2-engine.js', modelUrl,
+    const modelUrl = `/__model/bench-${type}.gguf`;
+    const ours = await inPage(oursLoad, { engineUrl: '/' + path.relative(kRoot, kEngineJs), modelUrl,
       promptText, nPrompt: kPromptTokens });
     const peer = await inPage(wllamaLoad, { modelUrl });
+    await inPage(oursRun, { nDecode: kDecodeTokens });
+    await inPage(wllamaRun, { promptText, nDecode: kDecodeTokens });
     const oursRuns = [], peerRuns = [];
     for (let r = 0; r < kRuns; ++r) {
       oursRuns.push(await inPage(oursRun, { nDecode: kDecodeTokens }));
       peerRuns.push(await inPage(wllamaRun, { promptText, nDecode: kDecodeTokens }));
     }
     await inPage(async () => { window.ours.engine.delete(); await window.peer.exit(); }, {});
-    await page.close();
-
     const perSecond = (n, ms) => n / (ms / 1000);
-    results.browser = /(?:Headless)?Chrome\/[\d.]+/.exec(ours.userAgent)?.[0] || ours.userAgent;
-    results.ours = { simd: ours.info.simd,
-      prefillRuns: oursRuns.map((x) => perSecond(kPromptTokens, x.prefillMs)),
-      decodeRuns: oursRuns.map((x) => perSecond(kDecodeTokens, x.decodeMs)) };
-    results.ours.prefill = Math.max(...results.ours.prefillRuns);
-    results.ours.decode = Math.max(...results.ours.decodeRuns);
     for (const t of peerRuns) {
       if (t.prompt_n !== kPromptTokens || t.cache_n !== 0) {
         console.log(`note: wllama processed ${t.prompt_n} prompt tokens (${t.cache_n} cached), wanted ${kPromptTokens}`);
       }
     }
-    results.wllama = { version: kWllamaVersion, threads: peer.threads,
-      prefillRuns: peerRuns.map((t) => t.prompt_per_second),
-      decodeRuns: peerRuns.map((t) => t.predicted_per_second),
-      promptN: peerRuns[0].prompt_n, predictedN: peerRuns[0].predicted_n,
-      runs: peerRuns.map((t) => ({ promptMs: t.prompt_ms, predictedMs: t.predicted_ms, wallMs: t.wallMs })) };
-    results.wllama.prefill = Math.max(...results.wllama.prefillRuns);
-    results.wllama.decode = Math.max(...results.wllama.decodeRuns);
+    const r = {
+      userAgent: ours.userAgent,
+      ours: { simd: ours.info.simd, heapMB: ours.heapBytes === null ? null : ours.heapBytes / 1e6,
+        prefillRuns: oursRuns.map((x) => perSecond(kPromptTokens, x.prefillMs)),
+        decodeRuns: oursRuns.map((x) => perSecond(kDecodeTokens, x.decodeMs)) },
+      wllama: { version: kWllamaVersion, threads: peer.threads,
+        prefillRuns: peerRuns.map((t) => t.prompt_per_second),
+        decodeRuns: peerRuns.map((t) => t.predicted_per_second),
+        promptN: peerRuns[0].prompt_n, predictedN: peerRuns[0].predicted_n,
+        runs: peerRuns.map((t) => ({ promptMs: t.prompt_ms, predictedMs: t.predicted_ms, wallMs: t.wallMs })) },
+    };
+    for (const side of [r.ours, r.wllama]) {
+      side.prefill = median(side.prefillRuns);
+      side.decode = median(side.decodeRuns);
+    }
+    // Ratios of runs taken side by side (run i of ours over run i of wllama), then the median:
+    // steadier than the ratio of medians when the load changes during the run.
+    r.prefillRatio = median(r.ours.prefillRuns.map((x, i) => x / r.wllama.prefillRuns[i]));
+    r.decodeRatio = median(r.ours.decodeRuns.map((x, i) => x / r.wllama.decodeRuns[i]));
+    return r;
+  } finally {
+    await page.close();
+  }
+}
+
+if (!flag('skip-browser')) {
+  need(kEngineJs, 'WebAssembly engine for the page');
+  // Words that GPT-2's BPE keeps as single tokens, so any prefix of n words is n tokens.
+  const words = ' The quick brown fox jumps over the lazy dog and the small cat sat on the mat near the old house'.split(' ').slice(1);
+  const promptText = Array.from({ length: kPromptTokens }, (_, i) => words[i % words.length]).join(' ');
+  const served = Object.fromEntries(kTypes.map((t) => [`/__model/bench-${t}.gguf`, models[t]]));
+  const { server, origin } = await H.startServer(served);
+  const browser = await H.launchChromium();
+  try {
     const runsText = (xs) => xs.map((x) => x.toFixed(1)).join(' ');
-    console.log(`ours wasm q8_0 1T: prefill ${results.ours.prefill.toFixed(1)} tok/s, decode ` +
-      `${results.ours.decode.toFixed(1)} tok/s (runs: prefill ${runsText(results.ours.prefillRuns)}; ` +
-      `decode ${runsText(results.ours.decodeRuns)})`);
-    console.log(`wllama wasm q8_0 ${peer.threads}T: prefill ${results.wllama.prefill.toFixed(1)} tok/s, decode ` +
-      `${results.wllama.decode.toFixed(1)} tok/s (runs: prefill ${runsText(results.wllama.prefillRuns)}; ` +
-      `decode ${runsText(results.wllama.decodeRuns)}; llama.cpp ms vs page wall ms: ` +
-      `${results.wllama.runs.map((r) => `${(r.promptMs + r.predictedMs).toFixed(0)}/${r.wallMs.toFixed(0)}`).join(' ')})`);
+    for (const type of kTypes) {
+      const r = await compareInBrowser(browser, origin, type, promptText);
+      results.browserName = /(?:Headless)?Chrome\/[\d.]+/.exec(r.userAgent)?.[0] || r.userAgent;
+      results.browser[type] = r;
+      console.log(`ours wasm ${type} 1T: prefill ${r.ours.prefill.toFixed(1)} tok/s, decode ` +
+        `${r.ours.decode.toFixed(1)} tok/s (runs: prefill ${runsText(r.ours.prefillRuns)}; ` +
+        `decode ${runsText(r.ours.decodeRuns)}); heap after load ${r.ours.heapMB?.toFixed(1)} MB`);
+      console.log(`wllama wasm ${type} ${r.wllama.threads}T: prefill ${r.wllama.prefill.toFixed(1)} tok/s, decode ` +
+        `${r.wllama.decode.toFixed(1)} tok/s (runs: prefill ${runsText(r.wllama.prefillRuns)}; ` +
+        `decode ${runsText(r.wllama.decodeRuns)}; llama.cpp ms vs page wall ms: ` +
+        `${r.wllama.runs.map((x) => `${(x.promptMs + x.predictedMs).toFixed(0)}/${x.wallMs.toFixed(0)}`).join(' ')})`);
+      console.log(`  ratio (median of paired runs): prefill ${r.prefillRatio.toFixed(2)}x, decode ${r.decodeRatio.toFixed(2)}x; ` +
+        `load average now ${os.loadavg()[0].toFixed(2)}`);
+    }
   } finally {
     await browser.close();
     server.close();
@@ -256,25 +296,26 @@ fs.writeFileSync(path.join(kBenchDir, 'results.json'), JSON.stringify(results, n
 
 // ---- the table --------------------------------------------------------------------------------
 
-const f = (x) => (x === undefined ? '–' : x.toFixed(1));
+const f = (x) => (x === undefined || x === null ? '–' : x.toFixed(1));
 const lines = [];
 lines.push(`GPT-2 small shape (124M parameters), prompt ${kPromptTokens} tokens, decode ${kDecodeTokens} ` +
-  `tokens greedy, best of ${kRuns}, tokens/s.`);
-lines.push(`${date}; ${host.cpu}, ${host.cores} logical cores; ${results.browser || 'no browser run'}; ` +
+  `tokens greedy, tokens/s; browser: median of ${kRuns} runs after a warm-up, native: best of 3.`);
+lines.push(`${date}; ${host.cpu}, ${host.cores} logical cores; ${results.browserName || 'no browser run'}; ` +
   `load average at start ${load[0].toFixed(2)}, at end ${results.loadAtEnd[0].toFixed(2)}.`);
 lines.push('');
-lines.push('| engine | where | weights | threads | prefill tok/s | decode tok/s |');
-lines.push('|---|---|---|---:|---:|---:|');
-for (const n of results.native) {
-  lines.push(`| ours | native (${n.target}) | ${n.type} | ${n.threads} | ${f(n.prefill)} | ${f(n.decode)} |`);
-}
-if (results.ours) {
-  lines.push(`| ours | Chromium wasm (SIMD128) | q8_0 | 1 | ${f(results.ours.prefill)} | ${f(results.ours.decode)} |`);
-  lines.push(`| wllama ${kWllamaVersion} (llama.cpp) | Chromium wasm | q8_0 | ${results.wllama.threads} | ` +
-    `${f(results.wllama.prefill)} | ${f(results.wllama.decode)} |`);
-  lines.push(`| **ratio ours / wllama** | Chromium wasm | q8_0 | 1 | ` +
-    `**${(results.ours.prefill / results.wllama.prefill).toFixed(2)}×** | ` +
-    `**${(results.ours.decode / results.wllama.decode).toFixed(2)}×** |`);
+lines.push('| weights | where | threads | ours prefill | ours decode | wllama prefill | wllama decode | ' +
+  'prefill ratio | decode ratio | our heap after load |');
+lines.push('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+for (const type of kTypes) {
+  const r = results.browser[type];
+  if (r) {
+    lines.push(`| ${type} | Chromium wasm | 1 | ${f(r.ours.prefill)} | ${f(r.ours.decode)} | ` +
+      `${f(r.wllama.prefill)} | ${f(r.wllama.decode)} | **${r.prefillRatio.toFixed(2)}×** | ` +
+      `**${r.decodeRatio.toFixed(2)}×** | ${f(r.ours.heapMB)} MB (file ${f(results.models[type].megabytes)} MB) |`);
+  }
+  for (const n of results.native.filter((x) => x.type === type)) {
+    lines.push(`| ${type} | native (${n.target}) | ${n.threads} | ${f(n.prefill)} | ${f(n.decode)} | | | | | |`);
+  }
 }
 console.log('\n' + lines.join('\n'));
 console.log(`\n(${results.seconds.toFixed(0)} s; results in ${path.relative(kRoot, path.join(kBenchDir, 'results.json'))})`);

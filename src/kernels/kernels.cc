@@ -30,10 +30,17 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/error.h"
@@ -65,6 +72,7 @@ namespace gpt2 {
 
 #if !defined(__EMSCRIPTEN__)
 HWY_EXPORT(MatMulKernel);
+HWY_EXPORT(FastestQuantActivationsKernel);
 HWY_EXPORT(LayerNormKernel);
 HWY_EXPORT(GeluKernel);
 HWY_EXPORT(SoftmaxKernel);
@@ -73,27 +81,139 @@ HWY_EXPORT(AttentionHeadKernel);
 HWY_EXPORT(CompiledTargetKernel);
 #endif
 
+// ---- profiling (SetKernelProfiling) ----------------------------------------------------------
+
+namespace {
+
+std::atomic<bool> g_profiling{false};
+
+struct ProfileBuckets {
+  std::mutex mutex;
+  std::map<std::tuple<std::string, int, int64_t, int64_t, bool>, KernelProfileEntry> entries;
+};
+ProfileBuckets& Buckets() {
+  static ProfileBuckets* buckets = new ProfileBuckets;  // never destroyed: threads may outlive main
+  return *buckets;
+}
+
+// The calling thread's CPU time natively (steadier than wall time on a shared machine: time
+// spent descheduled does not count); wall time in wasm, which has no CPU clock.
+double ProfileClockSeconds() {
+#if defined(__EMSCRIPTEN__)
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+#else
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+#endif
+}
+
+// Times one kernel call when profiling is on; a no-op otherwise.
+class ProfileScope {
+ public:
+  explicit ProfileScope(const char* kernel, int64_t work, const WeightView* w = nullptr,
+                        int64_t T = 0)
+      : on_(g_profiling.load(std::memory_order_relaxed)) {
+    if (!on_) return;
+    kernel_ = kernel;
+    work_ = work;
+    if (w != nullptr) {
+      type_ = w->type;
+      rows_ = w->rows;
+      cols_ = w->cols;
+      single_token_ = T == 1;
+    }
+    start_ = ProfileClockSeconds();
+  }
+  ~ProfileScope() {
+    if (!on_) return;
+    const double seconds = ProfileClockSeconds() - start_;
+    ProfileBuckets& b = Buckets();
+    std::lock_guard<std::mutex> lock(b.mutex);
+    KernelProfileEntry& e = b.entries[std::make_tuple(std::string(kernel_), static_cast<int>(type_),
+                                                      rows_, cols_, single_token_)];
+    if (e.calls == 0) {
+      e.kernel = kernel_;
+      e.type = type_;
+      e.rows = rows_;
+      e.cols = cols_;
+      e.single_token = single_token_;
+    }
+    ++e.calls;
+    e.work += work_;
+    e.seconds += seconds;
+  }
+  ProfileScope(const ProfileScope&) = delete;
+  ProfileScope& operator=(const ProfileScope&) = delete;
+
+ private:
+  bool on_;
+  const char* kernel_ = nullptr;
+  int64_t work_ = 0;
+  TensorType type_ = TensorType::kF32;
+  int64_t rows_ = 0, cols_ = 0;
+  bool single_token_ = false;
+  double start_ = 0;
+};
+
+}  // namespace
+
+void SetKernelProfiling(bool on) { g_profiling.store(on, std::memory_order_relaxed); }
+
+std::vector<KernelProfileEntry> TakeKernelProfile() {
+  ProfileBuckets& b = Buckets();
+  std::vector<KernelProfileEntry> out;
+  {
+    std::lock_guard<std::mutex> lock(b.mutex);
+    for (const auto& kv : b.entries) out.push_back(kv.second);
+    b.entries.clear();
+  }
+  std::sort(out.begin(), out.end(), [](const KernelProfileEntry& a, const KernelProfileEntry& b) {
+    return a.seconds > b.seconds;
+  });
+  return out;
+}
+
+// ---- the kernels -----------------------------------------------------------------------------
+
 void MatMul(const float* x, int64_t T, const WeightView& w, const float* bias, float* y,
             int64_t row_begin, int64_t row_end, QuantActivations act) {
   kernels_internal::CheckMatMulArgs(x, T, w, y, row_begin, row_end);
   if (T == 0 || row_begin == row_end) return;
+  ProfileScope profile("MatMul", T, &w, T);
   GPT2_DISPATCH(MatMulKernel)(x, T, w, bias, y, row_begin, row_end, act);
+}
+
+QuantActivations FastestQuantActivations(int64_t T) {
+  return GPT2_DISPATCH(FastestQuantActivationsKernel)(T);
 }
 
 void LayerNorm(const float* x, const float* gamma, const float* beta, float eps, int64_t n,
                float* y) {
+  ProfileScope profile("LayerNorm", n);
   GPT2_DISPATCH(LayerNormKernel)(x, gamma, beta, eps, n, y);
 }
 
-void Gelu(float* x, int64_t n) { GPT2_DISPATCH(GeluKernel)(x, n); }
+void Gelu(float* x, int64_t n) {
+  ProfileScope profile("Gelu", n);
+  GPT2_DISPATCH(GeluKernel)(x, n);
+}
 
-void Softmax(float* x, int64_t n) { GPT2_DISPATCH(SoftmaxKernel)(x, n); }
+void Softmax(float* x, int64_t n) {
+  ProfileScope profile("Softmax", n);
+  GPT2_DISPATCH(SoftmaxKernel)(x, n);
+}
 
-void AddInPlace(float* y, const float* x, int64_t n) { GPT2_DISPATCH(AddInPlaceKernel)(y, x, n); }
+void AddInPlace(float* y, const float* x, int64_t n) {
+  ProfileScope profile("AddInPlace", n);
+  GPT2_DISPATCH(AddInPlaceKernel)(y, x, n);
+}
 
 void AttentionHead(const float* q, const float* k, const float* v, int64_t kv_stride,
                    int64_t n_keys, int64_t head_dim, float scale, float* scores, float* probs,
                    float* out) {
+  ProfileScope profile("AttentionHead", n_keys);
   GPT2_DISPATCH(AttentionHeadKernel)(q, k, v, kv_stride, n_keys, head_dim, scale, scores, probs,
                                      out);
 }

@@ -35,7 +35,18 @@ enum class QuantActivations {
   kInt8,
   // x stays f32: y[t, r] = bias[r] + sum_c x[t, c] * (dw * qw)[r, c].
   kFloat,
+  // Whichever of the two the running target computes faster for this T;
+  // FastestQuantActivations(T) says which. Both stay within the weights' quantization error,
+  // but a caller that needs the same numbers on every target (the page and the native CLI give
+  // the same token ids) must pick one of the two explicitly: kFastest differs between AVX-512
+  // and WASM.
+  kFastest,
 };
+
+// What kFastest means for T tokens on the target the next dispatched call uses: kInt8, except
+// for prefill (T > 1) on x86 AVX-512, where 16-lane f32 multiply-adds (FMA) are cheap and the
+// int8 path's per-block int->float conversion and scale broadcast cost more (matmul-inl.h).
+QuantActivations FastestQuantActivations(int64_t T);
 
 // y[t, r] = bias[r] + sum_c x[t, c] * W[r, c]   for t in [0, T), r in [row_begin, row_end).
 // x: [T, cols], y: [T, rows] (row stride `rows`), bias: [rows] or nullptr.
@@ -70,6 +81,24 @@ void AddInPlace(float* y, const float* x, int64_t n);
 void AttentionHead(const float* q, const float* k, const float* v, int64_t kv_stride,
                    int64_t n_keys, int64_t head_dim, float scale, float* scores, float* probs,
                    float* out);
+
+// Per-call time accounting for profiling a forward pass (tests/kernels/forward_profile_test.cc,
+// BENCHMARKS.md). Off by default: then each kernel call costs one relaxed atomic load more.
+// When on, every call of the functions above adds its time to a bucket keyed by kernel, weight
+// type and shape (MatMul: rows x cols, T == 1 or not), from any thread. Time is the calling
+// thread's CPU time natively, wall-clock time in wasm (no CPU clock there).
+struct KernelProfileEntry {
+  std::string kernel;  // "MatMul", "LayerNorm", "Gelu", "Softmax", "AddInPlace", "AttentionHead"
+  TensorType type = TensorType::kF32;  // MatMul's weight type
+  int64_t rows = 0, cols = 0;          // MatMul's weight shape
+  bool single_token = false;           // MatMul called with T == 1
+  int64_t calls = 0;
+  int64_t work = 0;  // MatMul: sum of T; AttentionHead: sum of n_keys; others: elements
+  double seconds = 0;
+};
+void SetKernelProfiling(bool on);
+// The buckets gathered since the last call, most time first; clears them.
+std::vector<KernelProfileEntry> TakeKernelProfile();
 
 // Highway targets compiled into this binary that the CPU supports (one entry in wasm), and a way
 // for tests to pin dispatch to one of them. ForceKernelTarget(0) restores normal dispatch.

@@ -52,11 +52,21 @@ constexpr size_t kDecodeRows = 4;   // rows in flight at T == 1 (independent FMA
 // 16 ~53, 32 ~57; later (after the trunc rounding in format/quant.cc), alternating A/B:
 // 32 ~58.7, 64 ~62.5, 128 ~59.
 constexpr size_t kInt8DecodeRows = HWY_TARGET == HWY_WASM ? 64 : 4;
+// Float-weight decode on WASM streams more rows at once for the same reason (f32 weights are
+// 4 bytes each: an F32 token reads 500 MB). Accumulators beyond the register file spill to the
+// stack, which costs little next to the memory stream.
+constexpr size_t kFloatDecodeRows = HWY_TARGET == HWY_WASM ? 16 : 4;
 // Rows x tokens accumulators plus the decoded block must fit the register file: 16 vector
 // registers on SSE/AVX2 (and V8's wasm SIMD), 32 on AVX-512. 4 rows measured ~1.8x faster
 // prefill on AVX3 and slower on AVX2.
 constexpr size_t kPrefillRows = HWY_MAX_BYTES == 64 ? 4 : 2;
 constexpr size_t kTokenTile = 4;    // tokens sharing one decoded weight vector
+
+// kFastest's choice (kernels.h FastestQuantActivations). AVX-512 runs f32 prefill tiles
+// faster than int8 ones: gpt2_tests "[bench]", fc 3072x768 at T = 64, one thread, GFLOP/s
+// f32 / int8: AVX3 Q8_0 60 / 45, Q4_0 54 / 28; but AVX2 39 / 48 and 36 / 38, SSE4 21 / 34.
+// WASM has no FMA, so int8 wins there too; decode (T == 1) is faster in int8 everywhere.
+constexpr bool kFloatPrefillFaster = HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL;
 
 // Lanes of f32 per vector; a Q block of 32 weights is kBlockVecs vectors. Every target we build
 // (x86 up to AVX-512, WASM, EMU128, scalar) has at most 16 f32 lanes.
@@ -207,7 +217,9 @@ template <size_t kR, size_t kT, typename WT>
 HWY_INLINE void FloatTile(const float* HWY_RESTRICT x, int64_t cols,
                           const WT* HWY_RESTRICT const* rows, float (&out)[kR][kT]) {
   const DF df;
-  constexpr size_t kSets = kT == 1 ? 2 : 1;
+  // Two accumulator sets per row shorten the add chains; with many rows in flight the rows
+  // already give enough independent chains.
+  constexpr size_t kSets = kT == 1 && kR <= 4 ? 2 : 1;
   VF acc[kSets][kR][kT];
   for (size_t s = 0; s < kSets; ++s) {
     for (size_t r = 0; r < kR; ++r) {
@@ -346,11 +358,23 @@ struct Int8Activations {
   std::vector<float> d;    // [T, d_stride]: dx as f32 (the f16 ggml stores), zero padded
   std::vector<BlockQ8_0> blocks;  // [cols / 32]: one token's QuantizeRowQ8_0 output
   int64_t d_stride = 0;    // blocks per token rounded up to 2 kLanes (whole scale vectors)
+  // For Q4_0 weights only: [T, cols / 32, kI32Lanes] int32 vectors whose lanes sum to
+  // -8 * sum_i qx[t, b, i]. Q4_0 blocks are then multiplied as raw nibbles n: a block's dot
+  // starts from this vector instead of zero, and sum (n - 8) qx = sum n qx - 8 sum qx exactly,
+  // without subtracting 8 from every weight of every row.
+  std::vector<int32_t> q4_offset;
+  // dx again, block-major: [cols / 32, T] (T > 1 only), so a tile loads its tokens' dx of one
+  // block as one vector.
+  std::vector<float> d_by_block;
+  int64_t T = 0;
 };
 
-// Quantizes x: [T, cols] into a. Vectors only grow, so a steady token loop does not allocate.
+constexpr size_t kI32Lanes = hn::MaxLanes(DI32());
+
+// Quantizes x: [T, cols] into a (and fills a.q4_offset when q4_offset is true). Vectors only
+// grow, so a steady token loop does not allocate.
 HWY_NOINLINE void QuantizeActivations(const float* HWY_RESTRICT x, int64_t T, int64_t cols,
-                                      Int8Activations& a) {
+                                      bool q4_offset, Int8Activations& a) {
   const int64_t nb = cols / 32;
   constexpr int64_t kChunk = 2 * kLanes;
   a.d_stride = (nb + kChunk - 1) / kChunk * kChunk;
@@ -359,15 +383,35 @@ HWY_NOINLINE void QuantizeActivations(const float* HWY_RESTRICT x, int64_t T, in
     a.d.resize(static_cast<size_t>(T * a.d_stride));
   }
   if (a.blocks.size() < static_cast<size_t>(nb)) a.blocks.resize(static_cast<size_t>(nb));
+  const size_t offsets = q4_offset ? static_cast<size_t>(T * nb) * kI32Lanes : 0;
+  if (a.q4_offset.size() < offsets) a.q4_offset.resize(offsets);
   for (int64_t t = 0; t < T; ++t) {
     QuantizeRowQ8_0(x + t * cols, a.blocks.data(), cols);
     int16_t* HWY_RESTRICT q = a.q.data() + t * cols;
     float* HWY_RESTRICT d = a.d.data() + t * a.d_stride;
     for (int64_t b = 0; b < nb; ++b) {
       d[b] = kernels_internal::HalfToFloat(a.blocks[b].d);
-      for (int i = 0; i < 32; ++i) q[b * 32 + i] = a.blocks[b].qs[i];
+      int32_t sum = 0;
+      for (int i = 0; i < 32; ++i) {
+        q[b * 32 + i] = a.blocks[b].qs[i];
+        sum += a.blocks[b].qs[i];
+      }
+      if (q4_offset) {
+        int32_t* HWY_RESTRICT o = a.q4_offset.data() + (t * nb + b) * kI32Lanes;
+        o[0] = -8 * sum;
+        for (size_t i = 1; i < kI32Lanes; ++i) o[i] = 0;
+      }
     }
     for (int64_t b = nb; b < a.d_stride; ++b) d[b] = 0.0f;
+  }
+  a.T = T;
+  if (T > 1) {
+    if (a.d_by_block.size() < static_cast<size_t>(nb * T)) {
+      a.d_by_block.resize(static_cast<size_t>(nb * T));
+    }
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t b = 0; b < nb; ++b) a.d_by_block[b * T + t] = a.d[t * a.d_stride + b];
+    }
   }
 }
 
@@ -391,30 +435,30 @@ HWY_INLINE void BlockToI16(const BlockQ8_0* HWY_RESTRICT block, VI16 (&w)[kI16Ve
 #endif
 }
 
-// Q4_0 weights (nibble - 8) of a block as int16 vectors, in order: weights 0..15 are the low
-// nibbles of qs[0..15], weights 16..31 the high nibbles.
+// Q4_0 nibbles of a block as int16 vectors, in order: weights 0..15 are the low nibbles of
+// qs[0..15], weights 16..31 the high nibbles. Raw: the weight is nibble - 8, and the - 8 is
+// applied once per block and token through Int8Activations::q4_offset.
 HWY_INLINE void BlockToI16(const BlockQ4_0* HWY_RESTRICT block, VI16 (&w)[kI16Vecs]) {
   const DI16 di16;
 #if HWY_TARGET == HWY_SCALAR
   for (size_t j = 0; j < 32; ++j) {
     const int nibble = j < 16 ? (block->qs[j] & 0x0f) : (block->qs[j - 16] >> 4);
-    w[j] = hn::Set(di16, static_cast<int16_t>(nibble - 8));
+    w[j] = hn::Set(di16, static_cast<int16_t>(nibble));
   }
 #else
   const hn::RebindToUnsigned<DI16> du16;
-  const VI16 eight = hn::Set(di16, 8);
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
   static_assert(kI16Lanes == 32, "AVX-512 has 32 int16 lanes");
   const hn::Half<decltype(du16)> du16h;
   const auto b = hn::PromoteTo(du16h, hn::LoadU(hn::Rebind<uint8_t, decltype(du16h)>(), block->qs));
   const auto nibbles =
       hn::Combine(du16, hn::ShiftRight<4>(b), hn::And(b, hn::Set(du16h, 0x0f)));
-  w[0] = hn::Sub(hn::BitCast(di16, nibbles), eight);
+  w[0] = hn::BitCast(di16, nibbles);
 #elif HWY_TARGET == HWY_AVX2
   static_assert(kI16Lanes == 16, "AVX2 has 16 int16 lanes");
   const auto b = hn::PromoteTo(du16, hn::LoadU(hn::Rebind<uint8_t, decltype(du16)>(), block->qs));
-  w[0] = hn::Sub(hn::BitCast(di16, hn::And(b, hn::Set(du16, 0x0f))), eight);
-  w[1] = hn::Sub(hn::BitCast(di16, hn::ShiftRight<4>(b)), eight);
+  w[0] = hn::BitCast(di16, hn::And(b, hn::Set(du16, 0x0f)));
+  w[1] = hn::BitCast(di16, hn::ShiftRight<4>(b));
 #else
   // 128-bit targets (SSSE3, SSE4, WASM, EMU128): one full 16-byte load, widened in two halves.
   static_assert(kI16Lanes == 8, "expected 128-bit vectors");
@@ -424,24 +468,51 @@ HWY_INLINE void BlockToI16(const BlockQ4_0* HWY_RESTRICT block, VI16 (&w)[kI16Ve
   const auto lo = hn::PromoteTo(du16, hn::LowerHalf(du8h, bytes));  // qs[0..7]
   const auto hi = hn::PromoteTo(du16, hn::UpperHalf(du8h, bytes));  // qs[8..15]
   const auto mask = hn::Set(du16, 0x0f);
-  w[0] = hn::Sub(hn::BitCast(di16, hn::And(lo, mask)), eight);
-  w[1] = hn::Sub(hn::BitCast(di16, hn::And(hi, mask)), eight);
-  w[2] = hn::Sub(hn::BitCast(di16, hn::ShiftRight<4>(lo)), eight);
-  w[3] = hn::Sub(hn::BitCast(di16, hn::ShiftRight<4>(hi)), eight);
+  w[0] = hn::BitCast(di16, hn::And(lo, mask));
+  w[1] = hn::BitCast(di16, hn::And(hi, mask));
+  w[2] = hn::BitCast(di16, hn::ShiftRight<4>(lo));
+  w[3] = hn::BitCast(di16, hn::ShiftRight<4>(hi));
 #endif
 #endif  // HWY_TARGET == HWY_SCALAR
 }
 
-// Exact sum_i w[i] * q[i] over one block, spread over the int32 lanes.
-HWY_INLINE hn::Vec<DI32> BlockDot(const VI16 (&w)[kI16Vecs], const VI16 (&q)[kI16Vecs]) {
+// The int32 vector a block's dot starts from: zero for Q8_0, the activations' -8 sum_i qx for
+// Q4_0 (Int8Activations::q4_offset); t and b are the token and block.
+HWY_INLINE hn::Vec<DI32> BlockDotStart(const BlockQ8_0*, const Int8Activations&, int64_t,
+                                        int64_t, int64_t) {
+  return hn::Zero(DI32());
+}
+HWY_INLINE hn::Vec<DI32> BlockDotStart(const BlockQ4_0*, const Int8Activations& a, int64_t t,
+                                        int64_t nb, int64_t b) {
+  return hn::LoadU(DI32(), a.q4_offset.data() + (t * nb + b) * kI32Lanes);
+}
+
+// Exact start + sum_i w[i] * q[i] over one block, spread over the int32 lanes.
+HWY_INLINE hn::Vec<DI32> BlockDot(const VI16 (&w)[kI16Vecs], const VI16 (&q)[kI16Vecs],
+                                  hn::Vec<DI32> start) {
   const DI32 di32;
-  auto sum0 = hn::Zero(di32);
+  auto sum0 = start;
   auto sum1 = hn::Zero(di32);  // used by targets whose multiply-add splits even/odd pairs
   for (size_t j = 0; j < kI16Vecs; ++j) {
     sum0 = hn::ReorderWidenMulAccumulate(di32, w[j], q[j], sum0, sum1);
   }
   return hn::RearrangeToOddPlusEven(sum0, sum1);
 }
+
+#if HWY_TARGET != HWY_SCALAR  // one lane there: nothing to pack
+// 128-bit targets: the lane sums of v[0..3] as one vector, lane t = sum of v[t]'s lanes (two
+// rounds of interleave-and-add: 6 shuffles and 3 adds for 4 sums).
+HWY_INLINE hn::Vec<DI32> SumEachOf4(const hn::Vec<DI32> (&v)[4]) {
+  const DI32 di32;
+  const hn::Repartition<int64_t, DI32> di64;
+  // [v0_0 + v0_2, v1_0 + v1_2, v0_1 + v0_3, v1_1 + v1_3] and the same for v2, v3.
+  const auto s01 = hn::Add(hn::InterleaveLower(di32, v[0], v[1]), hn::InterleaveUpper(di32, v[0], v[1]));
+  const auto s23 = hn::Add(hn::InterleaveLower(di32, v[2], v[3]), hn::InterleaveUpper(di32, v[2], v[3]));
+  const auto lo = hn::InterleaveLower(di64, hn::BitCast(di64, s01), hn::BitCast(di64, s23));
+  const auto hi = hn::InterleaveUpper(di64, hn::BitCast(di64, s01), hn::BitCast(di64, s23));
+  return hn::Add(hn::BitCast(di32, lo), hn::BitCast(di32, hi));
+}
+#endif
 
 // out[r][t] = sum_b (dw[r, b] dx[t0 + t, b]) * dot(qw[r, b], qx[t0 + t, b]).
 template <size_t kR, size_t kT, typename Block>
@@ -450,6 +521,12 @@ HWY_INLINE void Int8Tile(const Int8Activations& a, int64_t t0, int64_t cols,
   const DF df;
   const DI16 di16;
   constexpr size_t kChunk = 2 * kLanes;
+  // 4-lane targets (WASM, SSE4, ...), 4 tokens: the 4 tokens' block dots of one row are summed
+  // into the lanes of one vector (SumEachOf4), so the int->float convert, the dw * dx scale and
+  // the accumulate are one vector operation each per row and block instead of one per token;
+  // acc[r][0] then holds token t in lane t.
+  constexpr bool kPackTokens =
+      HWY_TARGET != HWY_SCALAR && kT == 4 && kLanes == 4 && kI32Lanes == 4;
   VF acc[kR][kT];
   for (size_t r = 0; r < kR; ++r) {
     for (size_t t = 0; t < kT; ++t) acc[r][t] = hn::Zero(df);
@@ -484,12 +561,31 @@ HWY_INLINE void Int8Tile(const Int8Activations& a, int64_t t0, int64_t cols,
       if constexpr (kT == 1) {
         VI16 q[kI16Vecs];
         for (size_t j = 0; j < kI16Vecs; ++j) q[j] = hn::LoadU(di16, qx + b * 32 + j * kI16Lanes);
+        const auto start = BlockDotStart(rows[0], a, t0, num_blocks, b);
         for (size_t r = 0; r < kR; ++r) {
           VI16 w[kI16Vecs];
           BlockToI16(rows[r] + b, w);
-          const VF dot = hn::ConvertTo(df, BlockDot(w, q));
+          const VF dot = hn::ConvertTo(df, BlockDot(w, q, start));
           acc[r][0] = hn::MulAdd(dot, hn::Set(df, scales[r][i]), acc[r][0]);
         }
+#if HWY_TARGET != HWY_SCALAR
+      } else if constexpr (kPackTokens) {
+        const VF dx4 = hn::LoadU(df, a.d_by_block.data() + b * a.T + t0);
+        for (size_t r = 0; r < kR; ++r) {
+          VI16 w[kI16Vecs];
+          BlockToI16(rows[r] + b, w);
+          hn::Vec<DI32> dots[4];
+          for (size_t t = 0; t < 4; ++t) {
+            const int16_t* HWY_RESTRICT qt = qx + static_cast<int64_t>(t) * cols + b * 32;
+            VI16 q[kI16Vecs];
+            for (size_t j = 0; j < kI16Vecs; ++j) q[j] = hn::LoadU(di16, qt + j * kI16Lanes);
+            dots[t] = BlockDot(w, q,
+                               BlockDotStart(rows[0], a, t0 + static_cast<int64_t>(t), num_blocks, b));
+          }
+          const VF scale = hn::Mul(dx4, hn::Set(df, scales[r][i]));
+          acc[r][0] = hn::MulAdd(hn::ConvertTo(df, SumEachOf4(dots)), scale, acc[r][0]);
+        }
+#endif
       } else {
         // Widen one row's block once and use it for all tokens; the tokens' qx come from L1.
         for (size_t r = 0; r < kR; ++r) {
@@ -499,13 +595,23 @@ HWY_INLINE void Int8Tile(const Int8Activations& a, int64_t t0, int64_t cols,
             const int16_t* HWY_RESTRICT qt = qx + static_cast<int64_t>(t) * cols + b * 32;
             VI16 q[kI16Vecs];
             for (size_t j = 0; j < kI16Vecs; ++j) q[j] = hn::LoadU(di16, qt + j * kI16Lanes);
-            const VF dot = hn::ConvertTo(df, BlockDot(w, q));
+            const auto start =
+                BlockDotStart(rows[0], a, t0 + static_cast<int64_t>(t), num_blocks, b);
+            const VF dot = hn::ConvertTo(df, BlockDot(w, q, start));
             const float scale = scales[r][i] * dx[static_cast<int64_t>(t) * a.d_stride + b];
             acc[r][t] = hn::MulAdd(dot, hn::Set(df, scale), acc[r][t]);
           }
         }
       }
     }
+  }
+  if constexpr (kPackTokens) {
+    for (size_t r = 0; r < kR; ++r) {
+      HWY_ALIGN float lanes[kLanes];
+      hn::Store(acc[r][0], df, lanes);
+      for (size_t t = 0; t < kT; ++t) out[r][t] = lanes[t];
+    }
+    return;
   }
   for (size_t r = 0; r < kR; ++r) {
     for (size_t t = 0; t < kT; ++t) out[r][t] = hn::GetLane(hn::SumOfLanes(df, acc[r][t]));
@@ -591,16 +697,21 @@ static_assert(kTokenTile == 4, "RunRowGroup's tail switch assumes 4-token tiles"
 
 }  // namespace matmul
 
+HWY_NOINLINE QuantActivations FastestQuantActivationsKernel(int64_t T) {
+  return T > 1 && matmul::kFloatPrefillFaster ? QuantActivations::kFloat : QuantActivations::kInt8;
+}
+
 // Arguments were checked by the caller (kernels.cc).
 HWY_NOINLINE void MatMulKernel(const float* x, int64_t T, const WeightView& w, const float* bias,
                                float* y, int64_t row_begin, int64_t row_end,
                                QuantActivations act) {
+  if (act == QuantActivations::kFastest) act = FastestQuantActivationsKernel(T);
   const matmul::Int8Activations* qa = nullptr;
   if ((w.type == TensorType::kQ8_0 || w.type == TensorType::kQ4_0) &&
       act == QuantActivations::kInt8) {
     // Per thread: the model splits one product's rows over threads, each quantizing x itself.
     static thread_local matmul::Int8Activations scratch;
-    matmul::QuantizeActivations(x, T, w.cols, scratch);
+    matmul::QuantizeActivations(x, T, w.cols, w.type == TensorType::kQ4_0, scratch);
     qa = &scratch;
   }
   int64_t r = row_begin;
@@ -609,6 +720,13 @@ HWY_NOINLINE void MatMulKernel(const float* x, int64_t T, const WeightView& w, c
       constexpr int64_t kRows = static_cast<int64_t>(matmul::kInt8DecodeRows);
       for (; r + kRows <= row_end; r += kRows) {
         matmul::RunTile<matmul::kInt8DecodeRows, 1>(x, qa, 0, w, bias, y, r);
+      }
+    }
+    if ((w.type == TensorType::kF32 || w.type == TensorType::kF16) &&
+        matmul::kFloatDecodeRows != matmul::kDecodeRows) {
+      constexpr int64_t kRows = static_cast<int64_t>(matmul::kFloatDecodeRows);
+      for (; r + kRows <= row_end; r += kRows) {
+        matmul::RunTile<matmul::kFloatDecodeRows, 1>(x, qa, 0, w, bias, y, r);
       }
     }
     for (; r + static_cast<int64_t>(matmul::kDecodeRows) <= row_end; r += matmul::kDecodeRows) {

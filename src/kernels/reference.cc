@@ -131,6 +131,8 @@ void MatMulInt8Activations(const float* x, int64_t T, const WeightView& w, const
 void MatMul(const float* x, int64_t T, const WeightView& w, const float* bias, float* y,
             int64_t row_begin, int64_t row_end, QuantActivations act) {
   kernels_internal::CheckMatMulArgs(x, T, w, y, row_begin, row_end);
+  // kFastest is one of the other two, chosen by the target that would run the kernel.
+  if (act == QuantActivations::kFastest) act = FastestQuantActivations(T);
   if ((w.type == TensorType::kQ8_0 || w.type == TensorType::kQ4_0) &&
       act == QuantActivations::kInt8) {
     MatMulInt8Activations(x, T, w, bias, y, row_begin, row_end);

@@ -385,9 +385,9 @@ TEST_CASE("MatMul decodes the ggml block layouts", "[kernels]") {
   reference::MatMul(xi.data(), 1, w8, nullptr, &y, 0, 1);
   CHECK(y == static_cast<float>(want8i));
   ForEachTarget([&] {
-    MatMul(xi.data(), 1, w4, nullptr, &y, 0, 1);
+    MatMul(xi.data(), 1, w4, nullptr, &y, 0, 1, QuantActivations::kInt8);
     CHECK(y == static_cast<float>(want4i));
-    MatMul(xi.data(), 1, w8, nullptr, &y, 0, 1);
+    MatMul(xi.data(), 1, w8, nullptr, &y, 0, 1, QuantActivations::kInt8);
     CHECK(y == static_cast<float>(want8i));
   });
 }
@@ -481,6 +481,42 @@ TEST_CASE("MatMul q8_0/q4_0 matches the scalar twin on awkward sizes", "[kernels
           }
         }
       }
+    }
+  }
+}
+
+TEST_CASE("MatMul's kFastest is exactly one of kInt8 and kFloat", "[kernels]") {
+  // Which one is a speed choice per target (kernels.h); the result must be that mode's, bit
+  // for bit, so the accuracy tests of both modes cover it.
+  for (TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
+    const TestWeights w = MakeWeights(type, 9, 96, false, 500);
+    for (int64_t T : {1, 2, 5}) {
+      const std::vector<float> x = RandomVector(T * w.cols, 501);
+      ForEachTarget([&] {
+        const QuantActivations chosen = FastestQuantActivations(T);
+        INFO(TypeName(type) << " T " << T);
+        CHECK((chosen == QuantActivations::kInt8 || chosen == QuantActivations::kFloat));
+        std::vector<float> fastest(T * w.rows), explicit_mode(T * w.rows);
+        MatMul(x.data(), T, w.View(), nullptr, fastest.data(), 0, w.rows,
+               QuantActivations::kFastest);
+        MatMul(x.data(), T, w.View(), nullptr, explicit_mode.data(), 0, w.rows, chosen);
+        CHECK(fastest == explicit_mode);
+      });
+    }
+  }
+  // Decode is int8 on every target: it is the faster one wherever measured.
+  ForEachTarget([] { CHECK(FastestQuantActivations(1) == QuantActivations::kInt8); });
+}
+
+TEST_CASE("MatMul f32/f16 decode covers the wide WASM row tiles", "[kernels]") {
+  // WASM's float decode takes 16 rows at a time (kFloatDecodeRows), then tiles of 4, then single
+  // rows: 39 = 2 * 16 + 4 + 3.
+  constexpr int64_t kRows = 39;
+  for (TensorType type : {TensorType::kF32, TensorType::kF16}) {
+    for (int64_t cols : {9, 768}) {
+      const TestWeights w = MakeWeights(type, kRows, cols, false, 450 + static_cast<uint32_t>(cols));
+      CheckMatMul(w, 1, 0, kRows, true);
+      CheckMatMul(w, 1, 3, kRows - 1, false);
     }
   }
 }
