@@ -39,7 +39,7 @@ export function startHostileServer({site, models}) {
     }
     let body = fs.readFileSync(file);
     if (p === '/worker.js' && options.workerPrefix) body = Buffer.concat([Buffer.from(options.workerPrefix + '\n'), body]);
-    const type = kTypes[path.extname(p)] || 'application/octet-stream';
+    const type = kTypes[path.extname(b.serve ? p : file)] || 'application/octet-stream';
     const etag = `"${body.length}-${Math.floor(fs.statSync(file).mtimeMs)}"`;
     headers.ETag = etag;
     if (b.ranges) headers['Accept-Ranges'] = 'bytes';
