@@ -14,7 +14,9 @@ build/native/gpt2_tests
 echo "== native tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DGPT2_ASAN=ON >/dev/null
 cmake --build build/asan -j"$(nproc)" --target gpt2_tests
+start=$SECONDS
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 build/asan/gpt2_tests
+echo "(the suite took $((SECONDS - start)) s under the sanitizers)"
 
 echo "== fuzzers, 30 s each (ASan + UBSan)"
 bash scripts/fuzz.sh 30

@@ -130,7 +130,8 @@ void CheckMemoryBudget(const Config& c, uint64_t file_bytes, int64_t budget_byte
 #else
   const std::string where = "this machine", limit = "its memory is " + Megabytes(budget_bytes);
 #endif
-  const std::string shape = " (" + std::to_string(c.n_layer) + " layers, context " +
+  const std::string shape = " (" + std::to_string(c.n_layer) +
+                            (c.n_layer == 1 ? " layer" : " layers") + ", context " +
                             std::to_string(c.n_ctx) + ", embedding " + std::to_string(c.n_embd) +
                             ", feed-forward " + std::to_string(c.n_ff) + ", vocabulary " +
                             std::to_string(c.n_vocab) + ")";
