@@ -19,7 +19,11 @@ targets=${FUZZ_TARGETS:-$(cd fuzz && ls *_fuzzer.cc | sed 's/\.cc$//')}
 # shellcheck disable=SC2086
 cmake --build build/fuzz -j"$(nproc)" --target $targets
 
-if [ -n "${FUZZ_RUNS:-}" ]; then limit=(-runs="$FUZZ_RUNS"); else limit=(-max_total_time="$seconds"); fi
+if [ -n "${FUZZ_RUNS:-}" ]; then
+  limit=(-runs="$FUZZ_RUNS"); what="$FUZZ_RUNS runs"
+else
+  limit=(-max_total_time="$seconds"); what="$seconds s"
+fi
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 status=0
@@ -27,7 +31,7 @@ for name in $targets; do
   work=build/fuzz/corpus/$name
   findings=build/fuzz/findings/$name
   mkdir -p "$work" "$findings"
-  echo "== fuzz $name (${FUZZ_RUNS:+$FUZZ_RUNS runs}${FUZZ_RUNS:-$seconds s})"
+  echo "== fuzz $name ($what)"
   log=build/fuzz/$name.log
   # -timeout: one input may take 10 s (a fuzzed model's single forward step included);
   # -rss_limit_mb: the fuzzers cap models at 64 MB of buffers, so 2 GB means a leak or a bug.
