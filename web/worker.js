@@ -135,16 +135,33 @@ async function openCache() {
   try { return await caches.open(kCacheName); } catch { return null; }  // e.g. not a secure context
 }
 
-// Streams a Response body into the engine, reporting progress; returns bytes read.
-async function pump(body, phase, loadedBefore, total) {
-  const reader = body.getReader();
+// Times a dropped connection is picked up again with an HTTP Range request, per file.
+const kMaxResumes = 3;
+
+// Streams a Response body into `target` (an Engine), reporting progress; returns bytes read.
+// resume(bytesOfThisBody, cause), when given, returns the rest of the body after a dropped
+// connection (or throws a clear error); without it a drop is reported as such.
+async function pump(target, body, phase, loadedBefore, total, resume) {
+  let reader = body.getReader();
   let loaded = loadedBefore;
   let lastPost = 0;
+  let resumes = 0;
   for (;;) {
-    const {done, value} = await reader.read();
-    if (done) break;
-    engine.appendChunk(value);
-    loaded += value.length;
+    let chunk;
+    try {
+      chunk = await reader.read();
+    } catch (e) {
+      if (!resume || resumes >= kMaxResumes) {
+        throw new Error(`The download was interrupted after ${loaded} of ${total} bytes ` +
+                        `(${errorMessage(e)}). Check your connection and load the model again.`);
+      }
+      ++resumes;
+      reader = (await resume(loaded - loadedBefore, e)).getReader();
+      continue;
+    }
+    if (chunk.done) break;
+    target.appendChunk(chunk.value);
+    loaded += chunk.value.length;
     const now = performance.now();
     if (now - lastPost > 50 || loaded === total) {
       post({type: 'progress', phase, loaded, total});
@@ -155,14 +172,13 @@ async function pump(body, phase, loadedBefore, total) {
   return loaded - loadedBefore;
 }
 
-// One URL's bytes: from the cache if there, else from the network (and into the cache, by a
-// tee of the stream so the file is never held twice in full).
-async function fetchPartInfo(url, cache) {
-  const hit = cache ? await cache.match(url) : null;
+// One URL's bytes: from the cache if there (and readCache), else from the network.
+async function fetchPartInfo(url, cache, readCache, signal) {
+  const hit = cache && readCache ? await cache.match(url) : null;
   if (hit) return {response: hit, source: 'cache'};
   let response;
   try {
-    response = await fetch(url, {cache: 'no-store'});
+    response = await fetch(url, {cache: 'no-store', signal});
   } catch (e) {
     throw new Error(describeFetchError(url, e));
   }
@@ -173,6 +189,31 @@ async function fetchPartInfo(url, cache) {
   return {response, source: 'network'};
 }
 
+// The rest of `url` from byte `offset` on, after its connection dropped: an HTTP Range request,
+// conditional on the file being the same one (If-Range with its ETag or Last-Modified), else a
+// clear error. A server that ignores Range answers 200 with the whole file: not resumable.
+async function resumePart(url, first, offset, cause, signal) {
+  const headers = {Range: `bytes=${offset}-`};
+  const validator = first.headers.get('ETag') || first.headers.get('Last-Modified');
+  if (validator) headers['If-Range'] = validator;
+  let r = null;
+  try {
+    r = await fetch(url, {cache: 'no-store', headers, signal});
+  } catch { /* reported below */ }
+  const range = /^bytes (\d+)-\d+\/(\d+|\*)$/.exec(r?.headers.get('Content-Range') || '');
+  const length = contentLength(first);
+  if (r && r.status === 206 && range && Number(range[1]) === offset &&
+      (!length || range[2] === '*' || Number(range[2]) === length)) {
+    return r.body;
+  }
+  r?.body?.cancel().catch(() => {});
+  const why = !r ? 'the server is unreachable' : r.status === 200
+      ? 'the server does not resume downloads (no HTTP Range support) or the file changed'
+      : `the server answered ${r.status}`;
+  throw new Error(`The connection dropped after ${offset} bytes of ${url} (${errorMessage(cause)}), and ` +
+                  `the download could not be resumed: ${why}. Load the model again.`);
+}
+
 function contentLength(response) {
   const n = Number(response.headers.get('Content-Length'));
   // A compressed transfer's Content-Length counts compressed bytes: not usable as the size.
@@ -180,97 +221,130 @@ function contentLength(response) {
   return Number.isFinite(n) && n > 0 && !encoded ? n : 0;
 }
 
-async function readManifest(url, cache) {
-  const {response, source} = await fetchPartInfo(url, cache);
+async function readManifest(url, cache, readCache, signal) {
+  const {response, source} = await fetchPartInfo(url, cache, readCache, signal);
   const text = await (source === 'network' ? response.clone() : response).text();
   let manifest;
   try { manifest = JSON.parse(text); } catch {
     throw new Error(`${url} is not a model manifest (expected JSON like {"parts":["model.gguf.part0"],"size":123}).`);
   }
-  if (!Array.isArray(manifest.parts) || manifest.parts.length === 0 || !(manifest.size > 0)) {
+  if (!Array.isArray(manifest.parts) || manifest.parts.length === 0 ||
+      !manifest.parts.every((p) => typeof p === 'string') || !(manifest.size > 0)) {
     throw new Error(`${url} is not a model manifest: it needs "parts" (a list of file names) and "size" (total bytes).`);
   }
   return {manifest, response, source};
 }
 
-async function loadFromUrl(url) {
+// Only a complete file that the engine has parsed stays in the Cache API. Network bodies are
+// teed into cache.put as they stream in; if anything fails before finishLoad succeeds (a drop,
+// a short or oversized body, a parse error) every entry of this model is deleted again.
+async function loadFromUrl(url, target) {
   const absolute = new URL(url, self.location.href).href;
   const cache = await openCache();
-  const pending = [];  // cache writes to await before declaring success
-  let sources = new Set();
-  let parts;
-  let total;
-  if (/\.json(\?|#|$)/i.test(absolute)) {
-    const {manifest, response, source} = await readManifest(absolute, cache);
-    if (source === 'network' && cache) pending.push([absolute, cache.put(absolute, response)]);
-    parts = manifest.parts.map((p) => new URL(p, absolute).href);
-    total = manifest.size;
-  } else {
-    parts = [absolute];
+  const notes = [];
+  if (!cache) {
+    notes.push('The browser cache is not available to this page, so the model was loaded without ' +
+               'caching; it will be downloaded again next time.');
   }
-  // Open the first part to learn the size of a single file before allocating.
-  const opened = [];
-  let first = await fetchPartInfo(parts[0], cache);
-  if (total === undefined) {
-    total = contentLength(first.response);
-    if (!total) {
-      // No usable size (compressed or chunked response): read it whole first, then copy.
-      const blob = await first.response.blob();
-      first = {response: new Response(blob), source: first.source, blob};
-      total = blob.size;
-    }
-  }
-  engine.beginLoad(total);
-  post({type: 'progress', phase: first.source === 'cache' ? 'cache' : 'download', loaded: 0, total});
-  let loaded = 0;
-  for (let i = 0; i < parts.length; ++i) {
-    const part = i === 0 ? first : await fetchPartInfo(parts[i], cache);
-    sources.add(part.source);
-    let body = part.response.body;
-    if (part.source === 'network' && cache && !part.blob) {
-      const [a, b] = body.tee();
-      body = a;
-      const headers = {'Content-Type': 'application/octet-stream'};
-      const len = part.response.headers.get('Content-Length');
-      if (len) headers['Content-Length'] = len;
-      pending.push([parts[i], cache.put(parts[i], new Response(b, {headers}))]);
-    }
-    if (part.source === 'network' && cache && part.blob) {
-      pending.push([parts[i], cache.put(parts[i], new Response(part.blob))]);
-    }
-    loaded += await pump(body, part.source === 'cache' ? 'cache' : 'download', loaded, total);
-    opened.push(parts[i]);
-  }
-  if (loaded !== total) {
-    throw new Error(`The model download is incomplete: received ${loaded} of ${total} bytes.`);
-  }
-  post({type: 'progress', phase: 'parse', loaded, total});
+  let result;
   try {
-    info = engine.finishLoad(threads);
+    result = await downloadInto(target, absolute, cache, true);
   } catch (e) {
-    // A file the engine rejects must not stay cached as if it were good.
-    await Promise.allSettled(pending.map(([, p]) => p));
-    if (cache) await Promise.allSettled([...pending.map(([u]) => cache.delete(u)), ...parts.map((u) => cache.delete(u))]);
-    throw e;
+    if (!e.fromCache) throw e;
+    // A cached copy that does not load (damaged on disk, or stored by an older version): it is
+    // gone from the cache now; fetch the file again once.
+    notes.push(`The cached copy of the model could not be used (${errorMessage(e)}); it was deleted ` +
+               'and the model downloaded again.');
+    result = await downloadInto(target, absolute, cache, false);
   }
-  warmUp();
-  const results = await Promise.allSettled(pending.map(([, p]) => p));
-  const failed = results.find((r) => r.status === 'rejected');
-  post({type: 'model', info, source: sources.has('network') ? 'network' : 'cache',
-        cacheWarning: failed ? 'The model could not be stored in the browser cache (' + errorMessage(failed.reason) +
-                      '); it will be downloaded again next time.' : ''});
+  if (result.cacheError) {
+    notes.push('The model could not be stored in the browser cache (' + result.cacheError +
+               '); it will be downloaded again next time.');
+  }
+  return {info: result.info, source: result.source, note: notes.join(' ')};
 }
 
-async function loadFromFile(file) {
+async function downloadInto(target, absolute, cache, readCache) {
+  const abort = new AbortController();
+  const pending = [];  // [url, cache.put promise]: settled before success is declared
+  const sources = new Set();
+  let urls = [absolute];
+  try {
+    let parts;
+    let total;
+    if (/\.json(\?|#|$)/i.test(absolute)) {
+      const {manifest, response, source} = await readManifest(absolute, cache, readCache, abort.signal);
+      sources.add(source);
+      if (source === 'network' && cache) pending.push([absolute, cache.put(absolute, response)]);
+      parts = manifest.parts.map((p) => new URL(p, absolute).href);
+      urls = [absolute, ...parts];
+      total = manifest.size;
+    } else {
+      parts = [absolute];
+    }
+    // Open the first part to learn the size of a single file before allocating.
+    let first = await fetchPartInfo(parts[0], cache, readCache, abort.signal);
+    if (total === undefined) {
+      total = contentLength(first.response);
+      if (!total) {
+        // No usable size (compressed or chunked response): read it whole first, then copy.
+        const blob = await first.response.blob();
+        first = {response: new Response(blob), source: first.source, blob};
+        total = blob.size;
+      }
+    }
+    target.beginLoad(total);
+    post({type: 'progress', phase: first.source === 'cache' ? 'cache' : 'download', loaded: 0, total});
+    let loaded = 0;
+    for (let i = 0; i < parts.length; ++i) {
+      const part = i === 0 ? first : await fetchPartInfo(parts[i], cache, readCache, abort.signal);
+      sources.add(part.source);
+      const network = part.source === 'network';
+      let body = part.response.body;
+      if (network && cache && !part.blob) {
+        const [a, b] = body.tee();
+        body = a;
+        const headers = {'Content-Type': 'application/octet-stream'};
+        const len = part.response.headers.get('Content-Length');
+        if (len) headers['Content-Length'] = len;
+        pending.push([parts[i], cache.put(parts[i], new Response(b, {headers}))]);
+      }
+      if (network && cache && part.blob) {
+        pending.push([parts[i], cache.put(parts[i], new Response(part.blob))]);
+      }
+      const resume = network && !part.blob
+          ? (offset, cause) => resumePart(parts[i], part.response, offset, cause, abort.signal) : null;
+      loaded += await pump(target, body, network ? 'download' : 'cache', loaded, total, resume);
+    }
+    if (loaded !== total) {
+      throw new Error(`The model download is incomplete: received ${loaded} of ${total} bytes.`);
+    }
+    post({type: 'progress', phase: 'parse', loaded, total});
+    const info = target.finishLoad(threads);
+    const failed = (await Promise.allSettled(pending.map(([, p]) => p))).find((r) => r.status === 'rejected');
+    // A model cached in part would be read back half from the network next time: all or nothing.
+    if (failed && cache) await Promise.allSettled(urls.map((u) => cache.delete(u)));
+    return {info, source: sources.has('network') ? 'network' : 'cache',
+            cacheError: failed ? errorMessage(failed.reason) : ''};
+  } catch (e) {
+    // Stops the teed cache writes too (an aborted body rejects its cache.put).
+    abort.abort();
+    await Promise.allSettled(pending.map(([, p]) => p));
+    if (cache) await Promise.allSettled(urls.map((u) => cache.delete(u)));
+    const error = e instanceof Error ? e : new Error(errorMessage(e));
+    error.fromCache = sources.has('cache');
+    throw error;
+  }
+}
+
+async function loadFromFile(file, target) {
   if (!(file.size > 0)) throw new Error(`${file.name} is empty.`);
-  engine.beginLoad(file.size);
+  target.beginLoad(file.size);
   post({type: 'progress', phase: 'file', loaded: 0, total: file.size});
-  const loaded = await pump(file.stream(), 'file', 0, file.size);
+  const loaded = await pump(target, file.stream(), 'file', 0, file.size, null);
   if (loaded !== file.size) throw new Error(`Could only read ${loaded} of ${file.size} bytes of ${file.name}.`);
   post({type: 'progress', phase: 'parse', loaded, total: file.size});
-  info = engine.finishLoad(threads);
-  warmUp();
-  post({type: 'model', info, source: 'file', name: file.name});
+  return {info: target.finishLoad(threads), source: 'file', name: file.name, note: ''};
 }
 
 // A short throwaway run right after loading. The browser compiles wasm functions with a quick
@@ -302,17 +376,45 @@ function explainLoadError(e) {
   return m;
 }
 
+// Each load goes into a fresh Engine; the one serving the current model is replaced only when
+// the new file has loaded, so a failed load leaves the previous model loaded and usable. Two
+// models fit in wasm memory side by side only while they are small: above this the previous
+// one is freed first (and a failure then leaves none). The threaded module has just enough
+// pthreads for one Session's ThreadPool, so there the previous model is always freed first.
+const kKeepPreviousBytes = 512 * 1024 * 1024;
+const keepPrevious = (total) => threads === 1 && info && info.file_bytes + total <= kKeepPreviousBytes;
+let modelSource = null;  // {source, name} of the loaded model, to show it again after a failure
+
 async function handleLoad(msg) {
   busy = true;
-  info = null;
+  let target = null;
   try {
     await ready;
-    if (!engine) return;
-    if (msg.file) await loadFromFile(msg.file);
-    else await loadFromUrl(msg.url);
+    if (!Module) return;
+    target = new Module.Engine();
+    const beginLoad = target.beginLoad.bind(target);
+    target.beginLoad = (total) => {  // the size is known only here
+      if (info && !keepPrevious(total)) {
+        engine.delete();
+        engine = new Module.Engine();
+        info = null;
+      }
+      beginLoad(total);
+    };
+    const loaded = msg.file ? await loadFromFile(msg.file, target) : await loadFromUrl(msg.url, target);
+    engine.delete();
+    engine = target;
+    target = null;
+    info = loaded.info;
+    modelSource = {source: loaded.source, name: loaded.name};
+    warmUp();
+    post({type: 'model', info, source: loaded.source, name: loaded.name, cacheWarning: loaded.note});
   } catch (e) {
     post({type: 'error', kind: 'load', message: explainLoadError(e)});
+    // The page forgets its model on a load error; the worker still has it: say so.
+    if (info) post({type: 'model', info, ...modelSource, restored: true});
   } finally {
+    target?.delete();
     busy = false;
   }
 }

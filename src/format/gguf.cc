@@ -263,6 +263,7 @@ std::unique_ptr<GgufFile> GgufFile::Parse(const uint8_t* data, size_t size) {
   if (data == nullptr) data = kEmpty;
 
   auto file = std::unique_ptr<GgufFile>(new GgufFile());
+  file->size_ = size;
   Reader r(data, size);
 
   const uint32_t magic = r.Read<uint32_t>("magic number");

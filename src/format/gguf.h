@@ -70,6 +70,7 @@ class GgufFile {
 
   uint32_t version() const { return version_; }
   uint32_t alignment() const { return alignment_; }
+  uint64_t size() const { return size_; }  // bytes of the buffer parsed (the whole file)
   const std::vector<GgufKeyValue>& metadata() const { return metadata_; }
   const std::vector<GgufTensor>& tensors() const { return tensors_; }
 
@@ -87,6 +88,7 @@ class GgufFile {
  private:
   uint32_t version_ = 0;
   uint32_t alignment_ = 32;
+  uint64_t size_ = 0;
   std::vector<GgufKeyValue> metadata_;
   std::vector<GgufTensor> tensors_;
 };

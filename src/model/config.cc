@@ -1,9 +1,15 @@
 #include "model/config.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <string>
 
 #include "base/error.h"
 #include "format/gguf.h"
+
+#ifndef __EMSCRIPTEN__
+#include <unistd.h>
+#endif
 
 namespace gpt2 {
 
@@ -51,6 +57,95 @@ Config Config::FromGguf(const GgufFile& file) {
   }
   c.n_vocab = static_cast<int>(embd->ne[1]);
   return c;
+}
+
+namespace {
+
+// Sizes are element counts times 4 bytes (float and int32 alike). With the limits FromGguf
+// enforces the largest product, L * H * n_ctx^2 * 4, is below 2^53: int64 cannot overflow.
+class PlanBuilder {
+ public:
+  explicit PlanBuilder(MemoryPlan& plan) : plan_(plan) {}
+  // `count` buffers of `elements` 4-byte values each, added to `total`.
+  void Add(int64_t& total, const char* name, int64_t elements, int64_t count = 1) {
+    const int64_t bytes = elements * 4;
+    total += bytes * count;
+    if (bytes > plan_.largest_buffer_bytes) {
+      plan_.largest_buffer_bytes = bytes;
+      plan_.largest_buffer_name = name;
+    }
+  }
+
+ private:
+  MemoryPlan& plan_;
+};
+
+std::string Megabytes(int64_t bytes) {
+  char s[32];
+  std::snprintf(s, sizeof(s), "%.0f MB", static_cast<double>(bytes) / (1 << 20));
+  return s;
+}
+
+}  // namespace
+
+MemoryPlan PlanMemory(const Config& c) {
+  const int64_t L = c.n_layer, P = c.n_ctx, C = c.n_embd, H = c.n_head, F = c.n_ff,
+                V = c.n_vocab, D = c.head_dim();
+  MemoryPlan plan;
+  PlanBuilder b(plan);
+  // Mirrors Session::Buffers one for one.
+  b.Add(plan.session_bytes, "residual stream", P * C, 4);  // x, xn, heads, tmp
+  b.Add(plan.session_bytes, "qkv", P * 3 * C);
+  b.Add(plan.session_bytes, "MLP hidden", P * F);
+  b.Add(plan.session_bytes, "KV cache", L * P * C, 2);
+  b.Add(plan.session_bytes, "attention scratch", H * P, 2);
+  b.Add(plan.session_bytes, "logits", V);
+  // Session::Prefill with an observer, T = n_keys = n_ctx.
+  b.Add(plan.observer_bytes, "observed logits", std::max(H * P * D, P * V));
+  b.Add(plan.observer_bytes, "observed attention", H * P * P, 2);
+  // CaptureStore::Resize(n_ctx); its attention offset forms H * p * (p + 1) before halving,
+  // which the per-buffer bound (bytes = 2 * that product) also covers.
+  b.Add(plan.capture_bytes, "captured attention", H * P * (P + 1) / 2, L);
+  b.Add(plan.capture_bytes, "captured residuals", P * C, 2 * L + 1);
+  b.Add(plan.capture_bytes, "captured MLP activations", P * F, L);
+  b.Add(plan.capture_bytes, "captured top tokens", P * 10, 2);
+  return plan;
+}
+
+int64_t DefaultMemoryBudget() {
+#ifdef __EMSCRIPTEN__
+  return int64_t{2} << 30;
+#else
+  const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page_size <= 0) return int64_t{1} << 40;
+  return static_cast<int64_t>(pages) * page_size;
+#endif
+}
+
+void CheckMemoryBudget(const Config& c, uint64_t file_bytes, int64_t budget_bytes) {
+  const MemoryPlan plan = PlanMemory(c);
+#ifdef __EMSCRIPTEN__
+  const std::string where = "this page", limit = "WebAssembly memory is limited to " +
+                                                 Megabytes(budget_bytes);
+#else
+  const std::string where = "this machine", limit = "its memory is " + Megabytes(budget_bytes);
+#endif
+  const std::string shape = " (" + std::to_string(c.n_layer) +
+                            (c.n_layer == 1 ? " layer" : " layers") + ", context " +
+                            std::to_string(c.n_ctx) + ", embedding " + std::to_string(c.n_embd) +
+                            ", feed-forward " + std::to_string(c.n_ff) + ", vocabulary " +
+                            std::to_string(c.n_vocab) + ")";
+  if (file_bytes > static_cast<uint64_t>(budget_bytes) ||
+      plan.session_bytes > budget_bytes - static_cast<int64_t>(file_bytes)) {
+    throw Error("This model is too large for " + where + shape + ": running it needs " +
+                Megabytes(plan.session_bytes) + " of working memory besides the " +
+                Megabytes(static_cast<int64_t>(file_bytes)) + " file, but " + limit + ".");
+  }
+  if (plan.largest_buffer_bytes > budget_bytes) {
+    throw Error("This model is too large for " + where + shape + ": its " +
+                plan.largest_buffer_name + " at full context would need " +
+                Megabytes(plan.largest_buffer_bytes) + ", but " + limit + ".");
+  }
 }
 
 }  // namespace gpt2

@@ -24,4 +24,33 @@ struct Config {
 
 constexpr int kEndOfText = 50256;  // GPT-2's <|endoftext|>
 
+// Bytes of every buffer whose size derives from the config, computed in 64 bits. In the
+// WebAssembly build size_t is 32 bits: an expression like size_t(n_ctx) * n_ff there wraps past
+// 2^32 into a tiny allocation that later writes overrun. A model is only accepted once these
+// figures fit the memory budget (CheckMemoryBudget), which also bounds every size_t product
+// the session and the bindings form from the same config values.
+struct MemoryPlan {
+  // Session (src/model/session.cc), allocated up front for the full context: activations
+  // [n_ctx, C|3C|F], the KV cache [2, L, n_ctx, C], attention scratch [2, H, n_ctx], logits [V].
+  int64_t session_bytes = 0;
+  // Extra while an observer watches a full-context prefill: per-head q/k/v or all logits
+  // (max(H*n_ctx*D, n_ctx*V)) and the attention scores and probabilities [2, H, n_ctx, n_ctx].
+  int64_t observer_bytes = 0;
+  // The page's capture store at full context (src/bindings/embind.cc CaptureStore): per block
+  // the attention triangle [H, n_ctx*(n_ctx+1)/2], residuals and MLP activations, plus top-10s.
+  int64_t capture_bytes = 0;
+  // The largest single buffer of all the above (each is one std::vector).
+  int64_t largest_buffer_bytes = 0;
+  const char* largest_buffer_name = "";
+};
+MemoryPlan PlanMemory(const Config& config);
+
+// Bytes a model may use here: in WebAssembly the module's 2 GB memory limit
+// (-sMAXIMUM_MEMORY=2GB in CMakeLists.txt); natively the machine's physical memory.
+int64_t DefaultMemoryBudget();
+
+// Throws gpt2::Error ("... too large for this page ...") unless the file plus the session fit in
+// budget_bytes and no single buffer (capture and observer ones included) exceeds it.
+void CheckMemoryBudget(const Config& config, uint64_t file_bytes, int64_t budget_bytes);
+
 }  // namespace gpt2

@@ -51,11 +51,13 @@ WeightView Matrix(const GgufFile& file, const std::string& name, int64_t cols, i
 
 }  // namespace
 
-std::unique_ptr<Model> Model::FromGguf(std::shared_ptr<const GgufFile> file) {
+std::unique_ptr<Model> Model::FromGguf(std::shared_ptr<const GgufFile> file,
+                                       int64_t memory_budget_bytes) {
   auto model = std::unique_ptr<Model>(new Model());
   model->file_ = file;
   const GgufFile& f = *file;
   const Config c = Config::FromGguf(f);
+  CheckMemoryBudget(c, f.size(), memory_budget_bytes);
   model->config_ = c;
   const int64_t C = c.n_embd, F = c.n_ff;
   model->token_embedding = Matrix(f, "token_embd.weight", C, c.n_vocab);

@@ -43,7 +43,10 @@ class Model {
  public:
   // Binds every tensor by name and checks its shape and type against the config; norms and
   // biases must be F32. The GgufFile (and the buffer under it) must outlive the Model.
-  static std::unique_ptr<Model> FromGguf(std::shared_ptr<const GgufFile> file);  // throws
+  // Rejects a config whose buffers do not fit memory_budget_bytes (CheckMemoryBudget), so a
+  // Session built on the model never computes a wrapped size.
+  static std::unique_ptr<Model> FromGguf(std::shared_ptr<const GgufFile> file,
+                                         int64_t memory_budget_bytes = DefaultMemoryBudget());
 
   const Config& config() const { return config_; }
   const GgufFile& file() const { return *file_; }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 namespace gpt2 {
@@ -17,8 +18,14 @@ double Rng::NextDouble() { return static_cast<double>(Next() >> 11) * (1.0 / 900
 
 int Sampler::Sample(const float* logits, int n_vocab) {
   // Higher logit first; equal logits by lower id, so every build orders them the same way.
-  auto before = [logits](int a, int b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  // NaN (from a model file with NaN or huge weights) ranks as -inf: `>` on NaNs is no strict
+  // weak order, and std::sort given one may read out of bounds.
+  auto key = [logits](int i) {
+    return std::isnan(logits[i]) ? -std::numeric_limits<float>::infinity() : logits[i];
+  };
+  auto before = [key](int a, int b) {
+    const float ka = key(a), kb = key(b);
+    return ka > kb || (ka == kb && a < b);
   };
   if (params_.temperature <= 0.0f || params_.top_k == 1) {
     int best = 0;
@@ -39,10 +46,11 @@ int Sampler::Sample(const float* logits, int n_vocab) {
   // Softmax over the kept tokens in double, at the given temperature.
   probs_.resize(kept);
   const double inv_t = 1.0 / params_.temperature;
-  const double max_logit = logits[order_[0]];
+  // All -inf (or NaN): every kept token equally likely rather than 0/0.
+  const double max_logit = std::isinf(key(order_[0])) ? 0.0 : key(order_[0]);
   double total = 0;
   for (int i = 0; i < kept; ++i) {
-    const double p = std::exp((logits[order_[i]] - max_logit) * inv_t);
+    const double p = std::isinf(key(order_[0])) ? 1.0 : std::exp((key(order_[i]) - max_logit) * inv_t);
     probs_[i] = p;
     total += p;
   }

@@ -34,7 +34,14 @@ void ThreadPool::RunTasks() {
     const int64_t task = next_task_++;
     const auto* job = job_;
     lock.unlock();
-    (*job)(task);
+    try {
+      (*job)(task);
+    } catch (...) {
+      lock.lock();
+      if (!error_) error_ = std::current_exception();
+      next_task_ = n_tasks_;  // the job has failed: start no more of its tasks
+      continue;
+    }
     lock.lock();
   }
 }
@@ -75,6 +82,11 @@ void ThreadPool::ParallelFor(int64_t n_tasks, const std::function<void(int64_t)>
   std::unique_lock<std::mutex> lock(mutex_);
   done_.wait(lock, [&] { return next_task_ >= n_tasks_ && busy_workers_ == 0; });
   job_ = nullptr;
+  if (error_) {
+    std::exception_ptr error = std::move(error_);
+    error_ = nullptr;
+    std::rethrow_exception(error);
+  }
 }
 
 }  // namespace gpt2

@@ -6,6 +6,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -23,7 +24,10 @@ class ThreadPool {
   int size() const { return n_threads_; }
 
   // Calls fn(task) for task in [0, n_tasks), spread over the threads; returns when all are done.
-  // fn must not throw.
+  // If a task throws (a kernel's argument check, a scratch buffer's bad_alloc), tasks not yet
+  // started are skipped and the first exception is rethrown here, on the caller's thread: an
+  // exception escaping a std::thread would call std::terminate (natively) or abort the whole
+  // threaded WebAssembly module, before any caller could report it.
   void ParallelFor(int64_t n_tasks, const std::function<void(int64_t)>& fn);
 
  private:
@@ -39,6 +43,7 @@ class ThreadPool {
   int64_t n_tasks_ = 0;
   int64_t next_task_ = 0;
   int busy_workers_ = 0;
+  std::exception_ptr error_;  // the first exception a task of the current job threw
   uint64_t generation_ = 0;
   bool stopping_ = false;
 };

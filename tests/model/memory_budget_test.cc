@@ -1,0 +1,106 @@
+// Model acceptance against a memory budget (model/config.h PlanMemory, CheckMemoryBudget):
+// buffer sizes come from file values, and in the WebAssembly build size_t is 32 bits, so a
+// product past 2^32 used to wrap into a tiny allocation that the forward pass then overran.
+// Expected sizes are written out by hand from Session::Buffers and the page's CaptureStore.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "base/error.h"
+#include "format/gguf.h"
+#include "format/tensor_type.h"
+#include "model/config.h"
+#include "model/model.h"
+#include "tools/common/synthetic_model.h"
+
+namespace gpt2_test {
+namespace {
+
+constexpr int64_t kWasmBudget = int64_t{2} << 30;  // -sMAXIMUM_MEMORY=2GB
+
+// n_ctx * n_ff = 2^16 * 2^16 = 2^32: the MLP hidden buffer size_t(n_ctx) * n_ff is 0 in wasm32,
+// yet every tensor is small (1 block, 32-wide embedding: about 10 MB of file).
+gpt2::Config WrappingConfig() {
+  gpt2::Config c;
+  c.n_vocab = 64;
+  c.n_ctx = 1 << 16;
+  c.n_embd = 32;
+  c.n_head = 1;
+  c.n_layer = 1;
+  c.n_ff = 1 << 16;
+  return c;
+}
+
+TEST_CASE("memory plan of GPT-2 small matches its buffers", "[model][memory]") {
+  const gpt2::Config c = gpt2::Gpt2SmallConfig();
+  const gpt2::MemoryPlan plan = gpt2::PlanMemory(c);
+  // x, xn, heads, tmp [1024, 768]; qkv [1024, 2304]; ff [1024, 3072]; k and v [12, 1024, 768];
+  // scores and probs [12, 1024]; logits [50257]; all 4-byte floats.
+  const int64_t session = 4 * (4 * 1024 * 768 + 1024 * 2304 + 1024 * 3072 +
+                               2 * int64_t{12} * 1024 * 768 + 2 * 12 * 1024 + 50257);
+  CHECK(plan.session_bytes == session);
+  // Observed logits [1024, 50257] and scores/probs [12, 1024, 1024].
+  CHECK(plan.observer_bytes == 4 * (int64_t{1024} * 50257 + 2 * int64_t{12} * 1024 * 1024));
+  // Per block: attention triangle 12 * 1024 * 1025 / 2, residuals 25 x [1024, 768],
+  // MLP [1024, 3072]; plus top-10 ids and probabilities per position.
+  CHECK(plan.capture_bytes == 4 * (12 * (int64_t{12} * 1024 * 1025 / 2) + 25 * 1024 * 768 +
+                                   12 * 1024 * 3072 + 2 * 1024 * 10));
+  CHECK(plan.largest_buffer_bytes == 4 * int64_t{1024} * 50257);
+  // GPT-2 small as Q8_0 (about 170 MB) fits the page.
+  CHECK_NOTHROW(gpt2::CheckMemoryBudget(c, 170u << 20, kWasmBudget));
+}
+
+TEST_CASE("GPT-2 XL as Q8_0 does not fit the page's 2 GB with its KV cache",
+          "[model][memory]") {
+  gpt2::Config xl = gpt2::Gpt2SmallConfig();
+  xl.n_layer = 48;
+  xl.n_embd = 1600;
+  xl.n_head = 25;
+  xl.n_ff = 6400;
+  // 1.6 GB of file plus 2 x 48 x 1024 x 1600 floats (629 MB) of KV cache.
+  CHECK_THROWS_WITH(gpt2::CheckMemoryBudget(xl, uint64_t{1700} << 20, kWasmBudget),
+                    Catch::Contains("too large for") && Catch::Contains("2048 MB"));
+  CHECK_NOTHROW(gpt2::CheckMemoryBudget(xl, uint64_t{1700} << 20, int64_t{8} << 30));
+}
+
+TEST_CASE("a GGUF whose buffer sizes pass 2^32 with small tensors is refused",
+          "[model][memory]") {
+  const gpt2::Config c = WrappingConfig();
+  // What the old size_t arithmetic computed in a 32-bit build.
+  REQUIRE(static_cast<uint32_t>(uint64_t(c.n_ctx) * uint64_t(c.n_ff)) == 0);
+
+  const std::vector<uint8_t> bytes = gpt2::SyntheticModelBytes(c, gpt2::TensorType::kQ4_0, nullptr);
+  REQUIRE(bytes.size() < (16u << 20));
+  std::shared_ptr<const gpt2::GgufFile> file = gpt2::GgufFile::Parse(bytes.data(), bytes.size());
+  CHECK(file->size() == bytes.size());
+
+  const gpt2::MemoryPlan plan = gpt2::PlanMemory(gpt2::Config::FromGguf(*file));
+  CHECK(plan.session_bytes >= 4 * (int64_t{1} << 32));  // the MLP hidden buffer alone: 16 GB
+
+  CHECK_THROWS_WITH(gpt2::Model::FromGguf(file, kWasmBudget),
+                    Catch::Contains("too large for") && Catch::Contains("65536"));
+#ifdef __EMSCRIPTEN__
+  // The default budget of the WebAssembly build is the page's: refused without being told.
+  CHECK_THROWS_WITH(gpt2::Model::FromGguf(file), Catch::Contains("too large for this page"));
+#endif
+  // The parse and the binding themselves are sound: with a budget that holds it, it loads.
+  CHECK_NOTHROW(gpt2::Model::FromGguf(file, int64_t{1} << 50));
+}
+
+TEST_CASE("one buffer larger than the budget is refused even when the session fits",
+          "[model][memory]") {
+  // A long context makes the observer's attention scores [H, n_ctx, n_ctx] 16 GB, while the
+  // session itself (no MLP width, small embedding) is a few MB.
+  gpt2::Config c = WrappingConfig();
+  c.n_ff = 32;
+  const gpt2::MemoryPlan plan = gpt2::PlanMemory(c);
+  REQUIRE(plan.session_bytes < (128 << 20));
+  CHECK(plan.largest_buffer_bytes >= 4 * (int64_t{1} << 32));
+  CHECK_THROWS_WITH(gpt2::CheckMemoryBudget(c, 1 << 20, kWasmBudget),
+                    Catch::Contains("too large for") && Catch::Contains("at full context"));
+}
+
+}  // namespace
+}  // namespace gpt2_test

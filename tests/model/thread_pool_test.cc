@@ -1,0 +1,86 @@
+// The thread pool carries a task's exception to the caller (model/thread_pool.h). Runs natively,
+// in the single-threaded wasm suite (everything inline) and in gpt2_thread_tests, the pthreads
+// wasm build under Node (CMakeLists.txt), where the throwing tasks run on Web Workers.
+#include "model/thread_pool.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <new>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "base/error.h"
+
+namespace gpt2_test {
+namespace {
+
+// Threads the build can actually start: 1 in the single-threaded wasm build.
+int ExpectedThreads() {
+#if defined(__EMSCRIPTEN__) && !defined(__EMSCRIPTEN_PTHREADS__)
+  return 1;
+#else
+  return 4;
+#endif
+}
+
+TEST_CASE("thread pool runs every task once", "[model][threads]") {
+  gpt2::ThreadPool pool(4);
+  REQUIRE(pool.size() == ExpectedThreads());
+  std::atomic<int64_t> sum{0};
+  pool.ParallelFor(1000, [&](int64_t t) { sum += t + 1; });
+  CHECK(sum == 1000 * 1001 / 2);
+}
+
+TEST_CASE("an exception thrown by a task reaches the caller", "[model][threads]") {
+  gpt2::ThreadPool pool(4);
+  std::atomic<int> ran{0};
+  CHECK_THROWS_WITH(pool.ParallelFor(200,
+                                     [&](int64_t t) {
+                                       ++ran;
+                                       if (t == 7) throw gpt2::Error("task 7 failed");
+                                     }),
+                    "task 7 failed");
+  // Tasks handed out after the failure are skipped; never more than were asked.
+  CHECK(ran <= 200);
+
+  // bad_alloc keeps its type, so the page's out-of-memory message can be chosen for it.
+  CHECK_THROWS_AS(pool.ParallelFor(50, [](int64_t t) { if (t % 3 == 1) throw std::bad_alloc(); }),
+                  std::bad_alloc);
+
+  // Every task throwing: one exception arrives, nothing hangs, and the pool is still usable.
+  CHECK_THROWS_AS(pool.ParallelFor(64, [](int64_t) { throw gpt2::Error("all fail"); }),
+                  gpt2::Error);
+  std::atomic<int> count{0};
+  pool.ParallelFor(100, [&](int64_t) { ++count; });
+  CHECK(count == 100);
+}
+
+TEST_CASE("an exception thrown on a worker thread reaches the caller", "[model][threads]") {
+  gpt2::ThreadPool pool(4);
+  if (pool.size() == 1) {
+    WARN("this build has no threads: every task runs on the caller");
+    return;
+  }
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<bool> thrown_on_worker{false};
+  // Tasks wait briefly so the workers take some; only tasks on a worker throw.
+  CHECK_THROWS_WITH(
+      pool.ParallelFor(400,
+                       [&](int64_t) {
+                         std::this_thread::sleep_for(std::chrono::microseconds(200));
+                         if (std::this_thread::get_id() != caller) {
+                           thrown_on_worker = true;
+                           throw gpt2::Error("failed on a worker");
+                         }
+                       }),
+      "failed on a worker");
+  CHECK(thrown_on_worker);
+  std::atomic<int> count{0};
+  pool.ParallelFor(100, [&](int64_t) { ++count; });
+  CHECK(count == 100);
+}
+
+}  // namespace
+}  // namespace gpt2_test

@@ -1,0 +1,257 @@
+// The page under bad conditions, in headless Chromium (issue 11): a server that fails (500,
+// dropped connections, other bytes than announced), a damaged cached copy, no Cache API or no
+// quota, model files the engine must refuse (another architecture, no tokenizer, too large,
+// sizes that pass 2^32), and a strict Content-Security-Policy. Each must end in a plain-words
+// error or note, nothing cached that did not load, and the page still usable.
+import assert from 'node:assert/strict';
+import {execFileSync} from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import {after, before, describe, test} from 'node:test';
+import {kRoot, launchBrowser, watchConsole} from './browser.mjs';
+import {kNative, kSampling, makeModels, modelDir, nativeGenerate} from './fixtures.mjs';
+import {startHostileServer} from './hostile-server.mjs';
+
+const kSite = path.join(kRoot, 'build/site');
+const kTimeout = 60_000;
+const kCsp = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; worker-src 'self'";
+
+// Model files the engine must refuse, made by the native maker (no tokenizer; shapes whose
+// buffers do not fit the page) and by hand (another architecture: a llama header).
+function makeBadModels(dir) {
+  const maker = path.join(kNative, 'gpt2-make-model');
+  const make = (name, args) => {
+    const out = path.join(dir, name);
+    if (!fs.existsSync(out)) execFileSync(maker, [...args, '--output', out], {stdio: 'pipe'});
+  };
+  make('no-tokenizer.gguf', ['--shape', 'tiny', '--type', 'q8_0']);
+  // n_ctx * n_ff = 2^32: a zero-sized MLP buffer in a 32-bit size_t, from a 10 MB file.
+  make('wrapping.gguf', ['--n-layer', '1', '--n-head', '1', '--n-embd', '32', '--n-ff', '65536',
+                         '--n-ctx', '65536', '--n-vocab', '64', '--type', 'q4_0']);
+  // 4 GB of MLP activations for a 16384-token context: over the 2 GB of wasm memory.
+  make('too-large.gguf', ['--n-layer', '1', '--n-head', '1', '--n-embd', '32', '--n-ff', '65536',
+                          '--n-ctx', '16384', '--n-vocab', '64', '--type', 'q4_0']);
+  fs.writeFileSync(path.join(dir, 'llama.gguf'), llamaGguf());
+}
+
+// A minimal GGUF v3 (ggml/docs/gguf.md) as llama.cpp writes a llama model's header: its
+// architecture keys and one f32 token_embd tensor.
+function llamaGguf() {
+  const parts = [];
+  const u32 = (v) => { const b = Buffer.alloc(4); b.writeUInt32LE(v); parts.push(b); };
+  const u64 = (v) => { const b = Buffer.alloc(8); b.writeBigUInt64LE(BigInt(v)); parts.push(b); };
+  const str = (s) => { u64(Buffer.byteLength(s)); parts.push(Buffer.from(s)); };
+  const kvU32 = (k, v) => { str(k); u32(4); u32(v); };
+  u32(0x46554747); u32(3); u64(1); u64(5);
+  str('general.architecture'); u32(8); str('llama');
+  kvU32('llama.context_length', 64); kvU32('llama.embedding_length', 32);
+  kvU32('llama.block_count', 1); kvU32('llama.attention.head_count', 4);
+  str('token_embd.weight'); u32(2); u64(32); u64(8); u32(0); u64(0);
+  let header = Buffer.concat(parts);
+  header = Buffer.concat([header, Buffer.alloc((32 - header.length % 32) % 32)]);
+  return Buffer.concat([header, Buffer.alloc(32 * 8 * 4)]);
+}
+
+async function waitReady(page) {
+  await page.waitForFunction(() => !document.querySelector('[data-testid=load]').disabled, null, {timeout: kTimeout});
+}
+
+// Loads url; returns {loaded, source, error}: error is the text of the error box, if shown.
+async function load(page, url) {
+  await page.evaluate(() => {
+    const err = document.querySelector('[data-testid=error]');
+    err.hidden = true;
+    err.textContent = '';
+    document.querySelector('[data-testid=progress]').removeAttribute('data-source');
+  });
+  await page.getByTestId('model-url').fill(url);
+  await page.getByTestId('load').click();
+  await page.waitForFunction(() => {
+    const bar = document.querySelector('[data-testid=progress]');
+    return (bar.value === 100 && bar.dataset.source) || !document.querySelector('[data-testid=error]').hidden;
+  }, null, {timeout: kTimeout});
+  // A restored previous model arrives right after its error; give it the moment it needs.
+  await page.waitForTimeout(200);
+  const bar = page.getByTestId('progress');
+  const err = page.getByTestId('error');
+  return {
+    loaded: await bar.evaluate((b) => b.value === 100 && !!b.dataset.source),
+    source: await bar.getAttribute('data-source'),
+    error: (await err.isVisible()) ? await err.textContent() : '',
+  };
+}
+
+async function generateIds(page) {
+  for (const [id, v] of [['temperature', kSampling.temperature], ['top-k', kSampling.topK],
+                         ['top-p', kSampling.topP], ['seed', kSampling.seed], ['max-tokens', kSampling.maxTokens]]) {
+    await page.getByTestId(id).fill(String(v));
+  }
+  await page.getByTestId('prompt').fill('The quick brown fox jumps over');
+  await page.evaluate(() => { delete document.querySelector('[data-testid=stats]').dataset.reason; });
+  await page.waitForFunction(() => !document.querySelector('[data-testid=generate]').disabled, null, {timeout: kTimeout});
+  await page.getByTestId('generate').click();
+  await page.waitForFunction(() => document.querySelector('[data-testid=stats]').dataset.reason ||
+                                   !document.querySelector('[data-testid=error]').hidden, null, {timeout: kTimeout});
+  return (await page.getByTestId('output-ids').textContent()).trim().split(/\s+/).map(Number);
+}
+
+const cachedUrls = (page) => page.evaluate(async () =>
+  (await (await caches.open('gpt2-models-v1')).keys()).map((r) => new URL(r.url).pathname));
+
+describe('the page under bad conditions', {skip: !fs.existsSync(path.join(kSite, 'index.html')) && 'build/site not built'}, () => {
+  let models, server, browser, expectedIds;
+  const consoleLines = [];
+
+  before(async () => {
+    models = makeModels('hostile');
+    makeBadModels(modelDir('hostile'));
+    expectedIds = nativeGenerate(models.model);
+    server = await startHostileServer({site: kSite, models: modelDir('hostile')});
+    browser = await launchBrowser();
+  });
+
+  after(async () => {
+    await browser?.close();
+    await server?.close();
+    if (consoleLines.length) console.log(consoleLines.join('\n'));
+  });
+
+  async function newPage() {
+    const page = await browser.context.newPage();
+    consoleLines.push(...watchConsole(page));
+    await page.goto(server.url);
+    await waitReady(page);
+    // Each test starts with an empty cache (the browser profile is shared by the tests).
+    await page.evaluate(() => caches.delete('gpt2-models-v1'));
+    return page;
+  }
+
+  test('server failures: a plain error, nothing cached, the page still usable', async () => {
+    const good = models.model;
+    server.behave('/models/fail500.gguf', {status: 500});
+    server.behave('/models/drop.gguf', {serve: good, dropAfter: Math.floor(models.size * 0.4)});
+    server.behave('/models/other-file.gguf', {serve: models.notGguf});
+    // A manifest announcing fewer bytes than its parts hold.
+    const dir = modelDir('hostile');
+    const manifest = JSON.parse(fs.readFileSync(models.manifest, 'utf8'));
+    fs.writeFileSync(path.join(dir, 'lying.json'), JSON.stringify({...manifest, size: manifest.size - 1000}));
+
+    const page = await newPage();
+    let r = await load(page, 'models/fail500.gguf');
+    assert.match(r.error, /server answered 500/);
+    r = await load(page, 'models/drop.gguf');
+    assert.match(r.error, /interrupted after \d+ of \d+ bytes|could not be resumed/, r.error);
+    r = await load(page, 'models/other-file.gguf');
+    assert.match(r.error, /not a GGUF/);
+    r = await load(page, 'models/lying.json');
+    assert.match(r.error, /larger than announced/);
+    assert.deepEqual(await cachedUrls(page), [], 'nothing of a failed load is cached');
+
+    r = await load(page, 'models/tiny-q8_0.gguf');
+    assert.equal(r.error, '');
+    assert.deepEqual(await generateIds(page), expectedIds, 'the page still works after the failures');
+    assert.deepEqual(await cachedUrls(page), ['/models/tiny-q8_0.gguf']);
+    await page.close();
+  });
+
+  test('a dropped download resumes with an HTTP Range request', async () => {
+    const cut = Math.floor(models.size * 0.4);
+    server.behave('/models/resume.gguf', {serve: models.model, dropAfter: cut, drops: 1, ranges: true});
+    const page = await newPage();
+    const r = await load(page, 'models/resume.gguf');
+    assert.ok(r.loaded, `loaded (error: ${r.error})`);
+    const ranges = server.log.filter((e) => e.path === '/models/resume.gguf').map((e) => e.range);
+    assert.equal(ranges[0], null);
+    assert.match(ranges[1] || '', /^bytes=\d+-$/, `requests: ${JSON.stringify(ranges)}`);
+    const from = Number(ranges[1].slice(6, -1));
+    assert.ok(from > 0 && from <= cut, `resumed from byte ${from}, cut at ${cut}`);
+    assert.deepEqual(await generateIds(page), expectedIds);
+    // The teed cache copy broke with the connection: not cached, and the page says so.
+    assert.match(r.error, /could not be stored in the browser cache/);
+    assert.ok(!(await cachedUrls(page)).includes('/models/resume.gguf'));
+    await page.close();
+  });
+
+  test('a cached copy that does not parse is deleted and downloaded again', async () => {
+    const page = await newPage();
+    await page.evaluate(async () => {
+      const cache = await caches.open('gpt2-models-v1');
+      const junk = new Uint8Array(4096).fill(7);
+      await cache.put(new URL('models/tiny-q8_0.gguf', location.href).href,
+                      new Response(junk, {headers: {'Content-Length': '4096'}}));
+    });
+    const r = await load(page, 'models/tiny-q8_0.gguf');
+    assert.ok(r.loaded, `loaded (error: ${r.error})`);
+    assert.equal(r.source, 'network');
+    assert.match(r.error, /cached copy of the model could not be used .* deleted and the model downloaded again/);
+    const size = await page.evaluate(async () => (await (await (await caches.open('gpt2-models-v1'))
+        .match(new URL('models/tiny-q8_0.gguf', location.href).href)).arrayBuffer()).byteLength);
+    assert.equal(size, models.size, 'the good file replaced the damaged one');
+    assert.deepEqual(await generateIds(page), expectedIds);
+    await page.close();
+  });
+
+  test('without the Cache API or over quota the model loads uncached, with a note', async () => {
+    server.options.workerPrefix =
+        "self.caches.open = () => Promise.reject(new DOMException('denied', 'SecurityError'));";
+    let page = await newPage();
+    let r = await load(page, 'models/tiny-q8_0.gguf');
+    assert.ok(r.loaded, `loaded (error: ${r.error})`);
+    assert.match(r.error, /browser cache is not available/);
+    assert.deepEqual(await generateIds(page), expectedIds);
+    await page.close();
+
+    server.options.workerPrefix =
+        "Cache.prototype.put = function () { return Promise.reject(new DOMException('The quota has been exceeded.', 'QuotaExceededError')); };";
+    page = await newPage();
+    r = await load(page, 'models/tiny-q8_0.gguf');
+    server.options.workerPrefix = '';
+    assert.ok(r.loaded, `loaded (error: ${r.error})`);
+    assert.match(r.error, /could not be stored in the browser cache \(.*quota/);
+    assert.deepEqual(await cachedUrls(page), []);
+    assert.deepEqual(await generateIds(page), expectedIds);
+    await page.close();
+  });
+
+  test('model files the engine refuses: plain words, and the previous model stays loaded', async () => {
+    const page = await newPage();
+    let r = await load(page, 'models/tiny-q8_0.gguf');
+    assert.ok(r.loaded);
+    const cases = [
+      ['llama.gguf', /architecture is 'llama', but this engine runs only 'gpt2'/],
+      ['no-tokenizer.gguf', /has no tokenizer/],
+      ['too-large.gguf', /too large for this page .*WebAssembly memory is limited to 2048 MB/],
+      ['wrapping.gguf', /too large for this page/],
+    ];
+    for (const [file, message] of cases) {
+      r = await load(page, `models/${file}`);
+      assert.match(r.error, message, file);
+      assert.ok(r.loaded, `${file}: the previous model is still shown as loaded`);
+      assert.deepEqual(await generateIds(page), expectedIds, `${file}: the previous model still generates`);
+    }
+    await page.close();
+  });
+
+  test(`works under ${kCsp} with no request outside its origin`, async () => {
+    server.options.csp = kCsp;
+    const page = await browser.context.newPage();
+    consoleLines.push(...watchConsole(page));
+    const requests = [];
+    page.on('request', (q) => requests.push(q.url()));
+    const violations = [];
+    page.on('console', (m) => { if (/Content Security Policy/i.test(m.text())) violations.push(m.text()); });
+    try {
+      await page.goto(server.url);
+      await waitReady(page);
+      const r = await load(page, 'models/tiny-q8_0.gguf');
+      assert.ok(r.loaded, `loaded (error: ${r.error})`);
+      assert.deepEqual(await generateIds(page), expectedIds);
+    } finally {
+      server.options.csp = '';
+    }
+    const outside = requests.filter((u) => !u.startsWith(server.origin + '/') && !u.startsWith('data:'));
+    assert.deepEqual(outside, [], 'requests outside the page origin');
+    assert.deepEqual(violations.filter((v) => !/data:/.test(v)), [], 'CSP violations');
+    await page.close();
+  });
+});
