@@ -19,8 +19,7 @@ StopReason Generate(Session& session, const std::vector<int>& prompt, const Gene
   const int n_vocab = session.model().config().n_vocab;
   const int n_ctx = session.model().config().n_ctx;
   Sampler sampler(options.sampling);
-  RunOptions run;
-  run.interventions = options.interventions;
+  const RunOptions& run = options.run;
   const float* logits = session.Prefill(prompt.data(), static_cast<int>(prompt.size()), run);
   for (int produced = 0; produced < options.max_tokens; ++produced) {
     const int id = sampler.Sample(logits, n_vocab);

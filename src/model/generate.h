@@ -14,7 +14,7 @@ struct GenerateOptions {
   SamplingParams sampling;
   int max_tokens = 64;
   bool stop_at_end_of_text = true;  // stop after sampling <|endoftext|> (50256); it is reported
-  const Interventions* interventions = nullptr;  // applied to the prompt and every step
+  RunOptions run;  // observer and interventions, applied to the prompt and every step
 };
 
 enum class StopReason { kMaxTokens, kEndOfText, kContextFull, kStoppedByCaller };

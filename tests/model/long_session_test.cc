@@ -19,8 +19,7 @@ std::vector<int> RunToFullContext(gpt2::Session& session, bool observe, uint64_t
   options.max_tokens = 1 << 20;
   options.stop_at_end_of_text = false;
   int observed = 0;
-  if (observe) session.SetObserver([&](const gpt2::Activation&) { ++observed; });
-  else session.SetObserver(nullptr);
+  if (observe) options.run.observer = [&](const gpt2::Activation&) { ++observed; };
   session.Reset();
   std::vector<int> ids;
   const gpt2::StopReason reason = gpt2::Generate(session, {464, 2068}, options, [&](int id) {

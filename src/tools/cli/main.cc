@@ -104,7 +104,7 @@ int Generate(const Args& args) {
   }
   const Interventions interventions = InterventionsFromArgs(args, m.model->config());
   GenerateOptions options;
-  options.interventions = &interventions;
+  options.run.interventions = &interventions;
   options.sampling = SamplingFromArgs(args);
   options.max_tokens = static_cast<int>(args.GetInt("n", 32));
   if (options.max_tokens < 0) throw Error("--n must be >= 0");
