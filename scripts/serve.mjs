@@ -7,7 +7,9 @@
 //   node scripts/serve.mjs [--dir build/site] [--port 8080] [--host 127.0.0.1] [--isolate]
 //                          [--mount /prefix=dir ...] [--base /sub/path]
 // --port 0 picks a free port. Prints "Serving <dir> at <url>" once listening.
-// --mount serves another folder under a prefix (the tests serve their model this way).
+// --mount serves another folder under a prefix (the tests serve their model this way); several
+// folders under one prefix are searched in the order given (the demo's /weights: the downloaded
+// models' folder, then the committed small model's).
 // --base serves the site under a sub-path, to check the page uses only relative URLs.
 // A GET /__requests?path=P answers how many times P was requested (used by the cache test).
 import http from 'node:http';
@@ -54,8 +56,9 @@ export function startServer({dir = 'build/site', port = 8080, host = '127.0.0.1'
     for (const [p, d] of roots) {
       if (pathname.startsWith(p)) {
         const candidate = path.join(d, pathname.slice(p.length));
-        if (candidate === d || candidate.startsWith(d + path.sep)) file = candidate;
-        break;
+        if (candidate !== d && !candidate.startsWith(d + path.sep)) break;
+        file = candidate;
+        if (fs.existsSync(file)) break;
       }
     }
     if (file && fs.existsSync(file) && fs.statSync(file).isDirectory()) file = path.join(file, 'index.html');
