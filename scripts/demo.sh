@@ -42,8 +42,9 @@ else
 fi
 build/native/gpt2 generate --model "$sample_model" --prompt "${PROMPT:-The meaning of life is}" --n 20 --temp 0.8 --seed 1
 echo
-if [ "$port" = 0 ]; then echo "demo: open the address below with ?model=weights/$model"
-else echo "demo: open http://127.0.0.1:$port/?model=weights/$model"; fi
+# The bare address redirects to ?model=..., so the page opens with the model loaded.
+if [ "$port" = 0 ]; then echo "demo: the page below opens with ?model=weights/$model"
+else echo "demo: open http://127.0.0.1:$port/ (it opens with ?model=weights/$model)"; fi
 # /weights: the downloaded models first, then the committed small one.
-exec node scripts/serve.mjs --dir build/site --port "$port" --isolate \
+exec node scripts/serve.mjs --dir build/site --port "$port" --isolate --root-query "?model=weights/$model" \
   --mount /weights="$weights_dir" --mount /weights=weights
