@@ -29,6 +29,10 @@ const state = {
   acts: null,       // last 'activations' message
   lens: null,
   lensPick: null,
+  // From Generate until the worker's 'prompt' reply, messages about the previous text (the
+  // inspect it was still answering) are stale: the worker answers in order, so drop them.
+  awaitingPrompt: false,
+  modelSource: '',  // the URL or file name being loaded, to name the model
 };
 
 // ---- Small helpers ------------------------------------------------------------------------
@@ -78,6 +82,7 @@ function loadUrl(url) {
   state.info = null;
   setButtons();
   resetProgress();
+  state.modelSource = url;
   $('progress-text').textContent = `Connecting to ${url}…`;
   worker.postMessage({type: 'load', url});
 }
@@ -89,6 +94,7 @@ function loadFile(file) {
   state.info = null;
   setButtons();
   resetProgress();
+  state.modelSource = file.name;
   $('progress-text').textContent = `Reading ${file.name}…`;
   worker.postMessage({type: 'load', file});
 }
@@ -98,6 +104,42 @@ function resetProgress() {
   bar.value = 0;
   for (const k of ['source', 'loaded', 'total', 'phase']) delete bar.dataset[k];
   $('model-info').hidden = true;
+  $('model-name').hidden = true;
+  $('model-note').hidden = true;
+}
+
+// The models this project makes, by file name, in words. The small one gets a note: its odd
+// text is expected, not a bug.
+const kGpt2Small = 'GPT-2 small (OpenAI, 2019; 124 M parameters)';
+const kKnownModels = {
+  'gpt2-q8_0.gguf': {name: `${kGpt2Small}, weights in 8 bits`},
+  'gpt2-q4_0.gguf': {name: `${kGpt2Small}, weights in 4 bits`},
+  'gpt2-f16.gguf': {name: `${kGpt2Small}, weights in 16-bit floats`},
+  'gpt2-q8_0.manifest.json': {name: `${kGpt2Small}, weights in 8 bits`},
+  'gpt2-q4_0.manifest.json': {name: `${kGpt2Small}, weights in 4 bits`},
+  'gpt2-tiny-q8_0.gguf': {
+    name: 'gpt2-tiny, the small offline model (4 blocks, 7 M parameters), not GPT-2 itself',
+    note: 'This is the small model that ships with this project, opened because the real GPT-2 ' +
+        'weights are not here (they need a one-time download: scripts/get-weights.sh, or the demo on a ' +
+        'connected machine). It has GPT-2\'s design and vocabulary but is 18 times smaller, and it was ' +
+        'trained for half an hour on one computer, on about half a million words of software licences ' +
+        'and Python documentation (GPT-2 read some 40 GB of web pages). So its text is English-like but ' +
+        'odd: common words in plausible order, little sense. Its insides still show real patterns: ' +
+        'heads that look at the previous token, and heads that copy when the text repeats itself.',
+  },
+};
+
+function showModelName(info) {
+  const file = state.modelSource.split(/[?#]/)[0].split('/').pop();
+  const known = kKnownModels[file];
+  const words = known ? known.name : `${info.name || file || 'a GPT-2 model'} ` +
+      `(${info.n_layer} blocks, ${(info.parameters / 1e6).toFixed(0)} M parameters)`;
+  const el = $('model-name');
+  el.textContent = `Running: ${words}.`;
+  el.dataset.file = file;
+  el.hidden = false;
+  $('model-note').textContent = known?.note || '';
+  $('model-note').hidden = !known?.note;
 }
 
 function onProgress({phase, loaded, total}) {
@@ -141,6 +183,7 @@ function onModel({info, source, name, cacheWarning}) {
   const from = {network: 'downloaded and cached', cache: 'from the browser cache (no download)',
                 file: `from ${name}`}[source];
   $('progress-text').textContent = `Model ready (${mb(info.file_bytes)}, ${from}).`;
+  showModelName(info);
   const dl = $('model-info');
   const rows = [
     ['Name', info.name || '(unnamed)'],
@@ -213,6 +256,10 @@ function generate() {
   state.picked = -1;
   state.acts = null;
   state.lens = null;
+  state.attentionMap = null;
+  state.awaitingPrompt = true;
+  $('logit-lens').replaceChildren();
+  $('lens-detail').textContent = '';
   $('output').replaceChildren();
   $('output-ids').textContent = '';
   $('stats').textContent = 'Reading the prompt…';
@@ -221,6 +268,7 @@ function generate() {
 }
 
 function onPrompt({ids, pieces}) {
+  state.awaitingPrompt = false;
   state.attentionMap = null;
   state.ids = ids.slice();
   state.pieces = pieces.slice();
@@ -316,6 +364,11 @@ function pick(position) {
   state.picked = position;
   renderTokens();
   const chip = $('tokens').querySelector(`[data-position="${position}"]`);
+  // A long prompt's strip scrolls (style.css): bring the picked chip into it, not the page.
+  const box = $('tokens');
+  if (chip && (chip.offsetTop < box.scrollTop || chip.offsetTop + chip.offsetHeight > box.scrollTop + box.clientHeight)) {
+    box.scrollTop = chip.offsetTop - box.clientHeight / 2;
+  }
   $('picked').textContent = `Picked: position ${position}`;
   worker.postMessage({type: 'inspect', position, layer: state.layer, head: state.head});
   return chip;
@@ -680,6 +733,7 @@ worker.onmessage = ({data: msg}) => {
   switch (msg.type) {
     case 'ready':
       state.ready = true;
+      if (params.get('model')) autoLoadPending = false;
       state.threads = msg.threads || 1;
       state.isolated = !!msg.isolated;
       state.threadsNote = msg.note || '';
@@ -688,17 +742,20 @@ worker.onmessage = ({data: msg}) => {
       setButtons();
       $('progress-text').textContent = 'Engine ready. Load a model.';
       refreshCacheInfo();
-      autoLoadIfCached();
+      // A model named in the URL (the demo opens the page so) loads at once; otherwise the
+      // default one only if it is already cached (no unasked-for download).
+      if (params.get('model')) loadUrl($('model-url').value);
+      else autoLoadIfCached();
       break;
     case 'progress': onProgress(msg); break;
     case 'model': onModel(msg); break;
     case 'prompt': onPrompt(msg); break;
     case 'token': onToken(msg); break;
     case 'stats': onStats(msg); break;
-    case 'activations': onActivations(msg); break;
-    case 'attention-map': onAttentionMap(msg); break;
-    case 'lens-start': onLensStart(msg); break;
-    case 'lens': onLens(msg); break;
+    case 'activations': if (!state.awaitingPrompt) onActivations(msg); break;
+    case 'attention-map': if (!state.awaitingPrompt) onAttentionMap(msg); break;
+    case 'lens-start': if (!state.awaitingPrompt) onLensStart(msg); break;
+    case 'lens': if (!state.awaitingPrompt) onLens(msg); break;
     case 'cache': onCache(msg); break;
     case 'error':
       if (msg.kind === 'load') {
@@ -708,7 +765,7 @@ worker.onmessage = ({data: msg}) => {
         $('progress-text').textContent = 'No model loaded.';
         $('model-info').hidden = true;
       }
-      if (msg.kind === 'generate') state.generating = false;
+      if (msg.kind === 'generate') { state.generating = false; state.awaitingPrompt = false; }
       showError(msg.message);
       setButtons();
       break;
