@@ -197,3 +197,39 @@ export function drawHistogram(canvas, counts, {lo, hi, label}) {
   ctx.fillText(hiText, w - ctx.measureText(hiText).width - 2, h + 2);
   if (label) ctx.fillText(label, w / 2 - ctx.measureText(label).width / 2, h + 2);
 }
+
+// How a token looks in a chip or a label: spaces and line breaks made visible.
+export function showPiece(text) {
+  if (text === undefined || text === null) return '';
+  return text.replace(/\n/g, '⏎').replace(/\t/g, '⇥').replace(/ /g, '·') || '∅';
+}
+
+// A token at position i in words: its text in quotes, or its id while the text is unknown.
+export function pieceAt(pieces, ids, i) {
+  const s = pieces[i];
+  return s === undefined || s === null ? `#${ids[i]}` : `“${showPiece(s)}”`;
+}
+
+// A ranked list of next tokens with bars (the probability panels and the experiment's before
+// and after). items: [{id, prob, piece, mark}], mark: a class (e.g. 'actual').
+export function probList(list, items, {title} = {}) {
+  list.replaceChildren(...items.map(({id, prob, piece, mark, note}) => {
+    const li = document.createElement('li');
+    li.dataset.id = id;
+    li.dataset.prob = prob;
+    if (mark) li.classList.add(mark);
+    const tok = document.createElement('span');
+    tok.className = 'tok';
+    tok.textContent = showPiece(piece);
+    const bar = document.createElement('span');
+    bar.className = 'bar';
+    bar.style.width = `${prob * 100}%`;
+    bar.style.background = viridisCss(prob);
+    const num = document.createElement('span');
+    num.className = 'num';
+    num.textContent = `${(prob * 100).toFixed(2)}%` + (note ? ` ${note}` : '');
+    li.append(tok, bar, num);
+    if (title) li.title = title(id);
+    return li;
+  }));
+}

@@ -4,7 +4,13 @@
 //   page -> worker
 //     {type:'load', url}             a .gguf URL, or a .json manifest {"parts":[...],"size":N}
 //     {type:'load', file}            a File from <input type=file> or drag and drop
-//     {type:'generate', prompt, temperature, topK, topP, seed, maxTokens, capture}
+//     {type:'generate', prompt, temperature, topK, topP, seed, maxTokens, capture, interventions}
+//                                    interventions: engine.setInterventions's spec (src/bindings/
+//                                    embind.cc), applied to this and every later run; {} = plain
+//     {type:'experiment', interventions, position, prompt, temperature, topK, topP, seed, maxTokens}
+//                                    "Run again": the plain and the intervened model side by side
+//                                    at `position` and in the text they generate with the same seed;
+//                                    the capture is left holding the intervened conversation
 //     {type:'stop'}
 //     {type:'inspect', position, layer, head, lens}   activations for the token at `position`
 //     {type:'attention-map', layer, head}  one head's full [P, P] attention
@@ -22,8 +28,14 @@
 //     {type:'activations', ...}                      see Inspect()
 //     {type:'attention-map', layer, head, positions, map}
 //     {type:'lens-start', begin, end}; {type:'lens', begin, end, topK, nLayer, ids, probs, pieces}
+//     {type:'experiment', position, nLayer, fromBlock, kl, before: {ids, probs}, after: {ids,
+//       probs, probsBefore}, text: {before: ids, after: ids}, pieces: {id: text}}
+//                                                    top 10 at position before and after (probsBefore:
+//                                                    the plain model's probability of each after id),
+//                                                    KL(before || after) over the whole vocabulary
 //     {type:'cache', entries, bytes}                 after clear-cache / on request
-//     {type:'error', kind, message}                  kind: 'load' | 'generate' | 'inspect' | 'cache'
+//     {type:'error', kind, message}                  kind: 'load' | 'generate' | 'inspect' | 'cache' |
+//                                                    'experiment'
 //
 // Two builds of the engine: gpt2-engine.js (single-threaded, works everywhere) and
 // gpt2-engine-mt.js (pthreads over a SharedArrayBuffer). Browsers only give a page
@@ -46,6 +58,7 @@ let info = null;
 let busy = false;           // a load or generation is running
 let stopRequested = false;
 let lastTokens = [];        // prompt + generated ids of the last generation
+let conversation = [];      // the ids the engine has run (and captured) of the last generation
 let queue = Promise.resolve();
 
 const post = (msg, transfer) => self.postMessage(msg, transfer || []);
@@ -328,6 +341,7 @@ async function handleGenerate(msg) {
   if (!info) { post({type: 'error', kind: 'generate', message: 'Load a model first.'}); return; }
   busy = true;
   stopRequested = false;
+  conversation = [];
   const decoder = new TextDecoder('utf-8');
   let reason = 'max-tokens';
   let generated = 0;
@@ -337,6 +351,7 @@ async function handleGenerate(msg) {
   try {
     engine.reset();
     engine.setCapture(!!msg.capture);
+    engine.setInterventions(msg.interventions || {});
     engine.setSampling(msg.temperature, msg.topK, msg.topP, msg.seed);
     promptIds = Array.from(engine.tokenize(msg.prompt));
     if (promptIds.length === 0) throw new Error('The prompt is empty: type at least one character.');
@@ -365,6 +380,7 @@ async function handleGenerate(msg) {
       engine.step(id);
     }
     decodeMs = performance.now() - t1;
+    conversation = lastTokens.slice(0, engine.position());
     const tail = decoder.decode();
     if (tail) post({type: 'token', id: -1, text: tail, index: -1});
   } catch (e) {
@@ -470,6 +486,85 @@ async function handleInspect(msg) {
   }
 }
 
+// ---- Experiments ------------------------------------------------------------------------------
+
+// The whole next-token distribution at a captured position: the logit lens of the last block is
+// ln_f and the unembedding of the final residual stream, i.e. the model's own output.
+function fullDistribution(p) {
+  const V = info.n_vocab, L = info.n_layer;
+  const r = engine.logitLens(p, p + 1, V);
+  const dist = new Float64Array(V);
+  for (let k = 0; k < V; ++k) {
+    const id = r.ids[(L - 1) * V + k];
+    if (id >= 0) dist[id] = r.probs[(L - 1) * V + k];
+  }
+  return dist;
+}
+
+function topOf(dist, k) {
+  const order = Array.from(dist.keys()).sort((a, b) => dist[b] - dist[a] || a - b).slice(0, k);
+  return {ids: order, probs: order.map((i) => dist[i])};
+}
+
+// KL(p || q) in nats; a token the intervened model gives no probability (underflow) is
+// floored at 1e-30 so a finite number is shown.
+function klDivergence(p, q) {
+  let kl = 0;
+  for (let i = 0; i < p.length; ++i) {
+    if (p[i] > 0) kl += p[i] * Math.log(p[i] / Math.max(q[i], 1e-30));
+  }
+  return Math.max(0, kl);
+}
+
+// Generates from promptIds with the current interventions and sampling (capture off); returns
+// the sampled ids.
+async function sampleIds(promptIds, msg) {
+  engine.reset();
+  engine.setCapture(false);
+  engine.setSampling(msg.temperature, msg.topK, msg.topP, msg.seed);
+  engine.prefill(promptIds);
+  const ids = [];
+  for (let i = 0; i < msg.maxTokens; ++i) {
+    const id = engine.sample();
+    ids.push(id);
+    if (id === kEndOfText || engine.position() >= info.n_ctx) break;
+    engine.step(id);
+    if (i % 8 === 7) await yieldToEvents();
+  }
+  return ids;
+}
+
+async function handleExperiment(msg) {
+  try {
+    if (!info || !conversation.length) throw new Error('Generate some text first, then run the experiment.');
+    const promptIds = Array.from(engine.tokenize(msg.prompt));
+    if (!promptIds.length) throw new Error('The prompt is empty: type at least one character.');
+    engine.setInterventions({});
+    const textBefore = await sampleIds(promptIds, msg);
+    engine.setInterventions(msg.interventions);
+    const textAfter = await sampleIds(promptIds, msg);
+    // The conversation the page shows, plain, then re-run under the interventions: the re-run
+    // reuses the cache and the stream before the first changed block.
+    engine.setInterventions({});
+    engine.reset();
+    engine.setCapture(true);
+    engine.prefill(conversation);
+    const p = Math.max(0, Math.min(conversation.length - 1, msg.position | 0));
+    const before = fullDistribution(p);
+    engine.setInterventions(msg.interventions);
+    const fromBlock = engine.rerun();
+    const after = fullDistribution(p);
+    const topBefore = topOf(before, 10), topAfter = topOf(after, 10);
+    const ids = new Set([...topBefore.ids, ...topAfter.ids, ...textBefore, ...textAfter]);
+    const pieces = Object.fromEntries([...ids].map((id) => [id, bytesToPieces([id])[0]]));
+    post({type: 'experiment', position: p, nLayer: info.n_layer, fromBlock, kl: klDivergence(before, after),
+          before: topBefore, after: {...topAfter, probsBefore: topAfter.ids.map((i) => before[i])},
+          text: {before: textBefore, after: textAfter}, pieces});
+  } catch (e) {
+    post({type: 'error', kind: 'experiment', message: errorMessage(e)});
+  }
+}
+
 // ---- Cache ------------------------------------------------------------------------------------
 
 async function cacheSummary() {
@@ -513,6 +608,7 @@ self.onmessage = (event) => {
     else if (msg.type === 'generate') await handleGenerate(msg);
     else if (msg.type === 'inspect') await handleInspect(msg);
     else if (msg.type === 'clear-cache') await handleClearCache();
+    else if (msg.type === 'experiment') await handleExperiment(msg);
     else if (msg.type === 'attention-map') {
       try { attentionMap(msg.layer, msg.head); } catch (e) {
         post({type: 'error', kind: 'inspect', message: errorMessage(e)});
