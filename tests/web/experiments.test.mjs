@@ -29,6 +29,21 @@ function nativeGenerateWith(model, flags, s = kSampling) {
   return lines[lines.length - 1].trim().split(/\s+/).map(Number);
 }
 
+// KL(plain || changed) over the whole vocabulary at position p, from the CLI's logits (float64).
+function nativeKl(plain, changed, p) {
+  const probs = (inspect) => {
+    const t = inspect.tensors.find((x) => x.name === 'logits');
+    const V = t.shape[1];
+    const row = t.data.slice(p * V, (p + 1) * V);
+    const max = Math.max(...row);
+    const e = row.map((x) => Math.exp(x - max));
+    const sum = e.reduce((a, b) => a + b, 0);
+    return e.map((x) => x / sum);
+  };
+  const a = probs(plain), b = probs(changed);
+  return a.reduce((s, x, i) => s + (x > 0 ? x * Math.log(x / b[i]) : 0), 0);
+}
+
 async function listOf(page, testid) {
   return page.locator(`[data-testid=${testid}] li`).evaluateAll(
       (lis) => lis.map((li) => ({id: Number(li.dataset.id), prob: Number(li.dataset.prob)})));
@@ -94,6 +109,7 @@ describe('the Experiments panel', {skip: !fs.existsSync(path.join(kSite, 'index.
     sameTop(await listOf(page, 'exp-before'), plain.final[T - 1], 'before');
     sameTop(await listOf(page, 'exp-after'), ablated.final[T - 1], 'after');
     assert.ok(kl > 0, `KL ${kl} > 0`);
+    closeTo(kl, nativeKl(plain, ablated, T - 1), 2e-3, 'KL divergence');
     // Same seed: the plain text is `gpt2 generate`'s, the changed one `gpt2 generate --ablate-heads 1.2`'s.
     const textIds = async (id) => (await page.getByTestId(id).getAttribute('data-ids')).split(' ').map(Number);
     assert.deepEqual(await textIds('exp-text-before'), nativeGenerate(models.model));
