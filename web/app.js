@@ -2,6 +2,7 @@
 // message protocol) meet here. Handlers and worker replies only change the state (store.js);
 // render() draws every view from it, each view a module with render(element, data). Nothing
 // here runs the model, so the page stays responsive while it works.
+import {checkAgainstModel, decodeShare, encodeShare, kSamplingFields} from './share.js';
 import {createStore, renderIfChanged} from './store.js';
 import {drawLegend, pieceAt} from './viz.js';
 import * as attentionView from './view-attention.js';
@@ -62,6 +63,8 @@ const store = createStore({
   knockMode: false,
   experimenting: false,
   experiment: null, // last 'experiment' reply
+  shareUrl: '',
+  shareNote: '',    // what a shared link held that the page ignored
 }, render);
 const state = store.state;
 // ?debug=1 lets tests read the state (e.g. every attention row) without it living in the DOM.
@@ -84,14 +87,10 @@ function numberInput(id, {min, max, integer}) {
   return v;
 }
 
+// The sampling inputs as the worker names them ({temperature, topK, topP, seed, maxTokens}).
 function sampling() {
-  return {
-    temperature: numberInput('temperature', {min: 0, max: 100}),
-    topK: numberInput('top-k', {min: 0, max: 1e9, integer: true}),
-    topP: numberInput('top-p', {min: 0.0001, max: 1}),
-    seed: numberInput('seed', {min: 0, max: Number.MAX_SAFE_INTEGER, integer: true}),
-    maxTokens: numberInput('max-tokens', {min: 1, max: state.info.n_ctx, integer: true}),
-  };
+  return Object.fromEntries(kSamplingFields.map(({name, key, min, max, integer}) =>
+    [key, numberInput(name, {min, max: name === 'max-tokens' ? state.info.n_ctx : max, integer})]));
 }
 
 // Which engine runs, in words, e.g. "2 threads (cross-origin isolated)".
@@ -152,6 +151,11 @@ function render(s) {
   renderIfChanged(lensView.renderDetail, $('lens-detail'), {lens: s.lens, note: s.lensNote, open: s.lensOpen,
                                                             pieces: s.pieces, ids: s.ids});
   renderExperiments(s);
+  $('share-url').value = s.shareUrl;
+  $('share-url').hidden = !s.shareUrl;
+  $('share-note').textContent = s.shareNote;
+  $('share-note').hidden = !s.shareNote;
+  $('share').disabled = s.picked < 0;
 }
 
 function renderStatus(s) {
@@ -240,12 +244,14 @@ function loadUrl(url) {
   url = url.trim();
   if (!url) { store.set({error: 'Type the URL of a .gguf model file first.'}); return; }
   startLoad(url, `Connecting to ${url}…`);
+  modelUrl = url;
   worker.postMessage({type: 'load', url});
 }
 
 function loadFile(file) {
   if (!file) return;
   startLoad(file.name, `Reading ${file.name}…`);
+  modelUrl = '';  // a local file cannot be shared by a link
   worker.postMessage({type: 'load', file});
 }
 
@@ -273,6 +279,7 @@ function onModel({info, source, name, cacheWarning}) {
     error: cacheWarning || state.error,
   });
   worker.postMessage({type: 'cache-info'});
+  restoreShared(info);
 }
 
 function fillSelect(select, n, text) {
@@ -329,8 +336,14 @@ function onStats(s) {
         `${s.generated} tokens at ${s.tokensPerSecond.toFixed(1)} tokens/s · ${why} · ${threadMode()}`,
     statsData: {reason: s.reason, generated: s.generated, tokensPerSecond: s.tokensPerSecond, prefillMs: s.prefillMs},
   });
-  // Pick the last prompt token so the views show the first prediction.
-  if (s.captured > 0) pick(Math.min(state.promptLength - 1, s.captured - 1));
+  // Pick the last prompt token so the views show the first prediction (or a shared link's pick).
+  let position = Math.min(state.promptLength - 1, s.captured - 1);
+  if (pendingPick !== undefined) {
+    if (pendingPick < s.captured) position = pendingPick;
+    else addShareNote([`pick=${pendingPick} (the text has ${s.captured} tokens)`]);
+    pendingPick = undefined;
+  }
+  if (s.captured > 0) pick(position);
 }
 
 // ---- Picking a token, a block, a head ------------------------------------------------------
@@ -394,6 +407,49 @@ function onExperiment(r) {
   // The engine now holds the changed model's run of the same text: show its insides.
   pick(state.picked);
   worker.postMessage({type: 'attention-map', layer: state.layer, head: state.head});
+}
+
+// ---- Share ------------------------------------------------------------------------------------
+
+let modelUrl = '';           // the URL the model was loaded from ('' for a local file)
+const shared = decodeShare(params);
+let sharedPending = true;    // the link's view is restored once, with the first model
+let pendingPick;             // the link's picked position, applied when its generation ends
+
+function addShareNote(problems) {
+  if (!problems.length) return;
+  const before = state.shareNote ? state.shareNote.replace(/\.$/, '') + ', ' : 'Ignored from the link: ';
+  store.set({shareNote: before + problems.join(', ') + '.'});
+}
+
+function restoreShared(info) {
+  if (!sharedPending) return;
+  sharedPending = false;
+  const {view, problems} = checkAgainstModel(shared, info);
+  addShareNote(problems);
+  for (const {name} of kSamplingFields) {
+    // A value the model rules out (shown at startup) goes back to the page's default.
+    if (view.sampling[name] !== undefined) $(name).value = view.sampling[name];
+    else if (shared.sampling[name] !== undefined) $(name).value = $(name).defaultValue;
+  }
+  store.set({interventions: view.interventions, layer: view.block ?? state.layer, head: view.head ?? state.head});
+  if (view.restore) {
+    pendingPick = view.pick;
+    generate();
+  }
+}
+
+function share() {
+  const view = {
+    model: modelUrl, prompt: state.promptText, interventions: state.interventions,
+    sampling: Object.fromEntries(kSamplingFields.map(({name}) => [name, $(name).value])),
+    pick: state.picked, block: state.layer, head: state.head,
+  };
+  const url = new URL(location.href);
+  url.search = encodeShare(view);
+  history.replaceState(null, '', url);
+  store.set({shareUrl: url.href});
+  navigator.clipboard?.writeText(url.href).catch(() => {});  // a convenience; the field shows it anyway
 }
 
 // ---- Worker messages ------------------------------------------------------------------------------
@@ -532,6 +588,7 @@ $('exp-post-norm').addEventListener('change', (e) => setInterventions({...state.
 $('exp-knock-mode').addEventListener('change', (e) => store.set({knockMode: e.target.checked}));
 $('exp-reset').addEventListener('click', () => setInterventions(kNoInterventions));
 $('exp-run-again').addEventListener('click', runAgain);
+$('share').addEventListener('click', share);
 
 const drop = $('drop-zone');
 for (const ev of ['dragenter', 'dragover']) {
@@ -557,5 +614,8 @@ drop.addEventListener('keydown', (e) => {
 
 if (params.get('model')) $('model-url').value = params.get('model');
 if (params.get('prompt')) $('prompt').value = params.get('prompt');
+// The link's sampling settings show at once; its model-dependent parts wait for the model.
+for (const {name} of kSamplingFields) if (shared.sampling[name] !== undefined) $(name).value = shared.sampling[name];
+addShareNote(shared.problems);
 drawLegend($('legend'));
 store.flush();
