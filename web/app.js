@@ -5,6 +5,7 @@
 import {checkAgainstModel, decodeShare, encodeShare, kSamplingFields} from './share.js';
 import {createStore, renderIfChanged} from './store.js';
 import {drawLegend, pieceAt} from './viz.js';
+import * as anatomyView from './view-anatomy.js';
 import * as attentionView from './view-attention.js';
 import * as experimentsView from './view-experiments.js';
 import * as layerNormView from './view-layernorm.js';
@@ -151,6 +152,9 @@ function render(s) {
   renderIfChanged(lensView.renderDetail, $('lens-detail'), {lens: s.lens, note: s.lensNote, open: s.lensOpen,
                                                             pieces: s.pieces, ids: s.ids});
   renderExperiments(s);
+  if (s.info) {
+    renderIfChanged(anatomyView.render, $('anatomy'), {config: s.info, tokens: Math.max(1, s.captured || s.ids.length)});
+  }
   $('share-url').value = s.shareUrl;
   $('share-url').hidden = !s.shareUrl;
   $('share-note').textContent = s.shareNote;

@@ -80,7 +80,7 @@ describe('the Experiments panel', {skip: !fs.existsSync(path.join(kSite, 'index.
     browser = await launchBrowser();
     page = await browser.context.newPage();
     consoleLines.push(...watchConsole(page));
-    await page.goto(server.url + '?model=models/tiny-q8_0.gguf');
+    await page.goto(server.url + '?model=models/tiny-q8_0.gguf&debug=1');
     await page.waitForFunction(() => document.querySelector('[data-testid=progress]').dataset.source ||
                                      !document.querySelector('[data-testid=error]').hidden, null, {timeout: kTimeout});
     for (const [id, v] of Object.entries({temperature: kSampling.temperature, 'top-k': kSampling.topK,
@@ -129,6 +129,18 @@ describe('the Experiments panel', {skip: !fs.existsSync(path.join(kSite, 'index.
     await page.waitForFunction(() => !document.querySelector('.attn-cell.knocked-out'));
     assert.equal(await runAgain(page), 0);
     sameTop(await listOf(page, 'exp-after'), plain.final[T - 1], 'after reset');
+  });
+
+  test('the anatomy view equals the formulas and the engine\'s count of the file\'s tensors', async () => {
+    const info = await page.evaluate(() => window.gpt2Page.state.info);
+    const d = info.n_embd, f = info.n_ff, L = info.n_layer, s = await page.locator('[data-testid=tokens] .chip').count();
+    const value = async (key) => Number(await page.locator(`[data-testid=anatomy] tr[data-key="${key}"]`).getAttribute('data-value'));
+    assert.equal(await value('attention'), 4 * d * d + 4 * d);
+    assert.equal(await value('mlp'), 2 * d * f + f + d);
+    assert.equal(await value('block'), 4 * d * d + 4 * d + 2 * d * f + f + d + 4 * d);
+    assert.equal(await value('total'), info.parameters, 'the formulas count every tensor in the file');
+    assert.equal(await value('flops'), L * (2 * s * (4 * d * d + 2 * d * f) + 4 * s * s * d));
+    assert.equal(await value('kv-bytes'), 2 * L * s * d * 4);
   });
 
   test('post-norm and no-residual match the CLI; the diagram redraws in post-norm order', async () => {
