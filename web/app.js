@@ -4,7 +4,7 @@
 // here runs the model, so the page stays responsive while it works.
 import {checkAgainstModel, decodeShare, encodeShare, kSamplingFields} from './share.js';
 import {createStore, renderIfChanged} from './store.js';
-import {drawLegend, pieceAt} from './viz.js';
+import {drawLegend, pieceAt, showPiece} from './viz.js';
 import * as anatomyView from './view-anatomy.js';
 import * as attentionView from './view-attention.js';
 import * as experimentsView from './view-experiments.js';
@@ -14,6 +14,7 @@ import * as mlpView from './view-mlp.js';
 import * as modelView from './view-model.js';
 import * as probsView from './view-probs.js';
 import * as residualView from './view-residual.js';
+import * as sweepView from './view-sweep.js';
 import * as tokensView from './view-tokens.js';
 
 const $ = (id) => document.getElementById(id);
@@ -64,6 +65,8 @@ const store = createStore({
   knockMode: false,
   experimenting: false,
   experiment: null, // last 'experiment' reply
+  target: null,     // the token id the heads are ranked for (null: the one that came next)
+  sweep: {running: false},  // {running, done, total, result (the worker's 'sweep' reply)}
   shareUrl: '',
   shareNote: '',    // what a shared link held that the page ignored
 }, render);
@@ -104,6 +107,20 @@ function threadMode() {
 
 const label = (i) => pieceAt(state.pieces, state.ids, i);
 
+// The token the heads are ranked for: the one picked in the probability list, else the token
+// that came next, else the most probable one.
+function targetOf(s) {
+  if (s.target !== null) return s.target;
+  const next = s.ids[s.picked + 1];
+  return next !== undefined ? next : s.acts?.topIds[0];
+}
+
+function tokenWords(id) {
+  const k = state.acts?.topIds.indexOf(id) ?? -1;
+  const text = k >= 0 ? state.acts.topPieces[k] : state.pieces[state.ids.indexOf(id)];
+  return text === undefined || text === null ? `id ${id}` : `“${showPiece(text)}” (id ${id})`;
+}
+
 // ---- The one render path ------------------------------------------------------------------
 
 function render(s) {
@@ -135,7 +152,8 @@ function render(s) {
     renderIfChanged(mlpView.render, $('mlp'), {mlp: a.mlp[s.layer], layer: s.layer, where: label(a.position),
                                               hist: $('mlp-hist')});
     renderIfChanged(probsView.render, $('probs'), {topIds: a.topIds, topProbs: a.topProbs, topPieces: a.topPieces,
-                                                   next: s.ids[a.position + 1], where: label(a.position)});
+                                                   next: s.ids[a.position + 1], target: targetOf(s),
+                                                   where: label(a.position)});
   }
   if (s.attentionMap && s.info) {
     renderIfChanged(attentionView.renderHead, $('attention-big'), {
@@ -184,12 +202,14 @@ function renderStatus(s) {
   stats.title = s.isolated ? '' : 'Serve the page with the headers Cross-Origin-Opener-Policy: same-origin ' +
       'and Cross-Origin-Embedder-Policy: require-corp to let the engine use several threads.';
   $('cache-info').textContent = s.cacheText;
-  const haveModel = !!s.info, busy = s.generating || s.loading || s.experimenting;
+  const haveModel = !!s.info, busy = s.generating || s.loading || s.experimenting || s.sweep.running;
   $('generate').disabled = !haveModel || busy;
   $('stop').disabled = !s.generating;
   $('load').disabled = !s.ready || busy;
   $('model-file').disabled = !s.ready || busy;
   $('exp-run-again').disabled = !haveModel || busy || s.captured === 0;
+  $('sweep-run').disabled = !haveModel || busy || s.picked < 0;
+  $('sweep-cancel').disabled = !s.sweep.running;
 }
 
 function renderOutput(box, d) {
@@ -226,6 +246,11 @@ function renderExperiments(s) {
       postNorm: iv.postNorm, normIn: norm(l), normOut: norm(l + 1), where: a ? label(a.position) : 'the picked token',
     });
   }
+  const target = targetOf(s);
+  $('sweep-target').textContent = s.picked >= 0 && target !== undefined ? `Target: ${tokenWords(target)}.` : '';
+  if (target !== undefined) $('sweep-target').dataset.id = target;
+  renderIfChanged(sweepView.render, $('sweep'), {sweep: s.sweep,
+                                                 targetWords: s.sweep.result ? tokenWords(s.sweep.result.target) : ''});
   $('exp-status').textContent = s.experimenting ? 'Running the plain and the changed model…' : '';
   renderIfChanged((_, d) => experimentsView.renderResult({
     before: $('exp-before'), after: $('exp-after'), kl: $('exp-kl'), textBefore: $('exp-text-before'),
@@ -240,7 +265,8 @@ function renderExperiments(s) {
 function startLoad(source, text) {
   // The last text's views belong to the last model.
   store.set({error: '', loading: true, info: null, modelSource: source, progress: {value: 0}, progressText: text,
-             acts: null, attentionMap: null, lens: null, lensOpen: null, experiment: null, captured: 0, picked: -1});
+             acts: null, attentionMap: null, lens: null, lensOpen: null, experiment: null, captured: 0, picked: -1,
+             target: null, sweep: {running: false}});
   store.flush();
 }
 
@@ -310,7 +336,7 @@ function generate() {
   store.set({
     error: '', generating: true, promptText: '', generatedText: '', ids: [], pieces: [], sampled: [], captured: 0,
     picked: -1, acts: null, lens: null, lensNote: '', lensOpen: null, attentionMap: null, awaitingPrompt: true,
-    experiment: null, statsText: 'Reading the prompt…', statsData: {},
+    experiment: null, statsText: 'Reading the prompt…', statsData: {}, target: null, sweep: {running: false},
   });
   store.flush();
   worker.postMessage({type: 'generate', prompt, capture: $('capture').checked, interventions: state.interventions, ...s});
@@ -354,7 +380,8 @@ function onStats(s) {
 
 function pick(position, {focus = false} = {}) {
   if (position < 0 || position >= state.captured) return;
-  store.set({picked: position, focusSeq: state.focusSeq + (focus ? 1 : 0)});
+  store.set({picked: position, focusSeq: state.focusSeq + (focus ? 1 : 0),
+             target: position === state.picked ? state.target : null});
   worker.postMessage({type: 'inspect', position, layer: state.layer, head: state.head});
 }
 
@@ -404,6 +431,14 @@ function runAgain() {
   store.flush();
   worker.postMessage({type: 'experiment', interventions: state.interventions, position: state.picked,
                       prompt: state.promptText, ...s});
+}
+
+function runSweep() {
+  const {n_layer: L, n_head: H} = state.info;
+  store.set({sweep: {running: true, done: 0, total: L * H}, error: ''});
+  store.flush();
+  worker.postMessage({type: 'head-sweep', position: state.picked, target: targetOf(state),
+                      interventions: state.interventions});
 }
 
 function onExperiment(r) {
@@ -483,6 +518,8 @@ worker.onmessage = ({data: msg}) => {
       break;
     case 'lens': if (!state.awaitingPrompt) onLens(msg); break;
     case 'experiment': onExperiment(msg); break;
+    case 'sweep-progress': store.set({sweep: {...state.sweep, done: msg.done, total: msg.total}}); break;
+    case 'sweep': store.set({sweep: {running: false, done: msg.done, total: msg.total, result: msg}}); break;
     case 'cache': onCache(msg); break;
     case 'error':
       if (msg.kind === 'load') {
@@ -490,6 +527,7 @@ worker.onmessage = ({data: msg}) => {
       }
       if (msg.kind === 'generate') store.set({generating: false, awaitingPrompt: false});
       if (msg.kind === 'experiment') store.set({experimenting: false});
+      if (msg.kind === 'sweep') store.set({sweep: {running: false}});
       store.set({error: msg.message});
       break;
     default:
@@ -593,6 +631,16 @@ $('exp-knock-mode').addEventListener('change', (e) => store.set({knockMode: e.ta
 $('exp-reset').addEventListener('click', () => setInterventions(kNoInterventions));
 $('exp-run-again').addEventListener('click', runAgain);
 $('share').addEventListener('click', share);
+$('sweep-run').addEventListener('click', runSweep);
+$('sweep-cancel').addEventListener('click', () => worker.postMessage({type: 'cancel-sweep'}));
+$('sweep').addEventListener('click', (e) => {
+  const li = e.target.closest('li[data-layer]');
+  if (li) chooseLayerHead(Number(li.dataset.layer), Number(li.dataset.head));
+});
+$('probs').addEventListener('click', (e) => {
+  const li = e.target.closest('li[data-id]');
+  if (li) store.set({target: Number(li.dataset.id)});
+});
 
 const drop = $('drop-zone');
 for (const ev of ['dragenter', 'dragover']) {

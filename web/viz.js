@@ -217,7 +217,7 @@ export function probList(list, items, {title} = {}) {
     const li = document.createElement('li');
     li.dataset.id = id;
     li.dataset.prob = prob;
-    if (mark) li.classList.add(mark);
+    if (mark) li.classList.add(...mark.split(' ').filter(Boolean));
     const tok = document.createElement('span');
     tok.className = 'tok';
     tok.textContent = showPiece(piece);

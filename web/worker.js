@@ -13,6 +13,10 @@
 //                                    the capture is left holding the intervened conversation
 //     {type:'stop'}
 //     {type:'inspect', position, layer, head, lens}   activations for the token at `position`
+//     {type:'head-sweep', position, target, interventions}  "which heads matter": knock out each
+//                                    head in turn (plain model otherwise) and measure the target's
+//                                    log-probability at `position`; interventions: restored after
+//     {type:'cancel-sweep'}          handled at once, like stop
 //     {type:'attention-map', layer, head}  one head's full [P, P] attention
 //     {type:'clear-cache'}
 //   worker -> page
@@ -33,9 +37,13 @@
 //                                                    top 10 at position before and after (probsBefore:
 //                                                    the plain model's probability of each after id),
 //                                                    KL(before || after) over the whole vocabulary
+//     {type:'sweep-progress', done, total}
+//     {type:'sweep', position, target, base, heads: [{layer, head, logProb, drop}], done, total,
+//       cancelled}                                   base: the plain model's log-probability; heads
+//                                                    ranked by drop = base - logProb, largest first
 //     {type:'cache', entries, bytes}                 after clear-cache / on request
 //     {type:'error', kind, message}                  kind: 'load' | 'generate' | 'inspect' | 'cache' |
-//                                                    'experiment'
+//                                                    'experiment' | 'sweep'
 //
 // Two builds of the engine: gpt2-engine.js (single-threaded, works everywhere) and
 // gpt2-engine-mt.js (pthreads over a SharedArrayBuffer). Browsers only give a page
@@ -57,6 +65,7 @@ let engine = null;
 let info = null;
 let busy = false;           // a load or generation is running
 let stopRequested = false;
+let cancelSweep = false;
 let lastTokens = [];        // prompt + generated ids of the last generation
 let conversation = [];      // the ids the engine has run (and captured) of the last generation
 let queue = Promise.resolve();
@@ -565,6 +574,58 @@ async function handleExperiment(msg) {
   }
 }
 
+// log P(target) at a captured position under the current run.
+function targetLogProb(p, target) {
+  return Math.log(Math.max(fullDistribution(p)[target], 1e-45));
+}
+
+// Each head knocked out alone, the conversation re-run from its block (the cache before it is
+// the plain run's, see Engine::Rerun), ranked by how much the target's log-probability drops.
+async function handleHeadSweep(msg) {
+  cancelSweep = false;
+  const L = info?.n_layer, H = info?.n_head, total = L * H;
+  const heads = [];
+  try {
+    if (!info || !conversation.length || engine.capturedPositions() !== conversation.length) {
+      throw new Error('Generate some text with "capture activations" on first.');
+    }
+    const p = Math.max(0, Math.min(conversation.length - 1, msg.position | 0));
+    const target = msg.target | 0;
+    if (target < 0 || target >= info.n_vocab) throw new Error(`The target token id ${target} is not in the vocabulary.`);
+    engine.setInterventions({});
+    engine.rerun();
+    const base = targetLogProb(p, target);
+    let lastPost = 0;
+    for (let l = 0; l < L && !cancelSweep; ++l) {
+      for (let h = 0; h < H && !cancelSweep; ++h) {
+        engine.setInterventions({ablateHeads: [[l, h]]});
+        engine.rerun();
+        const logProb = targetLogProb(p, target);
+        heads.push({layer: l, head: h, logProb, drop: base - logProb});
+        if (performance.now() - lastPost > 100 || heads.length === total) {
+          post({type: 'sweep-progress', done: heads.length, total});
+          lastPost = performance.now();
+        }
+        await yieldToEvents();
+      }
+    }
+    heads.sort((a, b) => b.drop - a.drop || a.layer - b.layer || a.head - b.head);
+    post({type: 'sweep', position: p, target, base, heads, done: heads.length, total, cancelled: cancelSweep});
+  } catch (e) {
+    post({type: 'error', kind: 'sweep', message: errorMessage(e)});
+  } finally {
+    // Leave the engine as the page shows it: the conversation under the page's interventions.
+    try {
+      if (info && conversation.length && engine.capturedPositions() === conversation.length) {
+        engine.setInterventions(msg.interventions || {});
+        engine.rerun();
+      }
+    } catch (e) {
+      post({type: 'error', kind: 'sweep', message: errorMessage(e)});
+    }
+  }
+}
+
 // ---- Cache ------------------------------------------------------------------------------------
 
 async function cacheSummary() {
@@ -594,6 +655,9 @@ self.onmessage = (event) => {
     case 'stop':  // handled at once, even while generating
       stopRequested = true;
       return;
+    case 'cancel-sweep':
+      cancelSweep = true;
+      return;
     case 'cache-info':
       cacheSummary().then((s) => post({type: 'cache', ...s}));
       return;
@@ -609,6 +673,7 @@ self.onmessage = (event) => {
     else if (msg.type === 'inspect') await handleInspect(msg);
     else if (msg.type === 'clear-cache') await handleClearCache();
     else if (msg.type === 'experiment') await handleExperiment(msg);
+    else if (msg.type === 'head-sweep') await handleHeadSweep(msg);
     else if (msg.type === 'attention-map') {
       try { attentionMap(msg.layer, msg.head); } catch (e) {
         post({type: 'error', kind: 'inspect', message: errorMessage(e)});

@@ -29,6 +29,15 @@ function nativeGenerateWith(model, flags, s = kSampling) {
   return lines[lines.length - 1].trim().split(/\s+/).map(Number);
 }
 
+function nativeLogProbs(inspect, p) {
+  const t = inspect.tensors.find((x) => x.name === 'logits');
+  const V = t.shape[1];
+  const row = t.data.slice(p * V, (p + 1) * V);
+  const max = Math.max(...row);
+  const lse = max + Math.log(row.reduce((s, x) => s + Math.exp(x - max), 0));
+  return row.map((x) => x - lse);
+}
+
 // KL(plain || changed) over the whole vocabulary at position p, from the CLI's logits (float64).
 function nativeKl(plain, changed, p) {
   const probs = (inspect) => {
@@ -163,5 +172,36 @@ describe('the Experiments panel', {skip: !fs.existsSync(path.join(kSite, 'index.
     assert.deepEqual((await page.getByTestId('exp-text-after').getAttribute('data-ids')).split(' ').map(Number),
                      nativeGenerateWith(models.model, ['--no-residual', '1']));
     await page.getByTestId('exp-reset').click();
+  });
+
+  test('the heads ranking equals a brute-force loop of `gpt2 inspect --ablate-heads` over every head', async () => {
+    const target = Number(await page.getByTestId('sweep-target').getAttribute('data-id'));
+    const picked = Number(await page.locator('[data-testid=tokens] .chip.picked').getAttribute('data-position'));
+    assert.equal(picked, T - 1);
+    await page.getByTestId('sweep-run').click();
+    await page.waitForSelector('[data-testid=sweep-results] li', {timeout: kTimeout});
+    const shown = await page.locator('[data-testid=sweep-results] li').evaluateAll(
+        (lis) => lis.map((li) => ({layer: Number(li.dataset.layer), head: Number(li.dataset.head), drop: Number(li.dataset.drop)})));
+    const {n_layer: L, n_head: H} = plain.config;
+    const base = nativeLogProbs(plain, T - 1)[target];
+    const brute = [];
+    for (let l = 0; l < L; ++l) {
+      for (let h = 0; h < H; ++h) {
+        const lp = nativeLogProbs(nativeInspectWith(models.model, ['--ablate-heads', `${l}.${h}`]), T - 1)[target];
+        brute.push({layer: l, head: h, drop: base - lp});
+      }
+    }
+    brute.sort((a, b) => b.drop - a.drop || a.layer - b.layer || a.head - b.head);
+    assert.equal(shown.length, L * H);
+    shown.forEach((x, i) => closeTo(x.drop, brute[i].drop, 2e-3, `drop of rank ${i}`));
+    // Ranks may only swap where the CLI's drops are closer than the two builds' rounding.
+    shown.forEach((x, i) => {
+      const same = x.layer === brute[i].layer && x.head === brute[i].head;
+      const tie = Math.abs(brute.find((b) => b.layer === x.layer && b.head === x.head).drop - brute[i].drop) < 1e-3;
+      assert.ok(same || tie, `rank ${i}: page ${x.layer}.${x.head}, CLI ${brute[i].layer}.${brute[i].head}`);
+    });
+    assert.notEqual(brute[0].drop, brute[brute.length - 1].drop, 'the heads differ');
+    // The views still show the conversation under the page's (now no) interventions.
+    assert.equal(await page.getByTestId('sweep-run').isDisabled(), false);
   });
 });
