@@ -557,21 +557,30 @@ function autoLoadIfCached() {
 
 // ---- Controls -----------------------------------------------------------------------------------
 
-$('load').addEventListener('click', () => { autoLoadPending = false; loadUrl($('model-url').value); });
-$('model-url').addEventListener('keydown', (e) => { if (e.key === 'Enter') $('load').click(); });
-$('model-file').addEventListener('change', (e) => { autoLoadPending = false; loadFile(e.target.files[0]); });
-$('generate').addEventListener('click', generate);
-$('stop').addEventListener('click', () => worker.postMessage({type: 'stop'}));
-$('prompt').addEventListener('keydown', (e) => {
+// A person's input is drawn at once, not at the next frame: the page answers immediately, and
+// whoever reads the page right after a click (a person, a test) sees its effect.
+function on(element, type, handler) {
+  element.addEventListener(type, (e) => {
+    handler(e);
+    store.flush();
+  });
+}
+
+on($('load'), 'click', () => { autoLoadPending = false; loadUrl($('model-url').value); });
+on($('model-url'), 'keydown', (e) => { if (e.key === 'Enter') $('load').click(); });
+on($('model-file'), 'change', (e) => { autoLoadPending = false; loadFile(e.target.files[0]); });
+on($('generate'), 'click', generate);
+on($('stop'), 'click', () => worker.postMessage({type: 'stop'}));
+on($('prompt'), 'keydown', (e) => {
   if (e.key === 'Enter' && (e.ctrlKey || e.metaKey) && !$('generate').disabled) generate();
 });
-$('clear-cache').addEventListener('click', () => worker.postMessage({type: 'clear-cache'}));
+on($('clear-cache'), 'click', () => worker.postMessage({type: 'clear-cache'}));
 
-$('tokens').addEventListener('click', (e) => {
+on($('tokens'), 'click', (e) => {
   const chip = e.target.closest('.chip');
   if (chip) pick(Number(chip.dataset.position), {focus: true});
 });
-$('tokens').addEventListener('keydown', (e) => {
+on($('tokens'), 'keydown', (e) => {
   let p = state.picked;
   if (e.key === 'ArrowRight') p++;
   else if (e.key === 'ArrowLeft') p--;
@@ -582,14 +591,14 @@ $('tokens').addEventListener('keydown', (e) => {
   pick(Math.max(0, Math.min(state.captured - 1, p)), {focus: true});
 });
 
-$('attention-grid').addEventListener('click', (e) => {
+on($('attention-grid'), 'click', (e) => {
   const cell = e.target.closest('.attn-cell');
   if (!cell) return;
   const l = Number(cell.dataset.layer), h = Number(cell.dataset.head);
   if (state.knockMode) knockOut(l, h);
   else chooseLayerHead(l, h);
 });
-$('attention-grid').addEventListener('keydown', (e) => {
+on($('attention-grid'), 'keydown', (e) => {
   const cell = e.target.closest('.attn-cell');
   if (!cell) return;
   let l = Number(cell.dataset.layer), h = Number(cell.dataset.head);
@@ -601,14 +610,14 @@ $('attention-grid').addEventListener('keydown', (e) => {
   e.preventDefault();
   $('attention-grid').querySelector(`[data-layer="${l}"][data-head="${h}"]`)?.focus();
 });
-$('layer-select').addEventListener('change', (e) => chooseLayerHead(Number(e.target.value), state.head));
-$('head-select').addEventListener('change', (e) => chooseLayerHead(state.layer, Number(e.target.value)));
+on($('layer-select'), 'change', (e) => chooseLayerHead(Number(e.target.value), state.head));
+on($('head-select'), 'change', (e) => chooseLayerHead(state.layer, Number(e.target.value)));
 
-$('logit-lens').addEventListener('click', (e) => {
+on($('logit-lens'), 'click', (e) => {
   const cell = e.target.closest('.lens-cell');
   if (cell) store.set({lensOpen: {layer: Number(cell.dataset.layer), position: Number(cell.dataset.position)}});
 });
-$('logit-lens').addEventListener('keydown', (e) => {
+on($('logit-lens'), 'keydown', (e) => {
   const cell = e.target.closest('.lens-cell');
   if (!cell) return;
   let l = Number(cell.dataset.layer), p = Number(cell.dataset.position);
@@ -622,22 +631,22 @@ $('logit-lens').addEventListener('keydown', (e) => {
 });
 
 for (const [id, key] of [['exp-skip-attn', 'skipAttn'], ['exp-skip-mlp', 'skipMlp'], ['exp-no-residual', 'noResidual']]) {
-  $(id).addEventListener('change', () => {
+  on($(id), 'change', () => {
     setInterventions({...state.interventions, [key]: toggled(state.interventions[key], state.layer)});
   });
 }
-$('exp-post-norm').addEventListener('change', (e) => setInterventions({...state.interventions, postNorm: e.target.checked}));
-$('exp-knock-mode').addEventListener('change', (e) => store.set({knockMode: e.target.checked}));
-$('exp-reset').addEventListener('click', () => setInterventions(kNoInterventions));
-$('exp-run-again').addEventListener('click', runAgain);
-$('share').addEventListener('click', share);
-$('sweep-run').addEventListener('click', runSweep);
-$('sweep-cancel').addEventListener('click', () => worker.postMessage({type: 'cancel-sweep'}));
-$('sweep').addEventListener('click', (e) => {
+on($('exp-post-norm'), 'change', (e) => setInterventions({...state.interventions, postNorm: e.target.checked}));
+on($('exp-knock-mode'), 'change', (e) => store.set({knockMode: e.target.checked}));
+on($('exp-reset'), 'click', () => setInterventions(kNoInterventions));
+on($('exp-run-again'), 'click', runAgain);
+on($('share'), 'click', share);
+on($('sweep-run'), 'click', runSweep);
+on($('sweep-cancel'), 'click', () => worker.postMessage({type: 'cancel-sweep'}));
+on($('sweep'), 'click', (e) => {
   const li = e.target.closest('li[data-layer]');
   if (li) chooseLayerHead(Number(li.dataset.layer), Number(li.dataset.head));
 });
-$('probs').addEventListener('click', (e) => {
+on($('probs'), 'click', (e) => {
   const li = e.target.closest('li[data-id]');
   if (li) store.set({target: Number(li.dataset.id)});
 });

@@ -582,7 +582,6 @@ function targetLogProb(p, target) {
 // Each head knocked out alone, the conversation re-run from its block (the cache before it is
 // the plain run's, see Engine::Rerun), ranked by how much the target's log-probability drops.
 async function handleHeadSweep(msg) {
-  cancelSweep = false;
   const L = info?.n_layer, H = info?.n_head, total = L * H;
   const heads = [];
   try {
@@ -658,6 +657,9 @@ self.onmessage = (event) => {
     case 'cancel-sweep':
       cancelSweep = true;
       return;
+    case 'head-sweep':  // a cancel sent after this (even before it starts) cancels it
+      cancelSweep = false;
+      break;
     case 'cache-info':
       cacheSummary().then((s) => post({type: 'cache', ...s}));
       return;

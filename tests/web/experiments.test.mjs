@@ -204,4 +204,17 @@ describe('the Experiments panel', {skip: !fs.existsSync(path.join(kSite, 'index.
     // The views still show the conversation under the page's (now no) interventions.
     assert.equal(await page.getByTestId('sweep-run').isDisabled(), false);
   });
+
+  test('the heads ranking can be cancelled and says so', async () => {
+    // Both clicks in one task: the worker takes the cancel between the first and second head.
+    await page.evaluate(() => {
+      document.querySelector('[data-testid=sweep-run]').click();
+      document.querySelector('[data-testid=sweep-cancel]').click();
+    });
+    await page.waitForFunction(() => /Cancelled after/.test(document.querySelector('[data-testid=sweep]').textContent),
+                               null, {timeout: kTimeout});
+    assert.ok(await page.locator('[data-testid=sweep-results] li').count() < plain.config.n_layer * plain.config.n_head);
+    assert.equal(await page.getByTestId('sweep-run').isDisabled(), false);
+    assert.equal(await page.getByTestId('error').isVisible(), false);
+  });
 });
