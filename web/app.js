@@ -121,11 +121,12 @@ const kKnownModels = {
     name: 'gpt2-tiny, the small offline model (4 blocks, 7 M parameters), not GPT-2 itself',
     note: 'This is the small model that ships with this project, opened because the real GPT-2 ' +
         'weights are not here (they need a one-time download: scripts/get-weights.sh, or the demo on a ' +
-        'connected machine). It has GPT-2\'s design and vocabulary but is 18 times smaller, and it was ' +
-        'trained for half an hour on one computer, on about half a million words of software licences ' +
-        'and Python documentation (GPT-2 read some 40 GB of web pages). So its text is English-like but ' +
-        'odd: common words in plausible order, little sense. Its insides still show real patterns: ' +
-        'heads that look at the previous token, and heads that copy when the text repeats itself.',
+        'connected machine). It has GPT-2\'s design and vocabulary but is 17 times smaller, and it was ' +
+        'trained for under half an hour on one shared computer, on a quarter of a million tokens of ' +
+        'software licences and Python documentation (GPT-2 read some 40 GB of web pages). So its text ' +
+        'is English-like but odd: common words in a plausible order, little sense. Its insides still ' +
+        'show real patterns: heads that look at the previous token, and heads that copy when the text ' +
+        'repeats itself (try a sentence written twice).',
   },
 };
 
