@@ -13,11 +13,12 @@ const kKnownModels = {
     name: 'gpt2-tiny, the small offline model (4 blocks, 7 M parameters), not GPT-2 itself',
     note: 'This is the small model that ships with this project, opened because the real GPT-2 ' +
         'weights are not here (they need a one-time download: scripts/get-weights.sh, or the demo on a ' +
-        'connected machine). It has GPT-2\'s design and vocabulary but is 18 times smaller, and it was ' +
-        'trained for half an hour on one computer, on about half a million words of software licences ' +
+        'connected machine). It has GPT-2\'s design and vocabulary but is 17 times smaller, and it was ' +
+        'trained for 43 minutes on one shared computer, on half a million tokens of software licences ' +
         'and Python documentation (GPT-2 read some 40 GB of web pages). So its text is English-like but ' +
-        'odd: common words in plausible order, little sense. Its insides still show real patterns: ' +
-        'heads that look at the previous token, and heads that copy when the text repeats itself.',
+        'odd: a stream of common words with little grammar or sense. Every view below works as for ' +
+        'GPT-2, but its attention is still close to uniform: it has not trained long enough to grow the ' +
+        'previous-token and copying heads that GPT-2 shows.',
   },
 };
 

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
-import {kRoot, launchBrowser, watchConsole} from './browser.mjs';
+import {artifact, kRoot, launchBrowser, watchConsole} from './browser.mjs';
 import {makeCheckpoint, startFakeHf} from './fake-hf.mjs';
 
 const kTimeout = 120_000;
@@ -85,6 +85,7 @@ describe('scripts/demo.sh', {skip}, () => {
       await page.getByTestId('generate').click();
       await page.waitForFunction(() => document.querySelector('[data-testid=stats]').dataset.reason, null, {timeout: kTimeout});
       assert.equal(await page.getByTestId('stats').getAttribute('data-generated'), '8');
+      await page.screenshot({path: artifact('demo-offline.png')});
       await page.close();
     } finally {
       demo.stop();
