@@ -2,16 +2,19 @@
 // message protocol) meet here. Handlers and worker replies only change the state (store.js);
 // render() draws every view from it, each view a module with render(element, data). Nothing
 // here runs the model, so the page stays responsive while it works.
+import {encodeNpy} from './npy.js';
 import {checkAgainstModel, decodeShare, encodeShare, kSamplingFields} from './share.js';
 import {createStore, renderIfChanged} from './store.js';
-import {drawLegend, pieceAt, showPiece} from './viz.js';
+import {drawLegend, heatmapOf, pieceAt, showPiece} from './viz.js';
 import * as anatomyView from './view-anatomy.js';
 import * as attentionView from './view-attention.js';
+import * as attributionView from './view-attribution.js';
 import * as experimentsView from './view-experiments.js';
 import * as layerNormView from './view-layernorm.js';
 import * as lensView from './view-lens.js';
 import * as mlpView from './view-mlp.js';
 import * as modelView from './view-model.js';
+import * as patchingView from './view-patching.js';
 import * as probsView from './view-probs.js';
 import * as residualView from './view-residual.js';
 import * as sweepView from './view-sweep.js';
@@ -67,6 +70,8 @@ const store = createStore({
   experiment: null, // last 'experiment' reply
   target: null,     // the token id the heads are ranked for (null: the one that came next)
   sweep: {running: false},  // {running, done, total, result (the worker's 'sweep' reply)}
+  attribution: null,        // the worker's 'attribution' reply
+  patching: {running: false},  // {running, done, total, result (the worker's 'patching' reply)}
   shareUrl: '',
   shareNote: '',    // what a shared link held that the page ignored
 }, render);
@@ -123,6 +128,11 @@ function tokenWords(id) {
 
 // ---- The one render path ------------------------------------------------------------------
 
+// Handlers given to views are the same functions every time, so an unchanged view's input stays
+// unchanged (renderIfChanged) and a heat map keeps its keyboard cursor.
+const pickFromMap = (position) => pick(position);
+const openAttributedHead = (l, h) => { if (h < state.info.n_head) chooseLayerHead(l, h); };
+
 function render(s) {
   renderStatus(s);
   renderIfChanged((_, d) => modelView.render({name: $('model-name'), note: $('model-note'), info: $('model-info')}, d),
@@ -144,7 +154,7 @@ function render(s) {
     });
     renderIfChanged(residualView.render, $('residual'), {
       norms: a.residualNorms, nLayer: s.info.n_layer, positions: a.positions, position: a.position,
-      readout: $('residual-readout'), onPick: (c) => pick(c), ...common,
+      readout: $('residual-readout'), onPick: pickFromMap, ...common,
     });
     renderIfChanged(layerNormView.render, $('layernorm'), {
       lnStats: a.lnStats, nLayer: s.info.n_layer, nEmbd: s.info.n_embd, positions: a.positions, position: a.position,
@@ -158,7 +168,7 @@ function render(s) {
   if (s.attentionMap && s.info) {
     renderIfChanged(attentionView.renderHead, $('attention-big'), {
       map: s.attentionMap, picked: s.picked, pieces: s.pieces, ids: s.ids, readout: $('attention-readout'),
-      title: $('attn-big-title'), onPick: (r) => pick(r),
+      title: $('attn-big-title'), onPick: pickFromMap,
     });
   }
   if (s.lens) {
@@ -178,6 +188,7 @@ function render(s) {
   $('share-note').textContent = s.shareNote;
   $('share-note').hidden = !s.shareNote;
   $('share').disabled = s.picked < 0;
+  for (const id of ['export-npy', 'export-json']) $(id).disabled = s.captured === 0 || s.generating;
 }
 
 function renderStatus(s) {
@@ -202,7 +213,8 @@ function renderStatus(s) {
   stats.title = s.isolated ? '' : 'Serve the page with the headers Cross-Origin-Opener-Policy: same-origin ' +
       'and Cross-Origin-Embedder-Policy: require-corp to let the engine use several threads.';
   $('cache-info').textContent = s.cacheText;
-  const haveModel = !!s.info, busy = s.generating || s.loading || s.experimenting || s.sweep.running;
+  const haveModel = !!s.info,
+      busy = s.generating || s.loading || s.experimenting || s.sweep.running || s.patching.running;
   $('generate').disabled = !haveModel || busy;
   $('stop').disabled = !s.generating;
   $('load').disabled = !s.ready || busy;
@@ -251,6 +263,18 @@ function renderExperiments(s) {
   if (target !== undefined) $('sweep-target').dataset.id = target;
   renderIfChanged(sweepView.render, $('sweep'), {sweep: s.sweep,
                                                  targetWords: s.sweep.result ? tokenWords(s.sweep.result.target) : ''});
+  $('attr-run').disabled = !s.info || s.generating || s.sweep.running || s.patching.running || s.picked < 0;
+  $('patch-run').disabled = !s.info || s.generating || s.sweep.running || s.patching.running || s.experimenting;
+  $('patch-cancel').disabled = !s.patching.running;
+  renderIfChanged(patchingView.render, $('patching'), {job: s.patching, readout: $('patching-readout'),
+                                                       status: $('patching-status')});
+  if (s.attribution && s.info) {
+    renderIfChanged(attributionView.render, $('attribution'), {
+      attribution: s.attribution, nLayer: s.info.n_layer, nHead: s.info.n_head,
+      targetWords: tokenWords(s.attribution.target), readout: $('attribution-readout'), summary: $('attribution-summary'),
+      onPick: openAttributedHead,
+    });
+  }
   $('exp-status').textContent = s.experimenting ? 'Running the plain and the changed model…' : '';
   renderIfChanged((_, d) => experimentsView.renderResult({
     before: $('exp-before'), after: $('exp-after'), kl: $('exp-kl'), textBefore: $('exp-text-before'),
@@ -266,7 +290,7 @@ function startLoad(source, text) {
   // The last text's views belong to the last model.
   store.set({error: '', loading: true, info: null, modelSource: source, progress: {value: 0}, progressText: text,
              acts: null, attentionMap: null, lens: null, lensOpen: null, experiment: null, captured: 0, picked: -1,
-             target: null, sweep: {running: false}});
+             target: null, sweep: {running: false}, attribution: null});
   store.flush();
 }
 
@@ -337,6 +361,7 @@ function generate() {
     error: '', generating: true, promptText: '', generatedText: '', ids: [], pieces: [], sampled: [], captured: 0,
     picked: -1, acts: null, lens: null, lensNote: '', lensOpen: null, attentionMap: null, awaitingPrompt: true,
     experiment: null, statsText: 'Reading the prompt…', statsData: {}, target: null, sweep: {running: false},
+    attribution: null,
   });
   store.flush();
   worker.postMessage({type: 'generate', prompt, capture: $('capture').checked, interventions: state.interventions, ...s});
@@ -433,6 +458,41 @@ function runAgain() {
                       prompt: state.promptText, ...s});
 }
 
+// ---- Export ---------------------------------------------------------------------------------
+
+let exportFormat = '';  // what the next 'export' reply is saved as
+
+function download(name, blob) {
+  const a = document.createElement('a');
+  a.href = URL.createObjectURL(blob);
+  a.download = name;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(a.href), 10_000);
+}
+
+function onExport({tensors}) {
+  const t = tensors.find((x) => x.name.endsWith($('export-tensor').value)) || tensors[0];
+  if (exportFormat === 'npy') download(`${t.name}.npy`, new Blob([encodeNpy(t.shape, t.data)]));
+  else download(`${t.name}.json`, new Blob([JSON.stringify({name: t.name, shape: t.shape, data: Array.from(t.data)})]));
+}
+
+// A heat map as the picture on screen (PNG) or as vector graphics (SVG).
+function exportImage(button) {
+  const canvas = $(button.dataset.exportFor);
+  const heat = heatmapOf(canvas);
+  if (!heat || !heat.rows) { store.set({error: 'Nothing to export yet: generate and pick a token first.'}); return; }
+  const name = `gpt2-${button.dataset.exportFor}`;
+  if (button.dataset.format === 'svg') download(`${name}.svg`, new Blob([heat.toSvg()], {type: 'image/svg+xml'}));
+  else canvas.toBlob((blob) => download(`${name}.png`, blob), 'image/png');
+}
+
+function exportTensor(format) {
+  exportFormat = format;
+  worker.postMessage({type: 'export', layer: state.layer});
+}
+
 function runSweep() {
   const {n_layer: L, n_head: H} = state.info;
   store.set({sweep: {running: true, done: 0, total: L * H}, error: ''});
@@ -518,6 +578,10 @@ worker.onmessage = ({data: msg}) => {
       break;
     case 'lens': if (!state.awaitingPrompt) onLens(msg); break;
     case 'experiment': onExperiment(msg); break;
+    case 'export': onExport(msg); break;
+    case 'attribution': store.set({attribution: msg}); break;
+    case 'patching-progress': store.set({patching: {...state.patching, done: msg.done, total: msg.total}}); break;
+    case 'patching': store.set({patching: {running: false, done: msg.done, total: msg.total, result: msg}}); break;
     case 'sweep-progress': store.set({sweep: {...state.sweep, done: msg.done, total: msg.total}}); break;
     case 'sweep': store.set({sweep: {running: false, done: msg.done, total: msg.total, result: msg}}); break;
     case 'cache': onCache(msg); break;
@@ -528,6 +592,7 @@ worker.onmessage = ({data: msg}) => {
       if (msg.kind === 'generate') store.set({generating: false, awaitingPrompt: false});
       if (msg.kind === 'experiment') store.set({experimenting: false});
       if (msg.kind === 'sweep') store.set({sweep: {running: false}});
+      if (msg.kind === 'patching') store.set({patching: {running: false}});
       store.set({error: msg.message});
       break;
     default:
@@ -640,8 +705,26 @@ on($('exp-knock-mode'), 'change', (e) => store.set({knockMode: e.target.checked}
 on($('exp-reset'), 'click', () => setInterventions(kNoInterventions));
 on($('exp-run-again'), 'click', runAgain);
 on($('share'), 'click', share);
+on($('export-npy'), 'click', () => exportTensor('npy'));
+// Not on(): drawing at every click on the page would reset a checkbox before its change event.
+document.body.addEventListener('click', (e) => {
+  const button = e.target.closest('[data-export-for]');
+  if (button) {
+    exportImage(button);
+    store.flush();
+  }
+});
+on($('attr-run'), 'click', () => worker.postMessage({type: 'attribute', position: state.picked, target: targetOf(state),
+                                                     interventions: state.interventions}));
+on($('export-json'), 'click', () => exportTensor('json'));
 on($('sweep-run'), 'click', runSweep);
-on($('sweep-cancel'), 'click', () => worker.postMessage({type: 'cancel-sweep'}));
+on($('sweep-cancel'), 'click', () => worker.postMessage({type: 'cancel-job'}));
+on($('patch-cancel'), 'click', () => worker.postMessage({type: 'cancel-job'}));
+on($('patch-run'), 'click', () => {
+  store.set({patching: {running: true, done: 0, total: 0}, error: ''});
+  worker.postMessage({type: 'patching', clean: $('patch-clean').value, corrupted: $('patch-corrupted').value,
+                      interventions: state.interventions});
+});
 on($('sweep'), 'click', (e) => {
   const li = e.target.closest('li[data-layer]');
   if (li) chooseLayerHead(Number(li.dataset.layer), Number(li.dataset.head));

@@ -16,7 +16,13 @@
 //     {type:'head-sweep', position, target, interventions}  "which heads matter": knock out each
 //                                    head in turn (plain model otherwise) and measure the target's
 //                                    log-probability at `position`; interventions: restored after
-//     {type:'cancel-sweep'}          handled at once, like stop
+//     {type:'patching', clean, corrupted, interventions}  activation patching: two prompts of the same
+//                                    token length; the clean stream entering each block at each
+//                                    position patched into the corrupted run, one at a time
+//     {type:'cancel-job'}            cancels a head sweep or patching job, handled at once
+//     {type:'export', layer}         the chosen block's captured tensors, by TransformerLens names
+//     {type:'attribute', position, target, interventions}  direct logit attribution of the
+//                                    conversation at `position` for `target` (re-runs it)
 //     {type:'attention-map', layer, head}  one head's full [P, P] attention
 //     {type:'clear-cache'}
 //   worker -> page
@@ -41,9 +47,21 @@
 //     {type:'sweep', position, target, base, heads: [{layer, head, logProb, drop}], done, total,
 //       cancelled}                                   base: the plain model's log-probability; heads
 //                                                    ranked by drop = base - logProb, largest first
+//     {type:'export', layer, tensors: [{name, shape, data: Float32Array}]}  shapes with TransformerLens's
+//                                                    batch dimension of 1 (e.g. [1, n_head, P, P])
+//     {type:'patching-progress', done, total}
+//     {type:'patching', nLayer, positions, answer, other, pieces, cleanDiff, corruptedDiff,
+//       recovered: Float32Array [nLayer, positions], done, total, cancelled}
+//                                                    answer/other: the clean and the corrupted run's
+//                                                    top token; diff = log p(answer) - log p(other)
+//                                                    (the logit difference); recovered: the share of
+//                                                    the clean difference a patch brings back
+//     {type:'attribution', position, target, names, values: Float64Array, logit}
+//                                                    names in `gpt2 attribute`'s order
 //     {type:'cache', entries, bytes}                 after clear-cache / on request
 //     {type:'error', kind, message}                  kind: 'load' | 'generate' | 'inspect' | 'cache' |
-//                                                    'experiment' | 'sweep'
+//                                                    'experiment' | 'sweep' | 'export' | 'attribute' |
+//                                                    'patching'
 //
 // Two builds of the engine: gpt2-engine.js (single-threaded, works everywhere) and
 // gpt2-engine-mt.js (pthreads over a SharedArrayBuffer). Browsers only give a page
@@ -65,7 +83,7 @@ let engine = null;
 let info = null;
 let busy = false;           // a load or generation is running
 let stopRequested = false;
-let cancelSweep = false;
+let cancelJob = false;      // a head sweep or patching job is to stop
 let lastTokens = [];        // prompt + generated ids of the last generation
 let conversation = [];      // the ids the engine has run (and captured) of the last generation
 let queue = Promise.resolve();
@@ -595,8 +613,8 @@ async function handleHeadSweep(msg) {
     engine.rerun();
     const base = targetLogProb(p, target);
     let lastPost = 0;
-    for (let l = 0; l < L && !cancelSweep; ++l) {
-      for (let h = 0; h < H && !cancelSweep; ++h) {
+    for (let l = 0; l < L && !cancelJob; ++l) {
+      for (let h = 0; h < H && !cancelJob; ++h) {
         engine.setInterventions({ablateHeads: [[l, h]]});
         engine.rerun();
         const logProb = targetLogProb(p, target);
@@ -609,7 +627,7 @@ async function handleHeadSweep(msg) {
       }
     }
     heads.sort((a, b) => b.drop - a.drop || a.layer - b.layer || a.head - b.head);
-    post({type: 'sweep', position: p, target, base, heads, done: heads.length, total, cancelled: cancelSweep});
+    post({type: 'sweep', position: p, target, base, heads, done: heads.length, total, cancelled: cancelJob});
   } catch (e) {
     post({type: 'error', kind: 'sweep', message: errorMessage(e)});
   } finally {
@@ -622,6 +640,115 @@ async function handleHeadSweep(msg) {
     } catch (e) {
       post({type: 'error', kind: 'sweep', message: errorMessage(e)});
     }
+  }
+}
+
+// Activation patching: for every block l and position p, the corrupted prompt re-run (from
+// block l, the cache before it reused) with the residual stream entering block l at p replaced
+// by the clean run's. The logit difference of the two runs' answers is log p(answer) - log
+// p(other): the softmax's normaliser cancels.
+async function handlePatching(msg) {
+  try {
+    if (!info) throw new Error('Load a model first.');
+    const clean = Array.from(engine.tokenize(msg.clean || '')), corrupted = Array.from(engine.tokenize(msg.corrupted || ''));
+    if (!clean.length || !corrupted.length) throw new Error('Type a clean and a corrupted prompt.');
+    if (clean.length !== corrupted.length) {
+      throw new Error(`The clean prompt is ${clean.length} tokens and the corrupted one ${corrupted.length}: ` +
+                      'patching needs the same number of tokens (change a word for another of one token).');
+    }
+    if (clean.length > info.n_ctx) throw new Error(`The prompts are longer than the model's context of ${info.n_ctx} tokens.`);
+    const L = info.n_layer, T = clean.length, C = info.n_embd, total = L * T;
+    engine.setInterventions({});
+    engine.reset();
+    engine.setCapture(true);
+    engine.prefill(clean);
+    const cleanResid = Array.from({length: L}, (_, l) => engine.residual(l).slice());
+    const cleanDist = fullDistribution(T - 1);
+    engine.reset();
+    engine.prefill(corrupted);
+    const corruptedDist = fullDistribution(T - 1);
+    const answer = topOf(cleanDist, 1).ids[0], other = topOf(corruptedDist, 1).ids[0];
+    if (answer === other) {
+      throw new Error('Both prompts predict the same next token, so there is no difference to bring back: ' +
+                      'choose a corrupted prompt whose most likely next token differs.');
+    }
+    const diff = (dist) => Math.log(Math.max(dist[answer], 1e-45)) - Math.log(Math.max(dist[other], 1e-45));
+    const cleanDiff = diff(cleanDist), corruptedDiff = diff(corruptedDist);
+    const recovered = new Float32Array(total).fill(NaN);
+    let done = 0, lastPost = 0;
+    for (let l = 0; l < L && !cancelJob; ++l) {
+      for (let p = 0; p < T && !cancelJob; ++p) {
+        engine.setInterventions({patches: [{layer: l, position: p, value: cleanResid[l].subarray(p * C, (p + 1) * C)}]});
+        engine.rerun();
+        recovered[l * T + p] = (diff(fullDistribution(T - 1)) - corruptedDiff) / (cleanDiff - corruptedDiff);
+        done++;
+        if (performance.now() - lastPost > 100 || done === total) {
+          post({type: 'patching-progress', done, total});
+          lastPost = performance.now();
+        }
+        await yieldToEvents();
+      }
+    }
+    post({type: 'patching', nLayer: L, positions: T, answer, other, cleanDiff, corruptedDiff, recovered, done, total,
+          cancelled: cancelJob, pieces: bytesToPieces(corrupted), answerPieces: bytesToPieces([answer, other])},
+         [recovered.buffer]);
+  } catch (e) {
+    post({type: 'error', kind: 'patching', message: errorMessage(e)});
+  } finally {
+    // The engine held the two prompts: give it back the page's conversation.
+    try {
+      engine.setInterventions(msg.interventions || {});
+      if (conversation.length) {
+        engine.reset();
+        engine.setCapture(true);
+        engine.prefill(conversation);
+      }
+    } catch (e) {
+      post({type: 'error', kind: 'patching', message: errorMessage(e)});
+    }
+  }
+}
+
+// The engine re-runs the conversation to attribute (capturing it again, under the same
+// interventions), so the views' data stay those of the same run.
+function handleAttribute(msg) {
+  try {
+    if (!info || !conversation.length) throw new Error('Generate some text first.');
+    engine.setInterventions(msg.interventions || {});
+    const a = engine.attribute(conversation, msg.position | 0, msg.target | 0, -1);
+    post({type: 'attribution', position: a.position, target: a.target, names: Array.from(a.names),
+          values: a.values, logit: a.logit}, [a.values.buffer]);
+  } catch (e) {
+    post({type: 'error', kind: 'attribute', message: errorMessage(e)});
+  }
+}
+
+// ---- Export ----------------------------------------------------------------------------------
+
+// The captured tensors of block `layer` for every position, named and shaped as
+// TransformerLens's ActivationCache names them (batch dimension 1).
+function handleExport(msg) {
+  try {
+    const P = engine.capturedPositions();
+    if (P === 0) throw new Error('Nothing to export: generate with "capture activations" on first.');
+    const l = msg.layer | 0, H = info.n_head, C = info.n_embd, F = info.n_ff;
+    if (l < 0 || l >= info.n_layer) throw new Error(`Block ${l} is out of range; valid blocks are 0..${info.n_layer - 1}.`);
+    const pattern = new Float32Array(H * P * P);  // [head, query, key]; 0 above the diagonal, as TL
+    const mlp = new Float32Array(P * F);
+    for (let q = 0; q < P; ++q) {
+      const row = engine.attention(l, q);  // view [H, q + 1]: copy before the next engine call
+      for (let h = 0; h < H; ++h) pattern.set(row.subarray(h * (q + 1), (h + 1) * (q + 1)), (h * P + q) * P);
+      mlp.set(engine.mlpActivations(l, q), q * F);
+    }
+    const tensors = [
+      {name: `blocks.${l}.hook_resid_pre`, shape: [1, P, C], data: engine.residual(l).slice()},
+      {name: `blocks.${l}.attn.hook_pattern`, shape: [1, H, P, P], data: pattern},
+      {name: `blocks.${l}.mlp.hook_post`, shape: [1, P, F], data: mlp},
+      {name: `blocks.${l}.hook_resid_post`, shape: [1, P, C], data: engine.residual(l + 1).slice()},
+    ];
+    post({type: 'export', layer: l, tensors}, tensors.map((t) => t.data.buffer));
+  } catch (e) {
+    post({type: 'error', kind: 'export', message: errorMessage(e)});
   }
 }
 
@@ -654,11 +781,12 @@ self.onmessage = (event) => {
     case 'stop':  // handled at once, even while generating
       stopRequested = true;
       return;
-    case 'cancel-sweep':
-      cancelSweep = true;
+    case 'cancel-job':
+      cancelJob = true;
       return;
-    case 'head-sweep':  // a cancel sent after this (even before it starts) cancels it
-      cancelSweep = false;
+    case 'head-sweep':
+    case 'patching':  // a cancel sent after this (even before it starts) cancels it
+      cancelJob = false;
       break;
     case 'cache-info':
       cacheSummary().then((s) => post({type: 'cache', ...s}));
@@ -676,6 +804,9 @@ self.onmessage = (event) => {
     else if (msg.type === 'clear-cache') await handleClearCache();
     else if (msg.type === 'experiment') await handleExperiment(msg);
     else if (msg.type === 'head-sweep') await handleHeadSweep(msg);
+    else if (msg.type === 'export') handleExport(msg);
+    else if (msg.type === 'attribute') handleAttribute(msg);
+    else if (msg.type === 'patching') await handlePatching(msg);
     else if (msg.type === 'attention-map') {
       try { attentionMap(msg.layer, msg.head); } catch (e) {
         post({type: 'error', kind: 'inspect', message: errorMessage(e)});

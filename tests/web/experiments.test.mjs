@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
 import {kRoot, launchBrowser, serveSite, watchConsole} from './browser.mjs';
-import {closeTo, kNative, kPrompt, kSampling, makeModels, modelDir, nativeGenerate, nativeInspect} from './fixtures.mjs';
+import {closeTo, kNative, kPrompt, kSampling, makeModels, modelDir, nativeGenerate, nativeInspect, tensor} from './fixtures.mjs';
 
 const kSite = path.join(kRoot, 'build/site');
 const kTimeout = 60_000;
@@ -51,6 +51,23 @@ function nativeKl(plain, changed, p) {
   };
   const a = probs(plain), b = probs(changed);
   return a.reduce((s, x, i) => s + (x > 0 ? x * Math.log(x / b[i]) : 0), 0);
+}
+
+// A .npy file read the way numpy.lib.format does: magic, version 1.0, header dict, data.
+function parseNpy(bytes) {
+  assert.deepEqual([...bytes.subarray(0, 8)], [0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59, 1, 0], 'magic and version');
+  const headerLength = bytes.readUInt16LE(8);
+  assert.equal((10 + headerLength) % 64, 0, 'data aligned to 64 bytes');
+  const header = bytes.subarray(10, 10 + headerLength).toString('latin1');
+  assert.match(header, /'descr': '<f4'/);
+  assert.match(header, /'fortran_order': False/);
+  assert.ok(header.endsWith('\n'));
+  const shape = header.match(/'shape': \(([^)]*)\)/)[1].split(',').map((x) => x.trim()).filter(Boolean).map(Number);
+  const n = shape.reduce((a, b) => a * b, 1);
+  const data = new Float32Array(n);
+  for (let i = 0; i < n; ++i) data[i] = bytes.readFloatLE(10 + headerLength + 4 * i);
+  assert.equal(bytes.length, 10 + headerLength + 4 * n, 'no bytes after the data');
+  return {shape, data};
 }
 
 async function listOf(page, testid) {
@@ -105,6 +122,87 @@ describe('the Experiments panel', {skip: !fs.existsSync(path.join(kSite, 'index.
     await browser?.close();
     await server?.close();
     if (consoleLines.length) console.log(consoleLines.join('\n'));
+  });
+
+  test('an exported .npy parses and equals the CLI\'s inspect tensor, named as TransformerLens names it', async () => {
+    const {n_head: H, n_embd: C, n_ff: F} = plain.config;
+    const P = await page.locator('[data-testid=tokens] .chip').count();
+    await page.locator('#layer-select').selectOption('1');
+    for (const [option, cli, width] of [['attn.hook_pattern', 'attn_probs', 0], ['hook_resid_post', 'resid_out', C],
+                                        ['mlp.hook_post', 'mlp_act', F]]) {
+      await page.getByTestId('export-tensor').selectOption(option);
+      const [download] = await Promise.all([page.waitForEvent('download'), page.getByTestId('export-npy').click()]);
+      assert.equal(download.suggestedFilename(), `blocks.1.${option}.npy`);
+      const npy = parseNpy(fs.readFileSync(await download.path()));
+      const ref = tensor(plain, cli, 1);
+      if (width === 0) {
+        assert.deepEqual(npy.shape, [1, H, P, P]);
+        for (let h = 0; h < H; ++h) {
+          for (let q = 0; q < T; ++q) {
+            for (let k = 0; k < T; ++k) {
+              closeTo(npy.data[(h * P + q) * P + k], ref.data[(h * T + q) * T + k], 2e-3, `pattern h${h} q${q} k${k}`);
+            }
+          }
+        }
+      } else {
+        assert.deepEqual(npy.shape, [1, P, width]);
+        for (let i = 0; i < T * width; ++i) closeTo(npy.data[i], ref.data[i], 5e-3, `${option}[${i}]`);
+      }
+    }
+    const [json] = await Promise.all([page.waitForEvent('download'), page.getByTestId('export-json').click()]);
+    const parsed = JSON.parse(fs.readFileSync(await json.path(), 'utf8'));
+    assert.equal(parsed.name, 'blocks.1.mlp.hook_post');
+    assert.deepEqual(parsed.shape, [1, P, F]);
+    await page.locator('#layer-select').selectOption('0');
+  });
+
+  test('the attribution heat map holds `gpt2 attribute`\'s values; a click on a head opens it', async () => {
+    const target = Number(await page.getByTestId('sweep-target').getAttribute('data-id'));
+    await page.getByTestId('attr-run').click();
+    await page.waitForFunction(() => window.gpt2Page.state.attribution, null, {timeout: kTimeout});
+    const a = await page.evaluate(() => {
+      const x = window.gpt2Page.state.attribution;
+      return {names: x.names, values: Array.from(x.values), logit: x.logit, target: x.target, position: x.position};
+    });
+    assert.equal(a.target, target);
+    assert.equal(a.position, T - 1);
+    const out = execFileSync(kGpt2, ['attribute', '--model', models.model, '--prompt', kPrompt, '--threads', '1',
+                                     '--target', String(target), '--position', String(T - 1)], {encoding: 'utf8'});
+    const lines = out.trimEnd().split('\n').map((l) => l.split('\t'));
+    assert.deepEqual(a.names, lines.slice(0, -1).map((l) => l[0]));
+    a.values.forEach((v, i) => closeTo(v, Number(lines[i][1]), 2e-3, a.names[i]));
+    closeTo(a.logit, Number(lines[lines.length - 1][1]), 2e-3, 'logit');
+    // The grid: rows are blocks, columns the heads then the MLP; the readout names each cell.
+    const canvas = page.getByTestId('attribution');
+    assert.equal(await canvas.getAttribute('data-rows'), String(plain.config.n_layer));
+    assert.equal(await canvas.getAttribute('data-cols'), String(plain.config.n_head + 1));
+    await canvas.focus();
+    await canvas.press('ArrowDown');
+    await canvas.press('ArrowRight');
+    const readout = page.locator('#attribution-readout');
+    closeTo(await readout.getAttribute('data-value'), a.values[a.names.indexOf('1.1')], 1e-5, 'cell 1.1');
+    await canvas.press('End');
+    closeTo(await readout.getAttribute('data-value'), a.values[a.names.indexOf('mlp.1')], 1e-5, 'MLP column');
+    // The heat map as SVG (one rect per cell, its value in a title) and as PNG (the canvas).
+    const [svgFile] = await Promise.all([page.waitForEvent('download'), page.getByTestId('export-svg-attribution').click()]);
+    assert.equal(svgFile.suggestedFilename(), 'gpt2-attribution.svg');
+    const svg = fs.readFileSync(await svgFile.path(), 'utf8');
+    assert.match(svg, /^<svg xmlns="http:\/\/www.w3.org\/2000\/svg"/);
+    const rects = [...svg.matchAll(/<rect [^>]*><title>([^<]*)<\/title><\/rect>/g)].map((m) => m[1]);
+    assert.equal(rects.length, plain.config.n_layer * (plain.config.n_head + 1));
+    assert.match(rects[0], /^Block 0, head 0: /);
+    closeTo(Number(rects[0].match(/: ([-+][^ ]+) /)[1]), a.values[a.names.indexOf('0.0')], 1e-3, 'SVG cell 0.0');
+    const [pngFile] = await Promise.all([page.waitForEvent('download'), page.getByTestId('export-png-attribution').click()]);
+    const png = fs.readFileSync(await pngFile.path());
+    assert.deepEqual([...png.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a], 'PNG signature');
+    assert.equal(png.readUInt32BE(16), Number(await canvas.evaluate((c) => c.width)), 'PNG width');
+    assert.equal(png.readUInt32BE(20), Number(await canvas.evaluate((c) => c.height)), 'PNG height');
+    await canvas.focus();
+    await canvas.press('Home');
+    await canvas.press('Enter');
+    await page.waitForFunction(() => document.querySelector('#layer-select').value === '1' &&
+                                     document.querySelector('#head-select').value === '0');
+    await page.locator('#layer-select').selectOption('0');
   });
 
   test('knocking a head out changes the probabilities and the text exactly as --ablate-heads does', async () => {
@@ -216,5 +314,55 @@ describe('the Experiments panel', {skip: !fs.existsSync(path.join(kSite, 'index.
     assert.ok(await page.locator('[data-testid=sweep-results] li').count() < plain.config.n_layer * plain.config.n_head);
     assert.equal(await page.getByTestId('sweep-run').isDisabled(), false);
     assert.equal(await page.getByTestId('error').isVisible(), false);
+  });
+
+  test('activation patching: the embedding row brings back all at the changed token and nothing elsewhere', async () => {
+    // A corrupted prompt of the same length whose answer differs (found with the CLI).
+    const T0 = plain.ids.length;
+    let corrupted, corruptInspect;
+    for (const c of ['The quick brown cat jumps over', 'The slow brown fox jumps over', 'A quick brown fox jumps over',
+                     'The quick red fox jumps over', 'The quick brown dog jumps over', 'The big brown fox jumps over']) {
+      const x = nativeInspect(models.model, c);
+      if (x.ids.length === T0 && x.final[T0 - 1].top_ids[0] !== plain.final[T0 - 1].top_ids[0]) {
+        corrupted = c;
+        corruptInspect = x;
+        break;
+      }
+    }
+    assert.ok(corrupted, 'a corrupted prompt with another answer');
+    const changed = plain.ids.findIndex((id, i) => id !== corruptInspect.ids[i]);
+    await page.getByTestId('patch-clean').fill(kPrompt);
+    await page.getByTestId('patch-corrupted').fill(corrupted);
+    await page.getByTestId('patch-run').click();
+    await page.waitForFunction(() => window.gpt2Page.state.patching.result ||
+                                     !document.querySelector('[data-testid=error]').hidden, null, {timeout: kTimeout});
+    assert.equal(await page.getByTestId('error').isVisible(), false, await page.getByTestId('error').textContent());
+    const r = await page.evaluate(() => {
+      const x = window.gpt2Page.state.patching.result;
+      return {...x, recovered: Array.from(x.recovered)};
+    });
+    const L = plain.config.n_layer;
+    assert.equal(r.nLayer, L);
+    assert.equal(r.positions, T0);
+    assert.equal(r.answer, plain.final[T0 - 1].top_ids[0]);
+    assert.equal(r.other, corruptInspect.final[T0 - 1].top_ids[0]);
+    // The logit differences are the CLI's logits' differences.
+    const logit = (x, id) => {
+      const t = x.tensors.find((y) => y.name === 'logits');
+      return t.data[(T0 - 1) * t.shape[1] + id];
+    };
+    closeTo(r.cleanDiff, logit(plain, r.answer) - logit(plain, r.other), 2e-3, 'clean logit difference');
+    closeTo(r.corruptedDiff, logit(corruptInspect, r.answer) - logit(corruptInspect, r.other), 2e-3, 'corrupted');
+    // Entering block 0 the stream is the embedding: the clean one at the changed token is the
+    // whole clean run (1); elsewhere it equals the corrupted one (0). Before the changed token
+    // both runs agree in every block (causal attention).
+    for (let p = 0; p < T0; ++p) closeTo(r.recovered[p], p === changed ? 1 : 0, 1e-3, `block 0, position ${p}`);
+    for (let l = 0; l < L; ++l) {
+      for (let p = 0; p < changed; ++p) closeTo(r.recovered[l * T0 + p], 0, 1e-3, `block ${l}, position ${p}`);
+    }
+    // The conversation is back in the engine: the views still work.
+    await page.locator('[data-testid=tokens] .chip[data-position="1"]').click();
+    await page.waitForFunction(() => window.gpt2Page.state.acts.position === 1, null, {timeout: kTimeout});
+    assert.equal(await page.getByTestId('patching').isVisible(), true);
   });
 });
