@@ -233,6 +233,15 @@ function renderOutput(box, d) {
   box.replaceChildren(span, gen);
 }
 
+// The stream's norm after block l's attention step, from ln_2's input statistics (biased std,
+// so the sum of squares is n_embd · (std² + mean²)).
+function midNorm(a, l) {
+  if (!a || !state.info) return NaN;
+  const P = a.positions, row = 2 * l + 1;
+  const mean = a.lnStats[(row * P + a.position) * 2], std = a.lnStats[(row * P + a.position) * 2 + 1];
+  return Math.sqrt(state.info.n_embd * (std * std + mean * mean));
+}
+
 function renderExperiments(s) {
   const iv = s.interventions, l = s.layer;
   const on = (list) => list.includes(l);
@@ -255,7 +264,8 @@ function renderExperiments(s) {
   if (s.info) {
     renderIfChanged(experimentsView.render, $('exp-diagram'), {
       layer: l, skipAttn: on(iv.skipAttn), skipMlp: on(iv.skipMlp), noResidual: on(iv.noResidual),
-      postNorm: iv.postNorm, normIn: norm(l), normOut: norm(l + 1), where: a ? label(a.position) : 'the picked token',
+      postNorm: iv.postNorm, normIn: norm(l), normMid: midNorm(a, l), normOut: norm(l + 1),
+      where: a ? label(a.position) : 'the picked token',
     });
   }
   const target = targetOf(s);

@@ -11,7 +11,8 @@ function steps(postNorm) {
 }
 
 // data: {layer, skipAttn, skipMlp, noResidual, postNorm (booleans for this block), normIn,
-// normOut (the picked token's residual norm entering and leaving the block, or NaN), where}
+// normMid, normOut (the picked token's residual norm entering the block, after attention's
+// step, leaving it; NaN when unknown), where}
 export function render(box, d) {
   const el = (tag, cls, text) => {
     const e = document.createElement(tag);
@@ -41,11 +42,15 @@ export function render(box, d) {
           'skipped: the stream passes this step unchanged';
     }
     if (name.startsWith('add')) li.classList.add('add');
+    if (name === 'add1' && !d.postNorm && Number.isFinite(d.normMid)) {
+      li.append(el('small', '', `‖x‖ ${fmt(d.normMid, 3)}`));
+      li.dataset.norm = d.normMid;
+    }
     flow.append(li);
   }
   flow.append(io(`x out`, d.normOut));
   const caption = el('p', 'hint', `Block ${d.layer}, ${d.postNorm ? 'post-norm (every block)' : 'pre-norm, as GPT-2'}; ` +
-      `‖x‖: the norm of ${d.where}'s vector entering and leaving the block.`);
+      `‖x‖: the norm of ${d.where}'s vector in the residual stream at that point.`);
   box.replaceChildren(flow, caption);
 }
 

@@ -515,17 +515,9 @@ async function handleInspect(msg) {
 
 // ---- Experiments ------------------------------------------------------------------------------
 
-// The whole next-token distribution at a captured position: the logit lens of the last block is
-// ln_f and the unembedding of the final residual stream, i.e. the model's own output.
+// The whole next-token distribution at a captured position (float64 for the sums below).
 function fullDistribution(p) {
-  const V = info.n_vocab, L = info.n_layer;
-  const r = engine.logitLens(p, p + 1, V);
-  const dist = new Float64Array(V);
-  for (let k = 0; k < V; ++k) {
-    const id = r.ids[(L - 1) * V + k];
-    if (id >= 0) dist[id] = r.probs[(L - 1) * V + k];
-  }
-  return dist;
+  return Float64Array.from(engine.finalProbs(p));
 }
 
 function topOf(dist, k) {

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
 import {kRoot, launchBrowser, serveSite, watchConsole} from './browser.mjs';
-import {closeTo, kNative, kPrompt, kSampling, makeModels, modelDir, nativeGenerate, nativeInspect, tensor} from './fixtures.mjs';
+import {closeTo, kNative, kPrompt, kSampling, makeModels, modelDir, nativeGenerate, nativeInspect, norm, row, tensor} from './fixtures.mjs';
 
 const kSite = path.join(kRoot, 'build/site');
 const kTimeout = 60_000;
@@ -253,6 +253,13 @@ describe('the Experiments panel', {skip: !fs.existsSync(path.join(kSite, 'index.
   test('post-norm and no-residual match the CLI; the diagram redraws in post-norm order', async () => {
     const order = () => page.locator('[data-testid=exp-diagram] .step').evaluateAll((s) => s.map((e) => e.dataset.step));
     assert.deepEqual(await order(), ['x in', 'ln_1', 'attn', 'add1', 'ln_2', 'mlp', 'add2', 'x out']);
+    // The picked token's norm at the block's three stream points (block 0, plain run).
+    const C = plain.config.n_embd;
+    const shownNorm = async (step) => Number(await page.locator(`[data-testid=exp-diagram] .step[data-step="${step}"]`)
+        .getAttribute('data-norm'));
+    closeTo(await shownNorm('x in'), norm(row(tensor(plain, 'embed', -1), T - 1, C)), 5e-3, 'norm entering block 0');
+    closeTo(await shownNorm('add1'), norm(row(tensor(plain, 'resid_attn', 0), T - 1, C)), 5e-3, 'norm after attention');
+    closeTo(await shownNorm('x out'), norm(row(tensor(plain, 'resid_out', 0), T - 1, C)), 5e-3, 'norm leaving block 0');
     await page.getByTestId('exp-post-norm').check();
     await page.waitForFunction(() => document.querySelector('[data-testid=exp-diagram] .step:nth-child(2)').dataset.step === 'attn');
     assert.deepEqual(await order(), ['x in', 'attn', 'add1', 'ln_1', 'mlp', 'add2', 'ln_2', 'x out']);
