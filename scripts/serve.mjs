@@ -5,10 +5,14 @@
 // and optionally the COOP/COEP headers that make the page cross-origin isolated.
 //
 //   node scripts/serve.mjs [--dir build/site] [--port 8080] [--host 127.0.0.1] [--isolate]
-//                          [--mount /prefix=dir ...] [--base /sub/path]
+//                          [--mount /prefix=dir ...] [--base /sub/path] [--root-query '?model=...']
 // --port 0 picks a free port. Prints "Serving <dir> at <url>" once listening.
-// --mount serves another folder under a prefix (the tests serve their model this way).
+// --mount serves another folder under a prefix (the tests serve their model this way); several
+// folders under one prefix are searched in the order given (the demo's /weights: the downloaded
+// models' folder, then the committed small model's).
 // --base serves the site under a sub-path, to check the page uses only relative URLs.
+// --root-query redirects the bare site address to it with that query (the demo: the address it
+// prints opens the page with its model loaded).
 // A GET /__requests?path=P answers how many times P was requested (used by the cache test).
 import http from 'node:http';
 import fs from 'node:fs';
@@ -22,7 +26,7 @@ const kTypes = {
 };
 
 export function startServer({dir = 'build/site', port = 8080, host = '127.0.0.1', isolate = false,
-                             mounts = [], base = '/', quiet = false} = {}) {
+                             mounts = [], base = '/', quiet = false, rootQuery = ''} = {}) {
   const root = path.resolve(dir);
   const prefix = base.endsWith('/') ? base : base + '/';
   const counts = new Map();
@@ -50,12 +54,16 @@ export function startServer({dir = 'build/site', port = 8080, host = '127.0.0.1'
     if (pathname === prefix.slice(0, -1)) {  // "/sub" -> "/sub/"
       res.writeHead(301, {...headers, Location: prefix}); res.end(); return;
     }
+    if (rootQuery && pathname === prefix && !url.search) {
+      res.writeHead(302, {...headers, Location: prefix + rootQuery}); res.end(); return;
+    }
     let file = null;
     for (const [p, d] of roots) {
       if (pathname.startsWith(p)) {
         const candidate = path.join(d, pathname.slice(p.length));
-        if (candidate === d || candidate.startsWith(d + path.sep)) file = candidate;
-        break;
+        if (candidate !== d && !candidate.startsWith(d + path.sep)) break;
+        file = candidate;
+        if (fs.existsSync(file)) break;
       }
     }
     if (file && fs.existsSync(file) && fs.statSync(file).isDirectory()) file = path.join(file, 'index.html');
@@ -92,9 +100,10 @@ if (import.meta.url === `file://${process.argv[1]}` || process.argv[1]?.endsWith
     else if (a === '--host') opts.host = args[++i];
     else if (a === '--isolate') opts.isolate = true;
     else if (a === '--base') opts.base = args[++i];
+    else if (a === '--root-query') opts.rootQuery = args[++i];
     else if (a === '--mount') { const [p, d] = args[++i].split('='); opts.mounts.push([p, d]); }
     else if (a === '--help' || a === '-h') {
-      console.log('usage: node scripts/serve.mjs [--dir D] [--port N] [--host H] [--isolate] [--base /sub] [--mount /p=dir]');
+      console.log('usage: node scripts/serve.mjs [--dir D] [--port N] [--host H] [--isolate] [--base /sub] [--mount /p=dir] [--root-query Q]');
       process.exit(0);
     } else { console.error(`serve.mjs: unknown argument ${a}`); process.exit(2); }
   }

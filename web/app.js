@@ -1,16 +1,36 @@
-// The page: wires the controls to the engine's Web Worker (worker.js) and draws what it sends.
-// Nothing here runs the model, so the page stays responsive while it works.
-import {Heatmap, drawHistogram, drawLegend, fmt, textOn, viridisCss} from './viz.js';
+// The page: the controls and the engine's Web Worker (worker.js, whose header documents the
+// message protocol) meet here. Handlers and worker replies only change the state (store.js);
+// render() draws every view from it, each view a module with render(element, data). Nothing
+// here runs the model, so the page stays responsive while it works.
+import {encodeNpy} from './npy.js';
+import {checkAgainstModel, decodeShare, encodeShare, kSamplingFields} from './share.js';
+import {createStore, renderIfChanged} from './store.js';
+import {drawLegend, heatmapOf, pieceAt, showPiece} from './viz.js';
+import * as anatomyView from './view-anatomy.js';
+import * as attentionView from './view-attention.js';
+import * as attributionView from './view-attribution.js';
+import * as experimentsView from './view-experiments.js';
+import * as layerNormView from './view-layernorm.js';
+import * as lensView from './view-lens.js';
+import * as mlpView from './view-mlp.js';
+import * as modelView from './view-model.js';
+import * as patchingView from './view-patching.js';
+import * as probsView from './view-probs.js';
+import * as residualView from './view-residual.js';
+import * as sweepView from './view-sweep.js';
+import * as tokensView from './view-tokens.js';
 
 const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
 // ?threads=N on the page's URL is passed on to the worker (it only matters when the page is
 // cross-origin isolated; see worker.js).
 const workerUrl = new URL('./worker.js', import.meta.url);
-const askedThreads = new URLSearchParams(location.search).get('threads');
-if (askedThreads) workerUrl.searchParams.set('threads', askedThreads);
+if (params.get('threads')) workerUrl.searchParams.set('threads', params.get('threads'));
 const worker = new Worker(workerUrl, {type: 'module'});
 
-const state = {
+const kNoInterventions = {ablateHeads: [], skipAttn: [], skipMlp: [], noResidual: [], postNorm: false};
+
+const store = createStore({
   ready: false,
   threads: 1,       // threads running the kernels (the worker's plan, then the engine's count)
   isolated: false,  // cross-origin isolated: SharedArrayBuffer, so the threaded engine
@@ -18,43 +38,51 @@ const state = {
   info: null,
   loading: false,
   generating: false,
+  modelSource: '',  // the URL or file name being loaded, to name the model
+  progress: {value: 0},       // {value, loaded, total, phase, source}
+  progressText: 'No model loaded.',
+  statsText: '',
+  statsData: {},
+  cacheText: '',
+  error: '',
+  promptText: '',   // the prompt of the last generation
   ids: [],          // prompt + generated ids
-  pieces: [],       // their text
+  pieces: [],       // their text (null until known)
   promptLength: 0,
   sampled: [],
+  generatedText: '',
   captured: 0,      // positions with activations
   picked: -1,
+  focusSeq: 0,
   layer: 0,
   head: 0,
   acts: null,       // last 'activations' message
+  attentionMap: null,
   lens: null,
-  lensPick: null,
-};
+  lensNote: '',
+  lensOpen: null,   // {layer, position} of the logit-lens cell whose top 10 is shown
+  // From Generate until the worker's 'prompt' reply, messages about the previous text (the
+  // inspect it was still answering) are stale: the worker answers in order, so drop them.
+  awaitingPrompt: false,
+  interventions: kNoInterventions,
+  knockMode: false,
+  experimenting: false,
+  experiment: null, // last 'experiment' reply
+  target: null,     // the token id the heads are ranked for (null: the one that came next)
+  sweep: {running: false},  // {running, done, total, result (the worker's 'sweep' reply)}
+  attribution: null,        // the worker's 'attribution' reply
+  patching: {running: false},  // {running, done, total, result (the worker's 'patching' reply)}
+  shareUrl: '',
+  shareNote: '',    // what a shared link held that the page ignored
+}, render);
+const state = store.state;
+// ?debug=1 lets tests read the state (e.g. every attention row) without it living in the DOM.
+if (params.get('debug')) window.gpt2Page = store;
 
 // ---- Small helpers ------------------------------------------------------------------------
 
-function showError(message) {
-  const box = $('error');
-  box.textContent = message;
-  box.hidden = !message;
-}
-
 function mb(bytes) {
   return (bytes / (1024 * 1024)).toFixed(1) + ' MB';
-}
-
-// How a token looks in a chip: spaces and line breaks made visible.
-function showPiece(text) {
-  if (text === undefined) return '';
-  return text.replace(/\n/g, '⏎').replace(/\t/g, '⇥').replace(/ /g, '·') || '∅';
-}
-
-function setButtons() {
-  const haveModel = !!state.info;
-  $('generate').disabled = !haveModel || state.generating || state.loading;
-  $('stop').disabled = !state.generating;
-  $('load').disabled = !state.ready || state.loading || state.generating;
-  $('model-file').disabled = !state.ready || state.loading || state.generating;
 }
 
 function numberInput(id, {min, max, integer}) {
@@ -68,49 +96,10 @@ function numberInput(id, {min, max, integer}) {
   return v;
 }
 
-// ---- Model loading --------------------------------------------------------------------------
-
-function loadUrl(url) {
-  url = url.trim();
-  if (!url) { showError('Type the URL of a .gguf model file first.'); return; }
-  showError('');
-  state.loading = true;
-  state.info = null;
-  setButtons();
-  resetProgress();
-  $('progress-text').textContent = `Connecting to ${url}…`;
-  worker.postMessage({type: 'load', url});
-}
-
-function loadFile(file) {
-  if (!file) return;
-  showError('');
-  state.loading = true;
-  state.info = null;
-  setButtons();
-  resetProgress();
-  $('progress-text').textContent = `Reading ${file.name}…`;
-  worker.postMessage({type: 'load', file});
-}
-
-function resetProgress() {
-  const bar = $('progress');
-  bar.value = 0;
-  for (const k of ['source', 'loaded', 'total', 'phase']) delete bar.dataset[k];
-  $('model-info').hidden = true;
-}
-
-function onProgress({phase, loaded, total}) {
-  const pct = total ? Math.floor((loaded / total) * 100) : 0;
-  const bar = $('progress');
-  bar.value = pct;
-  bar.dataset.loaded = loaded;
-  bar.dataset.total = total;
-  bar.dataset.phase = phase;
-  const verb = {download: 'Downloading', cache: 'Reading from the browser cache', file: 'Reading the file',
-                parse: 'Checking the file and preparing the model'}[phase] || phase;
-  $('progress-text').textContent = phase === 'parse' ? `${verb}…` :
-      `${verb}: ${mb(loaded)} of ${mb(total)} (${pct}%)`;
+// The sampling inputs as the worker names them ({temperature, topK, topP, seed, maxTokens}).
+function sampling() {
+  return Object.fromEntries(kSamplingFields.map(({name, key, min, max, integer}) =>
+    [key, numberInput(name, {min, max: name === 'max-tokens' ? state.info.n_ctx : max, integer})]));
 }
 
 // Which engine runs, in words, e.g. "2 threads (cross-origin isolated)".
@@ -121,611 +110,515 @@ function threadMode() {
       (state.threadsNote ? `; ${state.threadsNote}` : '') + ')';
 }
 
-function showThreadMode() {
-  const el = $('stats');
-  el.dataset.threads = state.threads;
-  el.dataset.isolated = state.isolated;
-  el.title = state.isolated ? '' : 'Serve the page with the headers Cross-Origin-Opener-Policy: same-origin ' +
+const label = (i) => pieceAt(state.pieces, state.ids, i);
+
+// The token the heads are ranked for: the one picked in the probability list, else the token
+// that came next, else the most probable one.
+function targetOf(s) {
+  if (s.target !== null) return s.target;
+  const next = s.ids[s.picked + 1];
+  return next !== undefined ? next : s.acts?.topIds[0];
+}
+
+function tokenWords(id) {
+  const k = state.acts?.topIds.indexOf(id) ?? -1;
+  const text = k >= 0 ? state.acts.topPieces[k] : state.pieces[state.ids.indexOf(id)];
+  return text === undefined || text === null ? `id ${id}` : `“${showPiece(text)}” (id ${id})`;
+}
+
+// ---- The one render path ------------------------------------------------------------------
+
+// Handlers given to views are the same functions every time, so an unchanged view's input stays
+// unchanged (renderIfChanged) and a heat map keeps its keyboard cursor.
+const pickFromMap = (position) => pick(position);
+const openAttributedHead = (l, h) => { if (h < state.info.n_head) chooseLayerHead(l, h); };
+
+function render(s) {
+  renderStatus(s);
+  renderIfChanged((_, d) => modelView.render({name: $('model-name'), note: $('model-note'), info: $('model-info')}, d),
+                  $('model-info'), {info: s.info, source: s.modelSource, threads: s.info ? threadMode() : ''});
+  renderIfChanged(renderOutput, $('output'), {prompt: s.promptText, text: s.generatedText});
+  $('output-ids').textContent = s.sampled.join(' ');
+  renderIfChanged(tokensView.render, $('tokens'), {ids: s.ids, pieces: s.pieces, promptLength: s.promptLength,
+                                                   picked: s.picked, captured: s.captured, focusSeq: s.focusSeq});
+  $('picked').textContent = s.picked >= 0 ? `Picked: position ${s.picked}` : '';
+  $('layer-select').value = s.layer;
+  $('head-select').value = s.head;
+  const a = s.info && s.acts;
+  const ablated = s.interventions.ablateHeads.map(([l, h]) => `${l}.${h}`);
+  if (a) {
+    const common = {pieces: s.pieces, ids: s.ids};
+    renderIfChanged(attentionView.render, $('attention-grid'), {
+      attention: a.attention, position: a.position, nLayer: s.info.n_layer, nHead: s.info.n_head,
+      layer: s.layer, head: s.head, ablated: ablated.join(), knockMode: s.knockMode, ...common,
+    });
+    renderIfChanged(residualView.render, $('residual'), {
+      norms: a.residualNorms, nLayer: s.info.n_layer, positions: a.positions, position: a.position,
+      readout: $('residual-readout'), onPick: pickFromMap, ...common,
+    });
+    renderIfChanged(layerNormView.render, $('layernorm'), {
+      lnStats: a.lnStats, nLayer: s.info.n_layer, nEmbd: s.info.n_embd, positions: a.positions, position: a.position,
+    });
+    renderIfChanged(mlpView.render, $('mlp'), {mlp: a.mlp[s.layer], layer: s.layer, where: label(a.position),
+                                              hist: $('mlp-hist')});
+    renderIfChanged(probsView.render, $('probs'), {topIds: a.topIds, topProbs: a.topProbs, topPieces: a.topPieces,
+                                                   next: s.ids[a.position + 1], target: targetOf(s),
+                                                   where: label(a.position)});
+  }
+  if (s.attentionMap && s.info) {
+    renderIfChanged(attentionView.renderHead, $('attention-big'), {
+      map: s.attentionMap, picked: s.picked, pieces: s.pieces, ids: s.ids, readout: $('attention-readout'),
+      title: $('attn-big-title'), onPick: pickFromMap,
+    });
+  }
+  if (s.lens) {
+    renderIfChanged(lensView.render, $('logit-lens'), {lens: s.lens, picked: s.picked, pieces: s.pieces, ids: s.ids,
+                                                       open: s.lensOpen});
+  } else if ($('logit-lens').firstChild) {
+    $('logit-lens').replaceChildren();
+  }
+  renderIfChanged(lensView.renderDetail, $('lens-detail'), {lens: s.lens, note: s.lensNote, open: s.lensOpen,
+                                                            pieces: s.pieces, ids: s.ids});
+  renderExperiments(s);
+  if (s.info) {
+    renderIfChanged(anatomyView.render, $('anatomy'), {config: s.info, tokens: Math.max(1, s.captured || s.ids.length)});
+  }
+  $('share-url').value = s.shareUrl;
+  $('share-url').hidden = !s.shareUrl;
+  $('share-note').textContent = s.shareNote;
+  $('share-note').hidden = !s.shareNote;
+  $('share').disabled = s.picked < 0;
+  for (const id of ['export-npy', 'export-json']) $(id).disabled = s.captured === 0 || s.generating;
+}
+
+function renderStatus(s) {
+  const err = $('error');
+  err.textContent = s.error;
+  err.hidden = !s.error;
+  const bar = $('progress');
+  bar.value = s.progress.value;
+  for (const k of ['source', 'loaded', 'total', 'phase']) {
+    if (s.progress[k] === undefined) delete bar.dataset[k];
+    else bar.dataset[k] = s.progress[k];
+  }
+  $('progress-text').textContent = s.progressText;
+  const stats = $('stats');
+  stats.textContent = s.statsText;
+  for (const k of ['reason', 'generated', 'tokensPerSecond', 'prefillMs']) {
+    if (s.statsData[k] === undefined) delete stats.dataset[k];
+    else stats.dataset[k] = s.statsData[k];
+  }
+  stats.dataset.threads = s.threads;
+  stats.dataset.isolated = s.isolated;
+  stats.title = s.isolated ? '' : 'Serve the page with the headers Cross-Origin-Opener-Policy: same-origin ' +
       'and Cross-Origin-Embedder-Policy: require-corp to let the engine use several threads.';
+  $('cache-info').textContent = s.cacheText;
+  const haveModel = !!s.info,
+      busy = s.generating || s.loading || s.experimenting || s.sweep.running || s.patching.running;
+  $('generate').disabled = !haveModel || busy;
+  $('stop').disabled = !s.generating;
+  $('load').disabled = !s.ready || busy;
+  $('model-file').disabled = !s.ready || busy;
+  $('exp-run-again').disabled = !haveModel || busy || s.captured === 0;
+  $('sweep-run').disabled = !haveModel || busy || s.picked < 0;
+  $('sweep-cancel').disabled = !s.sweep.running;
+}
+
+function renderOutput(box, d) {
+  const span = document.createElement('span');
+  span.className = 'prompt-text';
+  span.textContent = d.prompt;
+  const gen = document.createElement('span');
+  gen.textContent = d.text;
+  box.replaceChildren(span, gen);
+}
+
+// The stream's norm after block l's attention step, from ln_2's input statistics (biased std,
+// so the sum of squares is n_embd · (std² + mean²)).
+function midNorm(a, l) {
+  if (!a || !state.info) return NaN;
+  const P = a.positions, row = 2 * l + 1;
+  const mean = a.lnStats[(row * P + a.position) * 2], std = a.lnStats[(row * P + a.position) * 2 + 1];
+  return Math.sqrt(state.info.n_embd * (std * std + mean * mean));
+}
+
+function renderExperiments(s) {
+  const iv = s.interventions, l = s.layer;
+  const on = (list) => list.includes(l);
+  $('exp-skip-attn').checked = on(iv.skipAttn);
+  $('exp-skip-mlp').checked = on(iv.skipMlp);
+  $('exp-no-residual').checked = on(iv.noResidual);
+  $('exp-post-norm').checked = iv.postNorm;
+  $('exp-knock-mode').checked = s.knockMode;
+  for (const id of ['exp-skip-attn', 'exp-skip-mlp', 'exp-no-residual', 'exp-post-norm', 'exp-knock-mode', 'exp-reset']) {
+    $(id).disabled = !s.info;
+  }
+  const words = [
+    ...iv.ablateHeads.map(([a, h]) => `head ${a}.${h} knocked out`),
+    ...iv.skipAttn.map((b) => `block ${b} attention skipped`), ...iv.skipMlp.map((b) => `block ${b} MLP skipped`),
+    ...iv.noResidual.map((b) => `block ${b} without residual`), ...(iv.postNorm ? ['post-norm'] : []),
+  ];
+  $('exp-summary').textContent = words.length ? `Changes: ${words.join(', ')}.` : 'No changes: the plain model.';
+  const a = s.acts, P = a?.positions;
+  const norm = (row) => (a && s.picked >= 0 ? a.residualNorms[row * P + a.position] : NaN);
+  if (s.info) {
+    renderIfChanged(experimentsView.render, $('exp-diagram'), {
+      layer: l, skipAttn: on(iv.skipAttn), skipMlp: on(iv.skipMlp), noResidual: on(iv.noResidual),
+      postNorm: iv.postNorm, normIn: norm(l), normMid: midNorm(a, l), normOut: norm(l + 1),
+      where: a ? label(a.position) : 'the picked token',
+    });
+  }
+  const target = targetOf(s);
+  $('sweep-target').textContent = s.picked >= 0 && target !== undefined ? `Target: ${tokenWords(target)}.` : '';
+  if (target !== undefined) $('sweep-target').dataset.id = target;
+  renderIfChanged(sweepView.render, $('sweep'), {sweep: s.sweep,
+                                                 targetWords: s.sweep.result ? tokenWords(s.sweep.result.target) : ''});
+  $('attr-run').disabled = !s.info || s.generating || s.sweep.running || s.patching.running || s.picked < 0;
+  $('patch-run').disabled = !s.info || s.generating || s.sweep.running || s.patching.running || s.experimenting;
+  $('patch-cancel').disabled = !s.patching.running;
+  renderIfChanged(patchingView.render, $('patching'), {job: s.patching, readout: $('patching-readout'),
+                                                       status: $('patching-status')});
+  if (s.attribution && s.info) {
+    renderIfChanged(attributionView.render, $('attribution'), {
+      attribution: s.attribution, nLayer: s.info.n_layer, nHead: s.info.n_head,
+      targetWords: tokenWords(s.attribution.target), readout: $('attribution-readout'), summary: $('attribution-summary'),
+      onPick: openAttributedHead,
+    });
+  }
+  $('exp-status').textContent = s.experimenting ? 'Running the plain and the changed model…' : '';
+  renderIfChanged((_, d) => experimentsView.renderResult({
+    before: $('exp-before'), after: $('exp-after'), kl: $('exp-kl'), textBefore: $('exp-text-before'),
+    textAfter: $('exp-text-after'),
+  }, d.r), $('exp-results'), {r: s.experiment});
+}
+
+// ---- Model loading --------------------------------------------------------------------------
+
+// What a person starts is drawn at once (store.flush), not at the next frame: the page answers
+// input immediately, and a reader of the DOM never sees the last error next to a new action.
+function startLoad(source, text) {
+  // The last text's views belong to the last model.
+  store.set({error: '', loading: true, info: null, modelSource: source, progress: {value: 0}, progressText: text,
+             acts: null, attentionMap: null, lens: null, lensOpen: null, experiment: null, captured: 0, picked: -1,
+             target: null, sweep: {running: false}, attribution: null});
+  store.flush();
+}
+
+function loadUrl(url) {
+  url = url.trim();
+  if (!url) { store.set({error: 'Type the URL of a .gguf model file first.'}); return; }
+  startLoad(url, `Connecting to ${url}…`);
+  modelUrl = url;
+  worker.postMessage({type: 'load', url});
+}
+
+function loadFile(file) {
+  if (!file) return;
+  startLoad(file.name, `Reading ${file.name}…`);
+  modelUrl = '';  // a local file cannot be shared by a link
+  worker.postMessage({type: 'load', file});
+}
+
+function onProgress({phase, loaded, total}) {
+  const pct = total ? Math.floor((loaded / total) * 100) : 0;
+  const verb = {download: 'Downloading', cache: 'Reading from the browser cache', file: 'Reading the file',
+                parse: 'Checking the file and preparing the model'}[phase] || phase;
+  store.set({progress: {value: pct, loaded, total, phase},
+             progressText: phase === 'parse' ? `${verb}…` : `${verb}: ${mb(loaded)} of ${mb(total)} (${pct}%)`});
 }
 
 function onModel({info, source, name, cacheWarning}) {
-  state.loading = false;
-  state.info = info;
-  if (info.threads) state.threads = info.threads;
-  showThreadMode();
-  if (!state.generating) $('stats').textContent = `Engine: ${threadMode()}.`;
-  const bar = $('progress');
-  bar.value = 100;
-  bar.dataset.source = source;
   const from = {network: 'downloaded and cached', cache: 'from the browser cache (no download)',
                 file: `from ${name}`}[source];
-  $('progress-text').textContent = `Model ready (${mb(info.file_bytes)}, ${from}).`;
-  const dl = $('model-info');
-  const rows = [
-    ['Name', info.name || '(unnamed)'],
-    ['Parameters', `${(info.parameters / 1e6).toFixed(1)} M`],
-    ['Blocks × heads', `${info.n_layer} × ${info.n_head}`],
-    ['Width (n_embd) / MLP', `${info.n_embd} / ${info.n_ff}`],
-    ['Context', `${info.n_ctx} tokens`],
-    ['Vocabulary', `${info.n_vocab} tokens`],
-    ['Weights', info.weight_type],
-    ['SIMD', info.simd],
-    ['Threads', threadMode()],
-  ];
-  dl.replaceChildren(...rows.flatMap(([k, v]) => {
-    const dt = document.createElement('dt'); dt.textContent = k;
-    const dd = document.createElement('dd'); dd.textContent = v;
-    return [dt, dd];
-  }));
-  dl.hidden = false;
-  if (cacheWarning) showError(cacheWarning);
+  if (info.threads) state.threads = info.threads;
   fillSelect($('layer-select'), info.n_layer, (i) => `block ${i}`);
   fillSelect($('head-select'), info.n_head, (i) => `head ${i}`);
-  state.layer = Math.min(state.layer, info.n_layer - 1);
-  state.head = Math.min(state.head, info.n_head - 1);
-  $('layer-select').value = state.layer;
-  $('head-select').value = state.head;
-  setButtons();
-  refreshCacheInfo();
+  store.set({
+    loading: false, info,
+    progress: {...state.progress, value: 100, source},
+    progressText: `Model ready (${mb(info.file_bytes)}, ${from}).`,
+    statsText: state.generating ? state.statsText : `Engine: ${threadMode()}.`,
+    layer: Math.min(state.layer, info.n_layer - 1), head: Math.min(state.head, info.n_head - 1),
+    interventions: kNoInterventions, experiment: null,
+    error: cacheWarning || state.error,
+  });
+  worker.postMessage({type: 'cache-info'});
+  restoreShared(info);
 }
 
-function fillSelect(select, n, label) {
+function fillSelect(select, n, text) {
   select.replaceChildren(...Array.from({length: n}, (_, i) => {
     const o = document.createElement('option');
     o.value = i;
-    o.textContent = label(i);
+    o.textContent = text(i);
     return o;
   }));
 }
 
-function refreshCacheInfo() {
-  worker.postMessage({type: 'cache-info'});
-}
-
 // ---- Generation -------------------------------------------------------------------------------
 
-let pendingText = '';
-let textFlush = 0;
-
 function generate() {
-  let params;
+  let s;
   try {
-    params = {
-      temperature: numberInput('temperature', {min: 0, max: 100}),
-      topK: numberInput('top-k', {min: 0, max: 1e9, integer: true}),
-      topP: numberInput('top-p', {min: 0.0001, max: 1}),
-      seed: numberInput('seed', {min: 0, max: Number.MAX_SAFE_INTEGER, integer: true}),
-      maxTokens: numberInput('max-tokens', {min: 1, max: state.info.n_ctx, integer: true}),
-    };
+    s = sampling();
   } catch (e) {
-    showError(e.message);
+    store.set({error: e.message});
     return;
   }
   const prompt = $('prompt').value;
-  if (!prompt) { showError('Type a prompt first.'); return; }
-  showError('');
-  state.generating = true;
-  state.ids = [];
-  state.pieces = [];
-  state.sampled = [];
-  state.captured = 0;
-  state.picked = -1;
-  state.acts = null;
-  state.lens = null;
-  $('output').replaceChildren();
-  $('output-ids').textContent = '';
-  $('stats').textContent = 'Reading the prompt…';
-  setButtons();
-  worker.postMessage({type: 'generate', prompt, capture: $('capture').checked, ...params});
+  if (!prompt) { store.set({error: 'Type a prompt first.'}); return; }
+  store.set({
+    error: '', generating: true, promptText: '', generatedText: '', ids: [], pieces: [], sampled: [], captured: 0,
+    picked: -1, acts: null, lens: null, lensNote: '', lensOpen: null, attentionMap: null, awaitingPrompt: true,
+    experiment: null, statsText: 'Reading the prompt…', statsData: {}, target: null, sweep: {running: false},
+    attribution: null,
+  });
+  store.flush();
+  worker.postMessage({type: 'generate', prompt, capture: $('capture').checked, interventions: state.interventions, ...s});
 }
 
 function onPrompt({ids, pieces}) {
-  state.attentionMap = null;
-  state.ids = ids.slice();
-  state.pieces = pieces.slice();
-  state.promptLength = ids.length;
-  const span = document.createElement('span');
-  span.className = 'prompt-text';
-  span.textContent = $('prompt').value;
-  $('output').replaceChildren(span, document.createElement('span'));
-  renderTokens();
+  store.set({awaitingPrompt: false, attentionMap: null, ids: ids.slice(), pieces: pieces.slice(),
+             promptLength: ids.length, promptText: $('prompt').value});
 }
 
 function onToken({id, text}) {
+  const patch = {generatedText: state.generatedText + text};
   if (id >= 0) {
-    state.ids.push(id);
-    state.sampled.push(id);
-    state.pieces.push(null);  // filled from the text below when complete
+    patch.ids = [...state.ids, id];
+    patch.sampled = [...state.sampled, id];
+    patch.pieces = [...state.pieces, null];  // filled when the worker decodes them (activations)
   }
-  pendingText += text;
-  if (!textFlush) {
-    // Batch DOM updates to one per frame, however fast tokens arrive.
-    textFlush = requestAnimationFrame(() => {
-      textFlush = 0;
-      $('output').lastChild.textContent += pendingText;
-      pendingText = '';
-      $('output-ids').textContent = state.sampled.join(' ');
-      appendNewChips();
-    });
-  }
+  store.set(patch);
 }
 
 function onStats(s) {
-  state.generating = false;
-  $('output-ids').textContent = state.sampled.join(' ');  // complete now, not at the next frame
-  state.captured = s.captured;
   const why = {'max-tokens': 'reached max tokens', 'end-of-text': 'model wrote <|endoftext|>',
                stopped: 'stopped', 'context-full': 'context full', error: 'error'}[s.reason] || s.reason;
-  const el = $('stats');
-  el.textContent = `Prompt ${s.promptTokens} tokens, prefill ${s.prefillMs.toFixed(0)} ms · ` +
-      `${s.generated} tokens at ${s.tokensPerSecond.toFixed(1)} tokens/s · ${why} · ${threadMode()}`;
-  el.dataset.reason = s.reason;
-  el.dataset.generated = s.generated;
-  el.dataset.tokensPerSecond = s.tokensPerSecond;
-  el.dataset.prefillMs = s.prefillMs;
-  setButtons();
-  // Chip text for generated tokens: ask the worker via the activations message; meanwhile
-  // show ids. Pick the last prompt token so the views show the first prediction.
-  if (state.captured > 0) pick(Math.min(state.promptLength - 1, state.captured - 1));
-  else renderTokens();
+  store.set({
+    generating: false, captured: s.captured,
+    statsText: `Prompt ${s.promptTokens} tokens, prefill ${s.prefillMs.toFixed(0)} ms · ` +
+        `${s.generated} tokens at ${s.tokensPerSecond.toFixed(1)} tokens/s · ${why} · ${threadMode()}`,
+    statsData: {reason: s.reason, generated: s.generated, tokensPerSecond: s.tokensPerSecond, prefillMs: s.prefillMs},
+  });
+  // Pick the last prompt token so the views show the first prediction (or a shared link's pick).
+  let position = Math.min(state.promptLength - 1, s.captured - 1);
+  if (pendingPick !== undefined) {
+    if (pendingPick < s.captured) position = pendingPick;
+    else addShareNote([`pick=${pendingPick} (the text has ${s.captured} tokens)`]);
+    pendingPick = undefined;
+  }
+  if (s.captured > 0) pick(position);
 }
 
-// ---- Token chips ------------------------------------------------------------------------------
+// ---- Picking a token, a block, a head ------------------------------------------------------
 
-function makeChip(i) {
-  const id = state.ids[i];
-  const chip = document.createElement('span');
-  chip.className = 'chip' + (i < state.promptLength ? ' prompt' : ' generated') +
-      (i === state.picked ? ' picked' : '') + (i < state.captured ? '' : ' no-data');
-  chip.setAttribute('role', 'option');
-  chip.setAttribute('aria-selected', i === state.picked ? 'true' : 'false');
-  chip.tabIndex = i === Math.max(0, state.picked) ? 0 : -1;
-  chip.dataset.position = i;
-  chip.dataset.id = id;
-  const text = document.createElement('span');
-  text.className = 'piece';
-  text.textContent = state.pieces[i] !== null && state.pieces[i] !== undefined ? showPiece(state.pieces[i]) : '…';
-  const small = document.createElement('small');
-  small.textContent = id;
-  chip.append(text, small);
-  chip.title = `position ${i}, id ${id}` + (i < state.captured ? '' : ' (no activations captured)');
-  return chip;
-}
-
-function renderTokens() {
-  const box = $('tokens');
-  const chips = state.ids.map((id, i) => makeChip(i));
-  const hadFocus = box.contains(document.activeElement);
-  box.replaceChildren(...chips);
-  // Re-rendering replaces the chips: keep keyboard focus on the picked one.
-  if (hadFocus) box.querySelector('.chip[tabindex="0"]')?.focus();
-}
-
-// While tokens stream in, only the new chips are added: rebuilding all of them every frame
-// cost the page a third of a core, which on a 2-core machine is taken from the engine.
-function appendNewChips() {
-  const box = $('tokens');
-  const fresh = [];
-  for (let i = box.children.length; i < state.ids.length; i++) fresh.push(makeChip(i));
-  box.append(...fresh);
-}
-
-function pick(position) {
+function pick(position, {focus = false} = {}) {
   if (position < 0 || position >= state.captured) return;
-  state.picked = position;
-  renderTokens();
-  const chip = $('tokens').querySelector(`[data-position="${position}"]`);
-  $('picked').textContent = `Picked: position ${position}`;
+  store.set({picked: position, focusSeq: state.focusSeq + (focus ? 1 : 0),
+             target: position === state.picked ? state.target : null});
   worker.postMessage({type: 'inspect', position, layer: state.layer, head: state.head});
-  return chip;
 }
 
-$('tokens').addEventListener('click', (e) => {
-  const chip = e.target.closest('.chip');
-  if (chip) pick(Number(chip.dataset.position))?.focus();
-});
-$('tokens').addEventListener('keydown', (e) => {
-  let p = state.picked;
-  if (e.key === 'ArrowRight') p++;
-  else if (e.key === 'ArrowLeft') p--;
-  else if (e.key === 'Home') p = 0;
-  else if (e.key === 'End') p = state.captured - 1;
-  else return;
-  e.preventDefault();
-  p = Math.max(0, Math.min(state.captured - 1, p));
-  pick(p)?.focus();
-});
-
-// ---- Views --------------------------------------------------------------------------------------
-
-const bigAttention = new Heatmap($('attention-big'), $('attention-readout'), {
-  onPick: (r) => pick(r),
-});
-const residual = new Heatmap($('residual'), $('residual-readout'), {onPick: (r, c) => pick(c)});
-
-function pieceAt(i) {
-  const s = state.acts?.pieces?.[i] ?? state.pieces[i];
-  return s === undefined || s === null ? `#${state.ids[i]}` : `“${showPiece(s)}”`;
+function chooseLayerHead(layer, head) {
+  store.set({layer, head});
+  worker.postMessage({type: 'attention-map', layer, head});
 }
 
 function onActivations(a) {
-  state.acts = a;
-  // Fill in chip text for generated tokens now that the worker decoded them.
-  a.pieces.forEach((p, i) => { state.pieces[i] = p; });
-  renderTokens();
-  if (state.attentionMap) onAttentionMap(state.attentionMap);
-  $('tokens').querySelector(`[data-position="${a.position}"]`);
-  drawAttentionGrid();
-  drawResidual();
-  drawLayerNorm();
-  drawMlp();
-  drawProbs();
-}
-
-function drawAttentionGrid() {
-  const a = state.acts;
-  const {n_layer: L, n_head: H} = state.info;
-  const p = a.position;
-  const grid = $('attention-grid');
-  grid.style.setProperty('--heads', H);
-  const cells = [];
-  const corner = document.createElement('div');
-  corner.className = 'corner';
-  cells.push(corner);
-  for (let h = 0; h < H; ++h) {
-    const d = document.createElement('div');
-    d.className = 'col-label';
-    d.textContent = `h${h}`;
-    cells.push(d);
-  }
-  for (let l = 0; l < L; ++l) {
-    const label = document.createElement('div');
-    label.className = 'row-label';
-    label.textContent = `block ${l}`;
-    cells.push(label);
-    const rows = a.attention[l];
-    for (let h = 0; h < H; ++h) {
-      const row = rows.subarray(h * (p + 1), (h + 1) * (p + 1));
-      let best = 0;
-      for (let k = 1; k <= p; ++k) if (row[k] > row[best]) best = k;
-      const cell = document.createElement('button');
-      cell.type = 'button';
-      cell.className = 'attn-cell' + (l === state.layer && h === state.head ? ' chosen' : '');
-      cell.dataset.layer = l;
-      cell.dataset.head = h;
-      cell.dataset.values = Array.from(row, (v) => v.toPrecision(6)).join(',');
-      const label2 = `block ${l}, head ${h}: attends most to ${pieceAt(best)} (position ${best}) with ${fmt(row[best], 3)}`;
-      cell.title = label2;
-      cell.setAttribute('aria-label', label2);
-      const c = document.createElement('canvas');
-      c.width = Math.max(24, Math.min(96, (p + 1) * 4));
-      c.height = 14;
-      const ctx = c.getContext('2d');
-      const w = c.width / (p + 1);
-      for (let k = 0; k <= p; ++k) {
-        ctx.fillStyle = viridisCss(row[k]);  // probabilities: absolute scale 0..1
-        ctx.fillRect(k * w, 0, Math.ceil(w), c.height);
-      }
-      cell.append(c);
-      cells.push(cell);
-    }
-  }
-  grid.replaceChildren(...cells);
-}
-
-$('attention-grid').addEventListener('click', (e) => {
-  const cell = e.target.closest('.attn-cell');
-  if (!cell) return;
-  chooseLayerHead(Number(cell.dataset.layer), Number(cell.dataset.head));
-});
-$('attention-grid').addEventListener('keydown', (e) => {
-  const cell = e.target.closest('.attn-cell');
-  if (!cell) return;
-  let l = Number(cell.dataset.layer), h = Number(cell.dataset.head);
-  if (e.key === 'ArrowRight') h++;
-  else if (e.key === 'ArrowLeft') h--;
-  else if (e.key === 'ArrowDown') l++;
-  else if (e.key === 'ArrowUp') l--;
-  else return;
-  e.preventDefault();
-  $('attention-grid').querySelector(`[data-layer="${l}"][data-head="${h}"]`)?.focus();
-});
-
-function chooseLayerHead(l, h) {
-  state.layer = l;
-  state.head = h;
-  $('layer-select').value = l;
-  $('head-select').value = h;
-  document.querySelectorAll('.attn-cell.chosen').forEach((c) => c.classList.remove('chosen'));
-  document.querySelector(`.attn-cell[data-layer="${l}"][data-head="${h}"]`)?.classList.add('chosen');
-  worker.postMessage({type: 'attention-map', layer: l, head: h});
-  if (state.acts) drawMlp();
-}
-
-$('layer-select').addEventListener('change', (e) => chooseLayerHead(Number(e.target.value), state.head));
-$('head-select').addEventListener('change', (e) => chooseLayerHead(state.layer, Number(e.target.value)));
-
-function onAttentionMap(msg) {
-  state.attentionMap = msg;  // kept so the labels can be redrawn once token texts arrive
-  const {layer, head, positions: P, map} = msg;
-  $('attn-big-title').textContent = `Block ${layer}, head ${head}: attention of every token (rows) to earlier tokens (columns)`;
-  const canvas = $('attention-big');
-  const size = Math.max(160, Math.min(480, P * 24));
-  canvas.width = size + 64;
-  canvas.height = size;
-  bigAttention.set({
-    rows: P, cols: P, values: map, min: 0, max: 1,
-    rowLabels: Array.from({length: P}, (_, i) => showPiece(state.pieces[i] ?? `#${state.ids[i]}`).slice(0, 8)),
-    highlightRow: state.picked,
-    cursor: state.picked >= 0 ? [state.picked, 0] : undefined,
-    describe: (r, c, v) => Number.isNaN(v) ? `${pieceAt(r)} (position ${r}) cannot see position ${c} (later token)` :
-        `${pieceAt(r)} (position ${r}) → ${pieceAt(c)} (position ${c}): ${fmt(v)}`,
-  });
-}
-
-function drawResidual() {
-  const a = state.acts;
-  const L = state.info.n_layer, P = a.positions;
-  const canvas = $('residual');
-  canvas.height = Math.max(120, Math.min(320, (L + 1) * 20));
-  residual.set({
-    rows: L + 1, cols: P, values: a.residualNorms,
-    rowLabels: ['embed', ...Array.from({length: L}, (_, l) => `block ${l}`)],
-    highlightCol: a.position,
-    describe: (r, c, v) => `${r === 0 ? 'Embedding' : `After block ${r - 1}`}, ${pieceAt(c)} (position ${c}): norm ${fmt(v)}`,
-  });
-}
-
-function drawLayerNorm() {
-  const a = state.acts;
-  const L = state.info.n_layer, P = a.positions, p = a.position;
-  const table = document.createElement('table');
-  table.className = 'ln-table';
-  const head = table.createTHead().insertRow();
-  for (const t of ['LayerNorm', 'input mean', 'input std', '']) {
-    const th = document.createElement('th');
-    th.textContent = t;
-    head.append(th);
-  }
-  let maxStd = 0;
-  for (let r = 0; r < 2 * L + 1; ++r) maxStd = Math.max(maxStd, a.lnStats[(r * P + p) * 2 + 1]);
-  const body = table.createTBody();
-  for (let r = 0; r < 2 * L + 1; ++r) {
-    const mean = a.lnStats[(r * P + p) * 2], std = a.lnStats[(r * P + p) * 2 + 1];
-    const tr = body.insertRow();
-    tr.dataset.mean = mean;
-    tr.dataset.std = std;
-    const name = r === 2 * L ? 'ln_f (final)' : `block ${r >> 1} ${r % 2 ? 'ln_2 (before MLP)' : 'ln_1 (before attention)'}`;
-    tr.insertCell().textContent = name;
-    tr.insertCell().textContent = fmt(mean);
-    tr.insertCell().textContent = fmt(std);
-    const barCell = tr.insertCell();
-    const bar = document.createElement('span');
-    bar.className = 'bar';
-    bar.style.width = `${maxStd ? (std / maxStd) * 100 : 0}%`;
-    bar.style.background = viridisCss(maxStd ? std / maxStd : 0);
-    barCell.append(bar);
-    tr.title = `${name}: mean ${fmt(mean)}, standard deviation ${fmt(std)} over ${state.info.n_embd} channels`;
-  }
-  $('layernorm').replaceChildren(table);
-}
-
-function drawMlp() {
-  const a = state.acts;
-  const m = a.mlp[state.layer];
-  drawHistogram($('mlp-hist'), m.hist, {lo: m.lo, hi: m.hi, label: `block ${state.layer}, log count`});
-  const box = $('mlp');
-  const summary = document.createElement('p');
-  summary.textContent = `Block ${state.layer} at ${pieceAt(a.position)}: ${m.active} of ${m.n} neurons positive ` +
-      `(${((m.active / m.n) * 100).toFixed(1)}%), mean ${fmt(m.mean)}, max ${fmt(m.max)}, min ${fmt(m.min)}.`;
-  const list = document.createElement('ol');
-  list.className = 'neurons';
-  const maxAbs = Math.max(...m.top.map((t) => Math.abs(t.value))) || 1;
-  for (const {neuron, value} of m.top) {
-    const li = document.createElement('li');
-    li.dataset.neuron = neuron;
-    li.dataset.value = value;
-    const label = document.createElement('span');
-    label.textContent = `neuron ${neuron}`;
-    const bar = document.createElement('span');
-    bar.className = 'bar';
-    bar.style.width = `${(Math.abs(value) / maxAbs) * 60}%`;
-    bar.style.background = viridisCss(0.3 + 0.7 * (Math.abs(value) / maxAbs));
-    const v = document.createElement('span');
-    v.className = 'num';
-    v.textContent = fmt(value);
-    li.append(label, bar, v);
-    list.append(li);
-  }
-  const h = document.createElement('h4');
-  h.textContent = 'Strongest neurons (largest |activation|)';
-  box.replaceChildren(summary, h, list);
-}
-
-function drawProbs() {
-  const a = state.acts;
-  const next = state.ids[a.position + 1];
-  const list = $('probs');
-  const items = [];
-  let k = 0;
-  a.topIds.forEach((id, i) => {
-    if (id < 0) return;
-    const prob = a.topProbs[i];
-    const li = document.createElement('li');
-    li.dataset.id = id;
-    li.dataset.prob = prob;
-    if (id === next) li.classList.add('actual');
-    const tok = document.createElement('span');
-    tok.className = 'tok';
-    tok.textContent = showPiece(a.topPieces[k++]);
-    const bar = document.createElement('span');
-    bar.className = 'bar';
-    bar.style.width = `${prob * 100}%`;
-    bar.style.background = viridisCss(prob);
-    const num = document.createElement('span');
-    num.className = 'num';
-    num.textContent = `${(prob * 100).toFixed(2)}%`;
-    li.append(tok, bar, num);
-    li.title = `id ${id}${id === next ? ' (the token that came next)' : ''}`;
-    items.push(li);
-  });
-  list.replaceChildren(...items);
-  list.setAttribute('aria-label', `Most likely next tokens after ${pieceAt(a.position)}`);
-}
-
-function onLensStart({begin, end}) {
-  $('lens-detail').textContent = `Computing the logit lens for positions ${begin}–${end - 1}…`;
+  // The worker decoded every token's text: fill in the generated ones.
+  const pieces = state.pieces.slice();
+  a.pieces.forEach((p, i) => { pieces[i] = p; });
+  store.set({acts: a, pieces});
 }
 
 function onLens(lens) {
-  state.lens = lens;
-  const {begin, end, topK, nLayer: L, ids, probs, pieces} = lens;
-  const T = end - begin;
-  const table = document.createElement('table');
-  table.className = 'lens-table';
-  const head = table.createTHead().insertRow();
-  head.append(document.createElement('th'));
-  for (let t = 0; t < T; ++t) {
-    const th = document.createElement('th');
-    th.textContent = showPiece(state.pieces[begin + t] ?? `#${state.ids[begin + t]}`);
-    th.title = `position ${begin + t}`;
-    if (begin + t === state.picked) th.className = 'picked';
-    head.append(th);
-  }
-  const body = table.createTBody();
-  for (let l = 0; l < L; ++l) {
-    const tr = body.insertRow();
-    const th = document.createElement('th');
-    th.textContent = `block ${l}`;
-    tr.append(th);
-    for (let t = 0; t < T; ++t) {
-      const base = (l * T + t) * topK;
-      const id = ids[base], prob = probs[base];
-      const td = tr.insertCell();
-      const b = document.createElement('button');
-      b.type = 'button';
-      b.className = 'lens-cell';
-      b.dataset.layer = l;
-      b.dataset.position = begin + t;
-      b.dataset.id = id;
-      b.dataset.prob = prob;
-      b.textContent = showPiece(pieces[id]);
-      b.style.background = viridisCss(prob);
-      b.style.color = textOn(prob);
-      b.title = `after block ${l}, position ${begin + t}: ${showPiece(pieces[id])} (id ${id}) ${fmt(prob * 100, 3)}%`;
-      b.setAttribute('aria-label', b.title);
-      td.append(b);
-    }
-  }
-  $('logit-lens').replaceChildren(table);
-  $('lens-detail').textContent = 'Click a cell for its top 10.';
-  const pickedCell = table.querySelector(`.lens-cell[data-layer="${L - 1}"][data-position="${state.picked}"]`);
-  if (pickedCell) showLensDetail(pickedCell);
+  const last = {layer: lens.nLayer - 1, position: state.picked};
+  store.set({lens, lensNote: '', lensOpen: state.picked >= lens.begin && state.picked < lens.end ? last : null});
 }
 
-function showLensDetail(cell) {
-  const {begin, end, topK, ids, probs, pieces} = state.lens;
-  const T = end - begin;
-  const l = Number(cell.dataset.layer), p = Number(cell.dataset.position);
-  document.querySelectorAll('.lens-cell.open').forEach((c) => c.classList.remove('open'));
-  cell.classList.add('open');
-  const base = (l * T + (p - begin)) * topK;
-  const h = document.createElement('h4');
-  h.textContent = `After block ${l}, at ${pieceAt(p)} (position ${p}): top ${topK}`;
-  const ol = document.createElement('ol');
-  ol.className = 'probs';
-  for (let k = 0; k < topK; ++k) {
-    const id = ids[base + k];
-    if (id < 0) continue;
-    const li = document.createElement('li');
-    li.dataset.id = id;
-    li.dataset.prob = probs[base + k];
-    const tok = document.createElement('span');
-    tok.className = 'tok';
-    tok.textContent = showPiece(pieces[id]);
-    const bar = document.createElement('span');
-    bar.className = 'bar';
-    bar.style.width = `${probs[base + k] * 100}%`;
-    bar.style.background = viridisCss(probs[base + k]);
-    const num = document.createElement('span');
-    num.className = 'num';
-    num.textContent = `${(probs[base + k] * 100).toFixed(2)}%`;
-    li.append(tok, bar, num);
-    ol.append(li);
-  }
-  $('lens-detail').replaceChildren(h, ol);
+// ---- Experiments ----------------------------------------------------------------------------
+
+function toggled(list, x) {
+  return list.includes(x) ? list.filter((y) => y !== x) : [...list, x].sort((a, b) => a - b);
 }
 
-$('logit-lens').addEventListener('click', (e) => {
-  const cell = e.target.closest('.lens-cell');
-  if (cell) showLensDetail(cell);
-});
-$('logit-lens').addEventListener('keydown', (e) => {
-  const cell = e.target.closest('.lens-cell');
-  if (!cell) return;
-  let l = Number(cell.dataset.layer), p = Number(cell.dataset.position);
-  if (e.key === 'ArrowRight') p++;
-  else if (e.key === 'ArrowLeft') p--;
-  else if (e.key === 'ArrowDown') l++;
-  else if (e.key === 'ArrowUp') l--;
-  else return;
-  e.preventDefault();
-  $('logit-lens').querySelector(`.lens-cell[data-layer="${l}"][data-position="${p}"]`)?.focus();
-});
+function setInterventions(iv) {
+  store.set({interventions: iv});
+}
+
+function knockOut(layer, head) {
+  const heads = state.interventions.ablateHeads;
+  const has = heads.some(([l, h]) => l === layer && h === head);
+  setInterventions({...state.interventions, ablateHeads: has ? heads.filter(([l, h]) => l !== layer || h !== head) :
+      [...heads, [layer, head]].sort((a, b) => a[0] - b[0] || a[1] - b[1])});
+}
+
+function runAgain() {
+  let s;
+  try {
+    s = sampling();
+  } catch (e) {
+    store.set({error: e.message});
+    return;
+  }
+  store.set({experimenting: true, error: ''});
+  store.flush();
+  worker.postMessage({type: 'experiment', interventions: state.interventions, position: state.picked,
+                      prompt: state.promptText, ...s});
+}
+
+// ---- Export ---------------------------------------------------------------------------------
+
+let exportFormat = '';  // what the next 'export' reply is saved as
+
+function download(name, blob) {
+  const a = document.createElement('a');
+  a.href = URL.createObjectURL(blob);
+  a.download = name;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(a.href), 10_000);
+}
+
+function onExport({tensors}) {
+  const t = tensors.find((x) => x.name.endsWith($('export-tensor').value)) || tensors[0];
+  if (exportFormat === 'npy') download(`${t.name}.npy`, new Blob([encodeNpy(t.shape, t.data)]));
+  else download(`${t.name}.json`, new Blob([JSON.stringify({name: t.name, shape: t.shape, data: Array.from(t.data)})]));
+}
+
+// A heat map as the picture on screen (PNG) or as vector graphics (SVG).
+function exportImage(button) {
+  const canvas = $(button.dataset.exportFor);
+  const heat = heatmapOf(canvas);
+  if (!heat || !heat.rows) { store.set({error: 'Nothing to export yet: generate and pick a token first.'}); return; }
+  const name = `gpt2-${button.dataset.exportFor}`;
+  if (button.dataset.format === 'svg') download(`${name}.svg`, new Blob([heat.toSvg()], {type: 'image/svg+xml'}));
+  else canvas.toBlob((blob) => download(`${name}.png`, blob), 'image/png');
+}
+
+function exportTensor(format) {
+  exportFormat = format;
+  worker.postMessage({type: 'export', layer: state.layer});
+}
+
+function runSweep() {
+  const {n_layer: L, n_head: H} = state.info;
+  store.set({sweep: {running: true, done: 0, total: L * H}, error: ''});
+  store.flush();
+  worker.postMessage({type: 'head-sweep', position: state.picked, target: targetOf(state),
+                      interventions: state.interventions});
+}
+
+function onExperiment(r) {
+  store.set({experimenting: false, experiment: r});
+  // The engine now holds the changed model's run of the same text: show its insides.
+  pick(state.picked);
+  worker.postMessage({type: 'attention-map', layer: state.layer, head: state.head});
+}
+
+// ---- Share ------------------------------------------------------------------------------------
+
+let modelUrl = '';           // the URL the model was loaded from ('' for a local file)
+const shared = decodeShare(params);
+let sharedPending = true;    // the link's view is restored once, with the first model
+let pendingPick;             // the link's picked position, applied when its generation ends
+
+function addShareNote(problems) {
+  if (!problems.length) return;
+  const before = state.shareNote ? state.shareNote.replace(/\.$/, '') + ', ' : 'Ignored from the link: ';
+  store.set({shareNote: before + problems.join(', ') + '.'});
+}
+
+function restoreShared(info) {
+  if (!sharedPending) return;
+  sharedPending = false;
+  const {view, problems} = checkAgainstModel(shared, info);
+  addShareNote(problems);
+  for (const {name} of kSamplingFields) {
+    // A value the model rules out (shown at startup) goes back to the page's default.
+    if (view.sampling[name] !== undefined) $(name).value = view.sampling[name];
+    else if (shared.sampling[name] !== undefined) $(name).value = $(name).defaultValue;
+  }
+  store.set({interventions: view.interventions, layer: view.block ?? state.layer, head: view.head ?? state.head});
+  if (view.restore) {
+    pendingPick = view.pick;
+    generate();
+  }
+}
+
+function share() {
+  const view = {
+    model: modelUrl, prompt: state.promptText, interventions: state.interventions,
+    sampling: Object.fromEntries(kSamplingFields.map(({name}) => [name, $(name).value])),
+    pick: state.picked, block: state.layer, head: state.head,
+  };
+  const url = new URL(location.href);
+  url.search = encodeShare(view);
+  history.replaceState(null, '', url);
+  store.set({shareUrl: url.href});
+  navigator.clipboard?.writeText(url.href).catch(() => {});  // a convenience; the field shows it anyway
+}
 
 // ---- Worker messages ------------------------------------------------------------------------------
 
 worker.onmessage = ({data: msg}) => {
   switch (msg.type) {
     case 'ready':
-      state.ready = true;
-      state.threads = msg.threads || 1;
-      state.isolated = !!msg.isolated;
-      state.threadsNote = msg.note || '';
-      showThreadMode();
-      $('stats').textContent = `Engine: ${threadMode()}.`;
-      setButtons();
-      $('progress-text').textContent = 'Engine ready. Load a model.';
-      refreshCacheInfo();
-      autoLoadIfCached();
+      if (params.get('model')) autoLoadPending = false;
+      store.set({ready: true, threads: msg.threads || 1, isolated: !!msg.isolated, threadsNote: msg.note || '',
+                 progressText: 'Engine ready. Load a model.'});
+      store.set({statsText: `Engine: ${threadMode()}.`});
+      worker.postMessage({type: 'cache-info'});
+      // A model named in the URL (the demo opens the page so) loads at once; otherwise the
+      // default one only if it is already cached (no unasked-for download).
+      if (params.get('model')) loadUrl($('model-url').value);
+      else autoLoadIfCached();
       break;
     case 'progress': onProgress(msg); break;
     case 'model': onModel(msg); break;
     case 'prompt': onPrompt(msg); break;
     case 'token': onToken(msg); break;
     case 'stats': onStats(msg); break;
-    case 'activations': onActivations(msg); break;
-    case 'attention-map': onAttentionMap(msg); break;
-    case 'lens-start': onLensStart(msg); break;
-    case 'lens': onLens(msg); break;
+    case 'activations': if (!state.awaitingPrompt) onActivations(msg); break;
+    case 'attention-map': if (!state.awaitingPrompt) store.set({attentionMap: msg}); break;
+    case 'lens-start':
+      if (!state.awaitingPrompt) store.set({lensNote: `Computing the logit lens for positions ${msg.begin}–${msg.end - 1}…`});
+      break;
+    case 'lens': if (!state.awaitingPrompt) onLens(msg); break;
+    case 'experiment': onExperiment(msg); break;
+    case 'export': onExport(msg); break;
+    case 'attribution': store.set({attribution: msg}); break;
+    case 'patching-progress': store.set({patching: {...state.patching, done: msg.done, total: msg.total}}); break;
+    case 'patching': store.set({patching: {running: false, done: msg.done, total: msg.total, result: msg}}); break;
+    case 'sweep-progress': store.set({sweep: {...state.sweep, done: msg.done, total: msg.total}}); break;
+    case 'sweep': store.set({sweep: {running: false, done: msg.done, total: msg.total, result: msg}}); break;
     case 'cache': onCache(msg); break;
     case 'error':
       if (msg.kind === 'load') {
-        state.loading = false;
-        state.info = null;
-        resetProgress();
-        $('progress-text').textContent = 'No model loaded.';
-        $('model-info').hidden = true;
+        store.set({loading: false, info: null, progress: {value: 0}, progressText: 'No model loaded.'});
       }
-      if (msg.kind === 'generate') state.generating = false;
-      showError(msg.message);
-      setButtons();
+      if (msg.kind === 'generate') store.set({generating: false, awaitingPrompt: false});
+      if (msg.kind === 'experiment') store.set({experimenting: false});
+      if (msg.kind === 'sweep') store.set({sweep: {running: false}});
+      if (msg.kind === 'patching') store.set({patching: {running: false}});
+      store.set({error: msg.message});
       break;
     default:
       break;
   }
 };
 worker.onerror = (e) => {
-  showError(`The engine's worker failed: ${e.message || 'unknown error'}. Reload the page.`);
+  store.set({error: `The engine's worker failed: ${e.message || 'unknown error'}. Reload the page.`});
 };
 
 let cachedUrls = [];
 let autoLoadPending = true;
 function onCache({entries, bytes, urls, cleared}) {
   cachedUrls = urls || [];
-  $('cache-info').textContent = (cleared ? 'Cache cleared. ' : '') +
-      (entries ? `${entries} cached file${entries > 1 ? 's' : ''}, ${mb(bytes)}.` : 'Nothing cached.');
+  store.set({cacheText: (cleared ? 'Cache cleared. ' : '') +
+      (entries ? `${entries} cached file${entries > 1 ? 's' : ''}, ${mb(bytes)}.` : 'Nothing cached.')});
   if (autoLoadPending) autoLoadIfCached();
 }
 
@@ -739,15 +632,117 @@ function autoLoadIfCached() {
 
 // ---- Controls -----------------------------------------------------------------------------------
 
-$('load').addEventListener('click', () => { autoLoadPending = false; loadUrl($('model-url').value); });
-$('model-url').addEventListener('keydown', (e) => { if (e.key === 'Enter') $('load').click(); });
-$('model-file').addEventListener('change', (e) => { autoLoadPending = false; loadFile(e.target.files[0]); });
-$('generate').addEventListener('click', generate);
-$('stop').addEventListener('click', () => worker.postMessage({type: 'stop'}));
-$('prompt').addEventListener('keydown', (e) => {
+// A person's input is drawn at once, not at the next frame: the page answers immediately, and
+// whoever reads the page right after a click (a person, a test) sees its effect.
+function on(element, type, handler) {
+  element.addEventListener(type, (e) => {
+    handler(e);
+    store.flush();
+  });
+}
+
+on($('load'), 'click', () => { autoLoadPending = false; loadUrl($('model-url').value); });
+on($('model-url'), 'keydown', (e) => { if (e.key === 'Enter') $('load').click(); });
+on($('model-file'), 'change', (e) => { autoLoadPending = false; loadFile(e.target.files[0]); });
+on($('generate'), 'click', generate);
+on($('stop'), 'click', () => worker.postMessage({type: 'stop'}));
+on($('prompt'), 'keydown', (e) => {
   if (e.key === 'Enter' && (e.ctrlKey || e.metaKey) && !$('generate').disabled) generate();
 });
-$('clear-cache').addEventListener('click', () => worker.postMessage({type: 'clear-cache'}));
+on($('clear-cache'), 'click', () => worker.postMessage({type: 'clear-cache'}));
+
+on($('tokens'), 'click', (e) => {
+  const chip = e.target.closest('.chip');
+  if (chip) pick(Number(chip.dataset.position), {focus: true});
+});
+on($('tokens'), 'keydown', (e) => {
+  let p = state.picked;
+  if (e.key === 'ArrowRight') p++;
+  else if (e.key === 'ArrowLeft') p--;
+  else if (e.key === 'Home') p = 0;
+  else if (e.key === 'End') p = state.captured - 1;
+  else return;
+  e.preventDefault();
+  pick(Math.max(0, Math.min(state.captured - 1, p)), {focus: true});
+});
+
+on($('attention-grid'), 'click', (e) => {
+  const cell = e.target.closest('.attn-cell');
+  if (!cell) return;
+  const l = Number(cell.dataset.layer), h = Number(cell.dataset.head);
+  if (state.knockMode) knockOut(l, h);
+  else chooseLayerHead(l, h);
+});
+on($('attention-grid'), 'keydown', (e) => {
+  const cell = e.target.closest('.attn-cell');
+  if (!cell) return;
+  let l = Number(cell.dataset.layer), h = Number(cell.dataset.head);
+  if (e.key === 'ArrowRight') h++;
+  else if (e.key === 'ArrowLeft') h--;
+  else if (e.key === 'ArrowDown') l++;
+  else if (e.key === 'ArrowUp') l--;
+  else return;
+  e.preventDefault();
+  $('attention-grid').querySelector(`[data-layer="${l}"][data-head="${h}"]`)?.focus();
+});
+on($('layer-select'), 'change', (e) => chooseLayerHead(Number(e.target.value), state.head));
+on($('head-select'), 'change', (e) => chooseLayerHead(state.layer, Number(e.target.value)));
+
+on($('logit-lens'), 'click', (e) => {
+  const cell = e.target.closest('.lens-cell');
+  if (cell) store.set({lensOpen: {layer: Number(cell.dataset.layer), position: Number(cell.dataset.position)}});
+});
+on($('logit-lens'), 'keydown', (e) => {
+  const cell = e.target.closest('.lens-cell');
+  if (!cell) return;
+  let l = Number(cell.dataset.layer), p = Number(cell.dataset.position);
+  if (e.key === 'ArrowRight') p++;
+  else if (e.key === 'ArrowLeft') p--;
+  else if (e.key === 'ArrowDown') l++;
+  else if (e.key === 'ArrowUp') l--;
+  else return;
+  e.preventDefault();
+  $('logit-lens').querySelector(`.lens-cell[data-layer="${l}"][data-position="${p}"]`)?.focus();
+});
+
+for (const [id, key] of [['exp-skip-attn', 'skipAttn'], ['exp-skip-mlp', 'skipMlp'], ['exp-no-residual', 'noResidual']]) {
+  on($(id), 'change', () => {
+    setInterventions({...state.interventions, [key]: toggled(state.interventions[key], state.layer)});
+  });
+}
+on($('exp-post-norm'), 'change', (e) => setInterventions({...state.interventions, postNorm: e.target.checked}));
+on($('exp-knock-mode'), 'change', (e) => store.set({knockMode: e.target.checked}));
+on($('exp-reset'), 'click', () => setInterventions(kNoInterventions));
+on($('exp-run-again'), 'click', runAgain);
+on($('share'), 'click', share);
+on($('export-npy'), 'click', () => exportTensor('npy'));
+// Not on(): drawing at every click on the page would reset a checkbox before its change event.
+document.body.addEventListener('click', (e) => {
+  const button = e.target.closest('[data-export-for]');
+  if (button) {
+    exportImage(button);
+    store.flush();
+  }
+});
+on($('attr-run'), 'click', () => worker.postMessage({type: 'attribute', position: state.picked, target: targetOf(state),
+                                                     interventions: state.interventions}));
+on($('export-json'), 'click', () => exportTensor('json'));
+on($('sweep-run'), 'click', runSweep);
+on($('sweep-cancel'), 'click', () => worker.postMessage({type: 'cancel-job'}));
+on($('patch-cancel'), 'click', () => worker.postMessage({type: 'cancel-job'}));
+on($('patch-run'), 'click', () => {
+  store.set({patching: {running: true, done: 0, total: 0}, error: ''});
+  worker.postMessage({type: 'patching', clean: $('patch-clean').value, corrupted: $('patch-corrupted').value,
+                      interventions: state.interventions});
+});
+on($('sweep'), 'click', (e) => {
+  const li = e.target.closest('li[data-layer]');
+  if (li) chooseLayerHead(Number(li.dataset.layer), Number(li.dataset.head));
+});
+on($('probs'), 'click', (e) => {
+  const li = e.target.closest('li[data-id]');
+  if (li) store.set({target: Number(li.dataset.id)});
+});
 
 const drop = $('drop-zone');
 for (const ev of ['dragenter', 'dragover']) {
@@ -760,7 +755,10 @@ document.addEventListener('drop', (e) => {
   e.preventDefault();
   const file = e.dataTransfer?.files?.[0];
   if (!file) return;
-  if (state.loading || state.generating) { showError('Wait for the current work to finish, then drop the file again.'); return; }
+  if (state.loading || state.generating) {
+    store.set({error: 'Wait for the current work to finish, then drop the file again.'});
+    return;
+  }
   autoLoadPending = false;
   loadFile(file);
 });
@@ -768,8 +766,10 @@ drop.addEventListener('keydown', (e) => {
   if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); $('model-file').click(); }
 });
 
-const params = new URLSearchParams(location.search);
 if (params.get('model')) $('model-url').value = params.get('model');
 if (params.get('prompt')) $('prompt').value = params.get('prompt');
+// The link's sampling settings show at once; its model-dependent parts wait for the model.
+for (const {name} of kSamplingFields) if (shared.sampling[name] !== undefined) $(name).value = shared.sampling[name];
+addShareNote(shared.problems);
 drawLegend($('legend'));
-setButtons();
+store.flush();

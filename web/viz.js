@@ -29,6 +29,17 @@ export function textOn(t) {
   return t > 0.55 ? '#000' : '#fff';
 }
 
+// A diverging map for signed values, zero white: blue below, orange above (PuOr's ends, readable
+// with the common colour-vision deficiencies). t in [-1, 1].
+export function divergingCss(t) {
+  if (!(t === t)) t = 0;  // NaN
+  const x = Math.max(-1, Math.min(1, t));
+  const end = x < 0 ? [59, 82, 139] : [230, 97, 1];
+  const a = Math.abs(x);
+  const [r, g, b] = end.map((c) => Math.round(255 + (c - 255) * a));
+  return `rgb(${r},${g},${b})`;
+}
+
 export function drawLegend(canvas) {
   const ctx = canvas.getContext('2d');
   for (let x = 0; x < canvas.width; ++x) {
@@ -46,8 +57,12 @@ export function fmt(v, digits = 4) {
 // An interactive heat map on a canvas. values: Float32Array/array [rows * cols], NaN = empty
 // cell (drawn grey). describe(r, c, v) gives the readout text. Colours scale from `min` to `max`
 // (defaults: the data's range).
+const heatmaps = new WeakMap();  // canvas -> its Heatmap, for export
+export const heatmapOf = (canvas) => heatmaps.get(canvas);
+
 export class Heatmap {
   constructor(canvas, readout, {onPick} = {}) {
+    heatmaps.set(canvas, this);
     this.canvas = canvas;
     this.readout = readout;
     this.onPick = onPick;
@@ -88,7 +103,10 @@ export class Heatmap {
     });
   }
 
-  set({rows, cols, values, describe, min, max, rowLabels, colLabels, highlightRow = -1, highlightCol = -1, cursor}) {
+  // diverging: colour signed values with divergingCss, zero white, scaled by the largest |value|.
+  set({rows, cols, values, describe, min, max, rowLabels, colLabels, highlightRow = -1, highlightCol = -1, cursor,
+       diverging = false}) {
+    this.diverging = diverging;
     this.rows = rows;
     this.cols = cols;
     this.values = values;
@@ -136,11 +154,9 @@ export class Heatmap {
     const ctx = this.canvas.getContext('2d');
     const {labelW, cw, ch} = this.layout();
     ctx.clearRect(0, 0, this.canvas.width, this.canvas.height);
-    const span = this.max - this.min || 1;
     for (let r = 0; r < this.rows; ++r) {
       for (let c = 0; c < this.cols; ++c) {
-        const v = this.values[r * this.cols + c];
-        ctx.fillStyle = Number.isNaN(v) ? '#e4e4e4' : viridisCss((v - this.min) / span);
+        ctx.fillStyle = this.colour(this.values[r * this.cols + c]);
         ctx.fillRect(labelW + c * cw, r * ch, Math.ceil(cw), Math.ceil(ch));
       }
     }
@@ -164,6 +180,33 @@ export class Heatmap {
       ctx.strokeStyle = '#d6006e';
       ctx.strokeRect(labelW + this.cursor[1] * cw + 1, this.cursor[0] * ch + 1, Math.max(2, cw - 2), Math.max(2, ch - 2));
     }
+  }
+
+  colour(v) {
+    const absMax = Math.max(Math.abs(this.min), Math.abs(this.max)) || 1;
+    if (Number.isNaN(v)) return '#e4e4e4';
+    return this.diverging ? divergingCss(v / absMax) : viridisCss((v - this.min) / (this.max - this.min || 1));
+  }
+
+  // The same picture as vector graphics: one rect per cell (its value in a <title>), the labels.
+  toSvg() {
+    const {labelW, cw, ch} = this.layout();
+    const esc = (t) => String(t).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+    const parts = [`<svg xmlns="http://www.w3.org/2000/svg" width="${this.canvas.width}" height="${this.canvas.height}" ` +
+                   `viewBox="0 0 ${this.canvas.width} ${this.canvas.height}">`];
+    for (let r = 0; r < this.rows; ++r) {
+      if (labelW) {
+        parts.push(`<text x="2" y="${(r + 0.5) * ch}" dominant-baseline="middle" font-size="${Math.min(12, Math.max(8, ch - 2))}" ` +
+                   `font-family="system-ui, sans-serif">${esc(this.rowLabels[r] ?? '')}</text>`);
+      }
+      for (let c = 0; c < this.cols; ++c) {
+        const v = this.values[r * this.cols + c];
+        parts.push(`<rect x="${labelW + c * cw}" y="${r * ch}" width="${cw}" height="${ch}" fill="${this.colour(v)}">` +
+                   `<title>${esc(this.describe ? this.describe(r, c, v) : fmt(v))}</title></rect>`);
+      }
+    }
+    parts.push('</svg>');
+    return parts.join('\n');
   }
 
   show(r, c, announce) {
@@ -196,4 +239,40 @@ export function drawHistogram(canvas, counts, {lo, hi, label}) {
   const hiText = fmt(hi, 3);
   ctx.fillText(hiText, w - ctx.measureText(hiText).width - 2, h + 2);
   if (label) ctx.fillText(label, w / 2 - ctx.measureText(label).width / 2, h + 2);
+}
+
+// How a token looks in a chip or a label: spaces and line breaks made visible.
+export function showPiece(text) {
+  if (text === undefined || text === null) return '';
+  return text.replace(/\n/g, '⏎').replace(/\t/g, '⇥').replace(/ /g, '·') || '∅';
+}
+
+// A token at position i in words: its text in quotes, or its id while the text is unknown.
+export function pieceAt(pieces, ids, i) {
+  const s = pieces[i];
+  return s === undefined || s === null ? `#${ids[i]}` : `“${showPiece(s)}”`;
+}
+
+// A ranked list of next tokens with bars (the probability panels and the experiment's before
+// and after). items: [{id, prob, piece, mark}], mark: a class (e.g. 'actual').
+export function probList(list, items, {title} = {}) {
+  list.replaceChildren(...items.map(({id, prob, piece, mark, note}) => {
+    const li = document.createElement('li');
+    li.dataset.id = id;
+    li.dataset.prob = prob;
+    if (mark) li.classList.add(...mark.split(' ').filter(Boolean));
+    const tok = document.createElement('span');
+    tok.className = 'tok';
+    tok.textContent = showPiece(piece);
+    const bar = document.createElement('span');
+    bar.className = 'bar';
+    bar.style.width = `${prob * 100}%`;
+    bar.style.background = viridisCss(prob);
+    const num = document.createElement('span');
+    num.className = 'num';
+    num.textContent = `${(prob * 100).toFixed(2)}%` + (note ? ` ${note}` : '');
+    li.append(tok, bar, num);
+    if (title) li.title = title(id);
+    return li;
+  }));
 }

@@ -4,9 +4,25 @@
 //   page -> worker
 //     {type:'load', url}             a .gguf URL, or a .json manifest {"parts":[...],"size":N}
 //     {type:'load', file}            a File from <input type=file> or drag and drop
-//     {type:'generate', prompt, temperature, topK, topP, seed, maxTokens, capture}
+//     {type:'generate', prompt, temperature, topK, topP, seed, maxTokens, capture, interventions}
+//                                    interventions: engine.setInterventions's spec (src/bindings/
+//                                    embind.cc), applied to this and every later run; {} = plain
+//     {type:'experiment', interventions, position, prompt, temperature, topK, topP, seed, maxTokens}
+//                                    "Run again": the plain and the intervened model side by side
+//                                    at `position` and in the text they generate with the same seed;
+//                                    the capture is left holding the intervened conversation
 //     {type:'stop'}
 //     {type:'inspect', position, layer, head, lens}   activations for the token at `position`
+//     {type:'head-sweep', position, target, interventions}  "which heads matter": knock out each
+//                                    head in turn (plain model otherwise) and measure the target's
+//                                    log-probability at `position`; interventions: restored after
+//     {type:'patching', clean, corrupted, interventions}  activation patching: two prompts of the same
+//                                    token length; the clean stream entering each block at each
+//                                    position patched into the corrupted run, one at a time
+//     {type:'cancel-job'}            cancels a head sweep or patching job, handled at once
+//     {type:'export', layer}         the chosen block's captured tensors, by TransformerLens names
+//     {type:'attribute', position, target, interventions}  direct logit attribution of the
+//                                    conversation at `position` for `target` (re-runs it)
 //     {type:'attention-map', layer, head}  one head's full [P, P] attention
 //     {type:'clear-cache'}
 //   worker -> page
@@ -22,8 +38,30 @@
 //     {type:'activations', ...}                      see Inspect()
 //     {type:'attention-map', layer, head, positions, map}
 //     {type:'lens-start', begin, end}; {type:'lens', begin, end, topK, nLayer, ids, probs, pieces}
+//     {type:'experiment', position, nLayer, fromBlock, kl, before: {ids, probs}, after: {ids,
+//       probs, probsBefore}, text: {before: ids, after: ids}, pieces: {id: text}}
+//                                                    top 10 at position before and after (probsBefore:
+//                                                    the plain model's probability of each after id),
+//                                                    KL(before || after) over the whole vocabulary
+//     {type:'sweep-progress', done, total}
+//     {type:'sweep', position, target, base, heads: [{layer, head, logProb, drop}], done, total,
+//       cancelled}                                   base: the plain model's log-probability; heads
+//                                                    ranked by drop = base - logProb, largest first
+//     {type:'export', layer, tensors: [{name, shape, data: Float32Array}]}  shapes with TransformerLens's
+//                                                    batch dimension of 1 (e.g. [1, n_head, P, P])
+//     {type:'patching-progress', done, total}
+//     {type:'patching', nLayer, positions, answer, other, pieces, cleanDiff, corruptedDiff,
+//       recovered: Float32Array [nLayer, positions], done, total, cancelled}
+//                                                    answer/other: the clean and the corrupted run's
+//                                                    top token; diff = log p(answer) - log p(other)
+//                                                    (the logit difference); recovered: the share of
+//                                                    the clean difference a patch brings back
+//     {type:'attribution', position, target, names, values: Float64Array, logit}
+//                                                    names in `gpt2 attribute`'s order
 //     {type:'cache', entries, bytes}                 after clear-cache / on request
-//     {type:'error', kind, message}                  kind: 'load' | 'generate' | 'inspect' | 'cache'
+//     {type:'error', kind, message}                  kind: 'load' | 'generate' | 'inspect' | 'cache' |
+//                                                    'experiment' | 'sweep' | 'export' | 'attribute' |
+//                                                    'patching'
 //
 // Two builds of the engine: gpt2-engine.js (single-threaded, works everywhere) and
 // gpt2-engine-mt.js (pthreads over a SharedArrayBuffer). Browsers only give a page
@@ -45,7 +83,9 @@ let engine = null;
 let info = null;
 let busy = false;           // a load or generation is running
 let stopRequested = false;
+let cancelJob = false;      // a head sweep or patching job is to stop
 let lastTokens = [];        // prompt + generated ids of the last generation
+let conversation = [];      // the ids the engine has run (and captured) of the last generation
 let queue = Promise.resolve();
 
 const post = (msg, transfer) => self.postMessage(msg, transfer || []);
@@ -430,6 +470,7 @@ async function handleGenerate(msg) {
   if (!info) { post({type: 'error', kind: 'generate', message: 'Load a model first.'}); return; }
   busy = true;
   stopRequested = false;
+  conversation = [];
   const decoder = new TextDecoder('utf-8');
   let reason = 'max-tokens';
   let generated = 0;
@@ -439,6 +480,7 @@ async function handleGenerate(msg) {
   try {
     engine.reset();
     engine.setCapture(!!msg.capture);
+    engine.setInterventions(msg.interventions || {});
     engine.setSampling(msg.temperature, msg.topK, msg.topP, msg.seed);
     promptIds = Array.from(engine.tokenize(msg.prompt));
     if (promptIds.length === 0) throw new Error('The prompt is empty: type at least one character.');
@@ -467,6 +509,7 @@ async function handleGenerate(msg) {
       engine.step(id);
     }
     decodeMs = performance.now() - t1;
+    conversation = lastTokens.slice(0, engine.position());
     const tail = decoder.decode();
     if (tail) post({type: 'token', id: -1, text: tail, index: -1});
   } catch (e) {
@@ -572,6 +615,237 @@ async function handleInspect(msg) {
   }
 }
 
+// ---- Experiments ------------------------------------------------------------------------------
+
+// The whole next-token distribution at a captured position (float64 for the sums below).
+function fullDistribution(p) {
+  return Float64Array.from(engine.finalProbs(p));
+}
+
+function topOf(dist, k) {
+  const order = Array.from(dist.keys()).sort((a, b) => dist[b] - dist[a] || a - b).slice(0, k);
+  return {ids: order, probs: order.map((i) => dist[i])};
+}
+
+// KL(p || q) in nats; a token the intervened model gives no probability (underflow) is
+// floored at 1e-30 so a finite number is shown.
+function klDivergence(p, q) {
+  let kl = 0;
+  for (let i = 0; i < p.length; ++i) {
+    if (p[i] > 0) kl += p[i] * Math.log(p[i] / Math.max(q[i], 1e-30));
+  }
+  return Math.max(0, kl);
+}
+
+// Generates from promptIds with the current interventions and sampling (capture off); returns
+// the sampled ids.
+async function sampleIds(promptIds, msg) {
+  engine.reset();
+  engine.setCapture(false);
+  engine.setSampling(msg.temperature, msg.topK, msg.topP, msg.seed);
+  engine.prefill(promptIds);
+  const ids = [];
+  for (let i = 0; i < msg.maxTokens; ++i) {
+    const id = engine.sample();
+    ids.push(id);
+    if (id === kEndOfText || engine.position() >= info.n_ctx) break;
+    engine.step(id);
+    if (i % 8 === 7) await yieldToEvents();
+  }
+  return ids;
+}
+
+async function handleExperiment(msg) {
+  try {
+    if (!info || !conversation.length) throw new Error('Generate some text first, then run the experiment.');
+    const promptIds = Array.from(engine.tokenize(msg.prompt));
+    if (!promptIds.length) throw new Error('The prompt is empty: type at least one character.');
+    engine.setInterventions({});
+    const textBefore = await sampleIds(promptIds, msg);
+    engine.setInterventions(msg.interventions);
+    const textAfter = await sampleIds(promptIds, msg);
+    // The conversation the page shows, plain, then re-run under the interventions: the re-run
+    // reuses the cache and the stream before the first changed block.
+    engine.setInterventions({});
+    engine.reset();
+    engine.setCapture(true);
+    engine.prefill(conversation);
+    const p = Math.max(0, Math.min(conversation.length - 1, msg.position | 0));
+    const before = fullDistribution(p);
+    engine.setInterventions(msg.interventions);
+    const fromBlock = engine.rerun();
+    const after = fullDistribution(p);
+    const topBefore = topOf(before, 10), topAfter = topOf(after, 10);
+    const ids = new Set([...topBefore.ids, ...topAfter.ids, ...textBefore, ...textAfter]);
+    const pieces = Object.fromEntries([...ids].map((id) => [id, bytesToPieces([id])[0]]));
+    post({type: 'experiment', position: p, nLayer: info.n_layer, fromBlock, kl: klDivergence(before, after),
+          before: topBefore, after: {...topAfter, probsBefore: topAfter.ids.map((i) => before[i])},
+          text: {before: textBefore, after: textAfter}, pieces});
+  } catch (e) {
+    post({type: 'error', kind: 'experiment', message: errorMessage(e)});
+  }
+}
+
+// log P(target) at a captured position under the current run.
+function targetLogProb(p, target) {
+  return Math.log(Math.max(fullDistribution(p)[target], 1e-45));
+}
+
+// Each head knocked out alone, the conversation re-run from its block (the cache before it is
+// the plain run's, see Engine::Rerun), ranked by how much the target's log-probability drops.
+async function handleHeadSweep(msg) {
+  const L = info?.n_layer, H = info?.n_head, total = L * H;
+  const heads = [];
+  try {
+    if (!info || !conversation.length || engine.capturedPositions() !== conversation.length) {
+      throw new Error('Generate some text with "capture activations" on first.');
+    }
+    const p = Math.max(0, Math.min(conversation.length - 1, msg.position | 0));
+    const target = msg.target | 0;
+    if (target < 0 || target >= info.n_vocab) throw new Error(`The target token id ${target} is not in the vocabulary.`);
+    engine.setInterventions({});
+    engine.rerun();
+    const base = targetLogProb(p, target);
+    let lastPost = 0;
+    for (let l = 0; l < L && !cancelJob; ++l) {
+      for (let h = 0; h < H && !cancelJob; ++h) {
+        engine.setInterventions({ablateHeads: [[l, h]]});
+        engine.rerun();
+        const logProb = targetLogProb(p, target);
+        heads.push({layer: l, head: h, logProb, drop: base - logProb});
+        if (performance.now() - lastPost > 100 || heads.length === total) {
+          post({type: 'sweep-progress', done: heads.length, total});
+          lastPost = performance.now();
+        }
+        await yieldToEvents();
+      }
+    }
+    heads.sort((a, b) => b.drop - a.drop || a.layer - b.layer || a.head - b.head);
+    post({type: 'sweep', position: p, target, base, heads, done: heads.length, total, cancelled: cancelJob});
+  } catch (e) {
+    post({type: 'error', kind: 'sweep', message: errorMessage(e)});
+  } finally {
+    // Leave the engine as the page shows it: the conversation under the page's interventions.
+    try {
+      if (info && conversation.length && engine.capturedPositions() === conversation.length) {
+        engine.setInterventions(msg.interventions || {});
+        engine.rerun();
+      }
+    } catch (e) {
+      post({type: 'error', kind: 'sweep', message: errorMessage(e)});
+    }
+  }
+}
+
+// Activation patching: for every block l and position p, the corrupted prompt re-run (from
+// block l, the cache before it reused) with the residual stream entering block l at p replaced
+// by the clean run's. The logit difference of the two runs' answers is log p(answer) - log
+// p(other): the softmax's normaliser cancels.
+async function handlePatching(msg) {
+  try {
+    if (!info) throw new Error('Load a model first.');
+    const clean = Array.from(engine.tokenize(msg.clean || '')), corrupted = Array.from(engine.tokenize(msg.corrupted || ''));
+    if (!clean.length || !corrupted.length) throw new Error('Type a clean and a corrupted prompt.');
+    if (clean.length !== corrupted.length) {
+      throw new Error(`The clean prompt is ${clean.length} tokens and the corrupted one ${corrupted.length}: ` +
+                      'patching needs the same number of tokens (change a word for another of one token).');
+    }
+    if (clean.length > info.n_ctx) throw new Error(`The prompts are longer than the model's context of ${info.n_ctx} tokens.`);
+    const L = info.n_layer, T = clean.length, C = info.n_embd, total = L * T;
+    engine.setInterventions({});
+    engine.reset();
+    engine.setCapture(true);
+    engine.prefill(clean);
+    const cleanResid = Array.from({length: L}, (_, l) => engine.residual(l).slice());
+    const cleanDist = fullDistribution(T - 1);
+    engine.reset();
+    engine.prefill(corrupted);
+    const corruptedDist = fullDistribution(T - 1);
+    const answer = topOf(cleanDist, 1).ids[0], other = topOf(corruptedDist, 1).ids[0];
+    if (answer === other) {
+      throw new Error('Both prompts predict the same next token, so there is no difference to bring back: ' +
+                      'choose a corrupted prompt whose most likely next token differs.');
+    }
+    const diff = (dist) => Math.log(Math.max(dist[answer], 1e-45)) - Math.log(Math.max(dist[other], 1e-45));
+    const cleanDiff = diff(cleanDist), corruptedDiff = diff(corruptedDist);
+    const recovered = new Float32Array(total).fill(NaN);
+    let done = 0, lastPost = 0;
+    for (let l = 0; l < L && !cancelJob; ++l) {
+      for (let p = 0; p < T && !cancelJob; ++p) {
+        engine.setInterventions({patches: [{layer: l, position: p, value: cleanResid[l].subarray(p * C, (p + 1) * C)}]});
+        engine.rerun();
+        recovered[l * T + p] = (diff(fullDistribution(T - 1)) - corruptedDiff) / (cleanDiff - corruptedDiff);
+        done++;
+        if (performance.now() - lastPost > 100 || done === total) {
+          post({type: 'patching-progress', done, total});
+          lastPost = performance.now();
+        }
+        await yieldToEvents();
+      }
+    }
+    post({type: 'patching', nLayer: L, positions: T, answer, other, cleanDiff, corruptedDiff, recovered, done, total,
+          cancelled: cancelJob, pieces: bytesToPieces(corrupted), answerPieces: bytesToPieces([answer, other])},
+         [recovered.buffer]);
+  } catch (e) {
+    post({type: 'error', kind: 'patching', message: errorMessage(e)});
+  } finally {
+    // The engine held the two prompts: give it back the page's conversation.
+    try {
+      engine.setInterventions(msg.interventions || {});
+      if (conversation.length) {
+        engine.reset();
+        engine.setCapture(true);
+        engine.prefill(conversation);
+      }
+    } catch (e) {
+      post({type: 'error', kind: 'patching', message: errorMessage(e)});
+    }
+  }
+}
+
+// The engine re-runs the conversation to attribute (capturing it again, under the same
+// interventions), so the views' data stay those of the same run.
+function handleAttribute(msg) {
+  try {
+    if (!info || !conversation.length) throw new Error('Generate some text first.');
+    engine.setInterventions(msg.interventions || {});
+    const a = engine.attribute(conversation, msg.position | 0, msg.target | 0, -1);
+    post({type: 'attribution', position: a.position, target: a.target, names: Array.from(a.names),
+          values: a.values, logit: a.logit}, [a.values.buffer]);
+  } catch (e) {
+    post({type: 'error', kind: 'attribute', message: errorMessage(e)});
+  }
+}
+
+// ---- Export ----------------------------------------------------------------------------------
+
+// The captured tensors of block `layer` for every position, named and shaped as
+// TransformerLens's ActivationCache names them (batch dimension 1).
+function handleExport(msg) {
+  try {
+    const P = engine.capturedPositions();
+    if (P === 0) throw new Error('Nothing to export: generate with "capture activations" on first.');
+    const l = msg.layer | 0, H = info.n_head, C = info.n_embd, F = info.n_ff;
+    if (l < 0 || l >= info.n_layer) throw new Error(`Block ${l} is out of range; valid blocks are 0..${info.n_layer - 1}.`);
+    const pattern = new Float32Array(H * P * P);  // [head, query, key]; 0 above the diagonal, as TL
+    const mlp = new Float32Array(P * F);
+    for (let q = 0; q < P; ++q) {
+      const row = engine.attention(l, q);  // view [H, q + 1]: copy before the next engine call
+      for (let h = 0; h < H; ++h) pattern.set(row.subarray(h * (q + 1), (h + 1) * (q + 1)), (h * P + q) * P);
+      mlp.set(engine.mlpActivations(l, q), q * F);
+    }
+    const tensors = [
+      {name: `blocks.${l}.hook_resid_pre`, shape: [1, P, C], data: engine.residual(l).slice()},
+      {name: `blocks.${l}.attn.hook_pattern`, shape: [1, H, P, P], data: pattern},
+      {name: `blocks.${l}.mlp.hook_post`, shape: [1, P, F], data: mlp},
+      {name: `blocks.${l}.hook_resid_post`, shape: [1, P, C], data: engine.residual(l + 1).slice()},
+    ];
+    post({type: 'export', layer: l, tensors}, tensors.map((t) => t.data.buffer));
+  } catch (e) {
+    post({type: 'error', kind: 'export', message: errorMessage(e)});
+  }
+}
+
 // ---- Cache ------------------------------------------------------------------------------------
 
 async function cacheSummary() {
@@ -601,6 +875,13 @@ self.onmessage = (event) => {
     case 'stop':  // handled at once, even while generating
       stopRequested = true;
       return;
+    case 'cancel-job':
+      cancelJob = true;
+      return;
+    case 'head-sweep':
+    case 'patching':  // a cancel sent after this (even before it starts) cancels it
+      cancelJob = false;
+      break;
     case 'cache-info':
       cacheSummary().then((s) => post({type: 'cache', ...s}));
       return;
@@ -615,6 +896,11 @@ self.onmessage = (event) => {
     else if (msg.type === 'generate') await handleGenerate(msg);
     else if (msg.type === 'inspect') await handleInspect(msg);
     else if (msg.type === 'clear-cache') await handleClearCache();
+    else if (msg.type === 'experiment') await handleExperiment(msg);
+    else if (msg.type === 'head-sweep') await handleHeadSweep(msg);
+    else if (msg.type === 'export') handleExport(msg);
+    else if (msg.type === 'attribute') handleAttribute(msg);
+    else if (msg.type === 'patching') await handlePatching(msg);
     else if (msg.type === 'attention-map') {
       try { attentionMap(msg.layer, msg.head); } catch (e) {
         post({type: 'error', kind: 'inspect', message: errorMessage(e)});

@@ -21,6 +21,7 @@
 //     -> {position, target, contrast, names: ["embed", "0.0", ..., "ln_f_bias"],
 //         values: Float64Array, logit}; restarts the conversation with ids
 //   engine.firstChangedBlock()  // first block the interventions change (n_layer: none)
+//   engine.finalProbs(position)  // Float32Array [n_vocab]: the whole next-token distribution
 //
 // Lifetime of typed arrays: methods documented as returning a VIEW return a Float32Array over
 // wasm memory. It is valid only until the next call into the engine: any call may allocate,
@@ -394,6 +395,29 @@ class Engine {
     });
   }
 
+  // Copies Float32Array[n_vocab]: the model's whole next-token distribution at captured
+  // `position`, indexed by token id (ln_f and the unembedding of the final stream, as the logit
+  // lens computes it; one layer instead of LogitLensWindow's every layer).
+  val FinalProbs(int position) const {
+    return Guarded([&] {
+      RequireModel();
+      const Config& c = model_->config();
+      const int P = capture_.n_positions();
+      if (position < 0 || position >= P) {
+        throw Error("position " + std::to_string(position) + " is out of range; valid positions are 0.." +
+                    std::to_string(P - 1));
+      }
+      const std::vector<float>& r = capture_.Residual(c.n_layer);
+      const size_t C = static_cast<size_t>(c.n_embd);
+      const std::vector<std::vector<float>> final_stream{
+          std::vector<float>(r.begin() + position * C, r.begin() + (position + 1) * C)};
+      const std::vector<LensEntry> lens = LogitLens(*model_, final_stream, 1, position, c.n_vocab);
+      std::vector<float> probs(static_cast<size_t>(c.n_vocab), 0.0f);
+      for (size_t k = 0; k < lens[0].top_ids.size(); ++k) probs[lens[0].top_ids[k]] = lens[0].top_probs[k];
+      return CopyToJs(probs.data(), probs.size());
+    });
+  }
+
   // --- Interventions and attribution ----------------------------------------------------
 
   // Sets the interventions applied by every later prefill, step, rerun and attribute (until
@@ -623,6 +647,7 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .function("layerNormStats", &Engine::LayerNormStats)
       .function("topProbs", &Engine::TopProbs)
       .function("logitLens", &Engine::LogitLensWindow)
+      .function("finalProbs", &Engine::FinalProbs)
       .function("setInterventions", &Engine::SetInterventions)
       .function("firstChangedBlock", &Engine::FirstChangedBlock)
       .function("rerun", &Engine::Rerun)

@@ -21,7 +21,15 @@ void TopProbabilities(const float* logits, int64_t n, int k, int* ids, float* pr
   auto before = [](const std::pair<float, int>& a, const std::pair<float, int>& b) {
     return a.first > b.first || (a.first == b.first && a.second < b.second);
   };
-  for (int64_t i = 0; i < n; ++i) {
+  // Insertion costs O(n k): for a large k (the page asks for the whole distribution) sort instead.
+  if (k > 64) {
+    best.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) best[i] = {logits[i], static_cast<int>(i)};
+    const size_t keep = std::min(static_cast<size_t>(k), best.size());
+    std::partial_sort(best.begin(), best.begin() + keep, best.end(), before);
+    best.resize(keep);
+  }
+  for (int64_t i = 0; i < n && k <= 64; ++i) {
     const float x = logits[i];
     if (static_cast<int>(best.size()) == k && x <= best.back().first) continue;
     const std::pair<float, int> e(x, static_cast<int>(i));

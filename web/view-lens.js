@@ -1,0 +1,70 @@
+// Logit lens: what each block's residual stream would predict (through ln_f and the
+// unembedding), for a window of positions; and one cell's top 10.
+import {fmt, pieceAt, probList, showPiece, textOn, viridisCss} from './viz.js';
+
+// data: {lens: {begin, end, topK, nLayer, ids, probs, pieces}, picked, pieces, ids, open: {layer, position}}
+export function render(box, d) {
+  const {begin, end, topK, nLayer: L, ids, probs, pieces} = d.lens;
+  const T = end - begin;
+  const table = document.createElement('table');
+  table.className = 'lens-table';
+  const head = table.createTHead().insertRow();
+  head.append(document.createElement('th'));
+  for (let t = 0; t < T; ++t) {
+    const th = document.createElement('th');
+    th.textContent = showPiece(d.pieces[begin + t] ?? `#${d.ids[begin + t]}`);
+    th.title = `position ${begin + t}`;
+    if (begin + t === d.picked) th.className = 'picked';
+    head.append(th);
+  }
+  const body = table.createTBody();
+  for (let l = 0; l < L; ++l) {
+    const tr = body.insertRow();
+    const th = document.createElement('th');
+    th.textContent = `block ${l}`;
+    tr.append(th);
+    for (let t = 0; t < T; ++t) {
+      const base = (l * T + t) * topK;
+      const id = ids[base], prob = probs[base];
+      const b = document.createElement('button');
+      b.type = 'button';
+      b.className = 'lens-cell' + (d.open && d.open.layer === l && d.open.position === begin + t ? ' open' : '');
+      b.dataset.layer = l;
+      b.dataset.position = begin + t;
+      b.dataset.id = id;
+      b.dataset.prob = prob;
+      b.textContent = showPiece(pieces[id]);
+      b.style.background = viridisCss(prob);
+      b.style.color = textOn(prob);
+      b.title = `after block ${l}, position ${begin + t}: ${showPiece(pieces[id])} (id ${id}) ${fmt(prob * 100, 3)}%`;
+      b.setAttribute('aria-label', b.title);
+      tr.insertCell().append(b);
+    }
+  }
+  const hadFocus = box.contains(document.activeElement) && document.activeElement.dataset;
+  box.replaceChildren(table);
+  if (hadFocus) {
+    box.querySelector(`.lens-cell[data-layer="${hadFocus.layer}"][data-position="${hadFocus.position}"]`)?.focus();
+  }
+}
+
+// data: same as render's; draws the open cell's top K (or a hint when none is open).
+export function renderDetail(box, d) {
+  if (!d.lens) { box.textContent = d.note || ''; return; }
+  const {begin, end, topK, ids, probs, pieces} = d.lens;
+  const T = end - begin;
+  const o = d.open;
+  if (!o || o.position < begin || o.position >= end) { box.textContent = 'Click a cell for its top 10.'; return; }
+  const base = (o.layer * T + (o.position - begin)) * topK;
+  const h = document.createElement('h4');
+  h.textContent = `After block ${o.layer}, at ${pieceAt(d.pieces, d.ids, o.position)} (position ${o.position}): top ${topK}`;
+  const ol = document.createElement('ol');
+  ol.className = 'probs';
+  const items = [];
+  for (let k = 0; k < topK; ++k) {
+    const id = ids[base + k];
+    if (id >= 0) items.push({id, prob: probs[base + k], piece: pieces[id]});
+  }
+  probList(ol, items);
+  box.replaceChildren(h, ol);
+}

@@ -1,0 +1,60 @@
+// The loaded model, in words: its name (with a note for the small offline model) and its shape.
+
+// The models this project makes, by file name, in words. The small one gets a note: its odd
+// text is expected, not a bug.
+const kGpt2Small = 'GPT-2 small (OpenAI, 2019; 124 M parameters)';
+const kKnownModels = {
+  'gpt2-q8_0.gguf': {name: `${kGpt2Small}, weights in 8 bits`},
+  'gpt2-q4_0.gguf': {name: `${kGpt2Small}, weights in 4 bits`},
+  'gpt2-f16.gguf': {name: `${kGpt2Small}, weights in 16-bit floats`},
+  'gpt2-q8_0.manifest.json': {name: `${kGpt2Small}, weights in 8 bits`},
+  'gpt2-q4_0.manifest.json': {name: `${kGpt2Small}, weights in 4 bits`},
+  'gpt2-tiny-q8_0.gguf': {
+    name: 'gpt2-tiny, the small offline model (4 blocks, 7 M parameters), not GPT-2 itself',
+    note: 'This is the small model that ships with this project, opened because the real GPT-2 ' +
+        'weights are not here (they need a one-time download: scripts/get-weights.sh, or the demo on a ' +
+        'connected machine). It has GPT-2\'s design and vocabulary but is 17 times smaller, and it was ' +
+        'trained for 43 minutes on one shared computer, on half a million tokens of software licences ' +
+        'and Python documentation (GPT-2 read some 40 GB of web pages). So its text is English-like but ' +
+        'odd: a stream of common words with little grammar or sense. Every view below works as for ' +
+        'GPT-2, but its attention is still close to uniform: it has not trained long enough to grow the ' +
+        'previous-token and copying heads that GPT-2 shows.',
+  },
+};
+
+// els: {name, note, info}; data: {info (the engine's), source (URL or file name), threads (in words)}
+export function render(els, d) {
+  if (!d.info) {
+    els.name.hidden = true;
+    els.note.hidden = true;
+    els.info.hidden = true;
+    return;
+  }
+  const info = d.info;
+  const file = d.source.split(/[?#]/)[0].split('/').pop();
+  const known = kKnownModels[file];
+  const words = known ? known.name : `${info.name || file || 'a GPT-2 model'} ` +
+      `(${info.n_layer} blocks, ${(info.parameters / 1e6).toFixed(0)} M parameters)`;
+  els.name.textContent = `Running: ${words}.`;
+  els.name.dataset.file = file;
+  els.name.hidden = false;
+  els.note.textContent = known?.note || '';
+  els.note.hidden = !known?.note;
+  const rows = [
+    ['Name', info.name || '(unnamed)'],
+    ['Parameters', `${(info.parameters / 1e6).toFixed(1)} M`],
+    ['Blocks × heads', `${info.n_layer} × ${info.n_head}`],
+    ['Width (n_embd) / MLP', `${info.n_embd} / ${info.n_ff}`],
+    ['Context', `${info.n_ctx} tokens`],
+    ['Vocabulary', `${info.n_vocab} tokens`],
+    ['Weights', info.weight_type],
+    ['SIMD', info.simd],
+    ['Threads', d.threads],
+  ];
+  els.info.replaceChildren(...rows.flatMap(([k, v]) => {
+    const dt = document.createElement('dt'); dt.textContent = k;
+    const dd = document.createElement('dd'); dd.textContent = v;
+    return [dt, dd];
+  }));
+  els.info.hidden = false;
+}
