@@ -673,17 +673,20 @@ on($('attention-grid'), 'click', (e) => {
   if (state.knockMode) knockOut(l, h);
   else chooseLayerHead(l, h);
 });
+// The grid cell an arrow key moves to from (row, col), or null for any other key; the
+// attention grid (block x head) and the logit lens (block x position) move alike.
+function arrowStep(e, row, col) {
+  const moves = {ArrowRight: [0, 1], ArrowLeft: [0, -1], ArrowDown: [1, 0], ArrowUp: [-1, 0]};
+  const m = moves[e.key];
+  return m ? {row: row + m[0], col: col + m[1]} : null;
+}
 on($('attention-grid'), 'keydown', (e) => {
   const cell = e.target.closest('.attn-cell');
   if (!cell) return;
-  let l = Number(cell.dataset.layer), h = Number(cell.dataset.head);
-  if (e.key === 'ArrowRight') h++;
-  else if (e.key === 'ArrowLeft') h--;
-  else if (e.key === 'ArrowDown') l++;
-  else if (e.key === 'ArrowUp') l--;
-  else return;
+  const to = arrowStep(e, Number(cell.dataset.layer), Number(cell.dataset.head));
+  if (!to) return;
   e.preventDefault();
-  $('attention-grid').querySelector(`[data-layer="${l}"][data-head="${h}"]`)?.focus();
+  $('attention-grid').querySelector(`[data-layer="${to.row}"][data-head="${to.col}"]`)?.focus();
 });
 on($('layer-select'), 'change', (e) => chooseLayerHead(Number(e.target.value), state.head));
 on($('head-select'), 'change', (e) => chooseLayerHead(state.layer, Number(e.target.value)));
@@ -695,14 +698,10 @@ on($('logit-lens'), 'click', (e) => {
 on($('logit-lens'), 'keydown', (e) => {
   const cell = e.target.closest('.lens-cell');
   if (!cell) return;
-  let l = Number(cell.dataset.layer), p = Number(cell.dataset.position);
-  if (e.key === 'ArrowRight') p++;
-  else if (e.key === 'ArrowLeft') p--;
-  else if (e.key === 'ArrowDown') l++;
-  else if (e.key === 'ArrowUp') l--;
-  else return;
+  const to = arrowStep(e, Number(cell.dataset.layer), Number(cell.dataset.position));
+  if (!to) return;
   e.preventDefault();
-  $('logit-lens').querySelector(`.lens-cell[data-layer="${l}"][data-position="${p}"]`)?.focus();
+  $('logit-lens').querySelector(`.lens-cell[data-layer="${to.row}"][data-position="${to.col}"]`)?.focus();
 });
 
 for (const [id, key] of [['exp-skip-attn', 'skipAttn'], ['exp-skip-mlp', 'skipMlp'], ['exp-no-residual', 'noResidual']]) {

@@ -91,6 +91,24 @@ void Report(const ActivationObserver& observer, const char* name, int layer, int
 }
 
 
+// The residual write of a sublayer's output `out` [T, C] into the stream x [T, C]: x += out
+// for the plain model; under interventions the write is skipped (skip list), replaces the stream
+// (no residual), and under post-norm is followed by the sublayer's LayerNorm (ln_g, ln_b).
+// Both sublayers end this way; only the skip list and the LayerNorm differ.
+void WriteSublayer(const Interventions* iv, int layer, bool skip, const float* out,
+                   const float* ln_g, const float* ln_b, float* x, int64_t T, int64_t C, float eps) {
+  if (iv == nullptr) {
+    AddInPlace(x, out, T * C);
+    return;
+  }
+  if (skip) return;
+  if (Interventions::Lists(iv->no_residual, layer)) std::copy_n(out, T * C, x);
+  else AddInPlace(x, out, T * C);
+  if (iv->post_norm) {
+    for (int64_t t = 0; t < T; ++t) LayerNorm(x + t * C, ln_g, ln_b, eps, C, x + t * C);
+  }
+}
+
 }  // namespace
 
 void Interventions::Validate(const Config& c) const {
@@ -305,15 +323,8 @@ void Session::AttentionStep(int l, int T_int, const RunOptions& run) {
   }
 
   ParallelMatMul(b.pool, b.heads.data(), T, w.proj, w.proj_b, b.tmp.data());
-  if (iv == nullptr) {
-    AddInPlace(x, b.tmp.data(), T * C);
-  } else if (!Interventions::Lists(iv->skip_attn, l)) {
-    if (Interventions::Lists(iv->no_residual, l)) std::copy_n(b.tmp.data(), T * C, x);
-    else AddInPlace(x, b.tmp.data(), T * C);
-    if (post_norm) {
-      for (int64_t t = 0; t < T; ++t) LayerNorm(x + t * C, w.ln1_g, w.ln1_b, c.ln_eps, C, x + t * C);
-    }
-  }
+  const bool skip = iv != nullptr && Interventions::Lists(iv->skip_attn, l);
+  WriteSublayer(iv, l, skip, b.tmp.data(), w.ln1_g, w.ln1_b, x, T, C, c.ln_eps);
   if (observing) {
     Report(run.observer, "attn_out", l, pos0, b.tmp.data(), T, C);
     Report(run.observer, "resid_attn", l, pos0, x, T, C);
@@ -347,15 +358,8 @@ void Session::MlpStep(int l, int T_int, const RunOptions& run) {
   Gelu(b.ff.data(), T * F);
   if (observing) Report(run.observer, "mlp_act", l, pos0, b.ff.data(), T, F);
   ParallelMatMul(b.pool, b.ff.data(), T, w.fc_proj, w.fc_proj_b, b.tmp.data());
-  if (iv == nullptr) {
-    AddInPlace(x, b.tmp.data(), T * C);
-  } else if (!Interventions::Lists(iv->skip_mlp, l)) {
-    if (Interventions::Lists(iv->no_residual, l)) std::copy_n(b.tmp.data(), T * C, x);
-    else AddInPlace(x, b.tmp.data(), T * C);
-    if (post_norm) {
-      for (int64_t t = 0; t < T; ++t) LayerNorm(x + t * C, w.ln2_g, w.ln2_b, c.ln_eps, C, x + t * C);
-    }
-  }
+  const bool skip = iv != nullptr && Interventions::Lists(iv->skip_mlp, l);
+  WriteSublayer(iv, l, skip, b.tmp.data(), w.ln2_g, w.ln2_b, x, T, C, c.ln_eps);
   if (observing) {
     Report(run.observer, "mlp_out", l, pos0, b.tmp.data(), T, C);
     Report(run.observer, "resid_out", l, pos0, x, T, C);
