@@ -355,16 +355,21 @@ function fillSelect(select, n, text) {
   }));
 }
 
+// The sampling inputs, or null with the reason shown when one is invalid.
+function samplingOrError() {
+  try {
+    return sampling();
+  } catch (e) {
+    store.set({error: e.message});
+    return null;
+  }
+}
+
 // ---- Generation -------------------------------------------------------------------------------
 
 function generate() {
-  let s;
-  try {
-    s = sampling();
-  } catch (e) {
-    store.set({error: e.message});
-    return;
-  }
+  const s = samplingOrError();
+  if (!s) return;
   const prompt = $('prompt').value;
   if (!prompt) { store.set({error: 'Type a prompt first.'}); return; }
   store.set({
@@ -455,13 +460,8 @@ function knockOut(layer, head) {
 }
 
 function runAgain() {
-  let s;
-  try {
-    s = sampling();
-  } catch (e) {
-    store.set({error: e.message});
-    return;
-  }
+  const s = samplingOrError();
+  if (!s) return;
   store.set({experimenting: true, error: ''});
   store.flush();
   worker.postMessage({type: 'experiment', interventions: state.interventions, position: state.picked,

@@ -91,6 +91,17 @@ void Report(const ActivationObserver& observer, const char* name, int layer, int
 }
 
 
+// A sublayer's input xn [T, C]: its LayerNorm of the stream x (pre-LN), or x itself under
+// post-norm, where the LayerNorm comes after the residual write instead (WriteSublayer).
+void ReadSublayer(bool post_norm, const float* x, const float* ln_g, const float* ln_b, float* xn,
+                  int64_t T, int64_t C, float eps) {
+  if (post_norm) {
+    std::copy_n(x, T * C, xn);
+    return;
+  }
+  for (int64_t t = 0; t < T; ++t) LayerNorm(x + t * C, ln_g, ln_b, eps, C, xn + t * C);
+}
+
 // The residual write of a sublayer's output `out` [T, C] into the stream x [T, C]: x += out
 // for the plain model; under interventions the write is skipped (skip list), replaces the stream
 // (no residual), and under post-norm is followed by the sublayer's LayerNorm (ln_g, ln_b).
@@ -251,14 +262,7 @@ void Session::AttentionStep(int l, int T_int, const RunOptions& run) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   float* x = b.x.data();
 
-  // The sublayer's input: ln_1(x), or x itself under post-norm.
-  if (post_norm) {
-    std::copy_n(x, T * C, b.xn.data());
-  } else {
-    for (int64_t t = 0; t < T; ++t) {
-      LayerNorm(x + t * C, w.ln1_g, w.ln1_b, c.ln_eps, C, b.xn.data() + t * C);
-    }
-  }
+  ReadSublayer(post_norm, x, w.ln1_g, w.ln1_b, b.xn.data(), T, C, c.ln_eps);
   ParallelMatMul(b.pool, b.xn.data(), T, w.qkv, w.qkv_b, b.qkv.data());
 
   float* k_layer = b.k_cache.data() + size_t(l) * c.n_ctx * C;  // [H, n_ctx, D]
@@ -343,13 +347,7 @@ void Session::MlpStep(int l, int T_int, const RunOptions& run) {
   const bool post_norm = iv != nullptr && iv->post_norm;
   float* x = b.x.data();
 
-  if (post_norm) {
-    std::copy_n(x, T * C, b.xn.data());
-  } else {
-    for (int64_t t = 0; t < T; ++t) {
-      LayerNorm(x + t * C, w.ln2_g, w.ln2_b, c.ln_eps, C, b.xn.data() + t * C);
-    }
-  }
+  ReadSublayer(post_norm, x, w.ln2_g, w.ln2_b, b.xn.data(), T, C, c.ln_eps);
   ParallelMatMul(b.pool, b.xn.data(), T, w.fc, w.fc_b, b.ff.data());
   if (observing) {
     Report(run.observer, "ln2", l, pos0, b.xn.data(), T, C);
