@@ -93,7 +93,8 @@ MemoryPlan PlanMemory(const Config& c) {
                 V = c.n_vocab, D = c.head_dim();
   MemoryPlan plan;
   PlanBuilder b(plan);
-  // Mirrors Session::Buffers one for one.
+  // Mirrors Session::Buffers one for one, at their worst case (activations for n_ctx rows: an
+  // observed prompt or a re-run of the whole context; a plain prefill needs kPrefillChunk).
   b.Add(plan.session_bytes, "residual stream", P * C, 4);  // x, xn, heads, tmp
   b.Add(plan.session_bytes, "qkv", P * 3 * C);
   b.Add(plan.session_bytes, "MLP hidden", P * F);

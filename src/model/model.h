@@ -79,6 +79,9 @@ class Session {
   // session is unchanged then. `run` holds this call's observer and interventions.
   const float* Prefill(const int* ids, int n, const RunOptions& run = RunOptions());
   const float* Step(int id, const RunOptions& run = RunOptions()) { return Prefill(&id, 1, run); }
+  // Positions an unobserved Prefill runs at a time (a long prompt in pieces keeps the
+  // activation buffers small; the result is the same).
+  static constexpr int kPrefillChunk = 128;
 
   // Runs the last n positions [position() - n, position()) again from block first_block, given
   // the residual stream entering that block there (resid_in [n, C], e.g. "embed" or block

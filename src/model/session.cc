@@ -15,19 +15,28 @@ namespace gpt2 {
 
 struct Session::Buffers {
   explicit Buffers(const Config& c, int n_threads)
-      : pool(n_threads),
-        x(size_t(c.n_ctx) * c.n_embd),
-        xn(size_t(c.n_ctx) * c.n_embd),
-        qkv(size_t(c.n_ctx) * 3 * c.n_embd),
-        heads(size_t(c.n_ctx) * c.n_embd),
-        tmp(size_t(c.n_ctx) * c.n_embd),
-        ff(size_t(c.n_ctx) * c.n_ff),
+      : config(c),
+        pool(n_threads),
         k_cache(size_t(c.n_layer) * c.n_ctx * c.n_embd),
         v_cache(size_t(c.n_layer) * c.n_ctx * c.n_embd),
         scores(size_t(c.n_head) * c.n_ctx),
         probs(size_t(c.n_head) * c.n_ctx),
         logits(size_t(c.n_vocab)) {}
 
+  // The per-position activations grow to the most positions one call has run (a plain prefill
+  // runs at most kPrefillChunk at a time), instead of n_ctx up front: a loaded model then holds
+  // the file and the KV cache, not ~35 MB of GPT-2 small's activations it may never use.
+  void EnsureRows(int64_t rows) {
+    if (rows <= rows_) return;
+    const size_t T = size_t(rows), C = size_t(config.n_embd);
+    for (std::vector<float>* v : {&x, &xn, &heads, &tmp}) v->resize(T * C);
+    qkv.resize(T * 3 * C);
+    ff.resize(T * size_t(config.n_ff));
+    rows_ = rows;
+  }
+
+  const Config config;
+  int64_t rows_ = 0;
   ThreadPool pool;
   std::vector<float> x;      // [T, C] residual stream
   std::vector<float> xn;     // [T, C] LayerNorm output
@@ -181,8 +190,18 @@ const float* Session::Prefill(const int* ids, int n, const RunOptions& run) {
     }
   }
   if (run.interventions != nullptr) run.interventions->Validate(c);
-  Embed(ids, n, run);
-  return RunBlocks(0, n, run);
+  // Observers see each tensor of the whole prompt at once, so only unobserved runs go in chunks.
+  // A chunk is a multiple of the kernels' 4-token tiles, so every position meets the same
+  // arithmetic as in one pass and the logits are the same bits.
+  const int chunk = run.observer ? n : kPrefillChunk;
+  const float* logits = nullptr;
+  for (int i = 0; i < n; i += chunk) {
+    const int m = std::min(chunk, n - i);
+    buffers_->EnsureRows(m);
+    Embed(ids + i, m, run);
+    logits = RunBlocks(0, m, run);
+  }
+  return logits;
 }
 
 const float* Session::Rerun(int n, int first_block, const float* resid_in, const RunOptions& run) {
@@ -203,6 +222,7 @@ const float* Session::Rerun(int n, int first_block, const float* resid_in, const
     }
   }
   position_ -= n;
+  buffers_->EnsureRows(n);
   std::copy_n(resid_in, size_t(n) * c.n_embd, buffers_->x.data());
   return RunBlocks(first_block, n, run);
 }

@@ -4,6 +4,7 @@
 // suite runs under LeakSanitizer in scripts/test.sh).
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <vector>
 
 #include "model/generate.h"
@@ -52,6 +53,38 @@ TEST_CASE("twenty generations to the full context in one session repeat a fresh 
     INFO("run " << run);
     const int seed = run % 2, observe = run % 4 < 2;
     CHECK(RunToFullContext(session, observe, 100 + seed) == fresh[observe][seed]);
+  }
+}
+
+// A long unobserved prompt runs in pieces of Session::kPrefillChunk positions; an observed one
+// runs in one pass (the pass the golden tests check tensor by tensor against PyTorch). Both must
+// give the same bits: the same last logits, and the same KV cache (the next token's logits).
+TEST_CASE("a long prompt prefilled in chunks gives one pass's logits bit for bit",
+          "[model][long]") {
+  for (gpt2::TensorType type : {gpt2::TensorType::kF32, gpt2::TensorType::kQ8_0}) {
+    INFO("weights " << int(type));
+    gpt2::Config config = gpt2::TinyTestConfig();
+    config.n_ctx = 3 * gpt2::Session::kPrefillChunk;
+    auto m = gpt2_test::LoadModelBytes(gpt2::SyntheticModelBytes(config, type, nullptr));
+    const int V = config.n_vocab;
+    const int n = 2 * gpt2::Session::kPrefillChunk + 77;  // two whole chunks and a ragged one
+    std::vector<int> ids(n);
+    for (int i = 0; i < n; ++i) ids[i] = int((uint32_t(i) * 2654435761u) % uint32_t(V));
+
+    gpt2::Session one_pass(*m->model);
+    int observed = 0;
+    const float* l1 = one_pass.Prefill(ids.data(), n, {[&](const gpt2::Activation&) { ++observed; }});
+    REQUIRE(observed > 0);
+    const std::vector<float> one(l1, l1 + V);
+    const float* s1 = one_pass.Step(ids[0]);
+    const std::vector<float> one_next(s1, s1 + V);
+
+    gpt2::Session chunked(*m->model);
+    const float* l2 = chunked.Prefill(ids.data(), n);
+    CHECK(chunked.position() == n);
+    CHECK(std::memcmp(l2, one.data(), V * sizeof(float)) == 0);
+    const float* s2 = chunked.Step(ids[0]);
+    CHECK(std::memcmp(s2, one_next.data(), V * sizeof(float)) == 0);
   }
 }
 
