@@ -4,6 +4,8 @@
 // suite runs under LeakSanitizer in scripts/test.sh).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -57,8 +59,11 @@ TEST_CASE("twenty generations to the full context in one session repeat a fresh 
 }
 
 // A long unobserved prompt runs in pieces of Session::kPrefillChunk positions; an observed one
-// runs in one pass (the pass the golden tests check tensor by tensor against PyTorch). Both must
-// give the same bits: the same last logits, and the same KV cache (the next token's logits).
+// runs in one pass (the pass the golden tests check tensor by tensor against PyTorch). The blocks
+// must give the same bits: the KV cache of every position, seen through the next token's logits.
+// The prompt's own last logits come from different unembedding calls (the observer gets every
+// row, a plain prefill only the last one, which takes the one-row kernel path), so they agree
+// only to rounding.
 TEST_CASE("a long prompt prefilled in chunks gives one pass's logits bit for bit",
           "[model][long]") {
   for (gpt2::TensorType type : {gpt2::TensorType::kF32, gpt2::TensorType::kQ8_0}) {
@@ -82,7 +87,9 @@ TEST_CASE("a long prompt prefilled in chunks gives one pass's logits bit for bit
     gpt2::Session chunked(*m->model);
     const float* l2 = chunked.Prefill(ids.data(), n);
     CHECK(chunked.position() == n);
-    CHECK(std::memcmp(l2, one.data(), V * sizeof(float)) == 0);
+    float max_diff = 0;
+    for (int v = 0; v < V; ++v) max_diff = std::max(max_diff, std::fabs(l2[v] - one[v]));
+    CHECK(max_diff < 1e-4f);
     const float* s2 = chunked.Step(ids[0]);
     CHECK(std::memcmp(s2, one_next.data(), V * sizeof(float)) == 0);
   }
