@@ -172,7 +172,7 @@ class Engine {
       model_ = std::move(model);
       tokenizer_ = std::move(tokenizer);
       session_ = std::make_unique<Session>(*model_, std::max(1, n_threads));
-      capture_.Init(model_->config());
+      capture_.Init(*model_);
       interventions_ = Interventions();
       cache_first_changed_ = model_->config().n_layer;
       sampler_ = std::make_unique<Sampler>(SamplingParams{});
@@ -488,7 +488,7 @@ class Engine {
       const int from = full ? L : first;
       std::vector<float> resid_in = capture_.Residual(from);  // a copy: the capture is rewritten
       capture_.BeginRerun(from);
-      run.observer = capture_.Observer();
+      capture_.Watch(run);
       try {
         logits_ = session_->Rerun(P, from, resid_in.data(), run);
       } catch (...) {
@@ -568,7 +568,7 @@ class Engine {
     run.interventions = &interventions_;
     if (observe) {
       capture_.Begin(pos0, n);
-      run.observer = capture_.Observer();
+      capture_.Watch(run);
     }
     try {
       logits_ = session_->Prefill(ids, n, run);

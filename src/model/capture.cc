@@ -71,7 +71,9 @@ size_t AttnOffset(int n_head, int p) { return static_cast<size_t>(n_head) * p * 
 
 }  // namespace
 
-void CaptureStore::Init(const Config& c) {
+void CaptureStore::Init(const Model& model) {
+  model_ = &model;
+  const Config& c = model.config();
   n_layer_ = c.n_layer;
   n_head_ = c.n_head;
   n_embd_ = c.n_embd;
@@ -88,6 +90,8 @@ void CaptureStore::Clear() {
   head_sum_.assign(static_cast<size_t>(n_layer_) * n_embd_, 0.0);
   top_ids_.clear();
   top_probs_.clear();
+  top_done_.clear();
+  top_probs_.clear();
 }
 
 void CaptureStore::Resize(int end) {
@@ -99,6 +103,7 @@ void CaptureStore::Resize(int end) {
   for (auto& r : resid_) r.resize(static_cast<size_t>(end) * n_embd_);
   top_ids_.resize(static_cast<size_t>(end) * kTopProbs);
   top_probs_.resize(static_cast<size_t>(end) * kTopProbs);
+  top_done_.resize(static_cast<size_t>(end), 0);
 }
 
 void CaptureStore::Begin(int pos0, int n) {
@@ -116,6 +121,7 @@ void CaptureStore::BeginRerun(int first_block) {
   for (int l = std::max(first_block, 0); l < n_layer_; ++l) {
     std::fill_n(pending_head_sum_.begin() + static_cast<size_t>(l) * n_embd_, n_embd_, 0.0);
   }
+  if (first_block < n_layer_) std::fill(top_done_.begin(), top_done_.end(), 0);
 }
 
 void CaptureStore::Commit() {
@@ -159,15 +165,6 @@ void CaptureStore::Observe(const Activation& a) {
                     sizeof(float) * (p + 1));
       }
     }
-  } else if (name == "logits") {
-    // [T, V], or only the last rows.
-    const int64_t rows = a.shape[0], V = a.shape[1];
-    const int first = a.pos0 + static_cast<int>(pending_T_ - rows);
-    for (int64_t t = 0; t < rows; ++t) {
-      const size_t p = static_cast<size_t>(first + t);
-      TopProbabilities(a.data + t * V, V, kTopProbs, top_ids_.data() + p * kTopProbs,
-                       top_probs_.data() + p * kTopProbs);
-    }
   }
 }
 
@@ -200,13 +197,26 @@ const std::vector<float>& CaptureStore::Residual(int index) const {
   return resid_[index];
 }
 
-const int* CaptureStore::TopIds(int p) const {
+void CaptureStore::EnsureTop(int p) const {
   CheckPosition(0, p);
+  if (top_done_[p]) return;
+  const size_t C = static_cast<size_t>(n_embd_);
+  const std::vector<float>& final_stream = resid_[n_layer_];
+  const std::vector<std::vector<float>> row{
+      std::vector<float>(final_stream.begin() + p * C, final_stream.begin() + (p + 1) * C)};
+  const LensEntry e = LogitLens(*model_, row, 1, p, kTopProbs)[0];
+  std::copy(e.top_ids.begin(), e.top_ids.end(), top_ids_.begin() + static_cast<size_t>(p) * kTopProbs);
+  std::copy(e.top_probs.begin(), e.top_probs.end(), top_probs_.begin() + static_cast<size_t>(p) * kTopProbs);
+  top_done_[p] = 1;
+}
+
+const int* CaptureStore::TopIds(int p) const {
+  EnsureTop(p);
   return top_ids_.data() + static_cast<size_t>(p) * kTopProbs;
 }
 
 const float* CaptureStore::TopProbs(int p) const {
-  CheckPosition(0, p);
+  EnsureTop(p);
   return top_probs_.data() + static_cast<size_t>(p) * kTopProbs;
 }
 

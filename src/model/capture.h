@@ -13,6 +13,7 @@
 
 #include "model/model.h"
 #include "model/observer.h"
+#include "model/run_options.h"
 
 namespace gpt2 {
 
@@ -50,7 +51,8 @@ class CaptureStore {
  public:
   static constexpr int kTopProbs = 10;  // tokens kept per position for the final distribution
 
-  void Init(const Config& c);
+  // The store reads the model (for the final distributions) until the next Init.
+  void Init(const Model& model);
   void Clear();
   int n_positions() const { return n_positions_; }
   int n_layer() const { return n_layer_; }
@@ -60,6 +62,13 @@ class CaptureStore {
   void Begin(int pos0, int n);
   ActivationObserver Observer() {
     return [this](const Activation& a) { Observe(a); };
+  }
+  // Sets run's observer to this store and turns off what it does not keep (attention scores,
+  // every position's logits: a position's distribution is computed when first asked for).
+  void Watch(RunOptions& run) {
+    run.observer = Observer();
+    run.observe_scores = false;
+    run.observe_all_logits = false;
   }
   void Commit();
   // Before Session::Rerun of every captured position from block first_block: the blocks
@@ -73,8 +82,11 @@ class CaptureStore {
   const float* MlpActivations(int layer, int p) const;  // [n_ff]
   // [n_positions, C]: index 0 the embedding, index l + 1 after block l.
   const std::vector<float>& Residual(int index) const;
-  const int* TopIds(int p) const;      // [kTopProbs]
-  const float* TopProbs(int p) const;  // [kTopProbs]
+  // [kTopProbs]: the final distribution's most probable ids at p and their probabilities,
+  // computed from the final residual stream on first use (one unembedding, ~10 ms for GPT-2
+  // small in wasm, instead of one per position during the run).
+  const int* TopIds(int p) const;
+  const float* TopProbs(int p) const;
 
   // [n_layer + 1, P]: L2 norm of each residual stream row (row 0 the embedding).
   std::vector<float> ResidualNorms() const;
@@ -96,6 +108,9 @@ class CaptureStore {
   void Resize(int end);
   void CopyRows(std::vector<float>& dst, const Activation& a, int width);
   void CheckPosition(int layer, int p) const;
+  void EnsureTop(int p) const;
+
+  const Model* model_ = nullptr;
 
   int n_positions_ = 0;  // positions 0..n_positions_-1 are complete
   int pending_end_ = 0;
@@ -108,8 +123,10 @@ class CaptureStore {
   std::vector<std::vector<float>> mlp_act_;     // [n_layer][P, F] after GELU
   std::vector<double> head_sum_;                // [n_layer, C] "attn_heads" summed over P
   std::vector<double> pending_head_sum_;        // the same for the pass being observed
-  std::vector<int> top_ids_;                    // [P, kTopProbs] from the final logits
-  std::vector<float> top_probs_;                // [P, kTopProbs]
+  // Filled on demand (EnsureTop); top_done_[p] says whether position p's entries are.
+  mutable std::vector<int> top_ids_;            // [P, kTopProbs] from the final logits
+  mutable std::vector<float> top_probs_;        // [P, kTopProbs]
+  mutable std::vector<char> top_done_;          // [P]
 };
 
 }  // namespace gpt2

@@ -71,6 +71,12 @@ struct Interventions {
 struct RunOptions {
   // Receives the named tensors of observer.h; empty: nothing is observed or copied.
   ActivationObserver observer;
+  // Two observed tensors cost more than a copy, so an observer that does not read them can
+  // turn them off: "attn_scores" (the pre-softmax scores, [H, T, keys] per block) and "logits"
+  // for every position ([T, V]: the unembedding of every row, for GPT-2 small ~45 % of the
+  // blocks' work and T x 201 kB). Off, "logits" is not reported at all.
+  bool observe_scores = true;
+  bool observe_all_logits = true;
   // Null: the plain model.
   const Interventions* interventions = nullptr;
 };

@@ -295,8 +295,9 @@ void Session::AttentionStep(int l, int T_int, const RunOptions& run) {
     }
   }
 
+  const bool scoring = observing && run.observe_scores;
   if (observing) {
-    b.obs_scores.resize(size_t(H) * T * n_keys);
+    if (scoring) b.obs_scores.resize(size_t(H) * T * n_keys);
     b.obs_probs.resize(size_t(H) * T * n_keys);
     b.observed.resize(std::max<size_t>(size_t(H) * T * D, b.observed.size()));
   }
@@ -305,15 +306,13 @@ void Session::AttentionStep(int l, int T_int, const RunOptions& run) {
     const float* v = v_layer + h * c.n_ctx * D;
     for (int64_t t = 0; t < T; ++t) {
       const int64_t keys = pos0 + t + 1;  // causal: position pos0+t sees keys 0..pos0+t
-      float* scores = observing ? b.obs_scores.data() + (h * T + t) * n_keys : nullptr;
+      float* scores = scoring ? b.obs_scores.data() + (h * T + t) * n_keys : nullptr;
       float* probs = observing ? b.obs_probs.data() + (h * T + t) * n_keys
                                : b.probs.data() + h * c.n_ctx;
       AttentionHead(b.qkv.data() + t * 3 * C + h * D, k, v, D, keys, D, scale, scores, probs,
                     b.heads.data() + t * C + h * D);
-      if (observing) {
-        std::fill(scores + keys, scores + n_keys, -std::numeric_limits<float>::infinity());
-        std::fill(probs + keys, probs + n_keys, 0.0f);
-      }
+      if (scoring) std::fill(scores + keys, scores + n_keys, -std::numeric_limits<float>::infinity());
+      if (observing) std::fill(probs + keys, probs + n_keys, 0.0f);
     }
   });
 
@@ -341,7 +340,7 @@ void Session::AttentionStep(int l, int T_int, const RunOptions& run) {
       }
       Report(run.observer, kQkvNames[part], l, pos0, b.observed.data(), H, T, D);
     }
-    Report(run.observer, "attn_scores", l, pos0, b.obs_scores.data(), H, T, n_keys);
+    if (scoring) Report(run.observer, "attn_scores", l, pos0, b.obs_scores.data(), H, T, n_keys);
     Report(run.observer, "attn_probs", l, pos0, b.obs_probs.data(), H, T, n_keys);
     Report(run.observer, "attn_heads", l, pos0, b.heads.data(), T, C);
   }
@@ -384,8 +383,8 @@ void Session::MlpStep(int l, int T_int, const RunOptions& run) {
   }
 }
 
-// Final LayerNorm and the unembedding. Without an observer only the last position's logits
-// are needed, which saves (T-1) * V * C multiply-adds in a prefill.
+// Final LayerNorm and the unembedding. Unless an observer wants every position's logits, only
+// the last position's are needed, which saves (T-1) * V * C multiply-adds in a prefill.
 const float* Session::Unembed(int T_int, const RunOptions& run) {
   const Config& c = model_.config();
   Buffers& b = *buffers_;
@@ -396,8 +395,8 @@ const float* Session::Unembed(int T_int, const RunOptions& run) {
   for (int64_t t = first; t < T; ++t) {
     LayerNorm(x + t * C, model_.ln_f_g, model_.ln_f_b, c.ln_eps, C, b.xn.data() + t * C);
   }
-  if (observing) {
-    Report(run.observer, "ln_f", -1, position_, b.xn.data(), T, C);
+  if (observing) Report(run.observer, "ln_f", -1, position_, b.xn.data(), T, C);
+  if (observing && run.observe_all_logits) {
     b.observed.resize(std::max<size_t>(size_t(T) * c.n_vocab, b.observed.size()));
     ParallelMatMul(b.pool, b.xn.data(), T, model_.output, nullptr, b.observed.data());
     Report(run.observer, "logits", -1, position_, b.observed.data(), T, c.n_vocab);

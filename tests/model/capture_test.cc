@@ -76,15 +76,18 @@ TEST_CASE("the capture store holds PyTorch's activations and statistics", "[mode
   const int P = static_cast<int>(ids.size());
 
   gpt2::CaptureStore store;
-  store.Init(c);
+  store.Init(model);
   gpt2::Session session(model);
-  // As the page: the prompt's first 7 tokens in one prefill, then steps.
+  // As the page: the prompt's first 7 tokens in one prefill, then steps, watched by the store
+  // (no attention scores, no logits: the top probabilities below come from the final stream).
+  gpt2::RunOptions run;
+  store.Watch(run);
   store.Begin(0, 7);
-  session.Prefill(ids.data(), 7, {store.Observer()});
+  session.Prefill(ids.data(), 7, run);
   store.Commit();
   for (int p = 7; p < P; ++p) {
     store.Begin(p, 1);
-    session.Step(ids[p], {store.Observer()});
+    session.Step(ids[p], run);
     store.Commit();
   }
   REQUIRE(store.n_positions() == P);

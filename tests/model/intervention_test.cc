@@ -69,7 +69,7 @@ std::map<std::string, gpt2::Interventions> Cases() {
   cases["ablate_zero"].ablate_heads = heads;
   // Mean ablation: the heads' means over the clean run's positions, from the capture store.
   gpt2::CaptureStore store;
-  store.Init(c);
+  store.Init(Tiny());
   {
     gpt2::Session session(Tiny());
     const std::vector<int> ids = Ids("ids");
