@@ -64,11 +64,13 @@ class CaptureStore {
     return [this](const Activation& a) { Observe(a); };
   }
   // Sets run's observer to this store and turns off what it does not keep (attention scores,
-  // every position's logits: a position's distribution is computed when first asked for).
+  // every position's logits: a position's distribution is computed when first asked for); the
+  // store takes a long prompt in chunks.
   void Watch(RunOptions& run) {
     run.observer = Observer();
     run.observe_scores = false;
     run.observe_all_logits = false;
+    run.observe_whole_prompt = false;
   }
   void Commit();
   // Before Session::Rerun of every captured position from block first_block: the blocks

@@ -190,10 +190,9 @@ const float* Session::Prefill(const int* ids, int n, const RunOptions& run) {
     }
   }
   if (run.interventions != nullptr) run.interventions->Validate(c);
-  // Observers see each tensor of the whole prompt at once, so only unobserved runs go in chunks.
   // A chunk is a multiple of the kernels' 4-token tiles, so every position meets the same
-  // arithmetic as in one pass and the logits are the same bits.
-  const int chunk = run.observer ? n : kPrefillChunk;
+  // arithmetic as in one pass and the blocks' results are the same bits.
+  const int chunk = run.observer && run.observe_whole_prompt ? n : kPrefillChunk;
   const float* logits = nullptr;
   for (int i = 0; i < n; i += chunk) {
     const int m = std::min(chunk, n - i);

@@ -211,3 +211,58 @@ TEST_CASE("the recorder keeps every reported tensor", "[model][capture]") {
 
 }  // namespace
 }  // namespace gpt2_test
+
+namespace gpt2_test {
+namespace {
+
+// The page's store takes a long prompt in Session::kPrefillChunk pieces (CaptureStore::Watch);
+// what it keeps must be what one observed pass of the whole prompt (the pass checked against
+// PyTorch above) gives it: the same bits for every block, the same final top 10.
+TEST_CASE("the capture store takes a long prompt in chunks with one pass's values",
+          "[model][capture][long]") {
+  gpt2::Config config = gpt2::TinyTestConfig();
+  config.n_ctx = 3 * gpt2::Session::kPrefillChunk;
+  auto m = LoadModelBytes(gpt2::SyntheticModelBytes(config, gpt2::TensorType::kQ8_0, nullptr));
+  const gpt2::Model& model = *m->model;
+  const int n = 2 * gpt2::Session::kPrefillChunk + 77, L = config.n_layer, F = config.n_ff;
+  std::vector<int> ids(n);
+  for (int i = 0; i < n; ++i) ids[i] = int((uint32_t(i) * 2654435761u) % uint32_t(config.n_vocab));
+
+  gpt2::CaptureStore one_pass, chunked;
+  one_pass.Init(model);
+  chunked.Init(model);
+  gpt2::Session a(model), b(model);
+  one_pass.Begin(0, n);
+  a.Prefill(ids.data(), n, {one_pass.Observer()});
+  one_pass.Commit();
+  gpt2::RunOptions run;
+  chunked.Watch(run);
+  int reports = 0;
+  const gpt2::ActivationObserver store = run.observer;
+  run.observer = [&](const gpt2::Activation& act) {
+    if (std::string(act.name) == "embed") ++reports;
+    store(act);
+  };
+  chunked.Begin(0, n);
+  b.Prefill(ids.data(), n, run);
+  chunked.Commit();
+  CHECK(reports == 3);  // it did run in three pieces
+  REQUIRE(chunked.n_positions() == n);
+
+  for (int r = 0; r <= L; ++r) CHECK(chunked.Residual(r) == one_pass.Residual(r));
+  for (int l = 0; l < L; ++l) {
+    for (int p : {0, 127, 128, 200, 255, 256, n - 1}) {
+      INFO("block " << l << " position " << p);
+      const size_t row = size_t(config.n_head) * (p + 1);
+      CHECK(std::equal(chunked.Attention(l, p), chunked.Attention(l, p) + row, one_pass.Attention(l, p)));
+      CHECK(std::equal(chunked.MlpActivations(l, p), chunked.MlpActivations(l, p) + F,
+                       one_pass.MlpActivations(l, p)));
+    }
+  }
+  for (int p : {0, 200, n - 1}) {
+    CHECK(std::equal(chunked.TopIds(p), chunked.TopIds(p) + gpt2::CaptureStore::kTopProbs, one_pass.TopIds(p)));
+  }
+}
+
+}  // namespace
+}  // namespace gpt2_test
