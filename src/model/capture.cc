@@ -69,6 +69,20 @@ namespace {
 
 size_t AttnOffset(int n_head, int p) { return static_cast<size_t>(n_head) * p * (p + 1) / 2; }
 
+constexpr float kProbScale = 65535.0f;  // attention probabilities as 16-bit fixed point
+
+// Mean and standard deviation (biased, as torch.nn.LayerNorm normalises with; without eps).
+void RowStats(const float* x, int C, float* out) {
+  double mean = 0;
+  for (int i = 0; i < C; ++i) mean += x[i];
+  mean /= C;
+  double var = 0;
+  for (int i = 0; i < C; ++i) var += (x[i] - mean) * (x[i] - mean);
+  var /= C;
+  out[0] = static_cast<float>(mean);
+  out[1] = static_cast<float>(std::sqrt(var));
+}
+
 }  // namespace
 
 void CaptureStore::Init(const Model& model) {
@@ -85,19 +99,18 @@ void CaptureStore::Clear() {
   n_positions_ = pending_end_ = 0;
   attn_.assign(n_layer_, {});
   resid_.assign(n_layer_ + 1, {});
-  resid_attn_.assign(n_layer_, {});
+  resid_attn_stats_.assign(n_layer_, {});
   mlp_act_.assign(n_layer_, {});
   head_sum_.assign(static_cast<size_t>(n_layer_) * n_embd_, 0.0);
   top_ids_.clear();
   top_probs_.clear();
   top_done_.clear();
-  top_probs_.clear();
 }
 
 void CaptureStore::Resize(int end) {
   for (int l = 0; l < n_layer_; ++l) {
     attn_[l].resize(AttnOffset(n_head_, end));
-    resid_attn_[l].resize(static_cast<size_t>(end) * n_embd_);
+    resid_attn_stats_[l].resize(static_cast<size_t>(end) * 2);
     mlp_act_[l].resize(static_cast<size_t>(end) * n_ff_);
   }
   for (auto& r : resid_) r.resize(static_cast<size_t>(end) * n_embd_);
@@ -146,7 +159,9 @@ void CaptureStore::Observe(const Activation& a) {
   } else if (name == "resid_out") {
     CopyRows(resid_[a.layer + 1], a, n_embd_);
   } else if (name == "resid_attn") {
-    CopyRows(resid_attn_[a.layer], a, n_embd_);
+    for (int64_t t = 0; t < a.shape[0]; ++t) {
+      RowStats(a.data + t * n_embd_, n_embd_, resid_attn_stats_[a.layer].data() + (a.pos0 + t) * 2);
+    }
   } else if (name == "mlp_act") {
     CopyRows(mlp_act_[a.layer], a, n_ff_);
   } else if (name == "attn_heads") {
@@ -159,10 +174,13 @@ void CaptureStore::Observe(const Activation& a) {
     const int64_t T = a.shape[1], n_keys = a.shape[2];
     for (int64_t t = 0; t < T; ++t) {
       const int p = a.pos0 + static_cast<int>(t);
-      float* dst = attn_[a.layer].data() + AttnOffset(n_head_, p);
+      uint16_t* dst = attn_[a.layer].data() + AttnOffset(n_head_, p);
       for (int h = 0; h < n_head_; ++h) {
-        std::memcpy(dst + static_cast<size_t>(h) * (p + 1), a.data + (h * T + t) * n_keys,
-                    sizeof(float) * (p + 1));
+        const float* src = a.data + (h * T + t) * n_keys;
+        for (int k = 0; k <= p; ++k) {
+          const float x = std::min(std::max(src[k], 0.0f), 1.0f);
+          dst[static_cast<size_t>(h) * (p + 1) + k] = static_cast<uint16_t>(x * kProbScale + 0.5f);
+        }
       }
     }
   }
@@ -181,7 +199,10 @@ void CaptureStore::CheckPosition(int layer, int p) const {
 
 const float* CaptureStore::Attention(int layer, int p) const {
   CheckPosition(layer, p);
-  return attn_[layer].data() + AttnOffset(n_head_, p);
+  const uint16_t* q = attn_[layer].data() + AttnOffset(n_head_, p);
+  attn_row_.resize(static_cast<size_t>(n_head_) * (p + 1));
+  for (size_t i = 0; i < attn_row_.size(); ++i) attn_row_[i] = q[i] / kProbScale;
+  return attn_row_.data();
 }
 
 const float* CaptureStore::MlpActivations(int layer, int p) const {
@@ -238,20 +259,13 @@ std::vector<float> CaptureStore::LayerNormStats() const {
   const int P = n_positions_, C = n_embd_, L = n_layer_;
   std::vector<float> out(static_cast<size_t>(2 * L + 1) * P * 2);
   for (int r = 0; r < 2 * L + 1; ++r) {
-    const std::vector<float>& src =
-        r == 2 * L ? resid_[L] : (r % 2 == 0 ? resid_[r / 2] : resid_attn_[r / 2]);
-    for (int p = 0; p < P; ++p) {
-      const float* x = src.data() + static_cast<size_t>(p) * C;
-      double mean = 0;
-      for (int i = 0; i < C; ++i) mean += x[i];
-      mean /= C;
-      double var = 0;
-      for (int i = 0; i < C; ++i) var += (x[i] - mean) * (x[i] - mean);
-      var /= C;
-      float* o = out.data() + (static_cast<size_t>(r) * P + p) * 2;
-      o[0] = static_cast<float>(mean);
-      o[1] = static_cast<float>(std::sqrt(var));
+    float* o = out.data() + static_cast<size_t>(r) * P * 2;
+    if (r % 2 == 1) {  // ln_2 of block r / 2: kept as statistics
+      std::copy_n(resid_attn_stats_[r / 2].begin(), static_cast<size_t>(P) * 2, o);
+      continue;
     }
+    const std::vector<float>& src = r == 2 * L ? resid_[L] : resid_[r / 2];
+    for (int p = 0; p < P; ++p) RowStats(src.data() + static_cast<size_t>(p) * C, C, o + p * 2);
   }
   return out;
 }
