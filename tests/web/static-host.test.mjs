@@ -148,6 +148,29 @@ describe('a static host without COOP/COEP headers', {skip: !fs.existsSync(path.j
     }
   });
 
+  test('a service worker that does not isolate: one reload only, then one thread, said why', async () => {
+    // E.g. an older sw.js still in charge: the guard in isolation.js must not reload forever.
+    const site = copySite('site-inert-sw');
+    fs.writeFileSync(path.join(site, 'sw.js'), `
+      self.addEventListener('install', () => self.skipWaiting());
+      self.addEventListener('activate', (e) => e.waitUntil(self.clients.claim()));
+      self.addEventListener('fetch', (e) => e.respondWith(fetch(e.request)));`);
+    const server = await startServer({dir: site, port: 0, quiet: true});
+    let page;
+    try {
+      page = await openPage(browser, server.url, consoleLines);
+      assert.equal(await page.evaluate(() => !!navigator.serviceWorker.controller), true);
+      assert.equal(await page.evaluate(() => self.crossOriginIsolated), false);
+      assert.equal(server.requests('/'), 2, 'the first load and one reload');
+      assert.match(await page.getByTestId('threads-note').textContent(),
+                   /^The engine runs on one thread: the page was reloaded under its service worker but is still not cross-origin isolated/);
+      assert.equal(await page.getByTestId('stats').getAttribute('data-threads'), '1');
+    } finally {
+      await page?.close();
+      await server.close();
+    }
+  });
+
   test('build-site.sh --with-weights: the folder alone, served as is, opens its model', async () => {
     const dir = path.join(modelDir('static-host'), 'site-with-weights');
     const partSize = Math.ceil(models.size / 3) + 17;  // not a divisor: the last part is short
