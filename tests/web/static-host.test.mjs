@@ -142,6 +142,7 @@ describe('a static host without COOP/COEP headers', {skip: !fs.existsSync(path.j
       assert.equal(await note.isVisible(), true);
       assert.match(await note.textContent(), /^The engine runs on one thread: service workers are turned off in this browser/);
       assert.equal(server.requests('/gpt2-engine-mt.wasm'), 0, 'the threaded engine was not loaded');
+      await page.getByTestId('threads-note').screenshot({path: artifact('static-host-no-service-worker.png')});
     } finally {
       await server.close();
       await blocked.close();
