@@ -7,8 +7,8 @@
 // Set just before the reload, so a page that is still not isolated afterwards does not reload
 // again (each load the person asks for gets at most one automatic reload).
 const kReloadedKey = 'gpt2-isolation-reload';
-// The first visit waits this long for the service worker to install (it fetches the site's
-// files) before going on with one thread.
+// The first visit waits this long for the service worker to start before going on with one
+// thread.
 const kStartTimeoutMs = 20_000;
 
 const kOneThread = 'The engine runs on one thread: ';

@@ -25,13 +25,15 @@ const versionUrl = new URL('version.json', scope).href;
 const indexUrl = new URL('index.html', scope).href;
 
 self.addEventListener('install', (event) => {
-  // Take over at once: the page waits for this worker to reload itself isolated. Filling the
-  // cache is best effort here (a navigation retries it); isolation must not depend on it.
-  event.waitUntil(update().catch(() => {}).then(() => self.skipWaiting()));
+  // Take over at once: the page is waiting to reload itself isolated.
+  event.waitUntil(self.skipWaiting());
 });
 
 self.addEventListener('activate', (event) => {
-  event.waitUntil(self.clients.claim());
+  // The page reloads when claimed; its requests wait until activation is done, so they are
+  // answered with the cache filled. Filling is best effort (a navigation retries it): threads
+  // must not depend on it.
+  event.waitUntil(self.clients.claim().then(() => update().catch(() => {})));
 });
 
 self.addEventListener('fetch', (event) => {
