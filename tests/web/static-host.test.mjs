@@ -183,7 +183,8 @@ describe('a static host without COOP/COEP headers', {skip: !fs.existsSync(path.j
     assert.ok(bytes.equals(fs.readFileSync(models.model)), 'the parts are the GGUF, in order');
     assert.ok(!version.files.some((f) => f.startsWith('weights')), 'the service worker does not keep the model');
 
-    const server = await startServer({dir, port: 0, quiet: true});  // no mounts, no headers
+    // No mounts, no headers, under a sub-path like a GitHub Pages project site.
+    const server = await startServer({dir, port: 0, quiet: true, base: '/repo/'});
     let page;
     try {
       page = await browser.context.newPage();
@@ -196,6 +197,8 @@ describe('a static host without COOP/COEP headers', {skip: !fs.existsSync(path.j
       assert.deepEqual(await generate(page), expectedIds);
       assert.deepEqual(failed, []);
       assert.equal(await page.evaluate(() => self.crossOriginIsolated), true);
+      assert.equal(await page.evaluate(async () => (await navigator.serviceWorker.getRegistration()).scope),
+                   server.url, 'the service worker covers the site folder');
     } finally {
       await page?.close();
       await server.close();
