@@ -576,8 +576,8 @@ worker.onmessage = ({data: msg}) => {
                  progressText: 'Engine ready. Load a model.'});
       store.set({statsText: `Engine: ${threadMode()}.`});
       worker.postMessage({type: 'cache-info'});
-      // A model named in the URL (the demo opens the page so) loads at once; otherwise the
-      // default one only if it is already cached (no unasked-for download).
+      // A model named in the URL (the demo opens the page so) or shipped with the site loads at
+      // once; otherwise the default one only if it is already cached (no unasked-for download).
       if (params.get('model')) loadUrl($('model-url').value);
       else siteModel.then((url) => { if (url && !state.loading && !state.info) loadUrl(url); else autoLoadIfCached(); });
       break;
