@@ -2,6 +2,8 @@
 // message protocol) meet here. Handlers and worker replies only change the state (store.js);
 // render() draws every view from it, each view a module with render(element, data). Nothing
 // here runs the model, so the page stays responsive while it works.
+// First: it may reload the page (under the service worker, for threads) before anything starts.
+import {isolationNote} from './isolation.js';
 import {encodeNpy} from './npy.js';
 import {checkAgainstModel, decodeShare, encodeShare, kSamplingFields} from './share.js';
 import {createStore, renderIfChanged} from './store.js';
@@ -35,6 +37,7 @@ const store = createStore({
   threads: 1,       // threads running the kernels (the worker's plan, then the engine's count)
   isolated: false,  // cross-origin isolated: SharedArrayBuffer, so the threaded engine
   threadsNote: '',  // why the threaded engine is not used although the page is isolated
+  isolationNote,    // why the page is not isolated (isolation.js), in words; '' when it is
   info: null,
   loading: false,
   generating: false,
@@ -208,6 +211,8 @@ function renderStatus(s) {
     if (s.statsData[k] === undefined) delete stats.dataset[k];
     else stats.dataset[k] = s.statsData[k];
   }
+  $('threads-note').textContent = s.isolationNote;
+  $('threads-note').hidden = !s.isolationNote;
   stats.dataset.threads = s.threads;
   stats.dataset.isolated = s.isolated;
   stats.title = s.isolated ? '' : 'Serve the page with the headers Cross-Origin-Opener-Policy: same-origin ' +
@@ -571,10 +576,10 @@ worker.onmessage = ({data: msg}) => {
                  progressText: 'Engine ready. Load a model.'});
       store.set({statsText: `Engine: ${threadMode()}.`});
       worker.postMessage({type: 'cache-info'});
-      // A model named in the URL (the demo opens the page so) loads at once; otherwise the
-      // default one only if it is already cached (no unasked-for download).
+      // A model named in the URL (the demo opens the page so) or shipped with the site loads at
+      // once; otherwise the default one only if it is already cached (no unasked-for download).
       if (params.get('model')) loadUrl($('model-url').value);
-      else autoLoadIfCached();
+      else siteModel.then((url) => { if (url && !state.loading && !state.info) loadUrl(url); else autoLoadIfCached(); });
       break;
     case 'progress': onProgress(msg); break;
     case 'model': onModel(msg); break;
@@ -766,6 +771,12 @@ drop.addEventListener('keydown', (e) => {
 });
 
 if (params.get('model')) $('model-url').value = params.get('model');
+// A site built with `build-site.sh --with-weights` names the model it ships in version.json; the
+// page opens that one at once (a link's ?model= still wins).
+const siteModel = params.get('model') ? Promise.resolve('') :
+  fetch(new URL('version.json', import.meta.url)).then((r) => (r.ok ? r.json() : {}))
+      .then((v) => (typeof v.model === 'string' ? v.model : ''), () => '');
+siteModel.then((url) => { if (url && !state.info && !state.loading) $('model-url').value = url; });
 if (params.get('prompt')) $('prompt').value = params.get('prompt');
 // The link's sampling settings show at once; its model-dependent parts wait for the model.
 for (const {name} of kSamplingFields) if (shared.sampling[name] !== undefined) $(name).value = shared.sampling[name];

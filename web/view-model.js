@@ -32,7 +32,8 @@ export function render(els, d) {
   }
   const info = d.info;
   const file = d.source.split(/[?#]/)[0].split('/').pop();
-  const known = kKnownModels[file];
+  // A manifest of parts written by build-site.sh --with-weights is named after its .gguf.
+  const known = kKnownModels[file] || kKnownModels[file.replace(/\.manifest\.json$/, '.gguf')];
   const words = known ? known.name : `${info.name || file || 'a GPT-2 model'} ` +
       `(${info.n_layer} blocks, ${(info.parameters / 1e6).toFixed(0)} M parameters)`;
   els.name.textContent = `Running: ${words}.`;

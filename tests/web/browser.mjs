@@ -12,8 +12,10 @@ export const kArtifacts = path.join(kRoot, 'test-artifacts');
 const kChromium = process.env.CHROMIUM || '/usr/bin/chromium';
 
 // A persistent context so a "second visit" (a new page in the same profile) sees the Cache API
-// storage of the first; close() removes the profile.
-export async function launchBrowser() {
+// storage of the first; close() removes the profile. Service workers are blocked unless a test
+// asks for them ({serviceWorkers: 'allow'}, static-host.test.mjs): the site's sw.js would make
+// every page cross-origin isolated and reload it once, which the other tests are not about.
+export async function launchBrowser({serviceWorkers = 'block'} = {}) {
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'gpt2-chromium-'));
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: kChromium,
@@ -21,6 +23,7 @@ export async function launchBrowser() {
     args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
            '--disable-background-networking', '--disable-component-update', '--disable-sync'],
     viewport: {width: 1280, height: 900},
+    serviceWorkers,
   });
   return {
     context,

@@ -5,7 +5,7 @@
 import {execFileSync} from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import {kRoot} from './browser.mjs';
+import {kRoot, watchConsole} from './browser.mjs';
 
 export const kNative = path.join(kRoot, 'build/native');
 export const kWork = path.join(kRoot, 'build/web-test');
@@ -93,4 +93,51 @@ export function closeTo(actual, expected, tol, what) {
   if (!(Math.abs(a - e) <= tol * Math.max(1, Math.abs(e)))) {
     throw new Error(`${what}: page ${a}, native ${e} (tolerance ${tol})`);
   }
+}
+
+const kPageTimeout = 60_000;
+
+// A new page at `url`, once its engine is ready (the Load button enabled). Also waits through
+// the one reload isolation.js may do.
+export async function openPage(browser, url, consoleLines) {
+  const page = await browser.context.newPage();
+  consoleLines.push(...watchConsole(page));
+  await page.goto(url);
+  await page.waitForFunction(() => !document.querySelector('[data-testid=load]').disabled, null,
+                             {timeout: kPageTimeout});
+  return page;
+}
+
+// Waits until the model the page is loading is ready; a page error fails.
+export async function waitForModel(page) {
+  await page.waitForFunction(() => {
+    const bar = document.querySelector('[data-testid=progress]');
+    return (bar.value === 100 && bar.dataset.source) || !document.querySelector('[data-testid=error]').hidden;
+  }, null, {timeout: kPageTimeout});
+  const err = page.getByTestId('error');
+  if (await err.isVisible()) throw new Error(`page error while loading: ${await err.textContent()}`);
+}
+
+// Generates with kPrompt and kSampling; returns the page's ids (prompt and sampled).
+export async function generate(page) {
+  await page.getByTestId('temperature').fill(String(kSampling.temperature));
+  await page.getByTestId('top-k').fill(String(kSampling.topK));
+  await page.getByTestId('top-p').fill(String(kSampling.topP));
+  await page.getByTestId('seed').fill(String(kSampling.seed));
+  await page.getByTestId('max-tokens').fill(String(kSampling.maxTokens));
+  await page.getByTestId('prompt').fill(kPrompt);
+  await page.getByTestId('generate').click();
+  await page.waitForFunction(() => document.querySelector('[data-testid=stats]').dataset.reason ||
+                                   !document.querySelector('[data-testid=error]').hidden, null, {timeout: kPageTimeout});
+  const err = page.getByTestId('error');
+  if (await err.isVisible()) throw new Error(`page error while generating: ${await err.textContent()}`);
+  return (await page.getByTestId('output-ids').textContent()).trim().split(/\s+/).map(Number);
+}
+
+// Loads `modelUrl` (makeModels's model, mounted at models/ by serveSite) and generates.
+export async function loadAndGenerate(page, modelUrl = 'models/tiny-q8_0.gguf') {
+  await page.getByTestId('model-url').fill(modelUrl);
+  await page.getByTestId('load').click();
+  await waitForModel(page);
+  return generate(page);
 }

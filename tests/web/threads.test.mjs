@@ -8,43 +8,11 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
-import {artifact, kRoot, launchBrowser, serveSite, watchConsole} from './browser.mjs';
-import {kPrompt, kSampling, makeModels, modelDir, nativeGenerate} from './fixtures.mjs';
+import {artifact, kRoot, launchBrowser, serveSite} from './browser.mjs';
+import {kPrompt, kSampling, loadAndGenerate, makeModels, modelDir, nativeGenerate, openPage} from './fixtures.mjs';
 
 const kSite = path.join(kRoot, 'build/site');
-const kTimeout = 60_000;
 const kThreads = 3;  // more than 1 even on a one-core machine, where the default would be 1
-
-async function openPage(browser, url, consoleLines) {
-  const page = await browser.context.newPage();
-  consoleLines.push(...watchConsole(page));
-  await page.goto(url);
-  await page.waitForFunction(() => !document.querySelector('[data-testid=load]').disabled, null,
-                             {timeout: kTimeout});
-  return page;
-}
-
-async function loadAndGenerate(page) {
-  await page.getByTestId('model-url').fill('models/tiny-q8_0.gguf');
-  await page.getByTestId('load').click();
-  await page.waitForFunction(() => {
-    const bar = document.querySelector('[data-testid=progress]');
-    return (bar.value === 100 && bar.dataset.source) || !document.querySelector('[data-testid=error]').hidden;
-  }, null, {timeout: kTimeout});
-  const err = page.getByTestId('error');
-  if (await err.isVisible()) throw new Error(`page error while loading: ${await err.textContent()}`);
-  await page.getByTestId('temperature').fill(String(kSampling.temperature));
-  await page.getByTestId('top-k').fill(String(kSampling.topK));
-  await page.getByTestId('top-p').fill(String(kSampling.topP));
-  await page.getByTestId('seed').fill(String(kSampling.seed));
-  await page.getByTestId('max-tokens').fill(String(kSampling.maxTokens));
-  await page.getByTestId('prompt').fill(kPrompt);
-  await page.getByTestId('generate').click();
-  await page.waitForFunction(() => document.querySelector('[data-testid=stats]').dataset.reason ||
-                                   !document.querySelector('[data-testid=error]').hidden, null, {timeout: kTimeout});
-  if (await err.isVisible()) throw new Error(`page error while generating: ${await err.textContent()}`);
-  return (await page.getByTestId('output-ids').textContent()).trim().split(/\s+/).map(Number);
-}
 
 describe('threads in headless Chromium', {skip: !fs.existsSync(path.join(kSite, 'gpt2-engine-mt.js')) && 'build/site has no threaded engine'}, () => {
   let models, expectedIds, browser;
