@@ -1,5 +1,6 @@
 #include "tools/common/convert.h"
 
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -168,24 +169,32 @@ std::vector<Gpt2GgufConversion::Planned> PlanTensors(const SafetensorsFile& chec
   return planned;
 }
 
-// Tensor p's values, row-major in its ggml shape (transposed if it is a Conv1D weight).
-std::vector<float> PlannedValues(const Gpt2GgufConversion::Planned& p) {
-  std::vector<float> values = ReadAsF32(*p.source);
+int64_t Rows(const std::vector<int64_t>& ne) {
+  int64_t rows = 1;
+  for (size_t d = 1; d < ne.size(); ++d) rows *= ne[d];
+  return rows;
+}
+
+// Encodes tensor p into dst (its RowBytes * rows bytes). An F32 tensor that needs no transpose is
+// encoded straight from the checkpoint's bytes (a little-endian host, as the file): GPT-2's
+// token embedding alone would otherwise take another 154 MB of the page's wasm heap.
+void EncodePlanned(const Gpt2GgufConversion::Planned& p, uint8_t* dst) {
+  const SafetensorsTensor& t = *p.source;
+  if (!p.conv1d && t.dtype == "F32" && reinterpret_cast<uintptr_t>(t.data) % alignof(float) == 0) {
+    EncodeRowsInto(reinterpret_cast<const float*>(t.data), Rows(p.ne), p.ne[0], p.type, dst);
+    return;
+  }
+  std::vector<float> values = ReadAsF32(t);
   if (p.conv1d) {
-    const int64_t in = p.source->shape[0], out = p.source->shape[1];
+    // Conv1D weights are [in, out]; ggml's rows hold `in` elements.
+    const int64_t in = t.shape[0], out = t.shape[1];
     std::vector<float> transposed(values.size());
     for (int64_t i = 0; i < in; ++i) {
       for (int64_t o = 0; o < out; ++o) transposed[o * in + i] = values[i * out + o];
     }
     values.swap(transposed);
   }
-  return values;
-}
-
-int64_t Rows(const std::vector<int64_t>& ne) {
-  int64_t rows = 1;
-  for (size_t d = 1; d < ne.size(); ++d) rows *= ne[d];
-  return rows;
+  EncodeRowsInto(values.data(), Rows(p.ne), p.ne[0], p.type, dst);
 }
 
 void LogTensor(const Gpt2GgufConversion::Planned& p, std::ostream* log) {
@@ -273,8 +282,8 @@ ConvertStats BuildGpt2Gguf(const SafetensorsFile& checkpoint, const Config& conf
       PlanTensors(checkpoint, config, matrix_type, &stats);
   AddGpt2Metadata(*writer, config, tokenizer, LlamaFileType(matrix_type), model_name);
   for (const Gpt2GgufConversion::Planned& p : planned) {
-    const std::vector<float> values = PlannedValues(p);
-    const std::vector<uint8_t> bytes = EncodeRows(values.data(), Rows(p.ne), p.ne[0], p.type);
+    std::vector<uint8_t> bytes(RowBytes(p.type, p.ne[0]) * static_cast<size_t>(Rows(p.ne)));
+    EncodePlanned(p, bytes.data());
     writer->AddTensor(p.gguf_name, p.type, p.ne, bytes.data(), bytes.size());
     LogTensor(p, log);
   }
@@ -302,9 +311,8 @@ void Gpt2GgufConversion::EncodeTensor(int i, uint8_t* file, std::ostream* log) c
     throw Error("tensor index " + std::to_string(i) + " is outside 0.." + std::to_string(num_tensors() - 1));
   }
   const Planned& p = tensors_[i];
-  const std::vector<float> values = PlannedValues(p);
   uint8_t* dst = file + layout_.offsets[i];
-  EncodeRowsInto(values.data(), Rows(p.ne), p.ne[0], p.type, dst);
+  EncodePlanned(p, dst);
   const uint64_t end = i + 1 < num_tensors() ? layout_.offsets[i + 1] : layout_.size;
   const uint64_t used = layout_.offsets[i] + layout_.nbytes[i];
   std::memset(dst + layout_.nbytes[i], 0, static_cast<size_t>(end - used));
