@@ -33,8 +33,11 @@ export function render(els, d) {
   const info = d.info;
   const file = d.source.split(/[?#]/)[0].split('/').pop();
   const known = kKnownModels[file];
-  const words = known ? known.name : `${info.name || file || 'a GPT-2 model'} ` +
-      `(${info.n_layer} blocks, ${(info.parameters / 1e6).toFixed(0)} M parameters)`;
+  // The file's own general.name first (gpt2-convert writes "GPT-2 small" for OpenAI's shape);
+  // the file name only when the file does not say.
+  const shape = `${info.n_layer} blocks, ${(info.parameters / 1e6).toFixed(0)} M parameters`;
+  const words = info.name ? `${info.name} (${shape}, ${info.weight_type} weights)`
+      : known ? known.name : `${file || 'a GPT-2 model'} (${shape})`;
   els.name.textContent = `Running: ${words}.`;
   els.name.dataset.file = file;
   els.name.hidden = false;
