@@ -42,11 +42,11 @@ function recordProgress() {
 }
 
 // A page of the site pointed at the fake Hugging Face (?hf=BASE), ready for a click.
-async function openPage(browser, site, hf, consoleLines) {
+async function openPage(browser, site, hf, consoleLines, query = '') {
   const page = await browser.context.newPage();
   consoleLines.push(...watchConsole(page));
   await page.addInitScript(recordProgress);
-  await page.goto(`${site.url}?hf=${encodeURIComponent(new URL(hf.url).origin)}`);
+  await page.goto(`${site.url}?hf=${encodeURIComponent(new URL(hf.url).origin)}${query}`);
   await page.waitForFunction(() => !document.querySelector('[data-testid=get-gpt2]').disabled, null, {timeout: kTimeout});
   return page;
 }
@@ -153,6 +153,27 @@ describe('Get GPT-2 small from Hugging Face', {skip}, () => {
     } finally {
       await browser.close();
       await hf.close();
+    }
+  });
+
+  test('the threaded engine (a cross-origin isolated page) converts the same way', async () => {
+    const isolated = await serveSite({site: kSite, isolate: true});
+    const hf = await startFakeHf({files});
+    const browser = await launchBrowser();
+    try {
+      const page = await openPage(browser, isolated, hf, consoleLines, '&threads=2');
+      await page.getByTestId('get-gpt2').click();
+      await waitLoaded(page, kTimeout);
+      assert.equal(await page.getByTestId('progress').getAttribute('data-source'), 'hf');
+      assert.deepEqual(await generateGreedy(page), expected.q8_0);
+      assert.equal(Number(await page.getByTestId('stats').getAttribute('data-threads')), 2);
+      assert.ok(isolated.requests('/gpt2-engine-mt.wasm') >= 1, 'the pthreads module converted');
+      assert.equal(isolated.requests('/gpt2-engine.wasm'), 0);
+      await page.close();
+    } finally {
+      await browser.close();
+      await hf.close();
+      await isolated.close();
     }
   });
 
