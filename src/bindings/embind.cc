@@ -684,6 +684,9 @@ class Converter {
         throw Error("model.safetensors is incomplete: received " + std::to_string(input_filled_) +
                     " of " + std::to_string(input_size_) + " bytes.");
       }
+      conversion_.reset();  // a second plan() replaces the first
+      std::free(output_);
+      output_ = nullptr;
       checkpoint_ = SafetensorsFile::Parse(input_, input_size_, "model.safetensors");
       const std::string name = Gpt2DefaultModelName(config_);
       conversion_ = std::make_unique<Gpt2GgufConversion>(*checkpoint_, config_, tokenizer_.get(),

@@ -37,7 +37,8 @@ function nativeConvert(dir, type) {
 }
 
 // Feeds the files to a Converter in uneven chunks, as a download delivers them.
-function convertInWasm(Module, files, type) {
+// replanFrom: plan() with that type first, then again with `type` (the second replaces the first).
+function convertInWasm(Module, files, type, replanFrom) {
   const c = new Module.Converter();
   try {
     c.setConfig(files['config.json'].toString('utf8'));
@@ -47,6 +48,7 @@ function convertInWasm(Module, files, type) {
     for (let i = 0, n = 1000; i < st.length; i += n, n = Math.min(n * 3 + 7, 16 << 20)) {
       c.appendChunk(st.subarray(i, i + n));
     }
+    if (replanFrom) c.plan(replanFrom);
     const plan = c.plan(type);
     let done = 0;
     while (done < plan.tensors) done = c.convertNext();
@@ -75,6 +77,11 @@ describe('in-engine conversion (Module.Converter)', {skip}, () => {
       assert.ok(Buffer.from(gguf).equals(native), `wasm ${gguf.length} bytes vs native ${native.length}`);
     });
   }
+
+  test('a second plan() replaces the first', () => {
+    const {gguf} = convertInWasm(Module, files, 'q8_0', 'f16');
+    assert.ok(Buffer.from(gguf).equals(nativeConvert(dir, 'q8_0')));
+  });
 
   test('bad input gives clear errors, never a trap', () => {
     const c = new Module.Converter();
