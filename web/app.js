@@ -4,6 +4,7 @@
 // here runs the model, so the page stays responsive while it works.
 // First: it may reload the page (under the service worker, for threads) before anything starts.
 import {isolationNote} from './isolation.js';
+import {hfCacheKey, kHfWeights} from './hf.js';
 import {encodeNpy} from './npy.js';
 import {checkAgainstModel, decodeShare, encodeShare, kSamplingFields} from './share.js';
 import {createStore, renderIfChanged} from './store.js';
@@ -223,6 +224,7 @@ function renderStatus(s) {
   $('generate').disabled = !haveModel || busy;
   $('stop').disabled = !s.generating;
   $('load').disabled = !s.ready || busy;
+  $('get-gpt2').disabled = !s.ready || busy;
   $('model-file').disabled = !s.ready || busy;
   $('exp-run-again').disabled = !haveModel || busy || s.captured === 0;
   $('sweep-run').disabled = !haveModel || busy || s.picked < 0;
@@ -324,17 +326,29 @@ function loadFile(file) {
   worker.postMessage({type: 'load', file});
 }
 
-function onProgress({phase, loaded, total}) {
+// Get GPT-2 small: Hugging Face, or the server named by ?hf=BASE (tests use a local one).
+const hfBase = params.get('hf') || 'https://huggingface.co';
+
+function getGpt2() {
+  const weights = $('hf-weights').value;
+  startLoad(`gpt2-${weights}.gguf`, `Getting GPT-2 small (${weights.toUpperCase()})…`);
+  modelUrl = '';  // shared links name a model URL; this one is made in the browser
+  worker.postMessage({type: 'get-gpt2', hf: hfBase, weights});
+}
+
+function onProgress({phase, loaded, total, file}) {
   const pct = total ? Math.floor((loaded / total) * 100) : 0;
-  const verb = {download: 'Downloading', cache: 'Reading from the browser cache', file: 'Reading the file',
-                parse: 'Checking the file and preparing the model'}[phase] || phase;
+  const verb = {download: file ? `Downloading ${file}` : 'Downloading', cache: 'Reading from the browser cache',
+                file: 'Reading the file', parse: 'Checking the file and preparing the model',
+                convert: 'Converting to GGUF'}[phase] || phase;
+  const amount = phase === 'convert' ? `${loaded} of ${total} tensors` : `${mb(loaded)} of ${mb(total)}`;
   store.set({progress: {value: pct, loaded, total, phase},
-             progressText: phase === 'parse' ? `${verb}…` : `${verb}: ${mb(loaded)} of ${mb(total)} (${pct}%)`});
+             progressText: phase === 'parse' || !total ? `${verb}…` : `${verb}: ${amount} (${pct}%)`});
 }
 
 function onModel({info, source, name, cacheWarning}) {
   const from = {network: 'downloaded and cached', cache: 'from the browser cache (no download)',
-                file: `from ${name}`}[source];
+                file: `from ${name}`, hf: 'downloaded from Hugging Face, converted and cached'}[source];
   if (info.threads) state.threads = info.threads;
   fillSelect($('layer-select'), info.n_layer, (i) => `block ${i}`);
   fillSelect($('head-select'), info.n_head, (i) => `head ${i}`);
@@ -632,7 +646,13 @@ function autoLoadIfCached() {
   if (!state.ready || !cachedUrls.length || !autoLoadPending || state.loading || state.info) return;
   autoLoadPending = false;
   const url = new URL($('model-url').value.trim(), document.baseURI).href;
-  if (cachedUrls.includes(url)) loadUrl($('model-url').value);
+  if (cachedUrls.includes(url)) { loadUrl($('model-url').value); return; }
+  // Else a GPT-2 converted on an earlier visit (the worker's cache key for it; no request).
+  const converted = kHfWeights.find((w) => cachedUrls.includes(hfCacheKey(hfBase, w)));
+  if (converted) {
+    $('hf-weights').value = converted;
+    getGpt2();
+  }
 }
 
 // ---- Controls -----------------------------------------------------------------------------------
@@ -647,6 +667,7 @@ function on(element, type, handler) {
 }
 
 on($('load'), 'click', () => { autoLoadPending = false; loadUrl($('model-url').value); });
+on($('get-gpt2'), 'click', () => { autoLoadPending = false; getGpt2(); });
 on($('model-url'), 'keydown', (e) => { if (e.key === 'Enter') $('load').click(); });
 on($('model-file'), 'change', (e) => { autoLoadPending = false; loadFile(e.target.files[0]); });
 on($('generate'), 'click', generate);
@@ -777,6 +798,7 @@ const siteModel = params.get('model') ? Promise.resolve('') :
   fetch(new URL('version.json', import.meta.url)).then((r) => (r.ok ? r.json() : {}))
       .then((v) => (typeof v.model === 'string' ? v.model : ''), () => '');
 siteModel.then((url) => { if (url && !state.info && !state.loading) $('model-url').value = url; });
+try { $('hf-host').textContent = new URL(hfBase).host; } catch { /* the worker reports a bad URL */ }
 if (params.get('prompt')) $('prompt').value = params.get('prompt');
 // The link's sampling settings show at once; its model-dependent parts wait for the model.
 for (const {name} of kSamplingFields) if (shared.sampling[name] !== undefined) $(name).value = shared.sampling[name];

@@ -34,8 +34,11 @@ export function render(els, d) {
   const file = d.source.split(/[?#]/)[0].split('/').pop();
   // A manifest of parts written by build-site.sh --with-weights is named after its .gguf.
   const known = kKnownModels[file] || kKnownModels[file.replace(/\.manifest\.json$/, '.gguf')];
-  const words = known ? known.name : `${info.name || file || 'a GPT-2 model'} ` +
-      `(${info.n_layer} blocks, ${(info.parameters / 1e6).toFixed(0)} M parameters)`;
+  // The file's own general.name first (gpt2-convert writes "GPT-2 small" for OpenAI's shape);
+  // the file name only when the file does not say.
+  const shape = `${info.n_layer} blocks, ${(info.parameters / 1e6).toFixed(0)} M parameters`;
+  const words = info.name ? `${info.name} (${shape}, ${info.weight_type} weights)`
+      : known ? known.name : `${file || 'a GPT-2 model'} (${shape})`;
   els.name.textContent = `Running: ${words}.`;
   els.name.dataset.file = file;
   els.name.hidden = false;

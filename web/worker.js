@@ -4,6 +4,11 @@
 //   page -> worker
 //     {type:'load', url}             a .gguf URL, or a .json manifest {"parts":[...],"size":N}
 //     {type:'load', file}            a File from <input type=file> or drag and drop
+//     {type:'get-gpt2', hf, weights}   GPT-2 small from Hugging Face: the cached conversion if there
+//                                    is one, else model.safetensors, config.json, vocab.json and
+//                                    merges.txt from hf/openai-community/gpt2/resolve/main/<file>,
+//                                    converted to `weights` ('q8_0' | 'q4_0' | 'f16') by the
+//                                    engine's Converter (gpt2-convert's code) and cached as a GGUF
 //     {type:'generate', prompt, temperature, topK, topP, seed, maxTokens, capture, interventions}
 //                                    interventions: engine.setInterventions's spec (src/bindings/
 //                                    embind.cc), applied to this and every later run; {} = plain
@@ -30,8 +35,11 @@
 //                                                    kernels will use, isolated: the page is
 //                                                    cross-origin isolated (so threads are possible);
 //                                                    note: why threads are off although isolated
-//     {type:'progress', phase, loaded, total}        phase: 'download' | 'cache' | 'file' | 'parse'
-//     {type:'model', info, source}                   source: 'network' | 'cache' | 'file'
+//     {type:'progress', phase, loaded, total, file}  phase: 'download' | 'cache' | 'file' | 'parse' |
+//                                                    'convert' (loaded/total: tensors); file: the
+//                                                    Hugging Face file being downloaded, if any
+//     {type:'model', info, source}                   source: 'network' | 'cache' | 'file' | 'hf'
+//                                                    ('hf': downloaded from Hugging Face and converted)
 //     {type:'prompt', ids, pieces}                   the prompt's tokens
 //     {type:'token', id, text, index}                one sampled token (text: decoded UTF-8 so far)
 //     {type:'stats', promptTokens, prefillMs, generated, tokensPerSecond, reason}
@@ -70,6 +78,8 @@
 // min(navigator.hardwareConcurrency, 4) (more threads than cores only add contention; beyond 4
 // the per-token matmuls of GPT-2 small are too short to split further), or the `threads`
 // query parameter of this worker's URL (the page forwards its own ?threads=N).
+
+import {hfCacheKey, hfFileUrl, kHfWeights} from './hf.js';
 
 const kCacheName = 'gpt2-models-v1';
 const kEndOfText = 50256;
@@ -181,7 +191,7 @@ const kMaxResumes = 3;
 // Streams a Response body into `target` (an Engine), reporting progress; returns bytes read.
 // resume(bytesOfThisBody, cause), when given, returns the rest of the body after a dropped
 // connection (or throws a clear error); without it a drop is reported as such.
-async function pump(target, body, phase, loadedBefore, total, resume) {
+async function pump(target, body, phase, loadedBefore, total, resume, file) {
   let reader = body.getReader();
   let loaded = loadedBefore;
   let lastPost = 0;
@@ -204,11 +214,11 @@ async function pump(target, body, phase, loadedBefore, total, resume) {
     loaded += chunk.value.length;
     const now = performance.now();
     if (now - lastPost > 50 || loaded === total) {
-      post({type: 'progress', phase, loaded, total});
+      post({type: 'progress', phase, loaded, total, file});
       lastPost = now;
     }
   }
-  post({type: 'progress', phase, loaded, total});
+  post({type: 'progress', phase, loaded, total, file});
   return loaded - loadedBefore;
 }
 
@@ -387,6 +397,93 @@ async function loadFromFile(file, target) {
   return {info: target.finishLoad(threads), source: 'file', name: file.name, note: ''};
 }
 
+// ---- GPT-2 small from Hugging Face ----------------------------------------------------------
+
+// The cached conversion if there is one (no request at all); else download, convert in the
+// engine, load, and cache the GGUF only once the engine has parsed it.
+async function getGpt2(hf, weights, target) {
+  if (!kHfWeights.includes(weights)) throw new Error(`Unknown weight type "${weights}" (q8_0, q4_0 or f16).`);
+  const key = hfCacheKey(hf, weights);
+  const cache = await openCache();
+  const notes = [];
+  if (cache && await cache.match(key)) {
+    try {
+      const result = await downloadInto(target, key, cache, true);
+      return {info: result.info, source: 'cache', note: ''};
+    } catch (e) {
+      if (!e.fromCache) throw e;
+      notes.push(`The cached conversion could not be used (${errorMessage(e)}); it was deleted and made again.`);
+    }
+  }
+  const gguf = await downloadAndConvert(hf, weights);
+  target.beginLoad(gguf.length);
+  target.appendChunk(gguf);
+  post({type: 'progress', phase: 'parse', loaded: gguf.length, total: gguf.length});
+  const info = target.finishLoad(threads);
+  if (!cache) {
+    notes.push('The browser cache is not available to this page, so the converted model will be ' +
+               'downloaded and converted again next time.');
+  } else {
+    try {
+      await cache.put(key, new Response(gguf, {headers: {'Content-Type': 'application/octet-stream',
+                                                         'Content-Length': String(gguf.length)}}));
+    } catch (e) {
+      await cache.delete(key).catch(() => {});
+      notes.push('The converted model could not be stored in the browser cache (' + errorMessage(e) +
+                 '); it will be downloaded and converted again next time.');
+    }
+  }
+  return {info, source: 'hf', note: notes.join(' ')};
+}
+
+async function downloadAndConvert(hf, weights) {
+  const abort = new AbortController();
+  const converter = new Module.Converter();
+  try {
+    const text = async (name) => {
+      const {response} = await fetchPartInfo(hfFileUrl(hf, name), null, false, abort.signal);
+      post({type: 'progress', phase: 'download', loaded: 0, total: 0, file: name});
+      return response.text();
+    };
+    converter.setConfig(await text('config.json'));
+    converter.setVocabulary(await text('vocab.json'), await text('merges.txt'));
+    const url = hfFileUrl(hf, 'model.safetensors');
+    const first = await fetchPartInfo(url, null, false, abort.signal);
+    let body = first.response.body;
+    let total = contentLength(first.response);
+    let resume = (offset, cause) => resumePart(url, first.response, offset, cause, abort.signal);
+    if (!total) {  // no usable size (compressed): read it whole first
+      const blob = await first.response.blob();
+      total = blob.size;
+      body = blob.stream();
+      resume = null;
+    }
+    makeRoom(total);
+    converter.beginCheckpoint(total);
+    const loaded = await pump(converter, body, 'download', 0, total, resume, 'model.safetensors');
+    if (loaded !== total) {
+      throw new Error(`The download of model.safetensors is incomplete: received ${loaded} of ${total} bytes.`);
+    }
+    const plan = converter.plan(weights);
+    let lastPost = 0;
+    for (let done = 0; done < plan.tensors;) {
+      done = converter.convertNext();
+      const now = performance.now();
+      if (now - lastPost > 50 || done === plan.tensors) {
+        post({type: 'progress', phase: 'convert', loaded: done, total: plan.tensors});
+        lastPost = now;
+        await yieldToEvents();
+      }
+    }
+    return converter.takeOutput();
+  } catch (e) {
+    abort.abort();
+    throw e;
+  } finally {
+    converter.delete();
+  }
+}
+
 // A short throwaway run right after loading. The browser compiles wasm functions with a quick
 // baseline compiler first and optimises them once they are hot; without this the user's first
 // generation ran 2-3x slower than the next ones. Costs a few tokens' time at load.
@@ -425,6 +522,15 @@ const kKeepPreviousBytes = 512 * 1024 * 1024;
 const keepPrevious = (total) => threads === 1 && info && info.file_bytes + total <= kKeepPreviousBytes;
 let modelSource = null;  // {source, name} of the loaded model, to show it again after a failure
 
+// Frees the loaded model first when it and `total` more bytes would not fit side by side.
+function makeRoom(total) {
+  if (info && !keepPrevious(total)) {
+    engine.delete();
+    engine = new Module.Engine();
+    info = null;
+  }
+}
+
 async function handleLoad(msg) {
   busy = true;
   let target = null;
@@ -434,14 +540,11 @@ async function handleLoad(msg) {
     target = new Module.Engine();
     const beginLoad = target.beginLoad.bind(target);
     target.beginLoad = (total) => {  // the size is known only here
-      if (info && !keepPrevious(total)) {
-        engine.delete();
-        engine = new Module.Engine();
-        info = null;
-      }
+      makeRoom(total);
       beginLoad(total);
     };
-    const loaded = msg.file ? await loadFromFile(msg.file, target) : await loadFromUrl(msg.url, target);
+    const loaded = msg.type === 'get-gpt2' ? await getGpt2(msg.hf, msg.weights, target)
+        : msg.file ? await loadFromFile(msg.file, target) : await loadFromUrl(msg.url, target);
     engine.delete();
     engine = target;
     target = null;
@@ -892,7 +995,7 @@ self.onmessage = (event) => {
   queue = queue.then(async () => {
     await ready;
     if (!engine) return;
-    if (msg.type === 'load') await handleLoad(msg);
+    if (msg.type === 'load' || msg.type === 'get-gpt2') await handleLoad(msg);
     else if (msg.type === 'generate') await handleGenerate(msg);
     else if (msg.type === 'inspect') await handleInspect(msg);
     else if (msg.type === 'clear-cache') await handleClearCache();

@@ -23,6 +23,17 @@
 //   engine.firstChangedBlock()  // first block the interventions change (n_layer: none)
 //   engine.finalProbs(position)  // Float32Array [n_vocab]: the whole next-token distribution
 //
+// Converting a Hugging Face GPT-2 checkpoint to GGUF in the page, with gpt2-convert's own code
+// (tools/common/convert.h): the checkpoint is held once, each tensor is encoded straight into
+// the output, one per call, so the caller can report progress in between.
+//   const c = new Module.Converter();
+//   c.setConfig(configJsonText); c.setVocabulary(vocabJsonText, mergesText);
+//   c.beginCheckpoint(totalBytes); for (chunk of download) c.appendChunk(chunk);
+//   const {tensors, bytes, name} = c.plan('q8_0');  // parse and check everything, lay out output
+//   while (c.convertNext() < tensors) {...}          // returns the tensors done so far
+//   const gguf = c.takeOutput();  // Uint8Array copy of the GGUF; frees the converter's memory
+//   c.delete();
+//
 // Lifetime of typed arrays: methods documented as returning a VIEW return a Float32Array over
 // wasm memory. It is valid only until the next call into the engine: any call may allocate,
 // wasm memory may then grow, and a grown memory detaches every view (length becomes 0). Copy
@@ -52,7 +63,9 @@
 #include "model/model.h"
 #include "model/observer.h"
 #include "model/sampler.h"
+#include "format/safetensors.h"
 #include "tokenizer/tokenizer.h"
+#include "tools/common/convert.h"
 
 // The page is only worth shipping with SIMD128 kernels; without -msimd128 Highway silently
 // compiles its scalar EMU128 fallback instead.
@@ -610,6 +623,137 @@ class Engine {
   int cache_first_changed_ = 0;
 };
 
+// Forwards to tools/common/convert.h; see the usage at the top of this file.
+class Converter {
+ public:
+  Converter() = default;
+  Converter(const Converter&) = delete;
+  ~Converter() { Free(); }
+
+  void SetConfig(const std::string& json) {
+    Guarded([&] {
+      config_ = ConfigFromHfJson(json);
+      has_config_ = true;
+      return 0;
+    });
+  }
+
+  void SetVocabulary(const std::string& vocab_json, const std::string& merges_text) {
+    Guarded([&] {
+      tokenizer_ = Tokenizer::FromText(vocab_json, merges_text, "vocab.json");
+      return 0;
+    });
+  }
+
+  void BeginCheckpoint(double total_bytes) {
+    Guarded([&] {
+      Free();
+      if (!(total_bytes > 8) || total_bytes > 2147483647.0) {
+        throw Error("model.safetensors (" + std::to_string(static_cast<int64_t>(total_bytes)) +
+                    " bytes) cannot be converted here: WebAssembly memory is limited to 2 GB.");
+      }
+      input_size_ = static_cast<size_t>(total_bytes);
+      input_ = static_cast<uint8_t*>(std::malloc(input_size_));
+      if (input_ == nullptr) {
+        input_size_ = 0;
+        throw Error("Not enough memory to hold model.safetensors (" +
+                    std::to_string(static_cast<int64_t>(total_bytes) >> 20) + " MB).");
+      }
+      return 0;
+    });
+  }
+
+  void AppendChunk(const val& bytes) {
+    Guarded([&] {
+      if (input_ == nullptr) throw Error("appendChunk called before beginCheckpoint");
+      const size_t n = bytes["length"].as<size_t>();
+      if (n > input_size_ - input_filled_) {
+        throw Error("model.safetensors is larger than announced (" + std::to_string(input_size_) +
+                    " bytes); the server's size information is wrong.");
+      }
+      val(emscripten::typed_memory_view(n, input_ + input_filled_)).call<void>("set", bytes);
+      input_filled_ += n;
+      return 0;
+    });
+  }
+
+  val Plan(const std::string& type) {
+    return Guarded([&] {
+      if (!has_config_ || tokenizer_ == nullptr) throw Error("plan needs setConfig and setVocabulary first");
+      if (input_ == nullptr || input_filled_ != input_size_) {
+        throw Error("model.safetensors is incomplete: received " + std::to_string(input_filled_) +
+                    " of " + std::to_string(input_size_) + " bytes.");
+      }
+      conversion_.reset();  // a second plan() replaces the first
+      std::free(output_);
+      output_ = nullptr;
+      checkpoint_ = SafetensorsFile::Parse(input_, input_size_, "model.safetensors");
+      const std::string name = Gpt2DefaultModelName(config_);
+      conversion_ = std::make_unique<Gpt2GgufConversion>(*checkpoint_, config_, tokenizer_.get(),
+                                                         ParseConvertType(type), name);
+      const uint64_t size = conversion_->layout().size;
+      if (size > 2147483647u) throw Error("The converted model would not fit in WebAssembly memory.");
+      output_ = static_cast<uint8_t*>(std::malloc(static_cast<size_t>(size)));
+      if (output_ == nullptr) {
+        throw Error("Not enough memory for the converted model (" + std::to_string(size >> 20) + " MB).");
+      }
+      conversion_->WriteHeader(output_);
+      done_ = 0;
+      val plan = val::object();
+      plan.set("tensors", conversion_->num_tensors());
+      plan.set("bytes", static_cast<double>(size));
+      plan.set("name", name);
+      return plan;
+    });
+  }
+
+  int ConvertNext() {
+    return Guarded([&] {
+      if (conversion_ == nullptr || output_ == nullptr) throw Error("convertNext called before plan");
+      if (done_ < conversion_->num_tensors()) conversion_->EncodeTensor(done_++, output_, nullptr);
+      return done_;
+    });
+  }
+
+  val TakeOutput() {
+    return Guarded([&] {
+      if (conversion_ == nullptr || done_ != conversion_->num_tensors()) {
+        throw Error("takeOutput called before every tensor was converted");
+      }
+      // The checkpoint goes first, so the copy's transient JS memory is not on top of it.
+      const size_t size = static_cast<size_t>(conversion_->layout().size);
+      checkpoint_.reset();
+      std::free(input_);
+      input_ = nullptr;
+      val out = CopyToJs(output_, size);
+      Free();
+      return out;
+    });
+  }
+
+ private:
+  void Free() {
+    conversion_.reset();
+    checkpoint_.reset();
+    std::free(input_);
+    std::free(output_);
+    input_ = output_ = nullptr;
+    input_size_ = input_filled_ = 0;
+    done_ = 0;
+  }
+
+  Config config_;
+  bool has_config_ = false;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  uint8_t* input_ = nullptr;  // model.safetensors; checkpoint_ points into it
+  size_t input_size_ = 0;
+  size_t input_filled_ = 0;
+  std::unique_ptr<SafetensorsFile> checkpoint_;
+  std::unique_ptr<Gpt2GgufConversion> conversion_;
+  uint8_t* output_ = nullptr;  // the GGUF file, conversion_->layout().size bytes
+  int done_ = 0;
+};
+
 int EndOfTextId() { return kEndOfText; }
 
 }  // namespace
@@ -652,4 +796,13 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .function("firstChangedBlock", &Engine::FirstChangedBlock)
       .function("rerun", &Engine::Rerun)
       .function("attribute", &Engine::Attribute);
+  emscripten::class_<gpt2::Converter>("Converter")
+      .constructor<>()
+      .function("setConfig", &gpt2::Converter::SetConfig)
+      .function("setVocabulary", &gpt2::Converter::SetVocabulary)
+      .function("beginCheckpoint", &gpt2::Converter::BeginCheckpoint)
+      .function("appendChunk", &gpt2::Converter::AppendChunk)
+      .function("plan", &gpt2::Converter::Plan)
+      .function("convertNext", &gpt2::Converter::ConvertNext)
+      .function("takeOutput", &gpt2::Converter::TakeOutput);
 }

@@ -657,8 +657,8 @@ void GgufWriter::AddI32Array(const std::string& key, const std::vector<int32_t>&
   AddChecked(&metadata_, key, std::move(value));
 }
 
-void GgufWriter::AddTensor(const std::string& name, TensorType type, const std::vector<int64_t>& ne,
-                           const void* data, size_t nbytes) {
+uint64_t GgufWriter::CheckTensor(const std::string& name, TensorType type,
+                                 const std::vector<int64_t>& ne) const {
   if (!IsSupportedType(static_cast<uint32_t>(type))) {
     throw Error("GGUF writer: tensor " + Quote(name) + " has unsupported type " +
                 GgmlTypeName(static_cast<uint32_t>(type)));
@@ -684,7 +684,12 @@ void GgufWriter::AddTensor(const std::string& name, TensorType type, const std::
                 GgmlTypeName(static_cast<uint32_t>(type)) + " block size " +
                 std::to_string(TypeBlockSize(type)));
   }
-  const size_t expected = RowBytes(type, ne[0]) * static_cast<size_t>(rows);
+  return static_cast<uint64_t>(RowBytes(type, ne[0])) * static_cast<uint64_t>(rows);
+}
+
+void GgufWriter::AddTensor(const std::string& name, TensorType type, const std::vector<int64_t>& ne,
+                           const void* data, size_t nbytes) {
+  const uint64_t expected = CheckTensor(name, type, ne);
   if (nbytes != expected) {
     throw Error("GGUF writer: tensor " + Quote(name) + " was given " + std::to_string(nbytes) +
                 " bytes but its shape and type need " + std::to_string(expected));
@@ -693,12 +698,24 @@ void GgufWriter::AddTensor(const std::string& name, TensorType type, const std::
   t.name = name;
   t.type = type;
   t.ne = ne;
+  t.nbytes = expected;
+  t.has_data = true;
   const uint8_t* bytes = static_cast<const uint8_t*>(data);
   t.bytes.assign(bytes, bytes + nbytes);
   tensors_.push_back(std::move(t));
 }
 
-std::vector<uint8_t> GgufWriter::Serialize(uint32_t alignment) const {
+void GgufWriter::AddTensorInfo(const std::string& name, TensorType type,
+                               const std::vector<int64_t>& ne) {
+  PendingTensor t;
+  t.nbytes = CheckTensor(name, type, ne);
+  t.name = name;
+  t.type = type;
+  t.ne = ne;
+  tensors_.push_back(std::move(t));
+}
+
+GgufWriter::Layout GgufWriter::MakeLayout(uint32_t alignment) const {
   if (!IsPowerOfTwo(alignment)) {
     throw Error("GGUF writer: alignment " + std::to_string(alignment) + " is not a power of two");
   }
@@ -715,8 +732,8 @@ std::vector<uint8_t> GgufWriter::Serialize(uint32_t alignment) const {
   // general.alignment is only needed when it differs from the default that readers assume.
   const bool write_alignment_key = !has_alignment_key && alignment != kDefaultAlignment;
 
-  std::vector<uint8_t> out;
-  ByteSink s(&out);
+  Layout layout;
+  ByteSink s(&layout.header);
   s.Put<uint32_t>(kGgufMagic);
   s.Put<uint32_t>(3);
   s.Put<uint64_t>(tensors_.size());
@@ -736,32 +753,58 @@ std::vector<uint8_t> GgufWriter::Serialize(uint32_t alignment) const {
     for (int64_t n : t.ne) s.Put<uint64_t>(static_cast<uint64_t>(n));
     s.Put<uint32_t>(static_cast<uint32_t>(t.type));
     s.Put<uint64_t>(offset);
-    offset = AlignUp(offset + t.bytes.size(), alignment);
+    layout.offsets.push_back(offset);
+    layout.nbytes.push_back(t.nbytes);
+    offset = AlignUp(offset + t.nbytes, alignment);
   }
   // Like ggml's gguf_write_to_buf, every tensor (the last included) is padded to the
   // alignment, so the data section is a whole number of aligned chunks.
   if (!tensors_.empty()) s.PadTo(alignment);
-  for (const PendingTensor& t : tensors_) {
-    out.insert(out.end(), t.bytes.begin(), t.bytes.end());
-    s.PadTo(alignment);
+  const uint64_t data_start = layout.header.size();
+  for (uint64_t& o : layout.offsets) o += data_start;
+  layout.size = data_start + offset;
+  return layout;
+}
+
+std::vector<uint8_t> GgufWriter::Serialize(uint32_t alignment) const {
+  const Layout layout = MakeLayout(alignment);
+  if (layout.size > std::numeric_limits<size_t>::max()) {
+    throw Error("GGUF writer: the file (" + std::to_string(layout.size) +
+                " bytes) does not fit in this build's memory");
+  }
+  std::vector<uint8_t> out(static_cast<size_t>(layout.size), 0);
+  std::memcpy(out.data(), layout.header.data(), layout.header.size());
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    if (!tensors_[i].has_data) {
+      throw Error("GGUF writer: tensor " + Quote(tensors_[i].name) +
+                  " was added without data (AddTensorInfo); its bytes go to MakeLayout's offset");
+    }
+    if (!tensors_[i].bytes.empty()) {
+      std::memcpy(out.data() + layout.offsets[i], tensors_[i].bytes.data(), tensors_[i].bytes.size());
+    }
   }
   return out;
 }
 
 void GgufWriter::WriteFile(const std::string& path, uint32_t alignment) const {
   const std::vector<uint8_t> bytes = Serialize(alignment);
+  WriteFileAtomically(path, bytes.data(), bytes.size());
+}
+
+void WriteFileAtomically(const std::string& path, const uint8_t* data, uint64_t size) {
   const std::string tmp = path + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (f == nullptr) {
     throw Error("cannot create " + Quote(tmp) + ": " + std::strerror(errno));
   }
-  const size_t written = bytes.empty() ? 0 : std::fwrite(bytes.data(), 1, bytes.size(), f);
+  const size_t n = static_cast<size_t>(size);
+  const size_t written = n == 0 ? 0 : std::fwrite(data, 1, n, f);
   const int saved_errno = errno;
-  const bool write_ok = written == bytes.size() && std::fflush(f) == 0;
+  const bool write_ok = written == n && std::fflush(f) == 0;
   const bool close_ok = std::fclose(f) == 0;
   if (!write_ok || !close_ok) {
     std::remove(tmp.c_str());
-    throw Error("cannot write " + Quote(tmp) + " (" + std::to_string(bytes.size()) +
+    throw Error("cannot write " + Quote(tmp) + " (" + std::to_string(size) +
                 " bytes): " + std::strerror(saved_errno ? saved_errno : errno));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {

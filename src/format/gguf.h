@@ -93,6 +93,10 @@ class GgufFile {
   std::vector<GgufTensor> tensors_;
 };
 
+// Writes the file through `path`.tmp and a rename, so a failed write never leaves a partial file
+// under the final name. Throws gpt2::Error on I/O failure.
+void WriteFileAtomically(const std::string& path, const uint8_t* data, uint64_t size);
+
 // Builds a GGUF v3 file in memory. Used by the converter, the test-model maker and tests.
 class GgufWriter {
  public:
@@ -106,7 +110,22 @@ class GgufWriter {
   // ne in ggml order (ne[0] contiguous). data holds RowBytes(type, ne[0]) * rows bytes; copied.
   void AddTensor(const std::string& name, TensorType type, const std::vector<int64_t>& ne,
                  const void* data, size_t nbytes);
+  // A tensor whose data the caller writes itself, at Layout().offsets[i] of the file: lets a
+  // converter encode one tensor at a time straight into the output (no second copy of it).
+  void AddTensorInfo(const std::string& name, TensorType type, const std::vector<int64_t>& ne);
 
+  // Where everything goes in the file Serialize would write: the header (up to and including
+  // the padding before the data section), each tensor's absolute offset and byte count in
+  // AddTensor order, and the total size (each tensor padded to the alignment; padding is zeros).
+  struct Layout {
+    std::vector<uint8_t> header;
+    std::vector<uint64_t> offsets;
+    std::vector<uint64_t> nbytes;
+    uint64_t size = 0;
+  };
+  Layout MakeLayout(uint32_t alignment = 32) const;
+
+  // Throws if a tensor was added with AddTensorInfo (it has no data here).
   std::vector<uint8_t> Serialize(uint32_t alignment = 32) const;
   // Writes to path + ".tmp" and renames, so an interrupted run never leaves a partial file under
   // the final name. Throws gpt2::Error on I/O failure.
@@ -117,8 +136,12 @@ class GgufWriter {
     std::string name;
     TensorType type;
     std::vector<int64_t> ne;
+    uint64_t nbytes = 0;
+    bool has_data = false;
     std::vector<uint8_t> bytes;
   };
+  // Checks name, type and shape; returns the data size the shape and type need.
+  uint64_t CheckTensor(const std::string& name, TensorType type, const std::vector<int64_t>& ne) const;
   std::vector<std::pair<std::string, GgufValue>> metadata_;
   std::vector<PendingTensor> tensors_;
 };

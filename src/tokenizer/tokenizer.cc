@@ -253,6 +253,11 @@ Tokenizer::Tokenizer(std::vector<std::string> tokens, const std::vector<std::str
 std::unique_ptr<Tokenizer> Tokenizer::FromFiles(const std::string& encoder_json_path,
                                                 const std::string& merges_path) {
   const std::string json = ReadWholeFile(encoder_json_path, "encoder JSON");
+  return FromText(json, ReadWholeFile(merges_path, "BPE merges file"), encoder_json_path);
+}
+
+std::unique_ptr<Tokenizer> Tokenizer::FromText(const std::string& json, const std::string& text,
+                                               const std::string& encoder_json_path) {
   const JsonValue root = ParseJson(json, "encoder JSON '" + encoder_json_path + "'");
   if (root.kind != JsonValue::Kind::kObject) {
     throw Error("encoder JSON '" + encoder_json_path +
@@ -285,7 +290,6 @@ std::unique_ptr<Tokenizer> Tokenizer::FromFiles(const std::string& encoder_json_
     tokens[id] = std::move(entry.first);
   }
 
-  const std::string text = ReadWholeFile(merges_path, "BPE merges file");
   std::vector<std::string> merges;
   size_t pos = 0;
   bool first_line = true;

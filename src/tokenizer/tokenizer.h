@@ -33,6 +33,10 @@ class Tokenizer {
   // comment), or Hugging Face's vocab.json / merges.txt (same formats).
   static std::unique_ptr<Tokenizer> FromFiles(const std::string& encoder_json_path,
                                               const std::string& merges_path);
+  // The same from the two files' contents; `what` names them in messages.
+  static std::unique_ptr<Tokenizer> FromText(const std::string& encoder_json,
+                                             const std::string& merges_text,
+                                             const std::string& what);
   // Token strings in id order and merges as "a b" lines, both in the byte alphabet.
   Tokenizer(std::vector<std::string> tokens, const std::vector<std::string>& merges);
 

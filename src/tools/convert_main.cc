@@ -1,7 +1,7 @@
 // gpt2-convert: Hugging Face GPT-2 checkpoint (model.safetensors + config.json + vocabulary) to a
 // GGUF file llama.cpp and our engine both load. See tools/common/convert.h for the mapping.
 //
-//   gpt2-convert --input DIR --output FILE.gguf --type f32|f16|q8_0|q4_0
+//   gpt2-convert --input DIR --output FILE.gguf --type f32|f16|q8_0|q4_0 [--name NAME]
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -13,15 +13,17 @@
 namespace {
 
 void Usage(std::ostream& out) {
-  out << "usage: gpt2-convert --input DIR --output FILE.gguf [--type f32|f16|q8_0|q4_0] [--quiet]\n"
+  out << "usage: gpt2-convert --input DIR --output FILE.gguf [--type f32|f16|q8_0|q4_0] [--name NAME] [--quiet]\n"
          "  DIR holds model.safetensors, config.json and vocab.json + merges.txt\n"
-         "  (or encoder.json + vocab.bpe). The default type is q8_0.\n";
+         "  (or encoder.json + vocab.bpe). The default type is q8_0.\n"
+         "  NAME is written as general.name; by default \"GPT-2 small\" (medium, large, XL) for\n"
+         "  the shapes OpenAI released, none for other shapes.\n";
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string input, output, type = "q8_0";
+  std::string input, output, type = "q8_0", name;
   bool quiet = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -36,6 +38,7 @@ int main(int argc, char** argv) {
     if (arg == "--input") value(&input);
     else if (arg == "--output") value(&output);
     else if (arg == "--type") value(&type);
+    else if (arg == "--name") value(&name);
     else if (arg == "--quiet") quiet = true;
     else if (arg == "--help" || arg == "-h") { Usage(std::cout); return 0; }
     else {
@@ -49,7 +52,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    gpt2::ConvertHfGpt2(input, output, gpt2::ParseConvertType(type), quiet ? nullptr : &std::cout);
+    gpt2::ConvertHfGpt2(input, output, gpt2::ParseConvertType(type), quiet ? nullptr : &std::cout, name);
   } catch (const gpt2::Error& e) {
     std::cerr << "gpt2-convert: " << e.what() << "\n";
     return 1;

@@ -54,6 +54,15 @@ Converted Convert(const std::vector<uint8_t>& st, const TinyShape& shape, Tensor
   c.stats = gpt2::BuildGpt2Gguf(*checkpoint, ConfigOf(shape), tokenizer, type, &writer, nullptr);
   c.bytes = writer.Serialize();
   c.gguf = gpt2::GgufFile::Parse(c.bytes.data(), c.bytes.size());
+  // The page's tensor-at-a-time conversion writes the same file (each tensor in reverse order
+  // here, into a buffer of 0xAB bytes: the order does not matter and the padding is written).
+  const gpt2::Gpt2GgufConversion conversion(*checkpoint, ConfigOf(shape), tokenizer, type, "");
+  std::vector<uint8_t> streamed(static_cast<size_t>(conversion.layout().size), 0xAB);
+  conversion.WriteHeader(streamed.data());
+  for (int i = conversion.num_tensors() - 1; i >= 0; --i) conversion.EncodeTensor(i, streamed.data(), nullptr);
+  REQUIRE(streamed == c.bytes);
+  CHECK(conversion.stats().tensors_written == c.stats.tensors_written);
+  CHECK(conversion.stats().lm_head_tied == c.stats.lm_head_tied);
   return c;
 }
 
@@ -236,9 +245,15 @@ TEST_CASE("convert: vocabulary keys and the whole directory pipeline", "[convert
   CHECK(types->array[50256].i == 3);
   CHECK(g->GetU32("tokenizer.ggml.bos_token_id") == 50256);
   CHECK(g->GetU32("tokenizer.ggml.eos_token_id") == 50256);
+  CHECK(g->Find("general.name") == nullptr);  // not one of OpenAI's shapes, no --name
   CheckAgainstReference(hf, *g, TensorType::kQ4_0);
   // Atomic write: no temporary left behind.
   CHECK_FALSE(std::ifstream(out + ".tmp").good());
+
+  // A name given is written as general.name.
+  gpt2::ConvertHfGpt2(dir, out, TensorType::kQ8_0, nullptr, "my GPT-2");
+  auto named_file = gpt2::MappedFile::Open(out);
+  CHECK(gpt2::GgufFile::Parse(named_file->data(), named_file->size())->GetString("general.name") == "my GPT-2");
 
   // Without a vocabulary the converter says what it needs.
   std::remove((dir + "/vocab.bpe").c_str());
@@ -320,6 +335,19 @@ TEST_CASE("convert: checkpoints that do not fit give clear errors", "[convert]")
     st.resize(st.size() - 10);
     REQUIRE_THROWS_WITH(Convert(st, shape, TensorType::kQ8_0), Catch::Contains("past the end of the"));
   }
+}
+
+TEST_CASE("convert: the default general.name names OpenAI's four released shapes only", "[convert]") {
+  // config.json of openai-community/gpt2 (small) and gpt2-xl, abridged to what the converter reads.
+  const char* small = R"({"model_type": "gpt2", "n_layer": 12, "n_head": 12, "n_embd": 768,
+      "n_positions": 1024, "vocab_size": 50257, "activation_function": "gelu_new"})";
+  const char* xl = R"({"model_type": "gpt2", "n_layer": 48, "n_head": 25, "n_embd": 1600,
+      "n_positions": 1024, "vocab_size": 50257})";
+  CHECK(gpt2::Gpt2DefaultModelName(gpt2::ConfigFromHfJson(small)) == "GPT-2 small");
+  CHECK(gpt2::Gpt2DefaultModelName(gpt2::ConfigFromHfJson(xl)) == "GPT-2 XL");
+  gpt2::Config other = gpt2::ConfigFromHfJson(small);
+  other.n_layer = 4;  // GPT-2 small with 4 blocks is no released model
+  CHECK(gpt2::Gpt2DefaultModelName(other) == "");
 }
 
 TEST_CASE("convert: config.json parsing", "[convert]") {

@@ -4,6 +4,7 @@
 #include "format/gguf.h"
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -246,6 +247,42 @@ TEST_CASE("GGUF writer rejects inconsistent tensors and keys", "[format]") {
   w.AddU32("k", 1);
   CHECK_THROWS_WITH(w.AddString("k", "x"), Contains("'k'"));
   CHECK_THROWS_AS(w.Serialize(48), gpt2::Error);
+}
+
+TEST_CASE("GGUF writer layout: tensors written at its offsets make the Serialize file", "[format]") {
+  for (uint32_t alignment : {32u, 64u}) {
+    CAPTURE(alignment);
+    const std::vector<uint8_t> whole = MakeWriter().Serialize(alignment);
+    const auto parsed = GgufFile::Parse(whole.data(), whole.size());
+    // The same metadata with every tensor declared but not given (AddTensorInfo).
+    GgufWriter w;
+    w.AddString("general.architecture", "gpt2");
+    w.AddU32("gpt2.context_length", 1024);
+    w.AddI32("test.negative", -7);
+    w.AddI32("test.positive_i32", 12);
+    w.AddF32("gpt2.attention.layer_norm_epsilon", 1e-5f);
+    w.AddBool("test.flag", true);
+    w.AddBool("test.off", false);
+    w.AddStringArray("tokenizer.ggml.tokens", {"!", "\"", "Ġthe", "", "héllo"});
+    w.AddI32Array("test.ints", {-1, 0, 2147483647, -2147483647 - 1});
+    for (const gpt2::GgufTensor& t : parsed->tensors()) {
+      w.AddTensorInfo(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims));
+    }
+    CHECK_THROWS_WITH(w.Serialize(alignment), Contains("without data"));
+    const GgufWriter::Layout layout = w.MakeLayout(alignment);
+    REQUIRE(layout.size == whole.size());
+    REQUIRE(layout.offsets.size() == parsed->tensors().size());
+    std::vector<uint8_t> assembled(layout.size, 0);
+    std::copy(layout.header.begin(), layout.header.end(), assembled.begin());
+    for (size_t i = 0; i < layout.offsets.size(); ++i) {
+      const gpt2::GgufTensor& t = parsed->tensors()[i];
+      CHECK(layout.nbytes[i] == t.nbytes);
+      CHECK(layout.offsets[i] == static_cast<uint64_t>(t.data - whole.data()));
+      CHECK(layout.offsets[i] % alignment == 0);
+      std::copy(t.data, t.data + t.nbytes, assembled.begin() + layout.offsets[i]);
+    }
+    CHECK(assembled == whole);
+  }
 }
 
 TEST_CASE("GGUF WriteFile is atomic and MappedFile reads it back", "[format]") {

@@ -52,3 +52,28 @@ export function watchConsole(page) {
   page.on('pageerror', (e) => lines.push(`[pageerror] ${e.message}`));
   return lines;
 }
+
+// Waits until the page has a model (the progress bar full, its source named) or shows an error,
+// which is thrown.
+export async function waitLoaded(page, timeout = 60_000) {
+  await page.waitForFunction(() => {
+    const bar = document.querySelector('[data-testid=progress]');
+    const err = document.querySelector('[data-testid=error]');
+    return (bar.value === 100 && bar.dataset.source) || !err.hidden;
+  }, null, {timeout});
+  const err = page.getByTestId('error');
+  if (await err.isVisible()) throw new Error(`page error while loading: ${await err.textContent()}`);
+}
+
+// Generates with sampling s ({temperature, topK, topP, seed, maxTokens}) and returns the ids.
+export async function generateIds(page, prompt, s, timeout = 60_000) {
+  for (const [id, v] of [['temperature', s.temperature], ['top-k', s.topK], ['top-p', s.topP],
+                         ['seed', s.seed], ['max-tokens', s.maxTokens]]) {
+    await page.getByTestId(id).fill(String(v));
+  }
+  await page.getByTestId('prompt').fill(prompt);
+  await page.getByTestId('generate').click();
+  await page.waitForFunction(() => document.querySelector('[data-testid=stats]').dataset.reason ||
+                                   !document.querySelector('[data-testid=error]').hidden, null, {timeout});
+  return (await page.getByTestId('output-ids').textContent()).trim().split(/\s+/).map(Number);
+}

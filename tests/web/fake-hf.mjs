@@ -11,12 +11,14 @@ import path from 'node:path';
 
 export const kRepoPath = '/openai-community/gpt2/resolve/main';
 
-// A Hugging Face GPT-2 checkpoint: 1 block, 2 heads, width 32, 64 positions. Weights are a fixed
+// A Hugging Face GPT-2 checkpoint: by default 1 block, 2 heads, width 32, 64 positions;
+// {nLayer: 12, nEmbd: 768, nHead: 12, nCtx: 1024, masks: true} is GPT-2 small's layout, with
+// the causal-mask buffers h.N.attn.bias the real file holds (548 MB). Weights are a fixed
 // pseudo-random sequence, so every run serves the same bytes.
-export function makeCheckpoint(root) {
-  const C = 32, T = 64, V = 50257, L = 1;
+export function makeCheckpoint(root, {nLayer = 1, nEmbd = 32, nHead = 2, nCtx = 64, masks = false} = {}) {
+  const C = nEmbd, T = nCtx, V = 50257, L = nLayer;
   const config = {model_type: 'gpt2', architectures: ['GPT2LMHeadModel'], activation_function: 'gelu_new',
-                  vocab_size: V, n_positions: T, n_ctx: T, n_embd: C, n_layer: L, n_head: 2,
+                  vocab_size: V, n_positions: T, n_ctx: T, n_embd: C, n_layer: L, n_head: nHead,
                   layer_norm_epsilon: 1e-5};
   let seed = 12345;
   const random = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648 - 0.5; };
@@ -32,6 +34,7 @@ export function makeCheckpoint(root) {
   for (let l = 0; l < L; ++l) {
     const h = `h.${l}.`;
     add(h + 'ln_1.weight', [C], 1); add(h + 'ln_1.bias', [C], 0);
+    if (masks) add(h + 'attn.bias', [1, 1, T, T], 1);
     add(h + 'attn.c_attn.weight', [C, 3 * C]); add(h + 'attn.c_attn.bias', [3 * C], 0);
     add(h + 'attn.c_proj.weight', [C, C]); add(h + 'attn.c_proj.bias', [C], 0);
     add(h + 'ln_2.weight', [C], 1); add(h + 'ln_2.bias', [C], 0);
@@ -64,36 +67,68 @@ export function makeCheckpoint(root) {
 const sha256 = (b) => crypto.createHash('sha256').update(b).digest('hex');
 
 // files: {name: Buffer}. lfs: names served through the CDN redirect. tamper: {name: {sha256?, body?}}
-// states another hash, or serves other bytes than the stated ones.
-export function startFakeHf({files, lfs = ['model.safetensors'], tamper = {}}) {
+// states another hash, or serves other bytes than the stated ones. For the page (another
+// origin) every answer carries huggingface.co's CORS headers. drop: {name: bytes} cuts the
+// first download of that CDN file after so many bytes (the connection is destroyed mid-body);
+// ranges: the CDN answers `Range: bytes=N-` (with If-Range) with 206, as Hugging Face's does.
+export function startFakeHf({files, lfs = ['model.safetensors'], tamper = {}, drop = {}, ranges = false}) {
   const requests = [];
+  const dropped = new Set();
+  const cors = {'Access-Control-Allow-Origin': '*',
+                'Access-Control-Expose-Headers': 'Content-Length, Content-Range, ETag, Accept-Ranges, X-Linked-Size, X-Linked-ETag'};
   const server = http.createServer((req, res) => {
-    requests.push(`${req.method} ${req.url}`);
+    requests.push(`${req.method} ${req.url}${req.headers.range ? ` (${req.headers.range})` : ''}`);
+    if (req.method === 'OPTIONS') {  // CORS preflight (If-Range is not a safelisted header)
+      res.writeHead(204, {...cors, 'Access-Control-Allow-Methods': 'GET, HEAD',
+                          'Access-Control-Allow-Headers': 'Range, If-Range', 'Access-Control-Max-Age': '0'});
+      res.end();
+      return;
+    }
     const url = new URL(req.url, 'http://x');
     if (url.pathname.startsWith(kRepoPath + '/')) {
       const name = url.pathname.slice(kRepoPath.length + 1);
       const body = files[name];
-      if (!body) { res.writeHead(404, {'Content-Type': 'text/plain'}); res.end('Entry not found'); return; }
+      if (!body) { res.writeHead(404, {...cors, 'Content-Type': 'text/plain'}); res.end('Entry not found'); return; }
       const stated = tamper[name]?.sha256 ?? sha256(body);
       if (lfs.includes(name)) {
-        res.writeHead(302, {Location: `/cdn/${stated}/${name}`, 'X-Linked-Size': String(body.length),
+        res.writeHead(302, {...cors, Location: `/cdn/${stated}/${name}`, 'X-Linked-Size': String(body.length),
                             'X-Linked-ETag': `"${stated}"`, ETag: `"${stated}"`, 'Content-Length': 0});
         res.end();
         return;
       }
-      res.writeHead(200, {'Content-Length': body.length, ETag: `"${crypto.createHash('sha1').update(body).digest('hex')}"`,
+      res.writeHead(200, {...cors, 'Content-Length': body.length, ETag: `"${crypto.createHash('sha1').update(body).digest('hex')}"`,
                           'Content-Type': 'text/plain; charset=utf-8'});
       res.end(req.method === 'HEAD' ? undefined : body);
       return;
     }
-    const cdn = url.pathname.match(/^\/cdn\/[0-9a-f]{64}\/(.+)$/);
-    if (cdn && files[cdn[1]]) {
-      const body = tamper[cdn[1]]?.body ?? files[cdn[1]];
-      res.writeHead(200, {'Content-Length': body.length, 'Content-Type': 'application/octet-stream'});
-      res.end(req.method === 'HEAD' ? undefined : body);
+    const cdn = url.pathname.match(/^\/cdn\/([0-9a-f]{64})\/(.+)$/);
+    if (cdn && files[cdn[2]]) {
+      const name = cdn[2];
+      const body = tamper[name]?.body ?? files[name];
+      const etag = `"${cdn[1]}"`;
+      const range = /^bytes=(\d+)-$/.exec(req.headers.range || '');
+      const ifRange = req.headers['if-range'];
+      if (ranges && range && (!ifRange || ifRange === etag) && Number(range[1]) < body.length) {
+        const from = Number(range[1]);
+        res.writeHead(206, {...cors, 'Content-Length': body.length - from, ETag: etag, 'Accept-Ranges': 'bytes',
+                            'Content-Range': `bytes ${from}-${body.length - 1}/${body.length}`,
+                            'Content-Type': 'application/octet-stream'});
+        res.end(body.subarray(from));
+        return;
+      }
+      res.writeHead(200, {...cors, 'Content-Length': body.length, 'Content-Type': 'application/octet-stream',
+                          ...(ranges ? {ETag: etag, 'Accept-Ranges': 'bytes'} : {})});
+      if (req.method === 'HEAD') { res.end(); return; }
+      if (drop[name] !== undefined && !dropped.has(name)) {
+        dropped.add(name);
+        // Flush the first bytes, then cut the connection as a failing network would.
+        res.write(body.subarray(0, drop[name]), () => setTimeout(() => res.socket?.destroy(), 50));
+        return;
+      }
+      res.end(body);
       return;
     }
-    res.writeHead(404); res.end();
+    res.writeHead(404, cors); res.end();
   });
   return new Promise((resolve) => {
     server.listen(0, '127.0.0.1', () => {

@@ -1,5 +1,6 @@
 #include "tools/common/convert.h"
 
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -85,21 +86,121 @@ std::string StripPrefix(const std::string& name) {
   return name;
 }
 
-// Writes `values` (row-major PyTorch shape `shape`) as GGUF tensor `gguf_name`.
-void AddConverted(const std::string& gguf_name, const std::vector<float>& values,
-                  const std::vector<int64_t>& shape, TensorType matrix_type, GgufWriter* writer,
-                  std::ostream* log) {
-  // ggml's ne is the PyTorch shape reversed: the last (contiguous) dimension is ne[0].
-  std::vector<int64_t> ne(shape.rbegin(), shape.rend());
-  const int64_t cols = ne[0];
-  const int64_t rows = static_cast<int64_t>(values.size()) / cols;
-  const TensorType type =
-      Gpt2TensorStorageType(gguf_name, static_cast<int>(ne.size()), cols, matrix_type);
-  std::vector<uint8_t> bytes = EncodeRows(values.data(), rows, cols, type);
-  writer->AddTensor(gguf_name, type, ne, bytes.data(), bytes.size());
+// Every check the conversion makes, and what it writes: the tensors in GGUF order, each with its
+// source, storage type and ggml shape. lm_head.weight, when present, is planned as output.weight
+// unless it equals wte bit for bit.
+std::vector<Gpt2GgufConversion::Planned> PlanTensors(const SafetensorsFile& checkpoint,
+                                                     const Config& config, TensorType matrix_type,
+                                                     ConvertStats* stats) {
+  const std::vector<Expected> expected = ExpectedTensors(config);
+  std::map<std::string, size_t> expected_index;
+  for (size_t i = 0; i < expected.size(); ++i) expected_index[expected[i].hf_name] = i;
+
+  // Index the checkpoint by name without the "transformer." prefix, and reject strays.
+  std::map<std::string, const SafetensorsTensor*> by_name;
+  const SafetensorsTensor* lm_head = nullptr;
+  for (const SafetensorsTensor& t : checkpoint.tensors()) {
+    const std::string name = StripPrefix(t.name);
+    if (EndsWith(name, ".attn.bias") || EndsWith(name, ".attn.masked_bias")) {
+      ++stats->tensors_skipped;  // causal-mask buffers, not weights
+      continue;
+    }
+    if (name == "lm_head.weight") {
+      lm_head = &t;
+      continue;
+    }
+    if (expected_index.count(name) == 0) {
+      throw Error("checkpoint tensor '" + t.name + "' is not part of a GPT-2 with " +
+                  std::to_string(config.n_layer) + " layers (cannot map it to a GGUF name)");
+    }
+    if (!by_name.emplace(name, &t).second) {
+      throw Error("checkpoint has tensor '" + name + "' twice (with and without 'transformer.')");
+    }
+  }
+
+  auto plan = [&](const std::string& gguf_name, const SafetensorsTensor* source, bool conv1d) {
+    Gpt2GgufConversion::Planned p;
+    p.gguf_name = gguf_name;
+    p.source = source;
+    p.conv1d = conv1d;
+    // ggml's ne is the PyTorch shape reversed: the last (contiguous) dimension is ne[0].
+    // Conv1D computes x @ W with W [in, out]; ggml's mul_mat wants rows of `in` elements.
+    p.ne.assign(source->shape.rbegin(), source->shape.rend());
+    if (conv1d) std::swap(p.ne[0], p.ne[1]);
+    p.type = Gpt2TensorStorageType(gguf_name, static_cast<int>(p.ne.size()), p.ne[0], matrix_type);
+    return p;
+  };
+  std::vector<Gpt2GgufConversion::Planned> planned;
+  const SafetensorsTensor* wte = nullptr;
+  for (const Expected& e : expected) {
+    auto it = by_name.find(e.hf_name);
+    if (it == by_name.end()) {
+      throw Error("checkpoint is missing tensor '" + e.hf_name + "' (or 'transformer." + e.hf_name + "')");
+    }
+    const SafetensorsTensor& t = *it->second;
+    if (t.shape != e.shape) {
+      throw Error("tensor '" + t.name + "' has shape " + ShapeString(t.shape) + " but config.json implies " +
+                  ShapeString(e.shape));
+    }
+    planned.push_back(plan(e.gguf_name, &t, e.conv1d));
+    if (e.hf_name == "wte.weight") wte = &t;
+  }
+
+  if (lm_head != nullptr) {
+    const std::vector<int64_t> shape = {config.n_vocab, config.n_embd};
+    if (lm_head->shape != shape) {
+      throw Error("tensor '" + lm_head->name + "' has shape " + ShapeString(lm_head->shape) +
+                  " but config.json implies " + ShapeString(shape));
+    }
+    // Equal as float32 bit patterns; for one dtype that is equal bytes (F16/BF16 widen exactly).
+    bool tied;
+    if (lm_head->dtype == wte->dtype) {
+      tied = lm_head->nbytes == wte->nbytes &&
+             std::memcmp(lm_head->data, wte->data, lm_head->nbytes) == 0;
+    } else {
+      const std::vector<float> a = ReadAsF32(*lm_head), b = ReadAsF32(*wte);
+      tied = std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+    }
+    if (!tied) {
+      planned.push_back(plan("output.weight", lm_head, false));
+      stats->lm_head_tied = false;
+    }
+  }
+  return planned;
+}
+
+int64_t Rows(const std::vector<int64_t>& ne) {
+  int64_t rows = 1;
+  for (size_t d = 1; d < ne.size(); ++d) rows *= ne[d];
+  return rows;
+}
+
+// Encodes tensor p into dst (its RowBytes * rows bytes). An F32 tensor that needs no transpose is
+// encoded straight from the checkpoint's bytes (a little-endian host, as the file): GPT-2's
+// token embedding alone would otherwise take another 154 MB of the page's wasm heap.
+void EncodePlanned(const Gpt2GgufConversion::Planned& p, uint8_t* dst) {
+  const SafetensorsTensor& t = *p.source;
+  if (!p.conv1d && t.dtype == "F32" && reinterpret_cast<uintptr_t>(t.data) % alignof(float) == 0) {
+    EncodeRowsInto(reinterpret_cast<const float*>(t.data), Rows(p.ne), p.ne[0], p.type, dst);
+    return;
+  }
+  std::vector<float> values = ReadAsF32(t);
+  if (p.conv1d) {
+    // Conv1D weights are [in, out]; ggml's rows hold `in` elements.
+    const int64_t in = t.shape[0], out = t.shape[1];
+    std::vector<float> transposed(values.size());
+    for (int64_t i = 0; i < in; ++i) {
+      for (int64_t o = 0; o < out; ++o) transposed[o * in + i] = values[i * out + o];
+    }
+    values.swap(transposed);
+  }
+  EncodeRowsInto(values.data(), Rows(p.ne), p.ne[0], p.type, dst);
+}
+
+void LogTensor(const Gpt2GgufConversion::Planned& p, std::ostream* log) {
   if (log) {
-    *log << "  " << gguf_name << "  " << GgmlTypeName(static_cast<uint32_t>(type)) << "  "
-         << ShapeString(ne) << "\n";
+    *log << "  " << p.gguf_name << "  " << GgmlTypeName(static_cast<uint32_t>(p.type)) << "  "
+         << ShapeString(p.ne) << "\n";
   }
 }
 
@@ -157,86 +258,70 @@ Config ConfigFromHfJson(const std::string& json_text) {
   return c;
 }
 
+std::string Gpt2DefaultModelName(const Config& c) {
+  struct Released { int n_layer, n_embd, n_head; const char* name; };
+  // openai-community/gpt2, gpt2-medium, gpt2-large, gpt2-xl config.json.
+  static const Released kReleased[] = {{12, 768, 12, "GPT-2 small"},
+                                       {24, 1024, 16, "GPT-2 medium"},
+                                       {36, 1280, 20, "GPT-2 large"},
+                                       {48, 1600, 25, "GPT-2 XL"}};
+  for (const Released& r : kReleased) {
+    if (c.n_layer == r.n_layer && c.n_embd == r.n_embd && c.n_head == r.n_head &&
+        c.n_ff == 4 * r.n_embd && c.n_vocab == 50257 && c.n_ctx == 1024) {
+      return r.name;
+    }
+  }
+  return "";
+}
+
 ConvertStats BuildGpt2Gguf(const SafetensorsFile& checkpoint, const Config& config,
                            const Tokenizer* tokenizer, TensorType matrix_type, GgufWriter* writer,
                            std::ostream* log, const std::string& model_name) {
   ConvertStats stats;
-  const std::vector<Expected> expected = ExpectedTensors(config);
-  std::map<std::string, size_t> expected_index;
-  for (size_t i = 0; i < expected.size(); ++i) expected_index[expected[i].hf_name] = i;
-
-  // Index the checkpoint by name without the "transformer." prefix, and reject strays.
-  std::map<std::string, const SafetensorsTensor*> by_name;
-  const SafetensorsTensor* lm_head = nullptr;
-  for (const SafetensorsTensor& t : checkpoint.tensors()) {
-    const std::string name = StripPrefix(t.name);
-    if (EndsWith(name, ".attn.bias") || EndsWith(name, ".attn.masked_bias")) {
-      ++stats.tensors_skipped;  // causal-mask buffers, not weights
-      continue;
-    }
-    if (name == "lm_head.weight") {
-      lm_head = &t;
-      continue;
-    }
-    if (expected_index.count(name) == 0) {
-      throw Error("checkpoint tensor '" + t.name + "' is not part of a GPT-2 with " +
-                  std::to_string(config.n_layer) + " layers (cannot map it to a GGUF name)");
-    }
-    if (!by_name.emplace(name, &t).second) {
-      throw Error("checkpoint has tensor '" + name + "' twice (with and without 'transformer.')");
-    }
-  }
-
+  const std::vector<Gpt2GgufConversion::Planned> planned =
+      PlanTensors(checkpoint, config, matrix_type, &stats);
   AddGpt2Metadata(*writer, config, tokenizer, LlamaFileType(matrix_type), model_name);
-
-  std::vector<float> wte_values;
-  for (const Expected& e : expected) {
-    auto it = by_name.find(e.hf_name);
-    if (it == by_name.end()) {
-      throw Error("checkpoint is missing tensor '" + e.hf_name + "' (or 'transformer." + e.hf_name + "')");
-    }
-    const SafetensorsTensor& t = *it->second;
-    if (t.shape != e.shape) {
-      throw Error("tensor '" + t.name + "' has shape " + ShapeString(t.shape) + " but config.json implies " +
-                  ShapeString(e.shape));
-    }
-    std::vector<float> values = ReadAsF32(t);
-    std::vector<int64_t> shape = e.shape;
-    if (e.conv1d) {
-      // Conv1D computes x @ W with W [in, out]; ggml's mul_mat wants rows of `in` elements.
-      const int64_t in = e.shape[0], out = e.shape[1];
-      std::vector<float> transposed(values.size());
-      for (int64_t i = 0; i < in; ++i) {
-        for (int64_t o = 0; o < out; ++o) transposed[o * in + i] = values[i * out + o];
-      }
-      values.swap(transposed);
-      shape = {out, in};
-    }
-    AddConverted(e.gguf_name, values, shape, matrix_type, writer, log);
-    ++stats.tensors_written;
-    if (e.hf_name == "wte.weight" && lm_head != nullptr) wte_values = values;
+  for (const Gpt2GgufConversion::Planned& p : planned) {
+    std::vector<uint8_t> bytes(RowBytes(p.type, p.ne[0]) * static_cast<size_t>(Rows(p.ne)));
+    EncodePlanned(p, bytes.data());
+    writer->AddTensor(p.gguf_name, p.type, p.ne, bytes.data(), bytes.size());
+    LogTensor(p, log);
   }
-
-  if (lm_head != nullptr) {
-    const std::vector<int64_t> shape = {config.n_vocab, config.n_embd};
-    if (lm_head->shape != shape) {
-      throw Error("tensor '" + lm_head->name + "' has shape " + ShapeString(lm_head->shape) +
-                  " but config.json implies " + ShapeString(shape));
-    }
-    std::vector<float> values = ReadAsF32(*lm_head);
-    const bool tied = values.size() == wte_values.size() &&
-                      std::memcmp(values.data(), wte_values.data(), values.size() * sizeof(float)) == 0;
-    if (!tied) {
-      AddConverted("output.weight", values, shape, matrix_type, writer, log);
-      ++stats.tensors_written;
-      stats.lm_head_tied = false;
-    }
-  }
+  stats.tensors_written = static_cast<int>(planned.size());
   return stats;
 }
 
+Gpt2GgufConversion::Gpt2GgufConversion(const SafetensorsFile& checkpoint, const Config& config,
+                                       const Tokenizer* tokenizer, TensorType matrix_type,
+                                       const std::string& model_name) {
+  tensors_ = PlanTensors(checkpoint, config, matrix_type, &stats_);
+  GgufWriter writer;
+  AddGpt2Metadata(writer, config, tokenizer, LlamaFileType(matrix_type), model_name);
+  for (const Planned& p : tensors_) writer.AddTensorInfo(p.gguf_name, p.type, p.ne);
+  layout_ = writer.MakeLayout();
+  stats_.tensors_written = num_tensors();
+}
+
+void Gpt2GgufConversion::WriteHeader(uint8_t* file) const {
+  std::memcpy(file, layout_.header.data(), layout_.header.size());
+}
+
+void Gpt2GgufConversion::EncodeTensor(int i, uint8_t* file, std::ostream* log) const {
+  if (i < 0 || i >= num_tensors()) {
+    throw Error("tensor index " + std::to_string(i) + " is outside 0.." + std::to_string(num_tensors() - 1));
+  }
+  const Planned& p = tensors_[i];
+  uint8_t* dst = file + layout_.offsets[i];
+  EncodePlanned(p, dst);
+  const uint64_t end = i + 1 < num_tensors() ? layout_.offsets[i + 1] : layout_.size;
+  const uint64_t used = layout_.offsets[i] + layout_.nbytes[i];
+  std::memset(dst + layout_.nbytes[i], 0, static_cast<size_t>(end - used));
+  LogTensor(p, log);
+}
+
 ConvertStats ConvertHfGpt2(const std::string& input_dir, const std::string& output_path,
-                           TensorType matrix_type, std::ostream* log) {
+                           TensorType matrix_type, std::ostream* log,
+                           const std::string& model_name) {
   const std::string dir = input_dir.empty() ? "." : input_dir;
   const Config hf = ConfigFromHfJson(ReadWholeFile(dir + "/config.json", "Hugging Face config"));
 
@@ -259,9 +344,15 @@ ConvertStats ConvertHfGpt2(const std::string& input_dir, const std::string& outp
       SafetensorsFile::Parse(mapped->data(), mapped->size(), weights_path);
 
   if (log) *log << "converting " << weights_path << " to " << output_path << "\n";
-  GgufWriter writer;
-  ConvertStats stats = BuildGpt2Gguf(*checkpoint, hf, tokenizer.get(), matrix_type, &writer, log);
-  writer.WriteFile(output_path);
+  const Gpt2GgufConversion conversion(*checkpoint, hf, tokenizer.get(), matrix_type,
+                                      model_name.empty() ? Gpt2DefaultModelName(hf) : model_name);
+  // One copy of the output, each tensor encoded into place (BuildGpt2Gguf + GgufWriter would
+  // hold every tensor and then the serialized file).
+  std::vector<uint8_t> file(static_cast<size_t>(conversion.layout().size));
+  conversion.WriteHeader(file.data());
+  for (int i = 0; i < conversion.num_tensors(); ++i) conversion.EncodeTensor(i, file.data(), log);
+  WriteFileAtomically(output_path, file.data(), file.size());
+  const ConvertStats& stats = conversion.stats();
   if (log) {
     *log << "wrote " << stats.tensors_written << " tensors (" << stats.tensors_skipped
          << " mask buffers skipped, lm_head " << (stats.lm_head_tied ? "tied to token_embd" : "kept as output.weight")

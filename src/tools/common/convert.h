@@ -19,14 +19,16 @@
 #include <cstdint>
 #include <iosfwd>
 #include <string>
+#include <vector>
 
+#include "format/gguf.h"
 #include "format/tensor_type.h"
 #include "model/config.h"
 
 namespace gpt2 {
 
-class GgufWriter;
 class SafetensorsFile;
+struct SafetensorsTensor;
 class Tokenizer;
 
 // "f32", "f16", "q8_0", "q4_0" -> type. Throws gpt2::Error naming the accepted values.
@@ -37,6 +39,11 @@ TensorType ParseConvertType(const std::string& name);
 // Rejects configs whose math our engine and llama.cpp's GPT-2 graph do not implement
 // (activation other than gelu_new, scale_attn_by_inverse_layer_idx, ...). Throws gpt2::Error.
 Config ConfigFromHfJson(const std::string& json_text);
+
+// The name the converter writes as general.name when none is given: "GPT-2 small", "medium",
+// "large" or "xl" for the shapes OpenAI released (layers, width, heads, vocabulary, context),
+// "" (no general.name) for any other shape.
+std::string Gpt2DefaultModelName(const Config& config);
 
 struct ConvertStats {
   int tensors_written = 0;
@@ -50,9 +57,45 @@ ConvertStats BuildGpt2Gguf(const SafetensorsFile& checkpoint, const Config& conf
                            const Tokenizer* tokenizer, TensorType matrix_type, GgufWriter* writer,
                            std::ostream* log, const std::string& model_name = "");
 
+// The same conversion one tensor at a time, for callers that cannot hold the output twice (the
+// page converts GPT-2 small inside a 2 GB WebAssembly heap): the constructor makes every check
+// BuildGpt2Gguf makes and fixes the output file's layout; EncodeTensor(i) then writes tensor i
+// (with its padding) into `file`, the caller's buffer of layout().size bytes, at its offset.
+// Both produce the same bytes. `checkpoint` and `tokenizer` must outlive this object.
+class Gpt2GgufConversion {
+ public:
+  Gpt2GgufConversion(const SafetensorsFile& checkpoint, const Config& config,
+                     const Tokenizer* tokenizer, TensorType matrix_type,
+                     const std::string& model_name);
+
+  const GgufWriter::Layout& layout() const { return layout_; }
+  const ConvertStats& stats() const { return stats_; }
+  int num_tensors() const { return static_cast<int>(tensors_.size()); }
+  // Copies the header (with the padding before the data section) to file[0..).
+  void WriteHeader(uint8_t* file) const;
+  // Throws gpt2::Error (e.g. an F64 tensor ReadAsF32 cannot widen).
+  void EncodeTensor(int i, uint8_t* file, std::ostream* log) const;
+
+  // One output tensor: where its values come from and how they are stored.
+  struct Planned {
+    std::string gguf_name;
+    const SafetensorsTensor* source = nullptr;
+    bool conv1d = false;        // stored [in, out]: transposed while encoding
+    std::vector<int64_t> ne;    // ggml order, after the transpose
+    TensorType type = TensorType::kF32;
+  };
+
+ private:
+  std::vector<Planned> tensors_;
+  ConvertStats stats_;
+  GgufWriter::Layout layout_;
+};
+
 // Reads `input_dir`/config.json, model.safetensors and the vocabulary (vocab.json + merges.txt,
-// or encoder.json + vocab.bpe) and writes `output_path` atomically. Throws gpt2::Error.
+// or encoder.json + vocab.bpe) and writes `output_path` atomically. general.name is
+// `model_name`, or Gpt2DefaultModelName when that is empty. Throws gpt2::Error.
 ConvertStats ConvertHfGpt2(const std::string& input_dir, const std::string& output_path,
-                           TensorType matrix_type, std::ostream* log);
+                           TensorType matrix_type, std::ostream* log,
+                           const std::string& model_name = "");
 
 }  // namespace gpt2

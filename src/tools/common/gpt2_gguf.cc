@@ -93,11 +93,20 @@ std::vector<uint8_t> EncodeRows(const float* x, int64_t rows, int64_t cols, Tens
     throw Error("rows of " + std::to_string(cols) + " elements cannot be stored as " +
                 GgmlTypeName(static_cast<uint32_t>(type)));
   }
+  std::vector<uint8_t> out(RowBytes(type, cols) * static_cast<size_t>(rows));
+  EncodeRowsInto(x, rows, cols, type, out.data());
+  return out;
+}
+
+void EncodeRowsInto(const float* x, int64_t rows, int64_t cols, TensorType type, uint8_t* out) {
+  if (cols % TypeBlockSize(type) != 0) {
+    throw Error("rows of " + std::to_string(cols) + " elements cannot be stored as " +
+                GgmlTypeName(static_cast<uint32_t>(type)));
+  }
   const size_t row_bytes = RowBytes(type, cols);
-  std::vector<uint8_t> out(row_bytes * static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
     const float* src = x + r * cols;
-    uint8_t* dst = out.data() + static_cast<size_t>(r) * row_bytes;
+    uint8_t* dst = out + static_cast<size_t>(r) * row_bytes;
     switch (type) {
       case TensorType::kF32:
         std::memcpy(dst, src, row_bytes);
@@ -116,7 +125,6 @@ std::vector<uint8_t> EncodeRows(const float* x, int64_t rows, int64_t cols, Tens
         break;
     }
   }
-  return out;
 }
 
 }  // namespace gpt2

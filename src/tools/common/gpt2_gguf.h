@@ -57,5 +57,7 @@ TensorType Gpt2TensorStorageType(const std::string& gguf_name, int n_dims, int64
 // must be a multiple of the type's block size). F16 rounds to nearest even, Q8_0/Q4_0 use ggml's
 // reference quantization (format/quant.h).
 std::vector<uint8_t> EncodeRows(const float* x, int64_t rows, int64_t cols, TensorType type);
+// The same into `out`, which holds rows * RowBytes(type, cols) bytes.
+void EncodeRowsInto(const float* x, int64_t rows, int64_t cols, TensorType type, uint8_t* out);
 
 }  // namespace gpt2
