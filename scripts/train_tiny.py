@@ -428,10 +428,11 @@ def batches(tokens, cfg, args, gen, vocab, T, B):
 
 
 def head_scores(p, cfg, text_ids, n=60, start=200):
-    """Best previous-token and induction scores over all heads (TransformerLens' probes, on the
-    sequence weights/README.md measures them on with our engine): <|endoftext|>, n tokens of
-    tests/data/tiny_heldout.txt, the same n again; mean attention to t-1, and in the repeat to
-    t-n+1 (the token after the current one's earlier occurrence)."""
+    """Best previous-token and induction scores over all heads (TransformerLens' probes) on
+    <|endoftext|>, n tokens of tests/data/tiny_heldout.txt in their order, the same n again; mean
+    attention to t-1, and in the repeat to t-n+1 (the token after the current one's earlier
+    occurrence). The training log's probe; tests/model/tiny_model_test.cc scores our engine the
+    same way on tokens in random order (the figures in weights/README.md)."""
     ids = torch.cat([torch.tensor([EOT]), text_ids[start:start + n], text_ids[start:start + n]])
     T = len(ids)
     probs = []
