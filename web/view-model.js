@@ -14,11 +14,12 @@ const kKnownModels = {
     note: 'This is the small model that ships with this project, opened because the real GPT-2 ' +
         'weights are not here (they need a one-time download: scripts/get-weights.sh, or the demo on a ' +
         'connected machine). It has GPT-2\'s design and vocabulary but is 17 times smaller, and it was ' +
-        'trained for 43 minutes on one shared computer, on half a million tokens of software licences ' +
-        'and Python documentation (GPT-2 read some 40 GB of web pages). So its text is English-like but ' +
-        'odd: a stream of common words with little grammar or sense. Every view below works as for ' +
-        'GPT-2, but its attention is still close to uniform: it has not trained long enough to grow the ' +
-        'previous-token and copying heads that GPT-2 shows.',
+        'trained for an hour and 40 minutes on one shared computer, on 3.4 million tokens of software ' +
+        'licences and Python documentation (GPT-2 read some 40 GB of web pages). So its text is ' +
+        'English-like but odd: phrases of documentation with little grammar or sense. Every view below ' +
+        'works as for GPT-2, and its attention shows two classic patterns: block 0\'s head 0 looks at the ' +
+        'previous token, and on repeated text block 2\'s head 0 looks at the token that followed the ' +
+        'current one last time (an induction head).',
   },
 };
 
