@@ -1,6 +1,7 @@
 // The GPT-2 forward pass over a KV cache. Mirrors Hugging Face GPT2Model.forward (pre-LN
 // blocks) with llm.c's habit of one flat buffer per activation, allocated once per Session.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -207,12 +208,39 @@ const float* Session::Rerun(int n, int first_block, const float* resid_in, const
   return RunBlocks(first_block, n, run);
 }
 
+const float* Session::RerunPositions(int begin, int end, int first_block, const float* resid_in,
+                                    const RunOptions& run) {
+  const int held = position_;
+  if (begin < 0 || begin >= end || end > held) {
+    throw Error("cannot re-run positions " + std::to_string(begin) + ".." + std::to_string(end - 1) +
+                ": the session holds 0.." + std::to_string(held - 1));
+  }
+  position_ = end;  // Rerun then runs the last end - begin of them
+  const float* logits;
+  try {
+    logits = Rerun(end - begin, first_block, resid_in, run);
+  } catch (...) {
+    position_ = held;
+    throw;
+  }
+  position_ = held;
+  return logits;
+}
+
 const float* Session::RunBlocks(int first_block, int T, const RunOptions& run) {
   const Interventions* iv = run.interventions;
-  for (int l = first_block; l < model_.config().n_layer; ++l) {
+  const int L = model_.config().n_layer;
+  if (run.block_ms != nullptr) run.block_ms->resize(L, 0.0);
+  for (int l = first_block; l < L; ++l) {
+    const auto start = run.block_ms != nullptr ? std::chrono::steady_clock::now()
+                                               : std::chrono::steady_clock::time_point();
     if (iv != nullptr && !iv->patches.empty()) PatchResidual(l, T, *iv);
     AttentionStep(l, T, run);
     MlpStep(l, T, run);
+    if (run.block_ms != nullptr) {
+      (*run.block_ms)[l] =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    }
   }
   const float* logits = Unembed(T, run);
   position_ += T;
