@@ -381,7 +381,7 @@ function generate() {
   store.set({
     error: '', generating: true, promptText: '', generatedText: '', ids: [], pieces: [], sampled: [], captured: 0,
     picked: -1, acts: null, lens: null, lensNote: '', lensOpen: null, attentionMap: null, awaitingPrompt: true,
-    experiment: null, statsText: 'Reading the prompt…', statsData: {}, target: null, sweep: {running: false},
+    experiment: null, statsText: 'Reading the prompt…', statsData: {}, blockMs: null, target: null, sweep: {running: false},
     attribution: null,
   });
   store.flush();

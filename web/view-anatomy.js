@@ -51,7 +51,7 @@ function blockTimes(d) {
   box.className = 'block-times';
   box.dataset.testid = 'block-times';
   const ms = d.blockMs ? Array.from(d.blockMs) : [];
-  if (!ms.length) {
+  if (!ms.length || !Number.isFinite(d.prefillMs)) {
     box.textContent = 'Per-block times appear after the next generation.';
     return box;
   }

@@ -85,6 +85,21 @@ function sameTop(list, fin, what) {
   }
 }
 
+// The page's engine built for Node, loaded with `model`, and the mean head outputs of a plain
+// run of kPrompt (what the page's "knock out to the mean" uses).
+async function nodeEngineWithMeans(model) {
+  const modulePath = path.join(kRoot, 'build/wasm/web/gpt2-engine-node.cjs');
+  const Module = await createRequire(import.meta.url)(modulePath)({wasmBinary: fs.readFileSync(modulePath.replace(/\.cjs$/, '.wasm'))});
+  const engine = new Module.Engine();
+  const bytes = fs.readFileSync(model);
+  engine.beginLoad(bytes.length);
+  engine.appendChunk(bytes);
+  engine.finishLoad(1);
+  engine.setCapture(true);
+  engine.prefill(engine.tokenize(kPrompt));
+  return {engine, means: engine.headMeans()};
+}
+
 async function runAgain(page) {
   await page.evaluate(() => { document.querySelector('[data-testid=exp-kl]').removeAttribute('data-kl'); });
   await page.getByTestId('exp-run-again').click();
@@ -248,16 +263,7 @@ describe('the Experiments panel', {skip: !fs.existsSync(path.join(kSite, 'index.
     const shown = await listOf(page, 'exp-after');
     const conversation = await page.evaluate(() => window.gpt2Page.state.ids);
     // The reference: the same engine under Node, given the means of a plain run of the prompt.
-    const modulePath = path.join(kRoot, 'build/wasm/web/gpt2-engine-node.cjs');
-    const Module = await createRequire(import.meta.url)(modulePath)({wasmBinary: fs.readFileSync(modulePath.replace(/\.cjs$/, '.wasm'))});
-    const engine = new Module.Engine();
-    const bytes = fs.readFileSync(models.model);
-    engine.beginLoad(bytes.length);
-    engine.appendChunk(bytes);
-    engine.finishLoad(1);
-    engine.setCapture(true);
-    engine.prefill(engine.tokenize(kPrompt));
-    const means = engine.headMeans();
+    const {engine, means} = await nodeEngineWithMeans(models.model);
     const topWith = (iv) => {
       engine.setInterventions(iv);
       engine.reset();
@@ -293,6 +299,14 @@ describe('the Experiments panel', {skip: !fs.existsSync(path.join(kSite, 'index.
     for (const t of ms) assert.ok(t > 0, `block time ${t}`);
     const prefillMs = await page.evaluate(() => window.gpt2Page.state.statsData.prefillMs);
     assert.ok(ms.reduce((a, b) => a + b, 0) <= prefillMs + 0.5, `blocks ${ms} within the prefill's ${prefillMs} ms`);
+    // The same text again (same settings, so the later tests see the same conversation): the
+    // table waits for the new prefill's times, then shows them.
+    await page.getByTestId('generate').click();
+    await page.waitForFunction(() => !window.gpt2Page.state.generating && window.gpt2Page.state.statsData.prefillMs !== undefined,
+                               null, {timeout: kTimeout});
+    await page.waitForSelector('[data-testid=tokens] .chip.picked');
+    assert.equal(await page.locator('[data-testid=block-times] tr').count(), L);
+    assert.equal(await page.getByTestId('error').isVisible(), false);
   });
 
   test('post-norm and no-residual match the CLI; the diagram redraws in post-norm order', async () => {
@@ -358,6 +372,31 @@ describe('the Experiments panel', {skip: !fs.existsSync(path.join(kSite, 'index.
     assert.notEqual(brute[0].drop, brute[brute.length - 1].drop, 'the heads differ');
     // The views still show the conversation under the page's (now no) interventions.
     assert.equal(await page.getByTestId('sweep-run').isDisabled(), false);
+  });
+
+  test('the heads ranking with "knock out to the mean" equals the engine\'s mean-ablated probes', async () => {
+    const target = Number(await page.getByTestId('sweep-target').getAttribute('data-id'));
+    await page.getByTestId('exp-mean-ablation').check();
+    await page.getByTestId('sweep-run').click();  // its handler drops the last result at once
+    await page.waitForFunction(() => window.gpt2Page.state.sweep.result && !window.gpt2Page.state.sweep.running, null,
+                               {timeout: kTimeout});
+    const result = await page.evaluate(() => window.gpt2Page.state.sweep.result);
+    const conversation = await page.evaluate(() => window.gpt2Page.state.ids);
+    const {engine, means} = await nodeEngineWithMeans(models.model);
+    engine.reset();
+    engine.prefill(conversation);
+    const {n_layer: L, n_head: H} = plain.config;
+    const base = engine.ablatedLogProb(L, 0, T - 1, target, means);
+    closeTo(result.base, base, 1e-5, 'baseline');
+    assert.equal(result.heads.length, L * H);
+    let differs = false;
+    for (const x of result.heads) {
+      closeTo(x.drop, base - engine.ablatedLogProb(x.layer, x.head, T - 1, target, means), 1e-5, `head ${x.layer}.${x.head}`);
+      differs ||= Math.abs(x.drop - base + engine.ablatedLogProb(x.layer, x.head, T - 1, target, new Float32Array(0))) > 1e-4;
+    }
+    assert.ok(differs, 'mean ablation is not zero ablation');
+    engine.delete();
+    await page.getByTestId('exp-mean-ablation').uncheck();
   });
 
   test('the heads ranking can be cancelled and says so', async () => {
