@@ -7,14 +7,20 @@
 //   b) ours in headless Chromium: the page's ES6 wasm module (build/wasm/web/gpt2-engine.js),
 //      one thread, prefill of a 128-token prompt then 64 greedy decode steps;
 //   c) the peer, wllama (llama.cpp compiled to wasm, npm @wllama/wllama), same Chromium, same
-//      file, one thread, same prompt and decode count, timed by llama.cpp itself.
+//      file, one thread, same prompt and decode count, timed by llama.cpp itself;
+//   d) the page's experiments (build/site in the same Chromium, one thread, the first weight
+//      type): "which heads matter" on a 32-token prompt and activation patching of a 16-token
+//      pair, each as its time over a prefill (capture off) of the same length measured in the
+//      same page, and how long the page takes to answer a click meanwhile.
 // For every weight type both engines are loaded into one fresh page, do one warm-up run each,
 // then --runs runs alternating (ours, wllama, ours, ...); figures are the median run. Prints the
 // machine, date, browser and load average, every run, then one Markdown table (ours, wllama,
 // ratio, our wasm heap after load); also writes build/bench/results.json.
 //
 //   node scripts/bench.mjs [--runs 5] [--types q8_0,q4_0,f32] [--prompt-tokens 128]
-//                          [--decode-tokens 64] [--skip-native] [--skip-browser] [--max-load 0.5]
+//                          [--decode-tokens 64] [--skip-native] [--skip-browser] [--skip-experiments]
+//                          [--skip-compare] [--max-load 0.5]
+// (--skip-compare: in the browser, only the page's experiments, not the ours/wllama runs.)
 //                          [--engine build/wasm/web/gpt2-engine.js]
 // Needs `bash scripts/build.sh` first (native tools and build/wasm/web).
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -259,17 +265,143 @@ async function compareInBrowser(browser, origin, type, promptText) {
   }
 }
 
+// ---- d) the page's experiments -------------------------------------------------------------
+
+// In the page: every 250 ms a click on a checkbox whose handler draws at once, timed from when
+// the click was due (so a busy main thread counts) to the next frame: what a person waits for.
+function latencyProbeStart() {
+  const box = document.querySelector('[data-testid=exp-knock-mode]');
+  window.latencies = [];
+  let due = performance.now() + 250;
+  const tick = () => {
+    box.click();
+    requestAnimationFrame(() => window.latencies.push(performance.now() - due));
+    due += 250;
+    window.latencyTimer = setTimeout(tick, Math.max(0, due - performance.now()));
+  };
+  window.latencyTimer = setTimeout(tick, 250);
+}
+
+function latencyProbeStop() {
+  clearTimeout(window.latencyTimer);
+  return window.latencies;
+}
+
+async function experimentsInPage(browser, origin, type, words) {
+  const page = await browser.context.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  const text = (n, last) => [...Array.from({ length: n - 1 }, (_, i) => words[i % words.length]), last].join(' ');
+  const pageError = async () => ((await page.getByTestId('error').isVisible()) ? await page.getByTestId('error').textContent() : '');
+  // Until fn holds or the page shows an error (then thrown).
+  const waitFor = async (fn, what) => {
+    console.log(`  page: ${what}…`);
+    await page.waitForFunction(`(${fn})() || !document.querySelector('[data-testid=error]').hidden`, null,
+                               { timeout: 900_000 });
+    const e = await pageError();
+    if (e || errors.length) throw new Error(`${what}: ${e} ${errors.join('\n')}`);
+  };
+  try {
+    await page.goto(`${origin}/build/site/index.html?model=/__model/bench-${type}.gguf&debug=1`);
+    await waitFor(() => document.querySelector('[data-testid=progress]').dataset.source ||
+                        !document.querySelector('[data-testid=error]').hidden, 'load');
+    await page.getByTestId('temperature').fill('0');
+    await page.getByTestId('max-tokens').fill('1');
+    const generate = async (prompt, capture) => {
+      await page.getByTestId('prompt').fill(prompt);
+      await page.getByTestId('capture').setChecked(capture);
+      await page.getByTestId('generate').click();
+      await waitFor(() => !window.gpt2Page.state.generating && window.gpt2Page.state.statsData.prefillMs !== undefined,
+                    'generate');
+      return page.evaluate(() => window.gpt2Page.state.statsData.prefillMs);
+    };
+    // The prefill unit: the same number of tokens, capture off, 3 runs (after a warm-up).
+    const prefillRuns = async (prompt) => {
+      await generate(prompt, false);
+      return [await generate(prompt, false), await generate(prompt, false), await generate(prompt, false)];
+    };
+    // Until the views have drawn what the last generation asked for (activations, lens) and a
+    // frame comes at once: the job's clicks then wait for the job alone.
+    const settle = async () => {
+      await waitFor(() => window.gpt2Page.state.acts && window.gpt2Page.state.lens, 'views');
+      for (;;) {
+        const ms = await page.evaluate(() => new Promise((resolve) => {
+          const t0 = performance.now();
+          requestAnimationFrame(() => resolve(performance.now() - t0));
+        }));
+        if (ms < 50) break;
+      }
+    };
+    let latencies = [];
+    const job = async (start, done) => {
+      await page.evaluate(latencyProbeStart);
+      try {
+        await start();
+        await waitFor(done, 'job');
+      } finally {
+        latencies = await page.evaluate(latencyProbeStop);
+      }
+      return latencies;
+    };
+    const out = {};
+    // Which heads matter, at the last of 32 prompt tokens.
+    // The unit is measured before and after the job (the median of the six), as the machine's
+    // load may change meanwhile.
+    const prompt32 = text(32, words[31 % words.length]);
+    const before32 = await prefillRuns(prompt32);
+    await generate(prompt32, true);
+    await settle();
+    const sweepLatency = await job(() => page.getByTestId('sweep-run').click(),
+                                   () => window.gpt2Page.state.sweep.result && !window.gpt2Page.state.sweep.running);
+    const sweep = await page.evaluate(() => window.gpt2Page.state.sweep.result);
+    if (sweep.position !== 31 || sweep.done !== sweep.total) throw new Error(`sweep at ${sweep.position}, ${sweep.done}/${sweep.total}`);
+    const unit32 = median([...before32, ...(await prefillRuns(prompt32))]);
+    out.sweep = { tokens: 32, ms: sweep.ms, prefillMs: unit32, prefills: sweep.ms / unit32, target: 80,
+                  latency: sweepLatency };
+    // Activation patching of two 16-token prompts that differ in their last word (the first last
+    // word whose prediction differs from the clean one's).
+    const before16 = await prefillRuns(text(16, 'house'));
+    await generate(text(16, 'house'), true);
+    await settle();
+    for (const last of ['mat', 'dog', 'cat', 'fox', 'old', 'near']) {
+      await page.getByTestId('patch-clean').fill(text(16, 'house'));
+      await page.getByTestId('patch-corrupted').fill(text(16, last));
+      const latency = await job(() => page.getByTestId('patch-run').click(),
+                                () => !window.gpt2Page.state.patching.running &&
+                                      (window.gpt2Page.state.patching.result || !document.querySelector('[data-testid=error]').hidden))
+          .catch((e) => (/same next token/.test(e.message) ? null : Promise.reject(e)));
+      if (!latency) continue;
+      const r = await page.evaluate(() => window.gpt2Page.state.patching.result);
+      const unit16 = median([...before16, ...(await prefillRuns(text(16, 'house')))]);
+      out.patching = { tokens: 16, ms: r.ms, prefillMs: unit16, prefills: r.ms / unit16, target: 13 * 16 / 2, latency };
+      break;
+    }
+    if (!out.patching) throw new Error('no corrupted prompt with another answer');
+    for (const r of Object.values(out)) {
+      const v = [...r.latency].sort((a, b) => a - b);
+      r.latencyMax = v[v.length - 1];
+      r.latencyP95 = v[Math.min(v.length - 1, Math.floor(v.length * 0.95))];
+      r.clicks = v.length;
+      delete r.latency;
+    }
+    return out;
+  } finally {
+    await page.close();
+  }
+}
+
+// Words that GPT-2's BPE keeps as single tokens, so any prefix of n words is n tokens.
+const kWords = ' The quick brown fox jumps over the lazy dog and the small cat sat on the mat near the old house'.split(' ').slice(1);
+
 if (!flag('skip-browser')) {
   need(kEngineJs, 'WebAssembly engine for the page');
-  // Words that GPT-2's BPE keeps as single tokens, so any prefix of n words is n tokens.
-  const words = ' The quick brown fox jumps over the lazy dog and the small cat sat on the mat near the old house'.split(' ').slice(1);
-  const promptText = Array.from({ length: kPromptTokens }, (_, i) => words[i % words.length]).join(' ');
+  const promptText = Array.from({ length: kPromptTokens }, (_, i) => kWords[i % kWords.length]).join(' ');
   const served = Object.fromEntries(kTypes.map((t) => [`/__model/bench-${t}.gguf`, models[t]]));
   const { server, origin } = await H.startServer(served);
   const browser = await H.launchChromium();
   try {
     const runsText = (xs) => xs.map((x) => x.toFixed(1)).join(' ');
-    for (const type of kTypes) {
+    for (const type of flag('skip-compare') ? [] : kTypes) {
       const r = await compareInBrowser(browser, origin, type, promptText);
       results.browserName = /(?:Headless)?Chrome\/[\d.]+/.exec(r.userAgent)?.[0] || r.userAgent;
       results.browser[type] = r;
@@ -282,6 +414,16 @@ if (!flag('skip-browser')) {
         `${r.wllama.runs.map((x) => `${(x.promptMs + x.predictedMs).toFixed(0)}/${x.wallMs.toFixed(0)}`).join(' ')})`);
       console.log(`  ratio (median of paired runs): prefill ${r.prefillRatio.toFixed(2)}x, decode ${r.decodeRatio.toFixed(2)}x; ` +
         `load average now ${os.loadavg()[0].toFixed(2)}`);
+    }
+    if (!flag('skip-experiments')) {
+      need(path.join(kRoot, 'build/site/index.html'), 'the page (build/site)');
+      results.experiments = { type: kTypes[0], ...(await experimentsInPage(browser, origin, kTypes[0], kWords)) };
+      for (const [name, r] of Object.entries(results.experiments)) {
+        if (name === 'type') continue;
+        console.log(`page ${name} (${r.tokens} tokens, ${kTypes[0]}): ${(r.ms / 1000).toFixed(1)} s = ` +
+          `${r.prefills.toFixed(1)} prefills of ${r.prefillMs.toFixed(0)} ms (target ${r.target}); a click answered ` +
+          `within ${r.latencyMax.toFixed(0)} ms (95%: ${r.latencyP95.toFixed(0)} ms, ${r.clicks} clicks)`);
+      }
     }
   } finally {
     await browser.close();
@@ -315,6 +457,20 @@ for (const type of kTypes) {
   }
   for (const n of results.native.filter((x) => x.type === type)) {
     lines.push(`| ${type} | native (${n.target}) | ${n.threads} | ${f(n.prefill)} | ${f(n.decode)} | | | | | |`);
+  }
+}
+if (results.experiments) {
+  lines.push('');
+  lines.push(`The page's experiments (Chromium, 1 thread, ${results.experiments.type}): time in prefills of the same ` +
+    'number of tokens (capture off) measured in the same page; the page answering a click meanwhile.');
+  lines.push('');
+  lines.push('| experiment | tokens | time | prefill | in prefills | target | click answered within (max / 95%) |');
+  lines.push('|---|---:|---:|---:|---:|---:|---:|');
+  for (const [name, what] of [['sweep', 'which heads matter (144 heads)'], ['patching', 'activation patching (blocks × positions)']]) {
+    const r = results.experiments[name];
+    if (!r) continue;
+    lines.push(`| ${what} | ${r.tokens} | ${(r.ms / 1000).toFixed(1)} s | ${r.prefillMs.toFixed(0)} ms | ` +
+      `**${r.prefills.toFixed(1)}** | ≤ ${r.target} | ${r.latencyMax.toFixed(0)} / ${r.latencyP95.toFixed(0)} ms (target 100) |`);
   }
 }
 console.log('\n' + lines.join('\n'));

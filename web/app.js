@@ -31,7 +31,7 @@ const workerUrl = new URL('./worker.js', import.meta.url);
 if (params.get('threads')) workerUrl.searchParams.set('threads', params.get('threads'));
 const worker = new Worker(workerUrl, {type: 'module'});
 
-const kNoInterventions = {ablateHeads: [], skipAttn: [], skipMlp: [], noResidual: [], postNorm: false};
+const kNoInterventions = {ablateHeads: [], meanAblation: false, skipAttn: [], skipMlp: [], noResidual: [], postNorm: false};
 
 const store = createStore({
   ready: false,
@@ -185,7 +185,9 @@ function render(s) {
                                                             pieces: s.pieces, ids: s.ids});
   renderExperiments(s);
   if (s.info) {
-    renderIfChanged(anatomyView.render, $('anatomy'), {config: s.info, tokens: Math.max(1, s.captured || s.ids.length)});
+    renderIfChanged(anatomyView.render, $('anatomy'), {config: s.info, tokens: Math.max(1, s.captured || s.ids.length),
+                                                       blockMs: s.blockMs, prefillMs: s.statsData.prefillMs,
+                                                       promptTokens: s.promptLength});
   }
   $('share-url').value = s.shareUrl;
   $('share-url').hidden = !s.shareUrl;
@@ -257,21 +259,25 @@ function renderExperiments(s) {
   $('exp-no-residual').checked = on(iv.noResidual);
   $('exp-post-norm').checked = iv.postNorm;
   $('exp-knock-mode').checked = s.knockMode;
-  for (const id of ['exp-skip-attn', 'exp-skip-mlp', 'exp-no-residual', 'exp-post-norm', 'exp-knock-mode', 'exp-reset']) {
+  $('exp-mean-ablation').checked = !!iv.meanAblation;
+  for (const id of ['exp-skip-attn', 'exp-skip-mlp', 'exp-no-residual', 'exp-post-norm', 'exp-knock-mode', 'exp-mean-ablation',
+                    'exp-reset']) {
     $(id).disabled = !s.info;
   }
   const words = [
-    ...iv.ablateHeads.map(([a, h]) => `head ${a}.${h} knocked out`),
+    ...iv.ablateHeads.map(([a, h]) => `head ${a}.${h} knocked out${iv.meanAblation ? ' to its mean' : ''}`),
     ...iv.skipAttn.map((b) => `block ${b} attention skipped`), ...iv.skipMlp.map((b) => `block ${b} MLP skipped`),
     ...iv.noResidual.map((b) => `block ${b} without residual`), ...(iv.postNorm ? ['post-norm'] : []),
   ];
   $('exp-summary').textContent = words.length ? `Changes: ${words.join(', ')}.` : 'No changes: the plain model.';
   const a = s.acts, P = a?.positions;
   const norm = (row) => (a && s.picked >= 0 ? a.residualNorms[row * P + a.position] : NaN);
+  const sub = (k) => (a && s.picked >= 0 ? a.sublayerNorms[l * 4 + k] : NaN);
   if (s.info) {
     renderIfChanged(experimentsView.render, $('exp-diagram'), {
       layer: l, skipAttn: on(iv.skipAttn), skipMlp: on(iv.skipMlp), noResidual: on(iv.noResidual),
       postNorm: iv.postNorm, normIn: norm(l), normMid: midNorm(a, l), normOut: norm(l + 1),
+      normLn1: sub(0), normAttn: sub(1), normLn2: sub(2), normMlp: sub(3),
       where: a ? label(a.position) : 'the picked token',
     });
   }
@@ -394,7 +400,7 @@ function generate() {
   store.set({
     error: '', generating: true, promptText: '', generatedText: '', ids: [], pieces: [], sampled: [], captured: 0,
     picked: -1, acts: null, lens: null, lensNote: '', lensOpen: null, attentionMap: null, awaitingPrompt: true,
-    experiment: null, statsText: 'Reading the prompt…', statsData: {}, target: null, sweep: {running: false},
+    experiment: null, statsText: 'Reading the prompt…', statsData: {}, blockMs: null, target: null, sweep: {running: false},
     attribution: null,
   });
   store.flush();
@@ -420,7 +426,7 @@ function onStats(s) {
   const why = {'max-tokens': 'reached max tokens', 'end-of-text': 'model wrote <|endoftext|>',
                stopped: 'stopped', 'context-full': 'context full', error: 'error'}[s.reason] || s.reason;
   store.set({
-    generating: false, captured: s.captured,
+    generating: false, captured: s.captured, blockMs: s.blockMs,
     statsText: `Prompt ${s.promptTokens} tokens, prefill ${s.prefillMs.toFixed(0)} ms · ` +
         `${s.generated} tokens at ${s.tokensPerSecond.toFixed(1)} tokens/s · ${why} · ${threadMode()}`,
     statsData: {reason: s.reason, generated: s.generated, tokensPerSecond: s.tokensPerSecond, prefillMs: s.prefillMs},
@@ -737,6 +743,7 @@ for (const [id, key] of [['exp-skip-attn', 'skipAttn'], ['exp-skip-mlp', 'skipMl
 }
 on($('exp-post-norm'), 'change', (e) => setInterventions({...state.interventions, postNorm: e.target.checked}));
 on($('exp-knock-mode'), 'change', (e) => store.set({knockMode: e.target.checked}));
+on($('exp-mean-ablation'), 'change', (e) => setInterventions({...state.interventions, meanAblation: e.target.checked}));
 on($('exp-reset'), 'click', () => setInterventions(kNoInterventions));
 on($('exp-run-again'), 'click', runAgain);
 on($('share'), 'click', share);

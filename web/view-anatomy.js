@@ -5,7 +5,8 @@ const n = (x) => Math.round(x).toLocaleString('en-US');
 const bytes = (x) => (x >= 1 << 20 ? `${(x / (1 << 20)).toFixed(1)} MB` : `${(x / 1024).toFixed(1)} kB`);
 const flops = (x) => (x >= 1e9 ? `${(x / 1e9).toFixed(2)} GFLOP` : `${(x / 1e6).toFixed(2)} MFLOP`);
 
-// data: {config (the engine's info), tokens}
+// data: {config (the engine's info), tokens, blockMs (each block's time in the last prefill,
+// or empty), prefillMs, promptTokens}
 export function render(box, d) {
   const a = anatomy(d.config, d.tokens);
   const c = d.config;
@@ -40,5 +41,41 @@ export function render(box, d) {
   const p = document.createElement('p');
   p.className = 'hint';
   p.textContent = `d = ${c.n_embd}, f = ${c.n_ff}, L = ${c.n_layer}, V = ${c.n_vocab}, s = ${a.tokens} (the current text).`;
-  box.replaceChildren(table, p);
+  box.replaceChildren(table, p, blockTimes(d));
+}
+
+// The measured time of each block in the last prefill, as a bar per block; the rest of the
+// prefill (embedding, final LayerNorm, unembedding, the page's own calls) is named apart.
+function blockTimes(d) {
+  const box = document.createElement('div');
+  box.className = 'block-times';
+  box.dataset.testid = 'block-times';
+  const ms = d.blockMs ? Array.from(d.blockMs) : [];
+  if (!ms.length || !Number.isFinite(d.prefillMs)) {
+    box.textContent = 'Per-block times appear after the next generation.';
+    return box;
+  }
+  const sum = ms.reduce((s, x) => s + x, 0), max = Math.max(...ms);
+  const title = document.createElement('p');
+  title.textContent = `Measured time of each block in the last prefill (${d.promptTokens} tokens): ` +
+      `${sum.toFixed(1)} ms of ${d.prefillMs.toFixed(1)} ms; the rest is embedding, the final LayerNorm and ` +
+      'the unembedding.';
+  const table = document.createElement('table');
+  table.className = 'anatomy-table';
+  const body = table.createTBody();
+  ms.forEach((t, l) => {
+    const tr = body.insertRow();
+    tr.dataset.layer = l;
+    tr.dataset.ms = t;
+    tr.insertCell().textContent = `block ${l}`;
+    const bar = document.createElement('span');
+    bar.className = 'bar';
+    bar.style.width = `${max > 0 ? (100 * t) / max : 0}%`;
+    tr.insertCell().append(bar);
+    const td = tr.insertCell();
+    td.className = 'num';
+    td.textContent = `${t.toFixed(2)} ms`;
+  });
+  box.append(title, table);
+  return box;
 }

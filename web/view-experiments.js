@@ -12,7 +12,8 @@ function steps(postNorm) {
 
 // data: {layer, skipAttn, skipMlp, noResidual, postNorm (booleans for this block), normIn,
 // normMid, normOut (the picked token's residual norm entering the block, after attention's
-// step, leaving it; NaN when unknown), where}
+// step, leaving it), normLn1, normAttn, normLn2, normMlp (the norms of ln_1's output, attention's
+// output, ln_2's output, the MLP's output; NaN when unknown), where}
 export function render(box, d) {
   const el = (tag, cls, text) => {
     const e = document.createElement(tag);
@@ -42,15 +43,19 @@ export function render(box, d) {
           'skipped: the stream passes this step unchanged';
     }
     if (name.startsWith('add')) li.classList.add('add');
-    if (name === 'add1' && !d.postNorm && Number.isFinite(d.normMid)) {
-      li.append(el('small', '', `‖x‖ ${fmt(d.normMid, 3)}`));
-      li.dataset.norm = d.normMid;
+    // Under post-norm the captured sublayer inputs are the stream itself, not a LayerNorm's
+    // output, and the stream after an add is not captured: only the sublayer outputs are shown.
+    const shown = d.postNorm ? {attn: d.normAttn, mlp: d.normMlp} :
+        {ln_1: d.normLn1, attn: d.normAttn, add1: d.normMid, ln_2: d.normLn2, mlp: d.normMlp, add2: d.normOut};
+    if (Number.isFinite(shown[name])) {
+      li.append(el('small', '', `‖${name.startsWith('add') ? 'x' : 'y'}‖ ${fmt(shown[name], 3)}`));
+      li.dataset.norm = shown[name];
     }
     flow.append(li);
   }
   flow.append(io(`x out`, d.normOut));
   const caption = el('p', 'hint', `Block ${d.layer}, ${d.postNorm ? 'post-norm (every block)' : 'pre-norm, as GPT-2'}; ` +
-      `‖x‖: the norm of ${d.where}'s vector in the residual stream at that point.`);
+      `‖x‖: the norm of ${d.where}'s vector in the residual stream at that point; ‖y‖: of the step's output.`);
   box.replaceChildren(flow, caption);
 }
 

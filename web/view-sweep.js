@@ -16,7 +16,7 @@ export function render(box, d) {
   else if (result) {
     status.textContent = `${result.cancelled ? `Cancelled after ${result.done} of ${result.total} heads. ` : ''}` +
         `Target ${d.targetWords} at position ${result.position}: log-probability ${fmt(result.base)} with every head; ` +
-        'the heads whose loss lowers it most first.';
+        `the heads whose loss lowers it most first (${(result.ms / 1000).toFixed(1)} s).`;
   }
   const list = document.createElement('ol');
   list.className = 'sweep-results';

@@ -11,7 +11,9 @@
 //                                    engine's Converter (gpt2-convert's code) and cached as a GGUF
 //     {type:'generate', prompt, temperature, topK, topP, seed, maxTokens, capture, interventions}
 //                                    interventions: engine.setInterventions's spec (src/bindings/
-//                                    embind.cc), applied to this and every later run; {} = plain
+//                                    embind.cc), applied to this and every later run; {} = plain;
+//                                    meanAblation: knocked-out heads take their mean output over
+//                                    the prompt in the plain model (promptHeadMeans)
 //     {type:'experiment', interventions, position, prompt, temperature, topK, topP, seed, maxTokens}
 //                                    "Run again": the plain and the intervened model side by side
 //                                    at `position` and in the text they generate with the same seed;
@@ -19,8 +21,10 @@
 //     {type:'stop'}
 //     {type:'inspect', position, layer, head, lens}   activations for the token at `position`
 //     {type:'head-sweep', position, target, interventions}  "which heads matter": knock out each
-//                                    head in turn (plain model otherwise) and measure the target's
-//                                    log-probability at `position`; interventions: restored after
+//                                    head in turn (plain model otherwise; zeroed, or with
+//                                    interventions.meanAblation replaced by its mean over the prompt)
+//                                    and measure the target's log-probability at `position`;
+//                                    interventions: restored after
 //     {type:'patching', clean, corrupted, interventions}  activation patching: two prompts of the same
 //                                    token length; the clean stream entering each block at each
 //                                    position patched into the corrupted run, one at a time
@@ -42,7 +46,9 @@
 //                                                    ('hf': downloaded from Hugging Face and converted)
 //     {type:'prompt', ids, pieces}                   the prompt's tokens
 //     {type:'token', id, text, index}                one sampled token (text: decoded UTF-8 so far)
-//     {type:'stats', promptTokens, prefillMs, generated, tokensPerSecond, reason}
+//     {type:'stats', promptTokens, prefillMs, blockMs, generated, tokensPerSecond, reason}
+//                                                    blockMs: Float64Array [n_layer], each block's
+//                                                    measured time in the prefill (engine.blockTimes)
 //     {type:'activations', ...}                      see Inspect()
 //     {type:'attention-map', layer, head, positions, map}
 //     {type:'lens-start', begin, end}; {type:'lens', begin, end, topK, nLayer, ids, probs, pieces}
@@ -53,13 +59,14 @@
 //                                                    KL(before || after) over the whole vocabulary
 //     {type:'sweep-progress', done, total}
 //     {type:'sweep', position, target, base, heads: [{layer, head, logProb, drop}], done, total,
-//       cancelled}                                   base: the plain model's log-probability; heads
-//                                                    ranked by drop = base - logProb, largest first
+//       cancelled, ms}                               base: the plain model's log-probability; heads
+//                                                    ranked by drop = base - logProb, largest first;
+//                                                    ms: the job's time in the worker
 //     {type:'export', layer, tensors: [{name, shape, data: Float32Array}]}  shapes with TransformerLens's
 //                                                    batch dimension of 1 (e.g. [1, n_head, P, P])
 //     {type:'patching-progress', done, total}
 //     {type:'patching', nLayer, positions, answer, other, pieces, cleanDiff, corruptedDiff,
-//       recovered: Float32Array [nLayer, positions], done, total, cancelled}
+//       recovered: Float32Array [nLayer, positions], done, total, cancelled, ms}
 //                                                    answer/other: the clean and the corrupted run's
 //                                                    top token; diff = log p(answer) - log p(other)
 //                                                    (the logit difference); recovered: the share of
@@ -95,6 +102,7 @@ let busy = false;           // a load or generation is running
 let stopRequested = false;
 let cancelJob = false;      // a head sweep or patching job is to stop
 let lastTokens = [];        // prompt + generated ids of the last generation
+let lastPrompt = [];        // the prompt ids of the last generation
 let conversation = [];      // the ids the engine has run (and captured) of the last generation
 let queue = Promise.resolve();
 
@@ -578,24 +586,28 @@ async function handleGenerate(msg) {
   let reason = 'max-tokens';
   let generated = 0;
   let prefillMs = 0;
+  let blockMs = new Float64Array(0);  // each block's share of the prefill, ms
   let decodeMs = 0;
   let promptIds = [];
   try {
-    engine.reset();
-    engine.setCapture(!!msg.capture);
-    engine.setInterventions(msg.interventions || {});
-    engine.setSampling(msg.temperature, msg.topK, msg.topP, msg.seed);
     promptIds = Array.from(engine.tokenize(msg.prompt));
     if (promptIds.length === 0) throw new Error('The prompt is empty: type at least one character.');
     if (promptIds.length > info.n_ctx) {
       throw new Error(`The prompt is ${promptIds.length} tokens long, longer than the model's context of ` +
                       `${info.n_ctx} tokens. Shorten it.`);
     }
+    const spec = engineSpec(msg.interventions, promptIds);
+    lastPrompt = promptIds;
+    engine.reset();
+    engine.setCapture(!!msg.capture);
+    engine.setInterventions(spec);
+    engine.setSampling(msg.temperature, msg.topK, msg.topP, msg.seed);
     post({type: 'prompt', ids: promptIds, pieces: bytesToPieces(promptIds)});
     lastTokens = promptIds.slice();
     const t0 = performance.now();
     engine.prefill(promptIds);
     prefillMs = performance.now() - t0;
+    blockMs = engine.blockTimes();
     const maxTokens = Math.max(0, msg.maxTokens | 0);
     const t1 = performance.now();
     for (let i = 0; i < maxTokens; ++i) {
@@ -621,7 +633,7 @@ async function handleGenerate(msg) {
   } finally {
     busy = false;
   }
-  post({type: 'stats', promptTokens: promptIds.length, prefillMs, generated,
+  post({type: 'stats', promptTokens: promptIds.length, prefillMs, blockMs, generated,
         decodeMs, tokensPerSecond: generated > 0 && decodeMs > 0 ? generated / (decodeMs / 1000) : 0,
         reason, captured: engine.capturedPositions()});
 }
@@ -643,11 +655,14 @@ function inspect(position) {
   }
   const residualNorms = engine.residualNorms();
   const lnStats = engine.layerNormStats();
+  // [L, 4] at p: ln_1 out, attention out, ln_2 out, MLP out (Engine::SublayerNorms)
+  const all = engine.sublayerNorms(), sublayerNorms = new Float32Array(L * 4);
+  for (let l = 0; l < L; ++l) sublayerNorms.set(all.subarray((l * P + p) * 4, (l * P + p + 1) * 4), l * 4);
   const top = engine.topProbs(p);
-  const transfer = [...attention.map((a) => a.buffer), residualNorms.buffer, lnStats.buffer];
+  const transfer = [...attention.map((a) => a.buffer), residualNorms.buffer, lnStats.buffer, sublayerNorms.buffer];
   post({type: 'activations', position: p, positions: P, tokens: lastTokens.slice(0, P + 1),
         pieces: bytesToPieces(lastTokens.slice(0, Math.min(lastTokens.length, P + 1))),
-        attention, residualNorms, lnStats, mlp, topIds: Array.from(top.ids), topProbs: Array.from(top.probs),
+        attention, residualNorms, lnStats, sublayerNorms, mlp, topIds: Array.from(top.ids), topProbs: Array.from(top.probs),
         topPieces: bytesToPieces(Array.from(top.ids).filter((i) => i >= 0))}, transfer);
   return p;
 }
@@ -720,6 +735,26 @@ async function handleInspect(msg) {
 
 // ---- Experiments ------------------------------------------------------------------------------
 
+// Mean ablation: a knocked-out head outputs its mean over the prompt's positions in the plain
+// model instead of zero (TransformerLens's mean ablation over the one prompt there is). One
+// captured plain prefill of the prompt; leaves the engine reset.
+function promptHeadMeans(promptIds) {
+  engine.setInterventions({});
+  engine.reset();
+  engine.setCapture(true);
+  engine.prefill(promptIds);
+  const means = engine.headMeans();
+  engine.reset();
+  return means;
+}
+
+// The engine's interventions for the page's: with meanAblation they carry the means (then the
+// engine is left reset).
+function engineSpec(iv, promptIds) {
+  if (!iv?.meanAblation || !iv.ablateHeads?.length || !promptIds.length) return {...iv, meanAblation: false};
+  return {...iv, meanAblation: false, headMeans: promptHeadMeans(promptIds)};
+}
+
 // The whole next-token distribution at a captured position (float64 for the sums below).
 function fullDistribution(p) {
   return Float64Array.from(engine.finalProbs(p));
@@ -763,9 +798,10 @@ async function handleExperiment(msg) {
     if (!info || !conversation.length) throw new Error('Generate some text first, then run the experiment.');
     const promptIds = Array.from(engine.tokenize(msg.prompt));
     if (!promptIds.length) throw new Error('The prompt is empty: type at least one character.');
+    const spec = engineSpec(msg.interventions, promptIds);
     engine.setInterventions({});
     const textBefore = await sampleIds(promptIds, msg);
-    engine.setInterventions(msg.interventions);
+    engine.setInterventions(spec);
     const textAfter = await sampleIds(promptIds, msg);
     // The conversation the page shows, plain, then re-run under the interventions: the re-run
     // reuses the cache and the stream before the first changed block.
@@ -775,7 +811,7 @@ async function handleExperiment(msg) {
     engine.prefill(conversation);
     const p = Math.max(0, Math.min(conversation.length - 1, msg.position | 0));
     const before = fullDistribution(p);
-    engine.setInterventions(msg.interventions);
+    engine.setInterventions(spec);
     const fromBlock = engine.rerun();
     const after = fullDistribution(p);
     const topBefore = topOf(before, 10), topAfter = topOf(after, 10);
@@ -789,16 +825,15 @@ async function handleExperiment(msg) {
   }
 }
 
-// log P(target) at a captured position under the current run.
-function targetLogProb(p, target) {
-  return Math.log(Math.max(fullDistribution(p)[target], 1e-45));
-}
-
-// Each head knocked out alone, the conversation re-run from its block (the cache before it is
-// the plain run's, see Engine::Rerun), ranked by how much the target's log-probability drops.
+// Each head knocked out alone and the target's log-probability at `p` measured by the engine
+// (Engine::AblatedLogProb: only positions 0..p run again, from the head's block, without
+// capture), ranked by how much it drops. The blocks go from the last down, so each probe's
+// block is the first its cache differs in and no block before it runs again.
 async function handleHeadSweep(msg) {
   const L = info?.n_layer, H = info?.n_head, total = L * H;
   const heads = [];
+  const started = performance.now();
+  let restore = {};
   try {
     if (!info || !conversation.length || engine.capturedPositions() !== conversation.length) {
       throw new Error('Generate some text with "capture activations" on first.');
@@ -806,15 +841,23 @@ async function handleHeadSweep(msg) {
     const p = Math.max(0, Math.min(conversation.length - 1, msg.position | 0));
     const target = msg.target | 0;
     if (target < 0 || target >= info.n_vocab) throw new Error(`The target token id ${target} is not in the vocabulary.`);
+    const spec = engineSpec(msg.interventions, lastPrompt);
+    const means = msg.interventions?.meanAblation ? spec.headMeans || promptHeadMeans(lastPrompt) : new Float32Array(0);
+    // The plain run of the conversation, captured: every probe starts from its stream.
     engine.setInterventions({});
-    engine.rerun();
-    const base = targetLogProb(p, target);
+    if (engine.capturedPositions() === conversation.length) {
+      engine.rerun();
+    } else {  // promptHeadMeans ran the prompt instead
+      engine.reset();
+      engine.setCapture(true);
+      engine.prefill(conversation);
+    }
+    restore = spec;
+    const base = engine.ablatedLogProb(L, 0, p, target, means);
     let lastPost = 0;
-    for (let l = 0; l < L && !cancelJob; ++l) {
+    for (let l = L - 1; l >= 0 && !cancelJob; --l) {
       for (let h = 0; h < H && !cancelJob; ++h) {
-        engine.setInterventions({ablateHeads: [[l, h]]});
-        engine.rerun();
-        const logProb = targetLogProb(p, target);
+        const logProb = engine.ablatedLogProb(l, h, p, target, means);
         heads.push({layer: l, head: h, logProb, drop: base - logProb});
         if (performance.now() - lastPost > 100 || heads.length === total) {
           post({type: 'sweep-progress', done: heads.length, total});
@@ -824,14 +867,15 @@ async function handleHeadSweep(msg) {
       }
     }
     heads.sort((a, b) => b.drop - a.drop || a.layer - b.layer || a.head - b.head);
-    post({type: 'sweep', position: p, target, base, heads, done: heads.length, total, cancelled: cancelJob});
+    post({type: 'sweep', position: p, target, base, heads, done: heads.length, total, cancelled: cancelJob,
+          ms: performance.now() - started});
   } catch (e) {
     post({type: 'error', kind: 'sweep', message: errorMessage(e)});
   } finally {
     // Leave the engine as the page shows it: the conversation under the page's interventions.
     try {
       if (info && conversation.length && engine.capturedPositions() === conversation.length) {
-        engine.setInterventions(msg.interventions || {});
+        engine.setInterventions(restore);
         engine.rerun();
       }
     } catch (e) {
@@ -840,11 +884,13 @@ async function handleHeadSweep(msg) {
   }
 }
 
-// Activation patching: for every block l and position p, the corrupted prompt re-run (from
-// block l, the cache before it reused) with the residual stream entering block l at p replaced
-// by the clean run's. The logit difference of the two runs' answers is log p(answer) - log
-// p(other): the softmax's normaliser cancels.
+// Activation patching: for every block l and position p, the corrupted prompt re-run with the
+// residual stream entering block l at p replaced by the clean run's. The engine re-runs only
+// positions p.. from block l (Engine::PatchedLogProbs); going down the positions, then down the
+// blocks, keeps each re-run to what the previous one changed. The logit difference of the two
+// runs' answers is log p(answer) - log p(other): the softmax's normaliser cancels.
 async function handlePatching(msg) {
+  const started = performance.now();
   try {
     if (!info) throw new Error('Load a model first.');
     const clean = Array.from(engine.tokenize(msg.clean || '')), corrupted = Array.from(engine.tokenize(msg.corrupted || ''));
@@ -858,26 +904,30 @@ async function handlePatching(msg) {
     engine.setInterventions({});
     engine.reset();
     engine.setCapture(true);
+    // Each prompt's top token, then the two log-probability differences measured as the
+    // patched runs' are (in double, from the logits), so a patch that restores all gives 1.
+    engine.prefill(corrupted);
+    const other = topOf(fullDistribution(T - 1), 1).ids[0];
+    const diff = (a) => engine.ablatedLogProb(L, 0, T - 1, a, false) -
+                        engine.ablatedLogProb(L, 0, T - 1, other, false);
+    engine.reset();
     engine.prefill(clean);
     const cleanResid = Array.from({length: L}, (_, l) => engine.residual(l).slice());
-    const cleanDist = fullDistribution(T - 1);
-    engine.reset();
-    engine.prefill(corrupted);
-    const corruptedDist = fullDistribution(T - 1);
-    const answer = topOf(cleanDist, 1).ids[0], other = topOf(corruptedDist, 1).ids[0];
+    const answer = topOf(fullDistribution(T - 1), 1).ids[0];
     if (answer === other) {
       throw new Error('Both prompts predict the same next token, so there is no difference to bring back: ' +
                       'choose a corrupted prompt whose most likely next token differs.');
     }
-    const diff = (dist) => Math.log(Math.max(dist[answer], 1e-45)) - Math.log(Math.max(dist[other], 1e-45));
-    const cleanDiff = diff(cleanDist), corruptedDiff = diff(corruptedDist);
+    const cleanDiff = diff(answer);
+    engine.reset();
+    engine.prefill(corrupted);
+    const corruptedDiff = diff(answer);
     const recovered = new Float32Array(total).fill(NaN);
     let done = 0, lastPost = 0;
-    for (let l = 0; l < L && !cancelJob; ++l) {
-      for (let p = 0; p < T && !cancelJob; ++p) {
-        engine.setInterventions({patches: [{layer: l, position: p, value: cleanResid[l].subarray(p * C, (p + 1) * C)}]});
-        engine.rerun();
-        recovered[l * T + p] = (diff(fullDistribution(T - 1)) - corruptedDiff) / (cleanDiff - corruptedDiff);
+    for (let l = L - 1; l >= 0 && !cancelJob; --l) {
+      for (let p = T - 1; p >= 0 && !cancelJob; --p) {
+        const [a, o] = engine.patchedLogProbs(l, p, cleanResid[l].subarray(p * C, (p + 1) * C), [answer, other]);
+        recovered[l * T + p] = (a - o - corruptedDiff) / (cleanDiff - corruptedDiff);
         done++;
         if (performance.now() - lastPost > 100 || done === total) {
           post({type: 'patching-progress', done, total});
@@ -887,14 +937,14 @@ async function handlePatching(msg) {
       }
     }
     post({type: 'patching', nLayer: L, positions: T, answer, other, cleanDiff, corruptedDiff, recovered, done, total,
-          cancelled: cancelJob, pieces: bytesToPieces(corrupted), answerPieces: bytesToPieces([answer, other])},
+          cancelled: cancelJob, ms: performance.now() - started, pieces: bytesToPieces(corrupted), answerPieces: bytesToPieces([answer, other])},
          [recovered.buffer]);
   } catch (e) {
     post({type: 'error', kind: 'patching', message: errorMessage(e)});
   } finally {
     // The engine held the two prompts: give it back the page's conversation.
     try {
-      engine.setInterventions(msg.interventions || {});
+      engine.setInterventions(engineSpec(msg.interventions, lastPrompt));
       if (conversation.length) {
         engine.reset();
         engine.setCapture(true);
@@ -911,7 +961,7 @@ async function handlePatching(msg) {
 function handleAttribute(msg) {
   try {
     if (!info || !conversation.length) throw new Error('Generate some text first.');
-    engine.setInterventions(msg.interventions || {});
+    engine.setInterventions(engineSpec(msg.interventions, lastPrompt));
     const a = engine.attribute(conversation, msg.position | 0, msg.target | 0, -1);
     post({type: 'attribution', position: a.position, target: a.target, names: Array.from(a.names),
           values: a.values, logit: a.logit}, [a.values.buffer]);

@@ -22,6 +22,12 @@
 //         values: Float64Array, logit}; restarts the conversation with ids
 //   engine.firstChangedBlock()  // first block the interventions change (n_layer: none)
 //   engine.finalProbs(position)  // Float32Array [n_vocab]: the whole next-token distribution
+//   engine.headMeans()     // Float32Array [n_layer, n_embd]: mean head outputs of the capture
+//   engine.ablatedLogProb(layer, head, position, target, means)  // one step of "which heads
+//                          // matter" (layer = n_layer: the baseline); then rerun() to go on
+//   engine.patchedLogProbs(layer, position, value, ids)  // one cell of activation patching
+//   engine.blockTimes()    // Float64Array [n_layer]: ms per block in the last prefill()
+//   engine.sublayerNorms() // Float32Array [n_layer, P, 4]: ln_1 out, attn out, ln_2 out, MLP out
 //
 // Converting a Hugging Face GPT-2 checkpoint to GGUF in the page, with gpt2-convert's own code
 // (tools/common/convert.h): the checkpoint is held once, each tensor is encoded straight into
@@ -188,6 +194,8 @@ class Engine {
       capture_.Init(*model_);
       interventions_ = Interventions();
       cache_first_changed_ = model_->config().n_layer;
+      capture_plain_ = probed_ = false;
+      block_ms_.clear();
       sampler_ = std::make_unique<Sampler>(SamplingParams{});
       return Info();
     });
@@ -261,6 +269,7 @@ class Engine {
       session_->Reset();
       capture_.Clear();
       cache_first_changed_ = model_->config().n_layer;
+      probed_ = false;
       logits_ = nullptr;
       stopped_ = false;
       return 0;
@@ -300,7 +309,7 @@ class Engine {
                               std::to_string(c.n_ctx) + " tokens. Shorten it."
                         : "The context is full (" + std::to_string(c.n_ctx) + " tokens).");
       }
-      Forward(ids.data(), n);
+      Forward(ids.data(), n, &block_ms_);
       return 0;
     });
   }
@@ -312,7 +321,7 @@ class Engine {
         throw Error("The context is full (" + std::to_string(model_->config().n_ctx) +
                     " tokens).");
       }
-      Forward(&id, 1);
+      Forward(&id, 1, nullptr);
       return 0;
     });
   }
@@ -437,7 +446,8 @@ class Engine {
   // the next call); spec is {ablateHeads: [[layer, head], ...], meanAblation: bool,
   // skipAttn: [layer, ...], skipMlp: [...], noResidual: [...], postNorm: bool,
   // patches: [{layer, position, value: Float32Array[n_embd]}]}, every field optional; {} is the
-  // plain model. A patch replaces the residual stream entering block `layer` at `position`
+  // plain model; headMeans: Float32Array [n_layer, n_embd], the values meanAblation would take
+  // (e.g. headMeans() of another run). A patch replaces the residual stream entering block `layer` at `position`
   // (e.g. with row `position` of residual(layer) copied from another run). meanAblation replaces the ablated heads by their mean
   // output over the captured positions (so capture a clean run first). A layer or head out of
   // range throws, naming the valid range.
@@ -470,7 +480,12 @@ class Engine {
           iv.patches.push_back(std::move(patch));
         }
       }
-      if (spec["meanAblation"].isTrue() && !iv.ablate_heads.empty()) iv.head_means = capture_.HeadMeans();
+      const val means = spec["headMeans"];
+      if (!means.isUndefined() && !means.isNull()) {
+        iv.head_means = emscripten::convertJSArrayToNumberVector<float>(means);
+      } else if (spec["meanAblation"].isTrue() && !iv.ablate_heads.empty()) {
+        iv.head_means = capture_.HeadMeans();
+      }
       iv.Validate(model_->config());
       interventions_ = std::move(iv);
       return 0;
@@ -510,6 +525,8 @@ class Engine {
       }
       capture_.Commit();
       cache_first_changed_ = interventions_.FirstChangedBlock(L);
+      capture_plain_ = cache_first_changed_ >= L;
+      probed_ = false;
       return from;
     });
   }
@@ -552,6 +569,8 @@ class Engine {
       if (capture_on_) capture_.Commit();
       logits_ = a.last_logits;
       cache_first_changed_ = interventions_.FirstChangedBlock(model_->config().n_layer);
+      capture_plain_ = cache_first_changed_ >= model_->config().n_layer;
+      probed_ = false;
       val names = val::array();
       std::vector<double> values;
       for (const AttributionComponent& c : a.components) {
@@ -569,16 +588,128 @@ class Engine {
     });
   }
 
+  // --- Which heads matter; block timings (issue 8) --------------------------------------------
+
+  // Copies Float32Array [n_layer, n_embd]: each head's output ("attn_heads") averaged over the
+  // captured positions, for setInterventions({headMeans}) and ablatedLogProb.
+  val HeadMeans() const {
+    return Guarded([&] {
+      RequireModel();
+      const std::vector<float> means = capture_.HeadMeans();
+      return CopyToJs(means.data(), means.size());
+    });
+  }
+
+  // One step of "which heads matter": log P(target) at captured `position` with head (layer,
+  // head) knocked out of the plain model (zeroed, or replaced by means [n_layer, n_embd] unless
+  // that is empty); layer = n_layer: nothing knocked out (the baseline). Positions
+  // 0..position run again from block `layer` (the cache before it reused), nothing captured:
+  // a sweep from the last block down costs sum_l (n_layer - l) / n_layer prefills per head.
+  double AblatedLogProb(int layer, int head, int position, int target, const val& means) {
+    return Guarded([&] {
+      RequireModel();
+      const Config& c = model_->config();
+      RequireProbePosition(position);
+      RequireToken(target);
+      Interventions iv;
+      if (layer != c.n_layer) {
+        iv.ablate_heads.push_back({layer, head});
+        iv.head_means = emscripten::convertJSArrayToNumberVector<float>(means);
+        iv.Validate(c);
+      }
+      return LogProbability(Probe(iv, std::min(layer, c.n_layer), 0, position + 1), c.n_vocab, target);
+    });
+  }
+
+  // One cell of activation patching: the log-probabilities (Float64Array) of `ids` after the
+  // last captured position when the stream entering block `layer` at `position` is `value`
+  // (Float32Array [n_embd]). Positions position.. run again from block `layer`, nothing
+  // captured: every (block, position) of a T-token prompt costs about T (n_layer + 1) / 4 prefills.
+  val PatchedLogProbs(int layer, int position, const val& value, const val& ids_js) {
+    return Guarded([&] {
+      RequireModel();
+      const Config& c = model_->config();
+      RequireProbePosition(position);
+      const std::vector<int> ids = IntList(ids_js);
+      for (int id : ids) RequireToken(id);
+      Interventions iv;
+      iv.patches.push_back({layer, position, emscripten::convertJSArrayToNumberVector<float>(value)});
+      iv.Validate(c);
+      const float* logits = Probe(iv, layer, position, session_->position());
+      std::vector<double> out;
+      for (int id : ids) out.push_back(LogProbability(logits, c.n_vocab, id));
+      return CopyToJs(out.data(), out.size());
+    });
+  }
+
+  // Copy [n_layer, P, 4]: norms of ln_1's output, attention's output, ln_2's output and the
+  // MLP's output at each position (CaptureStore::SublayerNorms).
+  val SublayerNorms() const {
+    return Guarded([&] {
+      const std::vector<float> out = capture_.SublayerNorms();
+      return CopyToJs(out.data(), out.size());
+    });
+  }
+
+  // Copies Float64Array [n_layer]: each block's wall time (ms) in the last prefill() call.
+  val BlockTimes() const { return CopyToJs(block_ms_.data(), block_ms_.size()); }
+
  private:
   void RequireModel() const {
     if (!session_) throw Error("No model is loaded yet.");
   }
 
-  void Forward(const int* ids, int n) {
+  void RequireProbePosition(int position) const {
+    const int P = session_->position();
+    if (P == 0 || capture_.n_positions() != P || !capture_plain_) {
+      throw Error("This experiment needs a captured run of the plain model: run the text with capture "
+                  "on and no interventions first.");
+    }
+    if (position < 0 || position >= P) {
+      throw Error("position " + std::to_string(position) + " is out of range; valid positions are 0.." +
+                  std::to_string(P - 1));
+    }
+  }
+
+  void RequireToken(int id) const {
+    const int V = model_->config().n_vocab;
+    if (id < 0 || id >= V) {
+      throw Error("The token id " + std::to_string(id) + " is not in the vocabulary (0.." + std::to_string(V - 1) +
+                  ").");
+    }
+  }
+
+  // Positions [begin, end) of the captured plain run again from first_block under iv, nothing
+  // captured; returns position end - 1's logits. Rows an earlier probe changed that this one
+  // reads (those before `end`) run again with it.
+  const float* Probe(const Interventions& iv, int first_block, int begin, int end) {
+    int from = first_block, b = begin;
+    if (probed_ && probe_begin_ < end) {
+      from = std::min(from, probe_block_);
+      b = std::min(b, probe_begin_);
+    }
+    probe_block_ = probed_ ? std::min(probe_block_, from) : from;
+    probe_begin_ = probed_ ? std::min(probe_begin_, b) : b;
+    probe_end_ = probed_ ? std::max(probe_end_, end) : end;
+    probed_ = true;
+    cache_first_changed_ = std::min(cache_first_changed_, from);
+    logits_ = nullptr;  // the session's logits become the probe's
+    RunOptions run;
+    run.interventions = &iv;
+    return session_->RerunPositions(b, end, from,
+                                    capture_.Residual(from).data() + size_t(b) * model_->config().n_embd, run);
+  }
+
+  // block_ms: where this call's per-block times go (null: not timed).
+  void Forward(const int* ids, int n, std::vector<double>* block_ms) {
     const int pos0 = session_->position();
+    if (pos0 > 0 && probed_) {
+      throw Error("The cache holds a probe's partial re-run: call rerun() before running on.");
+    }
     const bool observe = capture_on_ && capture_.n_positions() == pos0;
     RunOptions run;
     run.interventions = &interventions_;
+    run.block_ms = block_ms;
     if (observe) {
       capture_.Begin(pos0, n);
       capture_.Watch(run);
@@ -590,9 +721,13 @@ class Engine {
       throw;
     }
     if (observe) capture_.Commit();
-    if (pos0 == 0) cache_first_changed_ = model_->config().n_layer;
+    if (pos0 == 0) {
+      cache_first_changed_ = model_->config().n_layer;
+      probed_ = false;
+    }
     cache_first_changed_ =
         std::min(cache_first_changed_, interventions_.FirstChangedBlock(model_->config().n_layer));
+    capture_plain_ = cache_first_changed_ >= model_->config().n_layer;
   }
 
   void Unload() {
@@ -621,6 +756,14 @@ class Engine {
   Interventions interventions_;  // applied to every forward pass; empty: the plain model
   // The first block where the KV cache may differ from a plain run's (n_layer: nowhere).
   int cache_first_changed_ = 0;
+  // The captured run is the plain model's (so a probe may start from its stream).
+  bool capture_plain_ = false;
+  // Probes (AblatedLogProb, PatchedLogProbs) changed the cache of blocks probe_block_.. at
+  // positions [probe_begin_, probe_end_) (a bounding box): later probes re-run it, Rerun
+  // restores it all.
+  bool probed_ = false;
+  int probe_block_ = 0, probe_begin_ = 0, probe_end_ = 0;
+  std::vector<double> block_ms_;  // [n_layer] per-block times of the last prefill, ms
 };
 
 // Forwards to tools/common/convert.h; see the usage at the top of this file.
@@ -795,7 +938,12 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .function("setInterventions", &Engine::SetInterventions)
       .function("firstChangedBlock", &Engine::FirstChangedBlock)
       .function("rerun", &Engine::Rerun)
-      .function("attribute", &Engine::Attribute);
+      .function("attribute", &Engine::Attribute)
+      .function("headMeans", &Engine::HeadMeans)
+      .function("ablatedLogProb", &Engine::AblatedLogProb)
+      .function("patchedLogProbs", &Engine::PatchedLogProbs)
+      .function("blockTimes", &Engine::BlockTimes)
+      .function("sublayerNorms", &Engine::SublayerNorms);
   emscripten::class_<gpt2::Converter>("Converter")
       .constructor<>()
       .function("setConfig", &gpt2::Converter::SetConfig)

@@ -9,6 +9,14 @@
 
 namespace gpt2 {
 
+double LogProbability(const float* logits, int64_t n, int id) {
+  float max_logit = logits[0];
+  for (int64_t i = 1; i < n; ++i) max_logit = std::max(max_logit, logits[i]);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i] - max_logit));
+  return static_cast<double>(logits[id] - max_logit) - std::log(sum);
+}
+
 void TopProbabilities(const float* logits, int64_t n, int k, int* ids, float* probs) {
   if (k <= 0) return;
   float max_logit = logits[0];
@@ -101,6 +109,7 @@ void CaptureStore::Clear() {
   resid_.assign(n_layer_ + 1, {});
   resid_attn_stats_.assign(n_layer_, {});
   mlp_act_.assign(n_layer_, {});
+  sublayer_norms_.assign(n_layer_, {});
   head_sum_.assign(static_cast<size_t>(n_layer_) * n_embd_, 0.0);
   top_ids_.clear();
   top_probs_.clear();
@@ -112,6 +121,7 @@ void CaptureStore::Resize(int end) {
     attn_[l].resize(AttnOffset(n_head_, end));
     resid_attn_stats_[l].resize(static_cast<size_t>(end) * 2);
     mlp_act_[l].resize(static_cast<size_t>(end) * n_ff_);
+    sublayer_norms_[l].resize(static_cast<size_t>(end) * 4);
   }
   for (auto& r : resid_) r.resize(static_cast<size_t>(end) * n_embd_);
   top_ids_.resize(static_cast<size_t>(end) * kTopProbs);
@@ -154,6 +164,16 @@ void CaptureStore::CopyRows(std::vector<float>& dst, const Activation& a, int wi
 
 void CaptureStore::Observe(const Activation& a) {
   const std::string name = a.name;
+  static const char* const kSublayerTensors[4] = {"ln1", "attn_out", "ln2", "mlp_out"};
+  for (int k = 0; k < 4; ++k) {
+    if (name != kSublayerTensors[k]) continue;
+    for (int64_t t = 0; t < a.shape[0]; ++t) {
+      double s = 0;
+      for (int i = 0; i < n_embd_; ++i) s += static_cast<double>(a.data[t * n_embd_ + i]) * a.data[t * n_embd_ + i];
+      sublayer_norms_[a.layer][(static_cast<size_t>(a.pos0) + t) * 4 + k] = static_cast<float>(std::sqrt(s));
+    }
+    return;
+  }
   if (name == "embed") {
     CopyRows(resid_[0], a, n_embd_);
   } else if (name == "resid_out") {
@@ -252,6 +272,13 @@ std::vector<float> CaptureStore::ResidualNorms() const {
       out[static_cast<size_t>(r) * P + p] = static_cast<float>(std::sqrt(s));
     }
   }
+  return out;
+}
+
+std::vector<float> CaptureStore::SublayerNorms() const {
+  const size_t per_layer = static_cast<size_t>(n_positions_) * 4;
+  std::vector<float> out(static_cast<size_t>(n_layer_) * per_layer);
+  for (int l = 0; l < n_layer_; ++l) std::copy_n(sublayer_norms_[l].begin(), per_layer, out.begin() + l * per_layer);
   return out;
 }
 

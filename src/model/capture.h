@@ -3,7 +3,7 @@
 //   CaptureStore  the page's per-position store, filled across prefill and steps, with the
 //                 statistics its views draw (residual norms, LayerNorm input statistics, the
 //                 final top probabilities, the logit lens, mean head outputs for mean ablation);
-//   TopProbabilities  the one top-k-of-softmax helper they all use.
+//   TopProbabilities  the one top-k-of-softmax helper they all use (LogProbability: one id's).
 // The bindings only forward to these (src/bindings/embind.cc).
 #pragma once
 
@@ -21,6 +21,8 @@ namespace gpt2 {
 // their probabilities, into ids[k], probs[k]; when k > n the rest is -1 / 0. Softmax sums in
 // double. One pass over the logits: cheap enough for every position's final distribution.
 void TopProbabilities(const float* logits, int64_t n, int k, int* ids, float* probs);
+// log softmax(logits)[id] (torch.log_softmax(logits, -1)[id]), summed in double.
+double LogProbability(const float* logits, int64_t n, int id);
 
 struct RecordedTensor {
   std::string name;
@@ -93,6 +95,10 @@ class CaptureStore {
 
   // [n_layer + 1, P]: L2 norm of each residual stream row (row 0 the embedding).
   std::vector<float> ResidualNorms() const;
+  // [n_layer, P, 4]: L2 norms of each block's sublayer tensors at each position, in the order
+  // ln_1's output ("ln1"), attention's output after the projection ("attn_out"), ln_2's output
+  // ("ln2"), the MLP's output ("mlp_out").
+  std::vector<float> SublayerNorms() const;
   // [2 * n_layer + 1, P, 2]: mean and standard deviation (biased, as torch.nn.LayerNorm
   // normalises with; without eps) of each LayerNorm's input under the plain pre-LN model: rows
   // ln_1 of block 0, ln_2 of block 0, ln_1 of block 1, ..., ln_f. The inputs are the stream
@@ -129,6 +135,7 @@ class CaptureStore {
   // input), the only use of that stream.
   std::vector<std::vector<float>> resid_attn_stats_;
   std::vector<std::vector<float>> mlp_act_;     // [n_layer][P, F] after GELU
+  std::vector<std::vector<float>> sublayer_norms_;  // [n_layer][P, 4], see SublayerNorms
   std::vector<double> head_sum_;                // [n_layer, C] "attn_heads" summed over P
   std::vector<double> pending_head_sum_;        // the same for the pass being observed
   // Filled on demand (EnsureTop); top_done_[p] says whether position p's entries are.

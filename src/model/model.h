@@ -90,6 +90,14 @@ class Session {
   // change nothing before first_block (gpt2::Error otherwise). Observed tensors of the skipped
   // blocks and "embed" are not reported again.
   const float* Rerun(int n, int first_block, const float* resid_in, const RunOptions& run);
+  // As Rerun, for positions [begin, end) of the position() held, which stays held: returns
+  // position end - 1's logits, from resid_in [end - begin, C] entering first_block. A probe at
+  // one position (which heads matter: [0, p]; a patch at p: [p, position())) re-runs only those
+  // rows. Blocks first_block.. then hold this run's keys and values at [begin, end) and the
+  // earlier run's elsewhere, so re-run the rows after `end` before relying on them (Rerun
+  // every position from first_block or earlier before stepping on).
+  const float* RerunPositions(int begin, int end, int first_block, const float* resid_in,
+                              const RunOptions& run);
 
   const Model& model() const { return model_; }
   int position() const { return position_; }
@@ -109,6 +117,7 @@ class Session {
   void MlpStep(int layer, int T, const RunOptions& run);
   const float* Unembed(int T, const RunOptions& run);
   const float* RunBlocks(int first_block, int T, const RunOptions& run);
+  void StartBlockTimes(int first_block, const RunOptions& run);
 
   const Model& model_;
   int position_ = 0;

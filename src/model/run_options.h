@@ -83,6 +83,10 @@ struct RunOptions {
   bool observe_whole_prompt = true;
   // Null: the plain model.
   const Interventions* interventions = nullptr;
+  // When set, [n_layer]: each block this call runs gets its wall time in milliseconds (steady
+  // clock, attention and MLP together); blocks it does not run keep their value. Null: no
+  // clock is read.
+  std::vector<double>* block_ms = nullptr;
 };
 
 }  // namespace gpt2

@@ -1,6 +1,7 @@
 // The GPT-2 forward pass over a KV cache. Mirrors Hugging Face GPT2Model.forward (pre-LN
 // blocks) with llm.c's habit of one flat buffer per activation, allocated once per Session.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -194,6 +195,7 @@ const float* Session::Prefill(const int* ids, int n, const RunOptions& run) {
   // arithmetic as in one pass and the blocks' results are the same bits.
   const int chunk = run.observer && run.observe_whole_prompt ? n : kPrefillChunk;
   const float* logits = nullptr;
+  StartBlockTimes(0, run);
   for (int i = 0; i < n; i += chunk) {
     const int m = std::min(chunk, n - i);
     buffers_->EnsureRows(m);
@@ -223,15 +225,50 @@ const float* Session::Rerun(int n, int first_block, const float* resid_in, const
   position_ -= n;
   buffers_->EnsureRows(n);
   std::copy_n(resid_in, size_t(n) * c.n_embd, buffers_->x.data());
+  StartBlockTimes(first_block, run);
   return RunBlocks(first_block, n, run);
+}
+
+const float* Session::RerunPositions(int begin, int end, int first_block, const float* resid_in,
+                                    const RunOptions& run) {
+  const int held = position_;
+  if (begin < 0 || begin >= end || end > held) {
+    throw Error("cannot re-run positions " + std::to_string(begin) + ".." + std::to_string(end - 1) +
+                ": the session holds 0.." + std::to_string(held - 1));
+  }
+  position_ = end;  // Rerun then runs the last end - begin of them
+  const float* logits;
+  try {
+    logits = Rerun(end - begin, first_block, resid_in, run);
+  } catch (...) {
+    position_ = held;
+    throw;
+  }
+  position_ = held;
+  return logits;
+}
+
+// Blocks [first_block, L) of this call start at 0 ms; RunBlocks adds each chunk's time.
+void Session::StartBlockTimes(int first_block, const RunOptions& run) {
+  if (run.block_ms == nullptr) return;
+  const int L = model_.config().n_layer;
+  run.block_ms->resize(L, 0.0);
+  std::fill(run.block_ms->begin() + first_block, run.block_ms->end(), 0.0);
 }
 
 const float* Session::RunBlocks(int first_block, int T, const RunOptions& run) {
   const Interventions* iv = run.interventions;
-  for (int l = first_block; l < model_.config().n_layer; ++l) {
+  const int L = model_.config().n_layer;
+  for (int l = first_block; l < L; ++l) {
+    const auto start = run.block_ms != nullptr ? std::chrono::steady_clock::now()
+                                               : std::chrono::steady_clock::time_point();
     if (iv != nullptr && !iv->patches.empty()) PatchResidual(l, T, *iv);
     AttentionStep(l, T, run);
     MlpStep(l, T, run);
+    if (run.block_ms != nullptr) {
+      (*run.block_ms)[l] +=
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    }
   }
   const float* logits = Unembed(T, run);
   position_ += T;

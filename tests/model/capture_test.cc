@@ -129,6 +129,22 @@ TEST_CASE("the capture store holds PyTorch's activations and statistics", "[mode
     }
   }
 
+  // Norms of each sublayer's output at each position, against PyTorch's tensors.
+  const std::vector<float> sublayer = store.SublayerNorms();
+  REQUIRE(sublayer.size() == size_t(L) * P * 4);
+  for (int l = 0; l < L; ++l) {
+    const char* const names[4] = {"ln1", "attn_out", "ln2", "mlp_out"};
+    for (int k = 0; k < 4; ++k) {
+      const std::vector<float>& t = Golden().F32("p3/blk" + std::to_string(l) + "/" + names[k]);
+      for (int p = 0; p < P; ++p) {
+        double s = 0;
+        for (int i = 0; i < C; ++i) s += double(t[size_t(p) * C + i]) * t[size_t(p) * C + i];
+        INFO(names[k] << " block " << l << " position " << p);
+        CHECK(sublayer[(size_t(l) * P + p) * 4 + k] == Approx(std::sqrt(s)).epsilon(1e-4));
+      }
+    }
+  }
+
   // Attention rows and final top probabilities.
   for (int l = 0; l < L; ++l) {
     const std::vector<float>& probs = Golden().F32("p3/blk" + std::to_string(l) + "/attn_probs");  // [H, P, P]

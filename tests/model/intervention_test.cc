@@ -187,6 +187,88 @@ TEST_CASE("an intervened re-run reusing the cache equals a full intervened run",
   }
 }
 
+// log_softmax in long double, the test's own reference for LogProbability.
+double ReferenceLogProb(const float* logits, int n, int id) {
+  long double max = logits[0], sum = 0;
+  for (int i = 1; i < n; ++i) max = std::max<long double>(max, logits[i]);
+  for (int i = 0; i < n; ++i) sum += std::exp(static_cast<long double>(logits[i]) - max);
+  return static_cast<double>(logits[id] - max - std::log(sum));
+}
+
+TEST_CASE("a re-run of some positions (heads sweep, patching probes) equals a full run",
+          "[model][interventions]") {
+  const gpt2::Model& model = Tiny();
+  const int C = model.config().n_embd, V = model.config().n_vocab;
+  const std::vector<int> ids = Ids("ids");
+  const int T = static_cast<int>(ids.size());
+  REQUIRE(T > 3);
+  gpt2::Session session(model);
+  gpt2::Recorder clean;
+  session.Prefill(ids.data(), T, {clean.Observer()});
+  const gpt2::RecordedTensor* resid = clean.Find("resid_out", 0);
+  REQUIRE(resid != nullptr);
+  REQUIRE(resid->data.size() == size_t(T) * C);
+  gpt2::Interventions iv;
+  iv.ablate_heads = {{1, 3}};
+  gpt2::RunOptions run;
+  run.interventions = &iv;
+  for (int n : {1, T - 3, T}) {
+    INFO("prefix of " << n);
+    const float* got = session.RerunPositions(0, n, 1, resid->data.data(), run);
+    CHECK(session.position() == T);
+    gpt2::Session full(model);
+    const float* want = full.Prefill(ids.data(), n, run);
+    CHECK(CheckTensor("prefix of " + std::to_string(n), got, want, V, kRerunTolerance));
+  }
+  // The whole prompt's probe against PyTorch's logits with the same head zeroed.
+  gpt2::Interventions two;
+  two.ablate_heads = {{0, 1}, {1, 3}};
+  run.interventions = &two;
+  const float* l0 = session.RerunPositions(0, T, 0, clean.Find("embed", -1)->data.data(), run);
+  const std::vector<float>& want = Golden().F32("iv/ablate_zero/logits");
+  CHECK(CheckTensor("prefix of the whole prompt, ablate_zero", l0, want.data(), V, kF32Tolerance));
+  for (int id : {0, 50256, 464}) {
+    CHECK(gpt2::LogProbability(l0, V, id) == Approx(ReferenceLogProb(want.data(), V, id)).margin(1e-4));
+    CHECK(gpt2::LogProbability(l0, V, id) == Approx(ReferenceLogProb(l0, V, id)).margin(1e-9));
+  }
+  CHECK_THROWS_AS(session.RerunPositions(0, T + 1, 1, resid->data.data(), run), gpt2::Error);
+  CHECK_THROWS_AS(session.RerunPositions(2, 2, 1, resid->data.data(), run), gpt2::Error);
+  CHECK(session.position() == T);
+
+  // A patch at position p changes only positions p..: re-running those from the patched block
+  // equals a full patched run (the rows before p keep the first run's cache).
+  const gpt2::Interventions patch = Cases().at("patch");
+  run.interventions = &patch;
+  const int p = patch.patches[0].position;
+  session.RerunPositions(0, T, 0, clean.Find("embed", -1)->data.data(), gpt2::RunOptions());  // plain again
+  const float* got = session.RerunPositions(p, T, 1, resid->data.data() + size_t(p) * C, run);
+  const std::vector<float>& want_patch = Golden().F32("iv/patch/logits");
+  CHECK(CheckTensor("patch re-run of positions p..", got, want_patch.data(), V, kF32Tolerance));
+}
+
+TEST_CASE("per-block times: every block run gets a positive time, the others keep theirs",
+          "[model][interventions]") {
+  const gpt2::Model& model = Tiny();
+  const int L = model.config().n_layer;
+  const std::vector<int> ids = Ids("ids");
+  const int T = static_cast<int>(ids.size());
+  gpt2::Session session(model);
+  gpt2::Recorder clean;
+  std::vector<double> ms;
+  gpt2::RunOptions run;
+  run.observer = clean.Observer();
+  run.block_ms = &ms;
+  session.Prefill(ids.data(), T, run);
+  REQUIRE(ms.size() == size_t(L));
+  for (double t : ms) CHECK(t > 0);
+  // A re-run from the last block times only that block.
+  ms.assign(L, -1.0);
+  run.observer = nullptr;
+  session.Rerun(T, L - 1, clean.Find("resid_out", L - 2)->data.data(), run);
+  CHECK(ms[L - 1] > 0);
+  for (int l = 0; l < L - 1; ++l) CHECK(ms[l] == -1.0);
+}
+
 TEST_CASE("interventions hold in decode steps as in one prefill", "[model][interventions]") {
   const gpt2::Model& model = Tiny();
   const int V = model.config().n_vocab;

