@@ -73,6 +73,12 @@ describe('page regressions', {skip: !fs.existsSync(path.join(kSite, 'index.html'
       new MutationObserver(() => {
         if (window.runs < prompts.length && /^Computing the logit lens/.test(document.getElementById('lens-detail').textContent)) next();
       }).observe(document.getElementById('lens-detail'), {childList: true, characterData: true, subtree: true});
+      // When a run's lens arrives in the same frame as its end, the "Computing" note is never
+      // drawn; go on once that run's lens header is there, so the test cannot stall.
+      const poll = setInterval(() => {
+        if (window.runs >= prompts.length) clearInterval(poll);
+        else if (window.lensHeaders.some((h) => h.run === window.runs)) next();
+      }, 100);
       next();
     }, prompts);
     await page.waitForFunction((n) => window.runs === n &&
