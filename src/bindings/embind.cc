@@ -2,7 +2,8 @@
 // examples/whisper.wasm keeps its Embind bindings). The page's Web Worker (web/worker.js) is the
 // only caller; it drives generation token by token so it can answer "stop" between tokens.
 //
-// Usage from JS (every method throws a JS Error carrying the engine's message on failure):
+// Usage from JS (every method throws a JS Error carrying the engine's message on failure; the C++
+// side returns the error by value, engine-errors.js throws it, see Engine::Guarded):
 //   const engine = new Module.Engine();
 //   engine.beginLoad(totalBytes);            // one allocation for the whole file
 //   for (chunk of download) engine.appendChunk(chunk);   // Uint8Array pieces, copied in place
@@ -31,7 +32,9 @@
 // memory does not detach old views, but views over it cannot be transferred with postMessage
 // nor read by TextDecoder, so the same rule (copy with slice()) applies there too.
 #include <emscripten/bind.h>
+#include <emscripten/heap.h>
 #include <emscripten/val.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <cmath>
@@ -63,29 +66,15 @@ namespace {
 
 using emscripten::val;
 
-[[noreturn]] void ThrowJsError(const std::string& message) {
-  val::global("Error").new_(val(message)).throw_();
-  __builtin_unreachable();
+// What a failing call returns in place of its result; the caller reads the error itself from
+// takeError().
+template <typename T>
+T FailedResult() {
+  return T{};
 }
-
-// Runs f and turns C++ exceptions into JS Errors. The message is copied out of the catch block
-// first so the C++ exception is fully released before the JS exception unwinds the stack.
-template <typename F>
-auto Guarded(F&& f) -> decltype(f()) {
-  std::string message;
-  try {
-    return f();
-  } catch (const Error& e) {
-    message = e.what();
-  } catch (const std::bad_alloc&) {
-    message =
-        "Not enough memory: the browser tab could not allocate more (WebAssembly is limited to "
-        "2 GB). Try a smaller model (q8_0 or q4_0), a shorter prompt, or turn off activation "
-        "capture.";
-  } catch (const std::exception& e) {
-    message = std::string("Internal error: ") + e.what();
-  }
-  ThrowJsError(message);
+template <>
+val FailedResult<val>() {
+  return val::undefined();
 }
 
 template <typename T>
@@ -181,6 +170,13 @@ class Engine {
   }
 
   bool loaded() const { return session_ != nullptr; }
+
+  // The message of the last failing call, cleared by reading it ("" when the call succeeded).
+  std::string TakeError() {
+    std::string message;
+    message.swap(error_);
+    return message;
+  }
 
   val Info() const {
     if (!model_) return val::null();
@@ -557,6 +553,29 @@ class Engine {
   }
 
  private:
+  // Runs f and returns its result; a C++ exception instead becomes error_ (read by takeError)
+  // and a default result. Errors cross into JavaScript by value: a JS exception thrown through
+  // wasm frames would unwind none of them, so every failing call used to leave its message, the
+  // arguments Embind had copied in, and its frames on wasm's own stack behind (about 200 bytes
+  // of heap and 88 of stack a call; the stack is 5 MB). src/bindings/engine-errors.js (linked
+  // as --post-js) throws error_ as the JS Error each method threw before, after the call.
+  template <typename F>
+  auto Guarded(F&& f) const -> decltype(f()) {
+    try {
+      return f();
+    } catch (const Error& e) {
+      error_ = e.what();
+    } catch (const std::bad_alloc&) {
+      error_ =
+          "Not enough memory: the browser tab could not allocate more (WebAssembly is limited to "
+          "2 GB). Try a smaller model (q8_0 or q4_0), a shorter prompt, or turn off activation "
+          "capture.";
+    } catch (const std::exception& e) {
+      error_ = std::string("Internal error: ") + e.what();
+    }
+    return FailedResult<decltype(f())>();
+  }
+
   void RequireModel() const {
     if (!session_) throw Error("No model is loaded yet.");
   }
@@ -608,9 +627,24 @@ class Engine {
   Interventions interventions_;  // applied to every forward pass; empty: the plain model
   // The first block where the KV cache may differ from a plain run's (n_layer: nowhere).
   int cache_first_changed_ = 0;
+  mutable std::string error_;  // see Guarded
 };
 
 int EndOfTextId() { return kEndOfText; }
+
+// {heapBytes, mallocBytes, stackAddress}: wasm memory's size, the bytes malloc has handed out and
+// not taken back (dlmalloc's mallinfo), and the address of a local here (the stack grows down, so
+// a smaller one means frames were left on the stack). For tests that check a loop of calls leaks
+// nothing (tests/web/embind.test.mjs) and for the page's long-session test.
+val MemoryStats() {
+  const struct mallinfo m = mallinfo();
+  volatile int local = 0;
+  val out = val::object();
+  out.set("heapBytes", static_cast<double>(emscripten_get_heap_size()));
+  out.set("mallocBytes", static_cast<double>(m.uordblks));
+  out.set("stackAddress", static_cast<double>(reinterpret_cast<uintptr_t>(&local)));
+  return out;
+}
 
 }  // namespace
 }  // namespace gpt2
@@ -618,6 +652,7 @@ int EndOfTextId() { return kEndOfText; }
 EMSCRIPTEN_BINDINGS(gpt2_engine) {
   using gpt2::Engine;
   emscripten::function("endOfTextId", &gpt2::EndOfTextId);
+  emscripten::function("memoryStats", &gpt2::MemoryStats);
   emscripten::class_<Engine>("Engine")
       .constructor<>()
       .function("beginLoad", &Engine::BeginLoad)
@@ -625,6 +660,7 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .function("bytesLoaded", &Engine::BytesLoaded)
       .function("finishLoad", &Engine::FinishLoad)
       .function("loaded", &Engine::loaded)
+      .function("takeError", &Engine::TakeError)
       .function("info", &Engine::Info)
       .function("tokenize", &Engine::Tokenize)
       .function("detokenize", &Engine::Detokenize)
