@@ -29,6 +29,7 @@ const params = new URLSearchParams(location.search);
 // cross-origin isolated; see worker.js).
 const workerUrl = new URL('./worker.js', import.meta.url);
 if (params.get('threads')) workerUrl.searchParams.set('threads', params.get('threads'));
+if (params.get('debug')) workerUrl.searchParams.set('debug', '1');  // see worker.js
 const worker = new Worker(workerUrl, {type: 'module'});
 
 const kNoInterventions = {ablateHeads: [], meanAblation: false, skipAttn: [], skipMlp: [], noResidual: [], postNorm: false};

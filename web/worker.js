@@ -181,6 +181,11 @@ async function init() {
   }
 }
 const ready = init();
+// With the page's ?debug=1, tests read the wasm module's memory from here (a Playwright worker
+// handle evaluates in this global scope; Module itself is this module's private binding).
+if (new URL(self.location.href).searchParams.get('debug')) {
+  self.gpt2Debug = {memoryStats: () => Module?.memoryStats()};
+}
 
 // ---- Loading --------------------------------------------------------------------------------
 

@@ -2,7 +2,8 @@
 // examples/whisper.wasm keeps its Embind bindings). The page's Web Worker (web/worker.js) is the
 // only caller; it drives generation token by token so it can answer "stop" between tokens.
 //
-// Usage from JS (every method throws a JS Error carrying the engine's message on failure):
+// Usage from JS (every method throws a JS Error carrying the engine's message on failure; the C++
+// side returns the error by value, engine-errors.js throws it, see ErrorsByValue):
 //   const engine = new Module.Engine();
 //   engine.beginLoad(totalBytes);            // one allocation for the whole file
 //   for (chunk of download) engine.appendChunk(chunk);   // Uint8Array pieces, copied in place
@@ -48,7 +49,9 @@
 // memory does not detach old views, but views over it cannot be transferred with postMessage
 // nor read by TextDecoder, so the same rule (copy with slice()) applies there too.
 #include <emscripten/bind.h>
+#include <emscripten/heap.h>
 #include <emscripten/val.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <cmath>
@@ -82,29 +85,15 @@ namespace {
 
 using emscripten::val;
 
-[[noreturn]] void ThrowJsError(const std::string& message) {
-  val::global("Error").new_(val(message)).throw_();
-  __builtin_unreachable();
+// What a failing call returns in place of its result; the caller reads the error itself from
+// takeError().
+template <typename T>
+T FailedResult() {
+  return T{};
 }
-
-// Runs f and turns C++ exceptions into JS Errors. The message is copied out of the catch block
-// first so the C++ exception is fully released before the JS exception unwinds the stack.
-template <typename F>
-auto Guarded(F&& f) -> decltype(f()) {
-  std::string message;
-  try {
-    return f();
-  } catch (const Error& e) {
-    message = e.what();
-  } catch (const std::bad_alloc&) {
-    message =
-        "Not enough memory: the browser tab could not allocate more (WebAssembly is limited to "
-        "2 GB). Try a smaller model (q8_0 or q4_0), a shorter prompt, or turn off activation "
-        "capture.";
-  } catch (const std::exception& e) {
-    message = std::string("Internal error: ") + e.what();
-  }
-  ThrowJsError(message);
+template <>
+val FailedResult<val>() {
+  return val::undefined();
 }
 
 template <typename T>
@@ -123,7 +112,44 @@ std::vector<int> IntList(const val& v) {
   return emscripten::convertJSArrayToNumberVector<int>(v);
 }
 
-class Engine {
+// The classes Embind exports report a C++ error by value: Guarded runs a call and turns its
+// exception into the message TakeLastError (JS: takeError) hands over once, plus a default
+// result. src/bindings/engine-errors.js (linked as --post-js) wraps every method of the exported
+// classes to throw that message as the JS Error the method threw before, after the call has
+// returned. A JS exception thrown through wasm frames would unwind none of them: every failing
+// call used to leave its message, the arguments Embind had copied in, and its frames on wasm's
+// own stack behind (about 200 bytes of heap and 88 of stack a call; the stack is 5 MB).
+class ErrorsByValue {
+ protected:
+  template <typename F>
+  auto Guarded(F&& f) const -> decltype(f()) {
+    try {
+      return f();
+    } catch (const Error& e) {
+      error_ = e.what();
+    } catch (const std::bad_alloc&) {
+      error_ =
+          "Not enough memory: the browser tab could not allocate more (WebAssembly is limited to "
+          "2 GB). Try a smaller model (q8_0 or q4_0), a shorter prompt, or turn off activation "
+          "capture.";
+    } catch (const std::exception& e) {
+      error_ = std::string("Internal error: ") + e.what();
+    }
+    return FailedResult<decltype(f())>();
+  }
+
+  // The message of the last failing call, cleared by reading it ("" when the call succeeded).
+  std::string TakeLastError() {
+    std::string message;
+    message.swap(error_);
+    return message;
+  }
+
+ private:
+  mutable std::string error_;
+};
+
+class Engine : public ErrorsByValue {
  public:
   Engine() = default;
   Engine(const Engine&) = delete;
@@ -202,6 +228,8 @@ class Engine {
   }
 
   bool loaded() const { return session_ != nullptr; }
+
+  std::string TakeError() { return TakeLastError(); }
 
   val Info() const {
     if (!model_) return val::null();
@@ -655,6 +683,7 @@ class Engine {
   val BlockTimes() const { return CopyToJs(block_ms_.data(), block_ms_.size()); }
 
  private:
+
   void RequireModel() const {
     if (!session_) throw Error("No model is loaded yet.");
   }
@@ -767,8 +796,9 @@ class Engine {
 };
 
 // Forwards to tools/common/convert.h; see the usage at the top of this file.
-class Converter {
+class Converter : public ErrorsByValue {
  public:
+  std::string TakeError() { return TakeLastError(); }
   Converter() = default;
   Converter(const Converter&) = delete;
   ~Converter() { Free(); }
@@ -899,12 +929,27 @@ class Converter {
 
 int EndOfTextId() { return kEndOfText; }
 
+// {heapBytes, mallocBytes, stackAddress}: wasm memory's size, the bytes malloc has handed out and
+// not taken back (dlmalloc's mallinfo), and the address of a local here (the stack grows down, so
+// a smaller one means frames were left on the stack). For tests that check a loop of calls leaks
+// nothing (tests/web/embind.test.mjs) and for the page's long-session test.
+val MemoryStats() {
+  const struct mallinfo m = mallinfo();
+  volatile int local = 0;
+  val out = val::object();
+  out.set("heapBytes", static_cast<double>(emscripten_get_heap_size()));
+  out.set("mallocBytes", static_cast<double>(m.uordblks));
+  out.set("stackAddress", static_cast<double>(reinterpret_cast<uintptr_t>(&local)));
+  return out;
+}
+
 }  // namespace
 }  // namespace gpt2
 
 EMSCRIPTEN_BINDINGS(gpt2_engine) {
   using gpt2::Engine;
   emscripten::function("endOfTextId", &gpt2::EndOfTextId);
+  emscripten::function("memoryStats", &gpt2::MemoryStats);
   emscripten::class_<Engine>("Engine")
       .constructor<>()
       .function("beginLoad", &Engine::BeginLoad)
@@ -912,6 +957,7 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .function("bytesLoaded", &Engine::BytesLoaded)
       .function("finishLoad", &Engine::FinishLoad)
       .function("loaded", &Engine::loaded)
+      .function("takeError", &Engine::TakeError)
       .function("info", &Engine::Info)
       .function("tokenize", &Engine::Tokenize)
       .function("detokenize", &Engine::Detokenize)
@@ -952,5 +998,6 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .function("appendChunk", &gpt2::Converter::AppendChunk)
       .function("plan", &gpt2::Converter::Plan)
       .function("convertNext", &gpt2::Converter::ConvertNext)
-      .function("takeOutput", &gpt2::Converter::TakeOutput);
+      .function("takeOutput", &gpt2::Converter::TakeOutput)
+      .function("takeError", &gpt2::Converter::TakeError);
 }

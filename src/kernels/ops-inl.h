@@ -30,6 +30,15 @@ constexpr size_t kLanes = hn::MaxLanes(DF());
 
 HWY_INLINE float Sum(DF df, VF v) { return hn::GetLane(hn::SumOfLanes(df, v)); }
 
+// Highway's Exp (valid for inputs up to +104; below -104 it gives 0), NaN lanes passed through
+// as NaN. Exp converts its input to int32 for the exponent, which on EMU128 (plain C++) is
+// undefined behaviour for NaN (UBSan reported it when the fuzzer gave a model NaN weights); the
+// hardware targets define that conversion. So NaN lanes go in as 0 and come out as NaN again.
+HWY_INLINE VF ExpKeepNaN(DF df, VF v) {
+  const auto nan = hn::IsNaN(v);
+  return hn::IfThenElse(nan, v, hn::Exp(df, hn::IfThenZeroElse(nan, v)));
+}
+
 // Sum of x[0, n), two accumulators to halve the add chain.
 HWY_INLINE float SumOf(const float* HWY_RESTRICT x, int64_t n) {
   const DF df;
@@ -129,7 +138,7 @@ HWY_NOINLINE void GeluKernel(float* x, int64_t n) {
   ops::TransformInPlace(x, n, [&](ops::VF v) {
     const ops::VF inner = hn::MulAdd(hn::Mul(k_cubic, v), hn::Mul(v, v), v);  // x + c x^3
     const ops::VF minus_2u = hn::Mul(k_minus_2_sqrt_2_over_pi, inner);
-    const ops::VF y = hn::Div(v, hn::Add(k_one, hn::Exp(df, hn::Min(minus_2u, k_clamp))));
+    const ops::VF y = hn::Div(v, hn::Add(k_one, ops::ExpKeepNaN(df, hn::Min(minus_2u, k_clamp))));
     // Beyond the clamp (x < ~-10) the true value is below 1e-37: return 0 rather than x / e^88,
     // which is not small when x itself is huge.
     return hn::IfThenZeroElse(hn::Gt(minus_2u, k_clamp), y);
@@ -150,7 +159,7 @@ HWY_NOINLINE void SoftmaxKernel(float* x, int64_t n) {
   float max = hn::GetLane(hn::MaxOfLanes(df, max_v));
   for (; i < n; ++i) max = x[i] > max ? x[i] : max;
   const ops::VF shift = hn::Set(df, max);
-  ops::TransformInPlace(x, n, [&](ops::VF v) { return hn::Exp(df, hn::Sub(v, shift)); });
+  ops::TransformInPlace(x, n, [&](ops::VF v) { return ops::ExpKeepNaN(df, hn::Sub(v, shift)); });
   const ops::VF inv_sum = hn::Set(df, 1.0f / ops::SumOf(x, n));
   ops::TransformInPlace(x, n, [&](ops::VF v) { return hn::Mul(v, inv_sum); });
 }

@@ -158,4 +158,32 @@ describe('Embind API under Node', {skip: !fs.existsSync(kModulePath) && 'build/w
     assert.throws(() => engine.prefill(engine.tokenize(long)), /longer than the model's context/);
     other.delete();
   });
+
+  // An exception thrown through wasm frames unwinds none of them: each failing call would leave
+  // its error message, its string argument and its C++ frames (on wasm's own stack) behind.
+  // Errors cross the boundary by value instead (src/bindings/embind.cc, Engine::Guarded).
+  test('2000 failing calls leak neither heap nor stack', () => {
+    const other = new Module.Engine();
+    const bad = fs.readFileSync(models.truncated);
+    const longText = 'x'.repeat(200);  // past any small-string buffer: a heap copy in C++
+    const failingCalls = () => {
+      assert.throws(() => engine.attention(0, 999), /No activations were captured/);
+      assert.throws(() => engine.setSampling(-1, 0, 1, 1), /Sampling settings out of range/);
+      assert.throws(() => other.tokenize(longText), /No model is loaded/);
+      other.beginLoad(bad.length);
+      other.appendChunk(bad);
+      assert.throws(() => other.finishLoad(1), (e) => e instanceof Error && e.message.length > 10);
+    };
+    for (let i = 0; i < 50; ++i) failingCalls();  // warm-up: lazily grown pools, caches
+    const before = Module.memoryStats();
+    for (let i = 0; i < 500; ++i) failingCalls();  // 2000 failing calls
+    const after = Module.memoryStats();
+    other.delete();
+    console.log(`memory over 2000 failing calls: malloc ${before.mallocBytes} -> ${after.mallocBytes} bytes, ` +
+                `heap ${before.heapBytes} -> ${after.heapBytes}, stack address ${before.stackAddress} -> ${after.stackAddress}`);
+    assert.equal(after.stackAddress, before.stackAddress, 'frames left on the wasm stack');
+    assert.ok(after.mallocBytes - before.mallocBytes <= 4096,
+              `malloc grew by ${after.mallocBytes - before.mallocBytes} bytes`);
+    assert.equal(after.heapBytes, before.heapBytes, 'wasm memory grew');
+  });
 });

@@ -13,7 +13,8 @@ const kTypes = {
 };
 
 // behaviours: path -> {status, dropAfter (bytes), drops (how many times; default every time),
-//                      ranges (answer Range with 206), serve (another file's path)}
+//                      ranges (answer Range with 206), serve (another file's path),
+//                      slow: {chunk (bytes), delayMs}: the body in pieces, a pause after each}
 export function startHostileServer({site, models}) {
   const behaviours = new Map();
   const log = [];
@@ -57,6 +58,19 @@ export function startHostileServer({site, models}) {
       if (b.drops !== undefined) --b.drops;
       res.flushHeaders();
       res.write(body.subarray(0, b.dropAfter), () => setTimeout(() => res.socket.destroy(), 100));
+      return;
+    }
+    if (b.slow) {
+      // A slow link, so a test can act (open a second tab, reload) while the download runs.
+      let offset = 0;
+      const next = () => {
+        if (res.destroyed) return;
+        if (offset >= body.length) { res.end(); return; }
+        res.write(body.subarray(offset, offset + b.slow.chunk));
+        offset += b.slow.chunk;
+        setTimeout(next, b.slow.delayMs);
+      };
+      next();
       return;
     }
     res.end(body);
