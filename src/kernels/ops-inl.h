@@ -88,6 +88,31 @@ HWY_INLINE void TransformInPlace(float* HWY_RESTRICT x, int64_t n, const Func& f
   }
 }
 
+#if HWY_TARGET != HWY_SCALAR
+// v folded to 128 bits by adding its halves: the lane sums are unchanged.
+template <class D>
+HWY_INLINE hn::Vec<hn::Full128<float>> FoldTo128(D d, hn::Vec<D> v) {
+  if constexpr (hn::MaxLanes(D()) <= 4) {
+    return v;
+  } else {
+    const hn::Half<D> dh;
+    return FoldTo128(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
+  }
+}
+
+// The lane sums of a, b, c, d as the 4 lanes of one vector: a 4x4 transpose-add, instead of
+// 4 horizontal reductions (each a chain of shuffles on 128-bit targets).
+HWY_INLINE hn::Vec<hn::Full128<float>> SumsOf4(VF a, VF b, VF c, VF d) {
+  const hn::Full128<float> d4;
+  const auto a4 = FoldTo128(DF(), a), b4 = FoldTo128(DF(), b);
+  const auto c4 = FoldTo128(DF(), c), d4v = FoldTo128(DF(), d);
+  // ab = (a0+a2, b0+b2, a1+a3, b1+b3), cd likewise.
+  const auto ab = hn::Add(hn::InterleaveLower(d4, a4, b4), hn::InterleaveUpper(d4, a4, b4));
+  const auto cd = hn::Add(hn::InterleaveLower(d4, c4, d4v), hn::InterleaveUpper(d4, c4, d4v));
+  return hn::Add(hn::ConcatLowerLower(d4, cd, ab), hn::ConcatUpperUpper(d4, cd, ab));
+}
+#endif
+
 }  // namespace ops
 
 // torch.nn.LayerNorm: two passes (mean, then the centred variance) as PyTorch does, so large
@@ -176,29 +201,82 @@ HWY_NOINLINE void AddInPlaceKernel(float* y, const float* x, int64_t n) {
 }
 
 // One query against n_keys cached keys: scores, softmax, probability-weighted sum of values.
-// The value sum keeps 4 vectors of out in registers while it walks all keys, so out is written
-// once per 4 vectors instead of once per key.
+// Scores go 4 keys at a time: 4 independent accumulator chains, and one transpose-add instead
+// of one horizontal sum per key. The value sum keeps up to 8 vectors of out in registers while
+// it walks all keys, so each probs[j] is broadcast once per 8 vectors of out, and out written
+// once per pass instead of once per key.
 HWY_NOINLINE void AttentionHeadKernel(const float* q, const float* k, const float* v,
                                       int64_t kv_stride, int64_t n_keys, int64_t head_dim,
                                       float scale, float* scores, float* probs, float* out) {
   namespace hn = hwy::HWY_NAMESPACE;
   using ops::kLanes;
-  for (int64_t j = 0; j < n_keys; ++j) probs[j] = scale * ops::Dot(q, k + j * kv_stride, head_dim);
+  const ops::DF df;
+  int64_t j = 0;
+#if HWY_TARGET != HWY_SCALAR
+  const int64_t full = head_dim - head_dim % static_cast<int64_t>(kLanes);
+  const hn::Full128<float> d4;
+  for (; j + 4 <= n_keys; j += 4) {
+    const float* HWY_RESTRICT k0 = k + j * kv_stride;
+    const float* HWY_RESTRICT k1 = k0 + kv_stride;
+    const float* HWY_RESTRICT k2 = k1 + kv_stride;
+    const float* HWY_RESTRICT k3 = k2 + kv_stride;
+    ops::VF a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
+    for (int64_t d = 0; d < full; d += kLanes) {
+      const ops::VF qd = hn::LoadU(df, q + d);
+      a0 = hn::MulAdd(qd, hn::LoadU(df, k0 + d), a0);
+      a1 = hn::MulAdd(qd, hn::LoadU(df, k1 + d), a1);
+      a2 = hn::MulAdd(qd, hn::LoadU(df, k2 + d), a2);
+      a3 = hn::MulAdd(qd, hn::LoadU(df, k3 + d), a3);
+    }
+    hn::StoreU(hn::Mul(ops::SumsOf4(a0, a1, a2, a3), hn::Set(d4, scale)), d4, probs + j);
+    for (int64_t d = full; d < head_dim; ++d) {
+      probs[j] += scale * q[d] * k0[d];
+      probs[j + 1] += scale * q[d] * k1[d];
+      probs[j + 2] += scale * q[d] * k2[d];
+      probs[j + 3] += scale * q[d] * k3[d];
+    }
+  }
+#endif
+  for (; j < n_keys; ++j) probs[j] = scale * ops::Dot(q, k + j * kv_stride, head_dim);
   if (scores != nullptr && n_keys > 0) std::memcpy(scores, probs, n_keys * sizeof(float));
   SoftmaxKernel(probs, n_keys);
 
-  const ops::DF df;
-  constexpr int64_t kChunk = 4 * static_cast<int64_t>(kLanes);
   int64_t d = 0;
-  for (; d + kChunk <= head_dim; d += kChunk) {
+  constexpr int64_t kChunk8 = 8 * static_cast<int64_t>(kLanes);
+  for (; d + kChunk8 <= head_dim; d += kChunk8) {
     ops::VF a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
-    for (int64_t j = 0; j < n_keys; ++j) {
-      const float* HWY_RESTRICT vj = v + j * kv_stride + d;
-      const ops::VF p = hn::Set(df, probs[j]);
-      a0 = hn::MulAdd(p, hn::LoadU(df, vj), a0);
-      a1 = hn::MulAdd(p, hn::LoadU(df, vj + kLanes), a1);
-      a2 = hn::MulAdd(p, hn::LoadU(df, vj + 2 * kLanes), a2);
-      a3 = hn::MulAdd(p, hn::LoadU(df, vj + 3 * kLanes), a3);
+    ops::VF a4 = hn::Zero(df), a5 = hn::Zero(df), a6 = hn::Zero(df), a7 = hn::Zero(df);
+    for (int64_t i = 0; i < n_keys; ++i) {
+      const float* HWY_RESTRICT vi = v + i * kv_stride + d;
+      const ops::VF p = hn::Set(df, probs[i]);
+      a0 = hn::MulAdd(p, hn::LoadU(df, vi), a0);
+      a1 = hn::MulAdd(p, hn::LoadU(df, vi + kLanes), a1);
+      a2 = hn::MulAdd(p, hn::LoadU(df, vi + 2 * kLanes), a2);
+      a3 = hn::MulAdd(p, hn::LoadU(df, vi + 3 * kLanes), a3);
+      a4 = hn::MulAdd(p, hn::LoadU(df, vi + 4 * kLanes), a4);
+      a5 = hn::MulAdd(p, hn::LoadU(df, vi + 5 * kLanes), a5);
+      a6 = hn::MulAdd(p, hn::LoadU(df, vi + 6 * kLanes), a6);
+      a7 = hn::MulAdd(p, hn::LoadU(df, vi + 7 * kLanes), a7);
+    }
+    hn::StoreU(a0, df, out + d);
+    hn::StoreU(a1, df, out + d + kLanes);
+    hn::StoreU(a2, df, out + d + 2 * kLanes);
+    hn::StoreU(a3, df, out + d + 3 * kLanes);
+    hn::StoreU(a4, df, out + d + 4 * kLanes);
+    hn::StoreU(a5, df, out + d + 5 * kLanes);
+    hn::StoreU(a6, df, out + d + 6 * kLanes);
+    hn::StoreU(a7, df, out + d + 7 * kLanes);
+  }
+  constexpr int64_t kChunk4 = 4 * static_cast<int64_t>(kLanes);
+  for (; d + kChunk4 <= head_dim; d += kChunk4) {
+    ops::VF a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
+    for (int64_t i = 0; i < n_keys; ++i) {
+      const float* HWY_RESTRICT vi = v + i * kv_stride + d;
+      const ops::VF p = hn::Set(df, probs[i]);
+      a0 = hn::MulAdd(p, hn::LoadU(df, vi), a0);
+      a1 = hn::MulAdd(p, hn::LoadU(df, vi + kLanes), a1);
+      a2 = hn::MulAdd(p, hn::LoadU(df, vi + 2 * kLanes), a2);
+      a3 = hn::MulAdd(p, hn::LoadU(df, vi + 3 * kLanes), a3);
     }
     hn::StoreU(a0, df, out + d);
     hn::StoreU(a1, df, out + d + kLanes);
@@ -207,14 +285,14 @@ HWY_NOINLINE void AttentionHeadKernel(const float* q, const float* k, const floa
   }
   for (; d + static_cast<int64_t>(kLanes) <= head_dim; d += kLanes) {
     ops::VF a0 = hn::Zero(df);
-    for (int64_t j = 0; j < n_keys; ++j) {
-      a0 = hn::MulAdd(hn::Set(df, probs[j]), hn::LoadU(df, v + j * kv_stride + d), a0);
+    for (int64_t i = 0; i < n_keys; ++i) {
+      a0 = hn::MulAdd(hn::Set(df, probs[i]), hn::LoadU(df, v + i * kv_stride + d), a0);
     }
     hn::StoreU(a0, df, out + d);
   }
   for (; d < head_dim; ++d) {
     float sum = 0.0f;
-    for (int64_t j = 0; j < n_keys; ++j) sum += probs[j] * v[j * kv_stride + d];
+    for (int64_t i = 0; i < n_keys; ++i) sum += probs[i] * v[i * kv_stride + d];
     out[d] = sum;
   }
 }

@@ -656,7 +656,7 @@ TEST_CASE("AddInPlace matches the scalar twin exactly", "[kernels]") {
 
 TEST_CASE("AttentionHead matches the scalar twin", "[kernels]") {
   for (int64_t head_dim : {1, 3, 4, 5, 17, 33, 64, 65}) {
-    for (int64_t n_keys : {1, 2, 7, 33, 100}) {
+    for (int64_t n_keys : {1, 2, 3, 4, 5, 7, 8, 9, 33, 100, 1000, 1001}) {  // 4-key groups + rest
       INFO("head_dim " << head_dim << " n_keys " << n_keys);
       const int64_t stride = 3 * head_dim + 1;  // keys and values interleaved like a qkv buffer
       const std::vector<float> q = RandomVector(head_dim, 8, -2.0f, 2.0f);
