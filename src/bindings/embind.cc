@@ -112,6 +112,70 @@ std::vector<int> IntList(const val& v) {
   return emscripten::convertJSArrayToNumberVector<int>(v);
 }
 
+// A file that arrives from JavaScript in chunks (the page's download), held in one allocation,
+// 64-byte aligned so GGUF's 32-byte tensor alignment holds in memory as in the file. `what` names
+// the file in errors ("The model", "model.safetensors"); `begin` the call that starts it.
+class DownloadBuffer {
+ public:
+  DownloadBuffer(std::string what, std::string begin) : what_(std::move(what)), begin_(std::move(begin)) {}
+  DownloadBuffer(const DownloadBuffer&) = delete;
+  ~DownloadBuffer() { Free(); }
+
+  void Begin(double total_bytes) {
+    Free();
+    if (!(total_bytes > 0) || total_bytes > 2147483647.0) {
+      throw Error(what_ + " (" + std::to_string(static_cast<int64_t>(total_bytes)) +
+                  " bytes) is not something this page can load: WebAssembly memory is limited to 2 GB.");
+    }
+    size_ = static_cast<size_t>(total_bytes);
+    data_ = static_cast<uint8_t*>(std::aligned_alloc(64, (size_ + 63) & ~size_t{63}));
+    if (data_ == nullptr) {
+      size_ = 0;
+      throw Error("Not enough memory to hold " + what_ + " (" +
+                  std::to_string(static_cast<int64_t>(total_bytes) >> 20) +
+                  " MB): the browser tab could not allocate it. Close other tabs or try a smaller "
+                  "model (q8_0 or q4_0).");
+    }
+  }
+
+  // Copies a Uint8Array (or ArrayBuffer view) straight into place.
+  void Append(const val& bytes) {
+    if (data_ == nullptr) throw Error("appendChunk called before " + begin_);
+    const size_t n = bytes["length"].as<size_t>();
+    if (n > size_ - filled_) {
+      throw Error(what_ + " download is larger than announced (" + std::to_string(size_) +
+                  " bytes); the server's size information is wrong.");
+    }
+    val(emscripten::typed_memory_view(n, data_ + filled_)).call<void>("set", bytes);
+    filled_ += n;
+  }
+
+  // Throws unless every announced byte arrived.
+  void RequireComplete() const {
+    if (data_ == nullptr) throw Error(begin_ + " was not called");
+    if (filled_ != size_) {
+      throw Error(what_ + " is incomplete: received " + std::to_string(filled_) + " of " +
+                  std::to_string(size_) + " bytes.");
+    }
+  }
+
+  void Free() {
+    std::free(data_);
+    data_ = nullptr;
+    size_ = filled_ = 0;
+  }
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  size_t filled() const { return filled_; }
+
+ private:
+  const std::string what_, begin_;
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  size_t filled_ = 0;
+};
+
 // The classes Embind exports report a C++ error by value: Guarded runs a call and turns its
 // exception into the message TakeLastError (JS: takeError) hands over once, plus a default
 // result. src/bindings/engine-errors.js (linked as --post-js) wraps every method of the exported
@@ -161,52 +225,25 @@ class Engine : public ErrorsByValue {
   void BeginLoad(double total_bytes) {
     Guarded([&] {
       Unload();
-      if (!(total_bytes > 0) || total_bytes > 2147483647.0) {
-        throw Error("The model size (" + std::to_string(static_cast<int64_t>(total_bytes)) +
-                    " bytes) is not something this page can load: WebAssembly memory is "
-                    "limited to 2 GB.");
-      }
-      size_ = static_cast<size_t>(total_bytes);
-      // 64-byte aligned so GGUF's 32-byte tensor alignment holds in memory as in the file.
-      buffer_ = static_cast<uint8_t*>(std::aligned_alloc(64, (size_ + 63) & ~size_t{63}));
-      if (buffer_ == nullptr) {
-        size_ = 0;
-        throw Error("Not enough memory to hold the model (" +
-                    std::to_string(static_cast<int64_t>(total_bytes) >> 20) +
-                    " MB): the browser tab could not allocate it. Close other tabs or try a "
-                    "smaller model (q8_0 or q4_0).");
-      }
-      filled_ = 0;
+      file_bytes_.Begin(total_bytes);
       return 0;
     });
   }
 
-  // Copies a Uint8Array (or ArrayBuffer view) straight into the model buffer.
   void AppendChunk(const val& bytes) {
     Guarded([&] {
-      if (buffer_ == nullptr) throw Error("appendChunk called before beginLoad");
-      const size_t n = bytes["length"].as<size_t>();
-      if (n > size_ - filled_) {
-        throw Error("The model download is larger than announced (" + std::to_string(size_) +
-                    " bytes); the server's size information is wrong.");
-      }
-      val(emscripten::typed_memory_view(n, buffer_ + filled_)).call<void>("set", bytes);
-      filled_ += n;
+      file_bytes_.Append(bytes);
       return 0;
     });
   }
 
-  double BytesLoaded() const { return static_cast<double>(filled_); }
+  double BytesLoaded() const { return static_cast<double>(file_bytes_.filled()); }
 
   // Parses the file, binds the weights, reads the tokenizer and creates the session.
   val FinishLoad(int n_threads) {
     return Guarded([&] {
-      if (buffer_ == nullptr) throw Error("finishLoad called before beginLoad");
-      if (filled_ != size_) {
-        throw Error("The model file is incomplete: received " + std::to_string(filled_) +
-                    " of " + std::to_string(size_) + " bytes.");
-      }
-      std::shared_ptr<const GgufFile> file(GgufFile::Parse(buffer_, size_));
+      file_bytes_.RequireComplete();
+      std::shared_ptr<const GgufFile> file(GgufFile::Parse(file_bytes_.data(), file_bytes_.size()));
       std::unique_ptr<Model> model = Model::FromGguf(file);
       std::unique_ptr<Tokenizer> tokenizer = Tokenizer::FromGguf(*file);
       if (tokenizer->vocab_size() > model->config().n_vocab) {
@@ -243,7 +280,7 @@ class Engine : public ErrorsByValue {
     info.set("n_ff", c.n_ff);
     info.set("parameters", static_cast<double>(model_->ParameterCount()));
     info.set("flops_per_token", model_->ForwardFlopsPerToken());
-    info.set("file_bytes", static_cast<double>(size_));
+    info.set("file_bytes", static_cast<double>(file_bytes_.size()));
     info.set("gguf_version", file_->version());
     const GgufValue* name = file_->Find("general.name");
     info.set("name", name != nullptr && name->type == GgufValueType::kString ? name->str : "");
@@ -764,15 +801,11 @@ class Engine : public ErrorsByValue {
     model_.reset();
     tokenizer_.reset();
     file_.reset();
-    std::free(buffer_);
-    buffer_ = nullptr;
-    size_ = filled_ = 0;
+    file_bytes_.Free();
     logits_ = nullptr;
   }
 
-  uint8_t* buffer_ = nullptr;  // the whole GGUF file; the GgufFile and Model point into it
-  size_t size_ = 0;
-  size_t filled_ = 0;
+  DownloadBuffer file_bytes_{"The model", "beginLoad"};  // the GgufFile and Model point into it
   std::shared_ptr<const GgufFile> file_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
@@ -821,31 +854,14 @@ class Converter : public ErrorsByValue {
   void BeginCheckpoint(double total_bytes) {
     Guarded([&] {
       Free();
-      if (!(total_bytes > 8) || total_bytes > 2147483647.0) {
-        throw Error("model.safetensors (" + std::to_string(static_cast<int64_t>(total_bytes)) +
-                    " bytes) cannot be converted here: WebAssembly memory is limited to 2 GB.");
-      }
-      input_size_ = static_cast<size_t>(total_bytes);
-      input_ = static_cast<uint8_t*>(std::malloc(input_size_));
-      if (input_ == nullptr) {
-        input_size_ = 0;
-        throw Error("Not enough memory to hold model.safetensors (" +
-                    std::to_string(static_cast<int64_t>(total_bytes) >> 20) + " MB).");
-      }
+      checkpoint_bytes_.Begin(total_bytes);
       return 0;
     });
   }
 
   void AppendChunk(const val& bytes) {
     Guarded([&] {
-      if (input_ == nullptr) throw Error("appendChunk called before beginCheckpoint");
-      const size_t n = bytes["length"].as<size_t>();
-      if (n > input_size_ - input_filled_) {
-        throw Error("model.safetensors is larger than announced (" + std::to_string(input_size_) +
-                    " bytes); the server's size information is wrong.");
-      }
-      val(emscripten::typed_memory_view(n, input_ + input_filled_)).call<void>("set", bytes);
-      input_filled_ += n;
+      checkpoint_bytes_.Append(bytes);
       return 0;
     });
   }
@@ -853,14 +869,11 @@ class Converter : public ErrorsByValue {
   val Plan(const std::string& type) {
     return Guarded([&] {
       if (!has_config_ || tokenizer_ == nullptr) throw Error("plan needs setConfig and setVocabulary first");
-      if (input_ == nullptr || input_filled_ != input_size_) {
-        throw Error("model.safetensors is incomplete: received " + std::to_string(input_filled_) +
-                    " of " + std::to_string(input_size_) + " bytes.");
-      }
+      checkpoint_bytes_.RequireComplete();
       conversion_.reset();  // a second plan() replaces the first
       std::free(output_);
       output_ = nullptr;
-      checkpoint_ = SafetensorsFile::Parse(input_, input_size_, "model.safetensors");
+      checkpoint_ = SafetensorsFile::Parse(checkpoint_bytes_.data(), checkpoint_bytes_.size(), "model.safetensors");
       const std::string name = Gpt2DefaultModelName(config_);
       conversion_ = std::make_unique<Gpt2GgufConversion>(*checkpoint_, config_, tokenizer_.get(),
                                                          ParseConvertType(type), name);
@@ -896,8 +909,7 @@ class Converter : public ErrorsByValue {
       // The checkpoint goes first, so the copy's transient JS memory is not on top of it.
       const size_t size = static_cast<size_t>(conversion_->layout().size);
       checkpoint_.reset();
-      std::free(input_);
-      input_ = nullptr;
+      checkpoint_bytes_.Free();
       val out = CopyToJs(output_, size);
       Free();
       return out;
@@ -908,19 +920,16 @@ class Converter : public ErrorsByValue {
   void Free() {
     conversion_.reset();
     checkpoint_.reset();
-    std::free(input_);
+    checkpoint_bytes_.Free();
     std::free(output_);
-    input_ = output_ = nullptr;
-    input_size_ = input_filled_ = 0;
+    output_ = nullptr;
     done_ = 0;
   }
 
   Config config_;
   bool has_config_ = false;
   std::unique_ptr<Tokenizer> tokenizer_;
-  uint8_t* input_ = nullptr;  // model.safetensors; checkpoint_ points into it
-  size_t input_size_ = 0;
-  size_t input_filled_ = 0;
+  DownloadBuffer checkpoint_bytes_{"model.safetensors", "beginCheckpoint"};  // checkpoint_ points into it
   std::unique_ptr<SafetensorsFile> checkpoint_;
   std::unique_ptr<Gpt2GgufConversion> conversion_;
   uint8_t* output_ = nullptr;  // the GGUF file, conversion_->layout().size bytes
