@@ -292,11 +292,14 @@ describe('the Experiments panel', {skip: !fs.existsSync(path.join(kSite, 'index.
     assert.equal(await value('total'), info.parameters, 'the formulas count every tensor in the file');
     assert.equal(await value('flops'), L * (2 * s * (4 * d * d + 2 * d * f) + 4 * s * s * d));
     assert.equal(await value('kv-bytes'), 2 * L * s * d * 4);
-    // The last prefill's measured time of each block: one positive time per block, together
-    // no more than the prefill the page reports (the rest is embedding and unembedding).
+    // The last prefill's measured time of each block: one time per block, together more than
+    // nothing and no more than the prefill the page reports (the rest is embedding and
+    // unembedding). A single block of this small model can read 0: a page that is not
+    // cross-origin isolated gets performance.now() (wasm's clock) in 100 us steps.
     const ms = await page.locator('[data-testid=block-times] tr').evaluateAll((trs) => trs.map((tr) => Number(tr.dataset.ms)));
     assert.equal(ms.length, L);
-    for (const t of ms) assert.ok(t > 0, `block time ${t}`);
+    for (const t of ms) assert.ok(t >= 0, `block time ${t}`);
+    assert.ok(ms.some((t) => t > 0), `block times ${ms}`);
     const prefillMs = await page.evaluate(() => window.gpt2Page.state.statsData.prefillMs);
     assert.ok(ms.reduce((a, b) => a + b, 0) <= prefillMs + 0.5, `blocks ${ms} within the prefill's ${prefillMs} ms`);
     // The same text again (same settings, so the later tests see the same conversation): the
