@@ -115,9 +115,8 @@ std::vector<float> Ramp(int n, float scale) {
   return v;
 }
 
-// A small file with one tensor of each supported type and metadata of each writer type.
-GgufWriter MakeWriter() {
-  GgufWriter w;
+// Metadata of each writer type.
+void AddTestMetadata(GgufWriter& w) {
   w.AddString("general.architecture", "gpt2");
   w.AddU32("gpt2.context_length", 1024);
   w.AddI32("test.negative", -7);
@@ -127,6 +126,12 @@ GgufWriter MakeWriter() {
   w.AddBool("test.off", false);
   w.AddStringArray("tokenizer.ggml.tokens", {"!", "\"", "Ġthe", "", "héllo"});
   w.AddI32Array("test.ints", {-1, 0, 2147483647, -2147483647 - 1});
+}
+
+// A small file with one tensor of each supported type and the metadata above.
+GgufWriter MakeWriter() {
+  GgufWriter w;
+  AddTestMetadata(w);
 
   const std::vector<float> f32 = Ramp(8 * 3, 0.25f);
   w.AddTensor("t.f32", TensorType::kF32, {8, 3}, f32.data(), f32.size() * 4);
@@ -256,15 +261,7 @@ TEST_CASE("GGUF writer layout: tensors written at its offsets make the Serialize
     const auto parsed = GgufFile::Parse(whole.data(), whole.size());
     // The same metadata with every tensor declared but not given (AddTensorInfo).
     GgufWriter w;
-    w.AddString("general.architecture", "gpt2");
-    w.AddU32("gpt2.context_length", 1024);
-    w.AddI32("test.negative", -7);
-    w.AddI32("test.positive_i32", 12);
-    w.AddF32("gpt2.attention.layer_norm_epsilon", 1e-5f);
-    w.AddBool("test.flag", true);
-    w.AddBool("test.off", false);
-    w.AddStringArray("tokenizer.ggml.tokens", {"!", "\"", "Ġthe", "", "héllo"});
-    w.AddI32Array("test.ints", {-1, 0, 2147483647, -2147483647 - 1});
+    AddTestMetadata(w);
     for (const gpt2::GgufTensor& t : parsed->tensors()) {
       w.AddTensorInfo(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims));
     }
