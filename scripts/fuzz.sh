@@ -24,7 +24,8 @@ if [ -n "${FUZZ_RUNS:-}" ]; then
 else
   limit=(-max_total_time="$seconds"); what="$seconds s"
 fi
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+# Options already set (e.g. malloc_context_size=0 for long runs) are kept and win.
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 status=0
 for name in $targets; do
