@@ -8,6 +8,10 @@
 //      one thread, prefill of a 128-token prompt then 64 greedy decode steps;
 //   c) the peer, wllama (llama.cpp compiled to wasm, npm @wllama/wllama), same Chromium, same
 //      file, one thread, same prompt and decode count, timed by llama.cpp itself;
+//   e) ours alone, the first weight type (scripts/bench-ours.mjs): a 1024-token prompt against a
+//      128-token one, decode at position 1000 against 0, the cost of capture in time and wasm
+//      heap, two threads against one (the pthreads module in a cross-origin isolated page), and
+//      a cached reload of the site to its first generated token;
 //   d) the page's experiments (build/site in the same Chromium, one thread, the first weight
 //      type): "which heads matter" on a 32-token prompt and activation patching of a 16-token
 //      pair, each as its time over a prefill (capture off) of the same length measured in the
@@ -19,7 +23,7 @@
 //
 //   node scripts/bench.mjs [--runs 5] [--types q8_0,q4_0,f32] [--prompt-tokens 128]
 //                          [--decode-tokens 64] [--skip-native] [--skip-browser] [--skip-experiments]
-//                          [--skip-compare] [--max-load 0.5]
+//                          [--skip-compare] [--skip-ours] [--max-load 0.5]
 // (--skip-compare: in the browser, only the page's experiments, not the ours/wllama runs.)
 //                          [--engine build/wasm/web/gpt2-engine.js]
 // Needs `bash scripts/build.sh` first (native tools and build/wasm/web).
@@ -29,6 +33,7 @@ import os from 'node:os';
 import path from 'node:path';
 
 import * as H from '../tests/web/wllama-harness.mjs';
+import * as Ours from './bench-ours.mjs';
 
 function arg(name, fallback) {
   const i = process.argv.indexOf(`--${name}`);
@@ -184,10 +189,7 @@ if (load[0] > kMaxLoad) {
 
 const models = Object.fromEntries(kTypes.map((t) => [t, ensureModel(t)]));
 const sizeMB = (f) => fs.statSync(f).size / 1e6;
-const median = (xs) => {
-  const v = [...xs].sort((a, b) => a - b);
-  return v.length % 2 ? v[(v.length - 1) / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
-};
+const median = Ours.median;
 
 const results = { date, machine: host, loadAtStart: load, runs: kRuns, promptTokens: kPromptTokens,
   engine: path.relative(kRoot, kEngineJs),
@@ -415,6 +417,26 @@ if (!flag('skip-browser')) {
       console.log(`  ratio (median of paired runs): prefill ${r.prefillRatio.toFixed(2)}x, decode ${r.decodeRatio.toFixed(2)}x; ` +
         `load average now ${os.loadavg()[0].toFixed(2)}`);
     }
+    if (!flag('skip-ours')) {
+      const type = kTypes[0];
+      const common = { browser, origin, modelUrl: `/__model/bench-${type}.gguf`, runs: Math.min(kRuns, 3), log: console.log };
+      const longText = Array.from({ length: 1100 }, (_, i) => kWords[i % kWords.length]).join(' ');
+      console.log(`ours ${type}: long prompts and capture (1 thread)…`);
+      const long = await Ours.longAndCapture({ ...common, engineUrl: '/' + path.relative(kRoot, kEngineJs), promptText: longText });
+      console.log(`ours ${type}: two threads against one (pthreads module, isolated page)…`);
+      const isolated = await H.startServer(served, { isolated: true });
+      let threads;
+      try {
+        threads = await Ours.twoThreads({ ...common, origin: isolated.origin, promptText,
+          engineUrl: '/' + path.relative(kRoot, kEngineJs.replace(/gpt2-engine\.js$/, 'gpt2-engine-mt.js')) });
+      } finally {
+        isolated.server.close();
+      }
+      console.log(`ours ${type}: cached reload of build/site…`);
+      need(path.join(kRoot, 'build/site/index.html'), 'the page (build/site)');
+      const reload = await Ours.cachedReload(common);
+      results.ours = { type, long, threads, reload };
+    }
     if (!flag('skip-experiments')) {
       need(path.join(kRoot, 'build/site/index.html'), 'the page (build/site)');
       results.experiments = { type: kTypes[0], ...(await experimentsInPage(browser, origin, kTypes[0], kWords)) };
@@ -471,6 +493,32 @@ if (results.experiments) {
     if (!r) continue;
     lines.push(`| ${what} | ${r.tokens} | ${(r.ms / 1000).toFixed(1)} s | ${r.prefillMs.toFixed(0)} ms | ` +
       `**${r.prefills.toFixed(1)}** | ≤ ${r.target} | ${r.latencyMax.toFixed(0)} / ${r.latencyP95.toFixed(0)} ms (target 100) |`);
+  }
+}
+if (results.ours) {
+  const { type, long, threads, reload } = results.ours;
+  const row = (what, value, target, met) => lines.push(`| ${what} | ${value} | ${target} | ${met ? 'met' : '**not met**'} |`);
+  lines.push('');
+  lines.push(`Ours against ourselves (Chromium, ${type}; median of paired runs in one page).`);
+  lines.push('');
+  lines.push('| measure | ours | target | |');
+  lines.push('|---|---:|---:|---|');
+  row('prefill of 1024 tokens / of 128 tokens, tokens/s', `${long.longPrefillRatio.toFixed(2)}×`, '≥ 0.8×', long.longPrefillRatio >= 0.8);
+  row('decode at position 1000 / at position 0, tokens/s', `${long.longDecodeRatio.toFixed(2)}×`, '≥ 0.8×', long.longDecodeRatio >= 0.8);
+  row('capture on / off: prefill (128), tokens/s', `${long.capturePrefillRatio.toFixed(2)}×`, '≥ 0.85×', long.capturePrefillRatio >= 0.85);
+  row('capture on / off: decode (64), tokens/s', `${long.captureDecodeRatio.toFixed(2)}×`, '≥ 0.85×', long.captureDecodeRatio >= 0.85);
+  row('wasm heap, 1024-token prompt, capture on − off', `${long.captureHeapMB.toFixed(1)} MB`, '≤ 300 MB', long.captureHeapMB <= 300);
+  row(`2 threads / 1 thread: prefill (${f(threads.two.prefill)} / ${f(threads.one.prefill)} tok/s)`,
+      `${threads.prefillRatio.toFixed(2)}×`, '≥ 1.7×', threads.prefillRatio >= 1.7);
+  row(`2 threads / 1 thread: decode (${f(threads.two.decode)} / ${f(threads.one.decode)} tok/s)`,
+      `${threads.decodeRatio.toFixed(2)}×`, '≥ 1.4×', threads.decodeRatio >= 1.4);
+  row('cached reload to the first generated token', `${(reload.firstTokenMs / 1000).toFixed(2)} s`, '≤ 1.5 s', reload.firstTokenMs <= 1500);
+  const heap = results.browser[type]?.ours.heapMB;
+  if (heap) {
+    const kv = 2 * 12 * 1024 * 768 * 4 / 1e6;  // GPT-2 small's f32 KV cache at full context
+    const bound = 1.25 * results.models[type].megabytes + kv;
+    row(`wasm heap after load (file ${f(results.models[type].megabytes)} MB, f32 KV cache ${f(kv)} MB)`,
+        `${f(heap)} MB`, `≤ ${f(bound)} MB`, heap <= bound);
   }
 }
 console.log('\n' + lines.join('\n'));

@@ -115,15 +115,17 @@ const kMime = { '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'a
   '.html': 'text/html', '.json': 'application/json' };
 
 // Serves the repository read-only, plus `extra` (url path -> file path) for model files outside
-// it. Cross-origin isolation headers are sent only when asked (wllama then picks its
-// multi-threaded path; we want one thread).
-export async function startServer(extra = {}) {
+// it. Cross-origin isolation headers are sent only when asked ({isolated: true}: threads in the
+// page; wllama then picks its multi-threaded path, and the comparisons want one thread).
+export async function startServer(extra = {}, { isolated = false } = {}) {
+  const isolation = isolated ?
+    { 'cross-origin-opener-policy': 'same-origin', 'cross-origin-embedder-policy': 'require-corp' } : {};
   const server = http.createServer((req, res) => {
     const url = decodeURIComponent(new URL(req.url, 'http://x').pathname);
     let file = extra[url];
     if (!file) {
       if (url === '/') {
-        res.writeHead(200, { 'content-type': 'text/html' });
+        res.writeHead(200, { 'content-type': 'text/html', ...isolation });
         res.end('<!doctype html><title>wllama</title><body></body>');
         return;
       }
@@ -133,7 +135,7 @@ export async function startServer(extra = {}) {
     fs.stat(file, (err, st) => {
       if (err || !st.isFile()) { res.writeHead(404); res.end('not found'); return; }
       res.writeHead(200, { 'content-type': kMime[path.extname(file)] || 'application/octet-stream',
-        'content-length': st.size });
+        'content-length': st.size, ...isolation });
       fs.createReadStream(file).pipe(res);
     });
   });
