@@ -49,7 +49,7 @@ async function run(capture) {
   engine.prefill(prompt);
   const prefillCpu = cpuMs(process.cpuUsage(c0));
   const heap = Module.HEAP8.buffer.byteLength, malloc = Module.memoryStats().mallocBytes;
-  let viewsMs = NaN;
+  let viewsMs = NaN, mapMs = NaN;
   if (capture) {
     const t0 = performance.now();
     for (let l = 0; l < info.n_layer; ++l) {
@@ -57,9 +57,13 @@ async function run(capture) {
       engine.mlpActivations(l, nPrompt - 1).slice();
     }
     viewsMs = performance.now() - t0;
+    // The attention view's [P, P] map of one head (web/worker.js attentionMap).
+    const t1 = performance.now();
+    for (let q = 0; q < nPrompt; ++q) engine.headAttention(0, 0, q).slice();
+    mapMs = performance.now() - t1;
   }
   engine.delete();
-  return {loaded, heap, malloc, prefillCpu, viewsMs};
+  return {loaded, heap, malloc, prefillCpu, viewsMs, mapMs};
 }
 
 for (let r = 0; r < runs; ++r) {
@@ -69,5 +73,6 @@ for (let r = 0; r < runs; ++r) {
               `${mb(on.malloc - off.malloc)}); ` +
               `prefill CPU s off ${(off.prefillCpu / 1e3).toFixed(2)}, on ${(on.prefillCpu / 1e3).toFixed(2)} ` +
               `(+${((on.prefillCpu / off.prefillCpu - 1) * 100).toFixed(1)} %); ` +
-              `every block's attention + MLP row at the last position ${on.viewsMs.toFixed(1)} ms`);
+              `every block's attention + MLP row at the last position ${on.viewsMs.toFixed(1)} ms, ` +
+              `block 0's attention rows of every position ${on.mapMs.toFixed(0)} ms`);
 }

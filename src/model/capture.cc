@@ -229,20 +229,30 @@ void CaptureStore::CheckPosition(int layer, int p) const {
   }
 }
 
-const float* CaptureStore::Attention(int layer, int p) const {
+const float* CaptureStore::AttentionRows(int layer, int h0, int h1, int p) const {
   CheckPosition(layer, p);
   const int64_t C = n_embd_, D = n_embd_ / n_head_, keys = p + 1;
   const float* q = q_[layer].data() + static_cast<size_t>(p) * C;
   const float* k = k_[layer].data();
-  attn_row_.resize(static_cast<size_t>(n_head_) * keys);
+  attn_row_.resize(static_cast<size_t>(h1 - h0) * keys);
   attn_out_.resize(static_cast<size_t>(D));
   // Session::AttentionStep's call with the same query, keys and scale, so the same
   // probabilities; the keys stand in for the values, whose sum is not wanted.
-  for (int64_t h = 0; h < n_head_; ++h) {
+  for (int64_t h = h0; h < h1; ++h) {
     AttentionHead(q + h * D, k + h * D, k + h * D, C, keys, D, model_->config().attn_scale(), nullptr,
-                  attn_row_.data() + h * keys, attn_out_.data());
+                  attn_row_.data() + (h - h0) * keys, attn_out_.data());
   }
   return attn_row_.data();
+}
+
+const float* CaptureStore::Attention(int layer, int p) const { return AttentionRows(layer, 0, n_head_, p); }
+
+const float* CaptureStore::HeadAttention(int layer, int head, int p) const {
+  if (head < 0 || head >= n_head_) {
+    throw Error("head " + std::to_string(head) + " is out of range; valid heads are 0.." +
+                std::to_string(n_head_ - 1));
+  }
+  return AttentionRows(layer, head, head + 1, p);
 }
 
 const float* CaptureStore::MlpActivations(int layer, int p) const {

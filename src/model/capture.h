@@ -86,6 +86,9 @@ class CaptureStore {
   // call: the run's own floats, recomputed from the queries and keys the store keeps by the
   // kernel the run used (AttentionHead), so the same bits.
   const float* Attention(int layer, int p) const;
+  // [p + 1]: head `head`'s part of Attention(layer, p), at 1/n_head of its cost (the attention
+  // view's map of one head asks for every query). Valid until the next call.
+  const float* HeadAttention(int layer, int head, int p) const;
   const float* MlpActivations(int layer, int p) const;  // [n_ff]
   // [n_positions, C]: index 0 the embedding, index l + 1 after block l.
   const std::vector<float>& Residual(int index) const;
@@ -120,6 +123,8 @@ class CaptureStore {
   void CopyRows(std::vector<float>& dst, const Activation& a, int width);
   void CopyHeads(std::vector<float>& dst, const Activation& a);
   void CheckPosition(int layer, int p) const;
+  // Heads [h0, h1) of query p's attention row into attn_row_ ([h1 - h0, p + 1]).
+  const float* AttentionRows(int layer, int h0, int h1, int p) const;
   void EnsureTop(int p) const;
 
   const Model* model_ = nullptr;

@@ -257,9 +257,16 @@ TEST_CASE("the capture store's attention rows are the run's own probabilities",
         const size_t n = size_t(H) * (p + 1);
         const float* got = store.Attention(l, p);
         CHECK(std::memcmp(got, want[l].data() + offset, n * sizeof(float)) == 0);
+        for (int h = 0; h < H; ++h) {
+          CHECK(std::memcmp(store.HeadAttention(l, h, p), want[l].data() + offset + size_t(h) * (p + 1),
+                            (p + 1) * sizeof(float)) == 0);
+        }
         offset += n;
       }
     }
+    CHECK_THROWS_AS(store.HeadAttention(0, H, 0), gpt2::Error);
+    CHECK_THROWS_AS(store.HeadAttention(0, -1, 0), gpt2::Error);
+    CHECK_THROWS_AS(store.HeadAttention(0, 0, store.n_positions()), gpt2::Error);
   }
 }
 
