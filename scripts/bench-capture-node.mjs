@@ -70,7 +70,7 @@ for (let r = 0; r < runs; ++r) {
   const off = await run(false), on = await run(true);
   console.log(`run ${r + 1}: heap after load ${mb(off.loaded)} MB; after a ${nPrompt}-token prefill: ` +
               `capture off ${mb(off.heap)} MB, on ${mb(on.heap)} MB (+${mb(on.heap - off.heap)}; malloc'd +` +
-              `${mb(on.malloc - off.malloc)}); ` +
+              `${mb(on.malloc - off.malloc)}, ${mb(on.malloc)} MB in all); ` +
               `prefill CPU s off ${(off.prefillCpu / 1e3).toFixed(2)}, on ${(on.prefillCpu / 1e3).toFixed(2)} ` +
               `(+${((on.prefillCpu / off.prefillCpu - 1) * 100).toFixed(1)} %); ` +
               `every block's attention + MLP row at the last position ${on.viewsMs.toFixed(1)} ms, ` +
