@@ -721,8 +721,7 @@ function attentionMap(layer, head) {
   const h = Math.max(0, Math.min(H - 1, head | 0));
   const map = new Float32Array(P * P).fill(NaN);
   for (let q = 0; q < P; ++q) {
-    const row = engine.attention(l, q);  // view: read before the next engine call
-    map.set(row.subarray(h * (q + 1), (h + 1) * (q + 1)), q * P);
+    map.set(engine.headAttention(l, h, q), q * P);  // a view: read before the next engine call
   }
   post({type: 'attention-map', layer: l, head: h, positions: P, map}, [map.buffer]);
 }

@@ -12,6 +12,7 @@
 //   engine.reset(); engine.setCapture(true); engine.setSampling(temp, topK, topP, seed);
 //   engine.prefill(ids); let id = engine.sample(); engine.step(id); id = engine.sample(); ...
 //   engine.attention(layer, position)          // Float32Array VIEW [H, position + 1]
+//   engine.headAttention(layer, head, position)  // VIEW [position + 1]: one head's part of it
 //   Interventions (src/model/run_options.h) and direct logit attribution (model/attribution.h):
 //   engine.setInterventions({ablateHeads: [[0, 3]], meanAblation: false, skipAttn: [1],
 //                            skipMlp: [], noResidual: [], postNorm: false,
@@ -408,7 +409,7 @@ class Engine : public ErrorsByValue {
 
   // --- Activations --------------------------------------------------------------------------
 
-  // Capture costs memory per position (GPT-2 small: ~190 kB plus the attention triangle), so
+  // Capture costs memory per position (GPT-2 small: ~260 kB, most of it MLP activations), so
   // the page lets the user turn it off for long generations.
   void SetCapture(bool on) { capture_on_ = on; }
   bool capture() const { return capture_on_; }
@@ -419,6 +420,13 @@ class Engine : public ErrorsByValue {
     return Guarded([&] {
       return ViewToJs(capture_.Attention(layer, position),
                       static_cast<size_t>(model_->config().n_head) * (position + 1));
+    });
+  }
+
+  // VIEW [position + 1]: head `head`'s part of Attention(layer, position).
+  val HeadAttention(int layer, int head, int position) const {
+    return Guarded([&] {
+      return ViewToJs(capture_.HeadAttention(layer, head, position), static_cast<size_t>(position) + 1);
     });
   }
 
@@ -983,6 +991,7 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .function("capture", &Engine::capture)
       .function("capturedPositions", &Engine::capturedPositions)
       .function("attention", &Engine::Attention)
+      .function("headAttention", &Engine::HeadAttention)
       .function("mlpActivations", &Engine::MlpActivations)
       .function("residual", &Engine::Residual)
       .function("residualNorms", &Engine::ResidualNorms)

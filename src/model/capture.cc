@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "base/error.h"
+#include "kernels/kernels.h"
 
 namespace gpt2 {
 
@@ -75,9 +76,15 @@ const RecordedTensor* Recorder::Find(const std::string& name, int layer) const {
 
 namespace {
 
-size_t AttnOffset(int n_head, int p) { return static_cast<size_t>(n_head) * p * (p + 1) / 2; }
-
-constexpr float kProbScale = 65535.0f;  // attention probabilities as 16-bit fixed point
+// v resized to n elements of which at most `full` (the full context's size) will ever be kept.
+// Steps add one position at a time: growing the capacity geometrically keeps that amortised,
+// and the cap stops std::vector's doubling from reserving up to twice the full context (for
+// GPT-2 small's MLP activations that would be 150 MB never used).
+template <typename T>
+void Grow(std::vector<T>& v, size_t n, size_t full) {
+  if (n > v.capacity()) v.reserve(std::min(std::max(n, 2 * v.capacity()), std::max(n, full)));
+  v.resize(n);
+}
 
 // Mean and standard deviation (biased, as torch.nn.LayerNorm normalises with; without eps).
 void RowStats(const float* x, int C, float* out) {
@@ -100,12 +107,14 @@ void CaptureStore::Init(const Model& model) {
   n_head_ = c.n_head;
   n_embd_ = c.n_embd;
   n_ff_ = c.n_ff;
+  n_ctx_ = c.n_ctx;
   Clear();
 }
 
 void CaptureStore::Clear() {
   n_positions_ = pending_end_ = 0;
-  attn_.assign(n_layer_, {});
+  q_.assign(n_layer_, {});
+  k_.assign(n_layer_, {});
   resid_.assign(n_layer_ + 1, {});
   resid_attn_stats_.assign(n_layer_, {});
   mlp_act_.assign(n_layer_, {});
@@ -117,16 +126,19 @@ void CaptureStore::Clear() {
 }
 
 void CaptureStore::Resize(int end) {
+  const size_t P = static_cast<size_t>(end), full = static_cast<size_t>(n_ctx_);
+  const size_t C = static_cast<size_t>(n_embd_), F = static_cast<size_t>(n_ff_);
   for (int l = 0; l < n_layer_; ++l) {
-    attn_[l].resize(AttnOffset(n_head_, end));
-    resid_attn_stats_[l].resize(static_cast<size_t>(end) * 2);
-    mlp_act_[l].resize(static_cast<size_t>(end) * n_ff_);
-    sublayer_norms_[l].resize(static_cast<size_t>(end) * 4);
+    Grow(q_[l], P * C, full * C);
+    Grow(k_[l], P * C, full * C);
+    Grow(resid_attn_stats_[l], P * 2, full * 2);
+    Grow(mlp_act_[l], P * F, full * F);
+    Grow(sublayer_norms_[l], P * 4, full * 4);
   }
-  for (auto& r : resid_) r.resize(static_cast<size_t>(end) * n_embd_);
-  top_ids_.resize(static_cast<size_t>(end) * kTopProbs);
-  top_probs_.resize(static_cast<size_t>(end) * kTopProbs);
-  top_done_.resize(static_cast<size_t>(end), 0);
+  for (auto& r : resid_) Grow(r, P * C, full * C);
+  Grow(top_ids_, P * kTopProbs, full * kTopProbs);
+  Grow(top_probs_, P * kTopProbs, full * kTopProbs);
+  Grow(top_done_, P, full);
 }
 
 void CaptureStore::Begin(int pos0, int n) {
@@ -162,6 +174,16 @@ void CaptureStore::CopyRows(std::vector<float>& dst, const Activation& a, int wi
   std::memcpy(dst.data() + static_cast<size_t>(a.pos0) * width, a.data, sizeof(float) * rows * width);
 }
 
+// [H, T, D] as reported for q and k into rows [pos0, pos0 + T) of dst [P, C].
+void CaptureStore::CopyHeads(std::vector<float>& dst, const Activation& a) {
+  const int64_t H = a.shape[0], T = a.shape[1], D = a.shape[2];
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t t = 0; t < T; ++t) {
+      std::memcpy(dst.data() + (a.pos0 + t) * n_embd_ + h * D, a.data + (h * T + t) * D, sizeof(float) * D);
+    }
+  }
+}
+
 void CaptureStore::Observe(const Activation& a) {
   const std::string name = a.name;
   static const char* const kSublayerTensors[4] = {"ln1", "attn_out", "ln2", "mlp_out"};
@@ -189,20 +211,10 @@ void CaptureStore::Observe(const Activation& a) {
     for (int64_t t = 0; t < a.shape[0]; ++t) {
       for (int i = 0; i < n_embd_; ++i) sum[i] += a.data[t * n_embd_ + i];
     }
-  } else if (name == "attn_probs") {
-    // [H, T, n_keys]; position p = pos0 + t sees keys 0..p.
-    const int64_t T = a.shape[1], n_keys = a.shape[2];
-    for (int64_t t = 0; t < T; ++t) {
-      const int p = a.pos0 + static_cast<int>(t);
-      uint16_t* dst = attn_[a.layer].data() + AttnOffset(n_head_, p);
-      for (int h = 0; h < n_head_; ++h) {
-        const float* src = a.data + (h * T + t) * n_keys;
-        for (int k = 0; k <= p; ++k) {
-          const float x = std::min(std::max(src[k], 0.0f), 1.0f);
-          dst[static_cast<size_t>(h) * (p + 1) + k] = static_cast<uint16_t>(x * kProbScale + 0.5f);
-        }
-      }
-    }
+  } else if (name == "q") {
+    CopyHeads(q_[a.layer], a);
+  } else if (name == "k") {
+    CopyHeads(k_[a.layer], a);
   }
 }
 
@@ -217,12 +229,30 @@ void CaptureStore::CheckPosition(int layer, int p) const {
   }
 }
 
-const float* CaptureStore::Attention(int layer, int p) const {
+const float* CaptureStore::AttentionRows(int layer, int h0, int h1, int p) const {
   CheckPosition(layer, p);
-  const uint16_t* q = attn_[layer].data() + AttnOffset(n_head_, p);
-  attn_row_.resize(static_cast<size_t>(n_head_) * (p + 1));
-  for (size_t i = 0; i < attn_row_.size(); ++i) attn_row_[i] = q[i] / kProbScale;
+  const int64_t C = n_embd_, D = n_embd_ / n_head_, keys = p + 1;
+  const float* q = q_[layer].data() + static_cast<size_t>(p) * C;
+  const float* k = k_[layer].data();
+  attn_row_.resize(static_cast<size_t>(h1 - h0) * keys);
+  attn_out_.resize(static_cast<size_t>(D));
+  // Session::AttentionStep's call with the same query, keys and scale, so the same
+  // probabilities; the keys stand in for the values, whose sum is not wanted.
+  for (int64_t h = h0; h < h1; ++h) {
+    AttentionHead(q + h * D, k + h * D, k + h * D, C, keys, D, model_->config().attn_scale(), nullptr,
+                  attn_row_.data() + (h - h0) * keys, attn_out_.data());
+  }
   return attn_row_.data();
+}
+
+const float* CaptureStore::Attention(int layer, int p) const { return AttentionRows(layer, 0, n_head_, p); }
+
+const float* CaptureStore::HeadAttention(int layer, int head, int p) const {
+  if (head < 0 || head >= n_head_) {
+    throw Error("head " + std::to_string(head) + " is out of range; valid heads are 0.." +
+                std::to_string(n_head_ - 1));
+  }
+  return AttentionRows(layer, head, head + 1, p);
 }
 
 const float* CaptureStore::MlpActivations(int layer, int p) const {

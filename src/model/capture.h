@@ -65,12 +65,13 @@ class CaptureStore {
   ActivationObserver Observer() {
     return [this](const Activation& a) { Observe(a); };
   }
-  // Sets run's observer to this store and turns off what it does not keep (attention scores,
-  // every position's logits: a position's distribution is computed when first asked for); the
-  // store takes a long prompt in chunks.
+  // Sets run's observer to this store and turns off what it does not keep (attention scores
+  // and probabilities, every position's logits: a position's distribution is computed when first
+  // asked for); the store takes a long prompt in chunks.
   void Watch(RunOptions& run) {
     run.observer = Observer();
     run.observe_scores = false;
+    run.observe_probs = false;
     run.observe_all_logits = false;
     run.observe_whole_prompt = false;
   }
@@ -82,8 +83,12 @@ class CaptureStore {
   void Abort();
 
   // [n_head, p + 1]: attention probabilities of query p in block `layer`, valid until the next
-  // call (the store keeps them as 16-bit fixed point, within 7.6e-6 of the run's floats).
+  // call: the run's own floats, recomputed from the queries and keys the store keeps by the
+  // kernel the run used (AttentionHead), so the same bits.
   const float* Attention(int layer, int p) const;
+  // [p + 1]: head `head`'s part of Attention(layer, p), at 1/n_head of its cost (the attention
+  // view's map of one head asks for every query). Valid until the next call.
+  const float* HeadAttention(int layer, int head, int p) const;
   const float* MlpActivations(int layer, int p) const;  // [n_ff]
   // [n_positions, C]: index 0 the embedding, index l + 1 after block l.
   const std::vector<float>& Residual(int index) const;
@@ -116,7 +121,10 @@ class CaptureStore {
   void Observe(const Activation& a);
   void Resize(int end);
   void CopyRows(std::vector<float>& dst, const Activation& a, int width);
+  void CopyHeads(std::vector<float>& dst, const Activation& a);
   void CheckPosition(int layer, int p) const;
+  // Heads [h0, h1) of query p's attention row into attn_row_ ([h1 - h0, p + 1]).
+  const float* AttentionRows(int layer, int h0, int h1, int p) const;
   void EnsureTop(int p) const;
 
   const Model* model_ = nullptr;
@@ -124,12 +132,14 @@ class CaptureStore {
   int n_positions_ = 0;  // positions 0..n_positions_-1 are complete
   int pending_end_ = 0;
   int pending_T_ = 0;    // tokens of the forward pass being observed
-  int n_layer_ = 0, n_head_ = 0, n_embd_ = 0, n_ff_ = 0;
-  // attn_[l]: position p's rows start at n_head * p * (p + 1) / 2 as [n_head, p + 1], each
-  // probability as round(p * 65535): the triangle is the store's largest part (GPT-2 small at
-  // 1024 positions: 151 MB so, 302 MB as floats), and the views only draw it.
-  std::vector<std::vector<uint16_t>> attn_;
-  mutable std::vector<float> attn_row_;         // Attention()'s answer
+  int n_layer_ = 0, n_head_ = 0, n_embd_ = 0, n_ff_ = 0, n_ctx_ = 0;
+  // Queries and keys instead of the attention triangle they give: [P, C] per block grows
+  // linearly (GPT-2 small at 1024 positions: 75 MB for both; the triangle was 151 MB even as
+  // 16-bit fixed point), and a query's row costs n_head * (p + 1) dot products when asked for.
+  std::vector<std::vector<float>> q_;           // [n_layer][P, C], heads concatenated
+  std::vector<std::vector<float>> k_;           // [n_layer][P, C]
+  mutable std::vector<float> attn_row_;         // Attention()'s answer [n_head, p + 1]
+  mutable std::vector<float> attn_out_;         // [head_dim]: AttentionHead's value sum, unused
   std::vector<std::vector<float>> resid_;       // [n_layer + 1][P, C]: 0 embed, l+1 after block l
   // [n_layer][P, 2]: mean and standard deviation of the stream after attention of block l (ln_2's
   // input), the only use of that stream.

@@ -104,10 +104,11 @@ MemoryPlan PlanMemory(const Config& c) {
   // Session::Prefill with an observer, T = n_keys = n_ctx.
   b.Add(plan.observer_bytes, "observed logits", std::max(H * P * D, P * V));
   b.Add(plan.observer_bytes, "observed attention", H * P * P, 2);
-  // CaptureStore::Resize(n_ctx), as an upper bound: the store keeps the attention triangle in
-  // 2 bytes a value and the stream after attention as 2 statistics a row. Its attention offset
-  // forms H * p * (p + 1) before halving, which the per-buffer bound (4 * half that) covers.
-  b.Add(plan.capture_bytes, "captured attention", H * P * (P + 1) / 2, L);
+  // CaptureStore::Resize(n_ctx), as an upper bound: the store keeps each block's queries and keys
+  // (it recomputes attention rows from them), the stream after attention as 2 statistics a row,
+  // and one query's attention row while a view reads it.
+  b.Add(plan.capture_bytes, "captured queries and keys", P * C, 2 * L);
+  b.Add(plan.capture_bytes, "captured attention row", H * P);
   b.Add(plan.capture_bytes, "captured residuals", P * C, 2 * L + 1);
   b.Add(plan.capture_bytes, "captured MLP activations", P * F, L);
   b.Add(plan.capture_bytes, "captured top tokens", P * 10, 2);

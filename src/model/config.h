@@ -1,6 +1,7 @@
 // GPT-2 hyperparameters, read from the GGUF metadata llama.cpp writes for architecture "gpt2".
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 namespace gpt2 {
@@ -16,6 +17,9 @@ struct Config {
   int n_ff = 0;      // gpt2.feed_forward_length (3072)
   float ln_eps = 1e-5f;  // gpt2.attention.layer_norm_epsilon
   int head_dim() const { return n_embd / n_head; }
+  // Attention scores are scale * dot(q, k) (Hugging Face GPT2Attention: / sqrt(head_dim)); one
+  // expression for the forward pass and the capture store, which recomputes its probabilities.
+  float attn_scale() const { return 1.0f / std::sqrt(static_cast<float>(head_dim())); }
 
   // Reads and validates the config (architecture must be "gpt2", sizes positive and
   // consistent, n_embd divisible by n_head). n_vocab comes from token_embd's shape.
@@ -36,8 +40,8 @@ struct MemoryPlan {
   // Extra while an observer watches a full-context prefill: per-head q/k/v or all logits
   // (max(H*n_ctx*D, n_ctx*V)) and the attention scores and probabilities [2, H, n_ctx, n_ctx].
   int64_t observer_bytes = 0;
-  // The page's capture store at full context (src/bindings/embind.cc CaptureStore): per block
-  // the attention triangle [H, n_ctx*(n_ctx+1)/2], residuals and MLP activations, plus top-10s.
+  // The page's capture store at full context (src/model/capture.h CaptureStore): per block
+  // queries and keys [n_ctx, C], residuals and MLP activations, plus top-10s.
   int64_t capture_bytes = 0;
   // The largest single buffer of all the above (each is one std::vector).
   int64_t largest_buffer_bytes = 0;

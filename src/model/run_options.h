@@ -77,6 +77,9 @@ struct RunOptions {
   // blocks' work and T x 201 kB). Off, "logits" is not reported at all.
   bool observe_scores = true;
   bool observe_all_logits = true;
+  // "attn_probs" ([H, T, keys] per block) likewise: an observer that keeps the queries and keys
+  // instead (the capture store) saves their copy and a [H, T, keys] buffer.
+  bool observe_probs = true;
   // Whether the observer needs each tensor of a prompt in one report. If not, a long prompt runs
   // in Session::kPrefillChunk pieces as an unobserved one does (each report then covers a chunk,
   // from its pos0), which keeps the activation and attention buffers small.

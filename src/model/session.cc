@@ -315,7 +315,7 @@ void Session::AttentionStep(int l, int T_int, const RunOptions& run) {
   const bool observing = static_cast<bool>(run.observer);
   const Interventions* iv = run.interventions;
   const bool post_norm = iv != nullptr && iv->post_norm;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const float scale = c.attn_scale();
   float* x = b.x.data();
 
   ReadSublayer(post_norm, x, w.ln1_g, w.ln1_b, b.xn.data(), T, C, c.ln_eps);
@@ -332,9 +332,10 @@ void Session::AttentionStep(int l, int T_int, const RunOptions& run) {
   }
 
   const bool scoring = observing && run.observe_scores;
+  const bool keep_probs = observing && run.observe_probs;
   if (observing) {
     if (scoring) b.obs_scores.resize(size_t(H) * T * n_keys);
-    b.obs_probs.resize(size_t(H) * T * n_keys);
+    if (keep_probs) b.obs_probs.resize(size_t(H) * T * n_keys);
     b.observed.resize(std::max<size_t>(size_t(H) * T * D, b.observed.size()));
   }
   b.pool.ParallelFor(H, [&](int64_t h) {
@@ -343,12 +344,12 @@ void Session::AttentionStep(int l, int T_int, const RunOptions& run) {
     for (int64_t t = 0; t < T; ++t) {
       const int64_t keys = pos0 + t + 1;  // causal: position pos0+t sees keys 0..pos0+t
       float* scores = scoring ? b.obs_scores.data() + (h * T + t) * n_keys : nullptr;
-      float* probs = observing ? b.obs_probs.data() + (h * T + t) * n_keys
-                               : b.probs.data() + h * c.n_ctx;
+      float* probs = keep_probs ? b.obs_probs.data() + (h * T + t) * n_keys
+                                : b.probs.data() + h * c.n_ctx;
       AttentionHead(b.qkv.data() + t * 3 * C + h * D, k, v, D, keys, D, scale, scores, probs,
                     b.heads.data() + t * C + h * D);
       if (scoring) std::fill(scores + keys, scores + n_keys, -std::numeric_limits<float>::infinity());
-      if (observing) std::fill(probs + keys, probs + n_keys, 0.0f);
+      if (keep_probs) std::fill(probs + keys, probs + n_keys, 0.0f);
     }
   });
 
@@ -377,7 +378,7 @@ void Session::AttentionStep(int l, int T_int, const RunOptions& run) {
       Report(run.observer, kQkvNames[part], l, pos0, b.observed.data(), H, T, D);
     }
     if (scoring) Report(run.observer, "attn_scores", l, pos0, b.obs_scores.data(), H, T, n_keys);
-    Report(run.observer, "attn_probs", l, pos0, b.obs_probs.data(), H, T, n_keys);
+    if (keep_probs) Report(run.observer, "attn_probs", l, pos0, b.obs_probs.data(), H, T, n_keys);
     Report(run.observer, "attn_heads", l, pos0, b.heads.data(), T, C);
   }
 

@@ -4,6 +4,7 @@
 // in tests/data/golden_tiny.bin, with the statistics recomputed here from those tensors.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <string>
@@ -209,6 +210,64 @@ TEST_CASE("the capture store holds PyTorch's activations and statistics", "[mode
   store.Clear();
   CHECK(store.n_positions() == 0);
   CHECK_THROWS_AS(store.HeadMeans(), gpt2::Error);
+}
+
+// The store recomputes attention rows from the queries and keys it keeps; a view must still
+// show the probabilities the run computed, to the bit (PyTorch's are checked above), for a
+// prompt, its steps, and both weight kinds (Q8_0 quantizes the activations of q and k).
+TEST_CASE("the capture store's attention rows are the run's own probabilities",
+          "[model][capture]") {
+  for (const gpt2::TensorType type : {gpt2::TensorType::kF32, gpt2::TensorType::kQ8_0}) {
+    auto m = LoadModelBytes(gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), type, nullptr));
+    const gpt2::Model& model = *m->model;
+    const int L = model.config().n_layer, H = model.config().n_head;
+    const std::vector<int> ids = {464, 2068, 7586, 21831, 18045, 625, 262, 16931, 3290, 13, 198, 464};
+    gpt2::CaptureStore store;
+    store.Init(model);
+    gpt2::Session session(model);
+    gpt2::RunOptions run;
+    store.Watch(run);
+    run.observe_probs = true;  // the store does not ask for them; the check here does
+    const gpt2::ActivationObserver to_store = run.observer;
+    std::vector<std::vector<float>> want(L);  // [L][P rows of H * (p + 1)] as the run reported
+    run.observer = [&](const gpt2::Activation& a) {
+      to_store(a);
+      if (std::string(a.name) != "attn_probs") return;
+      const int64_t T = a.shape[1], n_keys = a.shape[2];
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t p = a.pos0 + t;
+        for (int64_t h = 0; h < H; ++h) {
+          const float* row = a.data + (h * T + t) * n_keys;
+          want[a.layer].insert(want[a.layer].end(), row, row + p + 1);
+        }
+      }
+    };
+    store.Begin(0, 7);
+    session.Prefill(ids.data(), 7, run);
+    store.Commit();
+    for (int p = 7; p < static_cast<int>(ids.size()); ++p) {
+      store.Begin(p, 1);
+      session.Step(ids[p], run);
+      store.Commit();
+    }
+    for (int l = 0; l < L; ++l) {
+      size_t offset = 0;
+      for (int p = 0; p < store.n_positions(); ++p) {
+        INFO(gpt2::GgmlTypeName(static_cast<uint32_t>(type)) << " block " << l << " position " << p);
+        const size_t n = size_t(H) * (p + 1);
+        const float* got = store.Attention(l, p);
+        CHECK(std::memcmp(got, want[l].data() + offset, n * sizeof(float)) == 0);
+        for (int h = 0; h < H; ++h) {
+          CHECK(std::memcmp(store.HeadAttention(l, h, p), want[l].data() + offset + size_t(h) * (p + 1),
+                            (p + 1) * sizeof(float)) == 0);
+        }
+        offset += n;
+      }
+    }
+    CHECK_THROWS_AS(store.HeadAttention(0, H, 0), gpt2::Error);
+    CHECK_THROWS_AS(store.HeadAttention(0, -1, 0), gpt2::Error);
+    CHECK_THROWS_AS(store.HeadAttention(0, 0, store.n_positions()), gpt2::Error);
+  }
 }
 
 TEST_CASE("the recorder keeps every reported tensor", "[model][capture]") {

@@ -43,9 +43,9 @@ TEST_CASE("memory plan of GPT-2 small matches its buffers", "[model][memory]") {
   CHECK(plan.session_bytes == session);
   // Observed logits [1024, 50257] and scores/probs [12, 1024, 1024].
   CHECK(plan.observer_bytes == 4 * (int64_t{1024} * 50257 + 2 * int64_t{12} * 1024 * 1024));
-  // Per block: attention triangle 12 * 1024 * 1025 / 2, residuals 25 x [1024, 768],
-  // MLP [1024, 3072]; plus top-10 ids and probabilities per position.
-  CHECK(plan.capture_bytes == 4 * (12 * (int64_t{12} * 1024 * 1025 / 2) + 25 * 1024 * 768 +
+  // Per block: queries and keys 24 x [1024, 768], residuals 25 x [1024, 768], MLP [1024, 3072];
+  // one attention row [12, 1024]; plus top-10 ids and probabilities per position.
+  CHECK(plan.capture_bytes == 4 * (24 * 1024 * 768 + 12 * 1024 + 25 * 1024 * 768 +
                                    12 * 1024 * 3072 + 2 * 1024 * 10));
   CHECK(plan.largest_buffer_bytes == 4 * int64_t{1024} * 50257);
   // GPT-2 small as Q8_0 (about 170 MB) fits the page.

@@ -79,6 +79,8 @@ describe('Embind API under Node', {skip: !fs.existsSync(kModulePath) && 'build/w
           for (let k = 0; k <= p; ++k) {
             closeTo(view[h * (p + 1) + k], probs.data[(h * T + p) * T + k], 2e-3, `attn l${l} h${h} q${p} k${k}`);
           }
+          // One head's row (the attention map's call) is the same row, to the bit.
+          assert.deepEqual(engine.headAttention(l, h, p).slice(), view.slice(h * (p + 1), (h + 1) * (p + 1)));
         }
       }
     }
@@ -140,6 +142,7 @@ describe('Embind API under Node', {skip: !fs.existsSync(kModulePath) && 'build/w
 
   test('errors become JS exceptions with the engine message', () => {
     assert.throws(() => engine.attention(0, 999), /No activations were captured for position 999/);
+    assert.throws(() => engine.headAttention(0, info.n_head, 0), /head .* is out of range/);
     const other = new Module.Engine();
     assert.throws(() => other.tokenize('x'), /No model is loaded/);
     const bad = fs.readFileSync(models.truncated);
