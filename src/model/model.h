@@ -101,7 +101,8 @@ class Session {
   // As RerunPositions, but stops before ln_f: returns position end - 1's residual stream leaving
   // the last block ([n_embd], valid until the next call), so that many probes' rows can share
   // one pass of FinalLogits (the unembedding reads its 50257 x 768 weights once for all of them
-  // instead of once each, which for GPT-2 small is ~1/10 of a 32-token prefill per row).
+  // instead of once each, which for GPT-2 small is ~1/10 of a 32-token prefill per row). Only
+  // the last row's stream is computed to the end: the rows before it skip the last block's MLP.
   const float* RerunPositionsToStream(int begin, int end, int first_block, const float* resid_in,
                                       const RunOptions& run);
   // ln_f and the unembedding of n rows of the final residual stream: x [n, C] -> logits [n, V].

@@ -274,18 +274,34 @@ void Session::StartBlockTimes(int first_block, const RunOptions& run) {
 const float* Session::RunBlocks(int first_block, int T, const RunOptions& run, bool unembed) {
   const Interventions* iv = run.interventions;
   const int L = model_.config().n_layer;
+  const int64_t C = model_.config().n_embd;
+  float* x = buffers_->x.data();
+  int64_t last = T - 1;  // the row of x holding position position_ + T - 1
   for (int l = first_block; l < L; ++l) {
     const auto start = run.block_ms != nullptr ? std::chrono::steady_clock::now()
                                                : std::chrono::steady_clock::time_point();
     if (iv != nullptr && !iv->patches.empty()) PatchResidual(l, T, *iv);
-    AttentionStep(l, T, run);
-    MlpStep(l, T, run);
+    if (l == L - 1 && !unembed && T > 1 && !run.observer) {
+      // Only the last row leaves this call, and of the other rows of the last block only the
+      // keys and values are ever read again: they skip the MLP (2/3 of a block's work). The
+      // last row then runs alone, as a decode step would.
+      AttentionStep(l, T - 1, run);
+      std::copy_n(x + last * C, C, x);
+      last = 0;
+      position_ += T - 1;
+      AttentionStep(l, 1, run);
+      MlpStep(l, 1, run);
+      position_ -= T - 1;
+    } else {
+      AttentionStep(l, T, run);
+      MlpStep(l, T, run);
+    }
     if (run.block_ms != nullptr) {
       (*run.block_ms)[l] +=
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     }
   }
-  const float* out = unembed ? Unembed(T, run) : buffers_->x.data() + size_t(T - 1) * model_.config().n_embd;
+  const float* out = unembed ? Unembed(T, run) : x + last * C;
   position_ += T;
   return out;
 }
