@@ -322,8 +322,10 @@ async function experimentsInPage(browser, origin, type, words) {
   // Until fn holds or the page shows an error (then thrown).
   const waitFor = async (fn, what) => {
     console.log(`  page: ${what}…`);
+    // Polled every 100 ms, not every frame (Playwright's default), which kept the main thread
+    // drawing frames throughout a job, competing with the worker on a small machine.
     await page.waitForFunction(`(${fn})() || !document.querySelector('[data-testid=error]').hidden`, null,
-                               { timeout: 900_000 });
+                               { timeout: 900_000, polling: 100 });
     const e = await pageError();
     if (e || errors.length) throw new Error(`${what}: ${e} ${errors.join('\n')}`);
   };
