@@ -22,7 +22,7 @@
 //                          [--decode-tokens 64] [--skip-native] [--skip-browser] [--skip-experiments]
 //                          [--skip-compare] [--max-load 0.5]
 // (--skip-compare: in the browser, only the page's experiments, not the ours/wllama runs.)
-//                          [--engine build/wasm/web/gpt2-engine.js]
+//                          [--engine build/wasm/web/gpt2-engine.js] [--site build/site]
 // Needs `bash scripts/build.sh` first (native tools and build/wasm/web).
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -51,6 +51,9 @@ const kWllamaVersion = JSON.parse(fs.readFileSync(
 // --engine: another build of the page's module (under the repository, e.g. an earlier build
 // copied to build/bench/base/) to measure before/after in the same conditions.
 const kEngineJs = path.resolve(kRoot, arg('engine', 'build/wasm/web/gpt2-engine.js'));
+// --site: the page for the experiments, likewise (e.g. an earlier build-site.sh output
+// assembled under build/bench/ with GPT2_SITE_DIR).
+const kSite = path.resolve(kRoot, arg('site', 'build/site'));
 
 function need(file, what) {
   if (!fs.existsSync(file)) {
@@ -191,7 +194,7 @@ const median = (xs) => {
 };
 
 const results = { date, machine: host, loadAtStart: load, runs: kRuns, promptTokens: kPromptTokens,
-  engine: path.relative(kRoot, kEngineJs),
+  engine: path.relative(kRoot, kEngineJs), site: path.relative(kRoot, kSite),
   decodeTokens: kDecodeTokens, models: Object.fromEntries(Object.entries(models).map(
     ([t, f]) => [t, { file: path.relative(kRoot, f), megabytes: sizeMB(f) }])), native: [],
   browser: {} };
@@ -313,6 +316,34 @@ function startClicking(page) {
   return async () => { clicking = false; await loop; };
 }
 
+// CPU time (ms) of Chromium's dedicated worker threads so far (Linux /proc: utime + stime of
+// every thread named DedicatedWorker*; the page's engine worker is the only one). A job's and
+// a prefill's CPU time in that thread give a ratio that time spent descheduled on a busy
+// machine does not skew, as it does wall time. Null where /proc is not there.
+function workerCpuMs() {
+  const tick = 1000 / 100;  // USER_HZ: 100 on Linux
+  let ticks = 0, found = false;
+  try {
+    for (const pid of fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+      let tids;
+      try {
+        if (!/chrom/i.test(fs.readFileSync(`/proc/${pid}/comm`, 'utf8'))) continue;
+        tids = fs.readdirSync(`/proc/${pid}/task`);
+      } catch { continue; }  // gone meanwhile
+      for (const tid of tids) {
+        try {
+          if (!/^DedicatedWorker/.test(fs.readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8'))) continue;
+          const stat = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+          const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+          ticks += Number(f[11]) + Number(f[12]);  // fields 14 and 15 of proc(5)
+          found = true;
+        } catch { /* the thread ended */ }
+      }
+    }
+  } catch { return null; }
+  return found ? ticks * tick : null;
+}
+
 async function experimentsInPage(browser, origin, type, words) {
   const page = await browser.context.newPage();
   const errors = [];
@@ -330,7 +361,7 @@ async function experimentsInPage(browser, origin, type, words) {
     if (e || errors.length) throw new Error(`${what}: ${e} ${errors.join('\n')}`);
   };
   try {
-    await page.goto(`${origin}/build/site/index.html?model=/__model/bench-${type}.gguf&debug=1`);
+    await page.goto(`${origin}/${path.relative(kRoot, kSite)}/index.html?model=/__model/bench-${type}.gguf&debug=1`);
     await waitFor(() => document.querySelector('[data-testid=progress]').dataset.source ||
                         !document.querySelector('[data-testid=error]').hidden, 'load');
     await page.getByTestId('temperature').fill('0');
@@ -343,10 +374,22 @@ async function experimentsInPage(browser, origin, type, words) {
                     'generate');
       return page.evaluate(() => window.gpt2Page.state.statsData.prefillMs);
     };
-    // The prefill unit: the same number of tokens, capture off, 3 runs (after a warm-up).
+    // The prefill unit: the same number of tokens, capture off, 3 runs (after a warm-up). By
+    // CPU time: a generation is a prefill and a token (sampled and fed), so the worker thread's
+    // CPU time over three generations of 1 token and three of 2 gives a prefill's as
+    // 2 x (1 token) - (2 tokens).
+    const cpuUnits = [];
     const prefillRuns = async (prompt) => {
       await generate(prompt, false);
-      return [await generate(prompt, false), await generate(prompt, false), await generate(prompt, false)];
+      const cpu0 = workerCpuMs();
+      const runs = [await generate(prompt, false), await generate(prompt, false), await generate(prompt, false)];
+      const cpu1 = workerCpuMs();
+      await page.getByTestId('max-tokens').fill('2');
+      for (let i = 0; i < 3; ++i) await generate(prompt, false);
+      const cpu2 = workerCpuMs();
+      await page.getByTestId('max-tokens').fill('1');
+      if (cpu0 !== null && cpu2 !== null) cpuUnits.push((2 * (cpu1 - cpu0) - (cpu2 - cpu1)) / 3);
+      return runs;
     };
     // Until the views have drawn what the last generation asked for (activations, lens) and a
     // frame comes at once: the job's clicks then wait for the job alone.
@@ -360,12 +403,16 @@ async function experimentsInPage(browser, origin, type, words) {
         if (ms < 50) break;
       }
     };
+    let jobCpuMs = null;
     const job = async (start, done) => {
       await page.evaluate(latencyProbeStart);
+      const cpu0 = workerCpuMs();
       const stopClicking = startClicking(page);
       try {
         await start();
         await waitFor(done, 'job');
+        const cpu1 = workerCpuMs();
+        jobCpuMs = cpu0 !== null && cpu1 !== null ? cpu1 - cpu0 : null;
       } finally {
         await stopClicking();
       }
@@ -385,11 +432,15 @@ async function experimentsInPage(browser, origin, type, words) {
                                    () => window.gpt2Page.state.sweep.result && !window.gpt2Page.state.sweep.running);
     const sweep = await page.evaluate(() => window.gpt2Page.state.sweep.result);
     if (sweep.position !== 31 || sweep.done !== sweep.total) throw new Error(`sweep at ${sweep.position}, ${sweep.done}/${sweep.total}`);
+    const sweepCpu = jobCpuMs;
     const unit32 = median([...before32, ...(await prefillRuns(prompt32))]);
+    const cpuUnit32 = cpuUnits.length ? median(cpuUnits) : null;
     out.sweep = { tokens: 32, ms: sweep.ms, prefillMs: unit32, prefills: sweep.ms / unit32, target: 80,
-                  latency: sweepLatency };
+                  latency: sweepLatency, cpuMs: sweepCpu, cpuPrefillMs: cpuUnit32,
+                  cpuPrefills: sweepCpu !== null && cpuUnit32 ? sweepCpu / cpuUnit32 : null };
     // Activation patching of two 16-token prompts that differ in their last word (the first last
     // word whose prediction differs from the clean one's).
+    cpuUnits.length = 0;
     const before16 = await prefillRuns(text(16, 'house'));
     await generate(text(16, 'house'), true);
     await settle();
@@ -402,8 +453,12 @@ async function experimentsInPage(browser, origin, type, words) {
           .catch((e) => (/same next token/.test(e.message) ? null : Promise.reject(e)));
       if (!latency) continue;
       const r = await page.evaluate(() => window.gpt2Page.state.patching.result);
+      const patchCpu = jobCpuMs;
       const unit16 = median([...before16, ...(await prefillRuns(text(16, 'house')))]);
-      out.patching = { tokens: 16, ms: r.ms, prefillMs: unit16, prefills: r.ms / unit16, target: 13 * 16 / 2, latency };
+      const cpuUnit16 = cpuUnits.length ? median(cpuUnits) : null;
+      out.patching = { tokens: 16, ms: r.ms, prefillMs: unit16, prefills: r.ms / unit16, target: 13 * 16 / 2, latency,
+                       cpuMs: patchCpu, cpuPrefillMs: cpuUnit16,
+                       cpuPrefills: patchCpu !== null && cpuUnit16 ? patchCpu / cpuUnit16 : null };
       break;
     }
     if (!out.patching) throw new Error('no corrupted prompt with another answer');
@@ -448,14 +503,16 @@ if (!flag('skip-browser')) {
         `load average now ${os.loadavg()[0].toFixed(2)}`);
     }
     if (!flag('skip-experiments')) {
-      need(path.join(kRoot, 'build/site/index.html'), 'the page (build/site)');
+      need(path.join(kSite, 'index.html'), `the page (${path.relative(kRoot, kSite)})`);
       results.experiments = { type: kTypes[0], ...(await experimentsInPage(browser, origin, kTypes[0], kWords)) };
       for (const [name, r] of Object.entries(results.experiments)) {
         if (name === 'type') continue;
         console.log(`page ${name} (${r.tokens} tokens, ${kTypes[0]}): ${(r.ms / 1000).toFixed(1)} s = ` +
           `${r.prefills.toFixed(1)} prefills of ${r.prefillMs.toFixed(0)} ms (target ${r.target}); a click answered ` +
           `within ${r.latencyMax.toFixed(0)} ms (95%: ${r.latencyP95.toFixed(0)} ms, ${r.clicks} clicks); the page's ` +
-          `main thread had ${r.longTasks} tasks over 50 ms (longest ${r.longestTask.toFixed(0)} ms)`);
+          `main thread had ${r.longTasks} tasks over 50 ms (longest ${r.longestTask.toFixed(0)} ms); by the worker ` +
+          `thread's CPU time ${r.cpuPrefills === null ? '–' : r.cpuPrefills.toFixed(1)} prefills ` +
+          `(${r.cpuMs === null ? '–' : (r.cpuMs / 1000).toFixed(1)} s / ${r.cpuPrefillMs === null ? '–' : r.cpuPrefillMs.toFixed(0)} ms)`);
       }
     }
   } finally {
@@ -496,16 +553,18 @@ if (results.experiments) {
   lines.push('');
   lines.push(`The page's experiments (Chromium, 1 thread, ${results.experiments.type}): time in prefills of the same ` +
     'number of tokens (capture off) measured in the same page; meanwhile a real click every 250 ms, timed from ' +
-    'its input event to the frame after it, and the main thread\'s long tasks.');
+    'its input event to the frame after it, and the main thread\'s long tasks. "By worker CPU time": the same ' +
+    'ratio from the engine worker thread\'s CPU time (/proc), which a busy machine does not skew.');
   lines.push('');
-  lines.push('| experiment | tokens | time | prefill | in prefills | target | click shown within (max / 95%) | ' +
-    'main-thread tasks > 50 ms |');
-  lines.push('|---|---:|---:|---:|---:|---:|---:|---:|');
+  lines.push('| experiment | tokens | time | prefill | in prefills | by worker CPU time | target | ' +
+    'click shown within (max / 95%) | main-thread tasks > 50 ms |');
+  lines.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const [name, what] of [['sweep', 'which heads matter (144 heads)'], ['patching', 'activation patching (blocks × positions)']]) {
     const r = results.experiments[name];
     if (!r) continue;
     lines.push(`| ${what} | ${r.tokens} | ${(r.ms / 1000).toFixed(1)} s | ${r.prefillMs.toFixed(0)} ms | ` +
-      `**${r.prefills.toFixed(1)}** | ≤ ${r.target} | ${r.latencyMax.toFixed(0)} / ${r.latencyP95.toFixed(0)} ms ` +
+      `**${r.prefills.toFixed(1)}** | ${r.cpuPrefills === null ? '–' : `**${r.cpuPrefills.toFixed(1)}**`} | ` +
+      `≤ ${r.target} | ${r.latencyMax.toFixed(0)} / ${r.latencyP95.toFixed(0)} ms ` +
       `(${r.clicks} clicks; target 100) | ${r.longTasks} (longest ${r.longestTask.toFixed(0)} ms) |`);
   }
 }
