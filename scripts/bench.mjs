@@ -15,7 +15,8 @@
 //   d) the page's experiments (build/site in the same Chromium, one thread, the first weight
 //      type): "which heads matter" on a 32-token prompt and activation patching of a 16-token
 //      pair, each as its time over a prefill (capture off) of the same length measured in the
-//      same page, and how long the page takes to answer a click meanwhile.
+//      same page, and how long the page takes to show a real click meanwhile (from the input
+//      event to the frame after it).
 // For every weight type both engines are loaded into one fresh page, do one warm-up run each,
 // then --runs runs alternating (ours, wllama, ours, ...); figures are the median run. Prints the
 // machine, date, browser and load average, every run, then one Markdown table (ours, wllama,
@@ -25,7 +26,7 @@
 //                          [--decode-tokens 64] [--skip-native] [--skip-browser] [--skip-experiments]
 //                          [--skip-compare] [--skip-ours] [--max-load 0.5]
 // (--skip-compare: in the browser, only the page's experiments, not the ours/wllama runs.)
-//                          [--engine build/wasm/web/gpt2-engine.js]
+//                          [--engine build/wasm/web/gpt2-engine.js] [--site build/site]
 // Needs `bash scripts/build.sh` first (native tools and build/wasm/web).
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -55,6 +56,9 @@ const kWllamaVersion = JSON.parse(fs.readFileSync(
 // --engine: another build of the page's module (under the repository, e.g. an earlier build
 // copied to build/bench/base/) to measure before/after in the same conditions.
 const kEngineJs = path.resolve(kRoot, arg('engine', 'build/wasm/web/gpt2-engine.js'));
+// --site: the page for the experiments, likewise (e.g. an earlier build-site.sh output
+// assembled under build/bench/ with GPT2_SITE_DIR).
+const kSite = path.resolve(kRoot, arg('site', 'build/site'));
 
 function need(file, what) {
   if (!fs.existsSync(file)) {
@@ -192,7 +196,7 @@ const sizeMB = (f) => fs.statSync(f).size / 1e6;
 const median = Ours.median;
 
 const results = { date, machine: host, loadAtStart: load, runs: kRuns, promptTokens: kPromptTokens,
-  engine: path.relative(kRoot, kEngineJs),
+  engine: path.relative(kRoot, kEngineJs), site: path.relative(kRoot, kSite),
   decodeTokens: kDecodeTokens, models: Object.fromEntries(Object.entries(models).map(
     ([t, f]) => [t, { file: path.relative(kRoot, f), megabytes: sizeMB(f) }])), native: [],
   browser: {} };
@@ -269,24 +273,77 @@ async function compareInBrowser(browser, origin, type, promptText) {
 
 // ---- d) the page's experiments -------------------------------------------------------------
 
-// In the page: every 250 ms a click on a checkbox whose handler draws at once, timed from when
-// the click was due (so a busy main thread counts) to the next frame: what a person waits for.
+// In the page: how long a real click (a trusted input event, sent by the browser) on a checkbox
+// takes to show, from the event's time stamp (when the browser took the input, so a busy main
+// thread counts) to the end of the next frame after its handlers ran (a task posted from that
+// frame's requestAnimationFrame runs once the frame is rendered). The checkbox's own handler
+// redraws the attention grid, as a person toggling it would see.
 function latencyProbeStart() {
-  const box = document.querySelector('[data-testid=exp-knock-mode]');
   window.latencies = [];
-  let due = performance.now() + 250;
-  const tick = () => {
-    box.click();
-    requestAnimationFrame(() => window.latencies.push(performance.now() - due));
-    due += 250;
-    window.latencyTimer = setTimeout(tick, Math.max(0, due - performance.now()));
+  window.latencyListener = (e) => {
+    if (!e.isTrusted) return;
+    const t0 = e.timeStamp;
+    requestAnimationFrame(() => {
+      const channel = new MessageChannel();
+      channel.port1.onmessage = () => window.latencies.push(performance.now() - t0);
+      channel.port2.postMessage(0);
+    });
   };
-  window.latencyTimer = setTimeout(tick, 250);
+  document.querySelector('[data-testid=exp-knock-mode]').addEventListener('click', window.latencyListener);
+  // The main thread's own long tasks (over 50 ms) meanwhile: what would delay a click.
+  window.longTasks = [];
+  window.longTaskObserver = new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) window.longTasks.push(e.duration);
+  });
+  window.longTaskObserver.observe({type: 'longtask'});
 }
 
 function latencyProbeStop() {
-  clearTimeout(window.latencyTimer);
-  return window.latencies;
+  document.querySelector('[data-testid=exp-knock-mode]').removeEventListener('click', window.latencyListener);
+  window.longTaskObserver.disconnect();
+  return {latencies: window.latencies, longTasks: window.longTasks};
+}
+
+// From here (Node), every 250 ms a mouse click on the checkbox until stop() is called (scrolled
+// into view each time: starting a job scrolls the page to its button).
+function startClicking(page) {
+  const box = page.getByTestId('exp-knock-mode');
+  let clicking = true;
+  const loop = (async () => {
+    while (clicking) {
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      if (clicking) await box.click({force: true});
+    }
+  })();
+  return async () => { clicking = false; await loop; };
+}
+
+// CPU time (ms) of Chromium's dedicated worker threads so far (Linux /proc: utime + stime of
+// every thread named DedicatedWorker*; the page's engine worker is the only one). A job's and
+// a prefill's CPU time in that thread give a ratio that time spent descheduled on a busy
+// machine does not skew, as it does wall time. Null where /proc is not there.
+function workerCpuMs() {
+  const tick = 1000 / 100;  // USER_HZ: 100 on Linux
+  let ticks = 0, found = false;
+  try {
+    for (const pid of fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+      let tids;
+      try {
+        if (!/chrom/i.test(fs.readFileSync(`/proc/${pid}/comm`, 'utf8'))) continue;
+        tids = fs.readdirSync(`/proc/${pid}/task`);
+      } catch { continue; }  // gone meanwhile
+      for (const tid of tids) {
+        try {
+          if (!/^DedicatedWorker/.test(fs.readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8'))) continue;
+          const stat = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+          const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+          ticks += Number(f[11]) + Number(f[12]);  // fields 14 and 15 of proc(5)
+          found = true;
+        } catch { /* the thread ended */ }
+      }
+    }
+  } catch { return null; }
+  return found ? ticks * tick : null;
 }
 
 async function experimentsInPage(browser, origin, type, words) {
@@ -298,13 +355,15 @@ async function experimentsInPage(browser, origin, type, words) {
   // Until fn holds or the page shows an error (then thrown).
   const waitFor = async (fn, what) => {
     console.log(`  page: ${what}…`);
+    // Polled every 100 ms, not every frame (Playwright's default), which kept the main thread
+    // drawing frames throughout a job, competing with the worker on a small machine.
     await page.waitForFunction(`(${fn})() || !document.querySelector('[data-testid=error]').hidden`, null,
-                               { timeout: 900_000 });
+                               { timeout: 900_000, polling: 100 });
     const e = await pageError();
     if (e || errors.length) throw new Error(`${what}: ${e} ${errors.join('\n')}`);
   };
   try {
-    await page.goto(`${origin}/build/site/index.html?model=/__model/bench-${type}.gguf&debug=1`);
+    await page.goto(`${origin}/${path.relative(kRoot, kSite)}/index.html?model=/__model/bench-${type}.gguf&debug=1`);
     await waitFor(() => document.querySelector('[data-testid=progress]').dataset.source ||
                         !document.querySelector('[data-testid=error]').hidden, 'load');
     await page.getByTestId('temperature').fill('0');
@@ -317,10 +376,22 @@ async function experimentsInPage(browser, origin, type, words) {
                     'generate');
       return page.evaluate(() => window.gpt2Page.state.statsData.prefillMs);
     };
-    // The prefill unit: the same number of tokens, capture off, 3 runs (after a warm-up).
+    // The prefill unit: the same number of tokens, capture off, 3 runs (after a warm-up). By
+    // CPU time: a generation is a prefill and a token (sampled and fed), so the worker thread's
+    // CPU time over three generations of 1 token and three of 2 gives a prefill's as
+    // 2 x (1 token) - (2 tokens).
+    const cpuUnits = [];
     const prefillRuns = async (prompt) => {
       await generate(prompt, false);
-      return [await generate(prompt, false), await generate(prompt, false), await generate(prompt, false)];
+      const cpu0 = workerCpuMs();
+      const runs = [await generate(prompt, false), await generate(prompt, false), await generate(prompt, false)];
+      const cpu1 = workerCpuMs();
+      await page.getByTestId('max-tokens').fill('2');
+      for (let i = 0; i < 3; ++i) await generate(prompt, false);
+      const cpu2 = workerCpuMs();
+      await page.getByTestId('max-tokens').fill('1');
+      if (cpu0 !== null && cpu2 !== null) cpuUnits.push((2 * (cpu1 - cpu0) - (cpu2 - cpu1)) / 3);
+      return runs;
     };
     // Until the views have drawn what the last generation asked for (activations, lens) and a
     // frame comes at once: the job's clicks then wait for the job alone.
@@ -334,16 +405,22 @@ async function experimentsInPage(browser, origin, type, words) {
         if (ms < 50) break;
       }
     };
-    let latencies = [];
+    let jobCpuMs = null;
     const job = async (start, done) => {
       await page.evaluate(latencyProbeStart);
+      const cpu0 = workerCpuMs();
+      const stopClicking = startClicking(page);
       try {
         await start();
         await waitFor(done, 'job');
+        const cpu1 = workerCpuMs();
+        jobCpuMs = cpu0 !== null && cpu1 !== null ? cpu1 - cpu0 : null;
       } finally {
-        latencies = await page.evaluate(latencyProbeStop);
+        await stopClicking();
       }
-      return latencies;
+      // The last click's frame may still be on its way.
+      await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 50))));
+      return page.evaluate(latencyProbeStop);
     };
     const out = {};
     // Which heads matter, at the last of 32 prompt tokens.
@@ -357,11 +434,15 @@ async function experimentsInPage(browser, origin, type, words) {
                                    () => window.gpt2Page.state.sweep.result && !window.gpt2Page.state.sweep.running);
     const sweep = await page.evaluate(() => window.gpt2Page.state.sweep.result);
     if (sweep.position !== 31 || sweep.done !== sweep.total) throw new Error(`sweep at ${sweep.position}, ${sweep.done}/${sweep.total}`);
+    const sweepCpu = jobCpuMs;
     const unit32 = median([...before32, ...(await prefillRuns(prompt32))]);
+    const cpuUnit32 = cpuUnits.length ? median(cpuUnits) : null;
     out.sweep = { tokens: 32, ms: sweep.ms, prefillMs: unit32, prefills: sweep.ms / unit32, target: 80,
-                  latency: sweepLatency };
+                  latency: sweepLatency, cpuMs: sweepCpu, cpuPrefillMs: cpuUnit32,
+                  cpuPrefills: sweepCpu !== null && cpuUnit32 ? sweepCpu / cpuUnit32 : null };
     // Activation patching of two 16-token prompts that differ in their last word (the first last
     // word whose prediction differs from the clean one's).
+    cpuUnits.length = 0;
     const before16 = await prefillRuns(text(16, 'house'));
     await generate(text(16, 'house'), true);
     await settle();
@@ -374,15 +455,21 @@ async function experimentsInPage(browser, origin, type, words) {
           .catch((e) => (/same next token/.test(e.message) ? null : Promise.reject(e)));
       if (!latency) continue;
       const r = await page.evaluate(() => window.gpt2Page.state.patching.result);
+      const patchCpu = jobCpuMs;
       const unit16 = median([...before16, ...(await prefillRuns(text(16, 'house')))]);
-      out.patching = { tokens: 16, ms: r.ms, prefillMs: unit16, prefills: r.ms / unit16, target: 13 * 16 / 2, latency };
+      const cpuUnit16 = cpuUnits.length ? median(cpuUnits) : null;
+      out.patching = { tokens: 16, ms: r.ms, prefillMs: unit16, prefills: r.ms / unit16, target: 13 * 16 / 2, latency,
+                       cpuMs: patchCpu, cpuPrefillMs: cpuUnit16,
+                       cpuPrefills: patchCpu !== null && cpuUnit16 ? patchCpu / cpuUnit16 : null };
       break;
     }
     if (!out.patching) throw new Error('no corrupted prompt with another answer');
     for (const r of Object.values(out)) {
-      const v = [...r.latency].sort((a, b) => a - b);
-      r.latencyMax = v[v.length - 1];
-      r.latencyP95 = v[Math.min(v.length - 1, Math.floor(v.length * 0.95))];
+      r.longTasks = r.latency.longTasks.length;
+      r.longestTask = Math.max(0, ...r.latency.longTasks);
+      const v = [...r.latency.latencies].sort((a, b) => a - b);
+      r.latencyMax = v.length ? v[v.length - 1] : NaN;
+      r.latencyP95 = v.length ? v[Math.min(v.length - 1, Math.floor(v.length * 0.95))] : NaN;
       r.clicks = v.length;
       delete r.latency;
     }
@@ -438,13 +525,16 @@ if (!flag('skip-browser')) {
       results.ours = { type, long, threads, reload };
     }
     if (!flag('skip-experiments')) {
-      need(path.join(kRoot, 'build/site/index.html'), 'the page (build/site)');
+      need(path.join(kSite, 'index.html'), `the page (${path.relative(kRoot, kSite)})`);
       results.experiments = { type: kTypes[0], ...(await experimentsInPage(browser, origin, kTypes[0], kWords)) };
       for (const [name, r] of Object.entries(results.experiments)) {
         if (name === 'type') continue;
         console.log(`page ${name} (${r.tokens} tokens, ${kTypes[0]}): ${(r.ms / 1000).toFixed(1)} s = ` +
           `${r.prefills.toFixed(1)} prefills of ${r.prefillMs.toFixed(0)} ms (target ${r.target}); a click answered ` +
-          `within ${r.latencyMax.toFixed(0)} ms (95%: ${r.latencyP95.toFixed(0)} ms, ${r.clicks} clicks)`);
+          `within ${r.latencyMax.toFixed(0)} ms (95%: ${r.latencyP95.toFixed(0)} ms, ${r.clicks} clicks); the page's ` +
+          `main thread had ${r.longTasks} tasks over 50 ms (longest ${r.longestTask.toFixed(0)} ms); by the worker ` +
+          `thread's CPU time ${r.cpuPrefills === null ? '–' : r.cpuPrefills.toFixed(1)} prefills ` +
+          `(${r.cpuMs === null ? '–' : (r.cpuMs / 1000).toFixed(1)} s / ${r.cpuPrefillMs === null ? '–' : r.cpuPrefillMs.toFixed(0)} ms)`);
       }
     }
   } finally {
@@ -484,15 +574,20 @@ for (const type of kTypes) {
 if (results.experiments) {
   lines.push('');
   lines.push(`The page's experiments (Chromium, 1 thread, ${results.experiments.type}): time in prefills of the same ` +
-    'number of tokens (capture off) measured in the same page; the page answering a click meanwhile.');
+    'number of tokens (capture off) measured in the same page; meanwhile a real click every 250 ms, timed from ' +
+    'its input event to the frame after it, and the main thread\'s long tasks. "By worker CPU time": the same ' +
+    'ratio from the engine worker thread\'s CPU time (/proc), which a busy machine does not skew.');
   lines.push('');
-  lines.push('| experiment | tokens | time | prefill | in prefills | target | click answered within (max / 95%) |');
-  lines.push('|---|---:|---:|---:|---:|---:|---:|');
+  lines.push('| experiment | tokens | time | prefill | in prefills | by worker CPU time | target | ' +
+    'click shown within (max / 95%) | main-thread tasks > 50 ms |');
+  lines.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const [name, what] of [['sweep', 'which heads matter (144 heads)'], ['patching', 'activation patching (blocks × positions)']]) {
     const r = results.experiments[name];
     if (!r) continue;
     lines.push(`| ${what} | ${r.tokens} | ${(r.ms / 1000).toFixed(1)} s | ${r.prefillMs.toFixed(0)} ms | ` +
-      `**${r.prefills.toFixed(1)}** | ≤ ${r.target} | ${r.latencyMax.toFixed(0)} / ${r.latencyP95.toFixed(0)} ms (target 100) |`);
+      `**${r.prefills.toFixed(1)}** | ${r.cpuPrefills === null ? '–' : `**${r.cpuPrefills.toFixed(1)}**`} | ` +
+      `≤ ${r.target} | ${r.latencyMax.toFixed(0)} / ${r.latencyP95.toFixed(0)} ms ` +
+      `(${r.clicks} clicks; target 100) | ${r.longTasks} (longest ${r.longestTask.toFixed(0)} ms) |`);
   }
 }
 if (results.ours) {

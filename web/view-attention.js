@@ -2,44 +2,60 @@
 // map. A knocked-out head (experiments) is struck through in the grid.
 import {Heatmap, fmt, pieceAt, showPiece, viridisCss} from './viz.js';
 
+// The grid's cells as last built: {from (the data they were drawn from), cells: [{el, l, h, words}]}.
+const grids = new WeakMap();
+
 // data: {attention: [L] Float32Array [H, p + 1], position, nLayer, nHead, layer, head, pieces,
-// ids, ablated: ["l.h", ...], knockMode}
+// ids, ablated: ["l.h", ...], knockMode}. The 144 strips are drawn again only when the
+// attention shown changes; choosing a head or knocking one out only marks the cells (redrawing
+// every canvas made each such click a long task while a job ran).
 export function render(grid, d) {
+  const last = grids.get(grid);
+  const same = last && ['attention', 'position', 'nLayer', 'nHead', 'pieces', 'ids'].every((k) => last.from[k] === d[k]);
+  const built = same ? last : build(grid, d);
+  grids.set(grid, {...built, from: d});
+  grid.classList.toggle('knock-mode', !!d.knockMode);
+  for (const {el, l, h, words} of built.cells) {
+    const knocked = d.ablated.includes(`${l}.${h}`);
+    el.classList.toggle('chosen', l === d.layer && h === d.head);
+    el.classList.toggle('knocked-out', knocked);
+    if (knocked) el.dataset.knockedOut = 'true';
+    else delete el.dataset.knockedOut;
+    const text = words + (knocked ? ' (knocked out)' : '') +
+        (d.knockMode ? `. Click to ${knocked ? 'restore' : 'knock out'} this head.` : '');
+    el.title = text;
+    el.setAttribute('aria-label', text);
+    el.setAttribute('aria-pressed', d.knockMode ? String(knocked) : 'false');
+  }
+}
+
+function build(grid, d) {
   const {nLayer: L, nHead: H, position: p} = d;
   grid.style.setProperty('--heads', H);
-  grid.classList.toggle('knock-mode', !!d.knockMode);
-  const cells = [];
+  const children = [], cells = [];
   const corner = document.createElement('div');
   corner.className = 'corner';
-  cells.push(corner);
+  children.push(corner);
   for (let h = 0; h < H; ++h) {
     const el = document.createElement('div');
     el.className = 'col-label';
     el.textContent = `h${h}`;
-    cells.push(el);
+    children.push(el);
   }
   for (let l = 0; l < L; ++l) {
     const label = document.createElement('div');
     label.className = 'row-label';
     label.textContent = `block ${l}`;
-    cells.push(label);
+    children.push(label);
     for (let h = 0; h < H; ++h) {
       const row = d.attention[l].subarray(h * (p + 1), (h + 1) * (p + 1));
       let best = 0;
       for (let k = 1; k <= p; ++k) if (row[k] > row[best]) best = k;
-      const knocked = d.ablated.includes(`${l}.${h}`);
       const cell = document.createElement('button');
       cell.type = 'button';
-      cell.className = 'attn-cell' + (l === d.layer && h === d.head ? ' chosen' : '') + (knocked ? ' knocked-out' : '');
+      cell.className = 'attn-cell';
       cell.dataset.layer = l;
       cell.dataset.head = h;
-      if (knocked) cell.dataset.knockedOut = 'true';
-      const words = `block ${l}, head ${h}: attends most to ${pieceAt(d.pieces, d.ids, best)} (position ${best}) ` +
-          `with ${fmt(row[best], 3)}` + (knocked ? ' (knocked out)' : '') +
-          (d.knockMode ? `. Click to ${knocked ? 'restore' : 'knock out'} this head.` : '');
-      cell.title = words;
-      cell.setAttribute('aria-label', words);
-      cell.setAttribute('aria-pressed', d.knockMode ? String(knocked) : 'false');
       const c = document.createElement('canvas');
       c.width = Math.max(24, Math.min(96, (p + 1) * 4));
       c.height = 14;
@@ -50,10 +66,13 @@ export function render(grid, d) {
         ctx.fillRect(k * w, 0, Math.ceil(w), c.height);
       }
       cell.append(c);
-      cells.push(cell);
+      children.push(cell);
+      cells.push({el: cell, l, h, words: `block ${l}, head ${h}: attends most to ${pieceAt(d.pieces, d.ids, best)} ` +
+                                         `(position ${best}) with ${fmt(row[best], 3)}`});
     }
   }
-  grid.replaceChildren(...cells);
+  grid.replaceChildren(...children);
+  return {cells};
 }
 
 const maps = new WeakMap();  // canvas -> its Heatmap

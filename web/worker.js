@@ -28,7 +28,8 @@
 //     {type:'patching', clean, corrupted, interventions}  activation patching: two prompts of the same
 //                                    token length; the clean stream entering each block at each
 //                                    position patched into the corrupted run, one at a time
-//     {type:'cancel-job'}            cancels a head sweep or patching job, handled at once
+//     {type:'cancel-job'}            cancels a head sweep or patching job: received at once, it stops
+//                                    the job after the engine call running (about 4 prefills of work)
 //     {type:'export', layer}         the chosen block's captured tensors, by TransformerLens names
 //     {type:'attribute', position, target, interventions}  direct logit attribution of the
 //                                    conversation at `position` for `target` (re-runs it)
@@ -829,8 +830,29 @@ async function handleExperiment(msg) {
   }
 }
 
+// Splits items (in the order the job runs them) into consecutive groups of about `budget` work
+// each (workOf(item): its work in full re-runs of the prompt), at least one item per group:
+// each group is one engine call, so a call lasts about `budget` prefills, which bounds how long
+// a cancel or a progress update waits, while the probes of a call share the unembedding's pass.
+function groupsByWork(items, workOf, budget) {
+  const groups = [];
+  let group = [], work = 0;
+  for (const item of items) {
+    if (group.length && work + workOf(item) > budget) {
+      groups.push(group);
+      group = [];
+      work = 0;
+    }
+    group.push(item);
+    work += workOf(item);
+  }
+  if (group.length) groups.push(group);
+  return groups;
+}
+const kCallBudget = 4;  // prefills of the prompt per engine call of a job (~0.6 s for GPT-2 small, 32 tokens)
+
 // Each head knocked out alone and the target's log-probability at `p` measured by the engine
-// (Engine::AblatedLogProb: only positions 0..p run again, from the head's block, without
+// (Engine::AblatedLogProbs: only positions 0..p run again, from the head's block, without
 // capture), ranked by how much it drops. The blocks go from the last down, so each probe's
 // block is the first its cache differs in and no block before it runs again.
 async function handleHeadSweep(msg) {
@@ -858,17 +880,14 @@ async function handleHeadSweep(msg) {
     }
     restore = spec;
     const base = engine.ablatedLogProb(L, 0, p, target, means);
-    let lastPost = 0;
-    for (let l = L - 1; l >= 0 && !cancelJob; --l) {
-      for (let h = 0; h < H && !cancelJob; ++h) {
-        const logProb = engine.ablatedLogProb(l, h, p, target, means);
-        heads.push({layer: l, head: h, logProb, drop: base - logProb});
-        if (performance.now() - lastPost > 100 || heads.length === total) {
-          post({type: 'sweep-progress', done: heads.length, total});
-          lastPost = performance.now();
-        }
-        await yieldToEvents();
-      }
+    const order = [];
+    for (let l = L - 1; l >= 0; --l) for (let h = 0; h < H; ++h) order.push([l, h]);
+    for (const group of groupsByWork(order, ([l]) => (L - l) / L, kCallBudget)) {
+      if (cancelJob) break;
+      const logProbs = engine.ablatedLogProbs(group, p, target, means);
+      group.forEach(([l, h], i) => heads.push({layer: l, head: h, logProb: logProbs[i], drop: base - logProbs[i]}));
+      post({type: 'sweep-progress', done: heads.length, total});
+      await yieldToEvents();
     }
     heads.sort((a, b) => b.drop - a.drop || a.layer - b.layer || a.head - b.head);
     post({type: 'sweep', position: p, target, base, heads, done: heads.length, total, cancelled: cancelJob,
@@ -904,20 +923,20 @@ async function handlePatching(msg) {
                       'patching needs the same number of tokens (change a word for another of one token).');
     }
     if (clean.length > info.n_ctx) throw new Error(`The prompts are longer than the model's context of ${info.n_ctx} tokens.`);
-    const L = info.n_layer, T = clean.length, C = info.n_embd, total = L * T;
+    const L = info.n_layer, T = clean.length, total = L * T;
     engine.setInterventions({});
     engine.reset();
     engine.setCapture(true);
     // Each prompt's top token, then the two log-probability differences measured as the
     // patched runs' are (in double, from the logits), so a patch that restores all gives 1.
     engine.prefill(corrupted);
-    const other = topOf(fullDistribution(T - 1), 1).ids[0];
+    const other = engine.topProbs(T - 1).ids[0];
     const diff = (a) => engine.ablatedLogProb(L, 0, T - 1, a, false) -
                         engine.ablatedLogProb(L, 0, T - 1, other, false);
     engine.reset();
     engine.prefill(clean);
     const cleanResid = Array.from({length: L}, (_, l) => engine.residual(l).slice());
-    const answer = topOf(fullDistribution(T - 1), 1).ids[0];
+    const answer = engine.topProbs(T - 1).ids[0];
     if (answer === other) {
       throw new Error('Both prompts predict the same next token, so there is no difference to bring back: ' +
                       'choose a corrupted prompt whose most likely next token differs.');
@@ -927,18 +946,22 @@ async function handlePatching(msg) {
     engine.prefill(corrupted);
     const corruptedDiff = diff(answer);
     const recovered = new Float32Array(total).fill(NaN);
-    let done = 0, lastPost = 0;
-    for (let l = L - 1; l >= 0 && !cancelJob; --l) {
-      for (let p = T - 1; p >= 0 && !cancelJob; --p) {
-        const [a, o] = engine.patchedLogProbs(l, p, cleanResid[l].subarray(p * C, (p + 1) * C), [answer, other]);
-        recovered[l * T + p] = (a - o - corruptedDiff) / (cleanDiff - corruptedDiff);
-        done++;
-        if (performance.now() - lastPost > 100 || done === total) {
-          post({type: 'patching-progress', done, total});
-          lastPost = performance.now();
-        }
-        await yieldToEvents();
-      }
+    let done = 0;
+    const cells = [];
+    for (let l = L - 1; l >= 0; --l) for (let p = T - 1; p >= 0; --p) cells.push([l, p]);
+    // A group never spans two blocks: one engine call patches one block's stream.
+    const groups = groupsByWork(cells, ([l, p]) => ((L - l) / L) * ((T - p) / T), kCallBudget)
+        .flatMap((g) => [...new Set(g.map(([l]) => l))].map((l) => g.filter(([m]) => m === l)));
+    for (const group of groups) {
+      if (cancelJob) break;
+      const l = group[0][0], positions = group.map(([, p]) => p);
+      const logProbs = engine.patchedLogProbsAt(l, positions, cleanResid[l], [answer, other]);
+      positions.forEach((p, i) => {
+        recovered[l * T + p] = (logProbs[2 * i] - logProbs[2 * i + 1] - corruptedDiff) / (cleanDiff - corruptedDiff);
+      });
+      done += positions.length;
+      post({type: 'patching-progress', done, total});
+      await yieldToEvents();
     }
     post({type: 'patching', nLayer: L, positions: T, answer, other, cleanDiff, corruptedDiff, recovered, done, total,
           cancelled: cancelJob, ms: performance.now() - started, pieces: bytesToPieces(corrupted), answerPieces: bytesToPieces([answer, other])},

@@ -27,7 +27,9 @@
 //   engine.headMeans()     // Float32Array [n_layer, n_embd]: mean head outputs of the capture
 //   engine.ablatedLogProb(layer, head, position, target, means)  // one step of "which heads
 //                          // matter" (layer = n_layer: the baseline); then rerun() to go on
+//   engine.ablatedLogProbs([[layer, head], ...], position, target, means)  // several at once
 //   engine.patchedLogProbs(layer, position, value, ids)  // one cell of activation patching
+//   engine.patchedLogProbsAt(layer, positions, stream, ids)  // several cells of one block
 //   engine.blockTimes()    // Float64Array [n_layer]: ms per block in the last prefill()
 //   engine.sublayerNorms() // Float32Array [n_layer, P, 4]: ln_1 out, attn out, ln_2 out, MLP out
 //
@@ -111,6 +113,19 @@ val ViewToJs(const T* data, size_t n) {
 std::vector<int> IntList(const val& v) {
   if (v.isUndefined() || v.isNull()) return {};
   return emscripten::convertJSArrayToNumberVector<int>(v);
+}
+
+// [[layer, head], ...] (undefined or null: none).
+std::vector<gpt2::HeadRef> HeadList(const val& v) {
+  std::vector<gpt2::HeadRef> heads;
+  if (v.isUndefined() || v.isNull()) return heads;
+  const int n = v["length"].as<int>();
+  for (int i = 0; i < n; ++i) {
+    const std::vector<int> pair = IntList(v[i]);
+    if (pair.size() != 2) throw gpt2::Error("heads are given as [layer, head] pairs");
+    heads.push_back({pair[0], pair[1]});
+  }
+  return heads;
 }
 
 // A file that arrives from JavaScript in chunks (the page's download), held in one allocation,
@@ -528,15 +543,7 @@ class Engine : public ErrorsByValue {
     Guarded([&] {
       RequireModel();
       Interventions iv;
-      const val heads = spec["ablateHeads"];
-      if (!heads.isUndefined() && !heads.isNull()) {
-        const int n = heads["length"].as<int>();
-        for (int i = 0; i < n; ++i) {
-          const std::vector<int> pair = IntList(heads[i]);
-          if (pair.size() != 2) throw Error("ablateHeads entries are [layer, head] pairs");
-          iv.ablate_heads.push_back({pair[0], pair[1]});
-        }
-      }
+      iv.ablate_heads = HeadList(spec["ablateHeads"]);
       iv.skip_attn = IntList(spec["skipAttn"]);
       iv.skip_mlp = IntList(spec["skipMlp"]);
       iv.no_residual = IntList(spec["noResidual"]);
@@ -583,6 +590,9 @@ class Engine : public ErrorsByValue {
         throw Error("Re-running needs the activations of every position: turn on capture and run the prompt again.");
       }
       const int first = std::min(cache_first_changed_, interventions_.FirstChangedBlock(L));
+      // The cache and the capture are already those of this run (e.g. the plain run before a
+      // heads sweep): running the unembedding of every position again would only repeat them.
+      if (first >= L && !probed_ && logits_ != nullptr) return L;
       RunOptions run;
       run.interventions = &interventions_;
       const bool full = first >= L;
@@ -679,18 +689,17 @@ class Engine : public ErrorsByValue {
   // 0..position run again from block `layer` (the cache before it reused), nothing captured:
   // a sweep from the last block down costs sum_l (n_layer - l) / n_layer prefills per head.
   double AblatedLogProb(int layer, int head, int position, int target, const val& means) {
+    return Guarded([&] { return AblatedLogProbsOf({{layer, head}}, position, target, means).at(0); });
+  }
+
+  // Several steps of "which heads matter" in one call: as ablatedLogProb for each [layer, head]
+  // of `heads` in turn (Float64Array, one log-probability each), but the probes' final rows go
+  // through the unembedding together, kProbeRows at a time: one pass over its weights instead of
+  // one per head (for GPT-2 small a one-row pass costs ~1/10 of a 32-token prefill).
+  val AblatedLogProbs(const val& heads, int position, int target, const val& means) {
     return Guarded([&] {
-      RequireModel();
-      const Config& c = model_->config();
-      RequireProbePosition(position);
-      RequireToken(target);
-      Interventions iv;
-      if (layer != c.n_layer) {
-        iv.ablate_heads.push_back({layer, head});
-        iv.head_means = emscripten::convertJSArrayToNumberVector<float>(means);
-        iv.Validate(c);
-      }
-      return LogProbability(Probe(iv, std::min(layer, c.n_layer), 0, position + 1), c.n_vocab, target);
+      const std::vector<double> out = AblatedLogProbsOf(HeadList(heads), position, target, means);
+      return CopyToJs(out.data(), out.size());
     });
   }
 
@@ -701,16 +710,29 @@ class Engine : public ErrorsByValue {
   val PatchedLogProbs(int layer, int position, const val& value, const val& ids_js) {
     return Guarded([&] {
       RequireModel();
-      const Config& c = model_->config();
-      RequireProbePosition(position);
-      const std::vector<int> ids = IntList(ids_js);
-      for (int id : ids) RequireToken(id);
-      Interventions iv;
-      iv.patches.push_back({layer, position, emscripten::convertJSArrayToNumberVector<float>(value)});
-      iv.Validate(c);
-      const float* logits = Probe(iv, layer, position, session_->position());
-      std::vector<double> out;
-      for (int id : ids) out.push_back(LogProbability(logits, c.n_vocab, id));
+      const std::vector<float> row = emscripten::convertJSArrayToNumberVector<float>(value);
+      const std::vector<double> out = PatchedLogProbsOf(layer, {position}, [&](int) { return row; }, ids_js);
+      return CopyToJs(out.data(), out.size());
+    });
+  }
+
+  // The cells of one block of activation patching in one call: for each of `positions` in turn,
+  // as patchedLogProbs(layer, position, row `position` of stream, ids), where stream is
+  // Float32Array [position(), n_embd] (e.g. another run's residual(layer)); returns Float64Array
+  // [positions.length, ids.length]. The probes' final rows share the unembedding's passes (see
+  // ablatedLogProbs); going down the positions, each probe re-runs only the rows from its own on.
+  val PatchedLogProbsAt(int layer, const val& positions_js, const val& stream_js, const val& ids_js) {
+    return Guarded([&] {
+      RequireModel();
+      const size_t C = size_t(model_->config().n_embd);
+      const std::vector<float> stream = emscripten::convertJSArrayToNumberVector<float>(stream_js);
+      if (stream.size() != size_t(session_->position()) * C) {
+        throw Error("patching: the stream has " + std::to_string(stream.size()) + " values; " +
+                    std::to_string(session_->position()) + " positions x " + std::to_string(C) + " wanted");
+      }
+      const std::vector<double> out = PatchedLogProbsOf(layer, IntList(positions_js), [&](int p) {
+        return std::vector<float>(stream.begin() + size_t(p) * C, stream.begin() + size_t(p + 1) * C);
+      }, ids_js);
       return CopyToJs(out.data(), out.size());
     });
   }
@@ -753,25 +775,111 @@ class Engine : public ErrorsByValue {
     }
   }
 
+  // Probes unembedded together (their logits: rows x n_vocab floats, 3.2 MB for GPT-2).
+  static constexpr int kProbeRows = 16;
+
+  std::vector<double> AblatedLogProbsOf(const std::vector<HeadRef>& heads, int position, int target,
+                                        const val& means_js) {
+    RequireModel();
+    const Config& c = model_->config();
+    RequireProbePosition(position);
+    RequireToken(target);
+    const std::vector<float> means = emscripten::convertJSArrayToNumberVector<float>(means_js);
+    std::vector<Interventions> probes(heads.size());
+    for (size_t i = 0; i < heads.size(); ++i) {  // all checked before any runs
+      if (heads[i].layer == c.n_layer) continue;  // the baseline
+      probes[i].ablate_heads.push_back(heads[i]);
+      probes[i].head_means = means;
+      probes[i].Validate(c);
+    }
+    return ProbeLogProbs(static_cast<int>(heads.size()), {target}, [&](int i) {
+      return Probe(probes[i], std::min(heads[i].layer, c.n_layer), 0, position + 1, 0);
+    });
+  }
+
+  // row_of(position): the patch's value there, [n_embd].
+  template <typename RowOf>
+  std::vector<double> PatchedLogProbsOf(int layer, const std::vector<int>& positions, RowOf row_of,
+                                        const val& ids_js) {
+    const Config& c = model_->config();
+    const std::vector<int> ids = IntList(ids_js);
+    if (ids.empty()) throw Error("patching: name at least one token id to measure");
+    for (int id : ids) RequireToken(id);
+    std::vector<Interventions> probes(positions.size());
+    for (size_t i = 0; i < positions.size(); ++i) {  // all checked before any runs
+      RequireProbePosition(positions[i]);
+      probes[i].patches.push_back({layer, positions[i], row_of(positions[i])});
+      probes[i].Validate(c);
+    }
+    return ProbeLogProbs(static_cast<int>(positions.size()), ids, [&](int i) {
+      return Probe(probes[i], layer, positions[i], session_->position(), positions[i]);
+    });
+  }
+
+  // Runs n probes in turn (probe(i) returns its final stream row), unembeds their rows
+  // kProbeRows at a time and returns the log-probabilities of ids for each: [n, ids.size()].
+  template <typename RunProbe>
+  std::vector<double> ProbeLogProbs(int n, const std::vector<int>& ids, RunProbe probe) {
+    const Config& c = model_->config();
+    const size_t C = size_t(c.n_embd), V = size_t(c.n_vocab);
+    const int rows = std::min(n, kProbeRows);
+    std::vector<float> stream(size_t(rows) * C), logits(size_t(rows) * V);
+    std::vector<double> out;
+    out.reserve(size_t(n) * ids.size());
+    for (int i0 = 0; i0 < n; i0 += kProbeRows) {
+      const int k = std::min(kProbeRows, n - i0);
+      for (int i = 0; i < k; ++i) std::copy_n(probe(i0 + i), C, stream.data() + size_t(i) * C);
+      session_->FinalLogits(stream.data(), k, logits.data());
+      for (int i = 0; i < k; ++i) {
+        const float* row = logits.data() + size_t(i) * V;
+        // One softmax normaliser per row: log p(id) = log p(ids[0]) + logit(id) - logit(ids[0]).
+        const double first = LogProbability(row, c.n_vocab, ids[0]);
+        for (int id : ids) out.push_back(first + (double(row[id]) - double(row[ids[0]])));
+      }
+    }
+    return out;
+  }
+
   // Positions [begin, end) of the captured plain run again from first_block under iv, nothing
-  // captured; returns position end - 1's logits. Rows an earlier probe changed that this one
-  // reads (those before `end`) run again with it.
-  const float* Probe(const Interventions& iv, int first_block, int begin, int end) {
+  // captured; returns position end - 1's residual stream leaving the last block. iv changes
+  // rows changed_begin.. (a patch: from its position; a knocked-out head: every row). Rows an
+  // earlier probe left changed that this one reads (those before `end`) run again with it, which
+  // gives them back the plain run's values where iv does not change them.
+  const float* Probe(const Interventions& iv, int first_block, int begin, int end, int changed_begin) {
+    const int L = model_->config().n_layer;
     int from = first_block, b = begin;
-    if (probed_ && probe_begin_ < end) {
+    const bool reread = probed_ && probe_begin_ < end;
+    if (reread) {
       from = std::min(from, probe_block_);
       b = std::min(b, probe_begin_);
     }
-    probe_block_ = probed_ ? std::min(probe_block_, from) : from;
-    probe_begin_ = probed_ ? std::min(probe_begin_, b) : b;
-    probe_end_ = probed_ ? std::max(probe_end_, end) : end;
-    probed_ = true;
+    // What is changed afterwards (a bounding box): this probe's own rows, and an earlier probe's
+    // rows from `end` on, which this one does not run.
+    bool dirty = false;
+    int d_block = L, d_begin = end, d_end = end;
+    if (first_block < L && std::max(b, changed_begin) < end) {
+      dirty = true;
+      d_block = first_block;
+      d_begin = std::max(b, changed_begin);
+    }
+    const int left_begin = reread ? std::max(probe_begin_, end) : probe_begin_;
+    if (probed_ && left_begin < probe_end_) {
+      d_block = std::min(d_block, probe_block_);
+      d_begin = dirty ? std::min(d_begin, left_begin) : left_begin;
+      d_end = dirty ? std::max(d_end, probe_end_) : probe_end_;
+      dirty = true;
+    }
+    probed_ = dirty;
+    probe_block_ = d_block;
+    probe_begin_ = d_begin;
+    probe_end_ = d_end;
     cache_first_changed_ = std::min(cache_first_changed_, from);
-    logits_ = nullptr;  // the session's logits become the probe's
+    logits_ = nullptr;  // the session's logits are no longer the captured run's
     RunOptions run;
     run.interventions = &iv;
-    return session_->RerunPositions(b, end, from,
-                                    capture_.Residual(from).data() + size_t(b) * model_->config().n_embd, run);
+    return session_->RerunPositionsToStream(b, end, from,
+                                            capture_.Residual(from).data() + size_t(b) * model_->config().n_embd,
+                                            run);
   }
 
   // block_ms: where this call's per-block times go (null: not timed).
@@ -1005,7 +1113,9 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .function("attribute", &Engine::Attribute)
       .function("headMeans", &Engine::HeadMeans)
       .function("ablatedLogProb", &Engine::AblatedLogProb)
+      .function("ablatedLogProbs", &Engine::AblatedLogProbs)
       .function("patchedLogProbs", &Engine::PatchedLogProbs)
+      .function("patchedLogProbsAt", &Engine::PatchedLogProbsAt)
       .function("blockTimes", &Engine::BlockTimes)
       .function("sublayerNorms", &Engine::SublayerNorms);
   emscripten::class_<gpt2::Converter>("Converter")

@@ -206,6 +206,11 @@ const float* Session::Prefill(const int* ids, int n, const RunOptions& run) {
 }
 
 const float* Session::Rerun(int n, int first_block, const float* resid_in, const RunOptions& run) {
+  return RerunFrom(n, first_block, resid_in, run, true);
+}
+
+const float* Session::RerunFrom(int n, int first_block, const float* resid_in, const RunOptions& run,
+                                bool unembed) {
   const Config& c = model_.config();
   if (n <= 0 || n > position_) {
     throw Error("cannot re-run " + std::to_string(n) + " positions: the session holds " +
@@ -226,11 +231,21 @@ const float* Session::Rerun(int n, int first_block, const float* resid_in, const
   buffers_->EnsureRows(n);
   std::copy_n(resid_in, size_t(n) * c.n_embd, buffers_->x.data());
   StartBlockTimes(first_block, run);
-  return RunBlocks(first_block, n, run);
+  return RunBlocks(first_block, n, run, unembed);
 }
 
 const float* Session::RerunPositions(int begin, int end, int first_block, const float* resid_in,
                                     const RunOptions& run) {
+  return RerunRows(begin, end, first_block, resid_in, run, true);
+}
+
+const float* Session::RerunPositionsToStream(int begin, int end, int first_block, const float* resid_in,
+                                            const RunOptions& run) {
+  return RerunRows(begin, end, first_block, resid_in, run, false);
+}
+
+const float* Session::RerunRows(int begin, int end, int first_block, const float* resid_in,
+                                const RunOptions& run, bool unembed) {
   const int held = position_;
   if (begin < 0 || begin >= end || end > held) {
     throw Error("cannot re-run positions " + std::to_string(begin) + ".." + std::to_string(end - 1) +
@@ -239,7 +254,7 @@ const float* Session::RerunPositions(int begin, int end, int first_block, const 
   position_ = end;  // Rerun then runs the last end - begin of them
   const float* logits;
   try {
-    logits = Rerun(end - begin, first_block, resid_in, run);
+    logits = RerunFrom(end - begin, first_block, resid_in, run, unembed);
   } catch (...) {
     position_ = held;
     throw;
@@ -256,23 +271,39 @@ void Session::StartBlockTimes(int first_block, const RunOptions& run) {
   std::fill(run.block_ms->begin() + first_block, run.block_ms->end(), 0.0);
 }
 
-const float* Session::RunBlocks(int first_block, int T, const RunOptions& run) {
+const float* Session::RunBlocks(int first_block, int T, const RunOptions& run, bool unembed) {
   const Interventions* iv = run.interventions;
   const int L = model_.config().n_layer;
+  const int64_t C = model_.config().n_embd;
+  float* x = buffers_->x.data();
+  int64_t last = T - 1;  // the row of x holding position position_ + T - 1
   for (int l = first_block; l < L; ++l) {
     const auto start = run.block_ms != nullptr ? std::chrono::steady_clock::now()
                                                : std::chrono::steady_clock::time_point();
     if (iv != nullptr && !iv->patches.empty()) PatchResidual(l, T, *iv);
-    AttentionStep(l, T, run);
-    MlpStep(l, T, run);
+    if (l == L - 1 && !unembed && T > 1 && !run.observer) {
+      // Only the last row leaves this call, and of the other rows of the last block only the
+      // keys and values are ever read again: they skip the MLP (2/3 of a block's work). The
+      // last row then runs alone, as a decode step would.
+      AttentionStep(l, T - 1, run);
+      std::copy_n(x + last * C, C, x);
+      last = 0;
+      position_ += T - 1;
+      AttentionStep(l, 1, run);
+      MlpStep(l, 1, run);
+      position_ -= T - 1;
+    } else {
+      AttentionStep(l, T, run);
+      MlpStep(l, T, run);
+    }
     if (run.block_ms != nullptr) {
       (*run.block_ms)[l] +=
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     }
   }
-  const float* logits = Unembed(T, run);
+  const float* out = unembed ? Unembed(T, run) : x + last * C;
   position_ += T;
-  return logits;
+  return out;
 }
 
 // h = wte[id] + wpe[pos]. Rows are dequantized one at a time (any type).
@@ -426,14 +457,14 @@ const float* Session::Unembed(int T_int, const RunOptions& run) {
   const Config& c = model_.config();
   Buffers& b = *buffers_;
   const int64_t T = T_int, C = c.n_embd;
-  const bool observing = static_cast<bool>(run.observer);
   const float* x = b.x.data();
-  const int64_t first = observing ? 0 : T - 1;
-  for (int64_t t = first; t < T; ++t) {
-    LayerNorm(x + t * C, model_.ln_f_g, model_.ln_f_b, c.ln_eps, C, b.xn.data() + t * C);
+  if (!run.observer) {
+    FinalLogits(x + (T - 1) * C, 1, b.logits.data());
+    return b.logits.data();
   }
-  if (observing) Report(run.observer, "ln_f", -1, position_, b.xn.data(), T, C);
-  if (observing && run.observe_all_logits) {
+  for (int64_t t = 0; t < T; ++t) LayerNorm(x + t * C, model_.ln_f_g, model_.ln_f_b, c.ln_eps, C, b.xn.data() + t * C);
+  Report(run.observer, "ln_f", -1, position_, b.xn.data(), T, C);
+  if (run.observe_all_logits) {
     b.observed.resize(std::max<size_t>(size_t(T) * c.n_vocab, b.observed.size()));
     ParallelMatMul(b.pool, b.xn.data(), T, model_.output, nullptr, b.observed.data());
     Report(run.observer, "logits", -1, position_, b.observed.data(), T, c.n_vocab);
@@ -442,6 +473,15 @@ const float* Session::Unembed(int T_int, const RunOptions& run) {
     ParallelMatMul(b.pool, b.xn.data() + (T - 1) * C, 1, model_.output, nullptr, b.logits.data());
   }
   return b.logits.data();
+}
+
+void Session::FinalLogits(const float* x, int n, float* logits) {
+  const Config& c = model_.config();
+  Buffers& b = *buffers_;
+  const int64_t C = c.n_embd;
+  b.EnsureRows(n);
+  for (int64_t t = 0; t < n; ++t) LayerNorm(x + t * C, model_.ln_f_g, model_.ln_f_b, c.ln_eps, C, b.xn.data() + t * C);
+  ParallelMatMul(b.pool, b.xn.data(), n, model_.output, nullptr, logits);
 }
 
 }  // namespace gpt2

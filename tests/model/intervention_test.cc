@@ -246,6 +246,48 @@ TEST_CASE("a re-run of some positions (heads sweep, patching probes) equals a fu
   CHECK(CheckTensor("patch re-run of positions p..", got, want_patch.data(), V, kF32Tolerance));
 }
 
+TEST_CASE("probes to the final stream, unembedded together, equal PyTorch; the cache they leave runs on",
+          "[model][interventions]") {
+  const gpt2::Model& model = Tiny();
+  const int C = model.config().n_embd, V = model.config().n_vocab;
+  const std::vector<int> ids = Ids("ids");
+  const int T = static_cast<int>(ids.size());
+  gpt2::Session session(model);
+  gpt2::Recorder clean;
+  session.Prefill(ids.data(), T, {clean.Observer()});
+  const float* embed = clean.Find("embed", -1)->data.data();
+  const gpt2::RecordedTensor* resid = clean.Find("resid_out", 0);
+  REQUIRE(resid != nullptr);
+  // Two probes' final rows (the last block runs its MLP for the last row only), then one
+  // FinalLogits call for both.
+  gpt2::Interventions two;
+  two.ablate_heads = {{0, 1}, {1, 3}};
+  const gpt2::Interventions patch = Cases().at("patch");
+  const int p = patch.patches[0].position;
+  std::vector<float> rows(2 * size_t(C)), logits(2 * size_t(V));
+  gpt2::RunOptions run;
+  run.interventions = &two;
+  std::copy_n(session.RerunPositionsToStream(0, T, 0, embed, run), C, rows.data());
+  run.interventions = &patch;
+  session.RerunPositionsToStream(0, T, 0, embed, gpt2::RunOptions());  // plain again
+  std::copy_n(session.RerunPositionsToStream(p, T, 1, resid->data.data() + size_t(p) * C, run), C, rows.data() + C);
+  CHECK(session.position() == T);
+  session.FinalLogits(rows.data(), 2, logits.data());
+  CHECK(CheckTensor("ablate_zero, unembedded with another row", logits.data(),
+                    Golden().F32("iv/ablate_zero/logits").data(), V, kF32Tolerance));
+  CHECK(CheckTensor("patch, unembedded with another row", logits.data() + V, Golden().F32("iv/patch/logits").data(),
+                    V, kF32Tolerance));
+  // The last block's rows before the last skipped its MLP but kept their keys and values: after
+  // a plain probe over every position the conversation goes on as after a plain prefill.
+  session.RerunPositionsToStream(0, T, 0, embed, gpt2::RunOptions());
+  const int next = 50256;
+  const float* got = session.Step(next);
+  std::vector<int> longer = ids;
+  longer.push_back(next);
+  gpt2::Session full(model);
+  CHECK(CheckTensor("step after probes", got, full.Prefill(longer.data(), T + 1), V, kRerunTolerance));
+}
+
 TEST_CASE("per-block times: every block run gets a positive time, the others keep theirs",
           "[model][interventions]") {
   const gpt2::Model& model = Tiny();

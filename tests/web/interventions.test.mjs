@@ -191,6 +191,59 @@ describe('Embind interventions and attribution under Node',
     assert.throws(() => engine.patchedLogProbs(0, 0, foreign.slice(1), [target]), /residual vector has 63 values/);
   });
 
+  test('batched probes (a heads sweep\'s group, a block of patching) equal native inspect and full re-runs', () => {
+    const T = ids.length, L = info.n_layer, C = info.n_embd, zero = new Float32Array(0);
+    engine.setInterventions({});
+    engine.reset();
+    engine.setCapture(true);
+    engine.prefill(engine.tokenize('A completely different prompt goes right here, and on'));
+    const foreign = Array.from({length: L}, (_, l) => engine.residual(l).slice(0, T * C));  // [T, C] per block
+    engine.reset();
+    engine.prefill(ids);
+    const target = engine.topProbs(T - 1).ids[1], other = engine.topProbs(T - 1).ids[2];
+    const logits = (x) => x.tensors.find((y) => y.name === 'logits');
+    const logSoftmax = (x, p, id) => {
+      const t = logits(x), V = t.shape[1], row = t.data.slice(p * V, (p + 1) * V), max = Math.max(...row);
+      return row[id] - max - Math.log(row.reduce((s, v) => s + Math.exp(v - max), 0));
+    };
+    // A sweep's order (the last block down, the baseline among them) at two positions.
+    for (const p of [T - 1, 3]) {
+      const heads = [[L - 1, 0], [L - 1, 3], [L, 0], [0, 1], [0, 2]];
+      const got = engine.ablatedLogProbs(heads, p, target, zero);
+      assert.equal(got.length, heads.length);
+      heads.forEach(([l, h], i) => {
+        const want = logSoftmax(nativeInspectWith(models.model, l < L ? ['--ablate-heads', `${l}.${h}`] : []), p, target);
+        closeTo(got[i], want, 1e-4, `head ${l}.${h} at ${p}`);
+      });
+    }
+    // Patching block by block, positions going down (each probe re-runs only its rows and the
+    // rows the block before left changed), equals each patch set alone and re-run everywhere.
+    const got = [];
+    for (let l = L - 1; l >= 0; --l) {
+      const positions = Array.from({length: T}, (_, i) => T - 1 - i);
+      const lp = engine.patchedLogProbsAt(l, positions, foreign[l], [target, other]);
+      assert.equal(lp.length, 2 * T);
+      positions.forEach((p, i) => got.push({l, p, a: lp[2 * i], o: lp[2 * i + 1]}));
+    }
+    for (const {l, p, a, o} of got) {
+      engine.setInterventions({patches: [{layer: l, position: p, value: foreign[l].slice(p * C, (p + 1) * C)}]});
+      engine.rerun();
+      const probs = engine.finalProbs(T - 1);
+      closeTo(a, Math.log(probs[target]), 1e-4, `patch ${l}.${p}, target`);
+      closeTo(o, Math.log(probs[other]), 1e-4, `patch ${l}.${p}, other`);
+    }
+    assert.ok(got.some(({a}) => Math.abs(a - got[got.length - 1].a) > 1e-3), 'the patches differ');
+    engine.setInterventions({});
+    engine.rerun();
+    assert.throws(() => engine.patchedLogProbsAt(0, [0], foreign[0].slice(C), [target]), /stream has .* values/);
+    assert.throws(() => engine.patchedLogProbsAt(0, [T], foreign[0], [target]), /valid positions are 0\.\./);
+    assert.throws(() => engine.patchedLogProbsAt(0, [0], foreign[0], []), /at least one token/);
+    assert.throws(() => engine.ablatedLogProbs([[0, 9]], T - 1, target, zero), /valid heads are/);
+    assert.throws(() => engine.ablatedLogProbs([[0]], T - 1, target, zero), /\[layer, head\] pairs/);
+    // A rejected call runs nothing: the cache is still the plain run's, so the conversation goes on.
+    engine.step(198);
+  });
+
   test('the CLI exits 2 naming the valid range for a layer or head out of range', () => {
     for (const [command, flags, message] of [
       ['generate', ['--skip-attn', '5'], '--skip-attn: layer 5 is out of range; valid layers are 0..1'],
