@@ -1,8 +1,8 @@
 // Per-target MatMul: y[t, r] = bias[r] + sum_c x[t, c] W[r, c] for f32/f16/Q8_0/Q4_0 weights
 // (kernels.h). Included once per Highway target by kernels.cc (the skeleton.cc recipe).
 //
-// Shape of the work. Decode (T == 1) is memory-bandwidth bound: every weight byte is read once
-// per token, so the loop streams kDecodeRows rows at a time. Q8_0/Q4_0 weights by default meet
+// Shape of the work. Decode (T == 1) reads every weight byte once per token, so the loop streams
+// kDecodeRows rows at a time (WASM int8: Int8DecodeGroups, 12 rows). Q8_0/Q4_0 weights by default meet
 // int8 activations (QuantActivations::kInt8, ggml's q8_0 x q8_0 dot): x is quantized once per
 // call, each weight block is widened to int16 in registers and multiplied-added in integers,
 // and the block's int32 sum is scaled by dw * dx once. With f32 activations (kFloat) each block
@@ -14,7 +14,8 @@
 //
 // Informal throughput, CPU time on the 2-core AMD EPYC dev VM, one thread (gpt2_tests "[bench]"):
 // Q8_0 3072 x 768 (2.4 MB, cache resident) at T = 1:
-//   AVX3 f32 activations ~17 GB/s of weights, int8 ~23;  WASM under Node 20 f32 ~4.7, int8 ~8.6.
+//   AVX3 f32 activations ~17 GB/s of weights, int8 ~23;  WASM under Node 20 f32 ~4.7, int8 ~8.6
+//   (Int8DecodeGroups, Intel Xeon VM at load 6-8, 2026-12-01: int8 ~15, was ~9).
 // At T = 64: AVX3 f32 ~90 GFLOP/s, int8 ~73 (x86 FMA on f32 is already cheap; int8 adds a convert
 // and a broadcast per block and token);  WASM f32 ~13, int8 ~25 (no FMA: int8 saves more).
 #if defined(GPT2_KERNELS_MATMUL_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -344,7 +345,7 @@ HWY_INLINE void QuantTile(const float* HWY_RESTRICT x, int64_t cols,
 // ggml's vec_dot_q8_0_q8_0 scheme: x is quantized once per call to Q8_0 blocks, then each
 // weight block's dot with it is an integer multiply-add of int16 pairs (ReorderWidenMulAccumulate
 // on i16: pmaddwd on x86, i32x4.dot_i16x8_s on WASM), exact in int32, converted to f32 once per
-// block and scaled by dw * dx. Per row and block on WASM that is 2 loads, 4 widenings and 4 dots
+// block and scaled by dw * dx. Per row and block on WASM that is 4 widening loads and 4 dots
 // instead of 12 widenings, 16 int->float steps and 8 multiply-adds of the f32 path.
 
 using DI32 = hn::RebindToSigned<DF>;
