@@ -2,15 +2,15 @@
 // (kernels.h). Included once per Highway target by kernels.cc (the skeleton.cc recipe).
 //
 // Shape of the work. Decode (T == 1) reads every weight byte once per token, so the loop streams
-// kDecodeRows rows at a time (WASM int8: Int8DecodeGroups, 12 rows). Q8_0/Q4_0 weights by default meet
-// int8 activations (QuantActivations::kInt8, ggml's q8_0 x q8_0 dot): x is quantized once per
-// call, each weight block is widened to int16 in registers and multiplied-added in integers,
-// and the block's int32 sum is scaled by dw * dx once. With f32 activations (kFloat) each block
-// is decoded to f32 (int8 -> int32 -> f32) and multiplied straight into x, its partial sum scaled
-// by d once. Prefill (T > 1) works on tiles of kPrefillRows rows x up to kTokenTile tokens: each
-// weight block is decoded once and used for every token of the tile. The tile loop is
-// row-outer, so each weight row is read from memory once per call while the activations stay
-// in cache.
+// kDecodeRows rows at a time (WASM int8: Int8DecodeGroups, 12 rows). Q8_0/Q4_0 weights by
+// default meet int8 activations (QuantActivations::kInt8, ggml's q8_0 x q8_0 dot): x is
+// quantized once per call, each weight block is widened to int16 in registers and
+// multiplied-added in integers, and the block's int32 sum is scaled by dw * dx once. With f32
+// activations (kFloat) each block is decoded to f32 (int8 -> int32 -> f32) and multiplied
+// straight into x, its partial sum scaled by d once. Prefill (T > 1) works on tiles of
+// kPrefillRows rows x up to kTokenTile tokens: each weight block is decoded once and used for
+// every token of the tile. The tile loop is row-outer, so each weight row is read from memory
+// once per call while the activations stay in cache.
 //
 // Informal throughput, CPU time on the 2-core AMD EPYC dev VM, one thread (gpt2_tests "[bench]"):
 // Q8_0 3072 x 768 (2.4 MB, cache resident) at T = 1:
@@ -97,7 +97,8 @@ static_assert(kBlockVecs % 2 == 0, "the T == 1 block loop keeps two partial sums
 // 2^16..2^17); ggml scales and real weights are finite.
 HWY_INLINE VF ShiftedHalvesToF32(DF df, hn::Vec<hn::RebindToSigned<DF>> shifted) {
   const hn::RebindToSigned<DF> di32;
-  const auto bits = hn::And(hn::ShiftRight<3>(shifted), hn::Set(di32, static_cast<int32_t>(0x8fffffffu)));
+  const auto bits =
+      hn::And(hn::ShiftRight<3>(shifted), hn::Set(di32, static_cast<int32_t>(0x8fffffffu)));
   return hn::Mul(hn::BitCast(df, bits), hn::Set(df, 5.192296858534828e+33f));  // 2^112
 }
 
