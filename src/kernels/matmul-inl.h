@@ -1,20 +1,21 @@
 // Per-target MatMul: y[t, r] = bias[r] + sum_c x[t, c] W[r, c] for f32/f16/Q8_0/Q4_0 weights
 // (kernels.h). Included once per Highway target by kernels.cc (the skeleton.cc recipe).
 //
-// Shape of the work. Decode (T == 1) is memory-bandwidth bound: every weight byte is read once
-// per token, so the loop streams kDecodeRows rows at a time. Q8_0/Q4_0 weights by default meet
-// int8 activations (QuantActivations::kInt8, ggml's q8_0 x q8_0 dot): x is quantized once per
-// call, each weight block is widened to int16 in registers and multiplied-added in integers,
-// and the block's int32 sum is scaled by dw * dx once. With f32 activations (kFloat) each block
-// is decoded to f32 (int8 -> int32 -> f32) and multiplied straight into x, its partial sum scaled
-// by d once. Prefill (T > 1) works on tiles of kPrefillRows rows x up to kTokenTile tokens: each
-// weight block is decoded once and used for every token of the tile. The tile loop is
-// row-outer, so each weight row is read from memory once per call while the activations stay
-// in cache.
+// Shape of the work. Decode (T == 1) reads every weight byte once per token, so the loop streams
+// kDecodeRows rows at a time (WASM int8: Int8DecodeGroups, 12 rows). Q8_0/Q4_0 weights by
+// default meet int8 activations (QuantActivations::kInt8, ggml's q8_0 x q8_0 dot): x is
+// quantized once per call, each weight block is widened to int16 in registers and
+// multiplied-added in integers, and the block's int32 sum is scaled by dw * dx once. With f32
+// activations (kFloat) each block is decoded to f32 (int8 -> int32 -> f32) and multiplied
+// straight into x, its partial sum scaled by d once. Prefill (T > 1) works on tiles of
+// kPrefillRows rows x up to kTokenTile tokens: each weight block is decoded once and used for
+// every token of the tile. The tile loop is row-outer, so each weight row is read from memory
+// once per call while the activations stay in cache.
 //
 // Informal throughput, CPU time on the 2-core AMD EPYC dev VM, one thread (gpt2_tests "[bench]"):
 // Q8_0 3072 x 768 (2.4 MB, cache resident) at T = 1:
-//   AVX3 f32 activations ~17 GB/s of weights, int8 ~23;  WASM under Node 20 f32 ~4.7, int8 ~8.6.
+//   AVX3 f32 activations ~17 GB/s of weights, int8 ~23;  WASM under Node 20 f32 ~4.7, int8 ~8.6
+//   (Int8DecodeGroups, Intel Xeon VM at load 6-8, 2026-12-01: int8 ~15, was ~9).
 // At T = 64: AVX3 f32 ~90 GFLOP/s, int8 ~73 (x86 FMA on f32 is already cheap; int8 adds a convert
 // and a broadcast per block and token);  WASM f32 ~13, int8 ~25 (no FMA: int8 saves more).
 #if defined(GPT2_KERNELS_MATMUL_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -45,13 +46,14 @@ using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 
 constexpr size_t kDecodeRows = 4;   // rows in flight at T == 1 (independent FMA chains)
-// Int8-activation decode on WASM streams many more rows at once: each block step then touches
-// kInt8DecodeRows cache lines of different rows, so more memory requests are in flight, which V8's
-// code needs to keep up with memory (its accumulators spill to the stack; cheap next to a cache
-// miss). Whole GPT-2 small Q8_0 decode under Node, tokens per CPU second: 4 rows ~33, 8 ~44,
-// 16 ~53, 32 ~57; later (after the trunc rounding in format/quant.cc), alternating A/B:
-// 32 ~58.7, 64 ~62.5, 128 ~59.
-constexpr size_t kInt8DecodeRows = HWY_TARGET == HWY_WASM ? 64 : 4;
+// Int8-activation decode on WASM (Int8DecodeGroups) reads kInt8DecodeGroups groups of 4 rows at
+// once: each block step then touches that many rows' cache lines, so more memory requests are in
+// flight (a wasm loop reading 1 stream gets ~3.4 GB/s here, 4-16 streams ~12), while the
+// group's values still mostly fit V8's 16 vector registers. Whole GPT-2 small Q8_0 decode under
+// Node, tokens per CPU second, A/B alternating at load 6-8 (2026-12-01): 1 group ~39.5, 2 ~45.5,
+// 3 ~47.5, 4 ~37 (V8 spills: it places every load of the block step before the arithmetic).
+// The 64-row tiles of Int8Tile it replaced: ~37.5 at the same load (~62 on a quiet machine).
+constexpr int64_t kInt8DecodeGroups = 3;
 // Float-weight decode on WASM streams more rows at once for the same reason (f32 weights are
 // 4 bytes each: an F32 token reads 500 MB). Accumulators beyond the register file spill to the
 // stack, which costs little next to the memory stream.
@@ -86,11 +88,23 @@ static_assert(kBlockVecs % 2 == 0, "the T == 1 block loop keeps two partial sums
 
 // ---- f16 -> f32 ------------------------------------------------------------------------------
 
+// f32 from halves held in the upper 16 bits of int32 lanes (lower 16 bits zero), as an
+// interleave with zero or a 16-bit lane load into odd lanes puts them. An arithmetic shift right
+// by 3 moves the half's exponent and mantissa to the f32 fields (bits 23-27, 13-22) and copies
+// the sign into bits 28-30, which the mask clears; the result is the half's value times 2^-112
+// (a subnormal f32 for a subnormal half), so one multiply by 2^112 gives the value exactly.
+// 4 operations per vector. Infinite or NaN halves are not supported (they come out as
+// 2^16..2^17); ggml scales and real weights are finite.
+HWY_INLINE VF ShiftedHalvesToF32(DF df, hn::Vec<hn::RebindToSigned<DF>> shifted) {
+  const hn::RebindToSigned<DF> di32;
+  const auto bits =
+      hn::And(hn::ShiftRight<3>(shifted), hn::Set(di32, static_cast<int32_t>(0x8fffffffu)));
+  return hn::Mul(hn::BitCast(df, bits), hn::Set(df, 5.192296858534828e+33f));  // 2^112
+}
+
 // 2 * kLanes halves at p to two f32 vectors. x86 with F16C (AVX2, AVX3) uses vcvtph2ps through
-// Highway's PromoteTo. Elsewhere: the magic multiply of kernels_internal::HalfToFloat in vector
-// form (5 integer ops + 1 multiply per vector, normals and subnormals exact, like Highway's own
-// emulation but cheaper). Infinite or NaN halves are not supported there (neither does
-// Highway's emulation); ggml scales and real weights are finite.
+// Highway's PromoteTo. Elsewhere: an interleave with zero and ShiftedHalvesToF32 (normals and
+// subnormals exact, like Highway's own emulation but cheaper).
 HWY_INLINE void HalvesToF32(DF df, const uint16_t* HWY_RESTRICT p, VF& lo, VF& hi) {
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
   const hn::Rebind<hwy::float16_t, DF> df16;
@@ -101,18 +115,12 @@ HWY_INLINE void HalvesToF32(DF df, const uint16_t* HWY_RESTRICT p, VF& lo, VF& h
   lo = hn::Set(df, kernels_internal::HalfToFloat(p[0]));
   hi = hn::Set(df, kernels_internal::HalfToFloat(p[1]));
 #else
-  const hn::RebindToUnsigned<DF> du32;
   const hn::Repartition<uint16_t, DF> du16;
-  const hn::Half<decltype(du16)> du16h;
   const auto bits = hn::LoadU(du16, p);
-  const auto convert = [&](hn::Vec<decltype(du32)> h) {
-    const auto magnitude = hn::ShiftLeft<13>(hn::And(h, hn::Set(du32, 0x7fffu)));
-    const VF scaled = hn::Mul(hn::BitCast(df, magnitude), hn::Set(df, 5.192296858534828e+33f));
-    const auto sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(du32, 0x8000u)));
-    return hn::Or(scaled, hn::BitCast(df, sign));
-  };
-  lo = convert(hn::PromoteTo(du32, hn::LowerHalf(du16h, bits)));
-  hi = convert(hn::PromoteTo(du32, hn::UpperHalf(du16h, bits)));
+  lo = ShiftedHalvesToF32(df, hn::BitCast(hn::RebindToSigned<DF>(),
+                                          hn::InterleaveLower(du16, hn::Zero(du16), bits)));
+  hi = ShiftedHalvesToF32(df, hn::BitCast(hn::RebindToSigned<DF>(),
+                                          hn::InterleaveUpper(du16, hn::Zero(du16), bits)));
 #endif
 }
 
@@ -338,7 +346,7 @@ HWY_INLINE void QuantTile(const float* HWY_RESTRICT x, int64_t cols,
 // ggml's vec_dot_q8_0_q8_0 scheme: x is quantized once per call to Q8_0 blocks, then each
 // weight block's dot with it is an integer multiply-add of int16 pairs (ReorderWidenMulAccumulate
 // on i16: pmaddwd on x86, i32x4.dot_i16x8_s on WASM), exact in int32, converted to f32 once per
-// block and scaled by dw * dx. Per row and block on WASM that is 2 loads, 4 widenings and 4 dots
+// block and scaled by dw * dx. Per row and block on WASM that is 4 widening loads and 4 dots
 // instead of 12 widenings, 16 int->float steps and 8 multiply-adds of the f32 path.
 
 using DI32 = hn::RebindToSigned<DF>;
@@ -418,15 +426,12 @@ HWY_NOINLINE void QuantizeActivations(const float* HWY_RESTRICT x, int64_t T, in
 // Q8_0 weights of a block as int16 vectors, in order.
 HWY_INLINE void BlockToI16(const BlockQ8_0* HWY_RESTRICT block, VI16 (&w)[kI16Vecs]) {
   const DI16 di16;
-#if GPT2_MATMUL_FULL_LOADS
+#if HWY_TARGET == HWY_WASM
+  // v128.load8x8_s: load and sign extension in one (V8: one pmovsxbw from memory), where
+  // Highway's 8-byte LoadU is a memcpy through the stack and extend_high a shuffle more.
   static_assert(kI16Lanes == 8, "WASM vectors are 128-bit");
-  const hn::Full128<int8_t> di8;
-  const hn::Full64<int8_t> di8h;
-  for (size_t h = 0; h < 2; ++h) {
-    const auto v = hn::LoadU(di8, block->qs + 16 * h);
-    w[2 * h] = hn::PromoteTo(di16, hn::LowerHalf(di8h, v));
-    w[2 * h + 1] = hn::PromoteTo(di16, hn::UpperHalf(di8h, v));
-  }
+  (void)di16;
+  for (size_t j = 0; j < kI16Vecs; ++j) w[j] = VI16{wasm_i16x8_load8x8(block->qs + 8 * j)};
 #else
   const hn::Rebind<int8_t, DI16> di8;  // x86: one vpmovsx{bw} from memory per vector
   for (size_t j = 0; j < kI16Vecs; ++j) {
@@ -459,8 +464,19 @@ HWY_INLINE void BlockToI16(const BlockQ4_0* HWY_RESTRICT block, VI16 (&w)[kI16Ve
   const auto b = hn::PromoteTo(du16, hn::LoadU(hn::Rebind<uint8_t, decltype(du16)>(), block->qs));
   w[0] = hn::BitCast(di16, hn::And(b, hn::Set(du16, 0x0f)));
   w[1] = hn::BitCast(di16, hn::ShiftRight<4>(b));
+#elif HWY_TARGET == HWY_WASM
+  // v128.load8x8_u (one pmovzxbw from memory in V8) per 8 bytes, then mask and shift.
+  (void)di16;
+  (void)du16;
+  const v128_t lo = wasm_u16x8_load8x8(block->qs);      // qs[0..7]
+  const v128_t hi = wasm_u16x8_load8x8(block->qs + 8);  // qs[8..15]
+  const v128_t mask = wasm_i16x8_splat(0x0f);
+  w[0] = VI16{wasm_v128_and(lo, mask)};
+  w[1] = VI16{wasm_v128_and(hi, mask)};
+  w[2] = VI16{wasm_u16x8_shr(lo, 4)};
+  w[3] = VI16{wasm_u16x8_shr(hi, 4)};
 #else
-  // 128-bit targets (SSSE3, SSE4, WASM, EMU128): one full 16-byte load, widened in two halves.
+  // 128-bit targets (SSSE3, SSE4, EMU128): one full 16-byte load, widened in two halves.
   static_assert(kI16Lanes == 8, "expected 128-bit vectors");
   const hn::Full128<uint8_t> du8;
   const hn::Full64<uint8_t> du8h;
@@ -618,6 +634,87 @@ HWY_INLINE void Int8Tile(const Int8Activations& a, int64_t t0, int64_t cols,
   }
 }
 
+#if HWY_TARGET == HWY_WASM
+// One block of 4 rows (rows[i] + b): the 4 block dots, summed into the lanes of one vector
+// (SumEachOf4) and scaled by dw * dx (the f32 product ggml forms), lane i = row i. The 4 rows'
+// f16 scales are lane loads into the odd 16-bit lanes, where ShiftedHalvesToF32 wants them.
+template <typename Block>
+HWY_INLINE VF GroupBlock(const Block* HWY_RESTRICT const* rows, int64_t b,
+                         const VI16 (&q)[kI16Vecs], hn::Vec<DI32> start, VF dx) {
+  const DF df;
+  hn::Vec<DI32> dots[4];
+  v128_t halves = wasm_i32x4_splat(0);
+  for (size_t i = 0; i < 4; ++i) {
+    VI16 wv[kI16Vecs];
+    BlockToI16(rows[i] + b, wv);
+    dots[i] = BlockDot(wv, q, start);
+  }
+  halves = wasm_v128_load16_lane(&rows[0][b].d, halves, 1);
+  halves = wasm_v128_load16_lane(&rows[1][b].d, halves, 3);
+  halves = wasm_v128_load16_lane(&rows[2][b].d, halves, 5);
+  halves = wasm_v128_load16_lane(&rows[3][b].d, halves, 7);
+  const VF scale = hn::Mul(ShiftedHalvesToF32(df, hn::Vec<DI32>{halves}), dx);
+  return hn::Mul(hn::ConvertTo(df, SumEachOf4(dots)), scale);
+}
+
+// Decode (T == 1) with int8 activations on WASM: y[r] = bias[r] + sum_b (dw[r, b] dx[b]) *
+// dot(qw[r, b], qx[b]) for rows [r0, r1) (a multiple of 4 kGroups), kGroups groups of 4 rows at
+// a time. Packing a group's 4 rows into one vector makes the int -> float convert, the scale and
+// the accumulate one vector operation per group and block instead of one per row, with the
+// accumulator in a register: lane i holds row i, summed block after block as in the scalar twin
+// (no final horizontal sum). With Int8Tile's 64-row tiles, whole GPT-2 small decode under Node
+// went from ~37.5 to ~47.5 tokens per CPU second (Q8_0) and ~43 to ~64 (Q4_0), alternating A/B
+// at load 6-8.
+template <size_t kGroups, typename Block>
+HWY_NOINLINE void Int8DecodeGroups(const Int8Activations& a, const WeightView& w,
+                                   const float* HWY_RESTRICT bias, float* HWY_RESTRICT y,
+                                   int64_t r0, int64_t r1) {
+  const DF df;
+  const DI16 di16;
+  const int64_t nb = w.cols / 32;
+  const int16_t* HWY_RESTRICT qx = a.q.data();
+  const float* HWY_RESTRICT dx = a.d.data();
+  constexpr int64_t kRows = 4 * kGroups;
+  for (int64_t r = r0; r < r1; r += kRows) {
+    const Block* HWY_RESTRICT rows[kRows];
+    for (int64_t i = 0; i < kRows; ++i) rows[i] = static_cast<const Block*>(w.data) + (r + i) * nb;
+    VF acc[kGroups];
+    for (size_t g = 0; g < kGroups; ++g) acc[g] = hn::Zero(df);
+    for (int64_t b = 0; b < nb; ++b) {
+      VI16 q[kI16Vecs];
+      for (size_t j = 0; j < kI16Vecs; ++j) q[j] = hn::LoadU(di16, qx + b * 32 + j * kI16Lanes);
+      const auto start = BlockDotStart(rows[0], a, 0, nb, b);
+      const VF dxb = hn::Set(df, dx[b]);
+      for (size_t g = 0; g < kGroups; ++g) {
+        acc[g] = hn::Add(acc[g], GroupBlock(rows + 4 * g, b, q, start, dxb));
+      }
+    }
+    for (size_t g = 0; g < kGroups; ++g) {
+      HWY_ALIGN float lanes[4];
+      hn::Store(acc[g], df, lanes);
+      for (size_t i = 0; i < 4; ++i) {
+        const int64_t row = r + static_cast<int64_t>(4 * g + i);
+        y[row] = lanes[i] + (bias != nullptr ? bias[row] : 0.0f);
+      }
+    }
+  }
+}
+
+// Rows [r0, r1) of a decode in Int8DecodeGroups tiles, then single groups; returns where the
+// last 0-3 rows begin.
+template <typename Block>
+HWY_INLINE int64_t Int8Decode(const Int8Activations& a, const WeightView& w,
+                              const float* HWY_RESTRICT bias, float* HWY_RESTRICT y, int64_t r0,
+                              int64_t r1) {
+  constexpr int64_t kTile = 4 * kInt8DecodeGroups;
+  const int64_t tiles_end = r0 + (r1 - r0) / kTile * kTile;
+  Int8DecodeGroups<kInt8DecodeGroups, Block>(a, w, bias, y, r0, tiles_end);
+  const int64_t groups_end = tiles_end + (r1 - tiles_end) / 4 * 4;
+  Int8DecodeGroups<1, Block>(a, w, bias, y, tiles_end, groups_end);
+  return groups_end;
+}
+#endif
+
 // The block-quantized cases of RunTile: Q8_0 and Q4_0 differ only in their block type.
 template <size_t kR, size_t kT, typename Block>
 HWY_INLINE void BlockTile(const float* HWY_RESTRICT xt, const Int8Activations* qa, int64_t t0,
@@ -716,12 +813,13 @@ HWY_NOINLINE void MatMulKernel(const float* x, int64_t T, const WeightView& w, c
   }
   int64_t r = row_begin;
   if (T == 1) {
-    if (qa != nullptr && matmul::kInt8DecodeRows != matmul::kDecodeRows) {
-      constexpr int64_t kRows = static_cast<int64_t>(matmul::kInt8DecodeRows);
-      for (; r + kRows <= row_end; r += kRows) {
-        matmul::RunTile<matmul::kInt8DecodeRows, 1>(x, qa, 0, w, bias, y, r);
-      }
+#if HWY_TARGET == HWY_WASM
+    if (qa != nullptr) {
+      r = w.type == TensorType::kQ8_0
+              ? matmul::Int8Decode<BlockQ8_0>(*qa, w, bias, y, r, row_end)
+              : matmul::Int8Decode<BlockQ4_0>(*qa, w, bias, y, r, row_end);
     }
+#endif
     if ((w.type == TensorType::kF32 || w.type == TensorType::kF16) &&
         matmul::kFloatDecodeRows != matmul::kDecodeRows) {
       constexpr int64_t kRows = static_cast<int64_t>(matmul::kFloatDecodeRows);

@@ -392,6 +392,52 @@ TEST_CASE("MatMul decodes the ggml block layouts", "[kernels]") {
   });
 }
 
+TEST_CASE("MatMul decodes every finite f16 block scale exactly", "[kernels]") {
+  // One row per finite binary16 scale d (63488 rows: the decode row tiles, groups and single
+  // rows all see some), each block's weights 1, 0, ..., 0, and x = (127 u, 0, ..., 0) with
+  // u = 2^-6, which int8 activations quantize exactly (dx = u, qx = 127): y = d * 127 u, exact in
+  // f32 for every d, subnormals included.
+  std::vector<uint16_t> scales;
+  for (uint32_t h = 0; h <= 0xffff; ++h) {
+    if (((h >> 10) & 0x1f) != 31) scales.push_back(static_cast<uint16_t>(h));
+  }
+  const int64_t rows = static_cast<int64_t>(scales.size());
+  std::vector<BlockQ8_0> q8(scales.size());
+  std::vector<BlockQ4_0> q4(scales.size());
+  for (size_t r = 0; r < scales.size(); ++r) {
+    q8[r].d = scales[r];
+    q4[r].d = scales[r];
+    for (int i = 0; i < 32; ++i) q8[r].qs[i] = i == 0 ? 1 : 0;
+    for (int i = 0; i < 16; ++i) q4[r].qs[i] = i == 0 ? 0x89 : 0x88;  // nibble - 8: 1, 0, ...
+  }
+  std::vector<float> x(32, 0.0f);
+  x[0] = std::ldexp(127.0f, -6);
+  std::vector<float> want(scales.size());
+  for (size_t r = 0; r < scales.size(); ++r) want[r] = FromHalf(scales[r]) * x[0];
+  const WeightView w8{TensorType::kQ8_0, q8.data(), rows, 32};
+  const WeightView w4{TensorType::kQ4_0, q4.data(), rows, 32};
+  ForEachTarget([&] {
+    for (const WeightView& w : {w8, w4}) {
+      for (QuantActivations act : {QuantActivations::kInt8, QuantActivations::kFloat}) {
+        INFO(TypeName(w.type) << (act == QuantActivations::kInt8 ? " int8" : " f32"));
+        std::vector<float> y(scales.size());
+        MatMul(x.data(), 1, w, nullptr, y.data(), 0, rows, act);
+        int bad = 0;
+        for (size_t r = 0; r < scales.size(); ++r) {
+          if (y[r] != want[r]) {
+            if (bad < 3) {
+              INFO("scale bits " << scales[r] << " got " << y[r] << " want " << want[r]);
+              CHECK(false);
+            }
+            ++bad;
+          }
+        }
+        CHECK(bad == 0);
+      }
+    }
+  });
+}
+
 TEST_CASE("Int8-activation MatMul follows ggml's q8_0 x q8_0 dot", "[kernels]") {
   // Independent of reference.cc: the test's own ggml quantizer for x and the block formula of
   // ggml_vec_dot_q8_0_q8_0 / _q4_0_q8_0, sumf += (dw * dx) * sumi.
@@ -522,15 +568,17 @@ TEST_CASE("MatMul f32/f16 decode covers the wide WASM row tiles", "[kernels]") {
 }
 
 TEST_CASE("MatMul q8_0/q4_0 decode covers the wide WASM row tiles", "[kernels]") {
-  // WASM's int8-activation decode takes 64 rows at a time (kInt8DecodeRows), then tiles of 4,
-  // then single rows: 135 = 2 * 64 + 4 + 3.
-  constexpr int64_t kRows = 135;
+  // WASM's int8-activation decode takes 12 rows at a time (kInt8DecodeGroups groups of 4), then
+  // groups of 4, then single rows: 139 = 11 * 12 + 4 + 3; rows [3, 138) are 11 * 12 + 3 and
+  // rows [1, 29) 2 * 12 + 4.
+  constexpr int64_t kRows = 139;
   for (TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
     for (bool raw : {false, true}) {
       const TestWeights w = MakeWeights(type, kRows, 96, raw, 400);
       for (QuantActivations act : {QuantActivations::kInt8, QuantActivations::kFloat}) {
         CheckMatMul(w, 1, 0, kRows, true, act);
         CheckMatMul(w, 1, 3, kRows - 1, false, act);
+        CheckMatMul(w, 1, 1, 29, true, act);
       }
     }
   }
