@@ -11,17 +11,9 @@
 // bytes malloc holds are printed too. The prompt is ids 1..prompt. After the capture-on prefill it also times what the views ask
 // of the store: every block's attention row and MLP activations at the last position.
 import fs from 'node:fs';
-import {createRequire} from 'node:module';
-import path from 'node:path';
-import {fileURLToPath} from 'node:url';
 
-function arg(name, fallback) {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 && i + 1 < process.argv.length ? process.argv[i + 1] : fallback;
-}
+import {arg, cpuMs, engineFactory, loadEngine} from './node-engine.mjs';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const modulePath = arg('module', path.join(root, 'build/wasm/web/gpt2-engine-node.cjs'));
 const model = arg('model', '');
 const nPrompt = Number(arg('prompt', '1024'));
 const runs = Number(arg('runs', '2'));
@@ -29,18 +21,12 @@ if (!model) {
   console.error('usage: node --no-experimental-fetch scripts/bench-capture-node.mjs --model FILE.gguf');
   process.exit(2);
 }
-const factory = createRequire(import.meta.url)(modulePath);
-const wasmBinary = fs.readFileSync(modulePath.replace(/\.cjs$/, '.wasm'));
+const create = engineFactory();
 const bytes = fs.readFileSync(model);
 const mb = (n) => (n / 1e6).toFixed(1);
-const cpuMs = (u) => (u.user + u.system) / 1e3;
 
 async function run(capture) {
-  const Module = await factory({wasmBinary});
-  const engine = new Module.Engine();
-  engine.beginLoad(bytes.length);
-  for (let i = 0; i < bytes.length; i += 16 << 20) engine.appendChunk(bytes.subarray(i, i + (16 << 20)));
-  const info = engine.finishLoad(1);
+  const {Module, engine, info} = await loadEngine(create, bytes);
   const loaded = Module.HEAP8.buffer.byteLength;
   engine.reset();
   engine.setCapture(capture);

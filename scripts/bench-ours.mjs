@@ -13,10 +13,11 @@ export const median = (xs) => {
 
 // One module instance (the single-threaded build, or the pthreads one with `poolSize` workers)
 // and one Engine per entry of `threads`, each loaded from modelUrl with finishLoad(threads[i]).
-async function loadEngines({ engineUrl, modelUrl, promptText, threads, poolSize }) {
+export async function loadEngines({ engineUrl, modelUrl, promptText, threads, poolSize }) {
   const { default: create } = await import(engineUrl);
   const Module = await create(poolSize ? { gpt2PoolSize: poolSize } : {});
   const engines = [];
+  let info;
   for (const t of threads) {
     const engine = new Module.Engine();
     const response = await fetch(modelUrl);
@@ -27,17 +28,19 @@ async function loadEngines({ engineUrl, modelUrl, promptText, threads, poolSize 
       if (done) break;
       engine.appendChunk(value);
     }
-    engine.finishLoad(t);  // throws the engine's error (src/bindings/engine-errors.js)
+    const loaded = engine.finishLoad(t);  // throws the engine's error (src/bindings/engine-errors.js)
+    info ??= loaded;
     engines.push(engine);
   }
   window.bench = { Module, engines, ids: Array.from(engines[0].tokenize(promptText)) };
-  return { tokens: window.bench.ids.length, isolated: self.crossOriginIsolated,
-           heapBytes: Module.HEAP8.buffer.byteLength };
+  // The whole wasm memory after loading (model bytes, weights, KV cache, scratch).
+  return { info, tokens: window.bench.ids.length, isolated: self.crossOriginIsolated,
+           heapBytes: Module.HEAP8.buffer.byteLength, userAgent: navigator.userAgent };
 }
 
 // Engine k: prefill the first n prompt tokens, then nDecode greedy tokens fed back; the wasm
 // memory's size afterwards (it never shrinks, so this is the peak so far).
-function benchRun({ k, n, nDecode, capture }) {
+export function benchRun({ k, n, nDecode, capture }) {
   const { Module, engines, ids } = window.bench;
   const engine = engines[k];
   engine.reset();

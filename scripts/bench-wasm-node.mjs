@@ -12,17 +12,10 @@
 // by wall clock and by this process's CPU time (user + system): on a shared machine the CPU-time
 // figure is the steadier one, since time spent descheduled does not count.
 import fs from 'node:fs';
-import {createRequire} from 'node:module';
 import path from 'node:path';
-import {fileURLToPath} from 'node:url';
 
-function arg(name, fallback) {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 && i + 1 < process.argv.length ? process.argv[i + 1] : fallback;
-}
+import {arg, cpuMs, engineFactory, loadEngine} from './node-engine.mjs';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const modulePath = arg('module', path.join(root, 'build/wasm/web/gpt2-engine-node.cjs'));
 const model = arg('model', '');
 const nPrompt = Number(arg('prompt', '32'));
 const nTokens = Number(arg('tokens', '64'));
@@ -32,14 +25,7 @@ if (!model) {
   process.exit(2);
 }
 
-const factory = createRequire(import.meta.url)(modulePath);
-const Module = await factory({wasmBinary: fs.readFileSync(modulePath.replace(/\.cjs$/, '.wasm'))});
-const engine = new Module.Engine();
-const bytes = fs.readFileSync(model);
-engine.beginLoad(bytes.length);
-const kChunk = 16 << 20;
-for (let i = 0; i < bytes.length; i += kChunk) engine.appendChunk(bytes.subarray(i, i + kChunk));
-const info = engine.finishLoad(1);
+const {engine, info} = await loadEngine(engineFactory(), fs.readFileSync(model));
 console.log(`model ${path.basename(model)}: ${info.n_layer} layers, n_embd ${info.n_embd}, ` +
             `${info.weight_type}, ${(info.file_bytes / 1e6).toFixed(1)} MB`);
 
@@ -47,7 +33,6 @@ const prompt = Array.from({length: nPrompt}, (_, i) => i + 1);
 let bestDecode = 0, bestPrefill = 0, bestDecodeCpu = 0, bestPrefillCpu = 0;
 for (let run = 0; run < runs; ++run) {
   engine.reset();
-  const cpuMs = (u) => (u.user + u.system) / 1e3;
   let t0 = performance.now(), c0 = process.cpuUsage();
   engine.prefill(prompt);
   const prefillMs = performance.now() - t0, prefillCpu = cpuMs(process.cpuUsage(c0));

@@ -114,45 +114,10 @@ function nativeBench(model, threads) {
 // a burst of load from elsewhere on the machine hits both sides alike instead of one of them.
 // These functions run inside the page; state lives on `window` between them.
 
-// Ours: the same ES6 module and Engine calls as web/worker.js (streamed load, finishLoad(1)),
-// on the page's main thread, capture off.
-async function oursLoad({ engineUrl, modelUrl, promptText, nPrompt }) {
-  const { default: createGpt2Engine } = await import(engineUrl);
-  const Module = await createGpt2Engine();
-  const engine = new Module.Engine();
-  const response = await fetch(modelUrl);
-  engine.beginLoad(Number(response.headers.get('Content-Length')));
-  const reader = response.body.getReader();
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    engine.appendChunk(value);
-  }
-  const info = engine.finishLoad(1);
-  // The whole wasm memory after loading (model bytes, weights, KV cache, scratch); Emscripten
-  // 3.1.6 exposes the heap views on the module.
-  const heapBytes = Module.HEAP8 ? Module.HEAP8.buffer.byteLength : null;
-  // A prompt of exactly nPrompt tokens: the text is made of words that are one token each.
-  const ids = Array.from(engine.tokenize(promptText)).slice(0, nPrompt);
-  if (ids.length !== nPrompt) throw new Error(`prompt has ${ids.length} tokens, wanted ${nPrompt}`);
-  window.ours = { engine, ids };
-  return { info, heapBytes, userAgent: navigator.userAgent };
-}
-
-// One run: prefill the prompt, then nDecode greedy tokens, each sampled and fed back (as the
-// native bench does, so nDecode forward passes).
-function oursRun({ nDecode }) {
-  const { engine, ids } = window.ours;
-  engine.reset();
-  engine.setCapture(false);
-  engine.setSampling(0, 0, 1, 0);  // temperature 0: greedy
-  const t0 = performance.now();
-  engine.prefill(ids);
-  const t1 = performance.now();
-  for (let i = 0; i < nDecode; ++i) engine.step(engine.sample());
-  const t2 = performance.now();
-  return { prefillMs: t1 - t0, decodeMs: t2 - t1 };
-}
+// Ours: Ours.loadEngines and Ours.benchRun (the same ES6 module and Engine calls as
+// web/worker.js: streamed load, finishLoad(1)), on the page's main thread, capture off; a run
+// prefills the prompt, then nDecode greedy tokens, each sampled and fed back (as the native
+// bench does, so nDecode forward passes).
 
 // wllama: one thread (the page is not cross-origin isolated, so wllama also picks its
 // single-thread build), n_ctx 256, its default batch sizes.
@@ -229,17 +194,20 @@ async function compareInBrowser(browser, origin, type, promptText) {
   try {
     await page.goto(origin + '/');
     const modelUrl = `/__model/bench-${type}.gguf`;
-    const ours = await inPage(oursLoad, { engineUrl: '/' + path.relative(kRoot, kEngineJs), modelUrl,
-      promptText, nPrompt: kPromptTokens });
+    const ours = await inPage(Ours.loadEngines, { engineUrl: '/' + path.relative(kRoot, kEngineJs), modelUrl,
+      promptText, threads: [1] });
+    // The prompt's words are one token each, so its first kPromptTokens tokens are a prompt.
+    if (ours.tokens < kPromptTokens) throw new Error(`prompt has ${ours.tokens} tokens, wanted ${kPromptTokens}`);
+    const oursRun = () => inPage(Ours.benchRun, { k: 0, n: kPromptTokens, nDecode: kDecodeTokens, capture: false });
     const peer = await inPage(wllamaLoad, { modelUrl });
-    await inPage(oursRun, { nDecode: kDecodeTokens });
+    await oursRun();
     await inPage(wllamaRun, { promptText, nDecode: kDecodeTokens });
     const oursRuns = [], peerRuns = [];
     for (let r = 0; r < kRuns; ++r) {
-      oursRuns.push(await inPage(oursRun, { nDecode: kDecodeTokens }));
+      oursRuns.push(await oursRun());
       peerRuns.push(await inPage(wllamaRun, { promptText, nDecode: kDecodeTokens }));
     }
-    await inPage(async () => { window.ours.engine.delete(); await window.peer.exit(); }, {});
+    await inPage(async () => { window.bench.engines.forEach((e) => e.delete()); await window.peer.exit(); }, {});
     const perSecond = (n, ms) => n / (ms / 1000);
     for (const t of peerRuns) {
       if (t.prompt_n !== kPromptTokens || t.cache_n !== 0) {
@@ -248,7 +216,7 @@ async function compareInBrowser(browser, origin, type, promptText) {
     }
     const r = {
       userAgent: ours.userAgent,
-      ours: { simd: ours.info.simd, heapMB: ours.heapBytes === null ? null : ours.heapBytes / 1e6,
+      ours: { simd: ours.info.simd, heapMB: ours.heapBytes / 1e6,
         prefillRuns: oursRuns.map((x) => perSecond(kPromptTokens, x.prefillMs)),
         decodeRuns: oursRuns.map((x) => perSecond(kDecodeTokens, x.decodeMs)) },
       wllama: { version: kWllamaVersion, threads: peer.threads,

@@ -195,19 +195,28 @@ double ReferenceLogProb(const float* logits, int n, int id) {
   return static_cast<double>(logits[id] - max - std::log(sum));
 }
 
-TEST_CASE("a re-run of some positions (heads sweep, patching probes) equals a full run",
-          "[model][interventions]") {
+// The tiny model's prompt prefilled once with every activation recorded: the clean run that
+// the re-run and probe tests start from.
+struct CleanRun {
   const gpt2::Model& model = Tiny();
   const int C = model.config().n_embd, V = model.config().n_vocab;
   const std::vector<int> ids = Ids("ids");
   const int T = static_cast<int>(ids.size());
-  REQUIRE(T > 3);
-  gpt2::Session session(model);
+  gpt2::Session session{model};
   gpt2::Recorder clean;
-  session.Prefill(ids.data(), T, {clean.Observer()});
-  const gpt2::RecordedTensor* resid = clean.Find("resid_out", 0);
-  REQUIRE(resid != nullptr);
-  REQUIRE(resid->data.size() == size_t(T) * C);
+  const gpt2::RecordedTensor* resid = nullptr;  // block 0's output stream
+
+  CleanRun() {
+    session.Prefill(ids.data(), T, {clean.Observer()});
+    resid = clean.Find("resid_out", 0);
+    REQUIRE(resid != nullptr);
+    REQUIRE(resid->data.size() == size_t(T) * C);
+  }
+};
+
+TEST_CASE_METHOD(CleanRun, "a re-run of some positions (heads sweep, patching probes) equals a full run",
+                 "[model][interventions]") {
+  REQUIRE(T > 3);
   gpt2::Interventions iv;
   iv.ablate_heads = {{1, 3}};
   gpt2::RunOptions run;
@@ -246,18 +255,10 @@ TEST_CASE("a re-run of some positions (heads sweep, patching probes) equals a fu
   CHECK(CheckTensor("patch re-run of positions p..", got, want_patch.data(), V, kF32Tolerance));
 }
 
-TEST_CASE("probes to the final stream, unembedded together, equal PyTorch; the cache they leave runs on",
-          "[model][interventions]") {
-  const gpt2::Model& model = Tiny();
-  const int C = model.config().n_embd, V = model.config().n_vocab;
-  const std::vector<int> ids = Ids("ids");
-  const int T = static_cast<int>(ids.size());
-  gpt2::Session session(model);
-  gpt2::Recorder clean;
-  session.Prefill(ids.data(), T, {clean.Observer()});
+TEST_CASE_METHOD(CleanRun,
+                 "probes to the final stream, unembedded together, equal PyTorch; the cache they leave runs on",
+                 "[model][interventions]") {
   const float* embed = clean.Find("embed", -1)->data.data();
-  const gpt2::RecordedTensor* resid = clean.Find("resid_out", 0);
-  REQUIRE(resid != nullptr);
   // Two probes' final rows (the last block runs its MLP for the last row only), then one
   // FinalLogits call for both.
   gpt2::Interventions two;

@@ -1,0 +1,37 @@
+// The page's engine under Node for the scripts that measure it (bench-wasm-node.mjs,
+// bench-capture-node.mjs): their flags and a fresh module with a model loaded the way
+// web/worker.js streams it (beginLoad, appendChunk in 16 MB pieces, finishLoad).
+import fs from 'node:fs';
+import {createRequire} from 'node:module';
+import path from 'node:path';
+import {fileURLToPath} from 'node:url';
+
+export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+// The value after --name on the command line, or fallback.
+export function arg(name, fallback) {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 && i + 1 < process.argv.length ? process.argv[i + 1] : fallback;
+}
+
+// This process's CPU time (user + system) in ms from a process.cpuUsage() difference.
+export const cpuMs = (u) => (u.user + u.system) / 1e3;
+
+// The Emscripten module factory and its wasm bytes, read once (--module picks another build).
+export function engineFactory() {
+  const modulePath = arg('module', path.join(repoRoot, 'build/wasm/web/gpt2-engine-node.cjs'));
+  const factory = createRequire(import.meta.url)(modulePath);
+  const wasmBinary = fs.readFileSync(modulePath.replace(/\.cjs$/, '.wasm'));
+  return () => factory({wasmBinary});
+}
+
+// A fresh module with one Engine holding the model bytes, loaded for one thread.
+export async function loadEngine(create, bytes) {
+  const Module = await create();
+  const engine = new Module.Engine();
+  engine.beginLoad(bytes.length);
+  const kChunk = 16 << 20;
+  for (let i = 0; i < bytes.length; i += kChunk) engine.appendChunk(bytes.subarray(i, i + kChunk));
+  const info = engine.finishLoad(1);
+  return {Module, engine, info};
+}
