@@ -21,7 +21,9 @@
 namespace gpt2 {
 namespace {
 
+using gpt2_test::At;
 using gpt2_test::Json;
+using gpt2_test::Numbers;
 
 bool Exists(const std::string& path) { return std::ifstream(path).good(); }
 
@@ -66,7 +68,7 @@ TEST_CASE("Real GPT-2 small matches the reference logits, attention and tokens",
     }
     const Json ref = gpt2_test::ReadJsonFile(ref_path);
     std::vector<int> ids;
-    for (double v : ref["token_ids"].Numbers()) ids.push_back(static_cast<int>(v));
+    for (double v : Numbers(At(ref, "token_ids"))) ids.push_back(static_cast<int>(v));
     for (const std::string& path : models) {
       INFO("model " << path << ", example " << example);
       auto mapping = MappedFile::Open(path);
@@ -77,7 +79,7 @@ TEST_CASE("Real GPT-2 small matches the reference logits, attention and tokens",
         continue;
       }
       const Budget budget = BudgetFor(model->blocks[0].qkv.type);
-      CHECK(Tokenizer::FromGguf(*file)->Encode(ref["prompt"].string) == ids);
+      CHECK(Tokenizer::FromGguf(*file)->Encode(At(ref, "prompt").str) == ids);
 
       Session session(*model, 2);
       std::vector<std::vector<float>> probs(12);
@@ -86,7 +88,7 @@ TEST_CASE("Real GPT-2 small matches the reference logits, attention and tokens",
         if (std::string(a.name) == "attn_probs") probs[a.layer].assign(a.data, a.data + a.shape[0] * a.shape[1] * a.shape[2]);
       };
       const float* logits = session.Prefill(ids.data(), static_cast<int>(ids.size()), run);
-      const std::vector<double> want = ref["last_position_logits"].Numbers();
+      const std::vector<double> want = Numbers(At(ref, "last_position_logits"));
       REQUIRE(want.size() == size_t(model->config().n_vocab));
       double max_diff = 0;
       size_t best = 0, want_best = 0;
@@ -102,10 +104,10 @@ TEST_CASE("Real GPT-2 small matches the reference logits, attention and tokens",
       const size_t T = ids.size();
       double max_attn = 0;
       for (int block = 0; block < 12; ++block) {
-        const Json& heads = ref["attention_softmax_by_block_head"][std::to_string(block)];
+        const Json& heads = At(At(ref, "attention_softmax_by_block_head"), std::to_string(block));
         for (int h = 0; h < 12; ++h) {
           for (size_t q = 0; q < T; ++q) {
-            const std::vector<double> row = heads[h][q].Numbers();
+            const std::vector<double> row = Numbers(At(At(heads, h), q));
             for (size_t k = 0; k < T; ++k) {
               max_attn = std::max(max_attn, std::abs(probs[block][(h * T + q) * T + k] - row[k]));
             }

@@ -21,7 +21,9 @@
 namespace {
 
 using gpt2::Tokenizer;
+using gpt2_test::At;
 using gpt2_test::Json;
+using gpt2_test::Numbers;
 using gpt2_test::ReadJsonFile;
 
 constexpr int kGpt2VocabSize = 50257;
@@ -41,7 +43,7 @@ const Json& Golden() {
 
 std::vector<int> Ids(const Json& array) {
   std::vector<int> ids;
-  for (double v : array.Numbers()) ids.push_back(static_cast<int>(v));
+  for (double v : Numbers(array)) ids.push_back(static_cast<int>(v));
   return ids;
 }
 
@@ -90,12 +92,12 @@ TEST_CASE("GPT-2 vocabulary loads from encoder.json and vocab.bpe", "[tokenizer]
 
 TEST_CASE("Encode matches js-tiktoken gpt2 on the corpus", "[tokenizer]") {
   const Tokenizer& t = Gpt2();
-  const Json& cases = Golden()["cases"];
+  const Json& cases = At(Golden(), "cases");
   REQUIRE(cases.array.size() >= 200);
   size_t matched = 0;
   for (const Json& c : cases.array) {
-    const std::string& text = c["text"].string;
-    const std::vector<int> expected = Ids(c["ids"]);
+    const std::string& text = At(c, "text").str;
+    const std::vector<int> expected = Ids(At(c, "ids"));
     const std::vector<int> ids = t.Encode(text);
     INFO("text: \"" << text << "\"");
     CHECK(TokenStrings(t, ids) == TokenStrings(t, expected));
@@ -109,8 +111,8 @@ TEST_CASE("Encode matches js-tiktoken gpt2 on the corpus", "[tokenizer]") {
 
 TEST_CASE("Decode(Encode(s)) == s on the corpus", "[tokenizer]") {
   const Tokenizer& t = Gpt2();
-  for (const Json& c : Golden()["cases"].array) {
-    const std::string& text = c["text"].string;
+  for (const Json& c : At(Golden(), "cases").array) {
+    const std::string& text = At(c, "text").str;
     INFO("text: \"" << text << "\"");
     CHECK(t.Decode(t.Encode(text)) == text);
   }
@@ -119,22 +121,22 @@ TEST_CASE("Decode(Encode(s)) == s on the corpus", "[tokenizer]") {
 TEST_CASE("Encode matches js-tiktoken on a ~300 KB text", "[tokenizer]") {
   const Tokenizer& t = Gpt2();
   const Json& golden = Golden();
-  const Json& big = golden["big"];
-  const std::vector<Json>& cases = golden["cases"].array;
-  const std::vector<Json>& separators = big["separators"].array;
-  const int repeats = static_cast<int>(big["repeats"].number);
+  const Json& big = At(golden, "big");
+  const std::vector<Json>& cases = At(golden, "cases").array;
+  const std::vector<Json>& separators = At(big, "separators").array;
+  const int repeats = static_cast<int>(At(big, "repeats").number);
   std::string text;
   for (int rep = 0; rep < repeats; ++rep) {
     for (size_t i = 0; i < cases.size(); ++i) {
-      text += cases[i]["text"].string;
-      text += separators[(i + rep) % separators.size()].string;
+      text += At(cases[i], "text").str;
+      text += separators[(i + rep) % separators.size()].str;
     }
   }
-  REQUIRE(text.size() == static_cast<size_t>(big["utf8_bytes"].number));
+  REQUIRE(text.size() == static_cast<size_t>(At(big, "utf8_bytes").number));
   const std::vector<int> ids = t.Encode(text);
-  CHECK(ids.size() == static_cast<size_t>(big["num_ids"].number));
-  const size_t chunk = static_cast<size_t>(big["chunk"].number);
-  const std::vector<Json>& digests = big["chunk_fnv1a32"].array;
+  CHECK(ids.size() == static_cast<size_t>(At(big, "num_ids").number));
+  const size_t chunk = static_cast<size_t>(At(big, "chunk").number);
+  const std::vector<Json>& digests = At(big, "chunk_fnv1a32").array;
   size_t chunks_matching = 0;
   for (size_t c = 0; c < digests.size(); ++c) {
     const size_t begin = c * chunk;
@@ -158,14 +160,14 @@ TEST_CASE("Encode matches real GPT-2 prompts in ../shared/reference", "[tokenize
     if (!std::ifstream(path)) continue;
     ++found;
     const Json example = ReadJsonFile(path);
-    const std::string& prompt = example["prompt"].string;
+    const std::string& prompt = At(example, "prompt").str;
     INFO(path << ": \"" << prompt << "\"");
-    const std::vector<int> expected = Ids(example["token_ids"]);
+    const std::vector<int> expected = Ids(At(example, "token_ids"));
     CHECK(t.Encode(prompt) == expected);
     CHECK(t.Decode(expected) == prompt);
-    if (example.Has("tokens")) {
+    if (example.Find("tokens") != nullptr) {
       std::vector<std::string> tokens;
-      for (const Json& s : example["tokens"].array) tokens.push_back(s.string);
+      for (const Json& s : At(example, "tokens").array) tokens.push_back(s.str);
       CHECK(TokenStrings(t, expected) == tokens);
     }
   }
@@ -389,9 +391,9 @@ TEST_CASE("FromGguf reads tokenizer.ggml.tokens and merges", "[tokenizer]") {
   CHECK(t->tokens() == reference.tokens());
   CHECK(t->merges() == reference.merges());
   // The same ids as js-tiktoken, through the GGUF path.
-  for (const Json& c : Golden()["cases"].array) {
-    INFO("text: \"" << c["text"].string << "\"");
-    CHECK(t->Encode(c["text"].string) == Ids(c["ids"]));
+  for (const Json& c : At(Golden(), "cases").array) {
+    INFO("text: \"" << At(c, "text").str << "\"");
+    CHECK(t->Encode(At(c, "text").str) == Ids(At(c, "ids")));
   }
 
   // Another tokenizer model, or missing arrays, are named errors.
