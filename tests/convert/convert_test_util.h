@@ -28,6 +28,19 @@ inline std::string ShapeJson(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+// A safetensors file's start: the header's length as 8 little-endian bytes, then the header,
+// with room reserved for data_bytes more. Reserving up front also keeps GCC 12's
+// -Warray-bounds from misreading the insert into a vector that started at 8 bytes (a false
+// positive of its memcpy inlining).
+inline std::vector<uint8_t> HeaderBytes(const std::string& header, size_t data_bytes) {
+  std::vector<uint8_t> out;
+  out.reserve(8 + header.size() + data_bytes);
+  const uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(n >> (8 * i)));
+  out.insert(out.end(), header.begin(), header.end());
+  return out;
+}
+
 // Serializes entries in order; the header is padded with spaces to a multiple of 8 bytes as the
 // Python writer does.
 inline std::vector<uint8_t> WriteSafetensors(const std::vector<StEntry>& entries,
@@ -44,10 +57,7 @@ inline std::vector<uint8_t> WriteSafetensors(const std::vector<StEntry>& entries
   }
   header += "}";
   while ((8 + header.size()) % 8 != 0) header += ' ';
-  std::vector<uint8_t> out(8);
-  uint64_t n = header.size();
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(n >> (8 * i));
-  out.insert(out.end(), header.begin(), header.end());
+  std::vector<uint8_t> out = HeaderBytes(header, offset);
   for (const StEntry& e : entries) out.insert(out.end(), e.bytes.begin(), e.bytes.end());
   return out;
 }

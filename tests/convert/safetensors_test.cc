@@ -17,10 +17,7 @@ using gpt2::SafetensorsFile;
 namespace {
 
 std::vector<uint8_t> WithHeader(const std::string& header, size_t data_bytes = 0) {
-  std::vector<uint8_t> out(8);
-  uint64_t n = header.size();
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(n >> (8 * i));
-  out.insert(out.end(), header.begin(), header.end());
+  std::vector<uint8_t> out = convert_test::HeaderBytes(header, data_bytes);
   out.resize(out.size() + data_bytes, 0);
   return out;
 }
