@@ -338,7 +338,9 @@ HWY_INLINE void DequantizeRow(const Block* HWY_RESTRICT row, int64_t cols,
     VF w[kBlockVecs];
     DecodeBlock(df, row + b, w);
     const VF d = hn::Set(df, kernels_internal::HalfToFloat(row[b].d));
-    for (size_t j = 0; j < kBlockVecs; ++j) hn::StoreU(hn::Mul(w[j], d), df, out + b * 32 + j * kLanes);
+    for (size_t j = 0; j < kBlockVecs; ++j) {
+      hn::StoreU(hn::Mul(w[j], d), df, out + b * 32 + j * kLanes);
+    }
   }
 }
 
@@ -822,7 +824,8 @@ HWY_NOINLINE void DequantizedRowGroup(const float* HWY_RESTRICT x, int64_t T,
   const int64_t cols = w.cols;
   // Per thread (the model splits one product's rows over threads); grows only.
   static thread_local std::vector<float> scratch;
-  if (scratch.size() < kR * static_cast<size_t>(cols)) scratch.resize(kR * static_cast<size_t>(cols));
+  const size_t scratch_size = kR * static_cast<size_t>(cols);
+  if (scratch.size() < scratch_size) scratch.resize(scratch_size);
   const float* rows[kR];
   for (size_t r = 0; r < kR; ++r) {
     float* row = scratch.data() + static_cast<int64_t>(r) * cols;
