@@ -743,7 +743,9 @@ HWY_INLINE void StoreTile(const float (&out)[kR][kT], const float* HWY_RESTRICT 
   for (size_t r = 0; r < kR; ++r) {
     const int64_t row = r0 + static_cast<int64_t>(r);
     const float b = bias != nullptr ? bias[row] : 0.0f;
-    for (size_t t = 0; t < kT; ++t) y[(t0 + static_cast<int64_t>(t)) * rows + row] = out[r][t] + b;
+    for (size_t t = 0; t < kT; ++t) {
+      y[(t0 + static_cast<int64_t>(t)) * rows + row] = out[r][t] + b;
+    }
   }
 }
 
@@ -815,8 +817,8 @@ HWY_INLINE void RunRowGroup(const float* x, const Int8Activations* qa, int64_t T
 // dequantized once into f32 scratch and every token then runs the f32 weights' FloatTile on
 // them. Decoding a block costs about as much as multiplying it into kTokenTile tokens, so
 // decoding it once per row group instead of once per token tile leaves the f32 model's
-// arithmetic on a quarter (Q8_0) or an eighth (Q4_0) of its memory traffic. The products are
-// those of QuantTile (w = d * q exactly in f32, the same multiply-adds in the same order).
+// arithmetic on a quarter (Q8_0) or an eighth (Q4_0) of its memory traffic. w = d * q is exact
+// in f32, so the result is the f32 weights d * q's, summed as FloatTile sums.
 template <size_t kR, typename Block>
 HWY_NOINLINE void DequantizedRowGroup(const float* HWY_RESTRICT x, int64_t T,
                                       const WeightView& w, const float* HWY_RESTRICT bias,
