@@ -9,15 +9,18 @@
 // activations (kFloat) each block is decoded to f32 (int8 -> int32 -> f32) and multiplied
 // straight into x, its partial sum scaled by d once. Prefill (T > 1) works on tiles of
 // kPrefillRows rows x up to kTokenTile tokens: each weight block is decoded once and used for
-// every token of the tile. The tile loop is row-outer, so each weight row is read from memory
-// once per call while the activations stay in cache.
+// every token of the tile (int8), or each row group is dequantized once to f32 and then runs the
+// f32 weights' tiles for all tokens (f32 activations, DequantizedRowGroup). The tile loop is
+// row-outer, so each weight row is read from memory once per call while the activations stay in
+// cache.
 //
 // Informal throughput, CPU time on the 2-core AMD EPYC dev VM, one thread (gpt2_tests "[bench]"):
 // Q8_0 3072 x 768 (2.4 MB, cache resident) at T = 1:
 //   AVX3 f32 activations ~17 GB/s of weights, int8 ~23;  WASM under Node 20 f32 ~4.7, int8 ~8.6
 //   (Int8DecodeGroups, Intel Xeon VM at load 6-8, 2026-12-01: int8 ~15, was ~9).
-// At T = 64: AVX3 f32 ~90 GFLOP/s, int8 ~73 (x86 FMA on f32 is already cheap; int8 adds a convert
-// and a broadcast per block and token);  WASM f32 ~13, int8 ~25 (no FMA: int8 saves more).
+// At T = 64: AVX3 f32 activations ~100 GFLOP/s (dequantized rows, as fast as F32 weights), int8
+// ~47 (x86 FMA on f32 is cheap; int8 adds a convert and a broadcast per block and token);
+// WASM f32 ~13, int8 ~25 (no FMA: int8 saves more).
 #if defined(GPT2_KERNELS_MATMUL_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef GPT2_KERNELS_MATMUL_INL_H_
 #undef GPT2_KERNELS_MATMUL_INL_H_
@@ -28,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include <hwy/highway.h>
@@ -64,10 +68,13 @@ constexpr size_t kFloatDecodeRows = HWY_TARGET == HWY_WASM ? 16 : 4;
 constexpr size_t kPrefillRows = HWY_MAX_BYTES == 64 ? 4 : 2;
 constexpr size_t kTokenTile = 4;    // tokens sharing one decoded weight vector
 
-// kFastest's choice (kernels.h FastestQuantActivations). AVX-512 runs f32 prefill tiles
-// faster than int8 ones: gpt2_tests "[bench]", fc 3072x768 at T = 64, one thread, GFLOP/s
-// f32 / int8: AVX3 Q8_0 60 / 45, Q4_0 54 / 28; but AVX2 39 / 48 and 36 / 38, SSE4 21 / 34.
-// WASM has no FMA, so int8 wins there too; decode (T == 1) is faster in int8 everywhere.
+// kFastest's choice (kernels.h FastestQuantActivations). With dequantized rows
+// (DequantizedRowGroup) AVX-512 runs f32 prefill twice as fast as int8: gpt2_tests "[bench]",
+// T = 64, one thread, CPU time, load ~5 (2026-12-01), GFLOP/s f32 / int8 for qkv 2304x768,
+// fc 3072x768, proj 768x3072: AVX3 Q8_0 84 / 45, 100 / 47, 77 / 42 (F32 weights 80, 90, 77),
+// Q4_0 88 / 38, 100 / 37, 92 / 36. AVX2 is a draw for Q8_0 (44 / 46, 56 / 51, 41 / 43) and
+// SSE4 too (37 / 41, 37 / 40, 39 / 35), so they keep int8, the page's and llama.cpp's
+// numbers. WASM has no FMA, so int8 wins there; decode (T == 1) is faster in int8 everywhere.
 constexpr bool kFloatPrefillFaster = HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL;
 
 // Lanes of f32 per vector; a Q block of 32 weights is kBlockVecs vectors. Every target we build
@@ -273,19 +280,18 @@ HWY_INLINE void FloatTile(const float* HWY_RESTRICT x, int64_t cols,
   }
 }
 
-// Quantized weights, block by block. The f16 scales of 2 kLanes blocks per row are converted
-// together (one vector conversion instead of a scalar one per block). With one token the
-// block's dot product is accumulated unscaled (two partial sums) and multiplied by d once;
-// with several tokens each weight vector is scaled once and reused by all kT tokens.
-template <size_t kR, size_t kT, typename Block>
+// Quantized weights with one token (decode with f32 activations), block by block: the block's
+// dot product is accumulated unscaled (two partial sums) and multiplied by d once. The f16
+// scales of 2 kLanes blocks per row are converted together (one vector conversion instead of a
+// scalar one per block). Prefill with f32 activations dequantizes whole rows instead
+// (DequantizedRowGroup).
+template <size_t kR, typename Block>
 HWY_INLINE void QuantTile(const float* HWY_RESTRICT x, int64_t cols,
-                          const Block* HWY_RESTRICT const* rows, float (&out)[kR][kT]) {
+                          const Block* HWY_RESTRICT const* rows, float (&out)[kR][1]) {
   const DF df;
   constexpr size_t kChunk = 2 * kLanes;
-  VF acc[kR][kT];
-  for (size_t r = 0; r < kR; ++r) {
-    for (size_t t = 0; t < kT; ++t) acc[r][t] = hn::Zero(df);
-  }
+  VF acc[kR];
+  for (size_t r = 0; r < kR; ++r) acc[r] = hn::Zero(df);
   const int64_t num_blocks = cols / 32;
   for (int64_t b0 = 0; b0 < num_blocks; b0 += kChunk) {
     const size_t chunk =
@@ -306,38 +312,35 @@ HWY_INLINE void QuantTile(const float* HWY_RESTRICT x, int64_t cols,
     for (size_t i = 0; i < chunk; ++i) {
       const int64_t b = b0 + static_cast<int64_t>(i);
       const float* HWY_RESTRICT xb = x + b * 32;
-      if constexpr (kT == 1) {
-        for (size_t r = 0; r < kR; ++r) {
-          VF w[kBlockVecs];
-          DecodeBlock(df, rows[r] + b, w);
-          VF sum0 = hn::Mul(w[0], hn::LoadU(df, xb));
-          VF sum1 = hn::Mul(w[1], hn::LoadU(df, xb + kLanes));
-          for (size_t j = 2; j < kBlockVecs; j += 2) {
-            sum0 = hn::MulAdd(w[j], hn::LoadU(df, xb + j * kLanes), sum0);
-            sum1 = hn::MulAdd(w[j + 1], hn::LoadU(df, xb + (j + 1) * kLanes), sum1);
-          }
-          acc[r][0] = hn::MulAdd(hn::Add(sum0, sum1), hn::Set(df, scales[r][i]), acc[r][0]);
+      for (size_t r = 0; r < kR; ++r) {
+        VF w[kBlockVecs];
+        DecodeBlock(df, rows[r] + b, w);
+        VF sum0 = hn::Mul(w[0], hn::LoadU(df, xb));
+        VF sum1 = hn::Mul(w[1], hn::LoadU(df, xb + kLanes));
+        for (size_t j = 2; j < kBlockVecs; j += 2) {
+          sum0 = hn::MulAdd(w[j], hn::LoadU(df, xb + j * kLanes), sum0);
+          sum1 = hn::MulAdd(w[j + 1], hn::LoadU(df, xb + (j + 1) * kLanes), sum1);
         }
-      } else {
-        // Decode one row's block and use it for all tokens at once; the activations are
-        // reloaded per row from L1 rather than held in registers.
-        for (size_t r = 0; r < kR; ++r) {
-          VF w[kBlockVecs];
-          DecodeBlock(df, rows[r] + b, w);
-          const VF d = hn::Set(df, scales[r][i]);
-          for (size_t j = 0; j < kBlockVecs; ++j) {
-            const VF wv = hn::Mul(w[j], d);
-            for (size_t t = 0; t < kT; ++t) {
-              const VF xv = hn::LoadU(df, xb + static_cast<int64_t>(t) * cols + j * kLanes);
-              acc[r][t] = hn::MulAdd(wv, xv, acc[r][t]);
-            }
-          }
-        }
+        acc[r] = hn::MulAdd(hn::Add(sum0, sum1), hn::Set(df, scales[r][i]), acc[r]);
       }
     }
   }
-  for (size_t r = 0; r < kR; ++r) {
-    for (size_t t = 0; t < kT; ++t) out[r][t] = hn::GetLane(hn::SumOfLanes(df, acc[r][t]));
+  for (size_t r = 0; r < kR; ++r) out[r][0] = hn::GetLane(hn::SumOfLanes(df, acc[r]));
+}
+
+// One quantized row as f32: out[c] = d * q for each block (format/quant.h's dequantizers).
+// Exact: q has at most 8 significant bits and d (an f16) 11, so the product fits f32's 24.
+template <typename Block>
+HWY_INLINE void DequantizeRow(const Block* HWY_RESTRICT row, int64_t cols,
+                              float* HWY_RESTRICT out) {
+  const DF df;
+  for (int64_t b = 0; b < cols / 32; ++b) {
+    VF w[kBlockVecs];
+    DecodeBlock(df, row + b, w);
+    const VF d = hn::Set(df, kernels_internal::HalfToFloat(row[b].d));
+    for (size_t j = 0; j < kBlockVecs; ++j) {
+      hn::StoreU(hn::Mul(w[j], d), df, out + b * 32 + j * kLanes);
+    }
   }
 }
 
@@ -726,10 +729,42 @@ HWY_INLINE void BlockTile(const float* HWY_RESTRICT xt, const Int8Activations* q
   }
   if (qa != nullptr) {
     Int8Tile<kR, kT>(*qa, t0, cols, rows, out);
+  } else if constexpr (kT == 1) {
+    QuantTile<kR>(xt, cols, rows, out);
   } else {
-    QuantTile<kR, kT>(xt, cols, rows, out);
+    HWY_ABORT("f32-activation prefill of quantized weights goes through DequantizedRowGroup");
   }
 }
+
+// Adds the bias to a tile's dot products and stores them in y [T, rows].
+template <size_t kR, size_t kT>
+HWY_INLINE void StoreTile(const float (&out)[kR][kT], const float* HWY_RESTRICT bias,
+                          int64_t rows, int64_t t0, int64_t r0, float* HWY_RESTRICT y) {
+  for (size_t r = 0; r < kR; ++r) {
+    const int64_t row = r0 + static_cast<int64_t>(r);
+    const float b = bias != nullptr ? bias[row] : 0.0f;
+    for (size_t t = 0; t < kT; ++t) {
+      y[(t0 + static_cast<int64_t>(t)) * rows + row] = out[r][t] + b;
+    }
+  }
+}
+
+// Calls tile(std::integral_constant<size_t, kT>, t0) for tokens [0, T) in tiles of kTokenTile,
+// then one tile of the remaining 1-3.
+template <typename TileFn>
+HWY_INLINE void ForEachTokenTile(int64_t T, const TileFn& tile) {
+  int64_t t0 = 0;
+  for (; t0 + static_cast<int64_t>(kTokenTile) <= T; t0 += kTokenTile) {
+    tile(std::integral_constant<size_t, kTokenTile>(), t0);
+  }
+  switch (T - t0) {
+    case 3: tile(std::integral_constant<size_t, 3>(), t0); break;
+    case 2: tile(std::integral_constant<size_t, 2>(), t0); break;
+    case 1: tile(std::integral_constant<size_t, 1>(), t0); break;
+    default: break;
+  }
+}
+static_assert(kTokenTile == 4, "ForEachTokenTile's tail switch assumes 4-token tiles");
 
 // Rows [r0, r0 + kR) x tokens [t0, t0 + kT): picks the tile for the weight type and stores
 // bias + dot into y.
@@ -766,31 +801,56 @@ HWY_NOINLINE void RunTile(const float* HWY_RESTRICT x, const Int8Activations* qa
       BlockTile<kR, kT, BlockQ4_0>(xt, qa, t0, w, r0, out);
       break;
   }
-  for (size_t r = 0; r < kR; ++r) {
-    const int64_t row = r0 + static_cast<int64_t>(r);
-    const float b = bias != nullptr ? bias[row] : 0.0f;
-    for (size_t t = 0; t < kT; ++t) {
-      y[(t0 + static_cast<int64_t>(t)) * w.rows + row] = out[r][t] + b;
-    }
-  }
+  StoreTile<kR, kT>(out, bias, w.rows, t0, r0, y);
 }
 
 // All tokens of one row group, kTokenTile at a time.
 template <size_t kR>
 HWY_INLINE void RunRowGroup(const float* x, const Int8Activations* qa, int64_t T,
                             const WeightView& w, const float* bias, float* y, int64_t r0) {
-  int64_t t0 = 0;
-  for (; t0 + static_cast<int64_t>(kTokenTile) <= T; t0 += kTokenTile) {
-    RunTile<kR, kTokenTile>(x, qa, t0, w, bias, y, r0);
-  }
-  switch (T - t0) {
-    case 3: RunTile<kR, 3>(x, qa, t0, w, bias, y, r0); break;
-    case 2: RunTile<kR, 2>(x, qa, t0, w, bias, y, r0); break;
-    case 1: RunTile<kR, 1>(x, qa, t0, w, bias, y, r0); break;
-    default: break;
-  }
+  ForEachTokenTile(T, [&](auto kT, int64_t t0) {
+    RunTile<kR, decltype(kT)::value>(x, qa, t0, w, bias, y, r0);
+  });
 }
-static_assert(kTokenTile == 4, "RunRowGroup's tail switch assumes 4-token tiles");
+
+// Prefill (T > 1) of quantized weights with f32 activations, rows [r0, r0 + kR): the rows are
+// dequantized once into f32 scratch and every token then runs the f32 weights' FloatTile on
+// them. Decoding a block costs about as much as multiplying it into kTokenTile tokens, so
+// decoding it once per row group instead of once per token tile leaves the f32 model's
+// arithmetic on a quarter (Q8_0) or an eighth (Q4_0) of its memory traffic. w = d * q is exact
+// in f32, so the result is the f32 weights d * q's, summed as FloatTile sums.
+template <size_t kR, typename Block>
+HWY_NOINLINE void DequantizedRowGroup(const float* HWY_RESTRICT x, int64_t T,
+                                      const WeightView& w, const float* HWY_RESTRICT bias,
+                                      float* HWY_RESTRICT y, int64_t r0) {
+  const int64_t cols = w.cols;
+  // Per thread (the model splits one product's rows over threads); grows only.
+  static thread_local std::vector<float> scratch;
+  const size_t scratch_size = kR * static_cast<size_t>(cols);
+  if (scratch.size() < scratch_size) scratch.resize(scratch_size);
+  const float* rows[kR];
+  for (size_t r = 0; r < kR; ++r) {
+    float* row = scratch.data() + static_cast<int64_t>(r) * cols;
+    DequantizeRow(static_cast<const Block*>(w.data) + (r0 + static_cast<int64_t>(r)) * (cols / 32),
+                  cols, row);
+    rows[r] = row;
+  }
+  ForEachTokenTile(T, [&](auto kT, int64_t t0) {
+    float out[kR][decltype(kT)::value];
+    FloatTile<kR, decltype(kT)::value>(x + t0 * cols, cols, rows, out);
+    StoreTile<kR, decltype(kT)::value>(out, bias, w.rows, t0, r0, y);
+  });
+}
+
+// Rows [r, row_end) of a DequantizedRowGroup prefill: kPrefillRows at a time, then single rows.
+template <typename Block>
+HWY_INLINE void DequantizedPrefill(const float* x, int64_t T, const WeightView& w,
+                                   const float* bias, float* y, int64_t r, int64_t row_end) {
+  for (; r + static_cast<int64_t>(kPrefillRows) <= row_end; r += kPrefillRows) {
+    DequantizedRowGroup<kPrefillRows, Block>(x, T, w, bias, y, r);
+  }
+  for (; r < row_end; ++r) DequantizedRowGroup<1, Block>(x, T, w, bias, y, r);
+}
 
 }  // namespace matmul
 
@@ -803,9 +863,17 @@ HWY_NOINLINE void MatMulKernel(const float* x, int64_t T, const WeightView& w, c
                                float* y, int64_t row_begin, int64_t row_end,
                                QuantActivations act) {
   if (act == QuantActivations::kFastest) act = FastestQuantActivationsKernel(T);
+  const bool quantized = w.type == TensorType::kQ8_0 || w.type == TensorType::kQ4_0;
+  if (T > 1 && quantized && act == QuantActivations::kFloat) {
+    if (w.type == TensorType::kQ8_0) {
+      matmul::DequantizedPrefill<BlockQ8_0>(x, T, w, bias, y, row_begin, row_end);
+    } else {
+      matmul::DequantizedPrefill<BlockQ4_0>(x, T, w, bias, y, row_begin, row_end);
+    }
+    return;
+  }
   const matmul::Int8Activations* qa = nullptr;
-  if ((w.type == TensorType::kQ8_0 || w.type == TensorType::kQ4_0) &&
-      act == QuantActivations::kInt8) {
+  if (quantized && act == QuantActivations::kInt8) {
     // Per thread: the model splits one product's rows over threads, each quantizing x itself.
     static thread_local matmul::Int8Activations scratch;
     matmul::QuantizeActivations(x, T, w.cols, w.type == TensorType::kQ4_0, scratch);

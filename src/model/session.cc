@@ -15,8 +15,9 @@
 namespace gpt2 {
 
 struct Session::Buffers {
-  explicit Buffers(const Config& c, int n_threads)
+  Buffers(const Config& c, int n_threads, QuantActivations act)
       : config(c),
+        activations(act),
         pool(n_threads),
         k_cache(size_t(c.n_layer) * c.n_ctx * c.n_embd),
         v_cache(size_t(c.n_layer) * c.n_ctx * c.n_embd),
@@ -37,6 +38,7 @@ struct Session::Buffers {
   }
 
   const Config config;
+  const QuantActivations activations;  // for every MatMul of Q8_0/Q4_0 weights
   int64_t rows_ = 0;
   ThreadPool pool;
   std::vector<float> x;      // [T, C] residual stream
@@ -57,8 +59,8 @@ struct Session::Buffers {
   std::vector<float> obs_probs;     // [H, T, n_keys]
 };
 
-Session::Session(const Model& model, int n_threads)
-    : model_(model), buffers_(new Buffers(model.config(), n_threads)) {}
+Session::Session(const Model& model, int n_threads, QuantActivations activations)
+    : model_(model), buffers_(new Buffers(model.config(), n_threads, activations)) {}
 
 int Session::n_threads() const { return buffers_->pool.size(); }
 
@@ -73,16 +75,16 @@ namespace {
 
 // Splits a matmul's output rows over the pool in chunks of whole rows.
 void ParallelMatMul(ThreadPool& pool, const float* x, int64_t T, const WeightView& w,
-                    const float* bias, float* y) {
+                    const float* bias, float* y, QuantActivations act) {
   const int64_t n_chunks = std::min<int64_t>(w.rows / 8 + 1, int64_t(pool.size()) * 4);
   if (n_chunks <= 1 || pool.size() == 1) {
-    MatMul(x, T, w, bias, y, 0, w.rows);
+    MatMul(x, T, w, bias, y, 0, w.rows, act);
     return;
   }
   pool.ParallelFor(n_chunks, [&](int64_t chunk) {
     const int64_t begin = w.rows * chunk / n_chunks;
     const int64_t end = w.rows * (chunk + 1) / n_chunks;
-    MatMul(x, T, w, bias, y, begin, end);
+    MatMul(x, T, w, bias, y, begin, end, act);
   });
 }
 
@@ -350,7 +352,7 @@ void Session::AttentionStep(int l, int T_int, const RunOptions& run) {
   float* x = b.x.data();
 
   ReadSublayer(post_norm, x, w.ln1_g, w.ln1_b, b.xn.data(), T, C, c.ln_eps);
-  ParallelMatMul(b.pool, b.xn.data(), T, w.qkv, w.qkv_b, b.qkv.data());
+  ParallelMatMul(b.pool, b.xn.data(), T, w.qkv, w.qkv_b, b.qkv.data(), b.activations);
 
   float* k_layer = b.k_cache.data() + size_t(l) * c.n_ctx * C;  // [H, n_ctx, D]
   float* v_layer = b.v_cache.data() + size_t(l) * c.n_ctx * C;
@@ -413,7 +415,7 @@ void Session::AttentionStep(int l, int T_int, const RunOptions& run) {
     Report(run.observer, "attn_heads", l, pos0, b.heads.data(), T, C);
   }
 
-  ParallelMatMul(b.pool, b.heads.data(), T, w.proj, w.proj_b, b.tmp.data());
+  ParallelMatMul(b.pool, b.heads.data(), T, w.proj, w.proj_b, b.tmp.data(), b.activations);
   const bool skip = iv != nullptr && Interventions::Lists(iv->skip_attn, l);
   WriteSublayer(iv, l, skip, b.tmp.data(), w.ln1_g, w.ln1_b, x, T, C, c.ln_eps);
   if (observing) {
@@ -435,14 +437,14 @@ void Session::MlpStep(int l, int T_int, const RunOptions& run) {
   float* x = b.x.data();
 
   ReadSublayer(post_norm, x, w.ln2_g, w.ln2_b, b.xn.data(), T, C, c.ln_eps);
-  ParallelMatMul(b.pool, b.xn.data(), T, w.fc, w.fc_b, b.ff.data());
+  ParallelMatMul(b.pool, b.xn.data(), T, w.fc, w.fc_b, b.ff.data(), b.activations);
   if (observing) {
     Report(run.observer, "ln2", l, pos0, b.xn.data(), T, C);
     Report(run.observer, "mlp_pre", l, pos0, b.ff.data(), T, F);
   }
   Gelu(b.ff.data(), T * F);
   if (observing) Report(run.observer, "mlp_act", l, pos0, b.ff.data(), T, F);
-  ParallelMatMul(b.pool, b.ff.data(), T, w.fc_proj, w.fc_proj_b, b.tmp.data());
+  ParallelMatMul(b.pool, b.ff.data(), T, w.fc_proj, w.fc_proj_b, b.tmp.data(), b.activations);
   const bool skip = iv != nullptr && Interventions::Lists(iv->skip_mlp, l);
   WriteSublayer(iv, l, skip, b.tmp.data(), w.ln2_g, w.ln2_b, x, T, C, c.ln_eps);
   if (observing) {
@@ -466,11 +468,13 @@ const float* Session::Unembed(int T_int, const RunOptions& run) {
   Report(run.observer, "ln_f", -1, position_, b.xn.data(), T, C);
   if (run.observe_all_logits) {
     b.observed.resize(std::max<size_t>(size_t(T) * c.n_vocab, b.observed.size()));
-    ParallelMatMul(b.pool, b.xn.data(), T, model_.output, nullptr, b.observed.data());
+    ParallelMatMul(b.pool, b.xn.data(), T, model_.output, nullptr, b.observed.data(),
+                   b.activations);
     Report(run.observer, "logits", -1, position_, b.observed.data(), T, c.n_vocab);
     std::copy_n(b.observed.data() + (T - 1) * c.n_vocab, c.n_vocab, b.logits.data());
   } else {
-    ParallelMatMul(b.pool, b.xn.data() + (T - 1) * C, 1, model_.output, nullptr, b.logits.data());
+    ParallelMatMul(b.pool, b.xn.data() + (T - 1) * C, 1, model_.output, nullptr, b.logits.data(),
+                   b.activations);
   }
   return b.logits.data();
 }
@@ -481,7 +485,7 @@ void Session::FinalLogits(const float* x, int n, float* logits) {
   const int64_t C = c.n_embd;
   b.EnsureRows(n);
   for (int64_t t = 0; t < n; ++t) LayerNorm(x + t * C, model_.ln_f_g, model_.ln_f_b, c.ln_eps, C, b.xn.data() + t * C);
-  ParallelMatMul(b.pool, b.xn.data(), n, model_.output, nullptr, logits);
+  ParallelMatMul(b.pool, b.xn.data(), n, model_.output, nullptr, logits, b.activations);
 }
 
 }  // namespace gpt2

@@ -2,7 +2,8 @@
 // hidden from the default run (Catch2's "[.]" tag). BENCHMARKS.md records its output.
 //   build/native/gpt2_tests "[profile]"                                (native, best target)
 //   node --no-experimental-fetch build/wasm/gpt2_tests.js "[profile]"  (WASM SIMD128 under V8)
-//   ... "[profile][q8_0]" for one weight type (q8_0, q4_0, f32)
+//   ... "[profile][q8_0]" for one weight type (q8_0, q4_0, f32); "[profile][q8_0_int8]": Q8_0
+//   with the page's int8 activations (the others run the native CLI's default, kFastest)
 // The model is GPT-2 small's shape with synthetic weights, built in memory; one thread; a
 // 128-token prefill, then 64 decode steps. Each phase prints its kernels' time (SetKernel
 // Profiling), labelled with the GPT-2 matrix their shape belongs to, and the phase's own time
@@ -101,12 +102,14 @@ void ProfilePhase(const Config& c, const char* phase, int tokens, const Run& run
               100 * (total - in_kernels) / total);
 }
 
-void ProfileForward(TensorType type) {
+// activations: the native CLI's default (kFastest: f32 prompts on AVX-512) unless asked for the
+// page's int8 (which kFastest is in wasm anyway).
+void ProfileForward(TensorType type, QuantActivations activations = QuantActivations::kFastest) {
   const Config config = Gpt2SmallConfig();
   std::vector<uint8_t> bytes = SyntheticModelBytes(config, type, nullptr);
   std::shared_ptr<const GgufFile> file = GgufFile::Parse(bytes.data(), bytes.size());
   std::unique_ptr<Model> model = Model::FromGguf(file);
-  Session session(*model, 1);
+  Session session(*model, 1, activations);
   constexpr int kPrompt = 128, kDecode = 64;
   std::vector<int> prompt(kPrompt);
   for (int i = 0; i < kPrompt; ++i) prompt[i] = 1 + (i * 37) % 50000;
@@ -114,7 +117,8 @@ void ProfileForward(TensorType type) {
   session.Prefill(prompt.data(), 16);
   for (int i = 0; i < 4; ++i) session.Step(198);
   session.Reset();
-  std::printf("\n==== GPT-2 small shape, %s weights, 1 thread\n", TypeName(type));
+  std::printf("\n==== GPT-2 small shape, %s weights, 1 thread, %s activations\n", TypeName(type),
+              activations == QuantActivations::kInt8 ? "int8" : "fastest");
   ProfilePhase(config, "prefill", kPrompt, [&] { session.Prefill(prompt.data(), kPrompt); });
   ProfilePhase(config, "decode (positions 128-191)", kDecode, [&] {
     for (int i = 0; i < kDecode; ++i) session.Step(198);
@@ -123,6 +127,10 @@ void ProfileForward(TensorType type) {
 
 TEST_CASE("Forward pass profile, q8_0", "[.][profile][q8_0]") {
   ProfileForward(TensorType::kQ8_0);
+  SUCCEED();
+}
+TEST_CASE("Forward pass profile, q8_0, int8 activations", "[.][profile][q8_0_int8]") {
+  ProfileForward(TensorType::kQ8_0, QuantActivations::kInt8);
   SUCCEED();
 }
 TEST_CASE("Forward pass profile, q4_0", "[.][profile][q4_0]") {

@@ -113,5 +113,40 @@ TEST_CASE("MatMul throughput", "[.][bench]") {
   SUCCEED();
 }
 
+// The memory limit of decode, which reads every weight once per token: a plain read loop on one
+// core (native: `gpt2_tests "Memory read bandwidth"`) over buffers of GPT-2 small's Q8_0 and F32
+// matrix bytes, read again and again as decode does, as 1 sequential stream and as 4 (the
+// buffer's quarters side by side, as a decode tile reads 4 weight rows). Integer sums, which
+// the compiler vectorizes.
+uint64_t SumStreams(const std::vector<uint64_t>& buffer, size_t streams) {
+  const size_t len = buffer.size() / streams;
+  uint64_t sums[4] = {0, 0, 0, 0};
+  for (size_t i = 0; i < len; ++i) {
+    for (size_t s = 0; s < streams; ++s) sums[s] += buffer[s * len + i];
+  }
+  return sums[0] + sums[1] + sums[2] + sums[3];
+}
+
+TEST_CASE("Memory read bandwidth", "[.][bench]") {
+  for (const int64_t megabytes : {137, 500}) {
+    std::vector<uint64_t> buffer(static_cast<size_t>(megabytes * 1000000 / 8), 1);  // backed
+    for (const size_t streams : {1, 4}) {
+      const uint64_t per_pass = SumStreams(buffer, streams);  // also the warm-up
+      CHECK(per_pass == buffer.size() / streams * streams);
+      int passes = 0;
+      const double t0 = CpuSeconds();
+      double elapsed = 0;
+      do {
+        CHECK(SumStreams(buffer, streams) == per_pass);
+        ++passes;
+        elapsed = CpuSeconds() - t0;
+      } while (elapsed < 1.0);
+      std::printf("read loop over %lld MB, %zu stream(s): %.2f GB/s (%d passes, one thread)\n",
+                  static_cast<long long>(megabytes), streams,
+                  static_cast<double>(per_pass) * 8 * passes / elapsed / 1e9, passes);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace gpt2

@@ -16,7 +16,8 @@ const kGpt2 = path.join(kNative, 'gpt2');
 
 function nativeInspectWith(model, flags) {
   const json = path.join(path.dirname(model), `inspect-${flags.join('_')}.json`);
-  execFileSync(kGpt2, ['inspect', '--model', model, '--prompt', kPrompt, '--json', json, '--threads', '1', ...flags],
+  execFileSync(kGpt2, ['inspect', '--model', model, '--prompt', kPrompt, '--json', json, '--threads', '1',
+                       '--activations', 'int8', ...flags],
                {stdio: 'pipe'});
   return JSON.parse(fs.readFileSync(json, 'utf8'));
 }
@@ -25,7 +26,7 @@ function nativeGenerateWith(model, flags, s = kSampling) {
   const out = execFileSync(kGpt2, [
     'generate', '--model', model, '--prompt', kPrompt, '--n', String(s.maxTokens), '--temp', String(s.temperature),
     '--top-k', String(s.topK), '--top-p', String(s.topP), '--seed', String(s.seed), '--threads', '1', '--print-ids',
-    ...flags], {encoding: 'utf8'});
+    '--activations', 'int8', ...flags], {encoding: 'utf8'});
   const lines = out.trimEnd().split('\n');
   return lines[lines.length - 1].trim().split(/\s+/).map(Number);
 }
@@ -183,6 +184,7 @@ describe('the Experiments panel', {skip: !fs.existsSync(path.join(kSite, 'index.
     assert.equal(a.target, target);
     assert.equal(a.position, T - 1);
     const out = execFileSync(kGpt2, ['attribute', '--model', models.model, '--prompt', kPrompt, '--threads', '1',
+                                     '--activations', 'int8',
                                      '--target', String(target), '--position', String(T - 1)], {encoding: 'utf8'});
     const lines = out.trimEnd().split('\n').map((l) => l.split('\t'));
     assert.deepEqual(a.names, lines.slice(0, -1).map((l) => l[0]));

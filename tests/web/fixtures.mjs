@@ -61,7 +61,8 @@ export function nativeGenerate(model, prompt = kPrompt, s = kSampling, threads =
   const out = execFileSync(tool('gpt2'), [
     'generate', '--model', model, '--prompt', prompt, '--n', String(s.maxTokens),
     '--temp', String(s.temperature), '--top-k', String(s.topK), '--top-p', String(s.topP),
-    '--seed', String(s.seed), '--threads', String(threads), '--print-ids'], {encoding: 'utf8'});
+    '--seed', String(s.seed), '--threads', String(threads), '--print-ids', '--activations', 'int8'],
+    {encoding: 'utf8'});
   const lines = out.trimEnd().split('\n');
   return lines[lines.length - 1].trim().split(/\s+/).map(Number);
 }
@@ -69,7 +70,7 @@ export function nativeGenerate(model, prompt = kPrompt, s = kSampling, threads =
 export function nativeInspect(model, prompt = kPrompt) {
   const json = path.join(path.dirname(model), 'inspect.json');
   execFileSync(tool('gpt2'), ['inspect', '--model', model, '--prompt', prompt, '--json', json,
-                              '--threads', '1'], {stdio: 'pipe'});
+                              '--threads', '1', '--activations', 'int8'], {stdio: 'pipe'});
   // -inf is written as null; only masked attention scores have it.
   return JSON.parse(fs.readFileSync(json, 'utf8'));
 }

@@ -17,7 +17,7 @@ const kGpt2 = path.join(kNative, 'gpt2');
 function nativeInspectWith(model, flags) {
   const json = path.join(path.dirname(model), 'inspect-intervened.json');
   execFileSync(kGpt2, ['inspect', '--model', model, '--prompt', kPrompt, '--json', json, '--threads', '1',
-                       ...flags], {stdio: 'pipe'});
+                       '--activations', 'int8', ...flags], {stdio: 'pipe'});
   return JSON.parse(fs.readFileSync(json, 'utf8'));
 }
 
@@ -100,7 +100,8 @@ describe('Embind interventions and attribution under Node',
     engine.setInterventions({ablateHeads: [[0, 3]]});
     const a = engine.attribute(ids, -1, -1, -1);
     const out = execFileSync(kGpt2, ['attribute', '--model', models.model, '--prompt', kPrompt,
-                                     '--threads', '1', '--ablate-heads', '0.3'], {encoding: 'utf8'});
+                                     '--threads', '1', '--activations', 'int8', '--ablate-heads', '0.3'],
+                           {encoding: 'utf8'});
     const lines = out.trimEnd().split('\n').map((l) => l.split('\t'));
     assert.equal(lines.length, a.names.length + 1);
     let sum = 0;
@@ -257,6 +258,19 @@ describe('Embind interventions and attribution under Node',
       } catch (e) {
         assert.equal(e.status, 2, `${command} exit status`);
         assert.match(e.stderr.toString(), new RegExp(message.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
+      }
+    }
+  });
+
+  test('the CLI exits 2 naming the valid --activations values', () => {
+    for (const command of ['generate', 'attribute']) {
+      try {
+        execFileSync(kGpt2, [command, '--model', models.model, '--prompt', kPrompt, '--activations', 'f16'],
+                     {stdio: 'pipe'});
+        assert.fail(`${command} accepted --activations f16`);
+      } catch (e) {
+        assert.equal(e.status, 2, `${command} exit status`);
+        assert.match(e.stderr.toString(), /--activations must be int8, f32 or fastest, got 'f16'/);
       }
     }
   });

@@ -73,7 +73,8 @@ describe('sharing the view as a link', {skip: !fs.existsSync(path.join(kSite, 'i
     // The same text under the same interventions, from the CLI.
     const native = execFileSync(path.join(kNative, 'gpt2'), [
       'generate', '--model', models.model, '--prompt', prompt, '--n', '9', '--temp', '0.7', '--top-k', '5',
-      '--top-p', '0.9', '--seed', '42', '--threads', '1', '--print-ids', '--ablate-heads', '0.3', '--skip-mlp', '1',
+      '--top-p', '0.9', '--seed', '42', '--threads', '1', '--print-ids', '--activations', 'int8',
+      '--ablate-heads', '0.3', '--skip-mlp', '1',
       '--post-norm'], {encoding: 'utf8'}).trimEnd().split('\n').pop().trim().split(/\s+/).map(Number);
 
     const restored = await browser.context.newPage();

@@ -1,12 +1,13 @@
 // Compatibility with llama.cpp (issue 4, item 4): a GGUF our converter writes from a small
 // safetensors checkpoint loads in llama.cpp's WebAssembly build as shipped by npm
 // @wllama/wllama, in headless Chromium, and its greedy generation gives the same token ids as
-// our native engine (`build/native/gpt2 generate --temp 0 --print-ids`).
+// our native engine (`build/native/gpt2 generate --temp 0 --print-ids --activations int8`: Q8_0
+// and Q4_0 products quantize their input to Q8_0 blocks as ggml does).
 //
 // f32 files must agree token for token. For f16, q8_0 and q4_0, ggml rounds the activations to
 // the weight's companion type before each dot product (f16, or Q8_0 blocks for Q8_0/Q4_0
-// weights) while our engine keeps them in f32, so on a near tie the two engines may pick
-// different tokens, and from there their contexts differ. A divergence is accepted only where
+// weights) while our engine keeps them in f32 for f16 weights and sums in another order, so on
+// a near tie the two engines may pick different tokens, and from there their contexts differ. A divergence is accepted only where
 // our token is llama.cpp's own second choice and llama.cpp's top-2 log-probability margin is
 // below kNearTie[type] (the tiny random model is flat: ~-3.5 nats for its top token).
 import assert from 'node:assert/strict';
@@ -48,7 +49,7 @@ after(async () => {
 
 function ourIds(model, prompt) {
   const r = spawnSync(cliBin, ['generate', '--model', model, '--prompt', prompt, '--n', String(kTokens),
-    '--temp', '0', '--print-ids'], { encoding: 'utf8' });
+    '--temp', '0', '--print-ids', '--activations', 'int8'], { encoding: 'utf8' });
   assert.equal(r.status, 0, `gpt2 generate failed: ${r.stderr}`);
   const last = r.stdout.trim().split('\n').pop();
   return last.trim().split(/\s+/).map(Number);

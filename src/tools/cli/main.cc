@@ -48,7 +48,11 @@ constexpr char kUsage[] =
     "  --skip-attn L[,L...]         the blocks' attention adds nothing to the stream\n"
     "  --skip-mlp L[,L...]          the blocks' MLP adds nothing to the stream\n"
     "  --no-residual L[,L...]       x = attn(ln_1(x)); x = mlp(ln_2(x)) in those blocks\n"
-    "  --post-norm                  x = ln_1(x + attn(x)); x = ln_2(x + mlp(x)) in every block\n";
+    "  --post-norm                  x = ln_1(x + attn(x)); x = ln_2(x + mlp(x)) in every block\n"
+    "generate, inspect, attribute and bench also take\n"
+    "  --activations int8|f32|fastest  how products with Q8_0/Q4_0 weights take their input:\n"
+    "                               int8 as llama.cpp and the page do (the same numbers there),\n"
+    "                               f32, or whichever is faster on this CPU (default: fastest)\n";
 
 // A command's flags plus the intervention flags.
 std::set<std::string> WithInterventionFlags(std::set<std::string> flags) {
@@ -92,9 +96,21 @@ SamplingParams SamplingFromArgs(const Args& args) {
 }
 
 
+// --activations (kernels.h QuantActivations). The default is the fastest; the tests that compare
+// the CLI with the page, which always runs int8, ask for int8.
+QuantActivations ActivationsArg(const Args& args) {
+  const std::string v = args.Get("activations", "fastest");
+  if (v == "int8") return QuantActivations::kInt8;
+  if (v == "f32") return QuantActivations::kFloat;
+  if (v == "fastest") return QuantActivations::kFastest;
+  throw UsageError("--activations must be int8, f32 or fastest, got '" + v + "'");
+}
+
 int Generate(const Args& args) {
+  const QuantActivations activations = ActivationsArg(args);
   LoadedModel m = Load(args.Get("model"), true);
-  Session session(*m.model, static_cast<int>(args.GetInt("threads", DefaultThreads())));
+  Session session(*m.model, static_cast<int>(args.GetInt("threads", DefaultThreads())),
+                  activations);
   const std::vector<int> prompt = m.tokenizer->Encode(args.Get("prompt"));
   if (prompt.empty()) throw Error("the prompt is empty");
   // Checked before the prompt is echoed, so the error is not buried under it.
@@ -195,8 +211,10 @@ int Info(const Args& args) {
 }
 
 int Inspect(const Args& args) {
+  const QuantActivations activations = ActivationsArg(args);
   LoadedModel m = Load(args.Get("model"), true);
-  Session session(*m.model, static_cast<int>(args.GetInt("threads", DefaultThreads())));
+  Session session(*m.model, static_cast<int>(args.GetInt("threads", DefaultThreads())),
+                  activations);
   const std::vector<int> ids = m.tokenizer->Encode(args.Get("prompt"));
   if (ids.empty()) throw Error("the prompt is empty");
   const Interventions interventions = InterventionsFromArgs(args, m.model->config());
@@ -231,9 +249,11 @@ int TokenIdArg(const Args& args, const std::string& flag, int n_vocab) {
 }
 
 int Attribute(const Args& args) {
+  const QuantActivations activations = ActivationsArg(args);
   LoadedModel m = Load(args.Get("model"), true);
   const Config& c = m.model->config();
-  Session session(*m.model, static_cast<int>(args.GetInt("threads", DefaultThreads())));
+  Session session(*m.model, static_cast<int>(args.GetInt("threads", DefaultThreads())),
+                  activations);
   const std::vector<int> ids = m.tokenizer->Encode(args.Get("prompt"));
   if (ids.empty()) throw Error("the prompt is empty");
   if (static_cast<int>(ids.size()) > c.n_ctx) {
@@ -273,13 +293,14 @@ int Attribute(const Args& args) {
 
 int Bench(const Args& args) {
   using Clock = std::chrono::steady_clock;
+  const QuantActivations activations = ActivationsArg(args);
   LoadedModel m = Load(args.Get("model"), false);
   const Config& c = m.model->config();
   const int threads = static_cast<int>(args.GetInt("threads", 1));
   const int n_prompt = std::min<int>(static_cast<int>(args.GetInt("prompt-tokens", 128)), c.n_ctx - 1);
   const int n_decode = std::min<int>(static_cast<int>(args.GetInt("decode-tokens", 64)), c.n_ctx - n_prompt);
   const int repeats = static_cast<int>(args.GetInt("repeats", 3));
-  Session session(*m.model, threads);
+  Session session(*m.model, threads, activations);
   std::vector<int> prompt(n_prompt);
   for (int i = 0; i < n_prompt; ++i) prompt[i] = (i * 7919 + 13) % c.n_vocab;  // arbitrary ids
 
@@ -344,7 +365,7 @@ int Main(int argc, char** argv) {
   if (command == "generate") {
     return Generate(Args(argc, argv, 2,
                          WithInterventionFlags({"model", "prompt", "n", "temp", "top-k", "top-p",
-                                                "seed", "threads", "print-ids"}),
+                                                "seed", "threads", "print-ids", "activations"}),
                          {"print-ids", "post-norm"}));
   }
   if (command == "tokenize") {
@@ -353,19 +374,20 @@ int Main(int argc, char** argv) {
   if (command == "info") return Info(Args(argc, argv, 2, {"model"}));
   if (command == "inspect") {
     return Inspect(Args(argc, argv, 2,
-                        WithInterventionFlags({"model", "prompt", "json", "top-k", "threads"}),
+                        WithInterventionFlags({"model", "prompt", "json", "top-k", "threads",
+                                               "activations"}),
                         {"post-norm"}));
   }
   if (command == "attribute") {
     return Attribute(Args(argc, argv, 2,
                           WithInterventionFlags({"model", "prompt", "target", "contrast",
-                                                 "position", "json", "threads"}),
+                                                 "position", "json", "threads", "activations"}),
                           {"post-norm"}));
   }
   if (command == "bench") {
     return Bench(Args(argc, argv, 2,
                       WithInterventionFlags({"model", "prompt-tokens", "decode-tokens", "threads",
-                                             "repeats"}),
+                                             "repeats", "activations"}),
                       {"post-norm"}));
   }
   std::cerr << "gpt2: unknown command '" << command << "'\n" << kUsage;
