@@ -60,11 +60,12 @@ constexpr int64_t kInt8DecodeGroups = 3;
 constexpr size_t kFloatDecodeRows = HWY_TARGET == HWY_WASM ? 16 : 4;
 // Rows x tokens accumulators plus the decoded block must fit the register file: 16 vector
 // registers on SSE/AVX2 (and V8's wasm SIMD), 32 on AVX-512. 4 rows measured ~1.8x faster
-// prefill on AVX3 and slower on AVX2. WASM: one row (Int8PrefillTile); 2 rows x 4 tokens, or
-// 4 rows x 2 tokens with the tokens' qx held in registers, counted about as many instructions
-// per multiply-add in V8's code and measured no faster.
-constexpr size_t kPrefillRows = HWY_MAX_BYTES == 64 ? 4 : HWY_TARGET == HWY_WASM ? 1 : 2;
+// prefill on AVX3 and slower on AVX2. (WASM with int8 activations: Int8PrefillRows.)
+constexpr size_t kPrefillRows = HWY_MAX_BYTES == 64 ? 4 : 2;
 constexpr size_t kTokenTile = 4;    // tokens sharing one decoded weight vector
+// WASM int8 prefill (Int8PrefillRows): groups of 4 tokens per pass over a row. MatMul fc
+// 3072x768 at T = 64 under Node, GFLOP/s per CPU second (load ~7): 1 group ~37, 2 ~39, 3 ~41.
+constexpr size_t kPrefillGroups = 3;
 
 // kFastest's choice (kernels.h FastestQuantActivations). AVX-512 runs f32 prefill tiles
 // faster than int8 ones: gpt2_tests "[bench]", fc 3072x768 at T = 64, one thread, GFLOP/s
@@ -709,44 +710,6 @@ HWY_NOINLINE void Int8DecodeGroups(const Int8Activations& a, const WeightView& w
 // step into phases whose working sets fit the 16 vector registers (1 store per phase).
 HWY_INLINE void PhaseEnd(volatile v128_t& sink, v128_t v) { sink = v; }
 
-// Prefill (T > 1) with int8 activations on WASM: out[t] for one row and 4 tokens, the same
-// arithmetic as Int8Tile's 4-token tiles (the 4 token dots of a block summed into the lanes of
-// one vector, scaled by dw * dx, accumulated block after block; results bit-identical). Per
-// block: the row's weights widened once (4 vectors), then one phase per token (its 4 qx
-// vectors and 4 dots). Counted in V8's x64 code, 94 instructions a block and no spills; Int8Tile
-// with 2 rows took 208 for two (the 16 qx vectors, shared by both rows, lived on the stack).
-// GPT-2 small 128-token Q8_0 prefill under Node, tokens per CPU second: 153 -> 187.
-template <typename Block>
-HWY_INLINE void Int8PrefillTile(const Int8Activations& a, int64_t t0, int64_t cols,
-                                const Block* HWY_RESTRICT row, float (&out)[1][4]) {
-  const DF df;
-  const DI16 di16;
-  const int64_t nb = cols / 32;
-  const int16_t* HWY_RESTRICT qx[4];
-  for (size_t t = 0; t < 4; ++t) qx[t] = a.q.data() + (t0 + static_cast<int64_t>(t)) * cols;
-  const float* HWY_RESTRICT dx = a.d_by_block.data() + t0;
-  VF acc = hn::Zero(df);
-  volatile v128_t sink;
-  for (int64_t b = 0; b < nb; ++b) {
-    VI16 w[kI16Vecs];
-    BlockToI16(row + b, w);
-    hn::Vec<DI32> dots[4];
-    for (size_t t = 0; t < 4; ++t) {
-      VI16 q[kI16Vecs];
-      for (size_t j = 0; j < kI16Vecs; ++j) q[j] = hn::LoadU(di16, qx[t] + b * 32 + 8 * j);
-      dots[t] = BlockDot(w, q, BlockDotStart(row, a, t0 + static_cast<int64_t>(t), nb, b));
-      PhaseEnd(sink, dots[t].raw);
-    }
-    // dw in the upper half of every int32 lane, where ShiftedHalvesToF32 wants it.
-    const v128_t dw = wasm_i32x4_shl(wasm_v128_load16_splat(&row[b].d), 16);
-    const VF scale = hn::Mul(hn::LoadU(df, dx + b * a.T), ShiftedHalvesToF32(df, hn::Vec<DI32>{dw}));
-    acc = hn::Add(hn::Mul(hn::ConvertTo(df, SumEachOf4(dots)), scale), acc);
-  }
-  HWY_ALIGN float lanes[4];
-  hn::Store(acc, df, lanes);
-  for (size_t t = 0; t < 4; ++t) out[0][t] = lanes[t];
-}
-
 // Rows [r0, r1) of a decode in Int8DecodeGroups tiles, then single groups; returns where the
 // last 0-3 rows begin.
 template <typename Block>
@@ -772,12 +735,6 @@ HWY_INLINE void BlockTile(const float* HWY_RESTRICT xt, const Int8Activations* q
     rows[r] = static_cast<const Block*>(w.data) + (r0 + static_cast<int64_t>(r)) * (cols / 32);
   }
   if (qa != nullptr) {
-#if HWY_TARGET == HWY_WASM
-    if constexpr (kR == 1 && kT == 4) {
-      Int8PrefillTile(*qa, t0, cols, rows[0], out);
-      return;
-    }
-#endif
     Int8Tile<kR, kT>(*qa, t0, cols, rows, out);
   } else {
     QuantTile<kR, kT>(xt, cols, rows, out);
@@ -845,6 +802,97 @@ HWY_INLINE void RunRowGroup(const float* x, const Int8Activations* qa, int64_t T
 }
 static_assert(kTokenTile == 4, "RunRowGroup's tail switch assumes 4-token tiles");
 
+#if HWY_TARGET == HWY_WASM
+// Int8-activation prefill on WASM, tokens [t0, t0 + 4 kGroups) of one row: out[g] lane i = token
+// t0 + 4 g + i, the same arithmetic as Int8Tile's 4-token tiles (each group's 4 token dots of a
+// block summed into the lanes of one vector, scaled by dw * dx, accumulated block after block;
+// the same bits). Per block: the row's weights widened once for all the tokens, then one phase
+// per token (its 4 qx vectors and 4 dots, ended by a store: PhaseEnd); dw comes converted
+// (dws[b]), once per row rather than once per tile.
+template <size_t kGroups, typename Block>
+HWY_INLINE void Int8PrefillTokens(const Int8Activations& a, const int16_t* HWY_RESTRICT q_by_block,
+                                  int64_t t0, int64_t cols, const Block* HWY_RESTRICT row,
+                                  const float* HWY_RESTRICT dws, VF (&acc)[kGroups]) {
+  const DF df;
+  const DI16 di16;
+  const int64_t nb = cols / 32, T = a.T;
+  const float* HWY_RESTRICT dx = a.d_by_block.data() + t0;
+  for (size_t g = 0; g < kGroups; ++g) acc[g] = hn::Zero(df);
+  volatile v128_t sink;
+  for (int64_t b = 0; b < nb; ++b) {
+    VI16 w[kI16Vecs];
+    BlockToI16(row + b, w);
+    const VF dw = hn::Set(df, dws[b]);
+    for (size_t g = 0; g < kGroups; ++g) {
+      hn::Vec<DI32> dots[4];
+      for (size_t i = 0; i < 4; ++i) {
+        const int64_t t = static_cast<int64_t>(4 * g + i);
+        VI16 q[kI16Vecs];
+        const int16_t* HWY_RESTRICT qt = q_by_block + ((b * T + t0 + t) * 32);
+        for (size_t j = 0; j < kI16Vecs; ++j) q[j] = hn::LoadU(di16, qt + 8 * j);
+        dots[i] = BlockDot(w, q, BlockDotStart(row, a, t0 + t, nb, b));
+        PhaseEnd(sink, dots[i].raw);
+      }
+      const VF scale = hn::Mul(hn::LoadU(df, dx + b * a.T + static_cast<int64_t>(4 * g)), dw);
+      acc[g] = hn::Add(hn::Mul(hn::ConvertTo(df, SumEachOf4(dots)), scale), acc[g]);
+    }
+  }
+}
+
+// Rows [r0, r1) of an int8-activation prefill on WASM, one row at a time: its block scales
+// converted once, then kPrefillGroups x 4 tokens per pass over the row (Int8PrefillTokens), then
+// 4, then the last 0-3 tokens in RunTile. Counted in V8's x64 code (2 groups): 170 instructions
+// per block for 8 tokens, no vector spills; the 2-row x 4-token Int8Tile it replaces took 208 per
+// block for 2 rows x 4 tokens (its 16 qx vectors, shared by both rows, lived on the stack).
+template <typename Block>
+HWY_NOINLINE void Int8PrefillRows(const float* x, const Int8Activations& a, const WeightView& w,
+                                  const float* HWY_RESTRICT bias, float* HWY_RESTRICT y,
+                                  int64_t r0, int64_t r1) {
+  const DF df;
+  const int64_t nb = w.cols / 32, T = a.T;
+  static thread_local std::vector<float> dws;
+  if (dws.size() < static_cast<size_t>(nb)) dws.resize(static_cast<size_t>(nb));
+  // qx again, block-major ([nb, T, 32]): a pass's tokens of one block then lie at fixed offsets
+  // from one address, where V8 would otherwise compute and keep one address per token.
+  static thread_local std::vector<int16_t> q_by_block;
+  if (q_by_block.size() < static_cast<size_t>(T * w.cols)) q_by_block.resize(static_cast<size_t>(T * w.cols));
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t b = 0; b < nb; ++b) {
+      std::memcpy(q_by_block.data() + (b * T + t) * 32, a.q.data() + t * w.cols + b * 32, 64);
+    }
+  }
+  for (int64_t r = r0; r < r1; ++r) {
+    const Block* HWY_RESTRICT row = static_cast<const Block*>(w.data) + r * nb;
+    for (int64_t b = 0; b < nb; ++b) dws[b] = kernels_internal::HalfToFloat(row[b].d);
+    const float bias_r = bias != nullptr ? bias[r] : 0.0f;
+    int64_t t0 = 0;
+    const auto store = [&](const VF* acc, size_t groups) {
+      for (size_t g = 0; g < groups; ++g) {
+        HWY_ALIGN float lanes[4];
+        hn::Store(acc[g], df, lanes);
+        for (int64_t i = 0; i < 4; ++i) y[(t0 + static_cast<int64_t>(4 * g) + i) * w.rows + r] = lanes[i] + bias_r;
+      }
+    };
+    for (; t0 + 4 * static_cast<int64_t>(kPrefillGroups) <= T; t0 += 4 * kPrefillGroups) {
+      VF acc[kPrefillGroups];
+      Int8PrefillTokens<kPrefillGroups>(a, q_by_block.data(), t0, w.cols, row, dws.data(), acc);
+      store(acc, kPrefillGroups);
+    }
+    for (; t0 + 4 <= T; t0 += 4) {
+      VF acc[1];
+      Int8PrefillTokens<1>(a, q_by_block.data(), t0, w.cols, row, dws.data(), acc);
+      store(acc, 1);
+    }
+    switch (T - t0) {
+      case 3: RunTile<1, 3>(x, &a, t0, w, bias, y, r); break;
+      case 2: RunTile<1, 2>(x, &a, t0, w, bias, y, r); break;
+      case 1: RunTile<1, 1>(x, &a, t0, w, bias, y, r); break;
+      default: break;
+    }
+  }
+}
+#endif
+
 }  // namespace matmul
 
 HWY_NOINLINE QuantActivations FastestQuantActivationsKernel(int64_t T) {
@@ -884,6 +932,16 @@ HWY_NOINLINE void MatMulKernel(const float* x, int64_t T, const WeightView& w, c
       matmul::RunTile<matmul::kDecodeRows, 1>(x, qa, 0, w, bias, y, r);
     }
   } else {
+#if HWY_TARGET == HWY_WASM
+    if (qa != nullptr) {
+      if (w.type == TensorType::kQ8_0) {
+        matmul::Int8PrefillRows<BlockQ8_0>(x, *qa, w, bias, y, r, row_end);
+      } else {
+        matmul::Int8PrefillRows<BlockQ4_0>(x, *qa, w, bias, y, r, row_end);
+      }
+      return;
+    }
+#endif
     for (; r + static_cast<int64_t>(matmul::kPrefillRows) <= row_end;
          r += matmul::kPrefillRows) {
       matmul::RunRowGroup<matmul::kPrefillRows>(x, qa, T, w, bias, y, r);
