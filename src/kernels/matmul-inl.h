@@ -12,7 +12,8 @@
 // every token of the tile (int8), or each row group is dequantized once to f32 and then runs the
 // f32 weights' tiles for all tokens (f32 activations, DequantizedRowGroup). The tile loop is
 // row-outer, so each weight row is read from memory once per call while the activations stay in
-// cache.
+// cache. WASM with int8 activations runs one row over 12 tokens at a time instead
+// (Int8PrefillRows), shaped by V8's code generation.
 //
 // Informal throughput, CPU time on the 2-core AMD EPYC dev VM, one thread (gpt2_tests "[bench]"):
 // Q8_0 3072 x 768 (2.4 MB, cache resident) at T = 1:
@@ -64,9 +65,12 @@ constexpr int64_t kInt8DecodeGroups = 3;
 constexpr size_t kFloatDecodeRows = HWY_TARGET == HWY_WASM ? 16 : 4;
 // Rows x tokens accumulators plus the decoded block must fit the register file: 16 vector
 // registers on SSE/AVX2 (and V8's wasm SIMD), 32 on AVX-512. 4 rows measured ~1.8x faster
-// prefill on AVX3 and slower on AVX2.
+// prefill on AVX3 and slower on AVX2. (WASM with int8 activations: Int8PrefillRows.)
 constexpr size_t kPrefillRows = HWY_MAX_BYTES == 64 ? 4 : 2;
 constexpr size_t kTokenTile = 4;    // tokens sharing one decoded weight vector
+// WASM int8 prefill (Int8PrefillRows): groups of 4 tokens per pass over a row. MatMul fc
+// 3072x768 at T = 64 under Node, GFLOP/s per CPU second (load ~7): 1 group ~37, 2 ~39, 3 ~41.
+constexpr size_t kPrefillGroups = 3;
 
 // kFastest's choice (kernels.h FastestQuantActivations). With dequantized rows
 // (DequantizedRowGroup) AVX-512 runs f32 prefill twice as fast as int8: gpt2_tests "[bench]",
@@ -703,6 +707,13 @@ HWY_NOINLINE void Int8DecodeGroups(const Int8Activations& a, const WeightView& w
   }
 }
 
+// V8 (TurboFan) schedules a basic block's memory loads ahead of its arithmetic, so a block step
+// that loads 20 vectors and combines them holds all 20 at once and spills to the stack. A store
+// is an ordering point: the loads after it in the code stay after it, and the value it stores
+// is computed before it. Storing each partial result to a volatile stack slot thus splits the
+// step into phases whose working sets fit the 16 vector registers (1 store per phase).
+HWY_INLINE void PhaseEnd(volatile v128_t& sink, v128_t v) { sink = v; }
+
 // Rows [r0, r1) of a decode in Int8DecodeGroups tiles, then single groups; returns where the
 // last 0-3 rows begin.
 template <typename Block>
@@ -852,6 +863,97 @@ HWY_INLINE void DequantizedPrefill(const float* x, int64_t T, const WeightView& 
   for (; r < row_end; ++r) DequantizedRowGroup<1, Block>(x, T, w, bias, y, r);
 }
 
+#if HWY_TARGET == HWY_WASM
+// Int8-activation prefill on WASM, tokens [t0, t0 + 4 kGroups) of one row: out[g] lane i = token
+// t0 + 4 g + i, the same arithmetic as Int8Tile's 4-token tiles (each group's 4 token dots of a
+// block summed into the lanes of one vector, scaled by dw * dx, accumulated block after block;
+// the same bits). Per block: the row's weights widened once for all the tokens, then one phase
+// per token (its 4 qx vectors and 4 dots, ended by a store: PhaseEnd); dw comes converted
+// (dws[b]), once per row rather than once per tile.
+template <size_t kGroups, typename Block>
+HWY_INLINE void Int8PrefillTokens(const Int8Activations& a, const int16_t* HWY_RESTRICT q_by_block,
+                                  int64_t t0, int64_t cols, const Block* HWY_RESTRICT row,
+                                  const float* HWY_RESTRICT dws, VF (&acc)[kGroups]) {
+  const DF df;
+  const DI16 di16;
+  const int64_t nb = cols / 32, T = a.T;
+  const float* HWY_RESTRICT dx = a.d_by_block.data() + t0;
+  for (size_t g = 0; g < kGroups; ++g) acc[g] = hn::Zero(df);
+  volatile v128_t sink;
+  for (int64_t b = 0; b < nb; ++b) {
+    VI16 w[kI16Vecs];
+    BlockToI16(row + b, w);
+    const VF dw = hn::Set(df, dws[b]);
+    for (size_t g = 0; g < kGroups; ++g) {
+      hn::Vec<DI32> dots[4];
+      for (size_t i = 0; i < 4; ++i) {
+        const int64_t t = static_cast<int64_t>(4 * g + i);
+        VI16 q[kI16Vecs];
+        const int16_t* HWY_RESTRICT qt = q_by_block + ((b * T + t0 + t) * 32);
+        for (size_t j = 0; j < kI16Vecs; ++j) q[j] = hn::LoadU(di16, qt + 8 * j);
+        dots[i] = BlockDot(w, q, BlockDotStart(row, a, t0 + t, nb, b));
+        PhaseEnd(sink, dots[i].raw);
+      }
+      const VF scale = hn::Mul(hn::LoadU(df, dx + b * a.T + static_cast<int64_t>(4 * g)), dw);
+      acc[g] = hn::Add(hn::Mul(hn::ConvertTo(df, SumEachOf4(dots)), scale), acc[g]);
+    }
+  }
+}
+
+// Rows [r0, r1) of an int8-activation prefill on WASM, one row at a time: its block scales
+// converted once, then kPrefillGroups x 4 tokens per pass over the row (Int8PrefillTokens), then
+// 4, then the last 0-3 tokens in RunTile. Counted in V8's x64 code (2 groups): 170 instructions
+// per block for 8 tokens, no vector spills; the 2-row x 4-token Int8Tile it replaces took 208 per
+// block for 2 rows x 4 tokens (its 16 qx vectors, shared by both rows, lived on the stack).
+template <typename Block>
+HWY_NOINLINE void Int8PrefillRows(const float* x, const Int8Activations& a, const WeightView& w,
+                                  const float* HWY_RESTRICT bias, float* HWY_RESTRICT y,
+                                  int64_t r0, int64_t r1) {
+  const DF df;
+  const int64_t nb = w.cols / 32, T = a.T;
+  static thread_local std::vector<float> dws;
+  if (dws.size() < static_cast<size_t>(nb)) dws.resize(static_cast<size_t>(nb));
+  // qx again, block-major ([nb, T, 32]): a pass's tokens of one block then lie at fixed offsets
+  // from one address, where V8 would otherwise compute and keep one address per token.
+  static thread_local std::vector<int16_t> q_by_block;
+  if (q_by_block.size() < static_cast<size_t>(T * w.cols)) q_by_block.resize(static_cast<size_t>(T * w.cols));
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t b = 0; b < nb; ++b) {
+      std::memcpy(q_by_block.data() + (b * T + t) * 32, a.q.data() + t * w.cols + b * 32, 64);
+    }
+  }
+  for (int64_t r = r0; r < r1; ++r) {
+    const Block* HWY_RESTRICT row = static_cast<const Block*>(w.data) + r * nb;
+    for (int64_t b = 0; b < nb; ++b) dws[b] = kernels_internal::HalfToFloat(row[b].d);
+    const float bias_r = bias != nullptr ? bias[r] : 0.0f;
+    int64_t t0 = 0;
+    const auto store = [&](const VF* acc, size_t groups) {
+      for (size_t g = 0; g < groups; ++g) {
+        HWY_ALIGN float lanes[4];
+        hn::Store(acc[g], df, lanes);
+        for (int64_t i = 0; i < 4; ++i) y[(t0 + static_cast<int64_t>(4 * g) + i) * w.rows + r] = lanes[i] + bias_r;
+      }
+    };
+    for (; t0 + 4 * static_cast<int64_t>(kPrefillGroups) <= T; t0 += 4 * kPrefillGroups) {
+      VF acc[kPrefillGroups];
+      Int8PrefillTokens<kPrefillGroups>(a, q_by_block.data(), t0, w.cols, row, dws.data(), acc);
+      store(acc, kPrefillGroups);
+    }
+    for (; t0 + 4 <= T; t0 += 4) {
+      VF acc[1];
+      Int8PrefillTokens<1>(a, q_by_block.data(), t0, w.cols, row, dws.data(), acc);
+      store(acc, 1);
+    }
+    switch (T - t0) {
+      case 3: RunTile<1, 3>(x, &a, t0, w, bias, y, r); break;
+      case 2: RunTile<1, 2>(x, &a, t0, w, bias, y, r); break;
+      case 1: RunTile<1, 1>(x, &a, t0, w, bias, y, r); break;
+      default: break;
+    }
+  }
+}
+#endif
+
 }  // namespace matmul
 
 HWY_NOINLINE QuantActivations FastestQuantActivationsKernel(int64_t T) {
@@ -899,6 +1001,16 @@ HWY_NOINLINE void MatMulKernel(const float* x, int64_t T, const WeightView& w, c
       matmul::RunTile<matmul::kDecodeRows, 1>(x, qa, 0, w, bias, y, r);
     }
   } else {
+#if HWY_TARGET == HWY_WASM
+    if (qa != nullptr) {
+      if (w.type == TensorType::kQ8_0) {
+        matmul::Int8PrefillRows<BlockQ8_0>(x, *qa, w, bias, y, r, row_end);
+      } else {
+        matmul::Int8PrefillRows<BlockQ4_0>(x, *qa, w, bias, y, r, row_end);
+      }
+      return;
+    }
+#endif
     for (; r + static_cast<int64_t>(matmul::kPrefillRows) <= row_end;
          r += matmul::kPrefillRows) {
       matmul::RunRowGroup<matmul::kPrefillRows>(x, qa, T, w, bias, y, r);

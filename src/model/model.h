@@ -128,7 +128,8 @@ class Session {
   void PatchResidual(int layer, int T, const Interventions& iv);
   void AttentionStep(int layer, int T, const RunOptions& run);
   void MlpStep(int layer, int T, const RunOptions& run);
-  const float* Unembed(int T, const RunOptions& run);
+  // last: the row of x holding the last position (RunBlocks may have moved it to row 0).
+  const float* Unembed(int T, int64_t last, const RunOptions& run);
   // Returns the last row's logits, or with unembed false its final residual stream.
   const float* RunBlocks(int first_block, int T, const RunOptions& run, bool unembed = true);
   const float* RerunFrom(int n, int first_block, const float* resid_in, const RunOptions& run, bool unembed);

@@ -283,15 +283,17 @@ const float* Session::RunBlocks(int first_block, int T, const RunOptions& run, b
     const auto start = run.block_ms != nullptr ? std::chrono::steady_clock::now()
                                                : std::chrono::steady_clock::time_point();
     if (iv != nullptr && !iv->patches.empty()) PatchResidual(l, T, *iv);
-    if (l == L - 1 && !unembed && T > 1 && !run.observer) {
-      // Only the last row leaves this call, and of the other rows of the last block only the
-      // keys and values are ever read again: they skip the MLP (2/3 of a block's work). The
-      // last row then runs alone, as a decode step would.
-      AttentionStep(l, T - 1, run);
+    if (l == L - 1 && T > 1 && !run.observer) {
+      // Only the last row leaves this call (its logits, or its residual stream for a probe),
+      // and of the other rows of the last block only the keys and values are ever read again:
+      // they skip the MLP (2/3 of a block's work), as llama.cpp's last layer keeps only the
+      // rows whose logits are wanted. Attention runs on all rows at once, so the cache gets
+      // the same bits as from a full pass; the last row's MLP then runs alone, as in a decode
+      // step (the same values to rounding: the one-row kernels sum in another order).
+      AttentionStep(l, T, run);
       std::copy_n(x + last * C, C, x);
       last = 0;
       position_ += T - 1;
-      AttentionStep(l, 1, run);
       MlpStep(l, 1, run);
       position_ -= T - 1;
     } else {
@@ -303,7 +305,7 @@ const float* Session::RunBlocks(int first_block, int T, const RunOptions& run, b
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     }
   }
-  const float* out = unembed ? Unembed(T, run) : x + last * C;
+  const float* out = unembed ? Unembed(T, last, run) : x + last * C;
   position_ += T;
   return out;
 }
@@ -454,14 +456,15 @@ void Session::MlpStep(int l, int T_int, const RunOptions& run) {
 }
 
 // Final LayerNorm and the unembedding. Unless an observer wants every position's logits, only
-// the last position's are needed, which saves (T-1) * V * C multiply-adds in a prefill.
-const float* Session::Unembed(int T_int, const RunOptions& run) {
+// the last position's are needed (in row last of x), which saves (T-1) * V * C multiply-adds in
+// a prefill.
+const float* Session::Unembed(int T_int, int64_t last, const RunOptions& run) {
   const Config& c = model_.config();
   Buffers& b = *buffers_;
   const int64_t T = T_int, C = c.n_embd;
   const float* x = b.x.data();
   if (!run.observer) {
-    FinalLogits(x + (T - 1) * C, 1, b.logits.data());
+    FinalLogits(x + last * C, 1, b.logits.data());
     return b.logits.data();
   }
   for (int64_t t = 0; t < T; ++t) LayerNorm(x + t * C, model_.ln_f_g, model_.ln_f_b, c.ln_eps, C, b.xn.data() + t * C);

@@ -584,6 +584,20 @@ TEST_CASE("MatMul q8_0/q4_0 decode covers the wide WASM row tiles", "[kernels]")
   }
 }
 
+TEST_CASE("MatMul q8_0/q4_0 prefill covers the WASM token passes", "[kernels]") {
+  // WASM's int8-activation prefill runs a row over 12 tokens at a time (kPrefillGroups groups
+  // of 4), then 4, then the last 0-3 tokens: 31 = 2 * 12 + 4 + 3, 16 = 12 + 4, 13 = 12 + 1.
+  for (TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
+    for (bool raw : {false, true}) {
+      const TestWeights w = MakeWeights(type, 7, 96, raw, 470);
+      for (int64_t T : {13, 16, 31}) {
+        CheckMatMul(w, T, 0, 7, true);
+        CheckMatMul(w, T, 2, 5, false);
+      }
+    }
+  }
+}
+
 // Around 4, 8 and 16 lanes, a GPT-2 width and a long odd length.
 const std::vector<int64_t> kAwkwardLengths = {1,  2,  3,  4,  5,  7,   8,   9,
                                               15, 16, 17, 31, 33, 768, 4097};
