@@ -39,6 +39,7 @@ struct Session::Buffers {
   const Config config;
   int64_t rows_ = 0;
   ThreadPool pool;
+  MatMulInput matmul_input;  // the activations of the matmul running now (ParallelMatMul)
   std::vector<float> x;      // [T, C] residual stream
   std::vector<float> xn;     // [T, C] LayerNorm output
   std::vector<float> qkv;    // [T, 3C] q | k | v, heads contiguous inside each
@@ -71,18 +72,20 @@ void Session::Truncate(int p) {
 
 namespace {
 
-// Splits a matmul's output rows over the pool in chunks of whole rows.
-void ParallelMatMul(ThreadPool& pool, const float* x, int64_t T, const WeightView& w,
-                    const float* bias, float* y) {
+// Splits a matmul's output rows over the pool in chunks of whole rows. x is prepared (for
+// int8 activations: quantized) once into `in`, which every chunk then reads.
+void ParallelMatMul(ThreadPool& pool, MatMulInput& in, const float* x, int64_t T,
+                    const WeightView& w, const float* bias, float* y) {
+  PrepareMatMulInput(x, T, w, QuantActivations::kInt8, in);
   const int64_t n_chunks = std::min<int64_t>(w.rows / 8 + 1, int64_t(pool.size()) * 4);
   if (n_chunks <= 1 || pool.size() == 1) {
-    MatMul(x, T, w, bias, y, 0, w.rows);
+    MatMul(in, w, bias, y, 0, w.rows);
     return;
   }
   pool.ParallelFor(n_chunks, [&](int64_t chunk) {
     const int64_t begin = w.rows * chunk / n_chunks;
     const int64_t end = w.rows * (chunk + 1) / n_chunks;
-    MatMul(x, T, w, bias, y, begin, end);
+    MatMul(in, w, bias, y, begin, end);
   });
 }
 
@@ -350,7 +353,7 @@ void Session::AttentionStep(int l, int T_int, const RunOptions& run) {
   float* x = b.x.data();
 
   ReadSublayer(post_norm, x, w.ln1_g, w.ln1_b, b.xn.data(), T, C, c.ln_eps);
-  ParallelMatMul(b.pool, b.xn.data(), T, w.qkv, w.qkv_b, b.qkv.data());
+  ParallelMatMul(b.pool, b.matmul_input, b.xn.data(), T, w.qkv, w.qkv_b, b.qkv.data());
 
   float* k_layer = b.k_cache.data() + size_t(l) * c.n_ctx * C;  // [H, n_ctx, D]
   float* v_layer = b.v_cache.data() + size_t(l) * c.n_ctx * C;
@@ -413,7 +416,7 @@ void Session::AttentionStep(int l, int T_int, const RunOptions& run) {
     Report(run.observer, "attn_heads", l, pos0, b.heads.data(), T, C);
   }
 
-  ParallelMatMul(b.pool, b.heads.data(), T, w.proj, w.proj_b, b.tmp.data());
+  ParallelMatMul(b.pool, b.matmul_input, b.heads.data(), T, w.proj, w.proj_b, b.tmp.data());
   const bool skip = iv != nullptr && Interventions::Lists(iv->skip_attn, l);
   WriteSublayer(iv, l, skip, b.tmp.data(), w.ln1_g, w.ln1_b, x, T, C, c.ln_eps);
   if (observing) {
@@ -435,14 +438,14 @@ void Session::MlpStep(int l, int T_int, const RunOptions& run) {
   float* x = b.x.data();
 
   ReadSublayer(post_norm, x, w.ln2_g, w.ln2_b, b.xn.data(), T, C, c.ln_eps);
-  ParallelMatMul(b.pool, b.xn.data(), T, w.fc, w.fc_b, b.ff.data());
+  ParallelMatMul(b.pool, b.matmul_input, b.xn.data(), T, w.fc, w.fc_b, b.ff.data());
   if (observing) {
     Report(run.observer, "ln2", l, pos0, b.xn.data(), T, C);
     Report(run.observer, "mlp_pre", l, pos0, b.ff.data(), T, F);
   }
   Gelu(b.ff.data(), T * F);
   if (observing) Report(run.observer, "mlp_act", l, pos0, b.ff.data(), T, F);
-  ParallelMatMul(b.pool, b.ff.data(), T, w.fc_proj, w.fc_proj_b, b.tmp.data());
+  ParallelMatMul(b.pool, b.matmul_input, b.ff.data(), T, w.fc_proj, w.fc_proj_b, b.tmp.data());
   const bool skip = iv != nullptr && Interventions::Lists(iv->skip_mlp, l);
   WriteSublayer(iv, l, skip, b.tmp.data(), w.ln2_g, w.ln2_b, x, T, C, c.ln_eps);
   if (observing) {
@@ -466,11 +469,11 @@ const float* Session::Unembed(int T_int, const RunOptions& run) {
   Report(run.observer, "ln_f", -1, position_, b.xn.data(), T, C);
   if (run.observe_all_logits) {
     b.observed.resize(std::max<size_t>(size_t(T) * c.n_vocab, b.observed.size()));
-    ParallelMatMul(b.pool, b.xn.data(), T, model_.output, nullptr, b.observed.data());
+    ParallelMatMul(b.pool, b.matmul_input, b.xn.data(), T, model_.output, nullptr, b.observed.data());
     Report(run.observer, "logits", -1, position_, b.observed.data(), T, c.n_vocab);
     std::copy_n(b.observed.data() + (T - 1) * c.n_vocab, c.n_vocab, b.logits.data());
   } else {
-    ParallelMatMul(b.pool, b.xn.data() + (T - 1) * C, 1, model_.output, nullptr, b.logits.data());
+    ParallelMatMul(b.pool, b.matmul_input, b.xn.data() + (T - 1) * C, 1, model_.output, nullptr, b.logits.data());
   }
   return b.logits.data();
 }
@@ -481,7 +484,7 @@ void Session::FinalLogits(const float* x, int n, float* logits) {
   const int64_t C = c.n_embd;
   b.EnsureRows(n);
   for (int64_t t = 0; t < n; ++t) LayerNorm(x + t * C, model_.ln_f_g, model_.ln_f_b, c.ln_eps, C, b.xn.data() + t * C);
-  ParallelMatMul(b.pool, b.xn.data(), n, model_.output, nullptr, logits);
+  ParallelMatMul(b.pool, b.matmul_input, b.xn.data(), n, model_.output, nullptr, logits);
 }
 
 }  // namespace gpt2
