@@ -73,19 +73,25 @@ void Session::Truncate(int p) {
 namespace {
 
 // Splits a matmul's output rows over the pool in chunks of whole rows. x is prepared (for
-// int8 activations: quantized) once into `in`, which every chunk then reads.
+// int8 activations: quantized) once into `in`, which every chunk then reads. With gelu,
+// y = gelu(x W^T + bias): each chunk applies GELU to its own columns while they are in cache, in
+// parallel, with the same bits as one Gelu over all of y (it is elementwise).
 void ParallelMatMul(ThreadPool& pool, MatMulInput& in, const float* x, int64_t T,
-                    const WeightView& w, const float* bias, float* y) {
+                    const WeightView& w, const float* bias, float* y, bool gelu = false) {
   PrepareMatMulInput(x, T, w, QuantActivations::kInt8, in);
+  const auto run = [&](int64_t begin, int64_t end) {
+    MatMul(in, w, bias, y, begin, end);
+    if (gelu) {
+      for (int64_t t = 0; t < T; ++t) Gelu(y + t * w.rows + begin, end - begin);
+    }
+  };
   const int64_t n_chunks = std::min<int64_t>(w.rows / 8 + 1, int64_t(pool.size()) * 4);
   if (n_chunks <= 1 || pool.size() == 1) {
-    MatMul(in, w, bias, y, 0, w.rows);
+    run(0, w.rows);
     return;
   }
   pool.ParallelFor(n_chunks, [&](int64_t chunk) {
-    const int64_t begin = w.rows * chunk / n_chunks;
-    const int64_t end = w.rows * (chunk + 1) / n_chunks;
-    MatMul(in, w, bias, y, begin, end);
+    run(w.rows * chunk / n_chunks, w.rows * (chunk + 1) / n_chunks);
   });
 }
 
@@ -438,13 +444,14 @@ void Session::MlpStep(int l, int T_int, const RunOptions& run) {
   float* x = b.x.data();
 
   ReadSublayer(post_norm, x, w.ln2_g, w.ln2_b, b.xn.data(), T, C, c.ln_eps);
-  ParallelMatMul(b.pool, b.matmul_input, b.xn.data(), T, w.fc, w.fc_b, b.ff.data());
+  // GELU runs inside fc's row chunks unless the observer wants fc's output before it.
+  ParallelMatMul(b.pool, b.matmul_input, b.xn.data(), T, w.fc, w.fc_b, b.ff.data(), !observing);
   if (observing) {
     Report(run.observer, "ln2", l, pos0, b.xn.data(), T, C);
     Report(run.observer, "mlp_pre", l, pos0, b.ff.data(), T, F);
+    Gelu(b.ff.data(), T * F);
+    Report(run.observer, "mlp_act", l, pos0, b.ff.data(), T, F);
   }
-  Gelu(b.ff.data(), T * F);
-  if (observing) Report(run.observer, "mlp_act", l, pos0, b.ff.data(), T, F);
   ParallelMatMul(b.pool, b.matmul_input, b.ff.data(), T, w.fc_proj, w.fc_proj_b, b.tmp.data());
   const bool skip = iv != nullptr && Interventions::Lists(iv->skip_mlp, l);
   WriteSublayer(iv, l, skip, b.tmp.data(), w.ln2_g, w.ln2_b, x, T, C, c.ln_eps);
