@@ -71,7 +71,8 @@ HWY_NORETURN void Abort(const char* file, int line, const char* format, ...) {
 namespace gpt2 {
 
 #if !defined(__EMSCRIPTEN__)
-HWY_EXPORT(PrepareMatMulInputKernel);
+HWY_EXPORT(StartMatMulInputKernel);
+HWY_EXPORT(QuantizeRowsKernel);
 HWY_EXPORT(MatMulKernel);
 HWY_EXPORT(FastestQuantActivationsKernel);
 HWY_EXPORT(LayerNormKernel);
@@ -188,15 +189,36 @@ const kernels_internal::MatMulInputData& kernels_internal::InputData(const MatMu
   return *in.data_;
 }
 
-void PrepareMatMulInput(const float* x, int64_t T, const WeightView& w, QuantActivations act,
-                        MatMulInput& in) {
+void StartMatMulInput(const float* x, int64_t T, const WeightView& w, QuantActivations act,
+                      MatMulInput& in) {
   // The row range 0..0 leaves the row and output checks out: a product's rows come later.
   kernels_internal::CheckMatMulArgs(x, T, w, nullptr, 0, 0);
   if (T > 0 && x == nullptr) throw Error("MatMul: null input pointer");
   if (!in.data_) in.data_.reset(new kernels_internal::MatMulInputData);  // moved from
-  const WeightView shape{w.type, nullptr, 0, w.cols};
-  ProfileScope profile("PrepareMatMulInput", T * w.cols, &shape, T);
-  GPT2_DISPATCH(PrepareMatMulInputKernel)(x, T, w, act, *in.data_);
+  GPT2_DISPATCH(StartMatMulInputKernel)(x, T, w, act, *in.data_);
+}
+
+void PrepareMatMulInputRows(MatMulInput& in, int64_t t_begin, int64_t t_end) {
+  if (!in.data_) throw Error("MatMul: the prepared input was moved from");
+  kernels_internal::MatMulInputData& d = *in.data_;
+  if (t_begin < 0 || t_begin > t_end || t_end > d.T) {
+    throw Error("MatMul: token range [" + std::to_string(t_begin) + ", " + std::to_string(t_end) +
+                ") is not inside [0, " + std::to_string(d.T) + ")");
+  }
+  if (!d.quantized || t_begin == t_end) return;
+  if (d.target != GPT2_DISPATCH(CompiledTargetKernel)()) {
+    throw Error("MatMul: the input was started for kernel target " + KernelTargetName(d.target) +
+                ", but dispatch now picks " + ActiveKernelTargetName());
+  }
+  const WeightView shape{d.type, nullptr, 0, d.cols};
+  ProfileScope profile("PrepareMatMulInput", (t_end - t_begin) * d.cols, &shape, d.T);
+  GPT2_DISPATCH(QuantizeRowsKernel)(d, t_begin, t_end);
+}
+
+void PrepareMatMulInput(const float* x, int64_t T, const WeightView& w, QuantActivations act,
+                        MatMulInput& in) {
+  StartMatMulInput(x, T, w, act, in);
+  PrepareMatMulInputRows(in, 0, T);
 }
 
 void MatMul(const MatMulInput& in, const WeightView& w, const float* bias, float* y,

@@ -78,8 +78,9 @@ class MatMulInput {
   MatMulInput& operator=(const MatMulInput&) = delete;
 
  private:
-  friend void PrepareMatMulInput(const float*, int64_t, const WeightView&, QuantActivations,
-                                 MatMulInput&);
+  friend void StartMatMulInput(const float*, int64_t, const WeightView&, QuantActivations,
+                               MatMulInput&);
+  friend void PrepareMatMulInputRows(MatMulInput&, int64_t, int64_t);
   friend void MatMul(const MatMulInput&, const WeightView&, const float*, float*, int64_t,
                      int64_t);
   friend const kernels_internal::MatMulInputData& kernels_internal::InputData(const MatMulInput&);
@@ -91,6 +92,14 @@ class MatMulInput {
 // type (as MatMul does).
 void PrepareMatMulInput(const float* x, int64_t T, const WeightView& w, QuantActivations act,
                         MatMulInput& in);
+
+// PrepareMatMulInput in two steps, so that its per-token work (quantizing x) can be split over
+// threads too: StartMatMulInput takes the arguments and sizes `in`, then
+// PrepareMatMulInputRows(in, t_begin, t_end) calls for disjoint token ranges that cover [0, T),
+// from any threads at once, complete it. The result is the same bits.
+void StartMatMulInput(const float* x, int64_t T, const WeightView& w, QuantActivations act,
+                      MatMulInput& in);
+void PrepareMatMulInputRows(MatMulInput& in, int64_t t_begin, int64_t t_end);
 
 // MatMul(x, T, w, bias, y, row_begin, row_end, act) with the x, T and act `in` was prepared
 // with: the same bits. Reads `in` only, so threads may share one for disjoint row ranges.

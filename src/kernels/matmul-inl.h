@@ -418,26 +418,39 @@ HWY_INLINE int32_t QuantizeBlock(const float* HWY_RESTRICT xb, int16_t* HWY_REST
   return hn::GetLane(hn::SumOfLanes(di32, sum));
 }
 
-// Quantizes x: [T, cols] into a (and fills a.q4_offset when q4_offset is true). Vectors only
+// Sizes a for x: [T, cols] (with room for a.q4_offset when q4_offset is true). Vectors only
 // grow, so a steady token loop does not allocate.
-HWY_NOINLINE void QuantizeActivations(const float* HWY_RESTRICT x, int64_t T, int64_t cols,
-                                      bool q4_offset, Int8Activations& a) {
+HWY_INLINE void SizeActivations(int64_t T, int64_t cols, bool q4_offset, Int8Activations& a) {
   const int64_t nb = cols / 32;
   constexpr int64_t kChunk = 2 * kLanes;
   a.d_stride = (nb + kChunk - 1) / kChunk * kChunk;
+  a.T = T;
   if (a.q.size() < static_cast<size_t>(T * cols)) a.q.resize(static_cast<size_t>(T * cols));
   if (a.d.size() < static_cast<size_t>(T * a.d_stride)) {
     a.d.resize(static_cast<size_t>(T * a.d_stride));
   }
   const size_t offsets = q4_offset ? static_cast<size_t>(T * nb) * kI32Lanes : 0;
   if (a.q4_offset.size() < offsets) a.q4_offset.resize(offsets);
-  for (int64_t t = 0; t < T; ++t) {
+  if (T > 1 && a.d_by_block.size() < static_cast<size_t>(nb * T)) {
+    a.d_by_block.resize(static_cast<size_t>(nb * T));
+  }
+}
+
+// Quantizes tokens [t0, t1) of x: [T, cols] into a, sized by SizeActivations (filling
+// a.q4_offset when q4_offset is true). Writes only those tokens' entries, so threads may
+// quantize disjoint token ranges at once.
+HWY_NOINLINE void QuantizeActivations(const float* HWY_RESTRICT x, int64_t t0, int64_t t1,
+                                      int64_t cols, bool q4_offset, Int8Activations& a) {
+  const int64_t nb = cols / 32;
+  const int64_t T = a.T;
+  for (int64_t t = t0; t < t1; ++t) {
     int16_t* HWY_RESTRICT q = a.q.data() + t * cols;
     float* HWY_RESTRICT d = a.d.data() + t * a.d_stride;
     for (int64_t b = 0; b < nb; ++b) {
       uint16_t d_bits;
       const int32_t sum = QuantizeBlock(x + t * cols + b * 32, q + b * 32, d_bits);
       d[b] = kernels_internal::HalfToFloat(d_bits);
+      if (T > 1) a.d_by_block[b * T + t] = d[b];
       if (q4_offset) {
         int32_t* HWY_RESTRICT o = a.q4_offset.data() + (t * nb + b) * kI32Lanes;
         o[0] = -8 * sum;
@@ -445,15 +458,6 @@ HWY_NOINLINE void QuantizeActivations(const float* HWY_RESTRICT x, int64_t T, in
       }
     }
     for (int64_t b = nb; b < a.d_stride; ++b) d[b] = 0.0f;
-  }
-  a.T = T;
-  if (T > 1) {
-    if (a.d_by_block.size() < static_cast<size_t>(nb * T)) {
-      a.d_by_block.resize(static_cast<size_t>(nb * T));
-    }
-    for (int64_t t = 0; t < T; ++t) {
-      for (int64_t b = 0; b < nb; ++b) a.d_by_block[b * T + t] = a.d[t * a.d_stride + b];
-    }
   }
 }
 
@@ -832,11 +836,11 @@ HWY_NOINLINE QuantActivations FastestQuantActivationsKernel(int64_t T) {
   return T > 1 && matmul::kFloatPrefillFaster ? QuantActivations::kFloat : QuantActivations::kInt8;
 }
 
-// Fills `in` for MatMulKernel calls (kernels.h PrepareMatMulInput); arguments were checked by
-// the caller (kernels.cc).
-HWY_NOINLINE void PrepareMatMulInputKernel(const float* x, int64_t T, const WeightView& w,
-                                           QuantActivations act,
-                                           kernels_internal::MatMulInputData& in) {
+// Kernels.h StartMatMulInput: `in` takes the arguments (checked by kernels.cc) and is sized for
+// QuantizeRowsKernel.
+HWY_NOINLINE void StartMatMulInputKernel(const float* x, int64_t T, const WeightView& w,
+                                         QuantActivations act,
+                                         kernels_internal::MatMulInputData& in) {
   in.x = x;
   in.T = T;
   in.cols = w.cols;
@@ -845,9 +849,15 @@ HWY_NOINLINE void PrepareMatMulInputKernel(const float* x, int64_t T, const Weig
   in.quantized = (w.type == TensorType::kQ8_0 || w.type == TensorType::kQ4_0) &&
                  in.act == QuantActivations::kInt8;
   in.target = HWY_TARGET;
-  if (in.quantized && T > 0) {
-    matmul::QuantizeActivations(x, T, w.cols, w.type == TensorType::kQ4_0, in.q);
+  if (in.quantized) {
+    matmul::SizeActivations(T, w.cols, w.type == TensorType::kQ4_0, in.q);
   }
+}
+
+// Kernels.h PrepareMatMulInputRows for an input that quantizes x (checked by kernels.cc).
+HWY_NOINLINE void QuantizeRowsKernel(kernels_internal::MatMulInputData& in, int64_t t0,
+                                     int64_t t1) {
+  matmul::QuantizeActivations(in.x, t0, t1, in.cols, in.type == TensorType::kQ4_0, in.q);
 }
 
 // `in` was prepared by this target for w's type and cols (checked by kernels.cc).

@@ -610,6 +610,16 @@ TEST_CASE("MatMul over a prepared input gives MatMul's bits for any row split", 
             MatMul(in, w.View(), bias.data(), split.data(), bounds[i], bounds[i + 1]);
           }
           CHECK(std::memcmp(whole.data(), split.data(), whole.size() * sizeof(float)) == 0);
+          // Prepared in token ranges, last first, into an input last used for another shape.
+          MatMulInput parts;
+          PrepareMatMulInput(x.data(), 1, MakeWeights(TensorType::kQ4_0, 1, 32, false, 1).View(),
+                             QuantActivations::kInt8, parts);
+          StartMatMulInput(x.data(), T, w.View(), act, parts);
+          PrepareMatMulInputRows(parts, T / 2, T);
+          PrepareMatMulInputRows(parts, 0, T / 2);
+          std::fill(split.begin(), split.end(), kSentinel);
+          MatMul(parts, w.View(), bias.data(), split.data(), 0, w.rows);
+          CHECK(std::memcmp(whole.data(), split.data(), whole.size() * sizeof(float)) == 0);
         });
       }
     }
@@ -628,12 +638,15 @@ TEST_CASE("MatMul rejects a prepared input that does not fit", "[kernels]") {
   CHECK_THROWS_AS(MatMul(in, wide.View(), nullptr, y.data(), 0, 4), Error);
   CHECK_THROWS_AS(MatMul(in, q8.View(), nullptr, y.data(), 0, 5), Error);
   MatMul(in, q8.View(), nullptr, y.data(), 0, 4);
+  CHECK_THROWS_AS(PrepareMatMulInputRows(in, 1, 3), Error);
+  CHECK_THROWS_AS(PrepareMatMulInputRows(in, -1, 1), Error);
   CHECK_THROWS_AS(PrepareMatMulInput(nullptr, 2, q8.View(), QuantActivations::kInt8, in), Error);
   CHECK_THROWS_AS(PrepareMatMulInput(x.data(), 2, WeightView{TensorType::kQ8_0, nullptr, 4, 48},
                                      QuantActivations::kInt8, in),
                   Error);
   MatMulInput moved = std::move(in);
   CHECK_THROWS_AS(MatMul(in, q8.View(), nullptr, y.data(), 0, 4), Error);  // NOLINT: moved from
+  CHECK_THROWS_AS(PrepareMatMulInputRows(in, 0, 1), Error);
   // Prepared by one target, used while dispatch picks another: the layouts differ.
   const std::vector<int64_t> targets = KernelTargets();
   if (targets.size() > 1) {
