@@ -65,6 +65,12 @@ void MatMul(const float* x, int64_t T, const WeightView& w, const float* bias, f
             int64_t row_begin, int64_t row_end,
             QuantActivations act = QuantActivations::kInt8);
 
+// MatMul works on tiles of a few rows, and a row's rounding can depend on the tile it falls in
+// (a wider tile keeps fewer accumulators per row). Tiles start at row_begin and never straddle a
+// multiple of kMatMulRowGrain counted from it, so calls over ranges that begin at multiples of
+// kMatMulRowGrain give every row the bits of one call over all rows, whatever the split.
+constexpr int64_t kMatMulRowGrain = 48;
+
 // The activations x of one product, prepared once for several MatMul calls over row ranges of
 // it (one per thread, say): with kInt8 activations and Q8_0/Q4_0 weights x is quantized once
 // here, not once per call. Reusable: its buffers only grow.

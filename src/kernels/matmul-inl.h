@@ -860,6 +860,12 @@ HWY_NOINLINE void QuantizeRowsKernel(kernels_internal::MatMulInputData& in, int6
   matmul::QuantizeActivations(in.x, t0, t1, in.cols, in.type == TensorType::kQ4_0, in.q);
 }
 
+static_assert(kMatMulRowGrain % matmul::kDecodeRows == 0 &&
+                  kMatMulRowGrain % matmul::kFloatDecodeRows == 0 &&
+                  kMatMulRowGrain % (4 * matmul::kInt8DecodeGroups) == 0 &&
+                  kMatMulRowGrain % matmul::kPrefillRows == 0,
+              "every row tile of MatMulKernel must divide kMatMulRowGrain (kernels.h)");
+
 // `in` was prepared by this target for w's type and cols (checked by kernels.cc).
 HWY_NOINLINE void MatMulKernel(const kernels_internal::MatMulInputData& in, const WeightView& w,
                                const float* bias, float* y, int64_t row_begin, int64_t row_end) {

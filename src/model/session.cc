@@ -95,14 +95,17 @@ void ParallelMatMul(ThreadPool& pool, MatMulInput& in, const float* x, int64_t T
       for (int64_t t = 0; t < T; ++t) Gelu(y + t * w.rows + begin, end - begin);
     }
   };
-  const int64_t n_chunks = std::min<int64_t>(w.rows / 8 + 1, int64_t(pool.size()) * 4);
+  // Chunks of whole row grains: every row gets the bits one thread would compute.
+  const int64_t grains = (w.rows + kMatMulRowGrain - 1) / kMatMulRowGrain;
+  const int64_t n_chunks = std::min<int64_t>(grains, int64_t(pool.size()) * 4);
   if (n_chunks <= 1 || pool.size() == 1) {
     run(0, w.rows);
     return;
   }
-  pool.ParallelFor(n_chunks, [&](int64_t chunk) {
-    run(w.rows * chunk / n_chunks, w.rows * (chunk + 1) / n_chunks);
-  });
+  const auto bound = [&](int64_t chunk) {
+    return std::min(w.rows, grains * chunk / n_chunks * kMatMulRowGrain);
+  };
+  pool.ParallelFor(n_chunks, [&](int64_t chunk) { run(bound(chunk), bound(chunk + 1)); });
 }
 
 void Report(const ActivationObserver& observer, const char* name, int layer, int pos0,

@@ -591,9 +591,9 @@ TEST_CASE("Int8 activations are quantized exactly as QuantizeRowQ8_0 on every ta
   }
 }
 
-TEST_CASE("MatMul over a prepared input gives MatMul's bits for any row split", "[kernels]") {
+TEST_CASE("MatMul over a prepared input gives MatMul's bits when split at row grains", "[kernels]") {
   for (TensorType type : {TensorType::kF32, TensorType::kF16, TensorType::kQ8_0, TensorType::kQ4_0}) {
-    const TestWeights w = MakeWeights(type, 23, 96, false, 600);
+    const TestWeights w = MakeWeights(type, 2 * kMatMulRowGrain + 23, 96, false, 600);
     const std::vector<float> bias = RandomVector(w.rows, 601);
     for (int64_t T : {1, 3, 8}) {
       const std::vector<float> x = RandomVector(T * w.cols, 602 + static_cast<uint32_t>(T));
@@ -605,8 +605,8 @@ TEST_CASE("MatMul over a prepared input gives MatMul's bits for any row split", 
           MatMul(x.data(), T, w.View(), bias.data(), whole.data(), 0, w.rows, act);
           MatMulInput in;
           PrepareMatMulInput(x.data(), T, w.View(), act, in);
-          const int64_t bounds[] = {0, 5, 6, 13, 22, 23};  // uneven ranges, two of one row
-          for (int i = 0; i + 1 < 6; ++i) {
+          const int64_t bounds[] = {0, kMatMulRowGrain, 2 * kMatMulRowGrain, w.rows};
+          for (int i = 0; i + 1 < 4; ++i) {
             MatMul(in, w.View(), bias.data(), split.data(), bounds[i], bounds[i + 1]);
           }
           CHECK(std::memcmp(whole.data(), split.data(), whole.size() * sizeof(float)) == 0);
