@@ -4,10 +4,10 @@
 // Shape of the work. Decode (T == 1) reads every weight byte once per token, so the loop streams
 // kDecodeRows rows at a time (WASM int8: Int8DecodeGroups, 12 rows). Q8_0/Q4_0 weights by
 // default meet int8 activations (QuantActivations::kInt8, ggml's q8_0 x q8_0 dot): x is
-// quantized once per call, each weight block is widened to int16 in registers and
-// multiplied-added in integers, and the block's int32 sum is scaled by dw * dx once. With f32
-// activations (kFloat) each block is decoded to f32 (int8 -> int32 -> f32) and multiplied
-// straight into x, its partial sum scaled by d once. Prefill (T > 1) works on tiles of
+// quantized once per product (kernels.h MatMulInput), each weight block is widened to int16 in
+// registers and multiplied-added in integers, and the block's int32 sum is scaled by dw * dx
+// once. With f32 activations (kFloat) each block is decoded to f32 (int8 -> int32 -> f32) and
+// multiplied straight into x, its partial sum scaled by d once. Prefill (T > 1) works on tiles of
 // kPrefillRows rows x up to kTokenTile tokens: each weight block is decoded once and used for
 // every token of the tile. The tile loop is row-outer, so each weight row is read from memory
 // once per call while the activations stay in cache.
@@ -344,7 +344,7 @@ HWY_INLINE void QuantTile(const float* HWY_RESTRICT x, int64_t cols,
 
 // ---- Int8 activations (QuantActivations::kInt8) ----------------------------------------------
 //
-// ggml's vec_dot_q8_0_q8_0 scheme: x is quantized once per call to Q8_0 blocks, then each
+// ggml's vec_dot_q8_0_q8_0 scheme: x is quantized once per product to Q8_0 blocks, then each
 // weight block's dot with it is an integer multiply-add of int16 pairs (ReorderWidenMulAccumulate
 // on i16: pmaddwd on x86, i32x4.dot_i16x8_s on WASM), exact in int32, converted to f32 once per
 // block and scaled by dw * dx. Per row and block on WASM that is 4 widening loads and 4 dots
