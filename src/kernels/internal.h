@@ -4,6 +4,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
+
+#include "format/quant.h"
 
 #include "kernels/kernels.h"
 
@@ -44,6 +47,41 @@ inline int64_t BlockElems(TensorType type) {
 // Called once per MatMul, outside the hot loops.
 void CheckMatMulArgs(const float* x, int64_t T, const WeightView& w, const float* y,
                      int64_t row_begin, int64_t row_end);
+
+// x quantized per token for QuantActivations::kInt8 by matmul-inl.h QuantizeActivations, laid
+// out for the Highway target that did it: d_stride and q4_offset's lanes follow its vector width,
+// so only that target's MatMul may read it (MatMulInputData::target).
+struct Int8Activations {
+  std::vector<int16_t> q;  // [T, cols]: qx of format/quant.h QuantizeRowQ8_0, widened to int16
+                           // once here rather than once per weight row
+  std::vector<float> d;    // [T, d_stride]: dx as f32 (the f16 ggml stores), zero padded
+  int64_t d_stride = 0;    // blocks per token rounded up to 2 f32 vectors (whole scale vectors)
+  // For Q4_0 weights only: [T, cols / 32, int32 lanes] int32 vectors whose lanes sum to
+  // -8 * sum_i qx[t, b, i]. Q4_0 blocks are then multiplied as raw nibbles n: a block's dot
+  // starts from this vector instead of zero, and sum (n - 8) qx = sum n qx - 8 sum qx exactly,
+  // without subtracting 8 from every weight of every row.
+  std::vector<int32_t> q4_offset;
+  // dx again, block-major: [cols / 32, T] (T > 1 only), so a tile loads its tokens' dx of one
+  // block as one vector.
+  std::vector<float> d_by_block;
+  int64_t T = 0;
+};
+
+// What a MatMulInput holds (kernels.h): the activations of one product, ready for any number of
+// MatMul calls over its row ranges.
+struct MatMulInputData {
+  const float* x = nullptr;  // [T, cols], the caller's; read by the f32-activation paths
+  int64_t T = 0;
+  int64_t cols = 0;
+  TensorType type = TensorType::kF32;                // the weight type it was prepared for
+  QuantActivations act = QuantActivations::kInt8;    // resolved: never kFastest
+  bool quantized = false;  // q holds x (kInt8 with Q8_0/Q4_0 weights)
+  int64_t target = 0;      // the Highway target that prepared it
+  Int8Activations q;       // buffers only grow: a steady token loop does not allocate
+};
+
+// What `in` holds, for the tests of the quantizer (kernels.cc). Throws if `in` was moved from.
+const MatMulInputData& InputData(const MatMulInput& in);
 
 }  // namespace kernels_internal
 }  // namespace gpt2

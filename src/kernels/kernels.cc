@@ -71,6 +71,8 @@ HWY_NORETURN void Abort(const char* file, int line, const char* format, ...) {
 namespace gpt2 {
 
 #if !defined(__EMSCRIPTEN__)
+HWY_EXPORT(StartMatMulInputKernel);
+HWY_EXPORT(QuantizeRowsKernel);
 HWY_EXPORT(MatMulKernel);
 HWY_EXPORT(FastestQuantActivationsKernel);
 HWY_EXPORT(LayerNormKernel);
@@ -177,12 +179,75 @@ std::vector<KernelProfileEntry> TakeKernelProfile() {
 
 // ---- the kernels -----------------------------------------------------------------------------
 
+MatMulInput::MatMulInput() : data_(new kernels_internal::MatMulInputData) {}
+MatMulInput::~MatMulInput() = default;
+MatMulInput::MatMulInput(MatMulInput&&) noexcept = default;
+MatMulInput& MatMulInput::operator=(MatMulInput&&) noexcept = default;
+
+const kernels_internal::MatMulInputData& kernels_internal::InputData(const MatMulInput& in) {
+  if (!in.data_) throw Error("MatMul: the prepared input was moved from");
+  return *in.data_;
+}
+
+void StartMatMulInput(const float* x, int64_t T, const WeightView& w, QuantActivations act,
+                      MatMulInput& in) {
+  // The row range 0..0 leaves the row and output checks out: a product's rows come later.
+  kernels_internal::CheckMatMulArgs(x, T, w, nullptr, 0, 0);
+  if (T > 0 && x == nullptr) throw Error("MatMul: null input pointer");
+  if (!in.data_) in.data_.reset(new kernels_internal::MatMulInputData);  // moved from
+  GPT2_DISPATCH(StartMatMulInputKernel)(x, T, w, act, *in.data_);
+}
+
+void PrepareMatMulInputRows(MatMulInput& in, int64_t t_begin, int64_t t_end) {
+  if (!in.data_) throw Error("MatMul: the prepared input was moved from");
+  kernels_internal::MatMulInputData& d = *in.data_;
+  if (t_begin < 0 || t_begin > t_end || t_end > d.T) {
+    throw Error("MatMul: token range [" + std::to_string(t_begin) + ", " + std::to_string(t_end) +
+                ") is not inside [0, " + std::to_string(d.T) + ")");
+  }
+  if (!d.quantized || t_begin == t_end) return;
+  if (d.target != GPT2_DISPATCH(CompiledTargetKernel)()) {
+    throw Error("MatMul: the input was started for kernel target " + KernelTargetName(d.target) +
+                ", but dispatch now picks " + ActiveKernelTargetName());
+  }
+  const WeightView shape{d.type, nullptr, 0, d.cols};
+  ProfileScope profile("PrepareMatMulInput", (t_end - t_begin) * d.cols, &shape, d.T);
+  GPT2_DISPATCH(QuantizeRowsKernel)(d, t_begin, t_end);
+}
+
+void PrepareMatMulInput(const float* x, int64_t T, const WeightView& w, QuantActivations act,
+                        MatMulInput& in) {
+  StartMatMulInput(x, T, w, act, in);
+  PrepareMatMulInputRows(in, 0, T);
+}
+
+void MatMul(const MatMulInput& in, const WeightView& w, const float* bias, float* y,
+            int64_t row_begin, int64_t row_end) {
+  const kernels_internal::MatMulInputData& d = kernels_internal::InputData(in);
+  kernels_internal::CheckMatMulArgs(d.x, d.T, w, y, row_begin, row_end);
+  if (w.type != d.type || w.cols != d.cols) {
+    throw Error("MatMul: the input was prepared for " + std::to_string(d.cols) +
+                " columns of weight type id " + std::to_string(static_cast<int>(d.type)) +
+                ", not " + std::to_string(w.cols) + " of type id " +
+                std::to_string(static_cast<int>(w.type)));
+  }
+  if (d.target != GPT2_DISPATCH(CompiledTargetKernel)()) {
+    throw Error("MatMul: the input was prepared for kernel target " + KernelTargetName(d.target) +
+                ", but dispatch now picks " + ActiveKernelTargetName());
+  }
+  if (d.T == 0 || row_begin == row_end) return;
+  ProfileScope profile("MatMul", d.T, &w, d.T);
+  GPT2_DISPATCH(MatMulKernel)(d, w, bias, y, row_begin, row_end);
+}
+
 void MatMul(const float* x, int64_t T, const WeightView& w, const float* bias, float* y,
             int64_t row_begin, int64_t row_end, QuantActivations act) {
   kernels_internal::CheckMatMulArgs(x, T, w, y, row_begin, row_end);
   if (T == 0 || row_begin == row_end) return;
-  ProfileScope profile("MatMul", T, &w, T);
-  GPT2_DISPATCH(MatMulKernel)(x, T, w, bias, y, row_begin, row_end, act);
+  // Per thread: callers may split one product's rows over threads, each calling this.
+  static thread_local MatMulInput in;
+  PrepareMatMulInput(x, T, w, act, in);
+  MatMul(in, w, bias, y, row_begin, row_end);
 }
 
 QuantActivations FastestQuantActivations(int64_t T) {

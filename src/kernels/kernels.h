@@ -6,12 +6,18 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "format/tensor_type.h"
 
 namespace gpt2 {
+class MatMulInput;
+namespace kernels_internal {
+struct MatMulInputData;
+const MatMulInputData& InputData(const MatMulInput& in);
+}  // namespace kernels_internal
 
 // A weight matrix in ggml layout: `rows` output features, each a contiguous row of `cols` input
 // features encoded as `type` (for Q8_0/Q4_0, cols/32 blocks per row). cols must be a multiple of
@@ -54,10 +60,60 @@ QuantActivations FastestQuantActivations(int64_t T);
 // Equivalent to torch.nn.functional.linear(x, W, bias), up to the activation quantization
 // `act` chooses for Q8_0/Q4_0 weights (see QuantActivations). The row range lets the caller split
 // one product across threads; rows outside it are not touched. With kInt8 every call quantizes
-// x again (into per-thread scratch that grows once, no allocation in a steady token loop).
+// x again (into per-thread scratch that grows once, no allocation in a steady token loop): a
+// caller splitting one product prepares x once instead (MatMulInput below).
 void MatMul(const float* x, int64_t T, const WeightView& w, const float* bias, float* y,
             int64_t row_begin, int64_t row_end,
             QuantActivations act = QuantActivations::kInt8);
+
+// MatMul works on tiles of a few rows, and a row's rounding can depend on the tile it falls in
+// (a wider tile keeps fewer accumulators per row). Tiles start at row_begin and never straddle a
+// multiple of kMatMulRowGrain counted from it, so calls over ranges that begin at multiples of
+// kMatMulRowGrain give every row the bits of one call over all rows, whatever the split.
+constexpr int64_t kMatMulRowGrain = 48;
+
+// The activations x of one product, prepared once for several MatMul calls over row ranges of
+// it (one per thread, say): with kInt8 activations and Q8_0/Q4_0 weights x is quantized once
+// here, not once per call. Reusable: its buffers only grow.
+class MatMulInput {
+ public:
+  MatMulInput();
+  ~MatMulInput();
+  MatMulInput(MatMulInput&&) noexcept;
+  MatMulInput& operator=(MatMulInput&&) noexcept;
+  MatMulInput(const MatMulInput&) = delete;
+  MatMulInput& operator=(const MatMulInput&) = delete;
+
+ private:
+  friend void StartMatMulInput(const float*, int64_t, const WeightView&, QuantActivations,
+                               MatMulInput&);
+  friend void PrepareMatMulInputRows(MatMulInput&, int64_t, int64_t);
+  friend void MatMul(const MatMulInput&, const WeightView&, const float*, float*, int64_t,
+                     int64_t);
+  friend const kernels_internal::MatMulInputData& kernels_internal::InputData(const MatMulInput&);
+  std::unique_ptr<kernels_internal::MatMulInputData> data_;
+};
+
+// Prepares x: [T, w.cols] for MatMul(in, w', ...) with weights w' of w's type and cols. x is
+// not copied: it must stay unchanged while `in` is used. Throws gpt2::Error on a bad shape or
+// type (as MatMul does).
+void PrepareMatMulInput(const float* x, int64_t T, const WeightView& w, QuantActivations act,
+                        MatMulInput& in);
+
+// PrepareMatMulInput in two steps, so that its per-token work (quantizing x) can be split over
+// threads too: StartMatMulInput takes the arguments and sizes `in`, then
+// PrepareMatMulInputRows(in, t_begin, t_end) calls for disjoint token ranges that cover [0, T),
+// from any threads at once, complete it. The result is the same bits.
+void StartMatMulInput(const float* x, int64_t T, const WeightView& w, QuantActivations act,
+                      MatMulInput& in);
+void PrepareMatMulInputRows(MatMulInput& in, int64_t t_begin, int64_t t_end);
+
+// MatMul(x, T, w, bias, y, row_begin, row_end, act) with the x, T and act `in` was prepared
+// with: the same bits. Reads `in` only, so threads may share one for disjoint row ranges.
+// Throws gpt2::Error if w's type or cols differ from the prepared ones, or if dispatch now
+// picks another Highway target than the one that prepared `in` (ForceKernelTarget).
+void MatMul(const MatMulInput& in, const WeightView& w, const float* bias, float* y,
+            int64_t row_begin, int64_t row_end);
 
 // y = (x - mean) / sqrt(var + eps) * gamma + beta over n features, var biased (divide by n).
 // Equivalent to torch.nn.LayerNorm(n, eps). Returns nothing; y may alias x.
@@ -89,12 +145,14 @@ void AttentionHead(const float* q, const float* k, const float* v, int64_t kv_st
 // type and shape (MatMul: rows x cols, T == 1 or not), from any thread. Time is the calling
 // thread's CPU time natively, wall-clock time in wasm (no CPU clock there).
 struct KernelProfileEntry {
-  std::string kernel;  // "MatMul", "LayerNorm", "Gelu", "Softmax", "AddInPlace", "AttentionHead"
-  TensorType type = TensorType::kF32;  // MatMul's weight type
-  int64_t rows = 0, cols = 0;          // MatMul's weight shape
+  std::string kernel;  // "MatMul", "PrepareMatMulInput" (with kInt8: quantizing x),
+                       // "LayerNorm", "Gelu", "Softmax", "AddInPlace", "AttentionHead"
+  TensorType type = TensorType::kF32;  // MatMul's and PrepareMatMulInput's weight type
+  int64_t rows = 0, cols = 0;          // MatMul's weight shape (PrepareMatMulInput: 0 x cols)
   bool single_token = false;           // MatMul called with T == 1
   int64_t calls = 0;
-  int64_t work = 0;  // MatMul: sum of T; AttentionHead: sum of n_keys; others: elements
+  int64_t work = 0;  // MatMul: sum of T; AttentionHead: sum of n_keys; others (and
+                     // PrepareMatMulInput): elements
   double seconds = 0;
 };
 void SetKernelProfiling(bool on);

@@ -4,10 +4,10 @@
 // Shape of the work. Decode (T == 1) reads every weight byte once per token, so the loop streams
 // kDecodeRows rows at a time (WASM int8: Int8DecodeGroups, 12 rows). Q8_0/Q4_0 weights by
 // default meet int8 activations (QuantActivations::kInt8, ggml's q8_0 x q8_0 dot): x is
-// quantized once per call, each weight block is widened to int16 in registers and
-// multiplied-added in integers, and the block's int32 sum is scaled by dw * dx once. With f32
-// activations (kFloat) each block is decoded to f32 (int8 -> int32 -> f32) and multiplied
-// straight into x, its partial sum scaled by d once. Prefill (T > 1) works on tiles of
+// quantized once per product (kernels.h MatMulInput), each weight block is widened to int16 in
+// registers and multiplied-added in integers, and the block's int32 sum is scaled by dw * dx
+// once. With f32 activations (kFloat) each block is decoded to f32 (int8 -> int32 -> f32) and
+// multiplied straight into x, its partial sum scaled by d once. Prefill (T > 1) works on tiles of
 // kPrefillRows rows x up to kTokenTile tokens: each weight block is decoded once and used for
 // every token of the tile (int8), or each row group is dequantized once to f32 and then runs the
 // f32 weights' tiles for all tokens (f32 activations, DequantizedRowGroup). The tile loop is
@@ -37,6 +37,7 @@
 
 #include <hwy/highway.h>
 
+#include "format/f16.h"
 #include "format/quant.h"
 #include "kernels/internal.h"
 #include "kernels/kernels.h"
@@ -350,7 +351,7 @@ HWY_INLINE void DequantizeRow(const Block* HWY_RESTRICT row, int64_t cols,
 
 // ---- Int8 activations (QuantActivations::kInt8) ----------------------------------------------
 //
-// ggml's vec_dot_q8_0_q8_0 scheme: x is quantized once per call to Q8_0 blocks, then each
+// ggml's vec_dot_q8_0_q8_0 scheme: x is quantized once per product to Q8_0 blocks, then each
 // weight block's dot with it is an integer multiply-add of int16 pairs (ReorderWidenMulAccumulate
 // on i16: pmaddwd on x86, i32x4.dot_i16x8_s on WASM), exact in int32, converted to f32 once per
 // block and scaled by dw * dx. Per row and block on WASM that is 4 widening loads and 4 dots
@@ -367,50 +368,96 @@ constexpr size_t kI16Lanes = hn::MaxLanes(DI16());
 constexpr size_t kI16Vecs = 32 / kI16Lanes;  // int16 vectors per block of 32
 static_assert(32 % kI16Lanes == 0, "a Q block must be whole int16 vectors");
 
-// x quantized per token: qx widened to int16 once here rather than once per weight row.
-struct Int8Activations {
-  std::vector<int16_t> q;  // [T, cols]: qx of format/quant.h QuantizeRowQ8_0
-  std::vector<float> d;    // [T, d_stride]: dx as f32 (the f16 ggml stores), zero padded
-  std::vector<BlockQ8_0> blocks;  // [cols / 32]: one token's QuantizeRowQ8_0 output
-  int64_t d_stride = 0;    // blocks per token rounded up to 2 kLanes (whole scale vectors)
-  // For Q4_0 weights only: [T, cols / 32, kI32Lanes] int32 vectors whose lanes sum to
-  // -8 * sum_i qx[t, b, i]. Q4_0 blocks are then multiplied as raw nibbles n: a block's dot
-  // starts from this vector instead of zero, and sum (n - 8) qx = sum n qx - 8 sum qx exactly,
-  // without subtracting 8 from every weight of every row.
-  std::vector<int32_t> q4_offset;
-  // dx again, block-major: [cols / 32, T] (T > 1 only), so a tile loads its tokens' dx of one
-  // block as one vector.
-  std::vector<float> d_by_block;
-  int64_t T = 0;
-};
+using Int8Activations = kernels_internal::Int8Activations;
 
 constexpr size_t kI32Lanes = hn::MaxLanes(DI32());
 
-// Quantizes x: [T, cols] into a (and fills a.q4_offset when q4_offset is true). Vectors only
+// One block of 32 activations xb to Q8_0 as format/quant.h QuantizeRowQ8_0 (ggml
+// quantize_row_q8_0_ref) does it, bit for bit: amax = max |x|, d = amax / 127 in f32, its f32
+// reciprocal id (0 if d is 0), qx = roundf(x * id) with halves away from zero. Vector code
+// emulates roundf (Highway's Round is to even): r = trunc(v) + copysign(1, v) where
+// |v - trunc(v)| >= 0.5, exact for every float as in quant.cc's RoundToInt8, whose NaN -> 0 and
+// clamp to [-128, 127] (reached when id is inf, d a subnormal) it copies too. Blocks holding inf
+// or NaN go to QuantizeRowQ8_0 itself: its max scan's result then depends on the order of the
+// comparisons, which a vector max does not keep. Writes the block's quants widened to int16, its
+// f16 scale's bits; returns sum_i qx[i].
+HWY_INLINE int32_t QuantizeBlock(const float* HWY_RESTRICT xb, int16_t* HWY_RESTRICT q,
+                                 uint16_t& d_bits) {
+  const DF df;
+  const DI32 di32;
+  const hn::Rebind<int16_t, DF> di16;  // kLanes int16: one f32 vector's quants
+  VF v[kBlockVecs];
+  VF amax = hn::Zero(df);
+  VF finite = hn::Zero(df);  // stays 0 unless some x - x is NaN (x inf or NaN)
+  for (size_t j = 0; j < kBlockVecs; ++j) {
+    v[j] = hn::LoadU(df, xb + j * kLanes);
+    amax = hn::Max(amax, hn::Abs(v[j]));
+    finite = hn::Add(finite, hn::Sub(v[j], v[j]));
+  }
+  if (!hn::AllTrue(df, hn::Eq(finite, hn::Zero(df)))) {
+    BlockQ8_0 block;
+    QuantizeRowQ8_0(xb, &block, 32);
+    int32_t sum = 0;
+    for (int i = 0; i < 32; ++i) {
+      q[i] = block.qs[i];
+      sum += block.qs[i];
+    }
+    d_bits = block.d;
+    return sum;
+  }
+  const float d = hn::GetLane(hn::MaxOfLanes(df, amax)) / 127.0f;  // (1 << 7) - 1
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  d_bits = F32ToF16(d);
+  const VF vid = hn::Set(df, id);
+  const VF half = hn::Set(df, 0.5f);
+  const VF one = hn::Set(df, 1.0f);
+  auto sum = hn::Zero(di32);
+  for (size_t j = 0; j < kBlockVecs; ++j) {
+    const VF s = hn::Mul(v[j], vid);
+    VF r = hn::Trunc(s);
+    r = hn::IfThenElse(hn::Ge(hn::Abs(hn::Sub(s, r)), half), hn::Add(r, hn::CopySign(one, s)), r);
+    r = hn::IfThenElseZero(hn::Eq(r, r), r);  // NaN (0 * inf) -> 0
+    r = hn::Min(hn::Max(r, hn::Set(df, -128.0f)), hn::Set(df, 127.0f));
+    const auto qi = hn::ConvertTo(di32, r);
+    sum = hn::Add(sum, qi);
+    hn::StoreU(hn::DemoteTo(di16, qi), di16, q + j * kLanes);
+  }
+  return hn::GetLane(hn::SumOfLanes(di32, sum));
+}
+
+// Sizes a for x: [T, cols] (with room for a.q4_offset when q4_offset is true). Vectors only
 // grow, so a steady token loop does not allocate.
-HWY_NOINLINE void QuantizeActivations(const float* HWY_RESTRICT x, int64_t T, int64_t cols,
-                                      bool q4_offset, Int8Activations& a) {
+HWY_INLINE void SizeActivations(int64_t T, int64_t cols, bool q4_offset, Int8Activations& a) {
   const int64_t nb = cols / 32;
   constexpr int64_t kChunk = 2 * kLanes;
   a.d_stride = (nb + kChunk - 1) / kChunk * kChunk;
+  a.T = T;
   if (a.q.size() < static_cast<size_t>(T * cols)) a.q.resize(static_cast<size_t>(T * cols));
   if (a.d.size() < static_cast<size_t>(T * a.d_stride)) {
     a.d.resize(static_cast<size_t>(T * a.d_stride));
   }
-  if (a.blocks.size() < static_cast<size_t>(nb)) a.blocks.resize(static_cast<size_t>(nb));
   const size_t offsets = q4_offset ? static_cast<size_t>(T * nb) * kI32Lanes : 0;
   if (a.q4_offset.size() < offsets) a.q4_offset.resize(offsets);
-  for (int64_t t = 0; t < T; ++t) {
-    QuantizeRowQ8_0(x + t * cols, a.blocks.data(), cols);
+  if (T > 1 && a.d_by_block.size() < static_cast<size_t>(nb * T)) {
+    a.d_by_block.resize(static_cast<size_t>(nb * T));
+  }
+}
+
+// Quantizes tokens [t0, t1) of x: [T, cols] into a, sized by SizeActivations (filling
+// a.q4_offset when q4_offset is true). Writes only those tokens' entries, so threads may
+// quantize disjoint token ranges at once.
+HWY_NOINLINE void QuantizeActivations(const float* HWY_RESTRICT x, int64_t t0, int64_t t1,
+                                      int64_t cols, bool q4_offset, Int8Activations& a) {
+  const int64_t nb = cols / 32;
+  const int64_t T = a.T;
+  for (int64_t t = t0; t < t1; ++t) {
     int16_t* HWY_RESTRICT q = a.q.data() + t * cols;
     float* HWY_RESTRICT d = a.d.data() + t * a.d_stride;
     for (int64_t b = 0; b < nb; ++b) {
-      d[b] = kernels_internal::HalfToFloat(a.blocks[b].d);
-      int32_t sum = 0;
-      for (int i = 0; i < 32; ++i) {
-        q[b * 32 + i] = a.blocks[b].qs[i];
-        sum += a.blocks[b].qs[i];
-      }
+      uint16_t d_bits;
+      const int32_t sum = QuantizeBlock(x + t * cols + b * 32, q + b * 32, d_bits);
+      d[b] = kernels_internal::HalfToFloat(d_bits);
+      if (T > 1) a.d_by_block[b * T + t] = d[b];
       if (q4_offset) {
         int32_t* HWY_RESTRICT o = a.q4_offset.data() + (t * nb + b) * kI32Lanes;
         o[0] = -8 * sum;
@@ -418,15 +465,6 @@ HWY_NOINLINE void QuantizeActivations(const float* HWY_RESTRICT x, int64_t T, in
       }
     }
     for (int64_t b = nb; b < a.d_stride; ++b) d[b] = 0.0f;
-  }
-  a.T = T;
-  if (T > 1) {
-    if (a.d_by_block.size() < static_cast<size_t>(nb * T)) {
-      a.d_by_block.resize(static_cast<size_t>(nb * T));
-    }
-    for (int64_t t = 0; t < T; ++t) {
-      for (int64_t b = 0; b < nb; ++b) a.d_by_block[b * T + t] = a.d[t * a.d_stride + b];
-    }
   }
 }
 
@@ -960,13 +998,43 @@ HWY_NOINLINE QuantActivations FastestQuantActivationsKernel(int64_t T) {
   return T > 1 && matmul::kFloatPrefillFaster ? QuantActivations::kFloat : QuantActivations::kInt8;
 }
 
-// Arguments were checked by the caller (kernels.cc).
-HWY_NOINLINE void MatMulKernel(const float* x, int64_t T, const WeightView& w, const float* bias,
-                               float* y, int64_t row_begin, int64_t row_end,
-                               QuantActivations act) {
-  if (act == QuantActivations::kFastest) act = FastestQuantActivationsKernel(T);
-  const bool quantized = w.type == TensorType::kQ8_0 || w.type == TensorType::kQ4_0;
-  if (T > 1 && quantized && act == QuantActivations::kFloat) {
+// Kernels.h StartMatMulInput: `in` takes the arguments (checked by kernels.cc) and is sized for
+// QuantizeRowsKernel.
+HWY_NOINLINE void StartMatMulInputKernel(const float* x, int64_t T, const WeightView& w,
+                                         QuantActivations act,
+                                         kernels_internal::MatMulInputData& in) {
+  in.x = x;
+  in.T = T;
+  in.cols = w.cols;
+  in.type = w.type;
+  in.act = act == QuantActivations::kFastest ? FastestQuantActivationsKernel(T) : act;
+  in.quantized = (w.type == TensorType::kQ8_0 || w.type == TensorType::kQ4_0) &&
+                 in.act == QuantActivations::kInt8;
+  in.target = HWY_TARGET;
+  if (in.quantized) {
+    matmul::SizeActivations(T, w.cols, w.type == TensorType::kQ4_0, in.q);
+  }
+}
+
+// Kernels.h PrepareMatMulInputRows for an input that quantizes x (checked by kernels.cc).
+HWY_NOINLINE void QuantizeRowsKernel(kernels_internal::MatMulInputData& in, int64_t t0,
+                                     int64_t t1) {
+  matmul::QuantizeActivations(in.x, t0, t1, in.cols, in.type == TensorType::kQ4_0, in.q);
+}
+
+static_assert(kMatMulRowGrain % matmul::kDecodeRows == 0 &&
+                  kMatMulRowGrain % matmul::kFloatDecodeRows == 0 &&
+                  kMatMulRowGrain % (4 * matmul::kInt8DecodeGroups) == 0 &&
+                  kMatMulRowGrain % matmul::kPrefillRows == 0,
+              "every row tile of MatMulKernel must divide kMatMulRowGrain (kernels.h)");
+
+// `in` was prepared by this target for w's type and cols (checked by kernels.cc).
+HWY_NOINLINE void MatMulKernel(const kernels_internal::MatMulInputData& in, const WeightView& w,
+                               const float* bias, float* y, int64_t row_begin, int64_t row_end) {
+  const float* x = in.x;
+  const int64_t T = in.T;
+  if (T > 1 && in.act == QuantActivations::kFloat &&
+      (w.type == TensorType::kQ8_0 || w.type == TensorType::kQ4_0)) {
     if (w.type == TensorType::kQ8_0) {
       matmul::DequantizedPrefill<BlockQ8_0>(x, T, w, bias, y, row_begin, row_end);
     } else {
@@ -974,13 +1042,7 @@ HWY_NOINLINE void MatMulKernel(const float* x, int64_t T, const WeightView& w, c
     }
     return;
   }
-  const matmul::Int8Activations* qa = nullptr;
-  if (quantized && act == QuantActivations::kInt8) {
-    // Per thread: the model splits one product's rows over threads, each quantizing x itself.
-    static thread_local matmul::Int8Activations scratch;
-    matmul::QuantizeActivations(x, T, w.cols, w.type == TensorType::kQ4_0, scratch);
-    qa = &scratch;
-  }
+  const matmul::Int8Activations* qa = in.quantized ? &in.q : nullptr;
   int64_t r = row_begin;
   if (T == 1) {
 #if HWY_TARGET == HWY_WASM

@@ -479,6 +479,187 @@ TEST_CASE("Int8-activation MatMul follows ggml's q8_0 x q8_0 dot", "[kernels]") 
   }
 }
 
+// Blocks of 32 activations that a vector quantizer could get wrong: ties of x * id at .5 (id = 1
+// when amax = 127), an all-zero block (d = 0, id = 0) and one of -0, subnormals (d subnormal or
+// 0; id inf, so x * id is inf or, for x = 0, NaN), values whose d overflows f16, the largest
+// floats, inf and NaN, and random blocks over many magnitudes.
+std::vector<float> AdversarialActivations() {
+  std::vector<std::vector<float>> blocks;
+  std::vector<float> ties(32);
+  ties[0] = 127.0f;
+  for (int i = 1; i < 32; ++i) ties[i] = (i % 2 ? 1.0f : -1.0f) * (static_cast<float>(i * 4) + 0.5f);
+  blocks.push_back(ties);
+  std::vector<float> near_ties(32);
+  near_ties[0] = -127.0f;
+  for (int i = 1; i < 32; ++i) {
+    const float tie = (i % 2 ? 1.0f : -1.0f) * (static_cast<float>(i) + 0.5f);
+    near_ties[i] = i % 4 < 2 ? std::nextafter(tie, 0.0f) : std::nextafter(tie, 2 * tie);
+  }
+  blocks.push_back(near_ties);
+  blocks.push_back(std::vector<float>(32, 0.0f));
+  blocks.push_back(std::vector<float>(32, -0.0f));
+  std::vector<float> subnormal(32, 0.0f);
+  for (int i = 0; i < 32; i += 3) subnormal[i] = (i % 2 ? -1.0f : 1.0f) * 1e-40f * static_cast<float>(i + 1);
+  blocks.push_back(subnormal);
+  std::vector<float> tiny(32);
+  for (int i = 0; i < 32; ++i) tiny[i] = (i % 2 ? -1.0f : 1.0f) * std::numeric_limits<float>::denorm_min() * static_cast<float>(i % 5);
+  blocks.push_back(tiny);
+  std::vector<float> f16_overflow(32);
+  for (int i = 0; i < 32; ++i) f16_overflow[i] = 1e7f * static_cast<float>(i - 16) / 16.0f;
+  blocks.push_back(f16_overflow);
+  std::vector<float> huge(32, 1.0f);
+  huge[5] = std::numeric_limits<float>::max();
+  huge[6] = -std::numeric_limits<float>::max() / 3;
+  huge[7] = 1e-30f;
+  blocks.push_back(huge);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const std::vector<std::pair<int, float>>& specials :
+       std::vector<std::vector<std::pair<int, float>>>{
+           {{3, inf}}, {{0, -inf}, {9, 2.0f}}, {{4, nan}}, {{0, nan}, {1, 3.0f}}, {{31, nan}}}) {
+    std::vector<float> b = RandomVector(32, 40 + static_cast<uint32_t>(blocks.size()));
+    for (const auto& s : specials) b[s.first] = s.second;
+    blocks.push_back(b);
+  }
+  std::mt19937 rng(41);
+  std::uniform_int_distribution<int> exponent(-30, 30);
+  for (int k = 0; k < 40; ++k) {
+    std::vector<float> b = RandomVector(32, 100 + k);
+    const float scale = std::ldexp(1.0f, exponent(rng));
+    for (float& v : b) v *= scale;
+    if (k % 4 == 0) b[k % 32] = std::round(b[k % 32]) + 0.5f;  // a tie where id is not 1
+    blocks.push_back(b);
+  }
+  std::vector<float> x;
+  for (const std::vector<float>& b : blocks) x.insert(x.end(), b.begin(), b.end());
+  return x;
+}
+
+TEST_CASE("Int8 activations are quantized exactly as QuantizeRowQ8_0 on every target", "[kernels]") {
+  // The kernels' vector quantizer against format/quant.h's scalar one (ggml's
+  // quantize_row_q8_0_ref), bit for bit: quants, the f16 scale (kept as f32) and, for Q4_0
+  // weights, the -8 sum qx offset. Rows of 1 block, 3 blocks and 5 blocks (odd counts leave
+  // partial scale vectors).
+  const std::vector<float> adversarial = AdversarialActivations();
+  for (int64_t cols : {32, 96, 160}) {
+    const int64_t T = static_cast<int64_t>(adversarial.size()) / cols;
+    const std::vector<float> x(adversarial.begin(), adversarial.begin() + T * cols);
+    std::vector<BlockQ8_0> want(x.size() / 32);
+    QuantizeRowQ8_0(x.data(), want.data(), static_cast<int64_t>(x.size()));
+    for (TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
+      for (int64_t n : {T, int64_t{1}}) {
+        ForEachTarget([&] {
+          INFO(TypeName(type) << " cols " << cols << " T " << n);
+          MatMulInput in;
+          PrepareMatMulInput(x.data(), n, WeightView{type, nullptr, 0, cols},
+                             QuantActivations::kInt8, in);
+          const kernels_internal::MatMulInputData& data = kernels_internal::InputData(in);
+          REQUIRE(data.quantized);
+          const kernels_internal::Int8Activations& a = data.q;
+          const int64_t nb = cols / 32;
+          const size_t lanes = type == TensorType::kQ4_0 ? a.q4_offset.size() / (n * nb) : 0;
+          int bad = 0;
+          for (int64_t t = 0; t < n; ++t) {
+            for (int64_t b = 0; b < nb; ++b) {
+              const BlockQ8_0& w = want[t * nb + b];
+              const float wd = kernels_internal::HalfToFloat(w.d);
+              uint32_t got_bits, want_bits;
+              std::memcpy(&got_bits, &a.d[t * a.d_stride + b], 4);
+              std::memcpy(&want_bits, &wd, 4);
+              bool same = got_bits == want_bits;
+              int32_t sum = 0;
+              for (int i = 0; i < 32; ++i) {
+                same = same && a.q[(t * nb + b) * 32 + i] == w.qs[i];
+                sum += w.qs[i];
+              }
+              if (lanes > 0) {
+                const int32_t* o = a.q4_offset.data() + (t * nb + b) * lanes;
+                same = same && o[0] == -8 * sum;
+                for (size_t i = 1; i < lanes; ++i) same = same && o[i] == 0;
+              }
+              if (n > 1) same = same && std::memcmp(&a.d_by_block[b * n + t], &wd, 4) == 0;
+              if (!same && bad++ < 3) {
+                INFO("token " << t << " block " << b << " x[0] " << x[(t * nb + b) * 32]);
+                CHECK(same);
+              }
+            }
+          }
+          CHECK(bad == 0);
+        });
+      }
+    }
+  }
+}
+
+TEST_CASE("MatMul over a prepared input gives MatMul's bits when split at row grains", "[kernels]") {
+  for (TensorType type : {TensorType::kF32, TensorType::kF16, TensorType::kQ8_0, TensorType::kQ4_0}) {
+    const TestWeights w = MakeWeights(type, 2 * kMatMulRowGrain + 23, 96, false, 600);
+    const std::vector<float> bias = RandomVector(w.rows, 601);
+    for (int64_t T : {1, 3, 8}) {
+      const std::vector<float> x = RandomVector(T * w.cols, 602 + static_cast<uint32_t>(T));
+      for (QuantActivations act :
+           {QuantActivations::kInt8, QuantActivations::kFloat, QuantActivations::kFastest}) {
+        ForEachTarget([&] {
+          INFO(TypeName(type) << " T " << T << " act " << static_cast<int>(act));
+          std::vector<float> whole(T * w.rows), split(T * w.rows, kSentinel);
+          MatMul(x.data(), T, w.View(), bias.data(), whole.data(), 0, w.rows, act);
+          MatMulInput in;
+          PrepareMatMulInput(x.data(), T, w.View(), act, in);
+          const int64_t bounds[] = {0, kMatMulRowGrain, 2 * kMatMulRowGrain, w.rows};
+          for (int i = 0; i + 1 < 4; ++i) {
+            MatMul(in, w.View(), bias.data(), split.data(), bounds[i], bounds[i + 1]);
+          }
+          CHECK(std::memcmp(whole.data(), split.data(), whole.size() * sizeof(float)) == 0);
+          // Prepared in token ranges, last first, into an input last used for another shape.
+          MatMulInput parts;
+          PrepareMatMulInput(x.data(), 1, MakeWeights(TensorType::kQ4_0, 1, 32, false, 1).View(),
+                             QuantActivations::kInt8, parts);
+          StartMatMulInput(x.data(), T, w.View(), act, parts);
+          PrepareMatMulInputRows(parts, T / 2, T);
+          PrepareMatMulInputRows(parts, 0, T / 2);
+          std::fill(split.begin(), split.end(), kSentinel);
+          MatMul(parts, w.View(), bias.data(), split.data(), 0, w.rows);
+          CHECK(std::memcmp(whole.data(), split.data(), whole.size() * sizeof(float)) == 0);
+        });
+      }
+    }
+  }
+}
+
+TEST_CASE("MatMul rejects a prepared input that does not fit", "[kernels]") {
+  const TestWeights q8 = MakeWeights(TensorType::kQ8_0, 4, 64, false, 700);
+  const TestWeights q4 = MakeWeights(TensorType::kQ4_0, 4, 64, false, 701);
+  const TestWeights wide = MakeWeights(TensorType::kQ8_0, 4, 96, false, 702);
+  const std::vector<float> x = RandomVector(2 * 64, 703);
+  std::vector<float> y(2 * 4);
+  MatMulInput in;
+  PrepareMatMulInput(x.data(), 2, q8.View(), QuantActivations::kInt8, in);
+  CHECK_THROWS_AS(MatMul(in, q4.View(), nullptr, y.data(), 0, 4), Error);
+  CHECK_THROWS_AS(MatMul(in, wide.View(), nullptr, y.data(), 0, 4), Error);
+  CHECK_THROWS_AS(MatMul(in, q8.View(), nullptr, y.data(), 0, 5), Error);
+  MatMul(in, q8.View(), nullptr, y.data(), 0, 4);
+  CHECK_THROWS_AS(PrepareMatMulInputRows(in, 1, 3), Error);
+  CHECK_THROWS_AS(PrepareMatMulInputRows(in, -1, 1), Error);
+  CHECK_THROWS_AS(PrepareMatMulInput(nullptr, 2, q8.View(), QuantActivations::kInt8, in), Error);
+  CHECK_THROWS_AS(PrepareMatMulInput(x.data(), 2, WeightView{TensorType::kQ8_0, nullptr, 4, 48},
+                                     QuantActivations::kInt8, in),
+                  Error);
+  MatMulInput moved = std::move(in);
+  CHECK_THROWS_AS(MatMul(in, q8.View(), nullptr, y.data(), 0, 4), Error);  // NOLINT: moved from
+  CHECK_THROWS_AS(PrepareMatMulInputRows(in, 0, 1), Error);
+  // Prepared by one target, used while dispatch picks another: the layouts differ.
+  const std::vector<int64_t> targets = KernelTargets();
+  if (targets.size() > 1) {
+    struct Restore {
+      ~Restore() { ForceKernelTarget(0); }
+    } restore;
+    ForceKernelTarget(targets[0]);
+    PrepareMatMulInput(x.data(), 2, q8.View(), QuantActivations::kInt8, moved);
+    ForceKernelTarget(targets[1]);
+    CHECK_THROWS_AS(MatMul(moved, q8.View(), nullptr, y.data(), 0, 4), Error);
+  }
+}
+
 TEST_CASE("MatMul rejects bad arguments", "[kernels]") {
   std::vector<float> x(64), y(4);
   std::vector<BlockQ8_0> blocks(4);

@@ -6,12 +6,17 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <new>
+#include <random>
 #include <thread>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
 #include "base/error.h"
+#include "format/quant.h"
+#include "kernels/kernels.h"
 
 namespace gpt2_test {
 namespace {
@@ -80,6 +85,44 @@ TEST_CASE("an exception thrown on a worker thread reaches the caller", "[model][
   std::atomic<int> count{0};
   pool.ParallelFor(100, [&](int64_t) { ++count; });
   CHECK(count == 100);
+}
+
+// What Session's ParallelMatMul does: one MatMulInput quantized by token ranges on the pool's
+// threads, then read by all of them for row ranges split at kMatMulRowGrain. In the pthreads
+// wasm build the tasks run on Web Workers, each with its own thread_local scratch and stack.
+TEST_CASE("threads sharing one prepared matmul input give one call's bits", "[model][threads]") {
+  constexpr int64_t kRows = 3 * gpt2::kMatMulRowGrain + 10, kCols = 256, kMaxT = 37;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> dense(kRows * kCols), x(kMaxT * kCols), bias(kRows);
+  for (float& v : dense) v = normal(rng);
+  for (float& v : x) v = normal(rng);
+  for (float& v : bias) v = normal(rng);
+  std::vector<gpt2::BlockQ8_0> q8(kRows * kCols / 32);
+  std::vector<gpt2::BlockQ4_0> q4(kRows * kCols / 32);
+  gpt2::QuantizeRowQ8_0(dense.data(), q8.data(), kRows * kCols);
+  gpt2::QuantizeRowQ4_0(dense.data(), q4.data(), kRows * kCols);
+  gpt2::ThreadPool pool(4);
+  for (const gpt2::WeightView& w : {gpt2::WeightView{gpt2::TensorType::kQ8_0, q8.data(), kRows, kCols},
+                                   gpt2::WeightView{gpt2::TensorType::kQ4_0, q4.data(), kRows, kCols},
+                                   gpt2::WeightView{gpt2::TensorType::kF32, dense.data(), kRows, kCols}}) {
+    for (int64_t T : {int64_t{1}, kMaxT}) {
+      INFO("weight type id " << int(w.type) << " T " << T);
+      std::vector<float> want(T * kRows), got(T * kRows, -1.0f);
+      gpt2::MatMul(x.data(), T, w, bias.data(), want.data(), 0, kRows);
+      gpt2::MatMulInput in;
+      gpt2::StartMatMulInput(x.data(), T, w, gpt2::QuantActivations::kInt8, in);
+      pool.ParallelFor(4, [&](int64_t part) {
+        gpt2::PrepareMatMulInputRows(in, T * part / 4, T * (part + 1) / 4);
+      });
+      pool.ParallelFor(4, [&](int64_t chunk) {
+        const int64_t begin = chunk * gpt2::kMatMulRowGrain;
+        gpt2::MatMul(in, w, bias.data(), got.data(), begin,
+                     chunk == 3 ? kRows : begin + gpt2::kMatMulRowGrain);
+      });
+      CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+    }
+  }
 }
 
 }  // namespace
