@@ -54,23 +54,6 @@ HWY_INLINE float SumOf(const float* HWY_RESTRICT x, int64_t n) {
   return sum;
 }
 
-// dot(a, b) over n floats.
-HWY_INLINE float Dot(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, int64_t n) {
-  const DF df;
-  VF a0 = hn::Zero(df), a1 = hn::Zero(df);
-  int64_t i = 0;
-  for (; i + 2 * static_cast<int64_t>(kLanes) <= n; i += 2 * kLanes) {
-    a0 = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), a0);
-    a1 = hn::MulAdd(hn::LoadU(df, a + i + kLanes), hn::LoadU(df, b + i + kLanes), a1);
-  }
-  for (; i + static_cast<int64_t>(kLanes) <= n; i += kLanes) {
-    a0 = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), a0);
-  }
-  float sum = Sum(df, hn::Add(a0, a1));
-  for (; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
-
 // Applies func (VF -> VF) to x[0, n) in place, the tail through a padded buffer.
 template <class Func>
 HWY_INLINE void TransformInPlace(float* HWY_RESTRICT x, int64_t n, const Func& func) {
@@ -225,8 +208,8 @@ HWY_INLINE float MulAdd(float a, float b, float c) {
 }
 HWY_INLINE float ScalarKv(float x) { return x; }
 HWY_INLINE float ScalarKv(uint16_t h) {
-  const uint32_t bits = (static_cast<uint32_t>(static_cast<int32_t>(static_cast<int16_t>(h))) << 13) &
-                        0x8fffffffu;
+  const int32_t wide = static_cast<int16_t>(h);
+  const uint32_t bits = (static_cast<uint32_t>(wide) << 13) & 0x8fffffffu;
   float f;
   std::memcpy(&f, &bits, sizeof(f));
   return f;
@@ -251,7 +234,7 @@ HWY_INLINE ops::VF Fold(const uint16_t*, ops::VF x) {
 HWY_INLINE float Fold(const float*, float x) { return x; }
 HWY_INLINE float Fold(const uint16_t*, float x) { return x * kHalfScale; }
 
-// dot(a, b) over n, as ops::Dot (the same bits for f32 b).
+// dot(a, b) over n, two accumulators to halve the add chain.
 template <typename T>
 HWY_INLINE float Dot(const float* HWY_RESTRICT a, const T* HWY_RESTRICT b, int64_t n) {
   using ops::kLanes;
@@ -372,7 +355,8 @@ HWY_INLINE void AttentionHeadImpl(const float* q, const T* k, const T* v, int64_
   for (; d + static_cast<int64_t>(kLanes) <= head_dim; d += kLanes) {
     ops::VF a0 = hn::Zero(df);
     for (int64_t i = 0; i < n_keys; ++i) {
-      a0 = hn::MulAdd(hn::Set(df, kv::Fold(v, probs[i])), kv::LoadKv(df, v + i * kv_stride + d), a0);
+      const ops::VF p = hn::Set(df, kv::Fold(v, probs[i]));
+      a0 = hn::MulAdd(p, kv::LoadKv(df, v + i * kv_stride + d), a0);
     }
     hn::StoreU(a0, df, out + d);
   }

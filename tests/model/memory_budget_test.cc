@@ -55,7 +55,8 @@ TEST_CASE("memory plan of GPT-2 small matches its buffers", "[model][memory]") {
 TEST_CASE("a quantized model's KV cache and captured keys are f16", "[model][memory]") {
   for (const gpt2::TensorType type : {gpt2::TensorType::kF32, gpt2::TensorType::kF16,
                                        gpt2::TensorType::kQ8_0, gpt2::TensorType::kQ4_0}) {
-    const std::vector<uint8_t> bytes = gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), type, nullptr);
+    const std::vector<uint8_t> bytes =
+        gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), type, nullptr);
     std::shared_ptr<const gpt2::GgufFile> file = gpt2::GgufFile::Parse(bytes.data(), bytes.size());
     CHECK(gpt2::Config::FromGguf(*file).kv_f16 == (type != gpt2::TensorType::kF32));
   }
