@@ -80,6 +80,7 @@ HWY_EXPORT(GeluKernel);
 HWY_EXPORT(SoftmaxKernel);
 HWY_EXPORT(AddInPlaceKernel);
 HWY_EXPORT(AttentionHeadKernel);
+HWY_EXPORT(AttentionHeadF16Kernel);
 HWY_EXPORT(CompiledTargetKernel);
 #endif
 
@@ -281,6 +282,14 @@ void AttentionHead(const float* q, const float* k, const float* v, int64_t kv_st
   ProfileScope profile("AttentionHead", n_keys);
   GPT2_DISPATCH(AttentionHeadKernel)(q, k, v, kv_stride, n_keys, head_dim, scale, scores, probs,
                                      out);
+}
+
+void AttentionHead(const float* q, const uint16_t* k, const uint16_t* v, int64_t kv_stride,
+                   int64_t n_keys, int64_t head_dim, float scale, float* scores, float* probs,
+                   float* out) {
+  ProfileScope profile("AttentionHead", n_keys);
+  GPT2_DISPATCH(AttentionHeadF16Kernel)(q, k, v, kv_stride, n_keys, head_dim, scale, scores,
+                                        probs, out);
 }
 
 std::vector<int64_t> KernelTargets() {

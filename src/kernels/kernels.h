@@ -138,6 +138,12 @@ void AddInPlace(float* y, const float* x, int64_t n);
 void AttentionHead(const float* q, const float* k, const float* v, int64_t kv_stride,
                    int64_t n_keys, int64_t head_dim, float scale, float* scores, float* probs,
                    float* out);
+// The same with keys and values stored as IEEE half precision bits (a 16-bit KV cache): the
+// result is the f32 call's on the decoded keys and values, to the bit. Keys and values must be
+// finite (an infinite or NaN half is read as a finite number).
+void AttentionHead(const float* q, const uint16_t* k, const uint16_t* v, int64_t kv_stride,
+                   int64_t n_keys, int64_t head_dim, float scale, float* scores, float* probs,
+                   float* out);
 
 // Per-call time accounting for profiling a forward pass (tests/kernels/forward_profile_test.cc,
 // BENCHMARKS.md). Off by default: then each kernel call costs one relaxed atomic load more.

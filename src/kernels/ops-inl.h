@@ -54,23 +54,6 @@ HWY_INLINE float SumOf(const float* HWY_RESTRICT x, int64_t n) {
   return sum;
 }
 
-// dot(a, b) over n floats.
-HWY_INLINE float Dot(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, int64_t n) {
-  const DF df;
-  VF a0 = hn::Zero(df), a1 = hn::Zero(df);
-  int64_t i = 0;
-  for (; i + 2 * static_cast<int64_t>(kLanes) <= n; i += 2 * kLanes) {
-    a0 = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), a0);
-    a1 = hn::MulAdd(hn::LoadU(df, a + i + kLanes), hn::LoadU(df, b + i + kLanes), a1);
-  }
-  for (; i + static_cast<int64_t>(kLanes) <= n; i += kLanes) {
-    a0 = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), a0);
-  }
-  float sum = Sum(df, hn::Add(a0, a1));
-  for (; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
-
 // Applies func (VF -> VF) to x[0, n) in place, the tail through a padded buffer.
 template <class Func>
 HWY_INLINE void TransformInPlace(float* HWY_RESTRICT x, int64_t n, const Func& func) {
@@ -200,14 +183,93 @@ HWY_NOINLINE void AddInPlaceKernel(float* y, const float* x, int64_t n) {
   for (; i < n; ++i) y[i] += x[i];
 }
 
-// One query against n_keys cached keys: scores, softmax, probability-weighted sum of values.
+// ---- Keys and values as f32 or as f16 bits (the KV cache of a quantized model) ---------------
+namespace kv {
+
+namespace hn = hwy::HWY_NAMESPACE;
+
+// An f16 value's bits sign-extended to 32, shifted left 13 and bits 28-30 cleared are the f32
+// whose value is the half's times 2^-112 (exponent and mantissa land in the f32 fields, the
+// sign in bit 31; a half subnormal becomes an f32 subnormal, exactly). 3 integer operations per
+// vector (wasm: load16x4_s, shl, and) instead of Highway's f16 PromoteTo (~12 on targets without
+// F16C). The 2^112 goes into the other factor of each product (the query, the probabilities),
+// which makes every product, hence every sum, bit-equal to the f32 arithmetic on the decoded
+// values. Infinite or NaN halves are not supported (they come out finite); the session stores
+// only finite, saturated values. The same idea as matmul-inl.h's ShiftedHalvesToF32, whose
+// input is laid out differently (each half already in the upper 16 bits) and which multiplies.
+constexpr float kHalfScale = 5.192296858534828e+33f;  // 2^112
+
+// a * b + c as the vector code's MulAdd computes it (fused where the target has FMA): a plain
+// C++ expression is fused or not at the compiler's choice, differently in the f32 and the f16
+// copies of a loop, which would break their equality.
+HWY_INLINE float MulAdd(float a, float b, float c) {
+  const hn::CappedTag<float, 1> d1;
+  return hn::GetLane(hn::MulAdd(hn::Set(d1, a), hn::Set(d1, b), hn::Set(d1, c)));
+}
+HWY_INLINE float ScalarKv(float x) { return x; }
+HWY_INLINE float ScalarKv(uint16_t h) {
+  const int32_t wide = static_cast<int16_t>(h);
+  const uint32_t bits = (static_cast<uint32_t>(wide) << 13) & 0x8fffffffu;
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+HWY_INLINE ops::VF LoadKv(ops::DF df, const float* HWY_RESTRICT p) { return hn::LoadU(df, p); }
+HWY_INLINE ops::VF LoadKv(ops::DF df, const uint16_t* HWY_RESTRICT p) {
+#if HWY_TARGET == HWY_SCALAR
+  return hn::Set(df, ScalarKv(p[0]));
+#else
+  const hn::RebindToSigned<ops::DF> di32;
+  const hn::Rebind<int16_t, ops::DF> di16;
+  const auto wide = hn::PromoteTo(di32, hn::LoadU(di16, reinterpret_cast<const int16_t*>(p)));
+  return hn::BitCast(df, hn::And(hn::ShiftLeft<13>(wide),
+                                 hn::Set(di32, static_cast<int32_t>(0x8fffffffu))));
+#endif
+}
+// The other factor of each product, times 2^112 for f16 keys or values (exact: a power of two).
+HWY_INLINE ops::VF Fold(const float*, ops::VF x) { return x; }
+HWY_INLINE ops::VF Fold(const uint16_t*, ops::VF x) {
+  return hn::Mul(x, hn::Set(ops::DF(), kHalfScale));
+}
+HWY_INLINE float Fold(const float*, float x) { return x; }
+HWY_INLINE float Fold(const uint16_t*, float x) { return x * kHalfScale; }
+
+// dot(a, b) over n, two accumulators to halve the add chain.
+template <typename T>
+HWY_INLINE float Dot(const float* HWY_RESTRICT a, const T* HWY_RESTRICT b, int64_t n) {
+  using ops::kLanes;
+  const ops::DF df;
+  ops::VF a0 = hn::Zero(df), a1 = hn::Zero(df);
+  int64_t i = 0;
+  for (; i + 2 * static_cast<int64_t>(kLanes) <= n; i += 2 * kLanes) {
+    a0 = hn::MulAdd(Fold(b, hn::LoadU(df, a + i)), LoadKv(df, b + i), a0);
+    a1 = hn::MulAdd(Fold(b, hn::LoadU(df, a + i + kLanes)), LoadKv(df, b + i + kLanes), a1);
+  }
+  for (; i + static_cast<int64_t>(kLanes) <= n; i += kLanes) {
+    a0 = hn::MulAdd(Fold(b, hn::LoadU(df, a + i)), LoadKv(df, b + i), a0);
+  }
+  float sum = ops::Sum(df, hn::Add(a0, a1));
+  for (; i < n; ++i) sum = MulAdd(Fold(b, a[i]), ScalarKv(b[i]), sum);
+  return sum;
+}
+
+}  // namespace kv
+
+// One query against n_keys cached keys: scores, softmax, probability-weighted sum of values;
+// keys and values f32 or f16 bits (T), the same arithmetic on the decoded values either way.
 // Scores go 4 keys at a time: 4 independent accumulator chains, and one transpose-add instead
-// of one horizontal sum per key. The value sum keeps up to 8 vectors of out in registers while
+// of one horizontal sum per key. The 4 keys come from the 4 quarters of the key range (keys i,
+// i + m, i + 2m, i + 3m for m = n_keys / 4): at long positions the keys come from memory, and a
+// wasm loop reading one sequential stream gets ~7 GB/s on this project's machine against ~11
+// with 4 streams (tests/kernels/attention_bench_test.cc, "whole KV cache"). Every key's score
+// is the same arithmetic in the same order whichever quarter it is in, so the scores are those
+// of 4 neighbouring keys at a time. The value sum keeps up to 8 vectors of out in registers while
 // it walks all keys, so each probs[j] is broadcast once per 8 vectors of out, and out written
 // once per pass instead of once per key.
-HWY_NOINLINE void AttentionHeadKernel(const float* q, const float* k, const float* v,
-                                      int64_t kv_stride, int64_t n_keys, int64_t head_dim,
-                                      float scale, float* scores, float* probs, float* out) {
+template <typename T>
+HWY_INLINE void AttentionHeadImpl(const float* q, const T* k, const T* v, int64_t kv_stride,
+                                  int64_t n_keys, int64_t head_dim, float scale, float* scores,
+                                  float* probs, float* out) {
   namespace hn = hwy::HWY_NAMESPACE;
   using ops::kLanes;
   const ops::DF df;
@@ -215,29 +277,36 @@ HWY_NOINLINE void AttentionHeadKernel(const float* q, const float* k, const floa
 #if HWY_TARGET != HWY_SCALAR
   const int64_t full = head_dim - head_dim % static_cast<int64_t>(kLanes);
   const hn::Full128<float> d4;
-  for (; j + 4 <= n_keys; j += 4) {
-    const float* HWY_RESTRICT k0 = k + j * kv_stride;
-    const float* HWY_RESTRICT k1 = k0 + kv_stride;
-    const float* HWY_RESTRICT k2 = k1 + kv_stride;
-    const float* HWY_RESTRICT k3 = k2 + kv_stride;
+  const int64_t m = n_keys / 4;
+  for (int64_t i = 0; i < m; ++i) {
+    const T* HWY_RESTRICT k0 = k + i * kv_stride;
+    const T* HWY_RESTRICT k1 = k0 + m * kv_stride;
+    const T* HWY_RESTRICT k2 = k1 + m * kv_stride;
+    const T* HWY_RESTRICT k3 = k2 + m * kv_stride;
     ops::VF a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
     for (int64_t d = 0; d < full; d += kLanes) {
-      const ops::VF qd = hn::LoadU(df, q + d);
-      a0 = hn::MulAdd(qd, hn::LoadU(df, k0 + d), a0);
-      a1 = hn::MulAdd(qd, hn::LoadU(df, k1 + d), a1);
-      a2 = hn::MulAdd(qd, hn::LoadU(df, k2 + d), a2);
-      a3 = hn::MulAdd(qd, hn::LoadU(df, k3 + d), a3);
+      const ops::VF qd = kv::Fold(k, hn::LoadU(df, q + d));
+      a0 = hn::MulAdd(qd, kv::LoadKv(df, k0 + d), a0);
+      a1 = hn::MulAdd(qd, kv::LoadKv(df, k1 + d), a1);
+      a2 = hn::MulAdd(qd, kv::LoadKv(df, k2 + d), a2);
+      a3 = hn::MulAdd(qd, kv::LoadKv(df, k3 + d), a3);
     }
-    hn::StoreU(hn::Mul(ops::SumsOf4(a0, a1, a2, a3), hn::Set(d4, scale)), d4, probs + j);
+    HWY_ALIGN float s[4];
+    hn::Store(hn::Mul(ops::SumsOf4(a0, a1, a2, a3), hn::Set(d4, scale)), d4, s);
     for (int64_t d = full; d < head_dim; ++d) {
-      probs[j] += scale * q[d] * k0[d];
-      probs[j + 1] += scale * q[d] * k1[d];
-      probs[j + 2] += scale * q[d] * k2[d];
-      probs[j + 3] += scale * q[d] * k3[d];
+      s[0] = kv::MulAdd(kv::Fold(k, scale * q[d]), kv::ScalarKv(k0[d]), s[0]);
+      s[1] = kv::MulAdd(kv::Fold(k, scale * q[d]), kv::ScalarKv(k1[d]), s[1]);
+      s[2] = kv::MulAdd(kv::Fold(k, scale * q[d]), kv::ScalarKv(k2[d]), s[2]);
+      s[3] = kv::MulAdd(kv::Fold(k, scale * q[d]), kv::ScalarKv(k3[d]), s[3]);
     }
+    probs[i] = s[0];
+    probs[i + m] = s[1];
+    probs[i + 2 * m] = s[2];
+    probs[i + 3 * m] = s[3];
   }
+  j = 4 * m;
 #endif
-  for (; j < n_keys; ++j) probs[j] = scale * ops::Dot(q, k + j * kv_stride, head_dim);
+  for (; j < n_keys; ++j) probs[j] = scale * kv::Dot(q, k + j * kv_stride, head_dim);
   if (scores != nullptr && n_keys > 0) std::memcpy(scores, probs, n_keys * sizeof(float));
   SoftmaxKernel(probs, n_keys);
 
@@ -247,16 +316,16 @@ HWY_NOINLINE void AttentionHeadKernel(const float* q, const float* k, const floa
     ops::VF a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
     ops::VF a4 = hn::Zero(df), a5 = hn::Zero(df), a6 = hn::Zero(df), a7 = hn::Zero(df);
     for (int64_t i = 0; i < n_keys; ++i) {
-      const float* HWY_RESTRICT vi = v + i * kv_stride + d;
-      const ops::VF p = hn::Set(df, probs[i]);
-      a0 = hn::MulAdd(p, hn::LoadU(df, vi), a0);
-      a1 = hn::MulAdd(p, hn::LoadU(df, vi + kLanes), a1);
-      a2 = hn::MulAdd(p, hn::LoadU(df, vi + 2 * kLanes), a2);
-      a3 = hn::MulAdd(p, hn::LoadU(df, vi + 3 * kLanes), a3);
-      a4 = hn::MulAdd(p, hn::LoadU(df, vi + 4 * kLanes), a4);
-      a5 = hn::MulAdd(p, hn::LoadU(df, vi + 5 * kLanes), a5);
-      a6 = hn::MulAdd(p, hn::LoadU(df, vi + 6 * kLanes), a6);
-      a7 = hn::MulAdd(p, hn::LoadU(df, vi + 7 * kLanes), a7);
+      const T* HWY_RESTRICT vi = v + i * kv_stride + d;
+      const ops::VF p = hn::Set(df, kv::Fold(v, probs[i]));
+      a0 = hn::MulAdd(p, kv::LoadKv(df, vi), a0);
+      a1 = hn::MulAdd(p, kv::LoadKv(df, vi + kLanes), a1);
+      a2 = hn::MulAdd(p, kv::LoadKv(df, vi + 2 * kLanes), a2);
+      a3 = hn::MulAdd(p, kv::LoadKv(df, vi + 3 * kLanes), a3);
+      a4 = hn::MulAdd(p, kv::LoadKv(df, vi + 4 * kLanes), a4);
+      a5 = hn::MulAdd(p, kv::LoadKv(df, vi + 5 * kLanes), a5);
+      a6 = hn::MulAdd(p, kv::LoadKv(df, vi + 6 * kLanes), a6);
+      a7 = hn::MulAdd(p, kv::LoadKv(df, vi + 7 * kLanes), a7);
     }
     hn::StoreU(a0, df, out + d);
     hn::StoreU(a1, df, out + d + kLanes);
@@ -271,12 +340,12 @@ HWY_NOINLINE void AttentionHeadKernel(const float* q, const float* k, const floa
   for (; d + kChunk4 <= head_dim; d += kChunk4) {
     ops::VF a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
     for (int64_t i = 0; i < n_keys; ++i) {
-      const float* HWY_RESTRICT vi = v + i * kv_stride + d;
-      const ops::VF p = hn::Set(df, probs[i]);
-      a0 = hn::MulAdd(p, hn::LoadU(df, vi), a0);
-      a1 = hn::MulAdd(p, hn::LoadU(df, vi + kLanes), a1);
-      a2 = hn::MulAdd(p, hn::LoadU(df, vi + 2 * kLanes), a2);
-      a3 = hn::MulAdd(p, hn::LoadU(df, vi + 3 * kLanes), a3);
+      const T* HWY_RESTRICT vi = v + i * kv_stride + d;
+      const ops::VF p = hn::Set(df, kv::Fold(v, probs[i]));
+      a0 = hn::MulAdd(p, kv::LoadKv(df, vi), a0);
+      a1 = hn::MulAdd(p, kv::LoadKv(df, vi + kLanes), a1);
+      a2 = hn::MulAdd(p, kv::LoadKv(df, vi + 2 * kLanes), a2);
+      a3 = hn::MulAdd(p, kv::LoadKv(df, vi + 3 * kLanes), a3);
     }
     hn::StoreU(a0, df, out + d);
     hn::StoreU(a1, df, out + d + kLanes);
@@ -286,15 +355,30 @@ HWY_NOINLINE void AttentionHeadKernel(const float* q, const float* k, const floa
   for (; d + static_cast<int64_t>(kLanes) <= head_dim; d += kLanes) {
     ops::VF a0 = hn::Zero(df);
     for (int64_t i = 0; i < n_keys; ++i) {
-      a0 = hn::MulAdd(hn::Set(df, probs[i]), hn::LoadU(df, v + i * kv_stride + d), a0);
+      const ops::VF p = hn::Set(df, kv::Fold(v, probs[i]));
+      a0 = hn::MulAdd(p, kv::LoadKv(df, v + i * kv_stride + d), a0);
     }
     hn::StoreU(a0, df, out + d);
   }
   for (; d < head_dim; ++d) {
     float sum = 0.0f;
-    for (int64_t i = 0; i < n_keys; ++i) sum += probs[i] * v[i * kv_stride + d];
+    for (int64_t i = 0; i < n_keys; ++i) {
+      sum = kv::MulAdd(kv::Fold(v, probs[i]), kv::ScalarKv(v[i * kv_stride + d]), sum);
+    }
     out[d] = sum;
   }
+}
+
+HWY_NOINLINE void AttentionHeadKernel(const float* q, const float* k, const float* v,
+                                      int64_t kv_stride, int64_t n_keys, int64_t head_dim,
+                                      float scale, float* scores, float* probs, float* out) {
+  AttentionHeadImpl(q, k, v, kv_stride, n_keys, head_dim, scale, scores, probs, out);
+}
+
+HWY_NOINLINE void AttentionHeadF16Kernel(const float* q, const uint16_t* k, const uint16_t* v,
+                                         int64_t kv_stride, int64_t n_keys, int64_t head_dim,
+                                         float scale, float* scores, float* probs, float* out) {
+  AttentionHeadImpl(q, k, v, kv_stride, n_keys, head_dim, scale, scores, probs, out);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -188,12 +188,19 @@ void AddInPlace(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
-void AttentionHead(const float* q, const float* k, const float* v, int64_t kv_stride,
-                   int64_t n_keys, int64_t head_dim, float scale, float* scores, float* probs,
-                   float* out) {
+namespace {
+
+float KvValue(float x) { return x; }
+float KvValue(uint16_t x) { return HalfToFloatSpec(x); }
+
+template <typename T>
+void AttentionHeadOf(const float* q, const T* k, const T* v, int64_t kv_stride, int64_t n_keys,
+                     int64_t head_dim, float scale, float* scores, float* probs, float* out) {
   for (int64_t j = 0; j < n_keys; ++j) {
     double dot = 0.0;
-    for (int64_t d = 0; d < head_dim; ++d) dot += static_cast<double>(q[d]) * k[j * kv_stride + d];
+    for (int64_t d = 0; d < head_dim; ++d) {
+      dot += static_cast<double>(q[d]) * KvValue(k[j * kv_stride + d]);
+    }
     probs[j] = static_cast<float>(scale * dot);
     if (scores != nullptr) scores[j] = probs[j];
   }
@@ -201,10 +208,25 @@ void AttentionHead(const float* q, const float* k, const float* v, int64_t kv_st
   for (int64_t d = 0; d < head_dim; ++d) {
     double sum = 0.0;
     for (int64_t j = 0; j < n_keys; ++j) {
-      sum += static_cast<double>(probs[j]) * v[j * kv_stride + d];
+      sum += static_cast<double>(probs[j]) * KvValue(v[j * kv_stride + d]);
     }
     out[d] = static_cast<float>(sum);
   }
+}
+
+}  // namespace
+
+void AttentionHead(const float* q, const float* k, const float* v, int64_t kv_stride,
+                   int64_t n_keys, int64_t head_dim, float scale, float* scores, float* probs,
+                   float* out) {
+  AttentionHeadOf(q, k, v, kv_stride, n_keys, head_dim, scale, scores, probs, out);
+}
+
+// Keys and values decoded from f16 bits, then the f32 twin's arithmetic.
+void AttentionHead(const float* q, const uint16_t* k, const uint16_t* v, int64_t kv_stride,
+                   int64_t n_keys, int64_t head_dim, float scale, float* scores, float* probs,
+                   float* out) {
+  AttentionHeadOf(q, k, v, kv_stride, n_keys, head_dim, scale, scores, probs, out);
 }
 
 }  // namespace reference

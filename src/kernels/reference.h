@@ -21,6 +21,9 @@ void AddInPlace(float* y, const float* x, int64_t n);
 void AttentionHead(const float* q, const float* k, const float* v, int64_t kv_stride,
                    int64_t n_keys, int64_t head_dim, float scale, float* scores, float* probs,
                    float* out);
+void AttentionHead(const float* q, const uint16_t* k, const uint16_t* v, int64_t kv_stride,
+                   int64_t n_keys, int64_t head_dim, float scale, float* scores, float* probs,
+                   float* out);
 
 }  // namespace reference
 }  // namespace gpt2

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "base/error.h"
@@ -108,6 +109,7 @@ void CaptureStore::Init(const Model& model) {
   n_embd_ = c.n_embd;
   n_ff_ = c.n_ff;
   n_ctx_ = c.n_ctx;
+  kv_f16_ = c.kv_f16;
   Clear();
 }
 
@@ -115,6 +117,7 @@ void CaptureStore::Clear() {
   n_positions_ = pending_end_ = 0;
   q_.assign(n_layer_, {});
   k_.assign(n_layer_, {});
+  k16_.assign(n_layer_, {});
   resid_.assign(n_layer_ + 1, {});
   resid_attn_stats_.assign(n_layer_, {});
   mlp_act_.assign(n_layer_, {});
@@ -130,7 +133,8 @@ void CaptureStore::Resize(int end) {
   const size_t C = static_cast<size_t>(n_embd_), F = static_cast<size_t>(n_ff_);
   for (int l = 0; l < n_layer_; ++l) {
     Grow(q_[l], P * C, full * C);
-    Grow(k_[l], P * C, full * C);
+    if (kv_f16_) Grow(k16_[l], P * C, full * C);
+    else Grow(k_[l], P * C, full * C);
     Grow(resid_attn_stats_[l], P * 2, full * 2);
     Grow(mlp_act_[l], P * F, full * F);
     Grow(sublayer_norms_[l], P * 4, full * 4);
@@ -174,12 +178,20 @@ void CaptureStore::CopyRows(std::vector<float>& dst, const Activation& a, int wi
   std::memcpy(dst.data() + static_cast<size_t>(a.pos0) * width, a.data, sizeof(float) * rows * width);
 }
 
-// [H, T, D] as reported for q and k into rows [pos0, pos0 + T) of dst [P, C].
-void CaptureStore::CopyHeads(std::vector<float>& dst, const Activation& a) {
-  const int64_t H = a.shape[0], T = a.shape[1], D = a.shape[2];
+// [H, T, D] as reported for q and k into rows [pos0, pos0 + T) of dst [P, C] (f16 bits: as the
+// KV cache rounds them).
+template <typename T>
+void CaptureStore::CopyHeads(std::vector<T>& dst, const Activation& a) {
+  const int64_t H = a.shape[0], n = a.shape[1], D = a.shape[2];
   for (int64_t h = 0; h < H; ++h) {
-    for (int64_t t = 0; t < T; ++t) {
-      std::memcpy(dst.data() + (a.pos0 + t) * n_embd_ + h * D, a.data + (h * T + t) * D, sizeof(float) * D);
+    for (int64_t t = 0; t < n; ++t) {
+      const float* from = a.data + (h * n + t) * D;
+      T* to = dst.data() + (a.pos0 + t) * n_embd_ + h * D;
+      if constexpr (std::is_same_v<T, uint16_t>) {
+        std::transform(from, from + D, to, ToKvHalf);
+      } else {
+        std::copy_n(from, D, to);
+      }
     }
   }
 }
@@ -214,7 +226,8 @@ void CaptureStore::Observe(const Activation& a) {
   } else if (name == "q") {
     CopyHeads(q_[a.layer], a);
   } else if (name == "k") {
-    CopyHeads(k_[a.layer], a);
+    if (kv_f16_) CopyHeads(k16_[a.layer], a);
+    else CopyHeads(k_[a.layer], a);
   }
 }
 
@@ -233,14 +246,20 @@ const float* CaptureStore::AttentionRows(int layer, int h0, int h1, int p) const
   CheckPosition(layer, p);
   const int64_t C = n_embd_, D = n_embd_ / n_head_, keys = p + 1;
   const float* q = q_[layer].data() + static_cast<size_t>(p) * C;
-  const float* k = k_[layer].data();
   attn_row_.resize(static_cast<size_t>(h1 - h0) * keys);
   attn_out_.resize(static_cast<size_t>(D));
   // Session::AttentionStep's call with the same query, keys and scale, so the same
   // probabilities; the keys stand in for the values, whose sum is not wanted.
+  const float scale = model_->config().attn_scale();
   for (int64_t h = h0; h < h1; ++h) {
-    AttentionHead(q + h * D, k + h * D, k + h * D, C, keys, D, model_->config().attn_scale(), nullptr,
-                  attn_row_.data() + (h - h0) * keys, attn_out_.data());
+    float* row = attn_row_.data() + (h - h0) * keys;
+    if (kv_f16_) {
+      const uint16_t* k = k16_[layer].data() + h * D;
+      AttentionHead(q + h * D, k, k, C, keys, D, scale, nullptr, row, attn_out_.data());
+    } else {
+      const float* k = k_[layer].data() + h * D;
+      AttentionHead(q + h * D, k, k, C, keys, D, scale, nullptr, row, attn_out_.data());
+    }
   }
   return attn_row_.data();
 }

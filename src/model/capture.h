@@ -121,7 +121,8 @@ class CaptureStore {
   void Observe(const Activation& a);
   void Resize(int end);
   void CopyRows(std::vector<float>& dst, const Activation& a, int width);
-  void CopyHeads(std::vector<float>& dst, const Activation& a);
+  template <typename T>
+  void CopyHeads(std::vector<T>& dst, const Activation& a);
   void CheckPosition(int layer, int p) const;
   // Heads [h0, h1) of query p's attention row into attn_row_ ([h1 - h0, p + 1]).
   const float* AttentionRows(int layer, int h0, int h1, int p) const;
@@ -137,7 +138,11 @@ class CaptureStore {
   // linearly (GPT-2 small at 1024 positions: 75 MB for both; the triangle was 151 MB even as
   // 16-bit fixed point), and a query's row costs n_head * (p + 1) dot products when asked for.
   std::vector<std::vector<float>> q_;           // [n_layer][P, C], heads concatenated
-  std::vector<std::vector<float>> k_;           // [n_layer][P, C]
+  std::vector<std::vector<float>> k_;           // [n_layer][P, C]; empty when kv_f16_
+  // The keys as the session's 16-bit KV cache holds them (ToKvHalf), when the model has one:
+  // the same keys give the run's probabilities to the bit, in half the bytes.
+  std::vector<std::vector<uint16_t>> k16_;      // [n_layer][P, C]; empty unless kv_f16_
+  bool kv_f16_ = false;
   mutable std::vector<float> attn_row_;         // Attention()'s answer [n_head, p + 1]
   mutable std::vector<float> attn_out_;         // [head_dim]: AttentionHead's value sum, unused
   std::vector<std::vector<float>> resid_;       // [n_layer + 1][P, C]: 0 embed, l+1 after block l

@@ -56,6 +56,8 @@ Config Config::FromGguf(const GgufFile& file) {
                 ", n_vocab]");
   }
   c.n_vocab = static_cast<int>(embd->ne[1]);
+  const GgufTensor* qkv = file.FindTensor("blk.0.attn_qkv.weight");
+  c.kv_f16 = qkv != nullptr && qkv->type != TensorType::kF32;
   return c;
 }
 
@@ -66,9 +68,11 @@ namespace {
 class PlanBuilder {
  public:
   explicit PlanBuilder(MemoryPlan& plan) : plan_(plan) {}
-  // `count` buffers of `elements` 4-byte values each, added to `total`.
-  void Add(int64_t& total, const char* name, int64_t elements, int64_t count = 1) {
-    const int64_t bytes = elements * 4;
+  // `count` buffers of `elements` values of `element_bytes` each (f32 unless said), added to
+  // `total`.
+  void Add(int64_t& total, const char* name, int64_t elements, int64_t count = 1,
+           int64_t element_bytes = 4) {
+    const int64_t bytes = elements * element_bytes;
     total += bytes * count;
     if (bytes > plan_.largest_buffer_bytes) {
       plan_.largest_buffer_bytes = bytes;
@@ -98,7 +102,8 @@ MemoryPlan PlanMemory(const Config& c) {
   b.Add(plan.session_bytes, "residual stream", P * C, 4);  // x, xn, heads, tmp
   b.Add(plan.session_bytes, "qkv", P * 3 * C);
   b.Add(plan.session_bytes, "MLP hidden", P * F);
-  b.Add(plan.session_bytes, "KV cache", L * P * C, 2);
+  const int64_t kv_bytes = c.kv_f16 ? 2 : 4;
+  b.Add(plan.session_bytes, "KV cache", L * P * C, 2, kv_bytes);
   b.Add(plan.session_bytes, "attention scratch", H * P, 2);
   b.Add(plan.session_bytes, "logits", V);
   // Session::Prefill with an observer, T = n_keys = n_ctx.
@@ -107,7 +112,8 @@ MemoryPlan PlanMemory(const Config& c) {
   // CaptureStore::Resize(n_ctx), as an upper bound: the store keeps each block's queries and keys
   // (it recomputes attention rows from them), the stream after attention as 2 statistics a row,
   // and one query's attention row while a view reads it.
-  b.Add(plan.capture_bytes, "captured queries and keys", P * C, 2 * L);
+  b.Add(plan.capture_bytes, "captured queries", P * C, L);
+  b.Add(plan.capture_bytes, "captured keys", P * C, L, kv_bytes);
   b.Add(plan.capture_bytes, "captured attention row", H * P);
   b.Add(plan.capture_bytes, "captured residuals", P * C, 2 * L + 1);
   b.Add(plan.capture_bytes, "captured MLP activations", P * F, L);

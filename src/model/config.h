@@ -16,6 +16,11 @@ struct Config {
   int n_layer = 0;   // gpt2.block_count (12)
   int n_ff = 0;      // gpt2.feed_forward_length (3072)
   float ln_eps = 1e-5f;  // gpt2.attention.layer_norm_epsilon
+  // The KV cache (and the capture store's keys) as f16 instead of f32: set by FromGguf when the
+  // block weights are not F32 (Q8_0, Q4_0, F16), as llama.cpp's default f16 cache. Half the bytes
+  // a decoded token reads at long positions; keys and values round to 11 significant bits, below
+  // the weights' own quantization error. F32 models keep f32, so they stay as close to PyTorch.
+  bool kv_f16 = false;
   int head_dim() const { return n_embd / n_head; }
   // Attention scores are scale * dot(q, k) (Hugging Face GPT2Attention: / sqrt(head_dim)); one
   // expression for the forward pass and the capture store, which recomputes its probabilities.
@@ -35,13 +40,15 @@ constexpr int kEndOfText = 50256;  // GPT-2's <|endoftext|>
 // the session and the bindings form from the same config values.
 struct MemoryPlan {
   // Session (src/model/session.cc), allocated up front for the full context: activations
-  // [n_ctx, C|3C|F], the KV cache [2, L, n_ctx, C], attention scratch [2, H, n_ctx], logits [V].
+  // [n_ctx, C|3C|F], the KV cache [2, L, n_ctx, C] (f32 or f16), attention scratch [2, H, n_ctx],
+  // logits [V].
   int64_t session_bytes = 0;
   // Extra while an observer watches a full-context prefill: per-head q/k/v or all logits
   // (max(H*n_ctx*D, n_ctx*V)) and the attention scores and probabilities [2, H, n_ctx, n_ctx].
   int64_t observer_bytes = 0;
   // The page's capture store at full context (src/model/capture.h CaptureStore): per block
-  // queries and keys [n_ctx, C], residuals and MLP activations, plus top-10s.
+  // queries [n_ctx, C], keys [n_ctx, C] (as the KV cache stores them), residuals and MLP
+  // activations, plus top-10s.
   int64_t capture_bytes = 0;
   // The largest single buffer of all the above (each is one std::vector).
   int64_t largest_buffer_bytes = 0;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "format/f16.h"
 #include "format/quant.h"
 #include "model/model.h"
 #include "model/thread_pool.h"
@@ -19,8 +20,10 @@ struct Session::Buffers {
       : config(c),
         activations(act),
         pool(n_threads),
-        k_cache(size_t(c.n_layer) * c.n_ctx * c.n_embd),
-        v_cache(size_t(c.n_layer) * c.n_ctx * c.n_embd),
+        k_cache(c.kv_f16 ? 0 : size_t(c.n_layer) * c.n_ctx * c.n_embd),
+        v_cache(k_cache.size()),
+        k_cache16(c.kv_f16 ? size_t(c.n_layer) * c.n_ctx * c.n_embd : 0),
+        v_cache16(k_cache16.size()),
         scores(size_t(c.n_head) * c.n_ctx),
         probs(size_t(c.n_head) * c.n_ctx),
         logits(size_t(c.n_vocab)) {}
@@ -48,9 +51,12 @@ struct Session::Buffers {
   std::vector<float> heads;  // [T, C] attention output, heads concatenated
   std::vector<float> tmp;    // [T, C] projection outputs before the residual add
   std::vector<float> ff;     // [T, F] MLP hidden
-  // Head-major so one head's keys for all positions are one contiguous stream:
-  std::vector<float> k_cache;  // [L, H, n_ctx, D]
-  std::vector<float> v_cache;  // [L, H, n_ctx, D]
+  // Head-major so one head's keys for all positions are one contiguous stream; f32, or f16 bits
+  // when config.kv_f16 (one pair or the other is empty):
+  std::vector<float> k_cache;         // [L, H, n_ctx, D]
+  std::vector<float> v_cache;         // [L, H, n_ctx, D]
+  std::vector<uint16_t> k_cache16;    // [L, H, n_ctx, D]
+  std::vector<uint16_t> v_cache16;    // [L, H, n_ctx, D]
   std::vector<float> scores;   // [H, n_ctx] per-head scratch
   std::vector<float> probs;    // [H, n_ctx]
   std::vector<float> logits;   // [V] logits of the last position
@@ -64,6 +70,11 @@ Session::Session(const Model& model, int n_threads, QuantActivations activations
     : model_(model), buffers_(new Buffers(model.config(), n_threads, activations)) {}
 
 int Session::n_threads() const { return buffers_->pool.size(); }
+
+uint16_t ToKvHalf(float x) {
+  constexpr float kHalfMax = 65504.0f;
+  return F32ToF16(x > kHalfMax ? kHalfMax : x < -kHalfMax ? -kHalfMax : x);
+}
 
 Session::~Session() = default;
 
@@ -380,13 +391,22 @@ void Session::AttentionStep(int l, int T_int, const RunOptions& run) {
   ParallelMatMul(b.pool, b.matmul_input, b.xn.data(), T, w.qkv, w.qkv_b, b.qkv.data(),
                  b.activations);
 
-  float* k_layer = b.k_cache.data() + size_t(l) * c.n_ctx * C;  // [H, n_ctx, D]
-  float* v_layer = b.v_cache.data() + size_t(l) * c.n_ctx * C;
+  const size_t layer_offset = size_t(l) * c.n_ctx * C;  // layer l's [H, n_ctx, D]
+  float* k_layer = c.kv_f16 ? nullptr : b.k_cache.data() + layer_offset;
+  float* v_layer = c.kv_f16 ? nullptr : b.v_cache.data() + layer_offset;
+  uint16_t* k_layer16 = c.kv_f16 ? b.k_cache16.data() + layer_offset : nullptr;
+  uint16_t* v_layer16 = c.kv_f16 ? b.v_cache16.data() + layer_offset : nullptr;
   for (int64_t t = 0; t < T; ++t) {
     const float* row = b.qkv.data() + t * 3 * C;
     for (int64_t h = 0; h < H; ++h) {
-      std::copy_n(row + C + h * D, D, k_layer + (h * c.n_ctx + pos0 + t) * D);
-      std::copy_n(row + 2 * C + h * D, D, v_layer + (h * c.n_ctx + pos0 + t) * D);
+      const int64_t at = (h * c.n_ctx + pos0 + t) * D;
+      if (c.kv_f16) {
+        std::transform(row + C + h * D, row + C + (h + 1) * D, k_layer16 + at, ToKvHalf);
+        std::transform(row + 2 * C + h * D, row + 2 * C + (h + 1) * D, v_layer16 + at, ToKvHalf);
+      } else {
+        std::copy_n(row + C + h * D, D, k_layer + at);
+        std::copy_n(row + 2 * C + h * D, D, v_layer + at);
+      }
     }
   }
 
@@ -398,15 +418,21 @@ void Session::AttentionStep(int l, int T_int, const RunOptions& run) {
     b.observed.resize(std::max<size_t>(size_t(H) * T * D, b.observed.size()));
   }
   b.pool.ParallelFor(H, [&](int64_t h) {
-    const float* k = k_layer + h * c.n_ctx * D;
-    const float* v = v_layer + h * c.n_ctx * D;
+    const int64_t head_offset = h * c.n_ctx * D;
     for (int64_t t = 0; t < T; ++t) {
       const int64_t keys = pos0 + t + 1;  // causal: position pos0+t sees keys 0..pos0+t
       float* scores = scoring ? b.obs_scores.data() + (h * T + t) * n_keys : nullptr;
       float* probs = keep_probs ? b.obs_probs.data() + (h * T + t) * n_keys
                                 : b.probs.data() + h * c.n_ctx;
-      AttentionHead(b.qkv.data() + t * 3 * C + h * D, k, v, D, keys, D, scale, scores, probs,
-                    b.heads.data() + t * C + h * D);
+      const float* q = b.qkv.data() + t * 3 * C + h * D;
+      float* out = b.heads.data() + t * C + h * D;
+      if (c.kv_f16) {
+        AttentionHead(q, k_layer16 + head_offset, v_layer16 + head_offset, D, keys, D, scale,
+                      scores, probs, out);
+      } else {
+        AttentionHead(q, k_layer + head_offset, v_layer + head_offset, D, keys, D, scale, scores,
+                      probs, out);
+      }
       if (scoring) std::fill(scores + keys, scores + n_keys, -std::numeric_limits<float>::infinity());
       if (keep_probs) std::fill(probs + keys, probs + n_keys, 0.0f);
     }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "format/f16.h"
 #include "format/quant.h"
 #include "kernels/internal.h"
 #include "kernels/kernels.h"
@@ -927,6 +928,72 @@ TEST_CASE("AttentionHead matches the scalar twin", "[kernels]") {
                       out2.data());
         CHECK(out2 == out);
         CHECK(bad == 0);
+      });
+    }
+  }
+}
+
+// f16 bits of x, and x rounded to f16 and back.
+void ToHalves(const std::vector<float>& x, std::vector<uint16_t>& bits, std::vector<float>& back) {
+  bits.resize(x.size());
+  back.resize(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    bits[i] = F32ToF16(x[i]);
+    back[i] = F16ToF32(bits[i]);
+  }
+}
+
+TEST_CASE("AttentionHead on f16 keys and values matches the scalar twin and the f32 call",
+          "[kernels]") {
+  for (int64_t head_dim : {1, 3, 4, 5, 17, 33, 64, 65}) {
+    for (int64_t n_keys : {1, 2, 3, 4, 5, 7, 8, 9, 33, 100, 1000, 1001}) {
+      INFO("head_dim " << head_dim << " n_keys " << n_keys);
+      const int64_t stride = 3 * head_dim + 1;
+      const std::vector<float> q = RandomVector(head_dim, 8, -2.0f, 2.0f);
+      std::vector<float> kv_f32 = RandomVector(n_keys * stride + head_dim, 9, -2.0f, 2.0f);
+      for (size_t i = 0; i < kv_f32.size(); i += 7) kv_f32[i] *= 1e-5f;  // f16 subnormals
+      std::vector<uint16_t> kv;
+      std::vector<float> decoded;
+      ToHalves(kv_f32, kv, decoded);
+      // Beyond the twin's tolerances: values near the top of f16's range, checked for bits only.
+      std::vector<float> big_f32 = kv_f32;
+      for (size_t i = 3; i < big_f32.size(); i += 11) big_f32[i] *= 3e4f;
+      std::vector<uint16_t> big;
+      std::vector<float> big_decoded;
+      ToHalves(big_f32, big, big_decoded);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+      std::vector<float> want_scores(n_keys), want_probs(n_keys), want_out(head_dim);
+      reference::AttentionHead(q.data(), kv.data(), kv.data() + head_dim, stride, n_keys,
+                               head_dim, scale, want_scores.data(), want_probs.data(),
+                               want_out.data());
+      ForEachTarget([&] {
+        std::vector<float> scores(n_keys), probs(n_keys), out(head_dim);
+        AttentionHead(q.data(), kv.data(), kv.data() + head_dim, stride, n_keys, head_dim, scale,
+                      scores.data(), probs.data(), out.data());
+        int bad = 0;
+        for (int64_t j = 0; j < n_keys; ++j) {
+          if (!Near(scores[j], want_scores[j], kScoreAbsTol, kScoreRelTol)) ++bad;
+          if (!Near(probs[j], want_probs[j], kProbAbsTol, kProbRelTol)) ++bad;
+        }
+        for (int64_t d = 0; d < head_dim; ++d) {
+          if (!Near(out[d], want_out[d], kAttentionOutAbsTol, 0.0)) ++bad;
+        }
+        CHECK(bad == 0);
+        // The f32 kernel on the decoded keys and values gives the same bits: the 2^112 folded
+        // into the query and the probabilities changes no product.
+        for (int pass = 0; pass < 2; ++pass) {
+          const uint16_t* halves = pass == 0 ? kv.data() : big.data();
+          const float* floats = pass == 0 ? decoded.data() : big_decoded.data();
+          std::vector<float> scores16(n_keys), probs16(n_keys), out16(head_dim);
+          std::vector<float> scores32(n_keys), probs32(n_keys), out32(head_dim);
+          AttentionHead(q.data(), halves, halves + head_dim, stride, n_keys, head_dim, scale,
+                        scores16.data(), probs16.data(), out16.data());
+          AttentionHead(q.data(), floats, floats + head_dim, stride, n_keys, head_dim, scale,
+                        scores32.data(), probs32.data(), out32.data());
+          CHECK(scores16 == scores32);
+          CHECK(probs16 == probs32);
+          CHECK(out16 == out32);
+        }
       });
     }
   }

@@ -52,6 +52,25 @@ TEST_CASE("memory plan of GPT-2 small matches its buffers", "[model][memory]") {
   CHECK_NOTHROW(gpt2::CheckMemoryBudget(c, 170u << 20, kWasmBudget));
 }
 
+TEST_CASE("a quantized model's KV cache and captured keys are f16", "[model][memory]") {
+  for (const gpt2::TensorType type : {gpt2::TensorType::kF32, gpt2::TensorType::kF16,
+                                       gpt2::TensorType::kQ8_0, gpt2::TensorType::kQ4_0}) {
+    const std::vector<uint8_t> bytes =
+        gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), type, nullptr);
+    std::shared_ptr<const gpt2::GgufFile> file = gpt2::GgufFile::Parse(bytes.data(), bytes.size());
+    CHECK(gpt2::Config::FromGguf(*file).kv_f16 == (type != gpt2::TensorType::kF32));
+  }
+  gpt2::Config c = gpt2::Gpt2SmallConfig();
+  REQUIRE_FALSE(c.kv_f16);
+  const gpt2::MemoryPlan f32 = gpt2::PlanMemory(c);
+  c.kv_f16 = true;
+  const gpt2::MemoryPlan f16 = gpt2::PlanMemory(c);
+  // k and v [12, 1024, 768] at 2 bytes instead of 4; the store's keys [12][1024, 768] likewise.
+  CHECK(f32.session_bytes - f16.session_bytes == 2 * 2 * int64_t{12} * 1024 * 768);
+  CHECK(f32.capture_bytes - f16.capture_bytes == 2 * int64_t{12} * 1024 * 768);
+  CHECK(f16.observer_bytes == f32.observer_bytes);
+}
+
 TEST_CASE("GPT-2 XL as Q8_0 does not fit the page's 2 GB with its KV cache",
           "[model][memory]") {
   gpt2::Config xl = gpt2::Gpt2SmallConfig();
