@@ -7,9 +7,11 @@
 //   per layer forward FLOPs (a multiply-add is 2): matmuls 2s(4d² + 2df) (24sd² when f = 4d),
 //   attention scores and mixing 2·s²·d each              = 4s²d
 //   the s² term overtakes the s term at s = 2d + f       (6d when f = 4d)
-// The KV cache holds keys and values of every block for every position, as float32 here.
+// The KV cache holds keys and values of every block for every position: kv_value_bytes each
+// (the engine's info: 2 for the f16 cache of quantized models, 4 for F32 models; 4 if absent).
 export function anatomy(config, s) {
   const {n_embd: d, n_ff: f, n_layer: L, n_vocab: V, n_ctx: ctx} = config;
+  const kv = config.kv_value_bytes ?? 4;
   const attention = 4 * d * d + 4 * d;
   const mlp = 2 * d * f + f + d;
   const layerNorms = 4 * d;
@@ -26,8 +28,9 @@ export function anatomy(config, s) {
     flops: L * (matmulFlops + attentionFlops),
     unembedFlops: 2 * s * d * V,
     crossover: 2 * d + f,
-    kvBytesPerToken: 2 * L * d * 4,
-    kvBytes: 2 * L * s * d * 4,
-    kvBytesFull: 2 * L * ctx * d * 4,
+    kvValueBytes: kv,
+    kvBytesPerToken: 2 * L * d * kv,
+    kvBytes: 2 * L * s * d * kv,
+    kvBytesFull: 2 * L * ctx * d * kv,
   };
 }

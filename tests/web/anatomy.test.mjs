@@ -30,4 +30,9 @@ test('GPT-2 small: forward FLOPs, the s² crossover and the KV cache', () => {
   assert.equal(a.crossover, 6 * d);
   assert.equal(a.attentionFlops, a.matmulFlops, 'at s = 6d the two terms are equal');
   assert.equal(anatomy(kGpt2Small, 1).kvBytesFull, 2 * L * 1024 * d * 4);
+  // A quantized model's f16 cache: half the bytes (llama.cpp's f16 default: 36 KB a token for
+  // GPT-2 small).
+  const half = anatomy({...kGpt2Small, kv_value_bytes: 2}, 1024);
+  assert.equal(half.kvBytesPerToken, 36_864);
+  assert.equal(half.kvBytesFull, 2 * L * 1024 * d * 2);
 });
