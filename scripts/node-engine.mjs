@@ -19,7 +19,7 @@ export const cpuMs = (u) => (u.user + u.system) / 1e3;
 
 // The Emscripten module factory and its wasm bytes, read once (--module picks another build).
 export function engineFactory() {
-  const modulePath = arg('module', path.join(repoRoot, 'build/wasm/web/gpt2-engine-node.cjs'));
+  const modulePath = path.resolve(arg('module', path.join(repoRoot, 'build/wasm/web/gpt2-engine-node.cjs')));
   const factory = createRequire(import.meta.url)(modulePath);
   const wasmBinary = fs.readFileSync(modulePath.replace(/\.cjs$/, '.wasm'));
   return () => factory({wasmBinary});

@@ -221,7 +221,10 @@ TEST_CASE("the capture store's attention rows are the run's own probabilities",
     auto m = LoadModelBytes(gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), type, nullptr));
     const gpt2::Model& model = *m->model;
     const int L = model.config().n_layer, H = model.config().n_head;
-    const std::vector<int> ids = {464, 2068, 7586, 21831, 18045, 625, 262, 16931, 3290, 13, 198, 464};
+    // A prefill of 17 (more than one 16-row tile of every kernel), then steps.
+    const std::vector<int> ids = {464, 2068, 7586, 21831, 18045, 625, 262, 16931, 3290, 13, 198,
+                                  464, 2068, 7586, 21831, 18045, 625, 262, 16931, 3290, 13};
+    constexpr int kPrefill = 17;
     gpt2::CaptureStore store;
     store.Init(model);
     gpt2::Session session(model);
@@ -242,10 +245,10 @@ TEST_CASE("the capture store's attention rows are the run's own probabilities",
         }
       }
     };
-    store.Begin(0, 7);
-    session.Prefill(ids.data(), 7, run);
+    store.Begin(0, kPrefill);
+    session.Prefill(ids.data(), kPrefill, run);
     store.Commit();
-    for (int p = 7; p < static_cast<int>(ids.size()); ++p) {
+    for (int p = kPrefill; p < static_cast<int>(ids.size()); ++p) {
       store.Begin(p, 1);
       session.Step(ids[p], run);
       store.Commit();
