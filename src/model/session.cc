@@ -85,6 +85,10 @@ void Session::Truncate(int p) {
 
 namespace {
 
+// Queries per prefill chunk from which AttentionStep widens a head's f16 keys and values to f32
+// once (a scalar pass over them) instead of per query in the kernel (a vector pass each).
+constexpr int64_t kWidenKvFrom = 16;
+
 // Splits a matmul's output rows over the pool in chunks of whole rows. x is prepared (for
 // int8 activations: quantized) once into `in`, which every chunk then reads; with enough tokens
 // the preparation is split over the pool by tokens too (serial, it was ~2% of a wasm prefill).
@@ -417,8 +421,20 @@ void Session::AttentionStep(int l, int T_int, const RunOptions& run) {
     if (keep_probs) b.obs_probs.resize(size_t(H) * T * n_keys);
     b.observed.resize(std::max<size_t>(size_t(H) * T * D, b.observed.size()));
   }
+  // A prefill's queries of one head all read the same f16 keys and values: widened to f32 once
+  // per head here, the f32 kernel gives the f16 kernel's bits (kernels.h) without converting
+  // every key again for every query.
+  const bool widen = c.kv_f16 && T >= kWidenKvFrom;
   b.pool.ParallelFor(H, [&](int64_t h) {
     const int64_t head_offset = h * c.n_ctx * D;
+    static thread_local std::vector<float> kv32;  // [2, n_keys, D]: keys, then values
+    if (widen) {
+      const size_t n = size_t(n_keys) * D;
+      if (kv32.size() < 2 * n) kv32.resize(2 * n);
+      std::transform(k_layer16 + head_offset, k_layer16 + head_offset + n, kv32.data(), F16ToF32);
+      std::transform(v_layer16 + head_offset, v_layer16 + head_offset + n, kv32.data() + n,
+                     F16ToF32);
+    }
     for (int64_t t = 0; t < T; ++t) {
       const int64_t keys = pos0 + t + 1;  // causal: position pos0+t sees keys 0..pos0+t
       float* scores = scoring ? b.obs_scores.data() + (h * T + t) * n_keys : nullptr;
@@ -426,7 +442,10 @@ void Session::AttentionStep(int l, int T_int, const RunOptions& run) {
                                 : b.probs.data() + h * c.n_ctx;
       const float* q = b.qkv.data() + t * 3 * C + h * D;
       float* out = b.heads.data() + t * C + h * D;
-      if (c.kv_f16) {
+      if (widen) {
+        AttentionHead(q, kv32.data(), kv32.data() + size_t(n_keys) * D, D, keys, D, scale, scores,
+                      probs, out);
+      } else if (c.kv_f16) {
         AttentionHead(q, k_layer16 + head_offset, v_layer16 + head_offset, D, keys, D, scale,
                       scores, probs, out);
       } else {
