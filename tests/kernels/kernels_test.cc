@@ -898,6 +898,22 @@ TEST_CASE("AddInPlace matches the scalar twin exactly", "[kernels]") {
   }
 }
 
+// Scores, probabilities and output values of an AttentionHead call outside the tolerances
+// against the scalar twin's.
+int AttentionMismatches(const std::vector<float>& scores, const std::vector<float>& probs,
+                        const std::vector<float>& out, const std::vector<float>& want_scores,
+                        const std::vector<float>& want_probs, const std::vector<float>& want_out) {
+  int bad = 0;
+  for (size_t j = 0; j < scores.size(); ++j) {
+    if (!Near(scores[j], want_scores[j], kScoreAbsTol, kScoreRelTol)) ++bad;
+    if (!Near(probs[j], want_probs[j], kProbAbsTol, kProbRelTol)) ++bad;
+  }
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (!Near(out[d], want_out[d], kAttentionOutAbsTol, 0.0)) ++bad;
+  }
+  return bad;
+}
+
 TEST_CASE("AttentionHead matches the scalar twin", "[kernels]") {
   for (int64_t head_dim : {1, 3, 4, 5, 17, 33, 64, 65}) {
     for (int64_t n_keys : {1, 2, 3, 4, 5, 7, 8, 9, 33, 100, 1000, 1001}) {  // 4-key groups + rest
@@ -915,14 +931,7 @@ TEST_CASE("AttentionHead matches the scalar twin", "[kernels]") {
         std::vector<float> scores(n_keys), probs(n_keys), out(head_dim), out2(head_dim);
         AttentionHead(q.data(), k, v, stride, n_keys, head_dim, scale, scores.data(),
                       probs.data(), out.data());
-        int bad = 0;
-        for (int64_t j = 0; j < n_keys; ++j) {
-          if (!Near(scores[j], want_scores[j], kScoreAbsTol, kScoreRelTol)) ++bad;
-          if (!Near(probs[j], want_probs[j], kProbAbsTol, kProbRelTol)) ++bad;
-        }
-        for (int64_t d = 0; d < head_dim; ++d) {
-          if (!Near(out[d], want_out[d], kAttentionOutAbsTol, 0.0)) ++bad;
-        }
+        const int bad = AttentionMismatches(scores, probs, out, want_scores, want_probs, want_out);
         // Without the scores buffer the result is the same.
         AttentionHead(q.data(), k, v, stride, n_keys, head_dim, scale, nullptr, probs.data(),
                       out2.data());
@@ -970,14 +979,7 @@ TEST_CASE("AttentionHead on f16 keys and values matches the scalar twin and the 
         std::vector<float> scores(n_keys), probs(n_keys), out(head_dim);
         AttentionHead(q.data(), kv.data(), kv.data() + head_dim, stride, n_keys, head_dim, scale,
                       scores.data(), probs.data(), out.data());
-        int bad = 0;
-        for (int64_t j = 0; j < n_keys; ++j) {
-          if (!Near(scores[j], want_scores[j], kScoreAbsTol, kScoreRelTol)) ++bad;
-          if (!Near(probs[j], want_probs[j], kProbAbsTol, kProbRelTol)) ++bad;
-        }
-        for (int64_t d = 0; d < head_dim; ++d) {
-          if (!Near(out[d], want_out[d], kAttentionOutAbsTol, 0.0)) ++bad;
-        }
+        const int bad = AttentionMismatches(scores, probs, out, want_scores, want_probs, want_out);
         CHECK(bad == 0);
         // The f32 kernel on the decoded keys and values gives the same bits: the 2^112 folded
         // into the query and the probabilities changes no product.
