@@ -2,7 +2,8 @@
 // (kernels.h). Included once per Highway target by kernels.cc (the skeleton.cc recipe).
 //
 // Shape of the work. Decode (T == 1) reads every weight byte once per token, so the loop streams
-// kDecodeRows rows at a time (WASM int8: Int8DecodeGroups, 12 rows). Q8_0/Q4_0 weights by
+// kDecodeRows rows at a time (WASM int8: Int8DecodeGroups, 12 rows), rows a stride apart
+// (ForEachStridedTile) so that each stream is long and sequential. Q8_0/Q4_0 weights by
 // default meet int8 activations (QuantActivations::kInt8, ggml's q8_0 x q8_0 dot): x is
 // quantized once per product (kernels.h MatMulInput), each weight block is widened to int16 in
 // registers and multiplied-added in integers, and the block's int32 sum is scaled by dw * dx
@@ -68,6 +69,21 @@ constexpr size_t kFloatDecodeRows = HWY_TARGET == HWY_WASM ? 16 : 4;
 // registers on SSE/AVX2 (and V8's wasm SIMD), 32 on AVX-512. 4 rows measured ~1.8x faster
 // prefill on AVX3 and slower on AVX2. (WASM with int8 activations: Int8PrefillRows.)
 constexpr size_t kPrefillRows = HWY_MAX_BYTES == 64 ? 4 : 2;
+
+// Decode reads every weight once, so it runs at the speed of memory. A tile of adjacent rows
+// reads its kRows rows as short streams inside a page or two, which the hardware prefetcher
+// follows poorly: WASM Q8_0 decode of GPT-2 small's shape under Node moved 7-9 GB/s of weights
+// that way. So a decode tile takes rows a stride apart (tile k of [r0, r1): rows r0 + k + i *
+// tiles), each of its streams walking a run of consecutive rows: 16 GB/s, twice the tokens per
+// second. Calls tile(r, step) for rows r + i * step, i < kRows; returns where the last
+// (r1 - r0) % kRows rows, left to the caller, begin. Which rows share a tile changes no bits
+// (each row is summed on its own); the rows left over are the last of the range, as before.
+template <int64_t kRows, typename TileFn>
+HWY_INLINE int64_t ForEachStridedTile(int64_t r0, int64_t r1, const TileFn& tile) {
+  const int64_t tiles = (r1 - r0) / kRows;
+  for (int64_t k = 0; k < tiles; ++k) tile(r0 + k, tiles);
+  return r0 + tiles * kRows;
+}
 constexpr size_t kTokenTile = 4;    // tokens sharing one decoded weight vector
 // WASM int8 prefill (Int8PrefillRows): groups of 4 tokens per pass over a row. MatMul fc
 // 3072x768 at T = 64 under Node, GFLOP/s per CPU second (load ~7): 1 group ~37, 2 ~39, 3 ~41.
@@ -703,8 +719,8 @@ HWY_INLINE VF GroupBlock(const Block* HWY_RESTRICT const* rows, int64_t b,
 }
 
 // Decode (T == 1) with int8 activations on WASM: y[r] = bias[r] + sum_b (dw[r, b] dx[b]) *
-// dot(qw[r, b], qx[b]) for rows [r0, r1) (a multiple of 4 kGroups), kGroups groups of 4 rows at
-// a time. Packing a group's 4 rows into one vector makes the int -> float convert, the scale and
+// dot(qw[r, b], qx[b]) for the 4 kGroups rows r + i * row_step (ForEachStridedTile), kGroups
+// groups of 4 rows. Packing a group's 4 rows into one vector makes the int -> float convert, the scale and
 // the accumulate one vector operation per group and block instead of one per row, with the
 // accumulator in a register: lane i holds row i, summed block after block as in the scalar twin
 // (no final horizontal sum). With Int8Tile's 64-row tiles, whole GPT-2 small decode under Node
@@ -713,34 +729,34 @@ HWY_INLINE VF GroupBlock(const Block* HWY_RESTRICT const* rows, int64_t b,
 template <size_t kGroups, typename Block>
 HWY_NOINLINE void Int8DecodeGroups(const Int8Activations& a, const WeightView& w,
                                    const float* HWY_RESTRICT bias, float* HWY_RESTRICT y,
-                                   int64_t r0, int64_t r1) {
+                                   int64_t r, int64_t row_step) {
   const DF df;
   const DI16 di16;
   const int64_t nb = w.cols / 32;
   const int16_t* HWY_RESTRICT qx = a.q.data();
   const float* HWY_RESTRICT dx = a.d.data();
   constexpr int64_t kRows = 4 * kGroups;
-  for (int64_t r = r0; r < r1; r += kRows) {
-    const Block* HWY_RESTRICT rows[kRows];
-    for (int64_t i = 0; i < kRows; ++i) rows[i] = static_cast<const Block*>(w.data) + (r + i) * nb;
-    VF acc[kGroups];
-    for (size_t g = 0; g < kGroups; ++g) acc[g] = hn::Zero(df);
-    for (int64_t b = 0; b < nb; ++b) {
-      VI16 q[kI16Vecs];
-      for (size_t j = 0; j < kI16Vecs; ++j) q[j] = hn::LoadU(di16, qx + b * 32 + j * kI16Lanes);
-      const auto start = BlockDotStart(rows[0], a, 0, nb, b);
-      const VF dxb = hn::Set(df, dx[b]);
-      for (size_t g = 0; g < kGroups; ++g) {
-        acc[g] = hn::Add(acc[g], GroupBlock(rows + 4 * g, b, q, start, dxb));
-      }
-    }
+  const Block* HWY_RESTRICT rows[kRows];
+  for (int64_t i = 0; i < kRows; ++i) {
+    rows[i] = static_cast<const Block*>(w.data) + (r + i * row_step) * nb;
+  }
+  VF acc[kGroups];
+  for (size_t g = 0; g < kGroups; ++g) acc[g] = hn::Zero(df);
+  for (int64_t b = 0; b < nb; ++b) {
+    VI16 q[kI16Vecs];
+    for (size_t j = 0; j < kI16Vecs; ++j) q[j] = hn::LoadU(di16, qx + b * 32 + j * kI16Lanes);
+    const auto start = BlockDotStart(rows[0], a, 0, nb, b);
+    const VF dxb = hn::Set(df, dx[b]);
     for (size_t g = 0; g < kGroups; ++g) {
-      HWY_ALIGN float lanes[4];
-      hn::Store(acc[g], df, lanes);
-      for (size_t i = 0; i < 4; ++i) {
-        const int64_t row = r + static_cast<int64_t>(4 * g + i);
-        y[row] = lanes[i] + (bias != nullptr ? bias[row] : 0.0f);
-      }
+      acc[g] = hn::Add(acc[g], GroupBlock(rows + 4 * g, b, q, start, dxb));
+    }
+  }
+  for (size_t g = 0; g < kGroups; ++g) {
+    HWY_ALIGN float lanes[4];
+    hn::Store(acc[g], df, lanes);
+    for (size_t i = 0; i < 4; ++i) {
+      const int64_t row = r + static_cast<int64_t>(4 * g + i) * row_step;
+      y[row] = lanes[i] + (bias != nullptr ? bias[row] : 0.0f);
     }
   }
 }
@@ -759,22 +775,25 @@ HWY_INLINE int64_t Int8Decode(const Int8Activations& a, const WeightView& w,
                               const float* HWY_RESTRICT bias, float* HWY_RESTRICT y, int64_t r0,
                               int64_t r1) {
   constexpr int64_t kTile = 4 * kInt8DecodeGroups;
-  const int64_t tiles_end = r0 + (r1 - r0) / kTile * kTile;
-  Int8DecodeGroups<kInt8DecodeGroups, Block>(a, w, bias, y, r0, tiles_end);
-  const int64_t groups_end = tiles_end + (r1 - tiles_end) / 4 * 4;
-  Int8DecodeGroups<1, Block>(a, w, bias, y, tiles_end, groups_end);
-  return groups_end;
+  const int64_t groups_begin = ForEachStridedTile<kTile>(r0, r1, [&](int64_t r, int64_t step) {
+    Int8DecodeGroups<kInt8DecodeGroups, Block>(a, w, bias, y, r, step);
+  });
+  return ForEachStridedTile<4>(groups_begin, r1, [&](int64_t r, int64_t step) {
+    Int8DecodeGroups<1, Block>(a, w, bias, y, r, step);
+  });
 }
 #endif
 
 // The block-quantized cases of RunTile: Q8_0 and Q4_0 differ only in their block type.
 template <size_t kR, size_t kT, typename Block>
 HWY_INLINE void BlockTile(const float* HWY_RESTRICT xt, const Int8Activations* qa, int64_t t0,
-                          const WeightView& w, int64_t r0, float (&out)[kR][kT]) {
+                          const WeightView& w, int64_t r0, int64_t row_step,
+                          float (&out)[kR][kT]) {
   const int64_t cols = w.cols;
   const Block* rows[kR];
   for (size_t r = 0; r < kR; ++r) {
-    rows[r] = static_cast<const Block*>(w.data) + (r0 + static_cast<int64_t>(r)) * (cols / 32);
+    rows[r] = static_cast<const Block*>(w.data) +
+              (r0 + static_cast<int64_t>(r) * row_step) * (cols / 32);
   }
   if (qa != nullptr) {
     Int8Tile<kR, kT>(*qa, t0, cols, rows, out);
@@ -788,9 +807,10 @@ HWY_INLINE void BlockTile(const float* HWY_RESTRICT xt, const Int8Activations* q
 // Adds the bias to a tile's dot products and stores them in y [T, rows].
 template <size_t kR, size_t kT>
 HWY_INLINE void StoreTile(const float (&out)[kR][kT], const float* HWY_RESTRICT bias,
-                          int64_t rows, int64_t t0, int64_t r0, float* HWY_RESTRICT y) {
+                          int64_t rows, int64_t t0, int64_t r0, int64_t row_step,
+                          float* HWY_RESTRICT y) {
   for (size_t r = 0; r < kR; ++r) {
-    const int64_t row = r0 + static_cast<int64_t>(r);
+    const int64_t row = r0 + static_cast<int64_t>(r) * row_step;
     const float b = bias != nullptr ? bias[row] : 0.0f;
     for (size_t t = 0; t < kT; ++t) {
       y[(t0 + static_cast<int64_t>(t)) * rows + row] = out[r][t] + b;
@@ -815,13 +835,13 @@ HWY_INLINE void ForEachTokenTile(int64_t T, const TileFn& tile) {
 }
 static_assert(kTokenTile == 4, "ForEachTokenTile's tail switch assumes 4-token tiles");
 
-// Rows [r0, r0 + kR) x tokens [t0, t0 + kT): picks the tile for the weight type and stores
-// bias + dot into y.
+// Rows r0 + i * row_step (i < kR) x tokens [t0, t0 + kT): picks the tile for the weight type
+// and stores bias + dot into y.
 // qa: the activations quantized for QuantActivations::kInt8, or nullptr for f32 activations.
 template <size_t kR, size_t kT>
 HWY_NOINLINE void RunTile(const float* HWY_RESTRICT x, const Int8Activations* qa, int64_t t0,
                           const WeightView& w, const float* HWY_RESTRICT bias,
-                          float* HWY_RESTRICT y, int64_t r0) {
+                          float* HWY_RESTRICT y, int64_t r0, int64_t row_step = 1) {
   const int64_t cols = w.cols;
   const float* HWY_RESTRICT xt = x + t0 * cols;
   float out[kR][kT] = {};  // every case below fills it; {} quiets -Wmaybe-uninitialized
@@ -829,7 +849,7 @@ HWY_NOINLINE void RunTile(const float* HWY_RESTRICT x, const Int8Activations* qa
     case TensorType::kF32: {
       const float* rows[kR];
       for (size_t r = 0; r < kR; ++r) {
-        rows[r] = static_cast<const float*>(w.data) + (r0 + static_cast<int64_t>(r)) * cols;
+        rows[r] = static_cast<const float*>(w.data) + (r0 + static_cast<int64_t>(r) * row_step) * cols;
       }
       FloatTile<kR, kT>(xt, cols, rows, out);
       break;
@@ -838,19 +858,19 @@ HWY_NOINLINE void RunTile(const float* HWY_RESTRICT x, const Int8Activations* qa
       const hwy::float16_t* rows[kR];
       for (size_t r = 0; r < kR; ++r) {
         rows[r] = static_cast<const hwy::float16_t*>(w.data) +
-                  (r0 + static_cast<int64_t>(r)) * cols;
+                  (r0 + static_cast<int64_t>(r) * row_step) * cols;
       }
       FloatTile<kR, kT>(xt, cols, rows, out);
       break;
     }
     case TensorType::kQ8_0:
-      BlockTile<kR, kT, BlockQ8_0>(xt, qa, t0, w, r0, out);
+      BlockTile<kR, kT, BlockQ8_0>(xt, qa, t0, w, r0, row_step, out);
       break;
     case TensorType::kQ4_0:
-      BlockTile<kR, kT, BlockQ4_0>(xt, qa, t0, w, r0, out);
+      BlockTile<kR, kT, BlockQ4_0>(xt, qa, t0, w, r0, row_step, out);
       break;
   }
-  StoreTile<kR, kT>(out, bias, w.rows, t0, r0, y);
+  StoreTile<kR, kT>(out, bias, w.rows, t0, r0, row_step, y);
 }
 
 // All tokens of one row group, kTokenTile at a time.
@@ -887,7 +907,7 @@ HWY_NOINLINE void DequantizedRowGroup(const float* HWY_RESTRICT x, int64_t T,
   ForEachTokenTile(T, [&](auto kT, int64_t t0) {
     float out[kR][decltype(kT)::value];
     FloatTile<kR, decltype(kT)::value>(x + t0 * cols, cols, rows, out);
-    StoreTile<kR, decltype(kT)::value>(out, bias, w.rows, t0, r0, y);
+    StoreTile<kR, decltype(kT)::value>(out, bias, w.rows, t0, r0, 1, y);
   });
 }
 
@@ -1054,14 +1074,15 @@ HWY_NOINLINE void MatMulKernel(const kernels_internal::MatMulInputData& in, cons
 #endif
     if ((w.type == TensorType::kF32 || w.type == TensorType::kF16) &&
         matmul::kFloatDecodeRows != matmul::kDecodeRows) {
-      constexpr int64_t kRows = static_cast<int64_t>(matmul::kFloatDecodeRows);
-      for (; r + kRows <= row_end; r += kRows) {
-        matmul::RunTile<matmul::kFloatDecodeRows, 1>(x, qa, 0, w, bias, y, r);
-      }
+      r = matmul::ForEachStridedTile<matmul::kFloatDecodeRows>(
+          r, row_end, [&](int64_t r0, int64_t step) {
+            matmul::RunTile<matmul::kFloatDecodeRows, 1>(x, qa, 0, w, bias, y, r0, step);
+          });
     }
-    for (; r + static_cast<int64_t>(matmul::kDecodeRows) <= row_end; r += matmul::kDecodeRows) {
-      matmul::RunTile<matmul::kDecodeRows, 1>(x, qa, 0, w, bias, y, r);
-    }
+    r = matmul::ForEachStridedTile<matmul::kDecodeRows>(
+        r, row_end, [&](int64_t r0, int64_t step) {
+          matmul::RunTile<matmul::kDecodeRows, 1>(x, qa, 0, w, bias, y, r0, step);
+        });
   } else {
 #if HWY_TARGET == HWY_WASM
     if (qa != nullptr) {
