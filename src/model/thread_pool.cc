@@ -1,5 +1,6 @@
 #include "model/thread_pool.h"
 
+#include <chrono>
 #include <system_error>
 
 namespace gpt2 {
@@ -46,9 +47,30 @@ void ThreadPool::RunTasks() {
   }
 }
 
+// A decode step hands the pool ~60 jobs of ~100 us each, a few microseconds apart. Waking a
+// thread blocked on a condition variable takes tens of microseconds (a futex; in WebAssembly
+// Atomics.wait/notify), and by then the caller has taken most of the job's tasks itself. So
+// both sides spin for a short while before they block: a worker waiting for the next job, the
+// caller waiting for the workers' last tasks.
+constexpr int64_t kSpinMicros = 200;
+
+template <typename Done>
+bool ThreadPool::SpinUntil(const Done& done) {
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    for (int i = 0; i < 256; ++i) {
+      if (done()) return true;
+    }
+    if (std::chrono::steady_clock::now() - start > std::chrono::microseconds(kSpinMicros)) {
+      return false;
+    }
+  }
+}
+
 void ThreadPool::WorkerLoop(int worker) {
   uint64_t seen_generation = 0;
   for (;;) {
+    SpinUntil([&] { return generation_.load(std::memory_order_acquire) != seen_generation; });
     {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, [&] { return stopping_ || generation_ != seen_generation; });
@@ -79,6 +101,8 @@ void ThreadPool::ParallelFor(int64_t n_tasks, const std::function<void(int64_t)>
   }
   wake_.notify_all();
   RunTasks();
+  // RunTasks returned: no task is left to start, only the workers' last ones to finish.
+  SpinUntil([&] { return busy_workers_.load(std::memory_order_acquire) == 0; });
   std::unique_lock<std::mutex> lock(mutex_);
   done_.wait(lock, [&] { return next_task_ >= n_tasks_ && busy_workers_ == 0; });
   job_ = nullptr;

@@ -4,6 +4,7 @@
 // also what the single-threaded WebAssembly build uses (no pthreads there).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -33,6 +34,9 @@ class ThreadPool {
  private:
   void WorkerLoop(int worker);
   void RunTasks();
+  // Spins up to kSpinMicros until done() holds; returns whether it did.
+  template <typename Done>
+  static bool SpinUntil(const Done& done);
 
   int n_threads_;
   std::vector<std::thread> workers_;
@@ -42,9 +46,10 @@ class ThreadPool {
   const std::function<void(int64_t)>* job_ = nullptr;
   int64_t n_tasks_ = 0;
   int64_t next_task_ = 0;
-  int busy_workers_ = 0;
+  // Written under mutex_; atomic so that a spinning thread may read them without it.
+  std::atomic<int> busy_workers_{0};
   std::exception_ptr error_;  // the first exception a task of the current job threw
-  uint64_t generation_ = 0;
+  std::atomic<uint64_t> generation_{0};
   bool stopping_ = false;
 };
 
