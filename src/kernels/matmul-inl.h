@@ -13,7 +13,7 @@
 // every token of the tile (int8), or each row group is dequantized once to f32 and then runs the
 // f32 weights' tiles for all tokens (f32 activations, DequantizedRowGroup). The tile loop is
 // row-outer, so each weight row is read from memory once per call while the activations stay in
-// cache. WASM with int8 activations runs one row over 12 tokens at a time instead
+// cache. WASM with int8 activations runs 2 rows over 8 tokens at a time instead
 // (Int8PrefillRows), shaped by V8's code generation.
 //
 // Informal throughput, CPU time on the 2-core AMD EPYC dev VM, one thread (gpt2_tests "[bench]"):
@@ -85,9 +85,12 @@ HWY_INLINE int64_t ForEachStridedTile(int64_t r0, int64_t r1, const TileFn& tile
   return r0 + tiles * kRows;
 }
 constexpr size_t kTokenTile = 4;    // tokens sharing one decoded weight vector
-// WASM int8 prefill (Int8PrefillRows): groups of 4 tokens per pass over a row. MatMul fc
-// 3072x768 at T = 64 under Node, GFLOP/s per CPU second (load ~7): 1 group ~37, 2 ~39, 3 ~41.
-constexpr size_t kPrefillGroups = 3;
+// WASM int8 prefill (Int8PrefillRows): kPrefillRowsWasm rows x kPrefillGroups groups of 4 tokens
+// per pass. MatMul T = 64 under Node, GFLOP/s for qkv / fc / proj, quiet machine (2026-12-01):
+// 1 row x 3 groups (before) 48.6 / 48.8 / 46.6; 2 x 2: 55.0 / 55.2 / 54.4; 2 x 1 46, 2 x 3 48,
+// 3 x 1 47.5, 3 x 2 48, 4 x 1 50, 1 x 2 44 (more live vectors than V8's 16 registers: spills).
+constexpr size_t kPrefillGroups = 2;
+constexpr size_t kPrefillRowsWasm = 2;
 
 // kFastest's choice (kernels.h FastestQuantActivations). With dequantized rows
 // (DequantizedRowGroup) AVX-512 runs f32 prefill twice as fast as int8: gpt2_tests "[bench]",
@@ -922,55 +925,113 @@ HWY_INLINE void DequantizedPrefill(const float* x, int64_t T, const WeightView& 
 }
 
 #if HWY_TARGET == HWY_WASM
-// Int8-activation prefill on WASM, tokens [t0, t0 + 4 kGroups) of one row: out[g] lane i = token
-// t0 + 4 g + i, the same arithmetic as Int8Tile's 4-token tiles (each group's 4 token dots of a
-// block summed into the lanes of one vector, scaled by dw * dx, accumulated block after block;
-// the same bits). Per block: the row's weights widened once for all the tokens, then one phase
-// per token (its 4 qx vectors and 4 dots, ended by a store: PhaseEnd); dw comes converted
-// (dws[b]), once per row rather than once per tile.
-template <size_t kGroups, typename Block>
+// Int8-activation prefill on WASM, kRows rows (rows[i]) x tokens [t0, t0 + 4 kGroups): acc[i][g]
+// lane l = row i, token t0 + 4 g + l, the same arithmetic as Int8Tile's 4-token tiles (each
+// group's 4 token dots of a block summed into the lanes of one vector, scaled by dx * dw,
+// accumulated block after block; the same bits). Per block: the rows' weights widened once for
+// all the tokens, then one phase per token: its 4 qx vectors, loaded once for all kRows rows, and
+// the rows' dots, stored to the stack (V8 would otherwise hoist every token's loads ahead of the
+// arithmetic and spill; see PhaseEnd); dw comes converted (dws[i][b]), once per row rather than
+// once per tile.
+template <size_t kRows, size_t kGroups, typename Block>
 HWY_INLINE void Int8PrefillTokens(const Int8Activations& a, const int16_t* HWY_RESTRICT q_by_block,
-                                  int64_t t0, int64_t cols, const Block* HWY_RESTRICT row,
-                                  const float* HWY_RESTRICT dws, VF (&acc)[kGroups]) {
+                                  int64_t t0, int64_t cols, const Block* HWY_RESTRICT const* rows,
+                                  const float* HWY_RESTRICT const* dws, VF (&acc)[kRows][kGroups]) {
   const DF df;
   const DI16 di16;
   const int64_t nb = cols / 32, T = a.T;
   const float* HWY_RESTRICT dx = a.d_by_block.data() + t0;
-  for (size_t g = 0; g < kGroups; ++g) acc[g] = hn::Zero(df);
-  volatile v128_t sink;
+  for (size_t i = 0; i < kRows; ++i) {
+    for (size_t g = 0; g < kGroups; ++g) acc[i][g] = hn::Zero(df);
+  }
+  volatile v128_t dots[kRows][4];
   for (int64_t b = 0; b < nb; ++b) {
-    VI16 w[kI16Vecs];
-    BlockToI16(row + b, w);
-    const VF dw = hn::Set(df, dws[b]);
+    VI16 w[kRows][kI16Vecs];
+    for (size_t i = 0; i < kRows; ++i) BlockToI16(rows[i] + b, w[i]);
     for (size_t g = 0; g < kGroups; ++g) {
-      hn::Vec<DI32> dots[4];
-      for (size_t i = 0; i < 4; ++i) {
-        const int64_t t = static_cast<int64_t>(4 * g + i);
+      for (size_t l = 0; l < 4; ++l) {
+        const int64_t t = t0 + static_cast<int64_t>(4 * g + l);
         VI16 q[kI16Vecs];
-        const int16_t* HWY_RESTRICT qt = q_by_block + ((b * T + t0 + t) * 32);
+        const int16_t* HWY_RESTRICT qt = q_by_block + ((b * T + t) * 32);
         for (size_t j = 0; j < kI16Vecs; ++j) q[j] = hn::LoadU(di16, qt + 8 * j);
-        dots[i] = BlockDot(w, q, BlockDotStart(row, a, t0 + t, nb, b));
-        PhaseEnd(sink, dots[i].raw);
+        for (size_t i = 0; i < kRows; ++i) {
+          dots[i][l] = BlockDot(w[i], q, BlockDotStart(rows[i], a, t, nb, b)).raw;
+        }
       }
-      const VF scale = hn::Mul(hn::LoadU(df, dx + b * a.T + static_cast<int64_t>(4 * g)), dw);
-      acc[g] = hn::Add(hn::Mul(hn::ConvertTo(df, SumEachOf4(dots)), scale), acc[g]);
+      const VF dxg = hn::LoadU(df, dx + b * a.T + static_cast<int64_t>(4 * g));
+      for (size_t i = 0; i < kRows; ++i) {
+        const hn::Vec<DI32> d[4] = {{dots[i][0]}, {dots[i][1]}, {dots[i][2]}, {dots[i][3]}};
+        const VF scale = hn::Mul(dxg, hn::Set(df, dws[i][b]));
+        acc[i][g] = hn::Add(hn::Mul(hn::ConvertTo(df, SumEachOf4(d)), scale), acc[i][g]);
+      }
     }
   }
 }
 
-// Rows [r0, r1) of an int8-activation prefill on WASM, one row at a time: its block scales
-// converted once, then kPrefillGroups x 4 tokens per pass over the row (Int8PrefillTokens), then
-// 4, then the last 0-3 tokens in RunTile. Counted in V8's x64 code (2 groups): 170 instructions
-// per block for 8 tokens, no vector spills; the 2-row x 4-token Int8Tile it replaces took 208 per
-// block for 2 rows x 4 tokens (its 16 qx vectors, shared by both rows, lived on the stack).
+// Rows r, ..., r + kRows - 1 of an int8-activation prefill on WASM: their block scales converted
+// once, then kGroups x 4 tokens per pass over the rows (Int8PrefillTokens), then 4, then the last
+// 0-3 tokens in RunTile, one row at a time.
+template <size_t kRows, size_t kGroups, typename Block>
+HWY_INLINE void Int8PrefillRowGroup(const float* x, const Int8Activations& a,
+                                    const int16_t* HWY_RESTRICT q_by_block, const WeightView& w,
+                                    const float* HWY_RESTRICT bias, float* HWY_RESTRICT y,
+                                    int64_t r, float* HWY_RESTRICT dw_scratch) {
+  const DF df;
+  const int64_t nb = w.cols / 32, T = a.T;
+  const Block* HWY_RESTRICT rows[kRows];
+  const float* HWY_RESTRICT dws[kRows];
+  for (size_t i = 0; i < kRows; ++i) {
+    rows[i] = static_cast<const Block*>(w.data) + (r + static_cast<int64_t>(i)) * nb;
+    float* dw = dw_scratch + static_cast<int64_t>(i) * nb;
+    for (int64_t b = 0; b < nb; ++b) dw[b] = kernels_internal::HalfToFloat(rows[i][b].d);
+    dws[i] = dw;
+  }
+  int64_t t0 = 0;
+  const auto store = [&](const auto& acc, size_t groups) {
+    for (size_t i = 0; i < kRows; ++i) {
+      const int64_t row = r + static_cast<int64_t>(i);
+      const float bias_r = bias != nullptr ? bias[row] : 0.0f;
+      for (size_t g = 0; g < groups; ++g) {
+        HWY_ALIGN float lanes[4];
+        hn::Store(acc[i][g], df, lanes);
+        for (int64_t l = 0; l < 4; ++l) {
+          y[(t0 + static_cast<int64_t>(4 * g) + l) * w.rows + row] = lanes[l] + bias_r;
+        }
+      }
+    }
+  };
+  for (; t0 + 4 * static_cast<int64_t>(kGroups) <= T; t0 += 4 * kGroups) {
+    VF acc[kRows][kGroups];
+    Int8PrefillTokens<kRows, kGroups>(a, q_by_block, t0, w.cols, rows, dws, acc);
+    store(acc, kGroups);
+  }
+  for (; t0 + 4 <= T; t0 += 4) {
+    VF acc[kRows][1];
+    Int8PrefillTokens<kRows, 1>(a, q_by_block, t0, w.cols, rows, dws, acc);
+    store(acc, 1);
+  }
+  for (size_t i = 0; i < kRows; ++i) {
+    const int64_t row = r + static_cast<int64_t>(i);
+    switch (T - t0) {
+      case 3: RunTile<1, 3>(x, &a, t0, w, bias, y, row); break;
+      case 2: RunTile<1, 2>(x, &a, t0, w, bias, y, row); break;
+      case 1: RunTile<1, 1>(x, &a, t0, w, bias, y, row); break;
+      default: break;
+    }
+  }
+}
+
+// Rows [r0, r1) of an int8-activation prefill on WASM, kPrefillPairRows rows at a time, then the
+// last row alone.
 template <typename Block>
 HWY_NOINLINE void Int8PrefillRows(const float* x, const Int8Activations& a, const WeightView& w,
                                   const float* HWY_RESTRICT bias, float* HWY_RESTRICT y,
                                   int64_t r0, int64_t r1) {
-  const DF df;
   const int64_t nb = w.cols / 32, T = a.T;
   static thread_local std::vector<float> dws;
-  if (dws.size() < static_cast<size_t>(nb)) dws.resize(static_cast<size_t>(nb));
+  if (dws.size() < static_cast<size_t>(kPrefillRowsWasm * nb)) {
+    dws.resize(static_cast<size_t>(kPrefillRowsWasm * nb));
+  }
   // qx again, block-major ([nb, T, 32]): a pass's tokens of one block then lie at fixed offsets
   // from one address, where V8 would otherwise compute and keep one address per token.
   static thread_local std::vector<int16_t> q_by_block;
@@ -980,34 +1041,14 @@ HWY_NOINLINE void Int8PrefillRows(const float* x, const Int8Activations& a, cons
       std::memcpy(q_by_block.data() + (b * T + t) * 32, a.q.data() + t * w.cols + b * 32, 64);
     }
   }
-  for (int64_t r = r0; r < r1; ++r) {
-    const Block* HWY_RESTRICT row = static_cast<const Block*>(w.data) + r * nb;
-    for (int64_t b = 0; b < nb; ++b) dws[b] = kernels_internal::HalfToFloat(row[b].d);
-    const float bias_r = bias != nullptr ? bias[r] : 0.0f;
-    int64_t t0 = 0;
-    const auto store = [&](const VF* acc, size_t groups) {
-      for (size_t g = 0; g < groups; ++g) {
-        HWY_ALIGN float lanes[4];
-        hn::Store(acc[g], df, lanes);
-        for (int64_t i = 0; i < 4; ++i) y[(t0 + static_cast<int64_t>(4 * g) + i) * w.rows + r] = lanes[i] + bias_r;
-      }
-    };
-    for (; t0 + 4 * static_cast<int64_t>(kPrefillGroups) <= T; t0 += 4 * kPrefillGroups) {
-      VF acc[kPrefillGroups];
-      Int8PrefillTokens<kPrefillGroups>(a, q_by_block.data(), t0, w.cols, row, dws.data(), acc);
-      store(acc, kPrefillGroups);
-    }
-    for (; t0 + 4 <= T; t0 += 4) {
-      VF acc[1];
-      Int8PrefillTokens<1>(a, q_by_block.data(), t0, w.cols, row, dws.data(), acc);
-      store(acc, 1);
-    }
-    switch (T - t0) {
-      case 3: RunTile<1, 3>(x, &a, t0, w, bias, y, r); break;
-      case 2: RunTile<1, 2>(x, &a, t0, w, bias, y, r); break;
-      case 1: RunTile<1, 1>(x, &a, t0, w, bias, y, r); break;
-      default: break;
-    }
+  int64_t r = r0;
+  for (; r + static_cast<int64_t>(kPrefillRowsWasm) <= r1; r += kPrefillRowsWasm) {
+    Int8PrefillRowGroup<kPrefillRowsWasm, kPrefillGroups, Block>(x, a, q_by_block.data(), w, bias,
+                                                                  y, r, dws.data());
+  }
+  for (; r < r1; ++r) {
+    Int8PrefillRowGroup<1, kPrefillGroups, Block>(x, a, q_by_block.data(), w, bias, y, r,
+                                                  dws.data());
   }
 }
 #endif

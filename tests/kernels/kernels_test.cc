@@ -767,12 +767,13 @@ TEST_CASE("MatMul q8_0/q4_0 decode covers the wide WASM row tiles", "[kernels]")
 }
 
 TEST_CASE("MatMul q8_0/q4_0 prefill covers the WASM token passes", "[kernels]") {
-  // WASM's int8-activation prefill runs a row over 12 tokens at a time (kPrefillGroups groups
-  // of 4), then 4, then the last 0-3 tokens: 31 = 2 * 12 + 4 + 3, 16 = 12 + 4, 13 = 12 + 1.
+  // WASM's int8-activation prefill runs 2 rows over 8 tokens at a time (kPrefillRowsWasm rows,
+  // kPrefillGroups groups of 4), then 4, then the last 0-3 tokens row by row, and an odd last
+  // row alone: 31 = 3 * 8 + 4 + 3, 16 = 2 * 8, 13 = 8 + 4 + 1, 12 = 8 + 4; rows 7 and 3 are odd.
   for (TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
     for (bool raw : {false, true}) {
       const TestWeights w = MakeWeights(type, 7, 96, raw, 470);
-      for (int64_t T : {13, 16, 31}) {
+      for (int64_t T : {12, 13, 16, 31}) {
         CheckMatMul(w, T, 0, 7, true);
         CheckMatMul(w, T, 2, 5, false);
       }
