@@ -51,8 +51,9 @@ void ThreadPool::RunTasks() {
 // thread blocked on a condition variable takes tens of microseconds (a futex; in WebAssembly
 // Atomics.wait/notify), and by then the caller has taken most of the job's tasks itself. So
 // both sides spin for a short while before they block: a worker waiting for the next job, the
-// caller waiting for the workers' last tasks.
-constexpr int64_t kSpinMicros = 200;
+// caller waiting for the workers' last tasks. Short, because a spinning thread that shares its
+// core with the thread it waits for (a busy machine) holds that thread off for the whole spin.
+constexpr int64_t kSpinMicros = 50;
 
 template <typename Done>
 bool ThreadPool::SpinUntil(const Done& done) {
