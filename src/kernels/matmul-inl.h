@@ -84,6 +84,7 @@ HWY_INLINE int64_t ForEachStridedTile(int64_t r0, int64_t r1, const TileFn& tile
   for (int64_t k = 0; k < tiles; ++k) tile(r0 + k, tiles);
   return r0 + tiles * kRows;
 }
+
 constexpr size_t kTokenTile = 4;    // tokens sharing one decoded weight vector
 // WASM int8 prefill (Int8PrefillRows): kPrefillRowsWasm rows x kPrefillGroups groups of 4 tokens
 // per pass. MatMul T = 64 under Node, GFLOP/s for qkv / fc / proj, quiet machine (2026-12-01):
@@ -723,12 +724,12 @@ HWY_INLINE VF GroupBlock(const Block* HWY_RESTRICT const* rows, int64_t b,
 
 // Decode (T == 1) with int8 activations on WASM: y[r] = bias[r] + sum_b (dw[r, b] dx[b]) *
 // dot(qw[r, b], qx[b]) for the 4 kGroups rows r + i * row_step (ForEachStridedTile), kGroups
-// groups of 4 rows. Packing a group's 4 rows into one vector makes the int -> float convert, the scale and
-// the accumulate one vector operation per group and block instead of one per row, with the
-// accumulator in a register: lane i holds row i, summed block after block as in the scalar twin
-// (no final horizontal sum). With Int8Tile's 64-row tiles, whole GPT-2 small decode under Node
-// went from ~37.5 to ~47.5 tokens per CPU second (Q8_0) and ~43 to ~64 (Q4_0), alternating A/B
-// at load 6-8.
+// groups of 4 rows. Packing a group's 4 rows into one vector makes the int -> float convert,
+// the scale and the accumulate one vector operation per group and block instead of one per row,
+// with the accumulator in a register: lane i holds row i, summed block after block as in the
+// scalar twin (no final horizontal sum). Against Int8Tile's 64-row tiles, whole GPT-2 small
+// decode under Node went from ~37.5 to ~47.5 tokens per CPU second (Q8_0) and ~43 to ~64 (Q4_0),
+// alternating A/B at load 6-8.
 template <size_t kGroups, typename Block>
 HWY_NOINLINE void Int8DecodeGroups(const Int8Activations& a, const WeightView& w,
                                    const float* HWY_RESTRICT bias, float* HWY_RESTRICT y,
@@ -852,7 +853,8 @@ HWY_NOINLINE void RunTile(const float* HWY_RESTRICT x, const Int8Activations* qa
     case TensorType::kF32: {
       const float* rows[kR];
       for (size_t r = 0; r < kR; ++r) {
-        rows[r] = static_cast<const float*>(w.data) + (r0 + static_cast<int64_t>(r) * row_step) * cols;
+        rows[r] = static_cast<const float*>(w.data) +
+                  (r0 + static_cast<int64_t>(r) * row_step) * cols;
       }
       FloatTile<kR, kT>(xt, cols, rows, out);
       break;
