@@ -1,7 +1,7 @@
 // Dispatch for the kernels of kernels.h, after Highway's hwy/examples/skeleton.cc: this file is
 // compiled once per target by foreach_target.h (which re-includes it with HWY_TARGET set to each
-// target), the per-target code lives in matmul-inl.h and ops-inl.h, and the HWY_ONCE part at the
-// end picks a target per call.
+// target), the per-target code lives in matmul-inl.h, ops-inl.h and convert-inl.h, and the
+// HWY_ONCE part at the end picks a target per call.
 //
 // Native: every target Highway 1.0.3 can build for x86 (EMU128, SSSE3, SSE4, AVX2, AVX3) is
 // compiled and HWY_DYNAMIC_DISPATCH picks the best one the CPU has. WebAssembly: CMake defines
@@ -13,6 +13,7 @@
 
 #include <hwy/highway.h>
 
+#include "kernels/convert-inl.h"
 #include "kernels/matmul-inl.h"
 #include "kernels/ops-inl.h"
 
@@ -81,6 +82,8 @@ HWY_EXPORT(SoftmaxKernel);
 HWY_EXPORT(AddInPlaceKernel);
 HWY_EXPORT(AttentionHeadKernel);
 HWY_EXPORT(AttentionHeadF16Kernel);
+HWY_EXPORT(F32ToF16SaturatedKernel);
+HWY_EXPORT(F16ToF32Kernel);
 HWY_EXPORT(CompiledTargetKernel);
 #endif
 
@@ -291,6 +294,12 @@ void AttentionHead(const float* q, const uint16_t* k, const uint16_t* v, int64_t
   GPT2_DISPATCH(AttentionHeadF16Kernel)(q, k, v, kv_stride, n_keys, head_dim, scale, scores,
                                         probs, out);
 }
+
+void F32ToF16Saturated(const float* x, uint16_t* h, int64_t n) {
+  GPT2_DISPATCH(F32ToF16SaturatedKernel)(x, h, n);
+}
+
+void F16ToF32(const uint16_t* h, float* x, int64_t n) { GPT2_DISPATCH(F16ToF32Kernel)(h, x, n); }
 
 std::vector<int64_t> KernelTargets() {
 #if defined(__EMSCRIPTEN__)

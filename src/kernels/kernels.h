@@ -145,6 +145,17 @@ void AttentionHead(const float* q, const uint16_t* k, const uint16_t* v, int64_t
                    int64_t n_keys, int64_t head_dim, float scale, float* scores, float* probs,
                    float* out);
 
+// The 16-bit KV cache's conversions, over arrays of n elements.
+// F32ToF16Saturated: h[i] = IEEE half bits of x[i] clamped to [-65504, 65504], rounded to
+// nearest, ties to even (as numpy's np.clip(x, -65504, 65504).astype(np.float16)), so the
+// cache holds no infinities (the f16 AttentionHead would read them as finite numbers). A NaN
+// stays a quiet NaN with its sign and top payload bits. F16ToF32: x[i] = the value of half bits h[i], exact for every bit pattern.
+// Both give format/f16.h's scalar F32ToF16 / F16ToF32 bits on every target (the page and the
+// native CLI round the cache alike). Not profiled: they run on rows of one head, thousands of
+// calls per forward pass, and the profiler's bookkeeping would cost more than they do.
+void F32ToF16Saturated(const float* x, uint16_t* h, int64_t n);
+void F16ToF32(const uint16_t* h, float* x, int64_t n);
+
 // Per-call time accounting for profiling a forward pass (tests/kernels/forward_profile_test.cc,
 // BENCHMARKS.md). Off by default: then each kernel call costs one relaxed atomic load more.
 // When on, every call of the functions above adds its time to a bucket keyed by kernel, weight

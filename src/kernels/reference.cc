@@ -2,6 +2,7 @@
 // weights decoded element by element straight from the ggml block layout (format/quant.h).
 #include "kernels/reference.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "format/f16.h"
 #include "format/quant.h"
 #include "kernels/internal.h"
 
@@ -227,6 +229,20 @@ void AttentionHead(const float* q, const uint16_t* k, const uint16_t* v, int64_t
                    int64_t n_keys, int64_t head_dim, float scale, float* scores, float* probs,
                    float* out) {
   AttentionHeadOf(q, k, v, kv_stride, n_keys, head_dim, scale, scores, probs, out);
+}
+
+void F32ToF16Saturated(const float* x, uint16_t* h, int64_t n) {
+  constexpr float kHalfMax = 65504.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    // NaN kept out of the clamp: clang turns the clamp into wasm's f32.min/f32.max, which give
+    // the canonical NaN (sign and payload lost) where native code passes v through.
+    h[i] = gpt2::F32ToF16(std::isnan(v) ? v : std::min(std::max(v, -kHalfMax), kHalfMax));
+  }
+}
+
+void F16ToF32(const uint16_t* h, float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = gpt2::F16ToF32(h[i]);
 }
 
 }  // namespace reference

@@ -188,7 +188,7 @@ void CaptureStore::CopyHeads(std::vector<T>& dst, const Activation& a) {
       const float* from = a.data + (h * n + t) * D;
       T* to = dst.data() + (a.pos0 + t) * n_embd_ + h * D;
       if constexpr (std::is_same_v<T, uint16_t>) {
-        std::transform(from, from + D, to, ToKvHalf);
+        F32ToF16Saturated(from, to, D);
       } else {
         std::copy_n(from, D, to);
       }

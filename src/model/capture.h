@@ -139,8 +139,8 @@ class CaptureStore {
   // 16-bit fixed point), and a query's row costs n_head * (p + 1) dot products when asked for.
   std::vector<std::vector<float>> q_;           // [n_layer][P, C], heads concatenated
   std::vector<std::vector<float>> k_;           // [n_layer][P, C]; empty when kv_f16_
-  // The keys as the session's 16-bit KV cache holds them (ToKvHalf), when the model has one:
-  // the same keys give the run's probabilities to the bit, in half the bytes.
+  // The keys as the session's 16-bit KV cache holds them (kernels.h F32ToF16Saturated), when the
+  // model has one: the same keys give the run's probabilities to the bit, in half the bytes.
   std::vector<std::vector<uint16_t>> k16_;      // [n_layer][P, C]; empty unless kv_f16_
   bool kv_f16_ = false;
   mutable std::vector<float> attn_row_;         // Attention()'s answer [n_head, p + 1]

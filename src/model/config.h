@@ -19,7 +19,9 @@ struct Config {
   // The KV cache (and the capture store's keys) as f16 instead of f32: set by FromGguf when the
   // block weights are not F32 (Q8_0, Q4_0, F16), as llama.cpp's default f16 cache. Half the bytes
   // a decoded token reads at long positions; keys and values round to 11 significant bits, below
-  // the weights' own quantization error. F32 models keep f32, so they stay as close to PyTorch.
+  // the weights' own quantization error, and beyond +-65504 saturate (kernels.h
+  // F32ToF16Saturated: the attention kernel reads no infinities). F32 models keep f32, so they
+  // stay as close to PyTorch.
   bool kv_f16 = false;
   int head_dim() const { return n_embd / n_head; }
   // Attention scores are scale * dot(q, k) (Hugging Face GPT2Attention: / sqrt(head_dim)); one

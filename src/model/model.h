@@ -66,11 +66,6 @@ class Model {
   std::shared_ptr<const GgufFile> file_;
 };
 
-// A key or value as the 16-bit KV cache holds it (Config::kv_f16): f16 bits, rounded to nearest
-// even, finite values beyond f16's range saturated to +-65504 (the attention kernel reads no
-// infinities). The capture store keeps its keys the same way, so its attention rows are the run's.
-uint16_t ToKvHalf(float x);
-
 // One conversation with the model. Owns the KV cache and every scratch buffer, all allocated up
 // front for the full context, so the token loop allocates nothing.
 class Session {

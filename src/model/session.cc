@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "base/error.h"
-#include "format/f16.h"
 #include "format/quant.h"
 #include "model/model.h"
 #include "model/thread_pool.h"
@@ -71,11 +70,6 @@ Session::Session(const Model& model, int n_threads, QuantActivations activations
 
 int Session::n_threads() const { return buffers_->pool.size(); }
 
-uint16_t ToKvHalf(float x) {
-  constexpr float kHalfMax = 65504.0f;
-  return F32ToF16(x > kHalfMax ? kHalfMax : x < -kHalfMax ? -kHalfMax : x);
-}
-
 Session::~Session() = default;
 
 void Session::Truncate(int p) {
@@ -86,7 +80,7 @@ void Session::Truncate(int p) {
 namespace {
 
 // Queries per prefill chunk from which AttentionStep widens a head's f16 keys and values to f32
-// once (a scalar pass over them) instead of per query in the kernel (a vector pass each).
+// once (one vector pass over them) instead of per query in the kernel (a vector pass each).
 constexpr int64_t kWidenKvFrom = 16;
 
 // Splits a matmul's output rows over the pool in chunks of whole rows. x is prepared (for
@@ -405,8 +399,8 @@ void Session::AttentionStep(int l, int T_int, const RunOptions& run) {
     for (int64_t h = 0; h < H; ++h) {
       const int64_t at = (h * c.n_ctx + pos0 + t) * D;
       if (c.kv_f16) {
-        std::transform(row + C + h * D, row + C + (h + 1) * D, k_layer16 + at, ToKvHalf);
-        std::transform(row + 2 * C + h * D, row + 2 * C + (h + 1) * D, v_layer16 + at, ToKvHalf);
+        F32ToF16Saturated(row + C + h * D, k_layer16 + at, D);
+        F32ToF16Saturated(row + 2 * C + h * D, v_layer16 + at, D);
       } else {
         std::copy_n(row + C + h * D, D, k_layer + at);
         std::copy_n(row + 2 * C + h * D, D, v_layer + at);
@@ -431,9 +425,8 @@ void Session::AttentionStep(int l, int T_int, const RunOptions& run) {
     if (widen) {
       const size_t n = size_t(n_keys) * D;
       if (kv32.size() < 2 * n) kv32.resize(2 * n);
-      std::transform(k_layer16 + head_offset, k_layer16 + head_offset + n, kv32.data(), F16ToF32);
-      std::transform(v_layer16 + head_offset, v_layer16 + head_offset + n, kv32.data() + n,
-                     F16ToF32);
+      F16ToF32(k_layer16 + head_offset, kv32.data(), int64_t(n));
+      F16ToF32(v_layer16 + head_offset, kv32.data() + n, int64_t(n));
     }
     for (int64_t t = 0; t < T; ++t) {
       const int64_t keys = pos0 + t + 1;  // causal: position pos0+t sees keys 0..pos0+t

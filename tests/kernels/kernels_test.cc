@@ -340,6 +340,108 @@ TEST_CASE("Private HalfToFloat matches IEEE 754 for every bit pattern", "[kernel
   CHECK(mismatches == 0);
 }
 
+// Runs convert(in + i, out + i, n) over consecutive pieces of every length from 1 to 37 in
+// turn, so full vectors and every tail length of every target's lanes (4, 8, 16) are exercised,
+// and checks that no call writes past its piece (the element after it is still the sentinel).
+template <typename In, typename Out, typename Convert>
+bool ConvertInPieces(const std::vector<In>& in, std::vector<Out>& out, Out sentinel,
+                     const Convert& convert) {
+  out.assign(in.size() + 1, sentinel);
+  bool kept = true;
+  int64_t len = 1;
+  for (int64_t i = 0; i < static_cast<int64_t>(in.size()); i += len, len = len % 37 + 1) {
+    const int64_t n = std::min<int64_t>(len, static_cast<int64_t>(in.size()) - i);
+    convert(in.data() + i, out.data() + i, n);
+    Out after = out[i + n];
+    kept = kept && std::memcmp(&after, &sentinel, sizeof(Out)) == 0;
+  }
+  out.pop_back();
+  return kept;
+}
+
+TEST_CASE("F16ToF32 gives format/f16's bits for every half on every target", "[kernels]") {
+  std::vector<uint16_t> halves(0x10000);
+  for (uint32_t h = 0; h <= 0xffff; ++h) halves[h] = static_cast<uint16_t>(h);
+  std::vector<float> want(halves.size());
+  reference::F16ToF32(halves.data(), want.data(), static_cast<int64_t>(halves.size()));
+  ForEachTarget([&] {
+    std::vector<float> got;
+    CHECK(ConvertInPieces(halves, got, kSentinel, [](const uint16_t* h, float* x, int64_t n) {
+      F16ToF32(h, x, n);
+    }));
+    int mismatches = 0;
+    for (size_t i = 0; i < halves.size(); ++i) {
+      if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) ++mismatches;
+    }
+    CHECK(mismatches == 0);
+  });
+}
+
+TEST_CASE("F32ToF16Saturated gives format/f16's bits of the clamped value on every target",
+          "[kernels]") {
+  const float tiny = std::ldexp(1.0f, -24);  // the smallest half subnormal
+  auto from_bits = [](uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, sizeof(f));
+    return f;
+  };
+  std::vector<float> edges = {
+      0.0f, 1.0f, 0.5f, 1.0f / 3.0f, 65504.0f, 65505.0f, std::nextafter(65520.0f, 0.0f),
+      65520.0f, 1e30f, std::numeric_limits<float>::max(), std::numeric_limits<float>::infinity(),
+      tiny, 0.5f * tiny, std::nextafter(0.5f * tiny, 1.0f), 1.5f * tiny, 2.5f * tiny,
+      1023.0f * tiny, 1023.5f * tiny, std::nextafter(1023.5f * tiny, 0.0f),
+      std::ldexp(1.0f, -14), std::nextafter(std::ldexp(1.0f, -14), 0.0f),
+      std::numeric_limits<float>::denorm_min(), 1e-40f, std::numeric_limits<float>::min(),
+      1.0f + std::ldexp(1.0f, -11), 1.0f + 3.0f * std::ldexp(1.0f, -11),
+      std::nextafter(1.0f + std::ldexp(1.0f, -11), 2.0f), std::nextafter(2.0f, 0.0f),
+      2.0f - std::ldexp(1.0f, -11), 2048.0f + 1.0f, 2048.0f + 3.0f, 32768.0f + 16.0f,
+      from_bits(0x7fc00000u), from_bits(0x7f800001u), from_bits(0x7fbfffffu),
+      from_bits(0x7f802000u), from_bits(0x7fffe000u)};
+  for (size_t i = 0, n = edges.size(); i < n; ++i) edges.push_back(-edges[i]);
+  // Random bit patterns: every pattern (a third NaN or beyond the clamp), then magnitudes near
+  // the half range (float exponents 100..144: below the subnormals up to beyond 65504), where
+  // the rounding happens.
+  std::vector<float> x = edges;
+  std::mt19937 rng(10);
+  for (int i = 0; i < 1 << 21; ++i) x.push_back(from_bits(static_cast<uint32_t>(rng())));
+  for (int i = 0; i < 1 << 21; ++i) {
+    const uint32_t u = static_cast<uint32_t>(rng());
+    const uint32_t exponent = 100 + (u >> 23) % 45;
+    x.push_back(from_bits((u & 0x807fffffu) | (exponent << 23)));
+  }
+  std::vector<uint16_t> want(x.size());
+  reference::F32ToF16Saturated(x.data(), want.data(), static_cast<int64_t>(x.size()));
+  // The twin itself, on the edges: the clamp saturates, ties go to even, NaN stays NaN.
+  CHECK(want[4] == 0x7bff);
+  CHECK(want[7] == 0x7bff);
+  CHECK(want[10] == 0x7bff);
+  CHECK(want[edges.size() / 2 + 10] == 0xfbff);
+  CHECK(want[12] == 0x0000);
+  CHECK(want[14] == 0x0002);
+  CHECK(want[17] == 0x0400);
+  CHECK((want[32] & 0x7c00) == 0x7c00);
+  CHECK((want[32] & 0x3ff) != 0);
+  ForEachTarget([&] {
+    std::vector<uint16_t> got;
+    CHECK(ConvertInPieces(x, got, uint16_t{0x5a5a}, [](const float* f, uint16_t* h, int64_t n) {
+      F32ToF16Saturated(f, h, n);
+    }));
+    int mismatches = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (got[i] != want[i]) {
+        if (mismatches < 5) {
+          uint32_t u;
+          std::memcpy(&u, &x[i], sizeof(u));
+          UNSCOPED_INFO("float bits 0x" << std::hex << u << ": got 0x" << got[i] << ", want 0x"
+                                        << want[i]);
+        }
+        ++mismatches;
+      }
+    }
+    CHECK(mismatches == 0);
+  });
+}
+
 TEST_CASE("MatMul decodes the ggml block layouts", "[kernels]") {
   // Q4_0 with d = 1: qs[i] = i | (15 - i) << 4, so w[i] = i - 8 and w[16 + i] = 7 - i.
   BlockQ4_0 q4;
