@@ -43,6 +43,18 @@ inline int64_t BlockElems(TensorType type) {
   return (type == TensorType::kQ8_0 || type == TensorType::kQ4_0) ? 32 : 1;
 }
 
+// n elements of scratch in v, from a 64-byte boundary (a cache line; AVX-512's vector): a
+// std::vector's data is only as aligned as malloc's (8 or 16 bytes), and a vector load that
+// straddles two cache lines costs two. Grows v when needed; what v held is not kept.
+template <typename T>
+T* CacheLineAligned(std::vector<T>& v, size_t n) {
+  constexpr size_t kLine = 64;
+  constexpr size_t kExtra = kLine / sizeof(T);
+  if (v.size() < n + kExtra) v.resize(n + kExtra);
+  const size_t misalign = reinterpret_cast<uintptr_t>(v.data()) % kLine;
+  return v.data() + (misalign == 0 ? 0 : (kLine - misalign) / sizeof(T));
+}
+
 // Throws gpt2::Error unless the arguments describe a valid product (see kernels.h MatMul).
 // Called once per MatMul, outside the hot loops.
 void CheckMatMulArgs(const float* x, int64_t T, const WeightView& w, const float* y,
