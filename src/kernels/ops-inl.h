@@ -278,27 +278,25 @@ HWY_INLINE void AttentionHeadImpl(const float* q, const T* k, const T* v, int64_
   const int64_t full = head_dim - head_dim % static_cast<int64_t>(kLanes);
   const hn::Full128<float> d4;
   const int64_t m = n_keys / 4;
-  // The value rows of the 4 keys are read here too (one load per 64-byte line, ORed into
-  // `touched`, which a volatile store keeps), so the value sum below finds them in cache: a
-  // decode step's cache comes from memory, and the value sum walks one stream, which the
-  // prefetcher alone does not keep fed. Whole f16 cache at 1000 keys under Node: 39.6 -> 31
-  // us a head. Only for f16 keys and values, the decode case: the f32 ones (a prefill's widened
-  // chunk, an F32 model) are mostly hot, where the extra loads cost ~13 %.
+  // The value rows of the 4 keys are read here too (one element per 64-byte line, ORed into
+  // `touched`, which a volatile store keeps; an element, not a vector, so that no read passes
+  // the row's end), so the value sum below finds them in cache: a decode step's cache comes
+  // from memory, and the value sum walks one stream, which the prefetcher alone does not keep
+  // fed. Whole f16 cache at 1000 keys under Node: 39.6 -> 31 us a head. Only for f16 keys and
+  // values, the decode case: the f32 ones (a prefill's widened chunk, an F32 model) are mostly
+  // hot, where the extra loads cost ~13 %.
   constexpr bool kTouchValues = sizeof(T) == 2;
   constexpr int64_t kLine = 64 / static_cast<int64_t>(sizeof(T));
-  const hn::Full128<uint8_t> du8;
-  auto touched = hn::Zero(du8);
+  uint16_t touched = 0;
   for (int64_t i = 0; i < m; ++i) {
     const T* HWY_RESTRICT k0 = k + i * kv_stride;
     const T* HWY_RESTRICT k1 = k0 + m * kv_stride;
     const T* HWY_RESTRICT k2 = k1 + m * kv_stride;
     const T* HWY_RESTRICT k3 = k2 + m * kv_stride;
-    if (kTouchValues) {
+    if constexpr (kTouchValues) {
       for (int64_t r = 0; r < 4; ++r) {
-        const uint8_t* row = reinterpret_cast<const uint8_t*>(v + (i + r * m) * kv_stride);
-        for (int64_t e = 0; e < head_dim; e += kLine) {
-          touched = hn::Or(touched, hn::LoadU(du8, row + e * static_cast<int64_t>(sizeof(T))));
-        }
+        const T* HWY_RESTRICT row = v + (i + r * m) * kv_stride;
+        for (int64_t e = 0; e < head_dim; e += kLine) touched |= row[e];
       }
     }
     ops::VF a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
@@ -323,8 +321,8 @@ HWY_INLINE void AttentionHeadImpl(const float* q, const T* k, const T* v, int64_
     probs[i + 3 * m] = s[3];
   }
   j = 4 * m;
-  if (kTouchValues) {
-    [[maybe_unused]] volatile uint8_t kept = hn::GetLane(touched);
+  if constexpr (kTouchValues) {
+    [[maybe_unused]] volatile uint16_t kept = touched;
   }
 #endif
   for (; j < n_keys; ++j) probs[j] = scale * kv::Dot(q, k + j * kv_stride, head_dim);
