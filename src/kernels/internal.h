@@ -43,16 +43,20 @@ inline int64_t BlockElems(TensorType type) {
   return (type == TensorType::kQ8_0 || type == TensorType::kQ4_0) ? 32 : 1;
 }
 
-// n elements of scratch in v, from a 64-byte boundary (a cache line; AVX-512's vector): a
+// n elements of scratch in v, from its first 64-byte boundary (a cache line; AVX-512's vector): a
 // std::vector's data is only as aligned as malloc's (8 or 16 bytes), and a vector load that
 // straddles two cache lines costs two. Grows v when needed; what v held is not kept.
 template <typename T>
-T* CacheLineAligned(std::vector<T>& v, size_t n) {
+T* FirstOnCacheLine(T* p) {
   constexpr size_t kLine = 64;
-  constexpr size_t kExtra = kLine / sizeof(T);
+  const size_t misalign = reinterpret_cast<uintptr_t>(p) % kLine;
+  return p + (misalign == 0 ? 0 : (kLine - misalign) / sizeof(T));
+}
+template <typename T>
+T* CacheLineAligned(std::vector<T>& v, size_t n) {
+  constexpr size_t kExtra = 64 / sizeof(T);
   if (v.size() < n + kExtra) v.resize(n + kExtra);
-  const size_t misalign = reinterpret_cast<uintptr_t>(v.data()) % kLine;
-  return v.data() + (misalign == 0 ? 0 : (kLine - misalign) / sizeof(T));
+  return FirstOnCacheLine(v.data());
 }
 
 // Throws gpt2::Error unless the arguments describe a valid product (see kernels.h MatMul).
@@ -76,6 +80,10 @@ struct Int8Activations {
   // dx again, block-major: [cols / 32, T] (T > 1 only), so a tile loads its tokens' dx of one
   // block as one vector.
   std::vector<float> d_by_block;
+  // q again, block-major: [cols / 32, T, 32] from FirstOnCacheLine(q_by_block.data()) (WASM
+  // prefill only): a pass's tokens of one block then lie at fixed offsets from one address,
+  // where V8 would otherwise compute and keep one address per token.
+  std::vector<int16_t> q_by_block;
   int64_t T = 0;
 };
 

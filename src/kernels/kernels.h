@@ -149,7 +149,8 @@ void AttentionHead(const float* q, const uint16_t* k, const uint16_t* v, int64_t
 // F32ToF16Saturated: h[i] = IEEE half bits of x[i] clamped to [-65504, 65504], rounded to
 // nearest, ties to even (as numpy's np.clip(x, -65504, 65504).astype(np.float16)), so the
 // cache holds no infinities (the f16 AttentionHead would read them as finite numbers). A NaN
-// stays a quiet NaN with its sign and top payload bits. F16ToF32: x[i] = the value of half bits h[i], exact for every bit pattern.
+// stays a quiet NaN with its sign and top payload bits. F16ToF32: x[i] = the value of half bits
+// h[i], exact for every bit pattern.
 // Both give format/f16.h's scalar F32ToF16 / F16ToF32 bits on every target (the page and the
 // native CLI round the cache alike). Not profiled: they run on rows of one head, thousands of
 // calls per forward pass, and the profiler's bookkeeping would cost more than they do.

@@ -461,6 +461,9 @@ HWY_INLINE void SizeActivations(int64_t T, int64_t cols, bool q4_offset, Int8Act
   if (T > 1 && a.d_by_block.size() < static_cast<size_t>(nb * T)) {
     a.d_by_block.resize(static_cast<size_t>(nb * T));
   }
+  if (HWY_TARGET == HWY_WASM && T > 1) {
+    kernels_internal::CacheLineAligned(a.q_by_block, static_cast<size_t>(T * cols));
+  }
 }
 
 // Quantizes tokens [t0, t1) of x: [T, cols] into a, sized by SizeActivations (filling
@@ -470,6 +473,9 @@ HWY_NOINLINE void QuantizeActivations(const float* HWY_RESTRICT x, int64_t t0, i
                                       int64_t cols, bool q4_offset, Int8Activations& a) {
   const int64_t nb = cols / 32;
   const int64_t T = a.T;
+  int16_t* HWY_RESTRICT q_by_block =
+      HWY_TARGET == HWY_WASM && T > 1 ? kernels_internal::FirstOnCacheLine(a.q_by_block.data())
+                                      : nullptr;
   for (int64_t t = t0; t < t1; ++t) {
     int16_t* HWY_RESTRICT q = a.q.data() + t * cols;
     float* HWY_RESTRICT d = a.d.data() + t * a.d_stride;
@@ -478,6 +484,7 @@ HWY_NOINLINE void QuantizeActivations(const float* HWY_RESTRICT x, int64_t t0, i
       const int32_t sum = QuantizeBlock(x + t * cols + b * 32, q + b * 32, d_bits);
       d[b] = kernels_internal::HalfToFloat(d_bits);
       if (T > 1) a.d_by_block[b * T + t] = d[b];
+      if (q_by_block != nullptr) std::memcpy(q_by_block + (b * T + t) * 32, q + b * 32, 64);
       if (q4_offset) {
         int32_t* HWY_RESTRICT o = a.q4_offset.data() + (t * nb + b) * kI32Lanes;
         o[0] = -8 * sum;
@@ -1030,22 +1037,13 @@ template <typename Block>
 HWY_NOINLINE void Int8PrefillRows(const float* x, const Int8Activations& a, const WeightView& w,
                                   const float* HWY_RESTRICT bias, float* HWY_RESTRICT y,
                                   int64_t r0, int64_t r1) {
-  const int64_t nb = w.cols / 32, T = a.T;
+  const int64_t nb = w.cols / 32;
   static thread_local std::vector<float> dws;
   if (dws.size() < static_cast<size_t>(kPrefillRowsWasm * nb)) {
     dws.resize(static_cast<size_t>(kPrefillRowsWasm * nb));
   }
-  // qx again, block-major ([nb, T, 32]): a pass's tokens of one block then lie at fixed offsets
-  // from one address, where V8 would otherwise compute and keep one address per token.
-  // Cache-line aligned, so no 16-byte load of it straddles two lines.
-  static thread_local std::vector<int16_t> q_by_block_storage;
-  int16_t* q_by_block =
-      kernels_internal::CacheLineAligned(q_by_block_storage, static_cast<size_t>(T * w.cols));
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t b = 0; b < nb; ++b) {
-      std::memcpy(q_by_block + (b * T + t) * 32, a.q.data() + t * w.cols + b * 32, 64);
-    }
-  }
+  // Written once per product by QuantizeActivations (Int8Activations::q_by_block).
+  const int16_t* q_by_block = kernels_internal::FirstOnCacheLine(a.q_by_block.data());
   int64_t r = r0;
   for (; r + static_cast<int64_t>(kPrefillRowsWasm) <= r1; r += kPrefillRowsWasm) {
     Int8PrefillRowGroup<kPrefillRowsWasm, kPrefillGroups, Block>(x, a, q_by_block, w, bias, y, r,

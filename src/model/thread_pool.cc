@@ -56,16 +56,13 @@ void ThreadPool::RunTasks() {
 constexpr int64_t kSpinMicros = 50;
 
 template <typename Done>
-bool ThreadPool::SpinUntil(const Done& done) {
+void ThreadPool::SpinUntil(const Done& done) {
   const auto start = std::chrono::steady_clock::now();
-  for (;;) {
+  do {
     for (int i = 0; i < 256; ++i) {
-      if (done()) return true;
+      if (done()) return;
     }
-    if (std::chrono::steady_clock::now() - start > std::chrono::microseconds(kSpinMicros)) {
-      return false;
-    }
-  }
+  } while (std::chrono::steady_clock::now() - start <= std::chrono::microseconds(kSpinMicros));
 }
 
 void ThreadPool::WorkerLoop(int worker) {

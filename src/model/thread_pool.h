@@ -34,9 +34,9 @@ class ThreadPool {
  private:
   void WorkerLoop(int worker);
   void RunTasks();
-  // Spins up to kSpinMicros until done() holds; returns whether it did.
+  // Spins until done() holds, for kSpinMicros at most (the caller then blocks as before).
   template <typename Done>
-  static bool SpinUntil(const Done& done);
+  static void SpinUntil(const Done& done);
 
   int n_threads_;
   std::vector<std::thread> workers_;
