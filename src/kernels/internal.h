@@ -37,6 +37,26 @@ inline float HalfToFloat(uint16_t h) {
   return f;
 }
 
+// One block of a row of the 8-bit KV cache (kernels.h): x[0, n), n <= kKvBlock, to int8 quants
+// q[i * q_stride] for i < kKvBlock and the returned f16 scale bits. format/quant.h's
+// QuantizeRowQ8_0 on the block padded with zeros (which change neither its scale nor its other
+// quants, and quantize to 0), then the cache's two rules: an infinity or NaN makes the block
+// zeros (QuantizeRowQ8_0's max scan would drop a NaN or not depending on where it sits), and a
+// scale beyond f16's range saturates at 65504.
+inline uint16_t QuantizeKvBlock(const float* x, int64_t n, int8_t* q, int64_t q_stride) {
+  float padded[kKvBlock] = {};
+  bool finite = true;
+  for (int64_t i = 0; i < n; ++i) {
+    padded[i] = x[i];
+    finite = finite && x[i] - x[i] == 0.0f;
+  }
+  BlockQ8_0 block{};
+  if (finite) QuantizeRowQ8_0(padded, &block, kKvBlock);
+  for (int64_t i = 0; i < kKvBlock; ++i) q[i * q_stride] = block.qs[i];
+  constexpr uint16_t kHalfMax = 0x7bff;  // 65504; d >= 0, so no sign bit
+  return block.d > kHalfMax ? kHalfMax : block.d;
+}
+
 // Block geometry of the weight types, private copy of format/tensor_type.h's TypeBlockSize so
 // the kernels link without the format layer.
 inline int64_t BlockElems(TensorType type) {

@@ -82,6 +82,7 @@ HWY_EXPORT(SoftmaxKernel);
 HWY_EXPORT(AddInPlaceKernel);
 HWY_EXPORT(AttentionHeadKernel);
 HWY_EXPORT(AttentionHeadF16Kernel);
+HWY_EXPORT(AttentionHeadQ8Kernel);
 HWY_EXPORT(F32ToF16SaturatedKernel);
 HWY_EXPORT(F16ToF32Kernel);
 HWY_EXPORT(CompiledTargetKernel);
@@ -293,6 +294,34 @@ void AttentionHead(const float* q, const uint16_t* k, const uint16_t* v, int64_t
   ProfileScope profile("AttentionHead", n_keys);
   GPT2_DISPATCH(AttentionHeadF16Kernel)(q, k, v, kv_stride, n_keys, head_dim, scale, scores,
                                         probs, out);
+}
+
+void AttentionHead(const float* q, const KvHeadQ8& keys, const KvHeadQ8& values, int64_t n_keys,
+                   int64_t head_dim, float scale, float* scores, float* probs, float* out) {
+  ProfileScope profile("AttentionHead", n_keys);
+  GPT2_DISPATCH(AttentionHeadQ8Kernel)(q, keys, values, n_keys, head_dim, scale, scores, probs,
+                                       out);
+}
+
+// Not per target: a row is a few blocks, stored once per token and head.
+void StoreKeyQ8(const float* x, int64_t head_dim, int64_t j, int8_t* q, uint16_t* d,
+                int64_t capacity) {
+  const int64_t nb = KvBlocks(head_dim);
+  for (int64_t b = 0; b < nb; ++b) {
+    d[b * capacity + j] = kernels_internal::QuantizeKvBlock(
+        x + b * kKvBlock, std::min(kKvBlock, head_dim - b * kKvBlock),
+        q + (j * nb + b) * kKvBlock, 1);
+  }
+}
+
+void StoreValueQ8(const float* x, int64_t head_dim, int64_t j, int8_t* q, uint16_t* d,
+                  int64_t capacity) {
+  const int64_t nb = KvBlocks(head_dim);
+  for (int64_t b = 0; b < nb; ++b) {
+    d[b * capacity + j] = kernels_internal::QuantizeKvBlock(
+        x + b * kKvBlock, std::min(kKvBlock, head_dim - b * kKvBlock),
+        q + (b * capacity + j - j % 2) * kKvBlock + j % 2, 2);
+  }
 }
 
 void F32ToF16Saturated(const float* x, uint16_t* h, int64_t n) {

@@ -145,6 +145,53 @@ void AttentionHead(const float* q, const uint16_t* k, const uint16_t* v, int64_t
                    int64_t n_keys, int64_t head_dim, float scale, float* scores, float* probs,
                    float* out);
 
+// ---- The 8-bit KV cache (quantized models) ------------------------------------------------
+// A head's key or value row of head_dim numbers in ggml's Q8_0 rounding (format/quant.h
+// QuantizeRowQ8_0, llama.cpp's q8_0 KV cache): blocks of 32 numbers along the row, the last one
+// shorter when head_dim % 32 != 0, each an f16 scale d = max|x| / 127 and int8 quants
+// q = round(x / d) (halves away from zero) in [-128, 127]. Two rules keep the cache finite: d
+// saturates at 65504 (a block beyond +-8.3e6, as the f16 cache saturates), and a block holding an
+// infinity or a NaN is stored as zeros (the residual stream carries the NaN on anyway).
+// Laid out for integer multiply-adds, block by block, for a cache of `capacity` positions (even):
+//   key j, element i = 32 b + c:   q[(j * nb + b) * 32 + c]
+//   value j, element i = 32 b + c: q[(b * capacity + j - j % 2) * 32 + 2 * c + j % 2]: two
+//                                  positions side by side, so that one multiply-add of int16
+//                                  pairs (pmaddwd, i32x4.dot_i16x8_s) adds both positions' terms
+//   scale of block b of key or value j: d[b * capacity + j]
+// with nb = KvBlocks(head_dim). The unused quants of a short last block are written as zeros.
+constexpr int64_t kKvBlock = 32;
+inline int64_t KvBlocks(int64_t head_dim) { return (head_dim + kKvBlock - 1) / kKvBlock; }
+// Bytes of one head's cache of `capacity` positions, keys or values: quants and scales.
+inline int64_t KvHeadBytes(int64_t head_dim, int64_t capacity) {
+  return KvBlocks(head_dim) * capacity * (kKvBlock + 2);
+}
+struct KvHeadQ8 {
+  const int8_t* q = nullptr;
+  const uint16_t* d = nullptr;
+  int64_t capacity = 0;
+};
+// Stores row x: [head_dim] as key or value `j` of a head's cache (q, d as above).
+void StoreKeyQ8(const float* x, int64_t head_dim, int64_t j, int8_t* q, uint16_t* d,
+                int64_t capacity);
+void StoreValueQ8(const float* x, int64_t head_dim, int64_t j, int8_t* q, uint16_t* d,
+                  int64_t capacity);
+
+// One query attending to keys 0..n_keys-1 of an 8-bit cache, in integers where the f32 call
+// multiplies floats:
+//   the query is quantized as a key is (StoreKeyQ8), to qq with block scales dq;
+//   scores[j] = sum_b float(sum_c qq[b, c] k_q[j, b, c]) * ((dq[b] * scale) * k_d[j, b])
+//               (the integer sums exact; the float terms added in block order);
+//   probs = softmax(scores) (Softmax);
+//   w[b, j] = probs[j] * v_d[j, b], W = max w, P[b, j] = round(w[b, j] * (32767 / W)) as int16
+//               (halves to even; all 0 if W is 0 or so small that 32767 / W overflows);
+//   out[32 b + c] = (W / 32767) * sum_k float(sum_{j in run k} P[b, j] v_q[j, b, c]), the exact
+//               integer sums over runs of 512 keys, the runs' floats added in order.
+// Each probability thus weighs its value with 15 bits relative to the largest weight, and every
+// score and value sum is exact but for the float steps named. out may be nullptr (values
+// unused): only scores and probs. n_keys <= capacity of both.
+void AttentionHead(const float* q, const KvHeadQ8& keys, const KvHeadQ8& values, int64_t n_keys,
+                   int64_t head_dim, float scale, float* scores, float* probs, float* out);
+
 // The 16-bit KV cache's conversions, over arrays of n elements.
 // F32ToF16Saturated: h[i] = IEEE half bits of x[i] clamped to [-65504, 65504], rounded to
 // nearest, ties to even (as numpy's np.clip(x, -65504, 65504).astype(np.float16)), so the

@@ -9,14 +9,20 @@
 #define GPT2_KERNELS_OPS_INL_H_
 #endif
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
+
+#include "kernels/internal.h"
+#include "kernels/kernels.h"
+#include "kernels/reference.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace gpt2 {
@@ -386,6 +392,221 @@ HWY_INLINE void AttentionHeadImpl(const float* q, const T* k, const T* v, int64_
     }
     out[d] = sum;
   }
+}
+
+// ---- Keys and values in the 8-bit KV cache (kernels.h KvHeadQ8) ------------------------------
+#if HWY_TARGET != HWY_SCALAR
+// 128-bit vectors on every target: a 32-number block is 4 vectors of 8 int16, a value pair's
+// block 8 vectors of 4 elements x 2 positions, which is what the layout is built around. The
+// integer multiply-adds are ReorderWidenMulAccumulate of int16 (pmaddwd, i32x4.dot_i16x8_s),
+// whose lane i is a[2i] b[2i] + a[2i+1] b[2i+1] once RearrangeToOddPlusEven has joined its two
+// sums (EMU128 keeps even and odd products apart until then).
+namespace kvq {
+
+namespace hn = hwy::HWY_NAMESPACE;
+using DI32 = hn::Full128<int32_t>;
+using DI16 = hn::Full128<int16_t>;
+using DF4 = hn::Full128<float>;
+using VI32 = hn::Vec<DI32>;
+using VI16 = hn::Vec<DI16>;
+using VF4 = hn::Vec<DF4>;
+
+// 8 int8 at p sign-extended to int16.
+HWY_INLINE VI16 LoadI8(const int8_t* HWY_RESTRICT p) {
+#if HWY_TARGET == HWY_WASM
+  return VI16{wasm_i16x8_load8x8(p)};
+#else
+  return hn::PromoteTo(DI16(), hn::LoadU(hn::Full64<int8_t>(), p));
+#endif
+}
+
+// 4 f16 scales at p (finite: the cache stores no others) as floats, exactly: kv::LoadKv's three
+// integer operations give the value times 2^-112, and the multiply by 2^112 is exact.
+HWY_INLINE VF4 LoadScales(const uint16_t* HWY_RESTRICT p) {
+  const auto wide =
+      hn::PromoteTo(DI32(), hn::LoadU(hn::Full64<int16_t>(), reinterpret_cast<const int16_t*>(p)));
+  const VF4 scaled = hn::BitCast(
+      DF4(), hn::And(hn::ShiftLeft<13>(wide), hn::Set(DI32(), static_cast<int32_t>(0x8fffffffu))));
+  return hn::Mul(scaled, hn::Set(DF4(), kv::kHalfScale));
+}
+
+// The lane sums of a, b, c, d as the 4 lanes of one vector (ops::SumsOf4 for 128-bit vectors of
+// any lane type).
+template <class D>
+HWY_INLINE hn::Vec<D> SumsOf4(D d, hn::Vec<D> a, hn::Vec<D> b, hn::Vec<D> c, hn::Vec<D> e) {
+  const auto ab = hn::Add(hn::InterleaveLower(d, a, b), hn::InterleaveUpper(d, a, b));
+  const auto ce = hn::Add(hn::InterleaveLower(d, c, e), hn::InterleaveUpper(d, c, e));
+  return hn::Add(hn::ConcatLowerLower(d, ce, ab), hn::ConcatUpperUpper(d, ce, ab));
+}
+
+// Scores of 4 consecutive keys: k points at the first one's quants, kd at block 0 of its
+// scales (block b's at kd + b * capacity); qq [nb * 32] the query's quants, qd [nb] its block
+// scales times the attention scale.
+HWY_INLINE VF4 Score4(const int16_t* HWY_RESTRICT qq, const float* HWY_RESTRICT qd,
+                      const int8_t* HWY_RESTRICT k, const uint16_t* HWY_RESTRICT kd,
+                      int64_t capacity, int64_t nb) {
+  const DI32 di32;
+  const int64_t row = nb * kKvBlock;
+  VF4 s = hn::Zero(DF4());
+  for (int64_t b = 0; b < nb; ++b) {
+    const int8_t* HWY_RESTRICT k0 = k + b * kKvBlock;
+    VI32 a0 = hn::Zero(di32), a1 = a0, a2 = a0, a3 = a0;
+    VI32 o0 = a0, o1 = a0, o2 = a0, o3 = a0;
+    for (int64_t g = 0; g < kKvBlock; g += 8) {
+      const VI16 qv = hn::LoadU(DI16(), qq + b * kKvBlock + g);
+      a0 = hn::ReorderWidenMulAccumulate(di32, LoadI8(k0 + g), qv, a0, o0);
+      a1 = hn::ReorderWidenMulAccumulate(di32, LoadI8(k0 + row + g), qv, a1, o1);
+      a2 = hn::ReorderWidenMulAccumulate(di32, LoadI8(k0 + 2 * row + g), qv, a2, o2);
+      a3 = hn::ReorderWidenMulAccumulate(di32, LoadI8(k0 + 3 * row + g), qv, a3, o3);
+    }
+    const VI32 sums = SumsOf4(di32, hn::RearrangeToOddPlusEven(a0, o0),
+                              hn::RearrangeToOddPlusEven(a1, o1), hn::RearrangeToOddPlusEven(a2, o2),
+                              hn::RearrangeToOddPlusEven(a3, o3));
+    const VF4 term = hn::Mul(hn::ConvertTo(DF4(), sums),
+                             hn::Mul(hn::Set(DF4(), qd[b]), LoadScales(kd + b * capacity)));
+    s = b == 0 ? term : hn::Add(s, term);
+  }
+  return s;
+}
+
+// Keys scored but the last n_keys % 4 go through Score4 too, from a zero-padded copy, so that
+// every score gets the same float operations.
+HWY_INLINE void ScoreKeys(const int16_t* qq, const float* qd, const KvHeadQ8& keys, int64_t n_keys,
+                          int64_t nb, float* HWY_RESTRICT scores) {
+  const int64_t row = nb * kKvBlock;
+  int64_t j = 0;
+  for (; j + 4 <= n_keys; j += 4) {
+    hn::StoreU(Score4(qq, qd, keys.q + j * row, keys.d + j, keys.capacity, nb), DF4(),
+               scores + j);
+  }
+  if (j == n_keys) return;
+  const int64_t rest = n_keys - j;
+  static thread_local std::vector<int8_t> k_tail;     // [4, nb * 32]
+  static thread_local std::vector<uint16_t> d_tail;  // [nb, 4]
+  k_tail.assign(static_cast<size_t>(4 * row), 0);
+  d_tail.assign(static_cast<size_t>(4 * nb), 0);
+  std::memcpy(k_tail.data(), keys.q + j * row, static_cast<size_t>(rest * row));
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int64_t r = 0; r < rest; ++r) d_tail[b * 4 + r] = keys.d[b * keys.capacity + j + r];
+  }
+  HWY_ALIGN float s[4];
+  hn::Store(Score4(qq, qd, k_tail.data(), d_tail.data(), 4, nb), DF4(), s);
+  std::memcpy(scores + j, s, static_cast<size_t>(rest) * sizeof(float));
+}
+
+}  // namespace kvq
+#endif  // HWY_TARGET != HWY_SCALAR
+
+HWY_NOINLINE void AttentionHeadQ8Kernel(const float* q, const KvHeadQ8& keys,
+                                        const KvHeadQ8& values, int64_t n_keys, int64_t head_dim,
+                                        float scale, float* scores, float* probs, float* out) {
+#if HWY_TARGET == HWY_SCALAR
+  // One lane, no 128-bit vectors to lay the arithmetic out on: the scalar twin.
+  reference::AttentionHead(q, keys, values, n_keys, head_dim, scale, scores, probs, out);
+#else
+  namespace hn = hwy::HWY_NAMESPACE;
+  using kvq::DF4;
+  using kvq::DI16;
+  using kvq::DI32;
+  using kvq::VF4;
+  using kvq::VI16;
+  using kvq::VI32;
+  const int64_t nb = KvBlocks(head_dim);
+  // The query as a key row: int16 quants and its block scales times `scale`.
+  static thread_local std::vector<int16_t> qq;
+  static thread_local std::vector<float> qd;
+  qq.resize(static_cast<size_t>(nb * kKvBlock));
+  qd.resize(static_cast<size_t>(nb));
+  for (int64_t b = 0; b < nb; ++b) {
+    int8_t q8[kKvBlock];
+    const int64_t width = std::min(kKvBlock, head_dim - b * kKvBlock);
+    const uint16_t d = kernels_internal::QuantizeKvBlock(q + b * kKvBlock, width, q8, 1);
+    for (int64_t i = 0; i < kKvBlock; ++i) qq[static_cast<size_t>(b * kKvBlock + i)] = q8[i];
+    qd[static_cast<size_t>(b)] = kernels_internal::HalfToFloat(d) * scale;
+  }
+  if (n_keys <= 0) return;
+  kvq::ScoreKeys(qq.data(), qd.data(), keys, n_keys, nb, probs);
+  if (scores != nullptr) std::memcpy(scores, probs, static_cast<size_t>(n_keys) * sizeof(float));
+  SoftmaxKernel(probs, n_keys);
+  if (out == nullptr) return;
+
+  // The weights w[b, j] = probs[j] * v_d[b, j] and their largest W, then P = round(w * 32767 / W)
+  // as int16 pairs of positions ([b][n_pad], n_pad even; the partner of the last odd key 0).
+  const int64_t n_pad = (n_keys + 4) / 4 * 4;  // even, with room for a whole last vector
+  static thread_local std::vector<float> w;
+  static thread_local std::vector<int16_t> P;
+  w.resize(static_cast<size_t>(nb * n_pad));
+  P.resize(static_cast<size_t>(nb * n_pad));
+  const DF4 df;
+  VF4 w_max = hn::Zero(df);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint16_t* HWY_RESTRICT vd = values.d + b * values.capacity;
+    float* HWY_RESTRICT wb = w.data() + b * n_pad;
+    int64_t j = 0;
+    for (; j + 4 <= n_keys; j += 4) {
+      const VF4 x = hn::Mul(hn::LoadU(df, probs + j), kvq::LoadScales(vd + j));
+      hn::StoreU(x, df, wb + j);
+      w_max = hn::Max(w_max, x);
+    }
+    if (j < n_keys) {  // the last keys through the same multiply, zeros after them
+      HWY_ALIGN float p4[4] = {};
+      HWY_ALIGN uint16_t d4[4] = {};
+      for (int64_t r = 0; j + r < n_keys; ++r) {
+        p4[r] = probs[j + r];
+        d4[r] = vd[j + r];
+      }
+      const VF4 x = hn::Mul(hn::Load(df, p4), kvq::LoadScales(d4));
+      hn::StoreU(x, df, wb + j);
+      w_max = hn::Max(w_max, x);
+      j += 4;
+    }
+    for (; j < n_pad; ++j) wb[j] = 0.0f;
+  }
+  const float W = hn::GetLane(hn::MaxOfLanes(df, w_max));
+  const float inv = W > 0.0f ? 32767.0f / W : 0.0f;
+  // Rounding to nearest, ties to even, by adding 1.5 * 2^23: exact for 0 <= w * inv <= 32767.5.
+  const VF4 v_inv = hn::Set(df, std::isfinite(inv) ? inv : 0.0f);
+  const VF4 magic = hn::Set(df, 12582912.0f);
+  const VI32 magic_bits = hn::Set(DI32(), 0x4B400000);
+  const hn::Full64<int16_t> di16x4;
+  for (int64_t e = 0; e < nb * n_pad; e += 4) {
+    const VF4 x = hn::Add(hn::Mul(hn::LoadU(df, w.data() + e), v_inv), magic);
+    const VI32 r = hn::Sub(hn::BitCast(DI32(), x), magic_bits);
+    hn::StoreU(hn::DemoteTo(di16x4, r), di16x4, P.data() + e);
+  }
+
+  // The value sum, block by block: 8 int32 vectors of 4 elements over all pairs of keys, turned
+  // into floats every 256 pairs (2 * 32767 * 128 * 256 < 2^31).
+  const int64_t n_pairs = (n_keys + 1) / 2;
+  const VF4 out_scale = hn::Set(df, W / 32767.0f);
+  for (int64_t b = 0; b < nb; ++b) {
+    const int8_t* HWY_RESTRICT vb = values.q + b * values.capacity * kKvBlock;
+    const int16_t* HWY_RESTRICT pb = P.data() + b * n_pad;
+    // The runs' float sums stay in memory, out of the registers the inner loop needs.
+    HWY_ALIGN float f[kKvBlock] = {};
+    for (int64_t m0 = 0; m0 < n_pairs; m0 += 256) {
+      const int64_t m1 = std::min(n_pairs, m0 + 256);
+      VI32 a[8], o[8];
+      for (int i = 0; i < 8; ++i) a[i] = o[i] = hn::Zero(DI32());
+      for (int64_t m = m0; m < m1; ++m) {
+        int32_t pair;
+        std::memcpy(&pair, pb + 2 * m, sizeof(pair));
+        const VI16 pv = hn::BitCast(DI16(), hn::Set(DI32(), pair));
+        const int8_t* HWY_RESTRICT row = vb + m * 2 * kKvBlock;
+        for (int i = 0; i < 8; ++i) {
+          a[i] = hn::ReorderWidenMulAccumulate(DI32(), kvq::LoadI8(row + 8 * i), pv, a[i], o[i]);
+        }
+      }
+      for (int i = 0; i < 8; ++i) {
+        const VF4 run = hn::ConvertTo(df, hn::RearrangeToOddPlusEven(a[i], o[i]));
+        hn::Store(hn::Add(hn::Load(df, f + 4 * i), run), df, f + 4 * i);
+      }
+    }
+    const int64_t width = std::min(kKvBlock, head_dim - b * kKvBlock);
+    for (int i = 0; i < 8; ++i) hn::Store(hn::Mul(hn::Load(df, f + 4 * i), out_scale), df, f + 4 * i);
+    std::memcpy(out + b * kKvBlock, f, static_cast<size_t>(width) * sizeof(float));
+  }
+#endif  // HWY_TARGET == HWY_SCALAR
 }
 
 HWY_NOINLINE void AttentionHeadKernel(const float* q, const float* k, const float* v,

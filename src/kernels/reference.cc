@@ -231,6 +231,61 @@ void AttentionHead(const float* q, const uint16_t* k, const uint16_t* v, int64_t
   AttentionHeadOf(q, k, v, kv_stride, n_keys, head_dim, scale, scores, probs, out);
 }
 
+// kernels.h's formula for the 8-bit cache, literally: element by element, the integer sums in
+// int64, the float steps one statement each (so no compiler fuses a multiply into an add).
+void AttentionHead(const float* q, const KvHeadQ8& keys, const KvHeadQ8& values, int64_t n_keys,
+                   int64_t head_dim, float scale, float* scores, float* probs, float* out) {
+  const int64_t nb = KvBlocks(head_dim);
+  std::vector<int8_t> qq(static_cast<size_t>(nb * kKvBlock));
+  std::vector<float> qd(static_cast<size_t>(nb));
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint16_t d = kernels_internal::QuantizeKvBlock(
+        q + b * kKvBlock, std::min(kKvBlock, head_dim - b * kKvBlock), qq.data() + b * kKvBlock, 1);
+    qd[b] = HalfToFloatSpec(d) * scale;
+  }
+  for (int64_t j = 0; j < n_keys; ++j) {
+    float s = 0.0f;
+    for (int64_t b = 0; b < nb; ++b) {
+      int64_t dot = 0;
+      for (int64_t c = 0; c < kKvBlock; ++c) {
+        dot += int64_t{qq[b * kKvBlock + c]} * keys.q[(j * nb + b) * kKvBlock + c];
+      }
+      const float factor = qd[b] * HalfToFloatSpec(keys.d[b * keys.capacity + j]);
+      const float term = static_cast<float>(dot) * factor;
+      s = b == 0 ? term : s + term;
+    }
+    probs[j] = s;
+    if (scores != nullptr) scores[j] = s;
+  }
+  Softmax(probs, n_keys);
+  if (out == nullptr) return;
+  std::vector<float> w(static_cast<size_t>(nb * n_keys));
+  float W = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int64_t j = 0; j < n_keys; ++j) {
+      w[b * n_keys + j] = probs[j] * HalfToFloatSpec(values.d[b * values.capacity + j]);
+      W = std::max(W, w[b * n_keys + j]);
+    }
+  }
+  const float inv = W > 0.0f ? 32767.0f / W : 0.0f;
+  const float out_scale = W / 32767.0f;
+  for (int64_t i = 0; i < head_dim; ++i) {
+    const int64_t b = i / kKvBlock, c = i % kKvBlock;
+    float sum = 0.0f;
+    int64_t run = 0;
+    for (int64_t j = 0; j < n_keys; ++j) {
+      const float weight = w[b * n_keys + j] * (std::isfinite(inv) ? inv : 0.0f);
+      const int64_t P = static_cast<int64_t>(std::nearbyint(weight));
+      run += P * values.q[(b * values.capacity + j - j % 2) * kKvBlock + 2 * c + j % 2];
+      if (j % 512 == 511 || j == n_keys - 1) {
+        sum += static_cast<float>(run);
+        run = 0;
+      }
+    }
+    out[i] = sum * out_scale;
+  }
+}
+
 void F32ToF16Saturated(const float* x, uint16_t* h, int64_t n) {
   constexpr float kHalfMax = 65504.0f;
   for (int64_t i = 0; i < n; ++i) {

@@ -24,6 +24,8 @@ void AttentionHead(const float* q, const float* k, const float* v, int64_t kv_st
 void AttentionHead(const float* q, const uint16_t* k, const uint16_t* v, int64_t kv_stride,
                    int64_t n_keys, int64_t head_dim, float scale, float* scores, float* probs,
                    float* out);
+void AttentionHead(const float* q, const KvHeadQ8& keys, const KvHeadQ8& values, int64_t n_keys,
+                   int64_t head_dim, float scale, float* scores, float* probs, float* out);
 // format/f16.h's scalar conversions element by element (F32ToF16 after the clamp to +-65504).
 void F32ToF16Saturated(const float* x, uint16_t* h, int64_t n);
 void F16ToF32(const uint16_t* h, float* x, int64_t n);

@@ -1104,5 +1104,207 @@ TEST_CASE("AttentionHead on f16 keys and values matches the scalar twin and the 
   }
 }
 
+// ---- The 8-bit KV cache ---------------------------------------------------------------------
+
+// A head's cache of `capacity` positions in kernels.h's 8-bit layouts, written row by row.
+struct CacheQ8 {
+  CacheQ8(int64_t head_dim, int64_t capacity)
+      : head_dim(head_dim), capacity(capacity), nb(KvBlocks(head_dim)),
+        kq(static_cast<size_t>(capacity * nb * kKvBlock), 99), vq(kq.size(), 99),
+        kd(static_cast<size_t>(nb * capacity), 0x3c00), vd(kd.size(), 0x3c00) {}
+  void Store(int64_t j, const float* k, const float* v) {
+    StoreKeyQ8(k, head_dim, j, kq.data(), kd.data(), capacity);
+    StoreValueQ8(v, head_dim, j, vq.data(), vd.data(), capacity);
+  }
+  KvHeadQ8 keys() const { return {kq.data(), kd.data(), capacity}; }
+  KvHeadQ8 values() const { return {vq.data(), vd.data(), capacity}; }
+  int8_t KeyQuant(int64_t j, int64_t i) const {
+    return kq[static_cast<size_t>((j * nb + i / kKvBlock) * kKvBlock + i % kKvBlock)];
+  }
+  int8_t ValueQuant(int64_t j, int64_t i) const {
+    return vq[static_cast<size_t>((i / kKvBlock * capacity + j - j % 2) * kKvBlock +
+                                  2 * (i % kKvBlock) + j % 2)];
+  }
+  float KeyScale(int64_t j, int64_t i) const { return F16ToF32(kd[(i / kKvBlock) * capacity + j]); }
+  float ValueScale(int64_t j, int64_t i) const {
+    return F16ToF32(vd[(i / kKvBlock) * capacity + j]);
+  }
+  int64_t head_dim, capacity, nb;
+  std::vector<int8_t> kq, vq;
+  std::vector<uint16_t> kd, vd;
+};
+
+TEST_CASE("The 8-bit KV cache rounds each row as QuantizeRowQ8_0, in its layouts", "[kernels]") {
+  for (int64_t head_dim : {1, 5, 16, 32, 40, 64, 65}) {
+    INFO("head_dim " << head_dim);
+    const int64_t nb = KvBlocks(head_dim), capacity = 8;
+    CacheQ8 cache(head_dim, capacity);
+    std::vector<std::vector<float>> rows;
+    for (int64_t j = 0; j < capacity; ++j) {
+      std::vector<float> row = RandomVector(head_dim, 40 + static_cast<uint32_t>(j), -3.0f, 3.0f);
+      if (j == 3) std::fill(row.begin(), row.end(), 0.0f);
+      if (j == 4) row[0] = 0.5f * 127 / 3;  // a .5 tie: halves round away from zero, as ggml
+      rows.push_back(row);
+      std::vector<float> v = row;
+      for (float& x : v) x = -x;
+      cache.Store(j, row.data(), v.data());
+    }
+    for (int64_t j = 0; j < capacity; ++j) {
+      for (int64_t b = 0; b < nb; ++b) {
+        // ggml's quantizer on the block, padded with zeros to 32.
+        float padded[32] = {}, negated[32] = {};
+        const int64_t width = std::min<int64_t>(32, head_dim - 32 * b);
+        for (int64_t c = 0; c < width; ++c) {
+          padded[c] = rows[j][32 * b + c];
+          negated[c] = -padded[c];
+        }
+        BlockQ8_0 want, want_v;
+        QuantizeRowQ8_0(padded, &want, 32);
+        QuantizeRowQ8_0(negated, &want_v, 32);
+        CHECK(cache.kd[b * capacity + j] == want.d);
+        CHECK(cache.vd[b * capacity + j] == want_v.d);
+        for (int64_t c = 0; c < 32; ++c) {
+          const int64_t i = 32 * b + c;
+          // Past head_dim: the short block's unused quants, written as zeros.
+          const int8_t key = cache.kq[(j * nb + b) * 32 + c];
+          const int8_t value = cache.vq[(b * capacity + j - j % 2) * 32 + 2 * c + j % 2];
+          CHECK(int{key} == int{i < head_dim ? want.qs[c] : int8_t{0}});
+          CHECK(int{value} == int{i < head_dim ? want_v.qs[c] : int8_t{0}});
+        }
+      }
+    }
+  }
+  // The two rules that keep the cache finite.
+  std::vector<float> row = RandomVector(64, 50);
+  row[3] = 1e7f;                                        // block 0: the scale saturates at 65504
+  row[40] = std::numeric_limits<float>::quiet_NaN();    // block 1: zeros
+  CacheQ8 cache(64, 2);
+  cache.Store(1, row.data(), row.data());
+  CHECK(cache.kd[1] == 0x7bff);
+  CHECK(cache.vd[1] == 0x7bff);
+  CHECK(cache.KeyQuant(1, 3) == 127);
+  CHECK(cache.kd[2 + 1] == 0);
+  CHECK(cache.vd[2 + 1] == 0);
+  for (int64_t i = 32; i < 64; ++i) {
+    CHECK(cache.KeyQuant(1, i) == 0);
+    CHECK(cache.ValueQuant(1, i) == 0);
+  }
+  row[40] = std::numeric_limits<float>::infinity();
+  cache.Store(0, row.data(), row.data());
+  CHECK(cache.kd[2] == 0);
+  // Writing value 0 left value 1, its partner in the pair, as it was.
+  CHECK(cache.ValueQuant(1, 3) == 127);
+}
+
+// Keys and values of n_keys positions: a cache of more positions than are read, the rest
+// holding rows that must not count.
+struct AttentionCase {
+  AttentionCase(int64_t head_dim, int64_t n_keys, uint32_t seed, float range = 2.0f)
+      : cache(head_dim, (n_keys + 3) / 2 * 2), k(RandomVector(cache.capacity * head_dim, seed, -range, range)),
+        v(RandomVector(cache.capacity * head_dim, seed + 1, -range, range)) {
+    for (int64_t j = 0; j < cache.capacity; ++j) {
+      cache.Store(j, k.data() + j * head_dim, v.data() + j * head_dim);
+    }
+  }
+  CacheQ8 cache;
+  std::vector<float> k, v;
+};
+
+TEST_CASE("AttentionHead on the 8-bit cache matches the scalar twin", "[kernels]") {
+  for (int64_t head_dim : {1, 5, 16, 33, 64, 65}) {
+    for (int64_t n_keys : {1, 2, 3, 4, 5, 7, 8, 9, 33, 100, 511, 512, 513, 1000, 1001, 1030}) {
+      INFO("head_dim " << head_dim << " n_keys " << n_keys);
+      const AttentionCase c(head_dim, n_keys, 60);
+      const std::vector<float> q = RandomVector(head_dim, 8, -2.0f, 2.0f);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+      std::vector<float> want_scores(n_keys), want_probs(n_keys), want_out(head_dim);
+      reference::AttentionHead(q.data(), c.cache.keys(), c.cache.values(), n_keys, head_dim,
+                               scale, want_scores.data(), want_probs.data(), want_out.data());
+      ForEachTarget([&] {
+        std::vector<float> scores(n_keys), probs(n_keys), out(head_dim);
+        AttentionHead(q.data(), c.cache.keys(), c.cache.values(), n_keys, head_dim, scale,
+                      scores.data(), probs.data(), out.data());
+        // The scores are exact integer sums and the same float steps: the twin's bits.
+        CHECK(scores == want_scores);
+        const int bad = AttentionMismatches(scores, probs, out, want_scores, want_probs, want_out);
+        CHECK(bad == 0);
+        // Without the value sum (the capture store's call): the same scores and probabilities.
+        std::vector<float> scores2(n_keys), probs2(n_keys);
+        AttentionHead(q.data(), c.cache.keys(), KvHeadQ8{}, n_keys, head_dim, scale,
+                      scores2.data(), probs2.data(), nullptr);
+        CHECK(scores2 == scores);
+        CHECK(probs2 == probs);
+      });
+    }
+  }
+}
+
+TEST_CASE("AttentionHead on the 8-bit cache stays within its rounding of the f32 attention",
+          "[kernels]") {
+  const int64_t head_dim = 64;
+  for (int64_t n_keys : {1, 7, 64, 1000}) {
+    INFO("n_keys " << n_keys);
+    const AttentionCase c(head_dim, n_keys, 70, 3.0f);
+    const std::vector<float> q = RandomVector(head_dim, 9, -3.0f, 3.0f);
+    const float scale = 0.125f;
+    std::vector<float> scores(n_keys), probs(n_keys), out(head_dim);
+    AttentionHead(q.data(), c.cache.keys(), c.cache.values(), n_keys, head_dim, scale,
+                  scores.data(), probs.data(), out.data());
+    // Scores: the f32 dot of the unrounded query and key, within the bound their roundings
+    // allow (each number within half its block's step d of the original).
+    float q_step[2];
+    for (int b = 0; b < 2; ++b) {
+      BlockQ8_0 block;
+      QuantizeRowQ8_0(q.data() + 32 * b, &block, 32);
+      q_step[b] = F16ToF32(block.d);
+    }
+    for (int64_t j = 0; j < n_keys; ++j) {
+      double exact = 0, bound = 0;
+      for (int64_t i = 0; i < head_dim; ++i) {
+        const double x = q[i], y = c.k[j * head_dim + i];
+        const double dq = 0.5 * q_step[i / 32] + 1e-6, dk = 0.5 * c.cache.KeyScale(j, i) + 1e-6;
+        exact += x * y;
+        bound += std::fabs(x) * dk + std::fabs(y) * dq + dq * dk;
+      }
+      CHECK(std::fabs(scores[j] - scale * exact) <= scale * bound + 1e-5);
+    }
+    // Values: the probabilities times the decoded values, within what 15-bit weights change
+    // (half a step of W / 32767 per key and element).
+    float W = 0;
+    for (int64_t j = 0; j < n_keys; ++j) {
+      for (int64_t i = 0; i < head_dim; i += 32) W = std::max(W, probs[j] * c.cache.ValueScale(j, i));
+    }
+    for (int64_t i = 0; i < head_dim; ++i) {
+      double want = 0, quants = 0;
+      for (int64_t j = 0; j < n_keys; ++j) {
+        want += static_cast<double>(probs[j]) * c.cache.ValueScale(j, i) * c.cache.ValueQuant(j, i);
+        quants += std::abs(c.cache.ValueQuant(j, i));
+      }
+      CHECK(std::fabs(out[i] - want) <= 0.5 * W / 32767 * quants + 1e-6 * (1 + std::fabs(want)));
+    }
+  }
+}
+
+TEST_CASE("AttentionHead's 8-bit value sum does not overflow at long contexts", "[kernels]") {
+  // Every key alike and every value element at +-127 of one scale: all probabilities equal, so
+  // every weight is the largest (32767), and the sum over 4000 keys is 2^34 in integers.
+  const int64_t head_dim = 64, n_keys = 4000;
+  CacheQ8 cache(head_dim, n_keys);
+  std::vector<float> k(head_dim, 1.0f), v(head_dim);
+  for (int64_t i = 0; i < head_dim; ++i) v[i] = i % 2 ? -4.0f : 4.0f;
+  for (int64_t j = 0; j < n_keys; ++j) cache.Store(j, k.data(), v.data());
+  REQUIRE(cache.ValueQuant(5, 0) == 127);
+  const std::vector<float> q = RandomVector(head_dim, 10);
+  ForEachTarget([&] {
+    std::vector<float> probs(n_keys), out(head_dim);
+    AttentionHead(q.data(), cache.keys(), cache.values(), n_keys, head_dim, 0.125f, nullptr,
+                  probs.data(), out.data());
+    for (int64_t i = 0; i < head_dim; ++i) {
+      const float decoded = cache.ValueScale(0, i) * cache.ValueQuant(0, i);  // 4 in f16's d
+      CHECK(std::fabs(out[i] - decoded) <= 1e-6f);
+    }
+  });
+}
+
 }  // namespace
 }  // namespace gpt2
