@@ -217,7 +217,7 @@ async function compareInBrowser(browser, origin, type, promptText) {
     }
     const r = {
       userAgent: ours.userAgent,
-      ours: { simd: ours.info.simd, kvValueBytes: ours.info.kv_value_bytes, heapMB: ours.heapBytes / 1e6,
+      ours: { simd: ours.info.simd, kvCache: ours.info.kv_cache, kvValueBytes: ours.info.kv_value_bytes, heapMB: ours.heapBytes / 1e6,
         prefillRuns: oursRuns.map((x) => perSecond(kPromptTokens, x.prefillMs)),
         decodeRuns: oursRuns.map((x) => perSecond(kDecodeTokens, x.decodeMs)) },
       wllama: { version: kWllamaVersion, threads: peer.threads,
@@ -590,12 +590,12 @@ if (results.ours) {
   row('cached reload to the first generated token', `${(reload.firstTokenMs / 1000).toFixed(2)} s`, '≤ 1.5 s', reload.firstTokenMs <= 1500);
   const heap = results.browser[type]?.ours.heapMB;
   if (heap) {
-    // GPT-2 small's KV cache at full context, at the engine's width (f16 for quantized models).
-    const width = results.browser[type].ours.kvValueBytes;
+    // GPT-2 small's KV cache at full context, at the engine's width (8 bits for Q8_0 and Q4_0).
+    const { kvValueBytes: width, kvCache } = results.browser[type].ours;
     const kv = 2 * 12 * 1024 * 768 * width / 1e6;
     const bound = 1.25 * results.models[type].megabytes + kv;
     row(`wasm heap after load (file ${f(results.models[type].megabytes)} MB, ` +
-        `${width === 2 ? 'f16' : 'f32'} KV cache ${f(kv)} MB)`,
+        `${kvCache ?? (width === 2 ? 'f16' : 'f32')} KV cache ${f(kv)} MB)`,
         `${f(heap)} MB`, `≤ ${f(bound)} MB`, heap <= bound);
   }
 }

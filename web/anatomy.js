@@ -8,7 +8,9 @@
 //   attention scores and mixing 2·s²·d each              = 4s²d
 //   the s² term overtakes the s term at s = 2d + f       (6d when f = 4d)
 // The KV cache holds keys and values of every block for every position: kv_value_bytes each
-// (the engine's info: 2 for the f16 cache of quantized models, 4 for F32 models; 4 if absent).
+// (the engine's info: 4 for F32 models, 2 for the f16 cache of F16 models, 1.0625 for the 8-bit
+// cache of Q8_0 and Q4_0 models with GPT-2's head size, where 32 quants share an f16 scale; 4 if
+// absent).
 export function anatomy(config, s) {
   const {n_embd: d, n_ff: f, n_layer: L, n_vocab: V, n_ctx: ctx} = config;
   const kv = config.kv_value_bytes ?? 4;

@@ -23,7 +23,7 @@ export function render(box, d) {
      a.attentionFlops / a.flopsPerLayer || 0],
     ['crossover', `Length where the s² term takes over (s = 2d + f${c.n_ff === 4 * c.n_embd ? ' = 6d' : ''})`,
      `${n(a.crossover)} tokens${a.crossover > c.n_ctx ? ` (beyond the ${c.n_ctx}-token context)` : ''}`, a.crossover],
-    ['kv-bytes', `KV cache for ${a.tokens} tokens (2·L·s·d values of ${a.kvValueBytes} bytes)`, bytes(a.kvBytes), a.kvBytes],
+    ['kv-bytes', `KV cache for ${a.tokens} tokens (2·L·s·d values of ${a.kvValueBytes} bytes${c.kv_cache ? `, ${c.kv_cache}` : ''})`, bytes(a.kvBytes), a.kvBytes],
     ['kv-bytes-full', `KV cache for the full context of ${c.n_ctx}`, bytes(a.kvBytesFull), a.kvBytesFull],
   ];
   const table = document.createElement('table');

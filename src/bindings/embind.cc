@@ -294,7 +294,8 @@ class Engine : public ErrorsByValue {
     info.set("n_head", c.n_head);
     info.set("n_layer", c.n_layer);
     info.set("n_ff", c.n_ff);
-    info.set("kv_value_bytes", c.kv_f16 ? 2 : 4);  // the KV cache's keys and values: f16 or f32
+    info.set("kv_cache", std::string(c.kv_cache_name()));
+    info.set("kv_value_bytes", c.kv_bytes_per_value());
     info.set("parameters", static_cast<double>(model_->ParameterCount()));
     info.set("flops_per_token", model_->ForwardFlopsPerToken());
     info.set("file_bytes", static_cast<double>(file_bytes_.size()));

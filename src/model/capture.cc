@@ -109,7 +109,7 @@ void CaptureStore::Init(const Model& model) {
   n_embd_ = c.n_embd;
   n_ff_ = c.n_ff;
   n_ctx_ = c.n_ctx;
-  kv_f16_ = c.kv_f16;
+  kv_cache_ = c.kv_cache;
   Clear();
 }
 
@@ -118,6 +118,8 @@ void CaptureStore::Clear() {
   q_.assign(n_layer_, {});
   k_.assign(n_layer_, {});
   k16_.assign(n_layer_, {});
+  k8_.assign(n_layer_, {});
+  k8_scales_.assign(n_layer_, {});
   resid_.assign(n_layer_ + 1, {});
   resid_attn_stats_.assign(n_layer_, {});
   mlp_act_.assign(n_layer_, {});
@@ -133,8 +135,17 @@ void CaptureStore::Resize(int end) {
   const size_t C = static_cast<size_t>(n_embd_), F = static_cast<size_t>(n_ff_);
   for (int l = 0; l < n_layer_; ++l) {
     Grow(q_[l], P * C, full * C);
-    if (kv_f16_) Grow(k16_[l], P * C, full * C);
-    else Grow(k_[l], P * C, full * C);
+    switch (kv_cache_) {
+      case Config::KvCache::kF32: Grow(k_[l], P * C, full * C); break;
+      case Config::KvCache::kF16: Grow(k16_[l], P * C, full * C); break;
+      case Config::KvCache::kQ8_0: {
+        const size_t row = Q8Blocks() * kKvBlock * static_cast<size_t>(n_head_);
+        Grow(k8_[l], P * row, full * row);
+        // Scales by block, for the whole context at once (GPT-2 small: 48 KB a block).
+        if (P > 0 && k8_scales_[l].empty()) k8_scales_[l].resize(Q8Blocks() * full * n_head_);
+        break;
+      }
+    }
     Grow(resid_attn_stats_[l], P * 2, full * 2);
     Grow(mlp_act_[l], P * F, full * F);
     Grow(sublayer_norms_[l], P * 4, full * 4);
@@ -196,6 +207,18 @@ void CaptureStore::CopyHeads(std::vector<T>& dst, const Activation& a) {
   }
 }
 
+// Keys [H, T, D] as reported into the 8-bit rows StoreKeyQ8 makes of them in the session.
+void CaptureStore::StoreKeys(const Activation& a) {
+  const int64_t H = a.shape[0], n = a.shape[1], D = a.shape[2];
+  const int64_t stride = static_cast<int64_t>(n_ctx_) * n_head_;
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t t = 0; t < n; ++t) {
+      StoreKeyQ8(a.data + (h * n + t) * D, D, (a.pos0 + t) * H + h, k8_[a.layer].data(),
+                 k8_scales_[a.layer].data(), stride);
+    }
+  }
+}
+
 void CaptureStore::Observe(const Activation& a) {
   const std::string name = a.name;
   static const char* const kSublayerTensors[4] = {"ln1", "attn_out", "ln2", "mlp_out"};
@@ -226,8 +249,11 @@ void CaptureStore::Observe(const Activation& a) {
   } else if (name == "q") {
     CopyHeads(q_[a.layer], a);
   } else if (name == "k") {
-    if (kv_f16_) CopyHeads(k16_[a.layer], a);
-    else CopyHeads(k_[a.layer], a);
+    switch (kv_cache_) {
+      case Config::KvCache::kF32: CopyHeads(k_[a.layer], a); break;
+      case Config::KvCache::kF16: CopyHeads(k16_[a.layer], a); break;
+      case Config::KvCache::kQ8_0: StoreKeys(a); break;
+    }
   }
 }
 
@@ -253,12 +279,34 @@ const float* CaptureStore::AttentionRows(int layer, int h0, int h1, int p) const
   const float scale = model_->config().attn_scale();
   for (int64_t h = h0; h < h1; ++h) {
     float* row = attn_row_.data() + (h - h0) * keys;
-    if (kv_f16_) {
-      const uint16_t* k = k16_[layer].data() + h * D;
-      AttentionHead(q + h * D, k, k, C, keys, D, scale, nullptr, row, attn_out_.data());
-    } else {
-      const float* k = k_[layer].data() + h * D;
-      AttentionHead(q + h * D, k, k, C, keys, D, scale, nullptr, row, attn_out_.data());
+    switch (kv_cache_) {
+      case Config::KvCache::kF32: {
+        const float* k = k_[layer].data() + h * D;
+        AttentionHead(q + h * D, k, k, C, keys, D, scale, nullptr, row, attn_out_.data());
+        break;
+      }
+      case Config::KvCache::kF16: {
+        const uint16_t* k = k16_[layer].data() + h * D;
+        AttentionHead(q + h * D, k, k, C, keys, D, scale, nullptr, row, attn_out_.data());
+        break;
+      }
+      case Config::KvCache::kQ8_0: {
+        // Head h's keys gathered into one head's layout; no value sum.
+        const size_t nb = Q8Blocks(), row_bytes = nb * kKvBlock;
+        const size_t stride = static_cast<size_t>(n_ctx_) * n_head_;
+        head_q8_.resize(static_cast<size_t>(keys) * row_bytes);
+        head_d8_.resize(nb * static_cast<size_t>(keys));
+        for (int64_t j = 0; j < keys; ++j) {
+          const size_t at = static_cast<size_t>(j * n_head_ + h);
+          std::memcpy(head_q8_.data() + j * row_bytes, k8_[layer].data() + at * row_bytes, row_bytes);
+          for (size_t b = 0; b < nb; ++b) {
+            head_d8_[b * keys + j] = k8_scales_[layer][b * stride + at];
+          }
+        }
+        const KvHeadQ8 k{head_q8_.data(), head_d8_.data(), keys};
+        AttentionHead(q + h * D, k, KvHeadQ8{}, keys, D, scale, nullptr, row, nullptr);
+        break;
+      }
     }
   }
   return attn_row_.data();

@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "format/gguf.h"
+#include "kernels/kernels.h"
 
 #ifndef __EMSCRIPTEN__
 #include <unistd.h>
@@ -57,8 +58,29 @@ Config Config::FromGguf(const GgufFile& file) {
   }
   c.n_vocab = static_cast<int>(embd->ne[1]);
   const GgufTensor* qkv = file.FindTensor("blk.0.attn_qkv.weight");
-  c.kv_f16 = qkv != nullptr && qkv->type != TensorType::kF32;
+  const TensorType weights = qkv != nullptr ? qkv->type : TensorType::kF32;
+  c.kv_cache = weights == TensorType::kF32   ? Config::KvCache::kF32
+               : weights == TensorType::kF16 ? Config::KvCache::kF16
+                                             : Config::KvCache::kQ8_0;
   return c;
+}
+
+double Config::kv_bytes_per_value() const {
+  switch (kv_cache) {
+    case KvCache::kF32: return 4;
+    case KvCache::kF16: return 2;
+    case KvCache::kQ8_0: break;
+  }
+  return static_cast<double>(KvBlocks(head_dim()) * (kKvBlock + 2)) / head_dim();
+}
+
+const char* Config::kv_cache_name() const {
+  switch (kv_cache) {
+    case KvCache::kF32: return "f32";
+    case KvCache::kF16: return "f16";
+    case KvCache::kQ8_0: break;
+  }
+  return "q8_0";
 }
 
 namespace {
@@ -102,8 +124,13 @@ MemoryPlan PlanMemory(const Config& c) {
   b.Add(plan.session_bytes, "residual stream", P * C, 4);  // x, xn, heads, tmp
   b.Add(plan.session_bytes, "qkv", P * 3 * C);
   b.Add(plan.session_bytes, "MLP hidden", P * F);
-  const int64_t kv_bytes = c.kv_f16 ? 2 : 4;
-  b.Add(plan.session_bytes, "KV cache", L * P * C, 2, kv_bytes);
+  const int64_t cap = c.kv_capacity(), nb = KvBlocks(D);
+  if (c.kv_cache == Config::KvCache::kQ8_0) {
+    b.Add(plan.session_bytes, "KV cache quants", L * H * cap * nb * kKvBlock, 2, 1);
+    b.Add(plan.session_bytes, "KV cache scales", L * H * nb * cap, 2, 2);
+  } else {
+    b.Add(plan.session_bytes, "KV cache", L * P * C, 2, c.kv_cache == Config::KvCache::kF16 ? 2 : 4);
+  }
   b.Add(plan.session_bytes, "attention scratch", H * P, 2);
   b.Add(plan.session_bytes, "logits", V);
   // Session::Prefill with an observer, T = n_keys = n_ctx.
@@ -113,7 +140,11 @@ MemoryPlan PlanMemory(const Config& c) {
   // (it recomputes attention rows from them), the stream after attention as 2 statistics a row,
   // and one query's attention row while a view reads it.
   b.Add(plan.capture_bytes, "captured queries", P * C, L);
-  b.Add(plan.capture_bytes, "captured keys", P * C, L, kv_bytes);
+  if (c.kv_cache == Config::KvCache::kQ8_0) {
+    b.Add(plan.capture_bytes, "captured keys", P * H * nb * (kKvBlock + 2), L, 1);
+  } else {
+    b.Add(plan.capture_bytes, "captured keys", P * C, L, c.kv_cache == Config::KvCache::kF16 ? 2 : 4);
+  }
   b.Add(plan.capture_bytes, "captured attention row", H * P);
   b.Add(plan.capture_bytes, "captured residuals", P * C, 2 * L + 1);
   b.Add(plan.capture_bytes, "captured MLP activations", P * F, L);

@@ -16,13 +16,23 @@ struct Config {
   int n_layer = 0;   // gpt2.block_count (12)
   int n_ff = 0;      // gpt2.feed_forward_length (3072)
   float ln_eps = 1e-5f;  // gpt2.attention.layer_norm_epsilon
-  // The KV cache (and the capture store's keys) as f16 instead of f32: set by FromGguf when the
-  // block weights are not F32 (Q8_0, Q4_0, F16), as llama.cpp's default f16 cache. Half the bytes
-  // a decoded token reads at long positions; keys and values round to 11 significant bits, below
-  // the weights' own quantization error, and beyond +-65504 saturate (kernels.h
-  // F32ToF16Saturated: the attention kernel reads no infinities). F32 models keep f32, so they
-  // stay as close to PyTorch.
-  bool kv_f16 = false;
+  // The number format of the KV cache (and of the capture store's keys), set by FromGguf from the
+  // block weights' type: an F32 model keeps f32 (as close to PyTorch as its weights), an F16
+  // model f16 (llama.cpp's default cache: 11 significant bits; beyond +-65504 saturates, see
+  // kernels.h F32ToF16Saturated), a Q8_0 or Q4_0 model 8 bits (kernels.h "The 8-bit KV cache":
+  // ggml's Q8_0 rounding, llama.cpp's q8_0 cache, no coarser than the int8 activations every
+  // matmul of such a model already multiplies). A token at position p reads the whole cache, so
+  // its bytes (GPT-2 small at 1000 positions: 73.7 MB f32, 36.9 f16, 19.6 8-bit) bound decoding
+  // at long positions.
+  enum class KvCache { kF32, kF16, kQ8_0 };
+  KvCache kv_cache = KvCache::kF32;
+  // Positions the cache has room for: n_ctx rounded up to even (the 8-bit cache keeps values in
+  // pairs of positions).
+  int kv_capacity() const { return (n_ctx + 1) / 2 * 2; }
+  // Bytes the cache holds per key or value number: 4, 2, or an 8-bit row's quants and scales
+  // over head_dim (1.0625 for GPT-2's head_dim 64).
+  double kv_bytes_per_value() const;
+  const char* kv_cache_name() const;  // "f32", "f16", "q8_0"
   int head_dim() const { return n_embd / n_head; }
   // Attention scores are scale * dot(q, k) (Hugging Face GPT2Attention: / sqrt(head_dim)); one
   // expression for the forward pass and the capture store, which recomputes its probabilities.

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -19,10 +20,14 @@ struct Session::Buffers {
       : config(c),
         activations(act),
         pool(n_threads),
-        k_cache(c.kv_f16 ? 0 : size_t(c.n_layer) * c.n_ctx * c.n_embd),
+        k_cache(c.kv_cache == Config::KvCache::kF32 ? size_t(c.n_layer) * c.n_ctx * c.n_embd : 0),
         v_cache(k_cache.size()),
-        k_cache16(c.kv_f16 ? size_t(c.n_layer) * c.n_ctx * c.n_embd : 0),
+        k_cache16(c.kv_cache == Config::KvCache::kF16 ? size_t(c.n_layer) * c.n_ctx * c.n_embd : 0),
         v_cache16(k_cache16.size()),
+        k_cache8(c.kv_cache == Config::KvCache::kQ8_0 ? size_t(c.n_layer) * c.n_head * HeadQuants(c) : 0),
+        v_cache8(k_cache8.size()),
+        k_scale8(c.kv_cache == Config::KvCache::kQ8_0 ? size_t(c.n_layer) * c.n_head * HeadScales(c) : 0),
+        v_scale8(k_scale8.size()),
         scores(size_t(c.n_head) * c.n_ctx),
         probs(size_t(c.n_head) * c.n_ctx),
         logits(size_t(c.n_vocab)) {}
@@ -50,12 +55,24 @@ struct Session::Buffers {
   std::vector<float> heads;  // [T, C] attention output, heads concatenated
   std::vector<float> tmp;    // [T, C] projection outputs before the residual add
   std::vector<float> ff;     // [T, F] MLP hidden
-  // Head-major so one head's keys for all positions are one contiguous stream; f32, or f16 bits
-  // when config.kv_f16 (one pair or the other is empty):
+  // Head-major so one head's keys for all positions are one contiguous stream, in the format
+  // config.kv_cache names (the other buffers are empty): f32, f16 bits, or 8 bits (kernels.h
+  // KvHeadQ8: per head HeadQuants quants and HeadScales f16 scales, keys and values laid out
+  // apart for a cache of kv_capacity positions).
+  static size_t HeadQuants(const Config& c) {
+    return size_t(c.kv_capacity()) * size_t(KvBlocks(c.head_dim())) * kKvBlock;
+  }
+  static size_t HeadScales(const Config& c) {
+    return size_t(KvBlocks(c.head_dim())) * size_t(c.kv_capacity());
+  }
   std::vector<float> k_cache;         // [L, H, n_ctx, D]
   std::vector<float> v_cache;         // [L, H, n_ctx, D]
   std::vector<uint16_t> k_cache16;    // [L, H, n_ctx, D]
   std::vector<uint16_t> v_cache16;    // [L, H, n_ctx, D]
+  std::vector<int8_t> k_cache8;       // [L, H, HeadQuants]
+  std::vector<int8_t> v_cache8;       // [L, H, HeadQuants]
+  std::vector<uint16_t> k_scale8;     // [L, H, HeadScales]
+  std::vector<uint16_t> v_scale8;     // [L, H, HeadScales]
   std::vector<float> scores;   // [H, n_ctx] per-head scratch
   std::vector<float> probs;    // [H, n_ctx]
   std::vector<float> logits;   // [V] logits of the last position
@@ -389,16 +406,30 @@ void Session::AttentionStep(int l, int T_int, const RunOptions& run) {
   ParallelMatMul(b.pool, b.matmul_input, b.xn.data(), T, w.qkv, w.qkv_b, b.qkv.data(),
                  b.activations);
 
+  using KvCache = Config::KvCache;
   const size_t layer_offset = size_t(l) * c.n_ctx * C;  // layer l's [H, n_ctx, D]
-  float* k_layer = c.kv_f16 ? nullptr : b.k_cache.data() + layer_offset;
-  float* v_layer = c.kv_f16 ? nullptr : b.v_cache.data() + layer_offset;
-  uint16_t* k_layer16 = c.kv_f16 ? b.k_cache16.data() + layer_offset : nullptr;
-  uint16_t* v_layer16 = c.kv_f16 ? b.v_cache16.data() + layer_offset : nullptr;
+  const bool f16 = c.kv_cache == KvCache::kF16, q8 = c.kv_cache == KvCache::kQ8_0;
+  float* k_layer = c.kv_cache == KvCache::kF32 ? b.k_cache.data() + layer_offset : nullptr;
+  float* v_layer = c.kv_cache == KvCache::kF32 ? b.v_cache.data() + layer_offset : nullptr;
+  uint16_t* k_layer16 = f16 ? b.k_cache16.data() + layer_offset : nullptr;
+  uint16_t* v_layer16 = f16 ? b.v_cache16.data() + layer_offset : nullptr;
+  const int64_t capacity = c.kv_capacity();
+  // Head h of layer l in the 8-bit cache: its quants and scales.
+  const auto q8_head = [&](std::vector<int8_t>& quants, std::vector<uint16_t>& scales, int64_t h) {
+    const size_t head = size_t(l) * H + size_t(h);
+    return std::make_pair(quants.data() + head * Buffers::HeadQuants(c),
+                          scales.data() + head * Buffers::HeadScales(c));
+  };
   for (int64_t t = 0; t < T; ++t) {
     const float* row = b.qkv.data() + t * 3 * C;
     for (int64_t h = 0; h < H; ++h) {
       const int64_t at = (h * c.n_ctx + pos0 + t) * D;
-      if (c.kv_f16) {
+      if (q8) {
+        const auto k = q8_head(b.k_cache8, b.k_scale8, h);
+        const auto v = q8_head(b.v_cache8, b.v_scale8, h);
+        StoreKeyQ8(row + C + h * D, D, pos0 + t, k.first, k.second, capacity);
+        StoreValueQ8(row + 2 * C + h * D, D, pos0 + t, v.first, v.second, capacity);
+      } else if (f16) {
         F32ToF16Saturated(row + C + h * D, k_layer16 + at, D);
         F32ToF16Saturated(row + 2 * C + h * D, v_layer16 + at, D);
       } else {
@@ -418,7 +449,7 @@ void Session::AttentionStep(int l, int T_int, const RunOptions& run) {
   // A prefill's queries of one head all read the same f16 keys and values: widened to f32 once
   // per head here, the f32 kernel gives the f16 kernel's bits (kernels.h) without converting
   // every key again for every query.
-  const bool widen = c.kv_f16 && T >= kWidenKvFrom;
+  const bool widen = f16 && T >= kWidenKvFrom;
   b.pool.ParallelFor(H, [&](int64_t h) {
     const int64_t head_offset = h * c.n_ctx * D;
     static thread_local std::vector<float> kv32;  // [2, n_keys, D]: keys, then values
@@ -428,6 +459,13 @@ void Session::AttentionStep(int l, int T_int, const RunOptions& run) {
       F16ToF32(k_layer16 + head_offset, kv32.data(), int64_t(n));
       F16ToF32(v_layer16 + head_offset, kv32.data() + n, int64_t(n));
     }
+    KvHeadQ8 keys8, values8;
+    if (q8) {
+      const auto k = q8_head(b.k_cache8, b.k_scale8, h);
+      const auto v = q8_head(b.v_cache8, b.v_scale8, h);
+      keys8 = {k.first, k.second, capacity};
+      values8 = {v.first, v.second, capacity};
+    }
     for (int64_t t = 0; t < T; ++t) {
       const int64_t keys = pos0 + t + 1;  // causal: position pos0+t sees keys 0..pos0+t
       float* scores = scoring ? b.obs_scores.data() + (h * T + t) * n_keys : nullptr;
@@ -435,10 +473,12 @@ void Session::AttentionStep(int l, int T_int, const RunOptions& run) {
                                 : b.probs.data() + h * c.n_ctx;
       const float* q = b.qkv.data() + t * 3 * C + h * D;
       float* out = b.heads.data() + t * C + h * D;
-      if (widen) {
+      if (q8) {
+        AttentionHead(q, keys8, values8, keys, D, scale, scores, probs, out);
+      } else if (widen) {
         AttentionHead(q, kv32.data(), kv32.data() + size_t(n_keys) * D, D, keys, D, scale, scores,
                       probs, out);
-      } else if (c.kv_f16) {
+      } else if (f16) {
         AttentionHead(q, k_layer16 + head_offset, v_layer16 + head_offset, D, keys, D, scale,
                       scores, probs, out);
       } else {

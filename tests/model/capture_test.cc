@@ -217,7 +217,9 @@ TEST_CASE("the capture store holds PyTorch's activations and statistics", "[mode
 // prompt, its steps, and both weight kinds (Q8_0 quantizes the activations of q and k).
 TEST_CASE("the capture store's attention rows are the run's own probabilities",
           "[model][capture]") {
-  for (const gpt2::TensorType type : {gpt2::TensorType::kF32, gpt2::TensorType::kQ8_0}) {
+  // One model for each KV cache format: f32, f16 and 8 bits (Config::kv_cache).
+  for (const gpt2::TensorType type :
+       {gpt2::TensorType::kF32, gpt2::TensorType::kF16, gpt2::TensorType::kQ8_0}) {
     auto m = LoadModelBytes(gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), type, nullptr));
     const gpt2::Model& model = *m->model;
     const int L = model.config().n_layer, H = model.config().n_head;

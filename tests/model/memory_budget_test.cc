@@ -52,23 +52,36 @@ TEST_CASE("memory plan of GPT-2 small matches its buffers", "[model][memory]") {
   CHECK_NOTHROW(gpt2::CheckMemoryBudget(c, 170u << 20, kWasmBudget));
 }
 
-TEST_CASE("a quantized model's KV cache and captured keys are f16", "[model][memory]") {
-  for (const gpt2::TensorType type : {gpt2::TensorType::kF32, gpt2::TensorType::kF16,
-                                       gpt2::TensorType::kQ8_0, gpt2::TensorType::kQ4_0}) {
+TEST_CASE("the KV cache and captured keys take the weights' precision", "[model][memory]") {
+  using KvCache = gpt2::Config::KvCache;
+  const std::pair<gpt2::TensorType, KvCache> kinds[] = {{gpt2::TensorType::kF32, KvCache::kF32},
+                                                       {gpt2::TensorType::kF16, KvCache::kF16},
+                                                       {gpt2::TensorType::kQ8_0, KvCache::kQ8_0},
+                                                       {gpt2::TensorType::kQ4_0, KvCache::kQ8_0}};
+  for (const auto& [type, kv] : kinds) {
     const std::vector<uint8_t> bytes =
         gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), type, nullptr);
     std::shared_ptr<const gpt2::GgufFile> file = gpt2::GgufFile::Parse(bytes.data(), bytes.size());
-    CHECK(gpt2::Config::FromGguf(*file).kv_f16 == (type != gpt2::TensorType::kF32));
+    CHECK(gpt2::Config::FromGguf(*file).kv_cache == kv);
   }
   gpt2::Config c = gpt2::Gpt2SmallConfig();
-  REQUIRE_FALSE(c.kv_f16);
+  REQUIRE(c.kv_cache == KvCache::kF32);
   const gpt2::MemoryPlan f32 = gpt2::PlanMemory(c);
-  c.kv_f16 = true;
+  c.kv_cache = KvCache::kF16;
   const gpt2::MemoryPlan f16 = gpt2::PlanMemory(c);
+  c.kv_cache = KvCache::kQ8_0;
+  const gpt2::MemoryPlan q8 = gpt2::PlanMemory(c);
   // k and v [12, 1024, 768] at 2 bytes instead of 4; the store's keys [12][1024, 768] likewise.
   CHECK(f32.session_bytes - f16.session_bytes == 2 * 2 * int64_t{12} * 1024 * 768);
   CHECK(f32.capture_bytes - f16.capture_bytes == 2 * int64_t{12} * 1024 * 768);
+  // 8 bits: each head's 64 numbers of a position are 2 blocks of 32 quants and an f16 scale.
+  const int64_t q8_row = 2 * (32 + 2);
+  CHECK(f32.session_bytes - q8.session_bytes ==
+        2 * int64_t{12} * 1024 * (768 * 4 - 12 * q8_row));
+  CHECK(f32.capture_bytes - q8.capture_bytes == int64_t{12} * 1024 * (768 * 4 - 12 * q8_row));
+  CHECK(c.kv_bytes_per_value() == 1.0625);
   CHECK(f16.observer_bytes == f32.observer_bytes);
+  CHECK(q8.observer_bytes == f32.observer_bytes);
 }
 
 TEST_CASE("GPT-2 XL as Q8_0 does not fit the page's 2 GB with its KV cache",

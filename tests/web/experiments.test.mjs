@@ -293,8 +293,13 @@ describe('the Experiments panel', {skip: !fs.existsSync(path.join(kSite, 'index.
     assert.equal(await value('block'), 4 * d * d + 4 * d + 2 * d * f + f + d + 4 * d);
     assert.equal(await value('total'), info.parameters, 'the formulas count every tensor in the file');
     assert.equal(await value('flops'), L * (2 * s * (4 * d * d + 2 * d * f) + 4 * s * s * d));
-    // Quantized models keep an f16 KV cache (llama.cpp's default), F32 models an f32 one.
-    assert.equal(await value('kv-bytes'), 2 * L * s * d * (info.weight_type === 'f32' ? 4 : 2));
+    // The KV cache takes the weights' precision: f32 for F32 models, f16 for F16, and for Q8_0
+    // and Q4_0 8-bit rows, each head's numbers of a position in blocks of 32 quants and an f16
+    // scale.
+    const perToken = {f32: 2 * L * d * 4, f16: 2 * L * d * 2,
+                      q8_0: 2 * L * info.n_head * Math.ceil(d / info.n_head / 32) * 34}[info.kv_cache];
+    assert.equal(info.kv_cache, {f32: 'f32', f16: 'f16', q8_0: 'q8_0', q4_0: 'q8_0'}[info.weight_type]);
+    assert.equal(await value('kv-bytes'), s * perToken);
     // The last prefill's measured time of each block: one time per block, together more than
     // nothing and no more than the prefill the page reports (the rest is embedding and
     // unembedding). A single block of this small model can read 0: a page that is not

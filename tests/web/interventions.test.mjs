@@ -112,7 +112,11 @@ describe('Embind interventions and attribution under Node',
     });
     assert.equal(lines[lines.length - 1][0], 'logit');
     closeTo(a.logit, Number(lines[lines.length - 1][1]), 1e-4, 'logit');
-    closeTo(sum, a.logit, 1e-3, 'sum of components');
+    // The terms sum to the f32 product of ln_f's output with the unembedding row; this Q8_0
+    // model's logit multiplies that output as int8 activations (kernels.h QuantActivations),
+    // rounded in blocks of 32 to max/127 steps, which moves it by ~0.1 %. The sum is exact for
+    // an F32 model (tests/model/intervention_test.cc, against PyTorch).
+    closeTo(sum, a.logit, 5e-3, 'sum of components');
     assert.equal(a.position, ids.length - 1);
     assert.equal(engine.position(), ids.length);  // the conversation is the attributed prompt
     engine.setInterventions({});

@@ -6,7 +6,9 @@
 //
 // f32 files must agree token for token. For f16, q8_0 and q4_0, ggml rounds the activations to
 // the weight's companion type before each dot product (f16, or Q8_0 blocks for Q8_0/Q4_0
-// weights) while our engine keeps them in f32 for f16 weights and sums in another order, so on
+// weights) while our engine keeps them in f32 for f16 weights and sums in another order, and for
+// q8_0 and q4_0 our KV cache is 8-bit where llama.cpp's is f16 (its q8_0 cache needs head sizes
+// that are multiples of 32; this model's heads have 16), so on
 // a near tie the two engines may pick different tokens, and from there their contexts differ. A divergence is accepted only where
 // our token is llama.cpp's own second choice and llama.cpp's top-2 log-probability margin is
 // below kNearTie[type] (the tiny random model is flat: ~-3.5 nats for its top token).
