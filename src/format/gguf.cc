@@ -104,6 +104,15 @@ uint64_t ScalarBytes(GgufValueType t) {
   return 0;
 }
 
+// What a read is of, for its error message: a string, or a callable that makes the string only
+// if the read fails (the vocabulary's 100k array elements would otherwise build 100k messages:
+// 125 ms of a GPT-2 load in wasm).
+inline std::string Describe(const std::string& what) { return what; }
+template <typename F, typename = decltype(std::declval<const F&>()())>
+std::string Describe(const F& what) {
+  return what();
+}
+
 // A cursor over the caller's buffer. Every read checks the remaining length first and reports
 // what was being read and where, so a truncated file says which field it lost.
 class Reader {
@@ -113,16 +122,17 @@ class Reader {
   size_t pos() const { return pos_; }
   size_t remaining() const { return size_ - pos_; }
 
-  void Need(uint64_t n, const std::string& what) const {
+  template <typename What>
+  void Need(uint64_t n, const What& what) const {
     if (n > remaining()) {
-      throw Error("GGUF file is truncated: " + what + " ends at byte " +
+      throw Error("GGUF file is truncated: " + Describe(what) + " ends at byte " +
                   std::to_string(static_cast<uint64_t>(pos_) + n) + " but the file has " +
                   std::to_string(size_) + " bytes");
     }
   }
 
-  template <typename T>
-  T Read(const std::string& what) {
+  template <typename T, typename What>
+  T Read(const What& what) {
     Need(sizeof(T), what);
     T v;
     // GGUF is little-endian; so are x86, ARM (as used) and wasm, checked in Parse.
@@ -131,10 +141,11 @@ class Reader {
     return v;
   }
 
-  std::string ReadString(const std::string& what) {
-    const uint64_t len = Read<uint64_t>(what + " (length)");
+  template <typename What>
+  std::string ReadString(const What& what) {
+    const uint64_t len = Read<uint64_t>([&] { return Describe(what) + " (length)"; });
     // Bounded by the remaining bytes before anything is allocated.
-    Need(len, what + " (" + std::to_string(len) + " bytes)");
+    Need(len, [&] { return Describe(what) + " (" + std::to_string(len) + " bytes)"; });
     std::string s(reinterpret_cast<const char*>(data_ + pos_), static_cast<size_t>(len));
     pos_ += static_cast<size_t>(len);
     return s;
@@ -146,7 +157,8 @@ class Reader {
   size_t pos_ = 0;
 };
 
-GgufValue ReadScalarOrString(Reader& r, GgufValueType type, const std::string& what) {
+template <typename What>
+GgufValue ReadScalarOrString(Reader& r, GgufValueType type, const What& what) {
   GgufValue v;
   v.type = type;
   switch (type) {
@@ -185,7 +197,7 @@ GgufValue ReadScalarOrString(Reader& r, GgufValueType type, const std::string& w
       const uint8_t b = r.Read<uint8_t>(what);
       // gguf.md: "Anything else is invalid, and should be treated as ... the model being invalid".
       if (b > 1) {
-        throw Error("GGUF " + what + " is a bool with value " + std::to_string(b) + " at byte " +
+        throw Error("GGUF " + Describe(what) + " is a bool with value " + std::to_string(b) + " at byte " +
                     std::to_string(at) + " (must be 0 or 1)");
       }
       v.u = b;
@@ -240,8 +252,9 @@ GgufValue ReadValue(Reader& r, uint32_t raw_type, const std::string& key) {
   }
   v.array.reserve(static_cast<size_t>(count));
   for (uint64_t k = 0; k < count; ++k) {
-    v.array.push_back(ReadScalarOrString(
-        r, v.array_type, "element " + std::to_string(k) + " of metadata key " + Quote(key)));
+    v.array.push_back(ReadScalarOrString(r, v.array_type, [&] {
+      return "element " + std::to_string(k) + " of metadata key " + Quote(key);
+    }));
   }
   return v;
 }
