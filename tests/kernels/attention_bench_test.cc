@@ -142,13 +142,79 @@ void WholeCacheBench(const char* type_name) {
   ForceKernelTarget(0);
 }
 
+// The same over the 8-bit cache (kernels.h KvHeadQ8): each head's quants and scales apart, as
+// Session lays them out (19.6 MB for GPT-2 small at 1000 positions).
+void WholeCacheBenchQ8() {
+  constexpr int64_t kHeadDim = 64, kHeads = 144, kCtx = 1024, kKeys = 1000;
+  const int64_t nb = KvBlocks(kHeadDim);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  std::vector<float> q(static_cast<size_t>(kHeads * kHeadDim)), row(kHeadDim);
+  for (float& x : q) x = uni(rng);
+  const size_t quants = static_cast<size_t>(kCtx * nb * kKvBlock), scales = static_cast<size_t>(nb * kCtx);
+  std::vector<int8_t> kq(kHeads * quants), vq(kq.size());
+  std::vector<uint16_t> kd(kHeads * scales), vd(kd.size());
+  for (int64_t h = 0; h < kHeads; ++h) {
+    for (int64_t j = 0; j < kCtx; ++j) {
+      for (float& x : row) x = uni(rng);
+      StoreKeyQ8(row.data(), kHeadDim, j, kq.data() + h * quants, kd.data() + h * scales, kCtx);
+      for (float& x : row) x = uni(rng);
+      StoreValueQ8(row.data(), kHeadDim, j, vq.data() + h * quants, vd.data() + h * scales, kCtx);
+    }
+  }
+  std::vector<float> weights(size_t{64} << 20, 1.0f);
+  [[maybe_unused]] volatile float sink = 0;
+  std::vector<float> probs(kKeys), out(static_cast<size_t>(kHeads * kHeadDim));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+  std::vector<int64_t> targets = {0};
+  if (std::getenv("GPT2_BENCH_ALL_TARGETS") != nullptr) targets = KernelTargets();
+  for (int64_t target : targets) {
+    ForceKernelTarget(target);
+    for (bool cold : {true, false}) {
+      auto sweep = [&] {
+        for (int64_t h = 0; h < kHeads; ++h) {
+          const KvHeadQ8 keys{kq.data() + h * quants, kd.data() + h * scales, kCtx};
+          const KvHeadQ8 values{vq.data() + h * quants, vd.data() + h * scales, kCtx};
+          AttentionHead(q.data() + h * kHeadDim, keys, values, kKeys, kHeadDim, scale, nullptr,
+                        probs.data(), out.data() + h * kHeadDim);
+        }
+      };
+      sweep();  // warm up
+      int sweeps = 0;
+      double elapsed = 0;
+      do {
+        if (cold) {
+          float sum = 0;
+          for (size_t i = 0; i < weights.size(); i += 16) sum += weights[i];
+          sink = sum;
+        }
+        const double t0 = AttentionCpuSeconds();
+        sweep();
+        elapsed += AttentionCpuSeconds() - t0;
+        ++sweeps;
+      } while (elapsed < 1.0);
+      const double per_head = elapsed / sweeps / kHeads;
+      const double bytes = 2.0 * static_cast<double>(KvHeadBytes(kHeadDim, kKeys));
+      std::printf("%-8s AttentionHead 8-bit cache %s: %lld heads x n_keys %lld  %8.2f us/head  "
+                  "%6.2f GB/s\n",
+                  ActiveKernelTargetName().c_str(), cold ? "in memory" : "in L3   ",
+                  static_cast<long long>(kHeads), static_cast<long long>(kKeys), per_head * 1e6,
+                  bytes / per_head / 1e9);
+    }
+  }
+  ForceKernelTarget(0);
+}
+
 // The same kernel over a whole decode step's KV cache at position 1000: GPT-2 small's 12 x 12
 // heads, each with its own keys and values in the model's layout ([L, H, n_ctx, D]: 73.7 MB as
 // f32), one head after the other as Session::AttentionStep calls them on one thread. Prints the
-// time per head and the bytes of keys and values read per second.
+// time per head and the bytes of keys and values read per second (the 8-bit cache also hot in
+// the last-level cache: a decode step's 131 MB of Q8_0 weights and 20 MB of cache can stay in
+// a large L3).
 TEST_CASE("AttentionHead throughput over a whole KV cache", "[.][bench]") {
   WholeCacheBench<float>("f32");
   WholeCacheBench<uint16_t>("f16");
+  WholeCacheBenchQ8();
   SUCCEED();
 }
 
