@@ -471,14 +471,27 @@ HWY_INLINE VF4 Score4(const int16_t* HWY_RESTRICT qq, const float* HWY_RESTRICT 
 
 // Keys scored but the last n_keys % 4 go through Score4 too, from a zero-padded copy, so that
 // every score gets the same float operations.
+// values: the same keys' values, whose lines are read here too (one byte of each pair's 64-byte
+// line per block) so that the value sum finds them in cache: in a decode step the cache comes
+// from memory, and the value sum alone walks its two block streams slower than the prefetcher
+// keeps up with. Whole 8-bit cache at 1000 keys under Node, best sweep: 25 -> 21 us a head
+// from memory, +3-4 % when the cache is hot (a prefill's).
 HWY_INLINE void ScoreKeys(const int16_t* qq, const float* qd, const KvHeadQ8& keys, int64_t n_keys,
-                          int64_t nb, float* HWY_RESTRICT scores) {
+                          int64_t nb, float* HWY_RESTRICT scores, const KvHeadQ8& values) {
   const int64_t row = nb * kKvBlock;
   int64_t j = 0;
+  uint8_t touched = 0;
   for (; j + 4 <= n_keys; j += 4) {
+    if (values.q != nullptr) {
+      for (int64_t b = 0; b < nb; ++b) {
+        const int8_t* HWY_RESTRICT pairs = values.q + (b * values.capacity + j) * kKvBlock;
+        touched |= static_cast<uint8_t>(pairs[0] | pairs[2 * kKvBlock]);
+      }
+    }
     hn::StoreU(Score4(qq, qd, keys.q + j * row, keys.d + j, keys.capacity, nb), DF4(),
                scores + j);
   }
+  [[maybe_unused]] volatile uint8_t kept = touched;
   if (j == n_keys) return;
   const int64_t rest = n_keys - j;
   static thread_local std::vector<int8_t> k_tail;     // [4, nb * 32]
@@ -525,7 +538,8 @@ HWY_NOINLINE void AttentionHeadQ8Kernel(const float* q, const KvHeadQ8& keys,
     qd[static_cast<size_t>(b)] = kernels_internal::HalfToFloat(d) * scale;
   }
   if (n_keys <= 0) return;
-  kvq::ScoreKeys(qq.data(), qd.data(), keys, n_keys, nb, probs);
+  kvq::ScoreKeys(qq.data(), qd.data(), keys, n_keys, nb, probs,
+                 out != nullptr ? values : KvHeadQ8{});
   if (scores != nullptr) std::memcpy(scores, probs, static_cast<size_t>(n_keys) * sizeof(float));
   SoftmaxKernel(probs, n_keys);
   if (out == nullptr) return;

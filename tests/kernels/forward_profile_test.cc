@@ -104,13 +104,15 @@ void ProfilePhase(const Config& c, const char* phase, int tokens, const Run& run
 
 // activations: the native CLI's default (kFastest: f32 prompts on AVX-512) unless asked for the
 // page's int8 (which kFastest is in wasm anyway).
-void ProfileForward(TensorType type, QuantActivations activations = QuantActivations::kFastest) {
+// prompt tokens are prefilled, then `decode` tokens decoded after them.
+void ProfileForward(TensorType type, QuantActivations activations = QuantActivations::kFastest,
+                    int prompt_tokens = 128, int decode = 64) {
   const Config config = Gpt2SmallConfig();
   std::vector<uint8_t> bytes = SyntheticModelBytes(config, type, nullptr);
   std::shared_ptr<const GgufFile> file = GgufFile::Parse(bytes.data(), bytes.size());
   std::unique_ptr<Model> model = Model::FromGguf(file);
   Session session(*model, 1, activations);
-  constexpr int kPrompt = 128, kDecode = 64;
+  const int kPrompt = prompt_tokens, kDecode = decode;
   std::vector<int> prompt(kPrompt);
   for (int i = 0; i < kPrompt; ++i) prompt[i] = 1 + (i * 37) % 50000;
   // Warm-up (V8 tiers hot wasm functions up while they run; caches, page faults natively).
@@ -120,7 +122,9 @@ void ProfileForward(TensorType type, QuantActivations activations = QuantActivat
   std::printf("\n==== GPT-2 small shape, %s weights, 1 thread, %s activations\n", TypeName(type),
               activations == QuantActivations::kInt8 ? "int8" : "fastest");
   ProfilePhase(config, "prefill", kPrompt, [&] { session.Prefill(prompt.data(), kPrompt); });
-  ProfilePhase(config, "decode (positions 128-191)", kDecode, [&] {
+  const std::string positions = "decode (positions " + std::to_string(kPrompt) + "-" +
+                                std::to_string(kPrompt + kDecode - 1) + ")";
+  ProfilePhase(config, positions.c_str(), kDecode, [&] {
     for (int i = 0; i < kDecode; ++i) session.Step(198);
   });
 }
@@ -133,6 +137,12 @@ TEST_CASE("Forward pass profile, q8_0, int8 activations", "[.][profile][q8_0_int
   ProfileForward(TensorType::kQ8_0, QuantActivations::kInt8);
   SUCCEED();
 }
+// Long prompts (issue 10: a 1024-token prefill against a 128-token one, decode at position
+// 1000 against 0): where the time of the attention's longer rows goes.
+TEST_CASE("Forward pass profile, q8_0, a long prompt", "[.][profile][q8_0_long]") {
+  ProfileForward(TensorType::kQ8_0, QuantActivations::kInt8, 1000, 16);
+}
+
 TEST_CASE("Forward pass profile, q4_0", "[.][profile][q4_0]") {
   ProfileForward(TensorType::kQ4_0);
   SUCCEED();
