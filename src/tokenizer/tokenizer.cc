@@ -72,9 +72,15 @@ constexpr uint32_t kInvalidCodepoint = 0xFFFFFFFFu;
 
 bool IsContinuation(unsigned char c) { return (c & 0xC0) == 0x80; }
 
-Char DecodeChar(const unsigned char* s, size_t n) {
+// One UTF-8 character at s (n > 0 bytes left): its code point (kInvalidCodepoint for an
+// ill-formed sequence, which then counts as its first byte alone) and size.
+struct Codepoint {
+  uint32_t cp;
+  uint32_t size;
+};
+Codepoint DecodeCodepoint(const unsigned char* s, size_t n) {
   const unsigned char c0 = s[0];
-  if (c0 < 0x80) return {c0, 1, Ascii().cls[c0]};
+  if (c0 < 0x80) return {c0, 1};
   uint32_t cp = kInvalidCodepoint;
   uint32_t size = 1;
   // Well-formed sequences, Unicode Table 3-7.
@@ -98,8 +104,14 @@ Char DecodeChar(const unsigned char* s, size_t n) {
       size = 4;
     }
   }
-  if (cp == kInvalidCodepoint) return {cp, 1, CharClass::kOther};
-  return {cp, size, ClassifyCodepoint(cp)};
+  return {cp, cp == kInvalidCodepoint ? 1 : size};
+}
+
+Char DecodeChar(const unsigned char* s, size_t n) {
+  if (s[0] < 0x80) return {s[0], 1, Ascii().cls[s[0]]};
+  const Codepoint c = DecodeCodepoint(s, n);
+  if (c.cp == kInvalidCodepoint) return {c.cp, 1, CharClass::kOther};
+  return {c.cp, c.size, ClassifyCodepoint(c.cp)};
 }
 
 
@@ -180,23 +192,30 @@ const ByteAlphabet& Alphabet() {
   return alphabet;
 }
 
-// Raw bytes of a token written in the byte alphabet. Characters outside the alphabet (added
-// tokens in some vocabularies) are kept as their own UTF-8, and invalid UTF-8 byte by byte.
-std::string AlphabetToBytes(const std::string& token) {
+// Appends the raw bytes of token[0, size), written in the byte alphabet, to *bytes. Characters
+// outside the alphabet (added tokens in some vocabularies) are kept as their own UTF-8, and
+// invalid UTF-8 byte by byte.
+void AppendAlphabetBytes(const char* token, size_t size, std::string* bytes) {
   const ByteAlphabet& alphabet = Alphabet();
-  std::string bytes;
-  const unsigned char* s = reinterpret_cast<const unsigned char*>(token.data());
+  const unsigned char* s = reinterpret_cast<const unsigned char*>(token);
   size_t pos = 0;
-  while (pos < token.size()) {
-    const Char c = DecodeChar(s + pos, token.size() - pos);
+  while (pos < size) {
+    // Code points only: classifying them (DecodeChar) is what the pre-tokenizer needs, and for
+    // the byte alphabet's U+0100.. letters it is most of this loop's time.
+    const Codepoint c = DecodeCodepoint(s + pos, size - pos);
     const int byte = c.cp < ByteAlphabet::kCodepoints ? alphabet.byte_of_codepoint[c.cp] : -1;
     if (byte >= 0) {
-      bytes.push_back(static_cast<char>(byte));
+      bytes->push_back(static_cast<char>(byte));
     } else {
-      bytes.append(token, pos, c.size);
+      bytes->append(token + pos, c.size);
     }
     pos += c.size;
   }
+}
+
+std::string AlphabetToBytes(const std::string& token) {
+  std::string bytes;
+  AppendAlphabetBytes(token.data(), token.size(), &bytes);
   return bytes;
 }
 
@@ -210,8 +229,8 @@ std::string BytesToAlphabet(const std::string& bytes) {
 
 }  // namespace
 
-Tokenizer::Tokenizer(std::vector<std::string> tokens, const std::vector<std::string>& merges)
-    : tokens_(std::move(tokens)), merges_(merges) {
+Tokenizer::Tokenizer(std::vector<std::string> tokens, std::vector<std::string> merges)
+    : tokens_(std::move(tokens)), merges_(std::move(merges)) {
   token_bytes_.reserve(tokens_.size());
   ids_by_bytes_.reserve(tokens_.size());
   for (size_t id = 0; id < tokens_.size(); ++id) {
@@ -231,6 +250,9 @@ Tokenizer::Tokenizer(std::vector<std::string> tokens, const std::vector<std::str
     byte_ids_[b] = it->second;
   }
   merge_rank_.assign(tokens_.size(), -1);
+  // One buffer for every merge's result: GPT-2 has 50000 merges, and a string or two per merge
+  // made this loop most of a model's load time in wasm.
+  std::string merged;
   for (size_t i = 0; i < merges_.size(); ++i) {
     const std::string& line = merges_[i];
     const size_t space = line.find(' ');
@@ -239,8 +261,9 @@ Tokenizer::Tokenizer(std::vector<std::string> tokens, const std::vector<std::str
       throw Error("tokenizer merge " + std::to_string(i) + " '" + line +
                   "' is not two tokens separated by one space");
     }
-    const std::string merged =
-        AlphabetToBytes(line.substr(0, space)) + AlphabetToBytes(line.substr(space + 1));
+    merged.clear();
+    AppendAlphabetBytes(line.data(), space, &merged);
+    AppendAlphabetBytes(line.data() + space + 1, line.size() - space - 1, &merged);
     auto it = ids_by_bytes_.find(merged);
     if (it == ids_by_bytes_.end()) {
       throw Error("tokenizer merge " + std::to_string(i) + " '" + line + "' makes '" +
@@ -308,7 +331,7 @@ std::unique_ptr<Tokenizer> Tokenizer::FromText(const std::string& json, const st
     if (line.empty()) continue;
     merges.push_back(std::move(line));
   }
-  return std::make_unique<Tokenizer>(std::move(tokens), merges);
+  return std::make_unique<Tokenizer>(std::move(tokens), std::move(merges));
 }
 
 int Tokenizer::MergeRank(const char* bytes, size_t size, int* id) const {

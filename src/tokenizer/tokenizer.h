@@ -38,7 +38,7 @@ class Tokenizer {
                                              const std::string& merges_text,
                                              const std::string& what);
   // Token strings in id order and merges as "a b" lines, both in the byte alphabet.
-  Tokenizer(std::vector<std::string> tokens, const std::vector<std::string>& merges);
+  Tokenizer(std::vector<std::string> tokens, std::vector<std::string> merges);
 
   std::vector<int> Encode(const std::string& text) const;
   std::string Decode(const std::vector<int>& ids) const;

@@ -22,8 +22,8 @@ std::unique_ptr<Tokenizer> Tokenizer::FromGguf(const GgufFile& file) {
   }
   std::vector<std::string> tokens = file.GetStringArray("tokenizer.ggml.tokens");
   if (tokens.empty()) throw Error("GGUF tokenizer.ggml.tokens is empty");
-  const std::vector<std::string> merges = file.GetStringArray("tokenizer.ggml.merges");
-  return std::make_unique<Tokenizer>(std::move(tokens), merges);
+  std::vector<std::string> merges = file.GetStringArray("tokenizer.ggml.merges");
+  return std::make_unique<Tokenizer>(std::move(tokens), std::move(merges));
 }
 
 }  // namespace gpt2
