@@ -83,6 +83,7 @@ HWY_EXPORT(AddInPlaceKernel);
 HWY_EXPORT(AttentionHeadKernel);
 HWY_EXPORT(AttentionHeadF16Kernel);
 HWY_EXPORT(AttentionHeadQ8Kernel);
+HWY_EXPORT(StoreKvRowQ8Kernel);
 HWY_EXPORT(F32ToF16SaturatedKernel);
 HWY_EXPORT(F16ToF32Kernel);
 HWY_EXPORT(CompiledTargetKernel);
@@ -303,25 +304,14 @@ void AttentionHead(const float* q, const KvHeadQ8& keys, const KvHeadQ8& values,
                                        out);
 }
 
-// Not per target: a row is a few blocks, stored once per token and head.
 void StoreKeyQ8(const float* x, int64_t head_dim, int64_t j, int8_t* q, uint16_t* d,
                 int64_t capacity) {
-  const int64_t nb = KvBlocks(head_dim);
-  for (int64_t b = 0; b < nb; ++b) {
-    d[b * capacity + j] = kernels_internal::QuantizeKvBlock(
-        x + b * kKvBlock, std::min(kKvBlock, head_dim - b * kKvBlock),
-        q + (j * nb + b) * kKvBlock, 1);
-  }
+  GPT2_DISPATCH(StoreKvRowQ8Kernel)(x, head_dim, j, false, q, d, capacity);
 }
 
 void StoreValueQ8(const float* x, int64_t head_dim, int64_t j, int8_t* q, uint16_t* d,
                   int64_t capacity) {
-  const int64_t nb = KvBlocks(head_dim);
-  for (int64_t b = 0; b < nb; ++b) {
-    d[b * capacity + j] = kernels_internal::QuantizeKvBlock(
-        x + b * kKvBlock, std::min(kKvBlock, head_dim - b * kKvBlock),
-        q + (b * capacity + j - j % 2) * kKvBlock + j % 2, 2);
-  }
+  GPT2_DISPATCH(StoreKvRowQ8Kernel)(x, head_dim, j, true, q, d, capacity);
 }
 
 void F32ToF16Saturated(const float* x, uint16_t* h, int64_t n) {

@@ -1,5 +1,6 @@
 // Per-target LayerNorm, Gelu, Softmax, AddInPlace and AttentionHead (kernels.h). Included once
-// per Highway target by kernels.cc. Leftover elements (n % lanes) go through a lane-sized stack
+// per Highway target by kernels.cc, after matmul-inl.h (whose activation quantizer the 8-bit
+// attention uses for its query). Leftover elements (n % lanes) go through a lane-sized stack
 // buffer so they get exactly the same arithmetic as the full vectors; Highway 1.0.3 has no LoadN
 // and its MaskedLoad may read past the end on 128-bit targets.
 #if defined(GPT2_KERNELS_OPS_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -395,28 +396,34 @@ HWY_INLINE void AttentionHeadImpl(const float* q, const T* k, const T* v, int64_
 }
 
 // ---- Keys and values in the 8-bit KV cache (kernels.h KvHeadQ8) ------------------------------
+// The integer multiply-adds are ReorderWidenMulAccumulate of int16 (pmaddwd, i32x4.dot_i16x8_s)
+// at the target's full width (a 32-number block is 4 vectors on WASM, 1 on AVX-512); lane i
+// is a[2i] b[2i] + a[2i+1] b[2i+1] once RearrangeToOddPlusEven has joined its two sums (EMU128
+// keeps even and odd products apart until then). The integer sums are exact whatever the width,
+// and the float steps after them run on 128-bit vectors of 4 keys or elements everywhere, so
+// every target gives the same bits.
 #if HWY_TARGET != HWY_SCALAR
-// 128-bit vectors on every target: a 32-number block is 4 vectors of 8 int16, a value pair's
-// block 8 vectors of 4 elements x 2 positions, which is what the layout is built around. The
-// integer multiply-adds are ReorderWidenMulAccumulate of int16 (pmaddwd, i32x4.dot_i16x8_s),
-// whose lane i is a[2i] b[2i] + a[2i+1] b[2i+1] once RearrangeToOddPlusEven has joined its two
-// sums (EMU128 keeps even and odd products apart until then).
 namespace kvq {
 
 namespace hn = hwy::HWY_NAMESPACE;
-using DI32 = hn::Full128<int32_t>;
-using DI16 = hn::Full128<int16_t>;
+using DI16 = hn::ScalableTag<int16_t>;
+using DI32 = hn::Repartition<int32_t, DI16>;
+using DF = hn::Repartition<float, DI16>;
+using D4I32 = hn::Full128<int32_t>;
 using DF4 = hn::Full128<float>;
-using VI32 = hn::Vec<DI32>;
 using VI16 = hn::Vec<DI16>;
+using VI32 = hn::Vec<DI32>;
+using V4I32 = hn::Vec<D4I32>;
 using VF4 = hn::Vec<DF4>;
+constexpr int64_t kI16 = static_cast<int64_t>(hn::MaxLanes(DI16()));
+static_assert(kKvBlock % kI16 == 0, "a block is whole int16 vectors");
 
-// 8 int8 at p sign-extended to int16.
+// kI16 int8 at p sign-extended to int16.
 HWY_INLINE VI16 LoadI8(const int8_t* HWY_RESTRICT p) {
 #if HWY_TARGET == HWY_WASM
   return VI16{wasm_i16x8_load8x8(p)};
 #else
-  return hn::PromoteTo(DI16(), hn::LoadU(hn::Full64<int8_t>(), p));
+  return hn::PromoteTo(DI16(), hn::LoadU(hn::Rebind<int8_t, DI16>(), p));
 #endif
 }
 
@@ -424,19 +431,53 @@ HWY_INLINE VI16 LoadI8(const int8_t* HWY_RESTRICT p) {
 // integer operations give the value times 2^-112, and the multiply by 2^112 is exact.
 HWY_INLINE VF4 LoadScales(const uint16_t* HWY_RESTRICT p) {
   const auto wide =
-      hn::PromoteTo(DI32(), hn::LoadU(hn::Full64<int16_t>(), reinterpret_cast<const int16_t*>(p)));
+      hn::PromoteTo(D4I32(), hn::LoadU(hn::Full64<int16_t>(), reinterpret_cast<const int16_t*>(p)));
   const VF4 scaled = hn::BitCast(
-      DF4(), hn::And(hn::ShiftLeft<13>(wide), hn::Set(DI32(), static_cast<int32_t>(0x8fffffffu))));
+      DF4(), hn::And(hn::ShiftLeft<13>(wide), hn::Set(D4I32(), static_cast<int32_t>(0x8fffffffu))));
   return hn::Mul(scaled, hn::Set(DF4(), kv::kHalfScale));
 }
 
-// The lane sums of a, b, c, d as the 4 lanes of one vector (ops::SumsOf4 for 128-bit vectors of
-// any lane type).
+// The exact sum of a ReorderWidenMulAccumulate pair, its lanes folded to 4 (adding halves).
 template <class D>
-HWY_INLINE hn::Vec<D> SumsOf4(D d, hn::Vec<D> a, hn::Vec<D> b, hn::Vec<D> c, hn::Vec<D> e) {
+HWY_INLINE V4I32 Fold4(D d, hn::Vec<D> v) {
+  if constexpr (hn::MaxLanes(D()) <= 4) {
+    return v;
+  } else {
+    const hn::Half<D> dh;
+    return Fold4(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
+  }
+}
+HWY_INLINE V4I32 Joined4(VI32 sum0, VI32 sum1) {
+  return Fold4(DI32(), hn::RearrangeToOddPlusEven(sum0, sum1));
+}
+
+// The lane sums of a, b, c, e as the 4 lanes of one vector (ops::SumsOf4 for int32).
+HWY_INLINE V4I32 SumsOf4(V4I32 a, V4I32 b, V4I32 c, V4I32 e) {
+  const D4I32 d;
   const auto ab = hn::Add(hn::InterleaveLower(d, a, b), hn::InterleaveUpper(d, a, b));
   const auto ce = hn::Add(hn::InterleaveLower(d, c, e), hn::InterleaveUpper(d, c, e));
   return hn::Add(hn::ConcatLowerLower(d, ce, ab), hn::ConcatUpperUpper(d, ce, ab));
+}
+
+// One block of a KV cache row or of a query, x[0, width) (width <= 32), to int16 quants q[32]
+// (zeros past width) and the returned f16 scale bits, with kernels_internal::QuantizeKvBlock's
+// rules, by the matmul's vector quantizer (QuantizeRowQ8_0's bits on every target).
+HWY_INLINE uint16_t QuantizeBlockQ8(const float* HWY_RESTRICT x, int64_t width,
+                                    int16_t* HWY_RESTRICT q) {
+  HWY_ALIGN float padded[kKvBlock] = {};
+  if (width < kKvBlock) {
+    std::memcpy(padded, x, static_cast<size_t>(width) * sizeof(float));
+    x = padded;
+  }
+  bool finite = true;
+  for (int64_t i = 0; i < kKvBlock; ++i) finite &= x[i] - x[i] == 0.0f;
+  if (!finite) {
+    std::fill_n(q, kKvBlock, int16_t{0});
+    return 0;
+  }
+  uint16_t d;
+  matmul::QuantizeBlock(x, q, d);
+  return std::min<uint16_t>(d, 0x7bff);  // 65504
 }
 
 // Scores of 4 consecutive keys: k points at the first one's quants, kd at block 0 of its
@@ -452,16 +493,14 @@ HWY_INLINE VF4 Score4(const int16_t* HWY_RESTRICT qq, const float* HWY_RESTRICT 
     const int8_t* HWY_RESTRICT k0 = k + b * kKvBlock;
     VI32 a0 = hn::Zero(di32), a1 = a0, a2 = a0, a3 = a0;
     VI32 o0 = a0, o1 = a0, o2 = a0, o3 = a0;
-    for (int64_t g = 0; g < kKvBlock; g += 8) {
+    for (int64_t g = 0; g < kKvBlock; g += kI16) {
       const VI16 qv = hn::LoadU(DI16(), qq + b * kKvBlock + g);
       a0 = hn::ReorderWidenMulAccumulate(di32, LoadI8(k0 + g), qv, a0, o0);
       a1 = hn::ReorderWidenMulAccumulate(di32, LoadI8(k0 + row + g), qv, a1, o1);
       a2 = hn::ReorderWidenMulAccumulate(di32, LoadI8(k0 + 2 * row + g), qv, a2, o2);
       a3 = hn::ReorderWidenMulAccumulate(di32, LoadI8(k0 + 3 * row + g), qv, a3, o3);
     }
-    const VI32 sums = SumsOf4(di32, hn::RearrangeToOddPlusEven(a0, o0),
-                              hn::RearrangeToOddPlusEven(a1, o1), hn::RearrangeToOddPlusEven(a2, o2),
-                              hn::RearrangeToOddPlusEven(a3, o3));
+    const V4I32 sums = SumsOf4(Joined4(a0, o0), Joined4(a1, o1), Joined4(a2, o2), Joined4(a3, o3));
     const VF4 term = hn::Mul(hn::ConvertTo(DF4(), sums),
                              hn::Mul(hn::Set(DF4(), qd[b]), LoadScales(kd + b * capacity)));
     s = b == 0 ? term : hn::Add(s, term);
@@ -518,9 +557,10 @@ HWY_NOINLINE void AttentionHeadQ8Kernel(const float* q, const KvHeadQ8& keys,
   reference::AttentionHead(q, keys, values, n_keys, head_dim, scale, scores, probs, out);
 #else
   namespace hn = hwy::HWY_NAMESPACE;
+  using kvq::D4I32;
   using kvq::DF4;
   using kvq::DI16;
-  using kvq::DI32;
+  using kvq::V4I32;
   using kvq::VF4;
   using kvq::VI16;
   using kvq::VI32;
@@ -531,10 +571,8 @@ HWY_NOINLINE void AttentionHeadQ8Kernel(const float* q, const KvHeadQ8& keys,
   qq.resize(static_cast<size_t>(nb * kKvBlock));
   qd.resize(static_cast<size_t>(nb));
   for (int64_t b = 0; b < nb; ++b) {
-    int8_t q8[kKvBlock];
     const int64_t width = std::min(kKvBlock, head_dim - b * kKvBlock);
-    const uint16_t d = kernels_internal::QuantizeKvBlock(q + b * kKvBlock, width, q8, 1);
-    for (int64_t i = 0; i < kKvBlock; ++i) qq[static_cast<size_t>(b * kKvBlock + i)] = q8[i];
+    const uint16_t d = kvq::QuantizeBlockQ8(q + b * kKvBlock, width, qq.data() + b * kKvBlock);
     qd[static_cast<size_t>(b)] = kernels_internal::HalfToFloat(d) * scale;
   }
   if (n_keys <= 0) return;
@@ -581,18 +619,22 @@ HWY_NOINLINE void AttentionHeadQ8Kernel(const float* q, const KvHeadQ8& keys,
   // Rounding to nearest, ties to even, by adding 1.5 * 2^23: exact for 0 <= w * inv <= 32767.5.
   const VF4 v_inv = hn::Set(df, std::isfinite(inv) ? inv : 0.0f);
   const VF4 magic = hn::Set(df, 12582912.0f);
-  const VI32 magic_bits = hn::Set(DI32(), 0x4B400000);
+  const V4I32 magic_bits = hn::Set(D4I32(), 0x4B400000);
   const hn::Full64<int16_t> di16x4;
   for (int64_t e = 0; e < nb * n_pad; e += 4) {
     const VF4 x = hn::Add(hn::Mul(hn::LoadU(df, w.data() + e), v_inv), magic);
-    const VI32 r = hn::Sub(hn::BitCast(DI32(), x), magic_bits);
+    const V4I32 r = hn::Sub(hn::BitCast(D4I32(), x), magic_bits);
     hn::StoreU(hn::DemoteTo(di16x4, r), di16x4, P.data() + e);
   }
 
-  // The value sum, block by block: 8 int32 vectors of 4 elements over all pairs of keys, turned
-  // into floats every 256 pairs (2 * 32767 * 128 * 256 < 2^31).
+  // The value sum, block by block: a pair's block (2 x 32 int8) is kVecs int16 vectors, whose
+  // int32 sums over all pairs of keys become floats every 256 pairs (2 * 32767 * 128 * 256 <
+  // 2^31).
+  constexpr int64_t kVecs = 2 * kKvBlock / kvq::kI16;
+  constexpr int64_t kF32 = kvq::kI16 / 2;  // channels (int32 and float lanes) per vector
+  const kvq::DF dfv;
   const int64_t n_pairs = (n_keys + 1) / 2;
-  const VF4 out_scale = hn::Set(df, W / 32767.0f);
+  const auto out_scale = hn::Set(dfv, W / 32767.0f);
   for (int64_t b = 0; b < nb; ++b) {
     const int8_t* HWY_RESTRICT vb = values.q + b * values.capacity * kKvBlock;
     const int16_t* HWY_RESTRICT pb = P.data() + b * n_pad;
@@ -600,27 +642,50 @@ HWY_NOINLINE void AttentionHeadQ8Kernel(const float* q, const KvHeadQ8& keys,
     HWY_ALIGN float f[kKvBlock] = {};
     for (int64_t m0 = 0; m0 < n_pairs; m0 += 256) {
       const int64_t m1 = std::min(n_pairs, m0 + 256);
-      VI32 a[8], o[8];
-      for (int i = 0; i < 8; ++i) a[i] = o[i] = hn::Zero(DI32());
+      VI32 a[kVecs], o[kVecs];
+      for (int64_t i = 0; i < kVecs; ++i) a[i] = o[i] = hn::Zero(kvq::DI32());
       for (int64_t m = m0; m < m1; ++m) {
         int32_t pair;
         std::memcpy(&pair, pb + 2 * m, sizeof(pair));
-        const VI16 pv = hn::BitCast(DI16(), hn::Set(DI32(), pair));
+        const VI16 pv = hn::BitCast(DI16(), hn::Set(kvq::DI32(), pair));
         const int8_t* HWY_RESTRICT row = vb + m * 2 * kKvBlock;
-        for (int i = 0; i < 8; ++i) {
-          a[i] = hn::ReorderWidenMulAccumulate(DI32(), kvq::LoadI8(row + 8 * i), pv, a[i], o[i]);
+        for (int64_t i = 0; i < kVecs; ++i) {
+          a[i] = hn::ReorderWidenMulAccumulate(kvq::DI32(), kvq::LoadI8(row + i * kvq::kI16), pv,
+                                               a[i], o[i]);
         }
       }
-      for (int i = 0; i < 8; ++i) {
-        const VF4 run = hn::ConvertTo(df, hn::RearrangeToOddPlusEven(a[i], o[i]));
-        hn::Store(hn::Add(hn::Load(df, f + 4 * i), run), df, f + 4 * i);
+      for (int64_t i = 0; i < kVecs; ++i) {
+        const auto run = hn::ConvertTo(dfv, hn::RearrangeToOddPlusEven(a[i], o[i]));
+        hn::Store(hn::Add(hn::Load(dfv, f + i * kF32), run), dfv, f + i * kF32);
       }
     }
     const int64_t width = std::min(kKvBlock, head_dim - b * kKvBlock);
-    for (int i = 0; i < 8; ++i) hn::Store(hn::Mul(hn::Load(df, f + 4 * i), out_scale), df, f + 4 * i);
+    for (int64_t i = 0; i < kVecs; ++i) {
+      hn::Store(hn::Mul(hn::Load(dfv, f + i * kF32), out_scale), dfv, f + i * kF32);
+    }
     std::memcpy(out + b * kKvBlock, f, static_cast<size_t>(width) * sizeof(float));
   }
 #endif  // HWY_TARGET == HWY_SCALAR
+}
+
+// Row x [head_dim] as key or value j of a head's 8-bit cache (kernels.h StoreKeyQ8,
+// StoreValueQ8): a value's quants go to every other byte, beside its pair's partner.
+HWY_NOINLINE void StoreKvRowQ8Kernel(const float* x, int64_t head_dim, int64_t j, bool value,
+                                     int8_t* q, uint16_t* d, int64_t capacity) {
+  const int64_t nb = KvBlocks(head_dim);
+  for (int64_t b = 0; b < nb; ++b) {
+    const int64_t width = std::min(kKvBlock, head_dim - b * kKvBlock);
+    int8_t* HWY_RESTRICT row = value ? q + (b * capacity + j - j % 2) * kKvBlock + j % 2
+                                     : q + (j * nb + b) * kKvBlock;
+    const int64_t stride = value ? 2 : 1;
+#if HWY_TARGET == HWY_SCALAR
+    d[b * capacity + j] = kernels_internal::QuantizeKvBlock(x + b * kKvBlock, width, row, stride);
+#else
+    HWY_ALIGN int16_t q16[kKvBlock];
+    d[b * capacity + j] = kvq::QuantizeBlockQ8(x + b * kKvBlock, width, q16);
+    for (int64_t i = 0; i < kKvBlock; ++i) row[i * stride] = static_cast<int8_t>(q16[i]);
+#endif
+  }
 }
 
 HWY_NOINLINE void AttentionHeadKernel(const float* q, const float* k, const float* v,
