@@ -52,8 +52,8 @@ constexpr int kEndOfText = 50256;  // GPT-2's <|endoftext|>
 // the session and the bindings form from the same config values.
 struct MemoryPlan {
   // Session (src/model/session.cc), allocated up front for the full context: activations
-  // [n_ctx, C|3C|F], the KV cache [2, L, n_ctx, C] (f32 or f16), attention scratch [2, H, n_ctx],
-  // logits [V].
+  // [n_ctx, C|3C|F], the KV cache [2, L, n_ctx, C] (f32, f16 or 8-bit rows with their scales),
+  // attention scratch [2, H, n_ctx], logits [V].
   int64_t session_bytes = 0;
   // Extra while an observer watches a full-context prefill: per-head q/k/v or all logits
   // (max(H*n_ctx*D, n_ctx*V)) and the attention scores and probabilities [2, H, n_ctx, n_ctx].

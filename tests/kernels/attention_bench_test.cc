@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <ctime>
 #include <random>
 #include <vector>
@@ -110,16 +111,55 @@ TEST_CASE("AttentionHead throughput", "[.][bench]") {
   SUCCEED();
 }
 
-// The same kernel over a whole decode step's KV cache at position 1000: GPT-2 small's 12 x 12
-// heads, each with its own keys and values in the model's layout ([L, H, n_ctx, D], so 73.7 MB
-// in all), called one head after the other as Session::AttentionStep does on one thread. Each
-// head's keys and values have left the core's caches by the time it comes round again (L2 is a
-// few MB), as in a real decode, where 137 MB of weights pass between two visits. Prints the time
-// per head and the bytes of keys and values read per second.
-// Keys and values as f32 (an F32 model's cache) or as f16 bits (a quantized model's).
+constexpr int64_t kCacheHeadDim = 64, kCacheHeads = 144, kCacheCtx = 1024, kCacheKeys = 1000;
+
+// Times sweep(one_head) (all heads once; with one_head, head 0 over and over) on every target
+// asked for: with the cache in memory (the weights a decode step streams between two visits of
+// a head, 137 MB for GPT-2 small at Q8_0, read between sweeps and not timed), from the
+// last-level cache (nothing read between: a decode step's 131 MB of Q8_0 weights and 20 MB of
+// 8-bit cache can stay in a large L3), and, with `hot`, one head (in cache, as a prefill's is).
+// The best sweep of many, so that other load on the machine, which only ever slows a sweep
+// down, does not blur a comparison. bytes: one head's keys and values.
+void TimeWholeCache(const char* name, double bytes, bool hot,
+                    const std::function<void(bool one_head)>& sweep) {
+  std::vector<float> weights(size_t{64} << 20, 1.0f);
+  [[maybe_unused]] volatile float sink = 0;  // keeps the untimed weight reads
+  std::vector<int64_t> targets = {0};
+  if (std::getenv("GPT2_BENCH_ALL_TARGETS") != nullptr) targets = KernelTargets();
+  for (int64_t target : targets) {
+    ForceKernelTarget(target);
+    for (int mode = 0; mode < (hot ? 3 : 1); ++mode) {
+      sweep(mode == 2);  // warm up
+      double elapsed = 0, best = 1e9;
+      do {
+        if (mode == 0) {
+          float sum = 0;
+          for (size_t i = 0; i < weights.size(); i += 16) sum += weights[i];
+          sink = sum;
+        }
+        const double t0 = AttentionCpuSeconds();
+        sweep(mode == 2);
+        const double t = AttentionCpuSeconds() - t0;
+        elapsed += t;
+        best = std::min(best, t);
+      } while (elapsed < 1.0);
+      const double per_head = best / kCacheHeads;
+      static const char* const kWhere[3] = {"in memory", "in L3    ", "one head "};
+      std::printf("%-8s AttentionHead %s cache %s: %lld heads x n_keys %lld  %8.2f us/head  "
+                  "%6.2f GB/s\n",
+                  ActiveKernelTargetName().c_str(), name, kWhere[mode],
+                  static_cast<long long>(kCacheHeads), static_cast<long long>(kCacheKeys),
+                  per_head * 1e6, bytes / per_head / 1e9);
+    }
+  }
+  ForceKernelTarget(0);
+}
+
+// Keys and values as f32 (an F32 model's cache) or as f16 bits (an F16 model's), head-major
+// ([L, H, n_ctx, D]: 73.7 MB as f32).
 template <typename T>
 void WholeCacheBench(const char* type_name) {
-  constexpr int64_t kHeadDim = 64, kHeads = 144, kCtx = 1024, kKeys = 1000;
+  constexpr int64_t kHeadDim = kCacheHeadDim, kHeads = kCacheHeads, kCtx = kCacheCtx;
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
   std::vector<float> q(static_cast<size_t>(kHeads * kHeadDim));
@@ -127,58 +167,28 @@ void WholeCacheBench(const char* type_name) {
   for (float& x : q) x = uni(rng);
   for (T& x : k) x = Stored<T>(uni(rng));
   for (T& x : v) x = Stored<T>(uni(rng));
-  // The weights a decode step streams between two visits of a head (137 MB for GPT-2 small at
-  // Q8_0), read between sweeps and not timed, so each sweep finds the cache in memory.
-  std::vector<float> weights(size_t{64} << 20, 1.0f);
-  [[maybe_unused]] volatile float sink = 0;  // keeps the untimed weight reads
-  std::vector<float> probs(kKeys), out(static_cast<size_t>(kHeads * kHeadDim));
+  std::vector<float> probs(kCacheKeys), out(static_cast<size_t>(kHeads * kHeadDim));
   const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
-  std::vector<int64_t> targets = {0};
-  if (std::getenv("GPT2_BENCH_ALL_TARGETS") != nullptr) targets = KernelTargets();
-  for (int64_t target : targets) {
-    ForceKernelTarget(target);
-    auto sweep = [&] {
-      for (int64_t h = 0; h < kHeads; ++h) {
-        const size_t base = static_cast<size_t>(h * kCtx * kHeadDim);
-        AttentionHead(q.data() + h * kHeadDim, k.data() + base, v.data() + base, kHeadDim, kKeys,
-                      kHeadDim, scale, nullptr, probs.data(), out.data() + h * kHeadDim);
-      }
-    };
-    sweep();  // warm up
-    int sweeps = 0;
-    double elapsed = 0;
-    do {
-      float sum = 0;
-      for (size_t i = 0; i < weights.size(); i += 16) sum += weights[i];
-      sink = sum;
-      const double t0 = AttentionCpuSeconds();
-      sweep();
-      elapsed += AttentionCpuSeconds() - t0;
-      ++sweeps;
-    } while (elapsed < 1.0);
-    const double per_head = elapsed / sweeps / kHeads;
-    const double bytes = 2.0 * kKeys * kHeadDim * sizeof(T);
-    std::printf("%-8s AttentionHead %s cache in memory: %lld heads x n_keys %lld  %8.2f us/head  "
-                "%6.2f GB/s\n",
-                ActiveKernelTargetName().c_str(), type_name, static_cast<long long>(kHeads),
-                static_cast<long long>(kKeys), per_head * 1e6, bytes / per_head / 1e9);
-  }
-  ForceKernelTarget(0);
+  TimeWholeCache(type_name, 2.0 * kCacheKeys * kHeadDim * sizeof(T), false, [&](bool) {
+    for (int64_t h = 0; h < kHeads; ++h) {
+      const size_t base = static_cast<size_t>(h * kCtx * kHeadDim);
+      AttentionHead(q.data() + h * kHeadDim, k.data() + base, v.data() + base, kHeadDim,
+                    kCacheKeys, kHeadDim, scale, nullptr, probs.data(), out.data() + h * kHeadDim);
+    }
+  });
 }
 
-// The same over the 8-bit cache (kernels.h KvHeadQ8): each head's quants and scales apart, as
-// Session lays them out (19.6 MB for GPT-2 small at 1000 positions), read from memory, from the
-// last-level cache (no weights read between sweeps), and as one head over and over (hot, as a
-// prefill's cache is). The best sweep of many, so that other load on the machine, which only
-// ever slows a sweep down, does not blur a comparison.
+// The 8-bit cache (kernels.h KvHeadQ8): each head's quants and scales apart, as Session lays
+// them out (19.6 MB for GPT-2 small at 1000 positions).
 void WholeCacheBenchQ8() {
-  constexpr int64_t kHeadDim = 64, kHeads = 144, kCtx = 1024, kKeys = 1000;
+  constexpr int64_t kHeadDim = kCacheHeadDim, kHeads = kCacheHeads, kCtx = kCacheCtx;
   const int64_t nb = KvBlocks(kHeadDim);
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
   std::vector<float> q(static_cast<size_t>(kHeads * kHeadDim)), row(kHeadDim);
   for (float& x : q) x = uni(rng);
-  const size_t quants = static_cast<size_t>(kCtx * nb * kKvBlock), scales = static_cast<size_t>(nb * kCtx);
+  const size_t quants = static_cast<size_t>(kCtx * nb * kKvBlock);
+  const size_t scales = static_cast<size_t>(nb * kCtx);
   std::vector<int8_t> kq(kHeads * quants), vq(kq.size());
   std::vector<uint16_t> kd(kHeads * scales), vd(kd.size());
   for (int64_t h = 0; h < kHeads; ++h) {
@@ -189,59 +199,24 @@ void WholeCacheBenchQ8() {
       StoreValueQ8(row.data(), kHeadDim, j, vq.data() + h * quants, vd.data() + h * scales, kCtx);
     }
   }
-  std::vector<float> weights(size_t{64} << 20, 1.0f);
-  [[maybe_unused]] volatile float sink = 0;
-  std::vector<float> probs(kKeys), out(static_cast<size_t>(kHeads * kHeadDim));
+  std::vector<float> probs(kCacheKeys), out(static_cast<size_t>(kHeads * kHeadDim));
   const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
-  std::vector<int64_t> targets = {0};
-  if (std::getenv("GPT2_BENCH_ALL_TARGETS") != nullptr) targets = KernelTargets();
-  for (int64_t target : targets) {
-    ForceKernelTarget(target);
-    for (int mode : {0, 1, 2}) {
-      const bool cold = mode == 0;
-      auto sweep = [&] {
-        for (int64_t hh = 0; hh < kHeads; ++hh) {
-          const int64_t h = mode == 2 ? 0 : hh;
-          const KvHeadQ8 keys{kq.data() + h * quants, kd.data() + h * scales, kCtx};
-          const KvHeadQ8 values{vq.data() + h * quants, vd.data() + h * scales, kCtx};
-          AttentionHead(q.data() + h * kHeadDim, keys, values, kKeys, kHeadDim, scale, nullptr,
-                        probs.data(), out.data() + h * kHeadDim);
-        }
-      };
-      sweep();  // warm up
-      int sweeps = 0;
-      double elapsed = 0, best = 1e9;
-      do {
-        if (cold) {
-          float sum = 0;
-          for (size_t i = 0; i < weights.size(); i += 16) sum += weights[i];
-          sink = sum;
-        }
-        const double t0 = AttentionCpuSeconds();
-        sweep();
-        const double t = AttentionCpuSeconds() - t0;
-        elapsed += t;
-        best = std::min(best, t);
-        ++sweeps;
-      } while (elapsed < 1.0);
-      const double per_head = best / kHeads;
-      const double bytes = 2.0 * static_cast<double>(KvHeadBytes(kHeadDim, kKeys));
-      std::printf("%-8s AttentionHead 8-bit cache %s: %lld heads x n_keys %lld  %8.2f us/head  "
-                  "%6.2f GB/s\n",
-                  ActiveKernelTargetName().c_str(), mode == 0 ? "in memory" : mode == 1 ? "in L3   " : "one head",
-                  static_cast<long long>(kHeads), static_cast<long long>(kKeys), per_head * 1e6,
-                  bytes / per_head / 1e9);
+  const double bytes = 2.0 * static_cast<double>(KvHeadBytes(kHeadDim, kCacheKeys));
+  TimeWholeCache("8-bit", bytes, true, [&](bool one_head) {
+    for (int64_t i = 0; i < kHeads; ++i) {
+      const int64_t h = one_head ? 0 : i;
+      const KvHeadQ8 keys{kq.data() + h * quants, kd.data() + h * scales, kCtx};
+      const KvHeadQ8 values{vq.data() + h * quants, vd.data() + h * scales, kCtx};
+      AttentionHead(q.data() + h * kHeadDim, keys, values, kCacheKeys, kHeadDim, scale, nullptr,
+                    probs.data(), out.data() + h * kHeadDim);
     }
-  }
-  ForceKernelTarget(0);
+  });
 }
 
-// The same kernel over a whole decode step's KV cache at position 1000: GPT-2 small's 12 x 12
-// heads, each with its own keys and values in the model's layout ([L, H, n_ctx, D]: 73.7 MB as
-// f32), one head after the other as Session::AttentionStep calls them on one thread. Prints the
-// time per head and the bytes of keys and values read per second (the 8-bit cache also from
-// the last-level cache: a decode step's 131 MB of Q8_0 weights and 20 MB of cache can stay in a
-// large L3).
+// The kernels over a whole decode step's KV cache at position 1000: GPT-2 small's 12 x 12
+// heads, each with its own keys and values in the model's layout, one head after the other as
+// Session::AttentionStep calls them on one thread. Prints the time per head and the bytes of
+// keys and values read per second.
 TEST_CASE("AttentionHead throughput over a whole KV cache", "[.][bench]") {
   WholeCacheBench<float>("f32");
   WholeCacheBench<uint16_t>("f16");
