@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +15,26 @@
 #include "model/thread_pool.h"
 
 namespace gpt2 {
+
+namespace {
+
+// Storage on a cache line (64 bytes, AVX-512's vector): a plain std::vector's large buffers come
+// from mmap 16 bytes past a page start, so every 64-byte load of an activation row straddled two
+// lines.
+template <typename T>
+struct CacheLineAllocator {
+  using value_type = T;
+  CacheLineAllocator() = default;
+  template <typename U>
+  CacheLineAllocator(const CacheLineAllocator<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{64}); }
+  bool operator==(const CacheLineAllocator&) const { return true; }
+  bool operator!=(const CacheLineAllocator&) const { return false; }
+};
+using Activations = std::vector<float, CacheLineAllocator<float>>;
+
+}  // namespace
 
 struct Session::Buffers {
   Buffers(const Config& c, int n_threads, QuantActivations act)
@@ -38,7 +59,7 @@ struct Session::Buffers {
   void EnsureRows(int64_t rows) {
     if (rows <= rows_) return;
     const size_t T = size_t(rows), C = size_t(config.n_embd);
-    for (std::vector<float>* v : {&x, &xn, &heads, &tmp}) v->resize(T * C);
+    for (Activations* v : {&x, &xn, &heads, &tmp}) v->resize(T * C);
     qkv.resize(T * 3 * C);
     ff.resize(T * size_t(config.n_ff));
     rows_ = rows;
@@ -49,12 +70,12 @@ struct Session::Buffers {
   int64_t rows_ = 0;
   ThreadPool pool;
   MatMulInput matmul_input;  // the activations of the matmul running now (ParallelMatMul)
-  std::vector<float> x;      // [T, C] residual stream
-  std::vector<float> xn;     // [T, C] LayerNorm output
-  std::vector<float> qkv;    // [T, 3C] q | k | v, heads contiguous inside each
-  std::vector<float> heads;  // [T, C] attention output, heads concatenated
-  std::vector<float> tmp;    // [T, C] projection outputs before the residual add
-  std::vector<float> ff;     // [T, F] MLP hidden
+  Activations x;      // [T, C] residual stream
+  Activations xn;     // [T, C] LayerNorm output
+  Activations qkv;    // [T, 3C] q | k | v, heads contiguous inside each
+  Activations heads;  // [T, C] attention output, heads concatenated
+  Activations tmp;    // [T, C] projection outputs before the residual add
+  Activations ff;     // [T, F] MLP hidden
   // Head-major so one head's keys for all positions are one contiguous stream, in the format
   // config.kv_cache names (the other buffers are empty): f32, f16 bits, or 8 bits (kernels.h
   // KvHeadQ8: per head HeadQuants quants and HeadScales f16 scales, keys and values laid out
