@@ -469,9 +469,13 @@ HWY_INLINE uint16_t QuantizeBlockQ8(const float* HWY_RESTRICT x, int64_t width,
     std::memcpy(padded, x, static_cast<size_t>(width) * sizeof(float));
     x = padded;
   }
-  bool finite = true;
-  for (int64_t i = 0; i < kKvBlock; ++i) finite &= x[i] - x[i] == 0.0f;
-  if (!finite) {
+  const DF df;
+  auto diff = hn::Zero(df);  // stays 0 unless some x - x is NaN (x inf or NaN)
+  for (int64_t i = 0; i < kKvBlock; i += static_cast<int64_t>(hn::Lanes(df))) {
+    const auto v = hn::LoadU(df, x + i);
+    diff = hn::Add(diff, hn::Sub(v, v));
+  }
+  if (!hn::AllTrue(df, hn::Eq(diff, hn::Zero(df)))) {
     std::fill_n(q, kKvBlock, int16_t{0});
     return 0;
   }
