@@ -79,9 +79,10 @@ HWY_INLINE void TransformInPlace(float* HWY_RESTRICT x, int64_t n, const Func& f
 }
 
 #if HWY_TARGET != HWY_SCALAR
-// v folded to 128 bits by adding its halves: the lane sums are unchanged.
+// v folded to 128 bits by adding its halves: the lane sums are unchanged (exactly so for
+// integers).
 template <class D>
-HWY_INLINE hn::Vec<hn::Full128<float>> FoldTo128(D d, hn::Vec<D> v) {
+HWY_INLINE hn::Vec<hn::Full128<hn::TFromD<D>>> FoldTo128(D d, hn::Vec<D> v) {
   if constexpr (hn::MaxLanes(D()) <= 4) {
     return v;
   } else {
@@ -90,16 +91,20 @@ HWY_INLINE hn::Vec<hn::Full128<float>> FoldTo128(D d, hn::Vec<D> v) {
   }
 }
 
-// The lane sums of a, b, c, d as the 4 lanes of one vector: a 4x4 transpose-add, instead of
-// 4 horizontal reductions (each a chain of shuffles on 128-bit targets).
-HWY_INLINE hn::Vec<hn::Full128<float>> SumsOf4(VF a, VF b, VF c, VF d) {
-  const hn::Full128<float> d4;
-  const auto a4 = FoldTo128(DF(), a), b4 = FoldTo128(DF(), b);
-  const auto c4 = FoldTo128(DF(), c), d4v = FoldTo128(DF(), d);
+// The lane sums of 128-bit a, b, c, d (float or int32) as the 4 lanes of one vector: a 4x4
+// transpose-add, instead of 4 horizontal reductions (each a chain of shuffles on 128-bit
+// targets).
+template <class V4>
+HWY_INLINE V4 SumsOf4x128(V4 a, V4 b, V4 c, V4 d) {
+  const hn::DFromV<V4> d4;
   // ab = (a0+a2, b0+b2, a1+a3, b1+b3), cd likewise.
-  const auto ab = hn::Add(hn::InterleaveLower(d4, a4, b4), hn::InterleaveUpper(d4, a4, b4));
-  const auto cd = hn::Add(hn::InterleaveLower(d4, c4, d4v), hn::InterleaveUpper(d4, c4, d4v));
+  const auto ab = hn::Add(hn::InterleaveLower(d4, a, b), hn::InterleaveUpper(d4, a, b));
+  const auto cd = hn::Add(hn::InterleaveLower(d4, c, d), hn::InterleaveUpper(d4, c, d));
   return hn::Add(hn::ConcatLowerLower(d4, cd, ab), hn::ConcatUpperUpper(d4, cd, ab));
+}
+HWY_INLINE hn::Vec<hn::Full128<float>> SumsOf4(VF a, VF b, VF c, VF d) {
+  return SumsOf4x128(FoldTo128(DF(), a), FoldTo128(DF(), b), FoldTo128(DF(), c),
+                     FoldTo128(DF(), d));
 }
 #endif
 
@@ -222,12 +227,14 @@ HWY_INLINE float ScalarKv(uint16_t h) {
   return f;
 }
 HWY_INLINE ops::VF LoadKv(ops::DF df, const float* HWY_RESTRICT p) { return hn::LoadU(df, p); }
-HWY_INLINE ops::VF LoadKv(ops::DF df, const uint16_t* HWY_RESTRICT p) {
+// Lanes(df) halves at p (any float descriptor: the 8-bit cache's scales come 4 at a time).
+template <class DF>
+HWY_INLINE hn::Vec<DF> LoadKv(DF df, const uint16_t* HWY_RESTRICT p) {
 #if HWY_TARGET == HWY_SCALAR
   return hn::Set(df, ScalarKv(p[0]));
 #else
-  const hn::RebindToSigned<ops::DF> di32;
-  const hn::Rebind<int16_t, ops::DF> di16;
+  const hn::RebindToSigned<DF> di32;
+  const hn::Rebind<int16_t, DF> di16;
   const auto wide = hn::PromoteTo(di32, hn::LoadU(di16, reinterpret_cast<const int16_t*>(p)));
   return hn::BitCast(df, hn::And(hn::ShiftLeft<13>(wide),
                                  hn::Set(di32, static_cast<int32_t>(0x8fffffffu))));
@@ -427,36 +434,15 @@ HWY_INLINE VI16 LoadI8(const int8_t* HWY_RESTRICT p) {
 #endif
 }
 
-// 4 f16 scales at p (finite: the cache stores no others) as floats, exactly: kv::LoadKv's three
-// integer operations give the value times 2^-112, and the multiply by 2^112 is exact.
+// 4 f16 scales at p (finite: the cache stores no others) as floats, exactly: kv::LoadKv gives
+// the value times 2^-112, and the multiply by 2^112 is exact.
 HWY_INLINE VF4 LoadScales(const uint16_t* HWY_RESTRICT p) {
-  const auto wide =
-      hn::PromoteTo(D4I32(), hn::LoadU(hn::Full64<int16_t>(), reinterpret_cast<const int16_t*>(p)));
-  const VF4 scaled = hn::BitCast(
-      DF4(), hn::And(hn::ShiftLeft<13>(wide), hn::Set(D4I32(), static_cast<int32_t>(0x8fffffffu))));
-  return hn::Mul(scaled, hn::Set(DF4(), kv::kHalfScale));
+  return hn::Mul(kv::LoadKv(DF4(), p), hn::Set(DF4(), kv::kHalfScale));
 }
 
-// The exact sum of a ReorderWidenMulAccumulate pair, its lanes folded to 4 (adding halves).
-template <class D>
-HWY_INLINE V4I32 Fold4(D d, hn::Vec<D> v) {
-  if constexpr (hn::MaxLanes(D()) <= 4) {
-    return v;
-  } else {
-    const hn::Half<D> dh;
-    return Fold4(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
-  }
-}
+// The exact sum of a ReorderWidenMulAccumulate pair, its lanes folded to 4.
 HWY_INLINE V4I32 Joined4(VI32 sum0, VI32 sum1) {
-  return Fold4(DI32(), hn::RearrangeToOddPlusEven(sum0, sum1));
-}
-
-// The lane sums of a, b, c, e as the 4 lanes of one vector (ops::SumsOf4 for int32).
-HWY_INLINE V4I32 SumsOf4(V4I32 a, V4I32 b, V4I32 c, V4I32 e) {
-  const D4I32 d;
-  const auto ab = hn::Add(hn::InterleaveLower(d, a, b), hn::InterleaveUpper(d, a, b));
-  const auto ce = hn::Add(hn::InterleaveLower(d, c, e), hn::InterleaveUpper(d, c, e));
-  return hn::Add(hn::ConcatLowerLower(d, ce, ab), hn::ConcatUpperUpper(d, ce, ab));
+  return ops::FoldTo128(DI32(), hn::RearrangeToOddPlusEven(sum0, sum1));
 }
 
 // One block of a KV cache row or of a query, x[0, width) (width <= 32), to int16 quants q[32]
@@ -504,7 +490,8 @@ HWY_INLINE VF4 Score4(const int16_t* HWY_RESTRICT qq, const float* HWY_RESTRICT 
       a2 = hn::ReorderWidenMulAccumulate(di32, LoadI8(k0 + 2 * row + g), qv, a2, o2);
       a3 = hn::ReorderWidenMulAccumulate(di32, LoadI8(k0 + 3 * row + g), qv, a3, o3);
     }
-    const V4I32 sums = SumsOf4(Joined4(a0, o0), Joined4(a1, o1), Joined4(a2, o2), Joined4(a3, o3));
+    const V4I32 sums =
+        ops::SumsOf4x128(Joined4(a0, o0), Joined4(a1, o1), Joined4(a2, o2), Joined4(a3, o3));
     const VF4 term = hn::Mul(hn::ConvertTo(DF4(), sums),
                              hn::Mul(hn::Set(DF4(), qd[b]), LoadScales(kd + b * capacity)));
     s = b == 0 ? term : hn::Add(s, term);

@@ -267,14 +267,15 @@ void AttentionHead(const float* q, const KvHeadQ8& keys, const KvHeadQ8& values,
       W = std::max(W, w[b * n_keys + j]);
     }
   }
-  const float inv = W > 0.0f ? 32767.0f / W : 0.0f;
+  const float ratio = W > 0.0f ? 32767.0f / W : 0.0f;
+  const float inv = std::isfinite(ratio) ? ratio : 0.0f;
   const float out_scale = W / 32767.0f;
   for (int64_t i = 0; i < head_dim; ++i) {
     const int64_t b = i / kKvBlock, c = i % kKvBlock;
     float sum = 0.0f;
     int64_t run = 0;
     for (int64_t j = 0; j < n_keys; ++j) {
-      const float weight = w[b * n_keys + j] * (std::isfinite(inv) ? inv : 0.0f);
+      const float weight = w[b * n_keys + j] * inv;
       const int64_t P = static_cast<int64_t>(std::nearbyint(weight));
       run += P * values.q[(b * values.capacity + j - j % 2) * kKvBlock + 2 * c + j % 2];
       if (j % 512 == 511 || j == n_keys - 1) {

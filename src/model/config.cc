@@ -65,6 +65,12 @@ Config Config::FromGguf(const GgufFile& file) {
   return c;
 }
 
+int64_t Config::kv8_head_quants() const {
+  return int64_t{kv_capacity()} * KvBlocks(head_dim()) * kKvBlock;
+}
+
+int64_t Config::kv8_head_scales() const { return int64_t{kv_capacity()} * KvBlocks(head_dim()); }
+
 double Config::kv_bytes_per_value() const {
   switch (kv_cache) {
     case KvCache::kF32: return 4;
@@ -124,10 +130,10 @@ MemoryPlan PlanMemory(const Config& c) {
   b.Add(plan.session_bytes, "residual stream", P * C, 4);  // x, xn, heads, tmp
   b.Add(plan.session_bytes, "qkv", P * 3 * C);
   b.Add(plan.session_bytes, "MLP hidden", P * F);
-  const int64_t cap = c.kv_capacity(), nb = KvBlocks(D);
+  const int64_t nb = KvBlocks(D);
   if (c.kv_cache == Config::KvCache::kQ8_0) {
-    b.Add(plan.session_bytes, "KV cache quants", L * H * cap * nb * kKvBlock, 2, 1);
-    b.Add(plan.session_bytes, "KV cache scales", L * H * nb * cap, 2, 2);
+    b.Add(plan.session_bytes, "KV cache quants", L * H * c.kv8_head_quants(), 2, 1);
+    b.Add(plan.session_bytes, "KV cache scales", L * H * c.kv8_head_scales(), 2, 2);
   } else {
     b.Add(plan.session_bytes, "KV cache", L * P * C, 2, c.kv_cache == Config::KvCache::kF16 ? 2 : 4);
   }

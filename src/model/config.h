@@ -29,6 +29,9 @@ struct Config {
   // Positions the cache has room for: n_ctx rounded up to even (the 8-bit cache keeps values in
   // pairs of positions).
   int kv_capacity() const { return (n_ctx + 1) / 2 * 2; }
+  // The 8-bit cache's quants and f16 scales per head, keys or values (kernels.h KvHeadQ8).
+  int64_t kv8_head_quants() const;
+  int64_t kv8_head_scales() const;
   // Bytes the cache holds per key or value number: 4, 2, or an 8-bit row's quants and scales
   // over head_dim (1.0625 for GPT-2's head_dim 64).
   double kv_bytes_per_value() const;

@@ -6,7 +6,6 @@
 #include <limits>
 #include <new>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -45,9 +44,9 @@ struct Session::Buffers {
         v_cache(k_cache.size()),
         k_cache16(c.kv_cache == Config::KvCache::kF16 ? size_t(c.n_layer) * c.n_ctx * c.n_embd : 0),
         v_cache16(k_cache16.size()),
-        k_cache8(c.kv_cache == Config::KvCache::kQ8_0 ? size_t(c.n_layer) * c.n_head * HeadQuants(c) : 0),
+        k_cache8(c.kv_cache == Config::KvCache::kQ8_0 ? size_t(c.n_layer) * c.n_head * c.kv8_head_quants() : 0),
         v_cache8(k_cache8.size()),
-        k_scale8(c.kv_cache == Config::KvCache::kQ8_0 ? size_t(c.n_layer) * c.n_head * HeadScales(c) : 0),
+        k_scale8(c.kv_cache == Config::KvCache::kQ8_0 ? size_t(c.n_layer) * c.n_head * c.kv8_head_scales() : 0),
         v_scale8(k_scale8.size()),
         scores(size_t(c.n_head) * c.n_ctx),
         probs(size_t(c.n_head) * c.n_ctx),
@@ -78,22 +77,16 @@ struct Session::Buffers {
   Activations ff;     // [T, F] MLP hidden
   // Head-major so one head's keys for all positions are one contiguous stream, in the format
   // config.kv_cache names (the other buffers are empty): f32, f16 bits, or 8 bits (kernels.h
-  // KvHeadQ8: per head HeadQuants quants and HeadScales f16 scales, keys and values laid out
-  // apart for a cache of kv_capacity positions).
-  static size_t HeadQuants(const Config& c) {
-    return size_t(c.kv_capacity()) * size_t(KvBlocks(c.head_dim())) * kKvBlock;
-  }
-  static size_t HeadScales(const Config& c) {
-    return size_t(KvBlocks(c.head_dim())) * size_t(c.kv_capacity());
-  }
+  // KvHeadQ8: per head config.kv8_head_quants() quants and kv8_head_scales() f16 scales, keys
+  // and values apart, for a cache of kv_capacity positions).
   std::vector<float> k_cache;         // [L, H, n_ctx, D]
   std::vector<float> v_cache;         // [L, H, n_ctx, D]
   std::vector<uint16_t> k_cache16;    // [L, H, n_ctx, D]
   std::vector<uint16_t> v_cache16;    // [L, H, n_ctx, D]
-  std::vector<int8_t> k_cache8;       // [L, H, HeadQuants]
-  std::vector<int8_t> v_cache8;       // [L, H, HeadQuants]
-  std::vector<uint16_t> k_scale8;     // [L, H, HeadScales]
-  std::vector<uint16_t> v_scale8;     // [L, H, HeadScales]
+  std::vector<int8_t> k_cache8;       // [L, H, kv8_head_quants]
+  std::vector<int8_t> v_cache8;       // [L, H, kv8_head_quants]
+  std::vector<uint16_t> k_scale8;     // [L, H, kv8_head_scales]
+  std::vector<uint16_t> v_scale8;     // [L, H, kv8_head_scales]
   std::vector<float> scores;   // [H, n_ctx] per-head scratch
   std::vector<float> probs;    // [H, n_ctx]
   std::vector<float> logits;   // [V] logits of the last position
@@ -435,23 +428,28 @@ void Session::AttentionStep(int l, int T_int, const RunOptions& run) {
   uint16_t* k_layer16 = f16 ? b.k_cache16.data() + layer_offset : nullptr;
   uint16_t* v_layer16 = f16 ? b.v_cache16.data() + layer_offset : nullptr;
   const int64_t capacity = c.kv_capacity();
-  // Head h of layer l in the 8-bit cache: its quants and scales.
-  const auto q8_head = [&](std::vector<int8_t>& quants, std::vector<uint16_t>& scales, int64_t h) {
+  // Head h of layer l in the 8-bit cache: its keys' and values' quants and scales.
+  struct Q8Head {
+    int8_t* kq = nullptr;
+    uint16_t* kd = nullptr;
+    int8_t* vq = nullptr;
+    uint16_t* vd = nullptr;
+  };
+  const auto q8_head = [&](int64_t h) {
     const size_t head = size_t(l) * H + size_t(h);
-    return std::make_pair(quants.data() + head * Buffers::HeadQuants(c),
-                          scales.data() + head * Buffers::HeadScales(c));
+    const size_t quants = head * c.kv8_head_quants(), scales = head * c.kv8_head_scales();
+    return Q8Head{b.k_cache8.data() + quants, b.k_scale8.data() + scales,
+                  b.v_cache8.data() + quants, b.v_scale8.data() + scales};
   };
   // Head h's keys and values of positions [pos0, pos0 + T) into the cache, by the thread that
-  // then attends over them (serial, the 8-bit rows were ~3 % of a two-thread prefill).
-  const auto store_head = [&](int64_t h) {
+  // then attends over them (stored serially, the 8-bit rows were ~3 % of a two-thread prefill).
+  const auto store_head = [&](int64_t h, const Q8Head& h8) {
     for (int64_t t = 0; t < T; ++t) {
       const float* row = b.qkv.data() + t * 3 * C;
       const int64_t at = (h * c.n_ctx + pos0 + t) * D;
       if (q8) {
-        const auto k = q8_head(b.k_cache8, b.k_scale8, h);
-        const auto v = q8_head(b.v_cache8, b.v_scale8, h);
-        StoreKeyQ8(row + C + h * D, D, pos0 + t, k.first, k.second, capacity);
-        StoreValueQ8(row + 2 * C + h * D, D, pos0 + t, v.first, v.second, capacity);
+        StoreKeyQ8(row + C + h * D, D, pos0 + t, h8.kq, h8.kd, capacity);
+        StoreValueQ8(row + 2 * C + h * D, D, pos0 + t, h8.vq, h8.vd, capacity);
       } else if (f16) {
         F32ToF16Saturated(row + C + h * D, k_layer16 + at, D);
         F32ToF16Saturated(row + 2 * C + h * D, v_layer16 + at, D);
@@ -474,7 +472,8 @@ void Session::AttentionStep(int l, int T_int, const RunOptions& run) {
   // every key again for every query.
   const bool widen = f16 && T >= kWidenKvFrom;
   b.pool.ParallelFor(H, [&](int64_t h) {
-    store_head(h);
+    const Q8Head h8 = q8 ? q8_head(h) : Q8Head{};
+    store_head(h, h8);
     const int64_t head_offset = h * c.n_ctx * D;
     static thread_local std::vector<float> kv32;  // [2, n_keys, D]: keys, then values
     if (widen) {
@@ -483,13 +482,7 @@ void Session::AttentionStep(int l, int T_int, const RunOptions& run) {
       F16ToF32(k_layer16 + head_offset, kv32.data(), int64_t(n));
       F16ToF32(v_layer16 + head_offset, kv32.data() + n, int64_t(n));
     }
-    KvHeadQ8 keys8, values8;
-    if (q8) {
-      const auto k = q8_head(b.k_cache8, b.k_scale8, h);
-      const auto v = q8_head(b.v_cache8, b.v_scale8, h);
-      keys8 = {k.first, k.second, capacity};
-      values8 = {v.first, v.second, capacity};
-    }
+    const KvHeadQ8 keys8{h8.kq, h8.kd, capacity}, values8{h8.vq, h8.vd, capacity};
     for (int64_t t = 0; t < T; ++t) {
       const int64_t keys = pos0 + t + 1;  // causal: position pos0+t sees keys 0..pos0+t
       float* scores = scoring ? b.obs_scores.data() + (h * T + t) * n_keys : nullptr;

@@ -110,8 +110,7 @@ Codepoint DecodeCodepoint(const unsigned char* s, size_t n) {
 Char DecodeChar(const unsigned char* s, size_t n) {
   if (s[0] < 0x80) return {s[0], 1, Ascii().cls[s[0]]};
   const Codepoint c = DecodeCodepoint(s, n);
-  if (c.cp == kInvalidCodepoint) return {c.cp, 1, CharClass::kOther};
-  return {c.cp, c.size, ClassifyCodepoint(c.cp)};
+  return {c.cp, c.size, c.cp == kInvalidCodepoint ? CharClass::kOther : ClassifyCodepoint(c.cp)};
 }
 
 
