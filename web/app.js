@@ -4,6 +4,7 @@
 // here runs the model, so the page stays responsive while it works.
 // First: it may reload the page (under the service worker, for threads) before anything starts.
 import {isolationNote} from './isolation.js';
+import {startEngineWorker} from './boot.js';
 import {hfCacheKey, kHfWeights} from './hf.js';
 import {encodeNpy} from './npy.js';
 import {checkAgainstModel, decodeShare, encodeShare, kSamplingFields} from './share.js';
@@ -25,12 +26,8 @@ import * as tokensView from './view-tokens.js';
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
-// ?threads=N on the page's URL is passed on to the worker (it only matters when the page is
-// cross-origin isolated; see worker.js).
-const workerUrl = new URL('./worker.js', import.meta.url);
-if (params.get('threads')) workerUrl.searchParams.set('threads', params.get('threads'));
-if (params.get('debug')) workerUrl.searchParams.set('debug', '1');  // see worker.js
-const worker = new Worker(workerUrl, {type: 'module'});
+// The engine's worker: started by boot.js already on a cross-origin isolated page.
+const {worker, queued: earlyMessages} = startEngineWorker();
 
 const kNoInterventions = {ablateHeads: [], meanAblation: false, skipAttn: [], skipMlp: [], noResidual: [], postNorm: false};
 
@@ -813,3 +810,5 @@ for (const {name} of kSamplingFields) if (shared.sampling[name] !== undefined) $
 addShareNote(shared.problems);
 drawLegend($('legend'));
 store.flush();
+// What the worker said before this module had run (it was started by boot.js), in order.
+for (const event of earlyMessages) (event.type === 'error' ? worker.onerror : worker.onmessage)(event);
