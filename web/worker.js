@@ -141,10 +141,11 @@ const kThreadedStartSeconds = 30;
 async function startThreaded() {
   // Dynamic import: a static one would fetch both builds. The threaded module's pthread
   // workers (gpt2-engine-mt.worker.js) import it again by a URL relative to themselves.
-  const {default: createGpt2Engine} = await import('./gpt2-engine-mt.js');
   // A pthread worker whose script is missing fails silently (the factory just never resolves),
-  // so check the likeliest cause, a host given only part of the site, up front.
-  const probe = await fetch(new URL('./gpt2-engine-mt.worker.js', import.meta.url));
+  // so check the likeliest cause, a host given only part of the site, up front; both requests
+  // at once (each is a round trip through the service worker).
+  const [{default: createGpt2Engine}, probe] = await Promise.all([
+    import('./gpt2-engine-mt.js'), fetch(new URL('./gpt2-engine-mt.worker.js', import.meta.url))]);
   if (!probe.ok) throw new Error(`gpt2-engine-mt.worker.js: ${probe.status} ${probe.statusText}`.trim());
   let timer;
   const timedOut = new Promise((_, reject) => {
