@@ -883,6 +883,76 @@ TEST_CASE("MatMul q8_0/q4_0 prefill covers the WASM token passes", "[kernels]") 
   }
 }
 
+TEST_CASE("MatMul q8_0/q4_0 prefill covers the VNNI row groups and token passes", "[kernels]") {
+  // AVX3_DL's int8 prefill packs 16 rows at a time, the last group masked, over passes of 8
+  // tokens and a last one of 4 (tokens padded to a multiple of 4): 37 = 2 * 16 + 5 rows, rows
+  // [5, 30) a group of 16 and one of 9, and T = 2, 9 (8 + 4 with 3 pad tokens), 12, 17.
+  for (TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
+    for (bool raw : {false, true}) {
+      const TestWeights w = MakeWeights(type, 37, 160, raw, 480);
+      for (int64_t T : {2, 9, 12, 17}) {
+        CheckMatMul(w, T, 0, 37, true);
+        CheckMatMul(w, T, 5, 30, false);
+        CheckMatMul(w, T, 36, 37, true);
+      }
+    }
+  }
+}
+
+TEST_CASE("Int8-activation MatMul's block dots are exact integers on every target", "[kernels]") {
+  // Scales that are powers of two (dw = 2^-6, dx = 2^-4) and x on the grid of dx make every
+  // product and sum exact in f32 (|y| < 2^24 * 2^-10), so any path's result must be the exact
+  // sum, bit for bit: an integer block dot off by one (a wrong offset for unsigned weight
+  // bytes, say) would show, where the tolerance of CheckMatMul could hide it. Every int8 weight
+  // and nibble value occurs; the activations' quants reach +-127.
+  constexpr int64_t kRows = 37, kCols = 256, kNb = kCols / 32;
+  for (TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
+    TestWeights w = MakeWeights(type, kRows, kCols, true, 490);  // dense unused here
+    const size_t block_bytes = type == TensorType::kQ8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
+    const uint16_t dw_bits = 0x2400;  // 2^-6
+    for (int64_t i = 0; i < kRows * kNb; ++i) std::memcpy(&w.bytes[i * block_bytes], &dw_bits, 2);
+    std::vector<int> qw(kRows * kCols);  // the integer weights: Q8_0 qs, Q4_0 nibble - 8
+    for (int64_t i = 0; i < kRows * kCols; ++i) {
+      const uint8_t* block = &w.bytes[(i / 32) * block_bytes];
+      const int j = static_cast<int>(i % 32);
+      qw[i] = type == TensorType::kQ8_0 ? static_cast<int8_t>(block[2 + j])
+                                        : (j < 16 ? block[2 + j] & 15 : block[2 + j - 16] >> 4) - 8;
+    }
+    for (int64_t T : {1, 2, 5, 9, 12}) {
+      std::mt19937 rng(491 + static_cast<uint32_t>(T));
+      std::uniform_int_distribution<int> k(-127, 127);
+      std::vector<float> x(T * kCols);
+      for (int64_t i = 0; i < T * kCols; ++i) {
+        const int64_t block = i / 32;
+        // Each block's first element sets max |x| = 127 / 16; every fifth block is all zeros.
+        const int q = block % 5 == 4 ? 0 : i % 32 == 0 ? (block % 2 ? 127 : -127) : k(rng);
+        x[i] = static_cast<float>(q) / 16.0f;
+      }
+      std::vector<float> want(T * kRows);
+      for (int64_t t = 0; t < T; ++t) {
+        for (int64_t r = 0; r < kRows; ++r) {
+          double sum = 0;
+          for (int64_t c = 0; c < kCols; ++c) {
+            sum += static_cast<double>(qw[r * kCols + c]) * (x[t * kCols + c] * 16.0);
+          }
+          want[t * kRows + r] = static_cast<float>(sum / 1024.0);
+        }
+      }
+      for (QuantActivations act : {QuantActivations::kInt8, QuantActivations::kFloat}) {
+        std::vector<float> ref(T * kRows);
+        reference::MatMul(x.data(), T, w.View(), nullptr, ref.data(), 0, kRows, act);
+        CHECK(ref == want);
+        ForEachTarget([&] {
+          INFO(TypeName(type) << " T " << T << " act " << static_cast<int>(act));
+          std::vector<float> got(T * kRows);
+          MatMul(x.data(), T, w.View(), nullptr, got.data(), 0, kRows, act);
+          CHECK(got == want);
+        });
+      }
+    }
+  }
+}
+
 // Around 4, 8 and 16 lanes, a GPT-2 width and a long odd length.
 const std::vector<int64_t> kAwkwardLengths = {1,  2,  3,  4,  5,  7,   8,   9,
                                               15, 16, 17, 31, 33, 768, 4097};
