@@ -450,24 +450,14 @@ HWY_INLINE int32_t QuantizeBlock(const float* HWY_RESTRICT xb, int16_t* HWY_REST
 }
 
 // Sizes a for x: [T, cols] (with room for a.q4_offset when q4_offset is true). Vectors only
-// grow, so a steady token loop does not allocate.
+// grow, so a steady token loop does not allocate. With AVX-512 VNNI and T > 1 only the vnni_
+// arrays are filled (VnniPrefill runs every row and token of such a product).
 HWY_INLINE void SizeActivations(int64_t T, int64_t cols, bool q4_offset, Int8Activations& a) {
   const int64_t nb = cols / 32;
   constexpr int64_t kChunk = 2 * kLanes;
   a.d_stride = (nb + kChunk - 1) / kChunk * kChunk;
   a.T = T;
-  if (a.q.size() < static_cast<size_t>(T * cols)) a.q.resize(static_cast<size_t>(T * cols));
-  if (a.d.size() < static_cast<size_t>(T * a.d_stride)) {
-    a.d.resize(static_cast<size_t>(T * a.d_stride));
-  }
-  const size_t offsets = q4_offset ? static_cast<size_t>(T * nb) * kI32Lanes : 0;
-  if (a.q4_offset.size() < offsets) a.q4_offset.resize(offsets);
-  if (T > 1 && a.d_by_block.size() < static_cast<size_t>(nb * T)) {
-    a.d_by_block.resize(static_cast<size_t>(nb * T));
-  }
-  if (HWY_TARGET == HWY_WASM && T > 1) {
-    kernels_internal::CacheLineAligned(a.q_by_block, static_cast<size_t>(T * cols));
-  }
+  a.vnni_T = 0;
   if (HWY_TARGET == HWY_AVX3_DL && T > 1) {
     a.vnni_T = (T + 3) / 4 * 4;
     const size_t entries = static_cast<size_t>(nb * a.vnni_T);
@@ -485,6 +475,19 @@ HWY_INLINE void SizeActivations(int64_t T, int64_t cols, bool q4_offset, Int8Act
         a.vnni_dx[e] = 0.0f;
       }
     }
+    return;
+  }
+  if (a.q.size() < static_cast<size_t>(T * cols)) a.q.resize(static_cast<size_t>(T * cols));
+  if (a.d.size() < static_cast<size_t>(T * a.d_stride)) {
+    a.d.resize(static_cast<size_t>(T * a.d_stride));
+  }
+  const size_t offsets = q4_offset ? static_cast<size_t>(T * nb) * kI32Lanes : 0;
+  if (a.q4_offset.size() < offsets) a.q4_offset.resize(offsets);
+  if (T > 1 && a.d_by_block.size() < static_cast<size_t>(nb * T)) {
+    a.d_by_block.resize(static_cast<size_t>(nb * T));
+  }
+  if (HWY_TARGET == HWY_WASM && T > 1) {
+    kernels_internal::CacheLineAligned(a.q_by_block, static_cast<size_t>(T * cols));
   }
 }
 
@@ -495,6 +498,30 @@ HWY_NOINLINE void QuantizeActivations(const float* HWY_RESTRICT x, int64_t t0, i
                                       int64_t cols, bool q4_offset, Int8Activations& a) {
   const int64_t nb = cols / 32;
   const int64_t T = a.T;
+  if (HWY_TARGET == HWY_AVX3_DL && a.vnni_T > 0) {
+    // VnniPrefill reads only its own arrays: quants narrowed to int8 in place of a.q.
+    const DI16 di16;
+    const hn::Rebind<int8_t, DI16> di8;
+    int8_t* HWY_RESTRICT vnni_q = a.vnni_q.data();
+    int32_t* HWY_RESTRICT vnni_start = a.vnni_start.data();
+    float* HWY_RESTRICT vnni_dx = a.vnni_dx.data();
+    const int32_t offset = q4_offset ? -8 : -128;
+    for (int64_t t = t0; t < t1; ++t) {
+      for (int64_t b = 0; b < nb; ++b) {
+        HWY_ALIGN int16_t q[32];
+        uint16_t d_bits;
+        const int32_t sum = QuantizeBlock(x + t * cols + b * 32, q, d_bits);
+        const int64_t e = b * a.vnni_T + t;
+        for (size_t j = 0; j < kI16Vecs; ++j) {
+          hn::StoreU(hn::DemoteTo(di8, hn::Load(di16, q + j * kI16Lanes)), di8,
+                     vnni_q + e * 32 + j * kI16Lanes);
+        }
+        vnni_start[e] = offset * sum;
+        vnni_dx[e] = kernels_internal::HalfToFloat(d_bits);
+      }
+    }
+    return;
+  }
   int16_t* HWY_RESTRICT q_by_block =
       HWY_TARGET == HWY_WASM && T > 1 ? kernels_internal::FirstOnCacheLine(a.q_by_block.data())
                                       : nullptr;
@@ -507,14 +534,6 @@ HWY_NOINLINE void QuantizeActivations(const float* HWY_RESTRICT x, int64_t t0, i
       d[b] = kernels_internal::HalfToFloat(d_bits);
       if (T > 1) a.d_by_block[b * T + t] = d[b];
       if (q_by_block != nullptr) std::memcpy(q_by_block + (b * T + t) * 32, q + b * 32, 64);
-      if (HWY_TARGET == HWY_AVX3_DL && T > 1) {
-        const int64_t e = b * a.vnni_T + t;
-        for (int64_t i = 0; i < 32; ++i) {
-          a.vnni_q[e * 32 + i] = static_cast<int8_t>(q[b * 32 + i]);
-        }
-        a.vnni_start[e] = (q4_offset ? -8 : -128) * sum;
-        a.vnni_dx[e] = d[b];
-      }
       if (q4_offset) {
         int32_t* HWY_RESTRICT o = a.q4_offset.data() + (t * nb + b) * kI32Lanes;
         o[0] = -8 * sum;

@@ -667,14 +667,24 @@ TEST_CASE("Int8 activations are quantized exactly as QuantizeRowQ8_0 on every ta
               const BlockQ8_0& w = want[t * nb + b];
               const float wd = kernels_internal::HalfToFloat(w.d);
               uint32_t got_bits, want_bits;
-              std::memcpy(&got_bits, &a.d[t * a.d_stride + b], 4);
               std::memcpy(&want_bits, &wd, 4);
-              bool same = got_bits == want_bits;
               int32_t sum = 0;
-              for (int i = 0; i < 32; ++i) {
-                same = same && a.q[(t * nb + b) * 32 + i] == w.qs[i];
-                sum += w.qs[i];
+              for (int i = 0; i < 32; ++i) sum += w.qs[i];
+              if (a.vnni_T > 0) {  // AVX-512 VNNI prefill's own block-major layout
+                const int64_t e = b * a.vnni_T + t;
+                std::memcpy(&got_bits, &a.vnni_dx[e], 4);
+                bool same = got_bits == want_bits &&
+                            a.vnni_start[e] == (type == TensorType::kQ4_0 ? -8 : -128) * sum;
+                for (int i = 0; i < 32; ++i) same = same && a.vnni_q[e * 32 + i] == w.qs[i];
+                if (!same && bad++ < 3) {
+                  INFO("token " << t << " block " << b << " x[0] " << x[(t * nb + b) * 32]);
+                  CHECK(same);
+                }
+                continue;
               }
+              std::memcpy(&got_bits, &a.d[t * a.d_stride + b], 4);
+              bool same = got_bits == want_bits;
+              for (int i = 0; i < 32; ++i) same = same && a.q[(t * nb + b) * 32 + i] == w.qs[i];
               if (lanes > 0) {
                 const int32_t* o = a.q4_offset.data() + (t * nb + b) * lanes;
                 same = same && o[0] == -8 * sum;
@@ -688,6 +698,15 @@ TEST_CASE("Int8 activations are quantized exactly as QuantizeRowQ8_0 on every ta
             }
           }
           CHECK(bad == 0);
+          // The pad tokens up to a multiple of 4 are zeros (their sums must come out 0).
+          for (int64_t t = n; t < a.vnni_T; ++t) {
+            for (int64_t b = 0; b < nb; ++b) {
+              const int64_t e = b * a.vnni_T + t;
+              bool zero = a.vnni_start[e] == 0 && a.vnni_dx[e] == 0.0f;
+              for (int i = 0; i < 32; ++i) zero = zero && a.vnni_q[e * 32 + i] == 0;
+              CHECK(zero);
+            }
+          }
         });
       }
     }
