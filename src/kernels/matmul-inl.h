@@ -14,7 +14,8 @@
 // f32 weights' tiles for all tokens (f32 activations, DequantizedRowGroup). The tile loop is
 // row-outer, so each weight row is read from memory once per call while the activations stay in
 // cache. WASM with int8 activations runs 2 rows over 8 tokens at a time instead
-// (Int8PrefillRows), shaped by V8's code generation.
+// (Int8PrefillRows), shaped by V8's code generation; AVX-512 with VNNI (AVX3_DL) runs 16
+// repacked rows over 16 tokens with vpdpbusd (VnniPrefill).
 //
 // Informal throughput, CPU time on the 2-core AMD EPYC dev VM, one thread (gpt2_tests "[bench]"):
 // Q8_0 3072 x 768 (2.4 MB, cache resident) at T = 1:
@@ -22,7 +23,7 @@
 //   (Int8DecodeGroups, Intel Xeon VM at load 6-8, 2026-12-01: int8 ~15, was ~9).
 // At T = 64: AVX3 f32 activations ~100 GFLOP/s (dequantized rows, as fast as F32 weights), int8
 // ~47 (x86 FMA on f32 is cheap; int8 adds a convert and a broadcast per block and token);
-// WASM f32 ~13, int8 ~25 (no FMA: int8 saves more).
+// WASM f32 ~13, int8 ~25 (no FMA: int8 saves more). AVX3_DL int8 (VNNI, AMD Zen 5): ~450.
 #if defined(GPT2_KERNELS_MATMUL_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef GPT2_KERNELS_MATMUL_INL_H_
 #undef GPT2_KERNELS_MATMUL_INL_H_
@@ -101,9 +102,10 @@ constexpr size_t kPrefillRowsWasm = 2;
 // Q4_0 88 / 38, 100 / 37, 92 / 36. AVX2 is a draw for Q8_0 (44 / 46, 56 / 51, 41 / 43) and
 // SSE4 too (37 / 41, 37 / 40, 39 / 35), so they keep int8, the page's and llama.cpp's
 // numbers. WASM has no FMA, so int8 wins there; decode (T == 1) is faster in int8 everywhere.
-// AVX3_DL (AVX-512 with VNNI) runs int8 prefill with vpdpbusd (VnniPrefill), ~3x its f32
-// prefill: T = 64, AMD EPYC Zen 5, one thread, load ~1 (2026-12-02), GFLOP/s int8 / f32 for qkv,
-// fc, proj: Q8_0 306 / 122, 385 / 110, 311 / 83; Q4_0 385 / 137, 402 / 137, 305 / 101.
+// AVX3_DL (AVX-512 with VNNI) runs int8 prefill with vpdpbusd (VnniPrefill), 3.5-5x its f32
+// prefill: T = 64, AMD EPYC Zen 5, one thread, load 1-5 (2026-12-02), GFLOP/s int8 / f32 for
+// qkv, fc, proj: Q8_0 478 / 122, 472 / 110, 440 / 83; Q4_0 467 / 137, 466 / 135, 417 / 99. Whole
+// prompts of 2 to 128 tokens are faster in int8 there too (BENCHMARKS.md).
 constexpr bool kFloatPrefillFaster = HWY_TARGET == HWY_AVX3;
 
 // Lanes of f32 per vector; a Q block of 32 weights is kBlockVecs vectors. Every target we build
@@ -1193,7 +1195,8 @@ HWY_NOINLINE void PackRowGroup(const WeightView& w, int64_t r, int64_t n,
     for (int k = 0; k < 8; ++k) _mm512_store_si512(out + 64 * k, z[k]);
     HWY_ALIGN uint16_t d[kVnniRows];
     for (int64_t l = 0; l < kVnniRows; ++l) d[l] = rows[l][b].d;
-    _mm512_store_ps(out + 8 * 64, _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(d))));
+    const __m256i d_bits = _mm256_load_si256(reinterpret_cast<const __m256i*>(d));
+    _mm512_store_ps(out + 8 * 64, _mm512_cvtph_ps(d_bits));
   }
 }
 
