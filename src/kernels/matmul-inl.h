@@ -1127,9 +1127,11 @@ HWY_NOINLINE void Int8PrefillRows(const float* x, const Int8Activations& a, cons
 // so rows get the same bits however a product is split.
 //
 // Highway 1.0.3's AVX3_DL target string names avxvnni (the VEX form) but not avx512vnni, which
-// _mm512_dpbusd_epi32 needs: the functions below add it. They are only called, never inlined,
-// from code compiled without it.
-HWY_PUSH_ATTRIBUTES(HWY_TARGET_STR ",avx512vnni");
+// _mm512_dpbusd_epi32 needs: the functions below are compiled with it added, and only called,
+// never inlined, from code compiled without it. Highway's own attributes are popped first and
+// pushed again after them: clang keeps the outer of two nested target attributes.
+HWY_POP_ATTRIBUTES
+HWY_PUSH_ATTRIBUTES(HWY_TARGET_STR ",avx512vnni")
 
 constexpr int64_t kVnniRows = 16;  // int32 lanes of a 512-bit vector: one weight row each
 // Tokens per pass over a row group's packed blocks: their 16 f32 accumulators, the block's 8
@@ -1267,7 +1269,8 @@ HWY_NOINLINE void VnniPrefill(const Int8Activations& a, const WeightView& w,
   }
 }
 
-HWY_POP_ATTRIBUTES;
+HWY_POP_ATTRIBUTES
+HWY_PUSH_ATTRIBUTES(HWY_TARGET_STR)  // HWY_BEFORE_NAMESPACE's again, for HWY_AFTER_NAMESPACE
 #endif  // HWY_TARGET == HWY_AVX3_DL
 
 }  // namespace matmul
