@@ -15,6 +15,10 @@
 #include <string>
 #include <vector>
 
+#if !defined(__EMSCRIPTEN__)
+#include <hwy/targets.h>
+#endif
+
 #include "base/error.h"
 #include "format/f16.h"
 #include "format/quant.h"
@@ -318,6 +322,13 @@ TEST_CASE("Kernel targets can be listed, forced and restored", "[kernels]") {
 #if defined(__EMSCRIPTEN__)
   CHECK(targets.size() == 1);
   CHECK(ActiveKernelTargetName() == "WASM");
+#else
+  // The VNNI int8 prefill lives in AVX3_DL, which Highway 1.0.3 compiles only when asked
+  // (CMakeLists.txt HWY_WANT_AVX3_DL): a CPU with AVX-512 VNNI must find it compiled.
+  const bool cpu_has_vnni = (hwy::SupportedTargets() & HWY_AVX3_DL) != 0;
+  const bool compiled = std::find(targets.begin(), targets.end(), int64_t{HWY_AVX3_DL}) !=
+                        targets.end();
+  CHECK(compiled == cpu_has_vnni);
 #endif
   CHECK_THROWS_AS(ForceKernelTarget(int64_t{1} << 40), Error);
 }
