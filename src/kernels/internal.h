@@ -104,6 +104,18 @@ struct Int8Activations {
   // prefill only): a pass's tokens of one block then lie at fixed offsets from one address,
   // where V8 would otherwise compute and keep one address per token.
   std::vector<int16_t> q_by_block;
+  // AVX-512 VNNI prefill only (AVX3_DL, T > 1; matmul-inl.h VnniPrefill), and then instead of
+  // q, d, q4_offset and d_by_block (vnni_T > 0 says which): block-major over the tokens padded
+  // to vnni_T = T rounded up to 4 (the pad tokens all zeros), so that a pass's tokens of one
+  // block lie at fixed offsets from one address:
+  //   vnni_q: [cols / 32, vnni_T, 32] qx as int8 (vpdpbusd's signed operand);
+  //   vnni_start: [cols / 32, vnni_T] -o * sum_i qx, where o is what the unsigned weight bytes
+  //     add to each weight (128 for Q8_0's sign-flipped quants, 8 for Q4_0's raw nibbles);
+  //   vnni_dx: [cols / 32, vnni_T] dx as f32.
+  std::vector<int8_t> vnni_q;
+  std::vector<int32_t> vnni_start;
+  std::vector<float> vnni_dx;
+  int64_t vnni_T = 0;
   int64_t T = 0;
 };
 

@@ -3,8 +3,9 @@
 // target), the per-target code lives in matmul-inl.h, ops-inl.h and convert-inl.h, and the
 // HWY_ONCE part at the end picks a target per call.
 //
-// Native: every target Highway 1.0.3 can build for x86 (EMU128, SSSE3, SSE4, AVX2, AVX3) is
-// compiled and HWY_DYNAMIC_DISPATCH picks the best one the CPU has. WebAssembly: CMake defines
+// Native: every target Highway 1.0.3 can build for x86 (EMU128, SSSE3, SSE4, AVX2, AVX3, and
+// AVX3_DL, which CMake asks for with HWY_WANT_AVX3_DL) is compiled and HWY_DYNAMIC_DISPATCH
+// picks the best one the CPU has. WebAssembly: CMake defines
 // HWY_COMPILE_ONLY_STATIC and -msimd128, so only HWY_WASM is compiled and calls go straight to
 // it (HWY_STATIC_DISPATCH; dynamic dispatch would need libhwy, which the wasm build lacks).
 #undef HWY_TARGET_INCLUDE

@@ -50,9 +50,11 @@ enum class QuantActivations {
 };
 
 // What kFastest means for T tokens on the target the next dispatched call uses: kInt8, except
-// for prefill (T > 1) on x86 AVX-512, where the f32 path dequantizes each weight row once and
-// then runs 16-lane f32 multiply-adds (FMA) over all tokens, about twice as fast as the int8
-// path's per-block int->float conversion and scale broadcast (matmul-inl.h).
+// for prefill (T > 1) on x86 AVX-512 without VNNI (Highway's AVX3), where the f32 path
+// dequantizes each weight row once and then runs 16-lane f32 multiply-adds (FMA) over all
+// tokens, about twice as fast as the int8 path's per-block int->float conversion and scale
+// broadcast. With VNNI (AVX3_DL) int8 prefill multiplies bytes with vpdpbusd, ~3x the f32
+// path (matmul-inl.h).
 QuantActivations FastestQuantActivations(int64_t T);
 
 // y[t, r] = bias[r] + sum_c x[t, c] * W[r, c]   for t in [0, T), r in [row_begin, row_end).

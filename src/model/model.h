@@ -72,7 +72,8 @@ class Session {
  public:
   // activations: how every product with Q8_0/Q4_0 weights treats its input (kernels.h). kInt8
   // gives the same numbers on every target (the page and the native CLI agree token for token);
-  // kFastest is faster natively (f32 prefill on AVX-512) but differs slightly from kInt8.
+  // kFastest is faster natively (f32 prefill on AVX-512 without VNNI) but may differ slightly
+  // from kInt8.
   explicit Session(const Model& model, int n_threads = 1,
                    QuantActivations activations = QuantActivations::kInt8);
   ~Session();

@@ -15,6 +15,10 @@
 #include <string>
 #include <vector>
 
+#if !defined(__EMSCRIPTEN__)
+#include <hwy/targets.h>
+#endif
+
 #include "base/error.h"
 #include "format/f16.h"
 #include "format/quant.h"
@@ -318,6 +322,13 @@ TEST_CASE("Kernel targets can be listed, forced and restored", "[kernels]") {
 #if defined(__EMSCRIPTEN__)
   CHECK(targets.size() == 1);
   CHECK(ActiveKernelTargetName() == "WASM");
+#else
+  // The VNNI int8 prefill lives in AVX3_DL, which Highway 1.0.3 compiles only when asked
+  // (CMakeLists.txt HWY_WANT_AVX3_DL): a CPU with AVX-512 VNNI must find it compiled.
+  const bool cpu_has_vnni = (hwy::SupportedTargets() & HWY_AVX3_DL) != 0;
+  const bool compiled = std::find(targets.begin(), targets.end(), int64_t{HWY_AVX3_DL}) !=
+                        targets.end();
+  CHECK(compiled == cpu_has_vnni);
 #endif
   CHECK_THROWS_AS(ForceKernelTarget(int64_t{1} << 40), Error);
 }
@@ -667,14 +678,24 @@ TEST_CASE("Int8 activations are quantized exactly as QuantizeRowQ8_0 on every ta
               const BlockQ8_0& w = want[t * nb + b];
               const float wd = kernels_internal::HalfToFloat(w.d);
               uint32_t got_bits, want_bits;
-              std::memcpy(&got_bits, &a.d[t * a.d_stride + b], 4);
               std::memcpy(&want_bits, &wd, 4);
-              bool same = got_bits == want_bits;
               int32_t sum = 0;
-              for (int i = 0; i < 32; ++i) {
-                same = same && a.q[(t * nb + b) * 32 + i] == w.qs[i];
-                sum += w.qs[i];
+              for (int i = 0; i < 32; ++i) sum += w.qs[i];
+              if (a.vnni_T > 0) {  // AVX-512 VNNI prefill's own block-major layout
+                const int64_t e = b * a.vnni_T + t;
+                std::memcpy(&got_bits, &a.vnni_dx[e], 4);
+                bool same = got_bits == want_bits &&
+                            a.vnni_start[e] == (type == TensorType::kQ4_0 ? -8 : -128) * sum;
+                for (int i = 0; i < 32; ++i) same = same && a.vnni_q[e * 32 + i] == w.qs[i];
+                if (!same && bad++ < 3) {
+                  INFO("token " << t << " block " << b << " x[0] " << x[(t * nb + b) * 32]);
+                  CHECK(same);
+                }
+                continue;
               }
+              std::memcpy(&got_bits, &a.d[t * a.d_stride + b], 4);
+              bool same = got_bits == want_bits;
+              for (int i = 0; i < 32; ++i) same = same && a.q[(t * nb + b) * 32 + i] == w.qs[i];
               if (lanes > 0) {
                 const int32_t* o = a.q4_offset.data() + (t * nb + b) * lanes;
                 same = same && o[0] == -8 * sum;
@@ -688,6 +709,15 @@ TEST_CASE("Int8 activations are quantized exactly as QuantizeRowQ8_0 on every ta
             }
           }
           CHECK(bad == 0);
+          // The pad tokens up to a multiple of 4 are zeros (their sums must come out 0).
+          for (int64_t t = n; t < a.vnni_T; ++t) {
+            for (int64_t b = 0; b < nb; ++b) {
+              const int64_t e = b * a.vnni_T + t;
+              bool zero = a.vnni_start[e] == 0 && a.vnni_dx[e] == 0.0f;
+              for (int i = 0; i < 32; ++i) zero = zero && a.vnni_q[e * 32 + i] == 0;
+              CHECK(zero);
+            }
+          }
         });
       }
     }
@@ -878,6 +908,76 @@ TEST_CASE("MatMul q8_0/q4_0 prefill covers the WASM token passes", "[kernels]") 
       for (int64_t T : {12, 13, 16, 31}) {
         CheckMatMul(w, T, 0, 7, true);
         CheckMatMul(w, T, 2, 5, false);
+      }
+    }
+  }
+}
+
+TEST_CASE("MatMul q8_0/q4_0 prefill covers the VNNI row groups and token passes", "[kernels]") {
+  // AVX3_DL's int8 prefill packs 16 rows at a time, the last group masked, over passes of 8
+  // tokens and a last one of 4 (tokens padded to a multiple of 4): 37 = 2 * 16 + 5 rows, rows
+  // [5, 30) a group of 16 and one of 9, and T = 2, 9 (8 + 4 with 3 pad tokens), 12, 17.
+  for (TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
+    for (bool raw : {false, true}) {
+      const TestWeights w = MakeWeights(type, 37, 160, raw, 480);
+      for (int64_t T : {2, 9, 12, 17}) {
+        CheckMatMul(w, T, 0, 37, true);
+        CheckMatMul(w, T, 5, 30, false);
+        CheckMatMul(w, T, 36, 37, true);
+      }
+    }
+  }
+}
+
+TEST_CASE("Int8-activation MatMul's block dots are exact integers on every target", "[kernels]") {
+  // Scales that are powers of two (dw = 2^-6, dx = 2^-4) and x on the grid of dx make every
+  // product and sum exact in f32 (|y| < 2^24 * 2^-10), so any path's result must be the exact
+  // sum, bit for bit: an integer block dot off by one (a wrong offset for unsigned weight
+  // bytes, say) would show, where the tolerance of CheckMatMul could hide it. Every int8 weight
+  // and nibble value occurs; the activations' quants reach +-127.
+  constexpr int64_t kRows = 37, kCols = 256, kNb = kCols / 32;
+  for (TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
+    TestWeights w = MakeWeights(type, kRows, kCols, true, 490);  // dense unused here
+    const size_t block_bytes = type == TensorType::kQ8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
+    const uint16_t dw_bits = 0x2400;  // 2^-6
+    for (int64_t i = 0; i < kRows * kNb; ++i) std::memcpy(&w.bytes[i * block_bytes], &dw_bits, 2);
+    std::vector<int> qw(kRows * kCols);  // the integer weights: Q8_0 qs, Q4_0 nibble - 8
+    for (int64_t i = 0; i < kRows * kCols; ++i) {
+      const uint8_t* block = &w.bytes[(i / 32) * block_bytes];
+      const int j = static_cast<int>(i % 32);
+      qw[i] = type == TensorType::kQ8_0 ? static_cast<int8_t>(block[2 + j])
+                                        : (j < 16 ? block[2 + j] & 15 : block[2 + j - 16] >> 4) - 8;
+    }
+    for (int64_t T : {1, 2, 5, 9, 12}) {
+      std::mt19937 rng(491 + static_cast<uint32_t>(T));
+      std::uniform_int_distribution<int> k(-127, 127);
+      std::vector<float> x(T * kCols);
+      for (int64_t i = 0; i < T * kCols; ++i) {
+        const int64_t block = i / 32;
+        // Each block's first element sets max |x| = 127 / 16; every fifth block is all zeros.
+        const int q = block % 5 == 4 ? 0 : i % 32 == 0 ? (block % 2 ? 127 : -127) : k(rng);
+        x[i] = static_cast<float>(q) / 16.0f;
+      }
+      std::vector<float> want(T * kRows);
+      for (int64_t t = 0; t < T; ++t) {
+        for (int64_t r = 0; r < kRows; ++r) {
+          double sum = 0;
+          for (int64_t c = 0; c < kCols; ++c) {
+            sum += static_cast<double>(qw[r * kCols + c]) * (x[t * kCols + c] * 16.0);
+          }
+          want[t * kRows + r] = static_cast<float>(sum / 1024.0);
+        }
+      }
+      for (QuantActivations act : {QuantActivations::kInt8, QuantActivations::kFloat}) {
+        std::vector<float> ref(T * kRows);
+        reference::MatMul(x.data(), T, w.View(), nullptr, ref.data(), 0, kRows, act);
+        CHECK(ref == want);
+        ForEachTarget([&] {
+          INFO(TypeName(type) << " T " << T << " act " << static_cast<int>(act));
+          std::vector<float> got(T * kRows);
+          MatMul(x.data(), T, w.View(), nullptr, got.data(), 0, kRows, act);
+          CHECK(got == want);
+        });
       }
     }
   }

@@ -275,7 +275,8 @@ TEST_CASE("prefill in two chunks equals one prefill, and sees the cached keys",
 // only the rows whose logits are wanted; Session::RunBlocks). Its logits are still PyTorch's and
 // the observed full pass's, to rounding: the last row's MLP and unembedding take the one-row
 // kernels, whose float sums run in another order than the multi-token tiles' (observed: equal
-// natively, within 5e-7 in wasm). Every row's keys and values reach the cache with the full
+// on AVX3, within 1e-6 on AVX3_DL, whose int8 prefill is VNNI's own tile, within 5e-7 in
+// wasm). Every row's keys and values reach the cache with the full
 // pass's bits (the next step's logits are the same bits), and with an observer every row still
 // runs every block.
 TEST_CASE("an unobserved prefill runs the last block's MLP for the last row only, same logits",
