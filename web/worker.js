@@ -229,9 +229,8 @@ function bodyReader(body) {
       if (r.value) buffer = r.value.buffer;                // ... and back
       return r.done ? {done: true} : r;
     },
-    release() {  // a buffer lost in a failed read is detached (byteLength 0): not kept
-      if (buffer?.byteLength === kReadBufferBytes) spareReadBuffer = buffer;
-      buffer = null;
+    release() {  // a buffer whose read failed stays in the stream (detached here): not kept
+      if (buffer.byteLength === kReadBufferBytes) spareReadBuffer = buffer;
     },
   };
 }
@@ -244,34 +243,29 @@ async function pump(target, body, phase, loadedBefore, total, resume, file) {
   let loaded = loadedBefore;
   let lastPost = 0;
   let resumes = 0;
-  try {
-    for (;;) {
-      let chunk;
-      try {
-        chunk = await reader.read();
-      } catch (e) {
-        if (!resume || resumes >= kMaxResumes) {
-          throw new Error(`The download was interrupted after ${loaded} of ${total} bytes ` +
-                          `(${errorMessage(e)}). Check your connection and load the model again.`);
-        }
-        ++resumes;
-        const rest = await resume(loaded - loadedBefore, e);
-        reader.release();
-        reader = bodyReader(rest);
-        continue;
+  for (;;) {
+    let chunk;
+    try {
+      chunk = await reader.read();
+    } catch (e) {
+      if (!resume || resumes >= kMaxResumes) {
+        throw new Error(`The download was interrupted after ${loaded} of ${total} bytes ` +
+                        `(${errorMessage(e)}). Check your connection and load the model again.`);
       }
-      if (chunk.done) break;
-      target.appendChunk(chunk.value);
-      loaded += chunk.value.length;
-      const now = performance.now();
-      if (now - lastPost > 50 || loaded === total) {
-        post({type: 'progress', phase, loaded, total, file});
-        lastPost = now;
-      }
+      ++resumes;
+      reader = bodyReader(await resume(loaded - loadedBefore, e));
+      continue;
     }
-  } finally {
-    reader.release();
+    if (chunk.done) break;
+    target.appendChunk(chunk.value);
+    loaded += chunk.value.length;
+    const now = performance.now();
+    if (now - lastPost > 50 || loaded === total) {
+      post({type: 'progress', phase, loaded, total, file});
+      lastPost = now;
+    }
   }
+  reader.release();  // (after a failure the next body gets a new buffer)
   post({type: 'progress', phase, loaded, total, file});
   return loaded - loadedBefore;
 }
