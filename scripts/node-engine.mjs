@@ -17,11 +17,13 @@ export function arg(name, fallback) {
 // This process's CPU time (user + system) in ms from a process.cpuUsage() difference.
 export const cpuMs = (u) => (u.user + u.system) / 1e3;
 
-// The Emscripten module factory and its wasm bytes, read once (--module picks another build).
+// The Emscripten module factory and its wasm bytes, read once (--module picks another build;
+// --relaxed its relaxed SIMD twin, which Node 20 runs with --experimental-wasm-relaxed-simd).
 export function engineFactory() {
   const modulePath = path.resolve(arg('module', path.join(repoRoot, 'build/wasm/web/gpt2-engine-node.cjs')));
   const factory = createRequire(import.meta.url)(modulePath);
-  const wasmBinary = fs.readFileSync(modulePath.replace(/\.cjs$/, '.wasm'));
+  const suffix = process.argv.includes('--relaxed') ? '-relaxed.wasm' : '.wasm';
+  const wasmBinary = fs.readFileSync(modulePath.replace(/\.cjs$/, suffix));
   return () => factory({wasmBinary});
 }
 

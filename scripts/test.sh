@@ -24,6 +24,9 @@ bash scripts/fuzz.sh 30
 if [ -f build/wasm/gpt2_tests.js ]; then
   echo "== WebAssembly tests under Node"
   node --no-experimental-fetch build/wasm/gpt2_tests.js
+  echo "== the kernel, golden and nano tests on its relaxed SIMD twin (FMA) under Node"
+  node --no-experimental-fetch --experimental-wasm-relaxed-simd tests/run-relaxed.cjs \
+    build/wasm/gpt2_tests.js "[kernels]~[plain],[golden],[nano],[relaxed]"
 fi
 if [ -f build/wasm/gpt2_thread_tests.js ]; then
   echo "== thread pool in the pthreads WebAssembly build under Node"

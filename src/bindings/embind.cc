@@ -304,7 +304,7 @@ class Engine : public ErrorsByValue {
     info.set("name", name != nullptr && name->type == GgufValueType::kString ? name->str : "");
     const GgufTensor* qkv = file_->FindTensor("blk.0.attn_qkv.weight");
     info.set("weight_type", qkv != nullptr ? GgmlTypeName(static_cast<uint32_t>(qkv->type)) : "");
-    info.set("simd", "wasm-simd128");
+    info.set("simd", RelaxedSimdKernels() ? "wasm-relaxed-simd" : "wasm-simd128");
     // Threads running the kernels: 1 in the single-threaded module; in the pthreads module
     // (gpt2-engine-mt) what the ThreadPool could start from the pre-made pool of Web Workers.
     info.set("threads", session_ ? session_->n_threads() : 1);

@@ -48,6 +48,7 @@ HWY_AFTER_NAMESPACE();
 #include "base/error.h"
 #include "kernels/internal.h"
 #include "kernels/kernels.h"
+#include "kernels/relaxed_simd.h"
 
 #if defined(__EMSCRIPTEN__)
 // Shipping EMU128 (what Highway silently picks without -msimd128) would be several times slower.
@@ -349,6 +350,14 @@ void ForceKernelTarget(int64_t target) {
 
 std::string ActiveKernelTargetName() {
   return KernelTargetName(GPT2_DISPATCH(CompiledTargetKernel)());
+}
+
+bool RelaxedSimdKernels() {
+#if defined(__EMSCRIPTEN__)
+  return gpt2_wasm_relaxed() != 0;
+#else
+  return false;
+#endif
 }
 
 }  // namespace gpt2

@@ -233,5 +233,8 @@ std::string KernelTargetName(int64_t target);
 void ForceKernelTarget(int64_t target);
 // The target the next dispatched call will use, e.g. "AVX2" or "WASM".
 std::string ActiveKernelTargetName();
+// True in a WebAssembly module's relaxed SIMD twin (kernels/relaxed_simd.h), where float
+// prompts run through FMA; false in every other build.
+bool RelaxedSimdKernels();
 
 }  // namespace gpt2

@@ -44,6 +44,7 @@
 #include "format/quant.h"
 #include "kernels/internal.h"
 #include "kernels/kernels.h"
+#include "kernels/relaxed_simd.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace gpt2 {
@@ -71,6 +72,12 @@ constexpr size_t kFloatDecodeRows = HWY_TARGET == HWY_WASM ? 16 : 4;
 // registers on SSE/AVX2 (and V8's wasm SIMD), 32 on AVX-512. 4 rows measured ~1.8x faster
 // prefill on AVX3 and slower on AVX2. (WASM with int8 activations: Int8PrefillRows.)
 constexpr size_t kPrefillRows = HWY_MAX_BYTES == 64 ? 4 : 2;
+// WASM float prefill with relaxed SIMD's FMA (the relaxed twin only): one vector per step, so the
+// 2 x 4 accumulators, 4 activation vectors and a weight vector stay in V8's 16 registers; each
+// spill costs a load and a store per FMA. GPT-2 small F32 prefill of 128 tokens, Chromium 156,
+// AMD EPYC Zen 5 guest, tok/s (2026-12-02): plain module 139-161; with FMA 2 rows x 1 vector
+// 219-236, 2 x 2 vectors 116-139, 3 x 1 126-131.
+constexpr size_t kFmaPrefillRows = 2;
 
 // Decode reads every weight once, so it runs at the speed of memory. A tile of adjacent rows
 // reads its kRows rows as short streams inside a page or two, which the hardware prefetcher
@@ -114,6 +121,17 @@ constexpr size_t kLanes = hn::MaxLanes(DF());
 static_assert(kLanes <= 32 && 32 % kLanes == 0, "a Q block must be whole vectors");
 constexpr size_t kBlockVecs = 32 / kLanes;
 static_assert(kBlockVecs % 2 == 0, "the T == 1 block loop keeps two partial sums");
+
+// a * b + c for the float tiles: hn::MulAdd (an FMA on x86 from AVX2), and on WASM, which has no
+// FMA in SIMD128, relaxed_simd.h's gpt2_wasm_madd (an FMA in the relaxed module, where the CPU
+// has one: half the instructions of the float tiles' inner loop).
+HWY_INLINE VF Fma(VF a, VF b, VF c) {
+#if HWY_TARGET == HWY_WASM
+  return VF{gpt2_wasm_madd(a.raw, b.raw, c.raw)};
+#else
+  return hn::MulAdd(a, b, c);
+#endif
+}
 
 // WASM gets block decoders that only do full 16-byte loads: Highway 1.0.3 implements partial
 // loads (4 int8, 4 f16) there with a memcpy into a vector, which goes through the wasm stack and
@@ -256,12 +274,13 @@ HWY_INLINE void DecodeBlock(DF df, const BlockQ4_0* HWY_RESTRICT block,
 
 // ---- Tiles: out[r][t] = sum_c x[t, c] * W[row r, c] for kR rows and kT tokens ---------------
 
-// Float weights (f32, f16): two vectors per step, one more if kLanes columns remain, then the
-// last cols % kLanes in scalar code. With one token each row keeps two accumulators so the
+// Float weights (f32, f16): two vectors per step (kStepVecs = 1: one), one more if kLanes
+// columns remain, then the last cols % kLanes in scalar code. With one token each row keeps two accumulators so the
 // FMA chains are 2 kR long-lived chains.
-template <size_t kR, size_t kT, typename WT>
+template <size_t kR, size_t kT, typename WT, size_t kStepVecs = 2>
 HWY_INLINE void FloatTile(const float* HWY_RESTRICT x, int64_t cols,
                           const WT* HWY_RESTRICT const* rows, float (&out)[kR][kT]) {
+  static_assert(kStepVecs == 1 || kStepVecs == 2, "one or two vectors per step");
   const DF df;
   // Two accumulator sets per row shorten the add chains; with many rows in flight the rows
   // already give enough independent chains.
@@ -273,7 +292,7 @@ HWY_INLINE void FloatTile(const float* HWY_RESTRICT x, int64_t cols,
     }
   }
   int64_t c = 0;
-  for (; c + 2 * static_cast<int64_t>(kLanes) <= cols; c += 2 * kLanes) {
+  for (; kStepVecs == 2 && c + 2 * static_cast<int64_t>(kLanes) <= cols; c += 2 * kLanes) {
     VF xa[kT], xb[kT];
     for (size_t t = 0; t < kT; ++t) {
       xa[t] = hn::LoadU(df, x + static_cast<int64_t>(t) * cols + c);
@@ -283,20 +302,19 @@ HWY_INLINE void FloatTile(const float* HWY_RESTRICT x, int64_t cols,
       VF wa, wb;
       LoadWeightPair(df, rows[r] + c, wa, wb);
       for (size_t t = 0; t < kT; ++t) {
-        acc[0][r][t] = hn::MulAdd(wa, xa[t], acc[0][r][t]);
-        acc[kSets - 1][r][t] = hn::MulAdd(wb, xb[t], acc[kSets - 1][r][t]);
+        acc[0][r][t] = Fma(wa, xa[t], acc[0][r][t]);
+        acc[kSets - 1][r][t] = Fma(wb, xb[t], acc[kSets - 1][r][t]);
       }
     }
   }
-  if (c + static_cast<int64_t>(kLanes) <= cols) {
+  // With two vectors per step this runs at most once.
+  for (; c + static_cast<int64_t>(kLanes) <= cols; c += kLanes) {
+    VF xv[kT];
+    for (size_t t = 0; t < kT; ++t) xv[t] = hn::LoadU(df, x + static_cast<int64_t>(t) * cols + c);
     for (size_t r = 0; r < kR; ++r) {
       const VF wv = LoadWeights(df, rows[r] + c);
-      for (size_t t = 0; t < kT; ++t) {
-        const VF xv = hn::LoadU(df, x + static_cast<int64_t>(t) * cols + c);
-        acc[0][r][t] = hn::MulAdd(wv, xv, acc[0][r][t]);
-      }
+      for (size_t t = 0; t < kT; ++t) acc[0][r][t] = Fma(wv, xv[t], acc[0][r][t]);
     }
-    c += kLanes;
   }
   for (size_t r = 0; r < kR; ++r) {
     for (size_t t = 0; t < kT; ++t) {
@@ -900,7 +918,7 @@ static_assert(kTokenTile == 4, "ForEachTokenTile's tail switch assumes 4-token t
 // Rows r0 + i * row_step (i < kR) x tokens [t0, t0 + kT): picks the tile for the weight type
 // and stores bias + dot into y.
 // qa: the activations quantized for QuantActivations::kInt8, or nullptr for f32 activations.
-template <size_t kR, size_t kT>
+template <size_t kR, size_t kT, size_t kStepVecs = 2>
 HWY_NOINLINE void RunTile(const float* HWY_RESTRICT x, const Int8Activations* qa, int64_t t0,
                           const WeightView& w, const float* HWY_RESTRICT bias,
                           float* HWY_RESTRICT y, int64_t r0, int64_t row_step = 1) {
@@ -914,7 +932,7 @@ HWY_NOINLINE void RunTile(const float* HWY_RESTRICT x, const Int8Activations* qa
         rows[r] = static_cast<const float*>(w.data) +
                   (r0 + static_cast<int64_t>(r) * row_step) * cols;
       }
-      FloatTile<kR, kT>(xt, cols, rows, out);
+      FloatTile<kR, kT, float, kStepVecs>(xt, cols, rows, out);
       break;
     }
     case TensorType::kF16: {
@@ -923,7 +941,7 @@ HWY_NOINLINE void RunTile(const float* HWY_RESTRICT x, const Int8Activations* qa
         rows[r] = static_cast<const hwy::float16_t*>(w.data) +
                   (r0 + static_cast<int64_t>(r) * row_step) * cols;
       }
-      FloatTile<kR, kT>(xt, cols, rows, out);
+      FloatTile<kR, kT, hwy::float16_t, kStepVecs>(xt, cols, rows, out);
       break;
     }
     case TensorType::kQ8_0:
@@ -937,11 +955,11 @@ HWY_NOINLINE void RunTile(const float* HWY_RESTRICT x, const Int8Activations* qa
 }
 
 // All tokens of one row group, kTokenTile at a time.
-template <size_t kR>
+template <size_t kR, size_t kStepVecs = 2>
 HWY_INLINE void RunRowGroup(const float* x, const Int8Activations* qa, int64_t T,
                             const WeightView& w, const float* bias, float* y, int64_t r0) {
   ForEachTokenTile(T, [&](auto kT, int64_t t0) {
-    RunTile<kR, decltype(kT)::value>(x, qa, t0, w, bias, y, r0);
+    RunTile<kR, decltype(kT)::value, kStepVecs>(x, qa, t0, w, bias, y, r0);
   });
 }
 
@@ -1306,7 +1324,8 @@ HWY_NOINLINE void QuantizeRowsKernel(kernels_internal::MatMulInputData& in, int6
 static_assert(kMatMulRowGrain % matmul::kDecodeRows == 0 &&
                   kMatMulRowGrain % matmul::kFloatDecodeRows == 0 &&
                   kMatMulRowGrain % (4 * matmul::kInt8DecodeGroups) == 0 &&
-                  kMatMulRowGrain % matmul::kPrefillRows == 0,
+                  kMatMulRowGrain % matmul::kPrefillRows == 0 &&
+                  kMatMulRowGrain % matmul::kFmaPrefillRows == 0,
               "every row tile of MatMulKernel must divide kMatMulRowGrain (kernels.h)");
 
 // `in` was prepared by this target for w's type and cols (checked by kernels.cc).
@@ -1363,6 +1382,14 @@ HWY_NOINLINE void MatMulKernel(const kernels_internal::MatMulInputData& in, cons
         matmul::Int8PrefillRows<BlockQ4_0>(x, *qa, w, bias, y, r, row_end);
       }
       return;
+    }
+#endif
+#if HWY_TARGET == HWY_WASM
+    if (qa == nullptr && gpt2_wasm_relaxed()) {
+      for (; r + static_cast<int64_t>(matmul::kFmaPrefillRows) <= row_end;
+           r += matmul::kFmaPrefillRows) {
+        matmul::RunRowGroup<matmul::kFmaPrefillRows, 1>(x, qa, T, w, bias, y, r);
+      }
     }
 #endif
     for (; r + static_cast<int64_t>(matmul::kPrefillRows) <= row_end;

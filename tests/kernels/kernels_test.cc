@@ -333,6 +333,17 @@ TEST_CASE("Kernel targets can be listed, forced and restored", "[kernels]") {
   CHECK_THROWS_AS(ForceKernelTarget(int64_t{1} << 40), Error);
 }
 
+// scripts/test.sh runs the kernel, golden and nano tests a second time on the wasm build's relaxed
+// SIMD twin (tests/run-relaxed.cjs), selecting [relaxed] and leaving out [plain]: each side
+// checks that it ran the kernels it was meant to (the twin's float prompts take the FMA tiles).
+TEST_CASE("Plain builds run no relaxed SIMD kernels", "[kernels][plain]") {
+  CHECK_FALSE(RelaxedSimdKernels());
+}
+
+TEST_CASE("The relaxed SIMD twin runs relaxed SIMD kernels", "[.][relaxed]") {
+  CHECK(RelaxedSimdKernels());
+}
+
 TEST_CASE("Private HalfToFloat matches IEEE 754 for every bit pattern", "[kernels]") {
   int mismatches = 0;
   for (uint32_t h = 0; h <= 0xffff; ++h) {

@@ -1,0 +1,79 @@
+#!/usr/bin/env node
+// Usage: node scripts/relax-wasm.mjs <module.wasm>
+//
+// Gives a linked engine module its relaxed SIMD twin (src/kernels/relaxed_simd.h says why this
+// is done after linking). The kernels call marker functions, exported under the names below;
+// this replaces each marker's body with the instruction it stands for and inlines it into
+// every caller, writing
+//   <module>.wasm          plain SIMD128 (a multiply and an add), for every browser;
+//   <module>-relaxed.wasm  f32x4.relaxed_madd, for browsers that validate relaxed SIMD.
+// Everything else in the module is left as Emscripten wrote it, apart from what binaryen's
+// inliner optimizes in the functions it inlines into. A module with no markers (one that does
+// not link the kernels) is left alone.
+import fs from 'node:fs';
+import binaryen from 'binaryen';
+
+// name -> (module, params as locals) => [plain body, relaxed body]
+const MARKERS = {
+  gpt2_wasm_madd: (m, a, b, c) => [
+    m.f32x4.add(m.f32x4.mul(a, b), c),
+    binaryen._BinaryenSIMDTernary(m.ptr, binaryen.RelaxedMaddVecF32x4, a, b, c),
+  ],
+  gpt2_wasm_relaxed: (m) => [m.i32.const(0), m.i32.const(1)],
+};
+
+const FEATURES = binaryen.Features.MVP | binaryen.Features.Atomics |
+  binaryen.Features.MutableGlobals | binaryen.Features.NontrappingFPToInt |
+  binaryen.Features.SIMD128 | binaryen.Features.BulkMemory | binaryen.Features.BulkMemoryOpt |
+  binaryen.Features.SignExt;
+
+function transform(bytes, relaxed) {
+  const m = binaryen.readBinary(bytes);
+  m.setFeatures(FEATURES | (relaxed ? binaryen.Features.RelaxedSIMD : 0));
+  const names = [];
+  for (const [name, bodies] of Object.entries(MARKERS)) {
+    if (!m.getFunction(name)) continue;
+    names.push(name);
+    const info = binaryen.getFunctionInfo(m.getFunction(name));
+    const params = binaryen.expandType(info.params);
+    const args = params.map((type, i) => m.local.get(i, type));
+    const body = bodies(m, ...args)[relaxed ? 1 : 0];
+    for (let i = m.getNumExports() - 1; i >= 0; i--) {
+      const exp = binaryen.getExportInfo(m.getExportByIndex(i));
+      if (exp.kind === binaryen.ExternalFunction && exp.value === name) m.removeExport(exp.name);
+    }
+    m.removeFunction(name);
+    m.addFunction(name, info.params, info.results, [], body);
+  }
+  if (names.length === 0) return null;
+  if (names.length !== Object.keys(MARKERS).length) {
+    throw new Error(`only ${names.length} of ${Object.keys(MARKERS).length} markers found`);
+  }
+  // Each marker is now one instruction over its parameters; inline all of them.
+  binaryen.setOptimizeLevel(3);
+  binaryen.setShrinkLevel(0);
+  binaryen.setAlwaysInlineMaxSize(8);
+  m.runPasses(['inlining-optimizing', 'remove-unused-module-elements']);
+  for (const name of names) {
+    // A marker still in the module was not inlined somewhere: that call would cost more than
+    // the instruction it stands for.
+    if (m.getFunction(name)) throw new Error(`${name} is still called after inlining`);
+  }
+  if (!m.validate()) throw new Error('binaryen rejects the transformed module');
+  binaryen.setDebugInfo(false);
+  const out = m.emitBinary();
+  m.dispose();
+  return out;
+}
+
+const path = process.argv[2];
+if (!path || !path.endsWith('.wasm')) {
+  console.error('usage: node scripts/relax-wasm.mjs <module.wasm>');
+  process.exit(2);
+}
+const bytes = fs.readFileSync(path);
+const relaxed = transform(bytes, true);
+if (relaxed === null) process.exit(0);
+const plain = transform(bytes, false);
+fs.writeFileSync(path.replace(/\.wasm$/, '-relaxed.wasm'), relaxed);
+fs.writeFileSync(path, plain);
