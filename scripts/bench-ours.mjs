@@ -15,7 +15,9 @@ export const median = (xs) => {
 // and one Engine per entry of `threads`, each loaded from modelUrl with finishLoad(threads[i]).
 export async function loadEngines({ engineUrl, modelUrl, promptText, threads, poolSize }) {
   const { default: create } = await import(engineUrl);
-  const Module = await create(poolSize ? { gpt2PoolSize: poolSize } : {});
+  // As the page's worker does: the relaxed SIMD twin where Chromium has relaxed SIMD.
+  const { startEngineModule } = await import('/web/relaxed-simd.js');
+  const { Module, relaxed } = await startEngineModule(create, poolSize ? { gpt2PoolSize: poolSize } : {});
   const engines = [];
   let info;
   for (const t of threads) {
@@ -34,7 +36,7 @@ export async function loadEngines({ engineUrl, modelUrl, promptText, threads, po
   }
   window.bench = { Module, engines, ids: Array.from(engines[0].tokenize(promptText)) };
   // The whole wasm memory after loading (model bytes, weights, KV cache, scratch).
-  return { info, tokens: window.bench.ids.length, isolated: self.crossOriginIsolated,
+  return { info, tokens: window.bench.ids.length, isolated: self.crossOriginIsolated, relaxed,
            heapBytes: Module.HEAP8.buffer.byteLength, userAgent: navigator.userAgent };
 }
 

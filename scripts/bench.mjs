@@ -230,7 +230,7 @@ async function compareInBrowser(browser, origin, type, promptText) {
     }
     const r = {
       userAgent: ours.userAgent,
-      ours: { simd: ours.info.simd, kvCache: ours.info.kv_cache, kvValueBytes: ours.info.kv_value_bytes, heapMB: ours.heapBytes / 1e6,
+      ours: { simd: ours.info.simd, relaxedSimd: ours.relaxed, kvCache: ours.info.kv_cache, kvValueBytes: ours.info.kv_value_bytes, heapMB: ours.heapBytes / 1e6,
         prefillRuns: oursRuns.map((x) => perSecond(kPromptTokens, x.prefillMs)),
         decodeRuns: oursRuns.map((x) => perSecond(kDecodeTokens, x.decodeMs)) },
       wllama: { version: kWllamaVersion, threads: peer.threads,
@@ -545,7 +545,7 @@ lines.push('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|');
 for (const type of kTypes) {
   const r = results.browser[type];
   if (r) {
-    lines.push(`| ${type} | Chromium wasm | 1 | ${f(r.ours.prefill)} | ${f(r.ours.decode)} | ` +
+    lines.push(`| ${type} | Chromium wasm${r.ours.relaxedSimd ? ' (relaxed SIMD)' : ''} | 1 | ${f(r.ours.prefill)} | ${f(r.ours.decode)} | ` +
       `${f(r.wllama.prefill)} | ${f(r.wllama.decode)} | **${r.prefillRatio.toFixed(2)}×** | ` +
       `**${r.decodeRatio.toFixed(2)}×** | ${f(r.ours.heapMB)} MB (file ${f(results.models[type].megabytes)} MB) |`);
   }

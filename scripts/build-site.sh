@@ -49,8 +49,10 @@ if [ "$with_weights" = 1 ]; then
 fi
 
 # gpt2-engine: single-threaded; gpt2-engine-mt (+ its pthread worker): used by worker.js when the
-# page is cross-origin isolated (served with COOP/COEP, e.g. scripts/serve.mjs --isolate).
-engine_files="gpt2-engine.js gpt2-engine.wasm gpt2-engine-mt.js gpt2-engine-mt.wasm gpt2-engine-mt.worker.js"
+# page is cross-origin isolated (served with COOP/COEP, e.g. scripts/serve.mjs --isolate); each
+# with its relaxed SIMD twin (-relaxed.wasm), which web/relaxed-simd.js picks where it can run.
+engine_files="gpt2-engine.js gpt2-engine.wasm gpt2-engine-relaxed.wasm gpt2-engine-mt.js gpt2-engine-mt.wasm
+  gpt2-engine-mt-relaxed.wasm gpt2-engine-mt.worker.js"
 for f in $engine_files; do
   if [ ! -f "$wasm_dir/$f" ]; then
     echo "build-site: $wasm_dir/$f is missing; build the wasm first:" >&2

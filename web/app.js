@@ -36,6 +36,7 @@ const store = createStore({
   threads: 1,       // threads running the kernels (the worker's plan, then the engine's count)
   isolated: false,  // cross-origin isolated: SharedArrayBuffer, so the threaded engine
   threadsNote: '',  // why the threaded engine is not used although the page is isolated
+  relaxedSimd: false,  // the worker runs the relaxed SIMD build (web/relaxed-simd.js)
   isolationNote,    // why the page is not isolated (isolation.js), in words; '' when it is
   info: null,
   loading: false,
@@ -111,6 +112,10 @@ function threadMode() {
       (state.isolated ? 'cross-origin isolated' : 'page not cross-origin isolated') +
       (state.threadsNote ? `; ${state.threadsNote}` : '') + ')';
 }
+
+// The engine in words for the stats line: its threads and which wasm build runs, e.g.
+// "1 thread (page not cross-origin isolated), relaxed SIMD (FMA)".
+const engineMode = () => `${threadMode()}, ${state.relaxedSimd ? 'relaxed SIMD (FMA)' : 'SIMD128'}`;
 
 const label = (i) => pieceAt(state.pieces, state.ids, i);
 
@@ -360,7 +365,7 @@ function onModel({info, source, name, cacheWarning}) {
     loading: false, info,
     progress: {...state.progress, value: 100, source},
     progressText: `Model ready (${mb(info.file_bytes)}, ${from}).`,
-    statsText: state.generating ? state.statsText : `Engine: ${threadMode()}.`,
+    statsText: state.generating ? state.statsText : `Engine: ${engineMode()}.`,
     layer: Math.min(state.layer, info.n_layer - 1), head: Math.min(state.head, info.n_head - 1),
     interventions: kNoInterventions, experiment: null,
     error: cacheWarning || state.error,
@@ -426,7 +431,7 @@ function onStats(s) {
   store.set({
     generating: false, captured: s.captured, blockMs: s.blockMs,
     statsText: `Prompt ${s.promptTokens} tokens, prefill ${s.prefillMs.toFixed(0)} ms · ` +
-        `${s.generated} tokens at ${s.tokensPerSecond.toFixed(1)} tokens/s · ${why} · ${threadMode()}`,
+        `${s.generated} tokens at ${s.tokensPerSecond.toFixed(1)} tokens/s · ${why} · ${engineMode()}`,
     statsData: {reason: s.reason, generated: s.generated, tokensPerSecond: s.tokensPerSecond, prefillMs: s.prefillMs},
   });
   // Pick the last prompt token so the views show the first prediction (or a shared link's pick).
@@ -591,8 +596,9 @@ worker.onmessage = ({data: msg}) => {
     case 'ready':
       if (params.get('model')) autoLoadPending = false;
       store.set({ready: true, threads: msg.threads || 1, isolated: !!msg.isolated, threadsNote: msg.note || '',
+                 relaxedSimd: !!msg.relaxed,
                  progressText: 'Engine ready. Load a model.'});
-      store.set({statsText: `Engine: ${threadMode()}.`});
+      store.set({statsText: `Engine: ${engineMode()}.`});
       worker.postMessage({type: 'cache-info'});
       // A model named in the URL (the demo opens the page so) or shipped with the site loads at
       // once; otherwise the default one only if it is already cached (no unasked-for download).

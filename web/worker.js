@@ -36,10 +36,11 @@
 //     {type:'attention-map', layer, head}  one head's full [P, P] attention
 //     {type:'clear-cache'}
 //   worker -> page
-//     {type:'ready', threads, isolated, note}        the wasm module is compiled; threads the
+//     {type:'ready', threads, isolated, note, relaxed}  the wasm module is compiled; threads the
 //                                                    kernels will use, isolated: the page is
 //                                                    cross-origin isolated (so threads are possible);
-//                                                    note: why threads are off although isolated
+//                                                    note: why threads are off although isolated;
+//                                                    relaxed: the relaxed SIMD build runs
 //     {type:'progress', phase, loaded, total, file}  phase: 'download' | 'cache' | 'file' | 'parse' |
 //                                                    'convert' (loaded/total: tensors); file: the
 //                                                    Hugging Face file being downloaded, if any
@@ -88,6 +89,7 @@
 // query parameter of this worker's URL (the page forwards its own ?threads=N).
 
 import {hfCacheKey, hfFileUrl, kHfWeights} from './hf.js';
+import {startEngineModule} from './relaxed-simd.js';
 
 const kCacheName = 'gpt2-models-v1';
 const kEndOfText = 50256;
@@ -155,7 +157,8 @@ async function startThreaded() {
   // gpt2PoolSize: Web Workers made before the module starts (see src/bindings/CMakeLists.txt);
   // the calling thread is the first of `threads`. At least one, since 0 means "default".
   try {
-    return await Promise.race([createGpt2Engine({gpt2PoolSize: Math.max(1, threads - 1)}), timedOut]);
+    return await Promise.race([startEngineModule(createGpt2Engine, {gpt2PoolSize: Math.max(1, threads - 1)}),
+                               timedOut]);
   } finally {
     clearTimeout(timer);
   }
@@ -164,9 +167,10 @@ async function startThreaded() {
 async function init() {
   try {
     let note = '';
+    let started = null;
     if (isolated) {
       try {
-        Module = await startThreaded();
+        started = await startThreaded();
       } catch (e) {
         // Still a working page: fall back to one thread and say why.
         note = 'the threaded engine could not start: ' + errorMessage(e);
@@ -174,9 +178,10 @@ async function init() {
         threads = 1;
       }
     }
-    if (!Module) Module = await (await import('./gpt2-engine.js')).default();
+    if (!started) started = await startEngineModule((await import('./gpt2-engine.js')).default);
+    Module = started.Module;
     engine = new Module.Engine();
-    post({type: 'ready', threads, isolated, note});
+    post({type: 'ready', threads, isolated, note, relaxed: started.relaxed});
   } catch (e) {
     post({type: 'error', kind: 'load', message: 'The WebAssembly engine could not start: ' + errorMessage(e) +
           ' (this page needs a browser with WebAssembly SIMD, e.g. Chrome 91+, Firefox 89+, Safari 16.4+).'});

@@ -59,8 +59,10 @@ describe('threads in headless Chromium', {skip: !fs.existsSync(path.join(kSite, 
       const threadsRow = page.locator('#model-info dd', {hasText: 'threads'});
       assert.equal(await threadsRow.textContent(), `${kThreads} threads (cross-origin isolated)`);
       // The pthreads module, not the single-threaded one, was fetched.
-      assert.ok(server.requests('/gpt2-engine-mt.wasm') >= 1, 'gpt2-engine-mt.wasm was requested');
-      assert.equal(server.requests('/gpt2-engine.wasm'), 0, 'the single-threaded engine was not loaded');
+      // Chromium has relaxed SIMD: the threaded module's relaxed twin (web/relaxed-simd.js).
+      assert.ok(server.requests('/gpt2-engine-mt-relaxed.wasm') >= 1, 'gpt2-engine-mt-relaxed.wasm was requested');
+      assert.equal(server.requests('/gpt2-engine.wasm') + server.requests('/gpt2-engine-relaxed.wasm'), 0,
+                   'the single-threaded engine was not loaded');
       await page.screenshot({path: artifact('threads-isolated.png'), fullPage: true});
       await page.close();
     } finally {
@@ -100,8 +102,29 @@ describe('threads in headless Chromium', {skip: !fs.existsSync(path.join(kSite, 
       const stats = page.getByTestId('stats');
       assert.equal(await stats.getAttribute('data-isolated'), 'false');
       assert.equal(await stats.getAttribute('data-threads'), '1');
-      assert.match(await stats.textContent(), /1 thread \(page not cross-origin isolated\)/);
-      assert.equal(server.requests('/gpt2-engine-mt.wasm'), 0, 'the threaded engine was not loaded');
+      assert.match(await stats.textContent(), /1 thread \(page not cross-origin isolated\), relaxed SIMD \(FMA\)/);
+      assert.equal(server.requests('/gpt2-engine-mt.wasm') + server.requests('/gpt2-engine-mt-relaxed.wasm'), 0,
+                   'the threaded engine was not loaded');
+      await page.close();
+    } finally {
+      await server.close();
+    }
+  });
+
+  test('a host without the relaxed SIMD twins: the plain engine, said so, the same ids', async () => {
+    const partial = path.join(modelDir('threads'), 'site-without-relaxed');
+    fs.rmSync(partial, {recursive: true, force: true});
+    fs.cpSync(kSite, partial, {recursive: true});
+    for (const f of ['gpt2-engine-relaxed.wasm', 'gpt2-engine-mt-relaxed.wasm']) fs.rmSync(path.join(partial, f));
+    const server = await serveSite({site: partial, models: modelDir('threads')});
+    try {
+      const page = await openPage(browser, server.url, consoleLines);
+      const ids = await loadAndGenerate(page);
+      assert.deepEqual(ids, expectedIds);
+      assert.match(await page.getByTestId('stats').textContent(), /1 thread \(page not cross-origin isolated\), SIMD128/);
+      assert.ok(server.requests('/gpt2-engine-relaxed.wasm') >= 1, 'the relaxed twin was tried first');
+      assert.ok(server.requests('/gpt2-engine.wasm') >= 1, 'then the plain module');
+      assert.equal(await page.getByTestId('error').isVisible(), false);
       await page.close();
     } finally {
       await server.close();
