@@ -65,6 +65,11 @@
 #include <new>
 #include <string>
 #include <vector>
+#ifdef __EMSCRIPTEN_PTHREADS__
+#include <atomic>
+#include <system_error>
+#include <thread>
+#endif
 
 #include "base/error.h"
 #include "format/gguf.h"
@@ -131,6 +136,14 @@ std::vector<gpt2::HeadRef> HeadList(const val& v) {
 // A file that arrives from JavaScript in chunks (the page's download), held in one allocation,
 // 64-byte aligned so GGUF's 32-byte tensor alignment holds in memory as in the file. `what` names
 // the file in errors ("The model", "model.safetensors"); `begin` the call that starts it.
+//
+// In the pthreads module a second thread writes the buffer's pages in from its end while the
+// chunks are copied in from its start. Fresh wasm memory costs the OS a page fault at the first
+// write to each 4 KiB: ~12 us on the AMD EPYC guest measured here (BENCHMARKS.md), ~400 ms of
+// a cached reload for GPT-2 small's 137 MB, and two threads take the faults side by side. Each
+// touch is an atomic compare-exchange of 0 with 0 on one word: a write (x86's locked
+// read-modify-write always writes) that leaves whatever the copy has put there. If no pool
+// thread is free the copy faults the pages itself, as in the single-threaded module.
 class DownloadBuffer {
  public:
   DownloadBuffer(std::string what, std::string begin) : what_(std::move(what)), begin_(std::move(begin)) {}
@@ -152,6 +165,7 @@ class DownloadBuffer {
                   " MB): the browser tab could not allocate it. Close other tabs or try a smaller "
                   "model (q8_0 or q4_0).");
     }
+    StartTouching();
   }
 
   // Copies a Uint8Array (or ArrayBuffer view) straight into place.
@@ -164,10 +178,15 @@ class DownloadBuffer {
     }
     val(emscripten::typed_memory_view(n, data_ + filled_)).call<void>("set", bytes);
     filled_ += n;
+#ifdef __EMSCRIPTEN_PTHREADS__
+    filled_progress_.store(filled_, std::memory_order_relaxed);
+#endif
   }
 
-  // Throws unless every announced byte arrived.
-  void RequireComplete() const {
+  // Throws unless every announced byte arrived. Gives the touching thread back to the pool
+  // (the session about to be made needs it).
+  void RequireComplete() {
+    StopTouching();
     if (data_ == nullptr) throw Error(begin_ + " was not called");
     if (filled_ != size_) {
       throw Error(what_ + " is incomplete: received " + std::to_string(filled_) + " of " +
@@ -176,6 +195,7 @@ class DownloadBuffer {
   }
 
   void Free() {
+    StopTouching();
     std::free(data_);
     data_ = nullptr;
     size_ = filled_ = 0;
@@ -186,6 +206,41 @@ class DownloadBuffer {
   size_t filled() const { return filled_; }
 
  private:
+#ifdef __EMSCRIPTEN_PTHREADS__
+  void StartTouching() {
+    stop_touching_.store(false);
+    filled_progress_.store(0);
+    const size_t words = size_ / sizeof(int32_t);
+    int32_t* words_begin = reinterpret_cast<int32_t*>(data_);
+    try {
+      toucher_ = std::thread([this, words_begin, words] {
+        constexpr size_t kPageWords = 4096 / sizeof(int32_t);
+        for (size_t i = words; i >= kPageWords && !stop_touching_.load(std::memory_order_relaxed);) {
+          i -= kPageWords;
+          // Once the copy has passed this page the rest are faulted in already.
+          if (i * sizeof(int32_t) < filled_at_least()) break;
+          int32_t expected = 0;
+          __atomic_compare_exchange_n(words_begin + i, &expected, 0, false, __ATOMIC_RELAXED,
+                                      __ATOMIC_RELAXED);
+        }
+      });
+    } catch (const std::system_error&) {
+      // No free pool thread (PTHREAD_POOL_SIZE_STRICT): the copy faults the pages in itself.
+    }
+  }
+  void StopTouching() {
+    stop_touching_.store(true);
+    if (toucher_.joinable()) toucher_.join();
+  }
+  size_t filled_at_least() const { return filled_progress_.load(std::memory_order_relaxed); }
+  std::thread toucher_;
+  std::atomic<bool> stop_touching_{false};
+  std::atomic<size_t> filled_progress_{0};  // filled_, as the touching thread may read it
+#else
+  void StartTouching() {}
+  void StopTouching() {}
+#endif
+
   const std::string what_, begin_;
   uint8_t* data_ = nullptr;
   size_t size_ = 0;
