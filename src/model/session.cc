@@ -33,6 +33,28 @@ struct CacheLineAllocator {
 };
 using Activations = std::vector<float, CacheLineAllocator<float>>;
 
+// Leaves a vector's elements uninitialized where a plain one would zero them: for the 8-bit KV
+// cache, where no kernel reads a position before it is written (AttentionHead weighs the unused
+// partner of an odd last key with 0). Zeroing 20 MB of fresh memory faulted in every page of it
+// at load (~60 ms of a cached reload on the AMD EPYC guest, BENCHMARKS.md); now only the pages
+// of positions in use are touched.
+template <typename T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  UninitializedAllocator() = default;
+  template <typename U>
+  UninitializedAllocator(const UninitializedAllocator<U>&) {}
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+};
+template <typename T>
+using KvVector = std::vector<T, UninitializedAllocator<T>>;
+
 }  // namespace
 
 struct Session::Buffers {
@@ -83,10 +105,10 @@ struct Session::Buffers {
   std::vector<float> v_cache;         // [L, H, n_ctx, D]
   std::vector<uint16_t> k_cache16;    // [L, H, n_ctx, D]
   std::vector<uint16_t> v_cache16;    // [L, H, n_ctx, D]
-  std::vector<int8_t> k_cache8;       // [L, H, kv8_head_quants]
-  std::vector<int8_t> v_cache8;       // [L, H, kv8_head_quants]
-  std::vector<uint16_t> k_scale8;     // [L, H, kv8_head_scales]
-  std::vector<uint16_t> v_scale8;     // [L, H, kv8_head_scales]
+  KvVector<int8_t> k_cache8;          // [L, H, kv8_head_quants]
+  KvVector<int8_t> v_cache8;          // [L, H, kv8_head_quants]
+  KvVector<uint16_t> k_scale8;        // [L, H, kv8_head_scales]
+  KvVector<uint16_t> v_scale8;        // [L, H, kv8_head_scales]
   std::vector<float> scores;   // [H, n_ctx] per-head scratch
   std::vector<float> probs;    // [H, n_ctx]
   std::vector<float> logits;   // [V] logits of the last position
