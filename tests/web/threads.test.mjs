@@ -14,6 +14,15 @@ import {kPrompt, kSampling, loadAndGenerate, makeModels, modelDir, nativeGenerat
 const kSite = path.join(kRoot, 'build/site');
 const kThreads = 3;  // more than 1 even on a one-core machine, where the default would be 1
 
+// A copy of build/site without `missing` (a host given only part of the site).
+function partialSite(name, missing) {
+  const dir = path.join(modelDir('threads'), name);
+  fs.rmSync(dir, {recursive: true, force: true});
+  fs.cpSync(kSite, dir, {recursive: true});
+  for (const f of missing) fs.rmSync(path.join(dir, f));
+  return dir;
+}
+
 describe('threads in headless Chromium', {skip: !fs.existsSync(path.join(kSite, 'gpt2-engine-mt.js')) && 'build/site has no threaded engine'}, () => {
   let models, expectedIds, browser;
   const consoleLines = [];
@@ -72,10 +81,7 @@ describe('threads in headless Chromium', {skip: !fs.existsSync(path.join(kSite, 
 
   test('isolated, but the threaded engine cannot start: one thread, said why, the same ids', async () => {
     // A host given only part of the site: the pthread worker's script is missing.
-    const partial = path.join(modelDir('threads'), 'site-without-pthread-worker');
-    fs.rmSync(partial, {recursive: true, force: true});
-    fs.cpSync(kSite, partial, {recursive: true});
-    fs.rmSync(path.join(partial, 'gpt2-engine-mt.worker.js'));
+    const partial = partialSite('site-without-pthread-worker', ['gpt2-engine-mt.worker.js']);
     const server = await serveSite({site: partial, models: modelDir('threads'), isolate: true});
     try {
       const page = await openPage(browser, server.url, consoleLines);
@@ -112,10 +118,7 @@ describe('threads in headless Chromium', {skip: !fs.existsSync(path.join(kSite, 
   });
 
   test('a host without the relaxed SIMD twins: the plain engine, said so, the same ids', async () => {
-    const partial = path.join(modelDir('threads'), 'site-without-relaxed');
-    fs.rmSync(partial, {recursive: true, force: true});
-    fs.cpSync(kSite, partial, {recursive: true});
-    for (const f of ['gpt2-engine-relaxed.wasm', 'gpt2-engine-mt-relaxed.wasm']) fs.rmSync(path.join(partial, f));
+    const partial = partialSite('site-without-relaxed', ['gpt2-engine-relaxed.wasm', 'gpt2-engine-mt-relaxed.wasm']);
     const server = await serveSite({site: partial, models: modelDir('threads')});
     try {
       const page = await openPage(browser, server.url, consoleLines);
