@@ -32,9 +32,10 @@ function transform(bytes, relaxed) {
   m.setFeatures(FEATURES | (relaxed ? binaryen.Features.RelaxedSIMD : 0));
   const names = [];
   for (const [name, bodies] of Object.entries(MARKERS)) {
-    if (!m.getFunction(name)) continue;
+    const fn = m.getFunction(name);
+    if (!fn) continue;
     names.push(name);
-    const info = binaryen.getFunctionInfo(m.getFunction(name));
+    const info = binaryen.getFunctionInfo(fn);
     const params = binaryen.expandType(info.params);
     const args = params.map((type, i) => m.local.get(i, type));
     const body = bodies(m, ...args)[relaxed ? 1 : 0];
