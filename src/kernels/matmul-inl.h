@@ -64,10 +64,12 @@ constexpr size_t kDecodeRows = 4;   // rows in flight at T == 1 (independent FMA
 // 3 ~47.5, 4 ~37 (V8 spills: it places every load of the block step before the arithmetic).
 // The 64-row tiles of Int8Tile it replaced: ~37.5 at the same load (~62 on a quiet machine).
 constexpr int64_t kInt8DecodeGroups = 3;
-// Float-weight decode on WASM streams more rows at once for the same reason (f32 weights are
-// 4 bytes each: an F32 token reads 500 MB). Accumulators beyond the register file spill to the
-// stack, which costs little next to the memory stream.
-constexpr size_t kFloatDecodeRows = HWY_TARGET == HWY_WASM ? 16 : 4;
+// Float-weight decode (f32, f16) runs kDecodeRows rows on WASM too. Streaming 16 rows at once
+// (more memory requests in flight, as Int8DecodeGroups does) measured well under Node, but in
+// Chromium the spilled accumulators made the loop slower than memory: GPT-2 small F32 decode,
+// Chromium 156, AMD EPYC Zen 4 guest, one thread, A/B in one page, median tok/s (2026-12-03):
+// relaxed module 16 rows 28.0, 12 rows 34.4, 8 rows 36.6-37.0, 4 rows 39.8; plain module 16 rows
+// 30.4, 8 rows 35.0-36.8, 4 rows 44.0 (16 rows x 1 vector per step 20.6, 16 x 4 25.4).
 // Rows x tokens accumulators plus the decoded block must fit the register file: 16 vector
 // registers on SSE/AVX2 (and V8's wasm SIMD), 32 on AVX-512. 4 rows measured ~1.8x faster
 // prefill on AVX3 and slower on AVX2. (WASM with int8 activations: Int8PrefillRows.)
@@ -1322,7 +1324,6 @@ HWY_NOINLINE void QuantizeRowsKernel(kernels_internal::MatMulInputData& in, int6
 }
 
 static_assert(kMatMulRowGrain % matmul::kDecodeRows == 0 &&
-                  kMatMulRowGrain % matmul::kFloatDecodeRows == 0 &&
                   kMatMulRowGrain % (4 * matmul::kInt8DecodeGroups) == 0 &&
                   kMatMulRowGrain % matmul::kPrefillRows == 0 &&
                   kMatMulRowGrain % matmul::kFmaPrefillRows == 0,
@@ -1352,13 +1353,6 @@ HWY_NOINLINE void MatMulKernel(const kernels_internal::MatMulInputData& in, cons
               : matmul::Int8Decode<BlockQ4_0>(*qa, w, bias, y, r, row_end);
     }
 #endif
-    if ((w.type == TensorType::kF32 || w.type == TensorType::kF16) &&
-        matmul::kFloatDecodeRows != matmul::kDecodeRows) {
-      r = matmul::ForEachStridedTile<matmul::kFloatDecodeRows>(
-          r, row_end, [&](int64_t r0, int64_t step) {
-            matmul::RunTile<matmul::kFloatDecodeRows, 1>(x, qa, 0, w, bias, y, r0, step);
-          });
-    }
     r = matmul::ForEachStridedTile<matmul::kDecodeRows>(
         r, row_end, [&](int64_t r0, int64_t step) {
           matmul::RunTile<matmul::kDecodeRows, 1>(x, qa, 0, w, bias, y, r0, step);

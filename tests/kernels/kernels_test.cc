@@ -879,9 +879,8 @@ TEST_CASE("MatMul's kFastest is exactly one of kInt8 and kFloat", "[kernels]") {
   ForEachTarget([] { CHECK(FastestQuantActivations(1) == QuantActivations::kInt8); });
 }
 
-TEST_CASE("MatMul f32/f16 decode covers the wide WASM row tiles", "[kernels]") {
-  // WASM's float decode takes 16 rows at a time (kFloatDecodeRows), then tiles of 4, then single
-  // rows: 39 = 2 * 16 + 4 + 3.
+TEST_CASE("MatMul f32/f16 decode covers its row tiles", "[kernels]") {
+  // Float decode takes strided tiles of 4 rows (kDecodeRows), then single rows: 39 = 9 * 4 + 3.
   constexpr int64_t kRows = 39;
   for (TensorType type : {TensorType::kF32, TensorType::kF16}) {
     for (int64_t cols : {9, 768}) {
