@@ -2,7 +2,7 @@
 // (kernels.h). Included once per Highway target by kernels.cc (the skeleton.cc recipe).
 //
 // Shape of the work. Decode (T == 1) reads every weight byte once per token, so the loop streams
-// kDecodeRows rows at a time (WASM int8: Int8DecodeGroups, 12 rows), rows a stride apart
+// kDecodeRows rows at a time (WASM int8: Int8DecodeGroups, 8 rows), rows a stride apart
 // (ForEachStridedTile) so that each stream is long and sequential. Q8_0/Q4_0 weights by
 // default meet int8 activations (QuantActivations::kInt8, ggml's q8_0 x q8_0 dot): x is
 // quantized once per product (kernels.h MatMulInput), each weight block is widened to int16 in
@@ -63,7 +63,10 @@ constexpr size_t kDecodeRows = 4;   // rows in flight at T == 1 (independent FMA
 // Node, tokens per CPU second, A/B alternating at load 6-8 (2026-12-01): 1 group ~39.5, 2 ~45.5,
 // 3 ~47.5, 4 ~37 (V8 spills: it places every load of the block step before the arithmetic).
 // The 64-row tiles of Int8Tile it replaced: ~37.5 at the same load (~62 on a quiet machine).
-constexpr int64_t kInt8DecodeGroups = 3;
+// In Chromium fewer groups win: GPT-2 small decode, Chromium 156, AMD EPYC Zen 4 guest, A/B in
+// one page, median tok/s (2026-12-03): Q8_0 3 groups 93.3-98.9, 2 groups 114.7-115.4, 1 group
+// 110.8-119.0; Q4_0 2 groups 106.9, 1 group 104.0; so 2, which Node also prefers to 1.
+constexpr int64_t kInt8DecodeGroups = 2;
 // Float-weight decode (f32, f16) runs kDecodeRows rows on WASM too. Streaming 16 rows at once
 // (more memory requests in flight, as Int8DecodeGroups does) measured well under Node, but in
 // Chromium the spilled accumulators made the loop slower than memory: GPT-2 small F32 decode,

@@ -892,10 +892,10 @@ TEST_CASE("MatMul f32/f16 decode covers its row tiles", "[kernels]") {
 }
 
 TEST_CASE("MatMul q8_0/q4_0 decode covers the wide WASM row tiles", "[kernels]") {
-  // WASM's int8-activation decode takes 12 rows at a time (kInt8DecodeGroups groups of 4), then
-  // groups of 4, then single rows: 139 = 11 * 12 + 4 + 3; rows [3, 138) are 11 * 12 + 3 and
-  // rows [1, 29) 2 * 12 + 4.
-  constexpr int64_t kRows = 139;
+  // WASM's int8-activation decode takes 8 rows at a time (kInt8DecodeGroups groups of 4), then
+  // groups of 4, then single rows: 143 = 17 * 8 + 4 + 3; rows [3, 142) are 17 * 8 + 3 and
+  // rows [1, 29) 3 * 8 + 4.
+  constexpr int64_t kRows = 143;
   for (TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
     for (bool raw : {false, true}) {
       const TestWeights w = MakeWeights(type, kRows, 96, raw, 400);
