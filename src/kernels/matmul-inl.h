@@ -71,8 +71,9 @@ constexpr int64_t kInt8DecodeGroups = 2;
 // (more memory requests in flight, as Int8DecodeGroups does) measured well under Node, but in
 // Chromium the spilled accumulators made the loop slower than memory: GPT-2 small F32 decode,
 // Chromium 156, AMD EPYC Zen 4 guest, one thread, A/B in one page, median tok/s (2026-12-03):
-// relaxed module 16 rows 28.0, 12 rows 34.4, 8 rows 34.8-37.0, 4 rows 36.8-39.8; plain module 16 rows
-// 30.4, 8 rows 35.0-36.8, 4 rows 44.0 (16 rows x 1 vector per step 20.6, 16 x 4 25.4).
+// relaxed module 16 rows 27.8-29.0, 12 rows 34.4, 8 rows 34.8-37.0, 4 rows 36.8-39.8; plain
+// module 16 rows 30.4, 8 rows 35.0-36.8, 4 rows 44.0 (16 rows x 1 vector per step 20.6, x 4
+// 25.4). BENCHMARKS.md "Decode tiles shaped in Chromium".
 // Rows x tokens accumulators plus the decoded block must fit the register file: 16 vector
 // registers on SSE/AVX2 (and V8's wasm SIMD), 32 on AVX-512. 4 rows measured ~1.8x faster
 // prefill on AVX3 and slower on AVX2. (WASM with int8 activations: Int8PrefillRows.)
