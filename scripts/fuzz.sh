@@ -6,6 +6,8 @@
 #   bash scripts/fuzz.sh [seconds]      each target for `seconds` (default 30)
 #   FUZZ_RUNS=10000000 bash scripts/fuzz.sh   each target for that many executions instead
 #   FUZZ_TARGETS="tokenizer_fuzzer" ...      only these targets
+#   FUZZ_BUILD_ONLY=1 bash scripts/fuzz.sh    build them, run nothing (scripts/test.sh builds
+#                                             first, then runs them beside another suite)
 #
 # A finding (crash, sanitizer report, leak, timeout, out-of-memory) is saved as
 # build/fuzz/findings/<target>/<kind>-<sha1> and fails the run; reproduce it with
@@ -18,6 +20,7 @@ cmake -S . -B build/fuzz -DCMAKE_CXX_COMPILER="${FUZZ_CXX:-clang++-14}" \
 targets=${FUZZ_TARGETS:-$(cd fuzz && ls *_fuzzer.cc | sed 's/\.cc$//')}
 # shellcheck disable=SC2086
 cmake --build build/fuzz -j"$(nproc)" --target $targets
+[ "${FUZZ_BUILD_ONLY:-0}" = 1 ] && exit 0
 
 if [ -n "${FUZZ_RUNS:-}" ]; then
   limit=(-runs="$FUZZ_RUNS"); what="$FUZZ_RUNS runs"
