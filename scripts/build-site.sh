@@ -63,7 +63,7 @@ done
 
 rm -rf "$site.tmp"
 mkdir -p "$site.tmp"
-cp web/*.html web/*.js web/*.css "$site.tmp/"
+cp web/*.html web/*.js web/*.css web/*.svg "$site.tmp/"
 for f in $engine_files; do cp "$wasm_dir/$f" "$site.tmp/"; done
 model=""
 if [ "$with_weights" = 1 ]; then
