@@ -67,7 +67,7 @@ cp web/*.html web/*.js web/*.css web/*.svg "$site.tmp/"
 for f in $engine_files; do cp "$wasm_dir/$f" "$site.tmp/"; done
 model=""
 if [ "$with_weights" = 1 ]; then
-  # Parts named by the file's hash: worker.js caches model files by URL, so a deploy with other
+  # Parts named by the file's hash: worker-load.js caches model files by URL, so a deploy with other
   # weights must not reuse the old parts' names.
   stem=$(basename "$gguf" .gguf)
   hash=$(sha256sum "$gguf" | cut -c1-12)
@@ -79,7 +79,7 @@ if [ "$with_weights" = 1 ]; then
 fi
 # version.json: which build this is (commit, time), and for the service worker (sw.js) the
 # page's own files and a hash of their content, so a deploy that changes any of them replaces
-# the offline copy. sw.js itself is updated by the browser; the model is cached by worker.js.
+# the offline copy. sw.js itself is updated by the browser; the model is cached by worker-load.js.
 files=$(cd "$site.tmp" && find . -maxdepth 1 -type f ! -name version.json ! -name sw.js -printf '%f\n' | LC_ALL=C sort)
 version=$( (cd "$site.tmp" && sha256sum $files; echo "$model") | sha256sum | cut -c1-16)
 {
