@@ -315,6 +315,7 @@ describe('the page under bad conditions', {skip: !fs.existsSync(path.join(kSite,
     const outside = requests.filter((u) => !u.startsWith(server.origin + '/'));
     assert.deepEqual(outside, [], 'requests outside the page origin');
     assert.deepEqual(violations, [], 'CSP violations');
+    assert.ok(requests.includes(server.origin + '/favicon.svg'), 'the icon is a file of the site');
     await page.close();
   });
 
