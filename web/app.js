@@ -8,7 +8,7 @@ import {startEngineWorker} from './boot.js';
 import {hfCacheKey, kHfWeights} from './hf.js';
 import {encodeNpy} from './npy.js';
 import {checkAgainstModel, decodeShare, encodeShare, kSamplingFields} from './share.js';
-import {ErrorKind, Msg} from './protocol.js';
+import {ErrorKind, Msg, Phase} from './protocol.js';
 import {createStore, renderIfChanged} from './store.js';
 import {drawLegend, heatmapOf, pieceAt, showPiece} from './viz.js';
 import * as anatomyView from './view-anatomy.js';
@@ -406,12 +406,13 @@ function getGpt2() {
 
 function onProgress({phase, loaded, total, file}) {
   const pct = total ? Math.floor((loaded / total) * 100) : 0;
-  const verb = {download: file ? `Downloading ${file}` : 'Downloading', cache: 'Reading from the browser cache',
-                file: 'Reading the file', parse: 'Checking the file and preparing the model',
-                convert: 'Converting to GGUF'}[phase] || phase;
-  const amount = phase === 'convert' ? `${loaded} of ${total} tensors` : `${mb(loaded)} of ${mb(total)}`;
+  const verb = {[Phase.download]: file ? `Downloading ${file}` : 'Downloading',
+                [Phase.cache]: 'Reading from the browser cache', [Phase.file]: 'Reading the file',
+                [Phase.parse]: 'Checking the file and preparing the model',
+                [Phase.convert]: 'Converting to GGUF'}[phase] || phase;
+  const amount = phase === Phase.convert ? `${loaded} of ${total} tensors` : `${mb(loaded)} of ${mb(total)}`;
   store.set({progress: {value: pct, loaded, total, phase},
-             progressText: phase === 'parse' || !total ? `${verb}…` : `${verb}: ${amount} (${pct}%)`});
+             progressText: phase === Phase.parse || !total ? `${verb}…` : `${verb}: ${amount} (${pct}%)`});
 }
 
 function onModel({info, source, name, cacheWarning}) {
@@ -878,4 +879,4 @@ addShareNote(shared.problems);
 drawLegend($('legend'));
 store.flush();
 // What the worker said before this module had run (it was started by boot.js), in order.
-for (const event of earlyMessages) (event.type === 'error' ? worker.onerror : worker.onmessage)(event);
+for (const event of earlyMessages) (event instanceof MessageEvent ? worker.onmessage : worker.onerror)(event);
