@@ -63,11 +63,11 @@ done
 
 rm -rf "$site.tmp"
 mkdir -p "$site.tmp"
-cp web/*.html web/*.js web/*.css "$site.tmp/"
+cp web/*.html web/*.js web/*.css web/*.svg "$site.tmp/"
 for f in $engine_files; do cp "$wasm_dir/$f" "$site.tmp/"; done
 model=""
 if [ "$with_weights" = 1 ]; then
-  # Parts named by the file's hash: worker.js caches model files by URL, so a deploy with other
+  # Parts named by the file's hash: worker-load.js caches model files by URL, so a deploy with other
   # weights must not reuse the old parts' names.
   stem=$(basename "$gguf" .gguf)
   hash=$(sha256sum "$gguf" | cut -c1-12)
@@ -79,7 +79,7 @@ if [ "$with_weights" = 1 ]; then
 fi
 # version.json: which build this is (commit, time), and for the service worker (sw.js) the
 # page's own files and a hash of their content, so a deploy that changes any of them replaces
-# the offline copy. sw.js itself is updated by the browser; the model is cached by worker.js.
+# the offline copy. sw.js itself is updated by the browser; the model is cached by worker-load.js.
 files=$(cd "$site.tmp" && find . -maxdepth 1 -type f ! -name version.json ! -name sw.js -printf '%f\n' | LC_ALL=C sort)
 version=$( (cd "$site.tmp" && sha256sum $files; echo "$model") | sha256sum | cut -c1-16)
 {
@@ -91,9 +91,12 @@ version=$( (cd "$site.tmp" && sha256sum $files; echo "$model") | sha256sum | cut
   echo "  \"files\": [$(echo "$files" | sed 's/.*/"&"/' | paste -sd, -)]"
   echo "}"
 } > "$site.tmp/version.json"
-# Absolute URLs would break under a sub-path; fail the build instead of shipping them.
-if grep -nE '(src|href)="/|fetch\(\s*["'\'']/|new URL\(["'\'']/' "$site.tmp"/*.html "$site.tmp"/app.js "$site.tmp"/worker.js \
-    "$site.tmp"/sw.js "$site.tmp"/isolation.js "$site.tmp"/gpt2-engine-mt.worker.js; then
+# Absolute URLs would break under a sub-path; fail the build instead of shipping them. Every
+# page script is checked (the worker's parts too), and the engine's pthread worker.
+own_scripts=()
+for f in web/*.js; do own_scripts+=("$site.tmp/${f#web/}"); done
+if grep -nE '(src|href)="/|fetch\(\s*["'\'']/|new URL\(["'\'']/' "$site.tmp"/*.html "${own_scripts[@]}" \
+    "$site.tmp"/gpt2-engine-mt.worker.js; then
   echo "build-site: absolute URL found above; the site must use relative URLs only" >&2
   exit 1
 fi

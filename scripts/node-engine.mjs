@@ -1,6 +1,6 @@
 // The page's engine under Node for the scripts that measure it (bench-wasm-node.mjs,
 // bench-capture-node.mjs): their flags and a fresh module with a model loaded the way
-// web/worker.js streams it (beginLoad, appendChunk in 16 MB pieces, finishLoad).
+// web/worker-load.js streams it (beginLoad, appendChunk in 16 MB pieces, finishLoad).
 import fs from 'node:fs';
 import {createRequire} from 'node:module';
 import path from 'node:path';

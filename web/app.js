@@ -1,5 +1,5 @@
-// The page: the controls and the engine's Web Worker (worker.js, whose header documents the
-// message protocol) meet here. Handlers and worker replies only change the state (store.js);
+// The page: the controls and the engine's Web Worker (worker.js; protocol.js documents the
+// messages) meet here. Handlers and worker replies only change the state (store.js);
 // render() draws every view from it, each view a module with render(element, data). Nothing
 // here runs the model, so the page stays responsive while it works.
 // First: it may reload the page (under the service worker, for threads) before anything starts.
@@ -8,6 +8,7 @@ import {startEngineWorker} from './boot.js';
 import {hfCacheKey, kHfWeights} from './hf.js';
 import {encodeNpy} from './npy.js';
 import {checkAgainstModel, decodeShare, encodeShare, kSamplingFields} from './share.js';
+import {ErrorKind, Msg, Phase} from './protocol.js';
 import {createStore, renderIfChanged} from './store.js';
 import {drawLegend, heatmapOf, pieceAt, showPiece} from './viz.js';
 import * as anatomyView from './view-anatomy.js';
@@ -31,6 +32,17 @@ const {worker, queued: earlyMessages} = startEngineWorker();
 
 const kNoInterventions = {ablateHeads: [], meanAblation: false, skipAttn: [], skipMlp: [], noResidual: [], postNorm: false};
 
+// The inputs start as index.html writes them (value, checked, the option marked selected), read
+// once here: from then on the store holds what they show, their handlers update it, and
+// render() writes it back to them.
+function markupDefault(id) {
+  const el = $(id);
+  if (el.type === 'checkbox') return el.defaultChecked;
+  if (el.tagName === 'SELECT') return ([...el.options].find((o) => o.defaultSelected) || el.options[0]).value;
+  return el.defaultValue;
+}
+const kSamplingDefaults = Object.fromEntries(kSamplingFields.map(({name}) => [name, markupDefault(name)]));
+
 const store = createStore({
   ready: false,
   threads: 1,       // threads running the kernels (the worker's plan, then the engine's count)
@@ -39,6 +51,7 @@ const store = createStore({
   relaxedSimd: false,  // the worker runs the relaxed SIMD build (web/relaxed-simd.js)
   isolationNote,    // why the page is not isolated (isolation.js), in words; '' when it is
   info: null,
+  selectSizes: {blocks: 0, heads: 0},  // the block and head lists: the last model's, kept while another loads
   loading: false,
   generating: false,
   modelSource: '',  // the URL or file name being loaded, to name the model
@@ -77,6 +90,22 @@ const store = createStore({
   patching: {running: false},  // {running, done, total, result (the worker's 'patching' reply)}
   shareUrl: '',
   shareNote: '',    // what a shared link held that the page ignored
+  // What the inputs hold (as typed: strings; sampling by input id, as share.js names them).
+  modelUrlInput: markupDefault('model-url'),
+  hfWeights: markupDefault('hf-weights'),
+  prompt: markupDefault('prompt'),
+  sampling: kSamplingDefaults,
+  capture: markupDefault('capture'),
+  exportTensor: markupDefault('export-tensor'),
+  patchClean: markupDefault('patch-clean'),
+  patchCorrupted: markupDefault('patch-corrupted'),
+  sentPrompt: '',   // the prompt of the generation the worker is running
+  exportFormat: '', // what the next 'export' reply is saved as ('npy' | 'json')
+  modelUrl: '',     // the URL the model was loaded from ('' for a local file or a conversion)
+  cachedUrls: [],   // what the worker's model cache holds
+  autoLoadPending: true,  // a cached model may still load without a click
+  sharedPending: true,    // the link's view is restored once, with the first model
+  pendingPick: undefined, // the link's picked position, applied when its generation ends
 }, render);
 const state = store.state;
 // ?debug=1 lets tests read the state (e.g. every attention row) without it living in the DOM.
@@ -88,22 +117,24 @@ function mb(bytes) {
   return (bytes / (1024 * 1024)).toFixed(1) + ' MB';
 }
 
-function numberInput(id, {min, max, integer}) {
-  const el = $(id);
-  let v = Number(el.value);
-  if (!Number.isFinite(v)) throw new Error(`${el.closest('label').textContent.trim()} must be a number.`);
+function numberInput(text, {label, min, max, integer}) {
+  let v = Number(text);
+  if (!Number.isFinite(v)) throw new Error(`${label} must be a number.`);
   if (integer) v = Math.round(v);
-  if (v < min || v > max) {
-    throw new Error(`${el.closest('label').textContent.trim()} must be between ${min} and ${max}.`);
-  }
+  if (v < min || v > max) throw new Error(`${label} must be between ${min} and ${max}.`);
   return v;
 }
 
 // The sampling inputs as the worker names them ({temperature, topK, topP, seed, maxTokens}).
 function sampling() {
-  return Object.fromEntries(kSamplingFields.map(({name, key, min, max, integer}) =>
-    [key, numberInput(name, {min, max: name === 'max-tokens' ? state.info.n_ctx : max, integer})]));
+  return Object.fromEntries(kSamplingFields.map(({name, key, label, min, max, integer}) =>
+    [key, numberInput(state.sampling[name], {label, min, max: name === 'max-tokens' ? state.info.n_ctx : max, integer})]));
 }
+
+// The buttons that start work, enabled (render) and honoured (keyboard shortcuts) alike.
+const busy = (s) => s.generating || s.loading || s.experimenting || s.sweep.running || s.patching.running;
+const canGenerate = (s) => !!s.info && !busy(s);
+const canLoad = (s) => s.ready && !busy(s);
 
 // Which engine runs, in words, e.g. "2 threads (cross-origin isolated)".
 function threadMode() {
@@ -149,8 +180,7 @@ function render(s) {
   renderIfChanged(tokensView.render, $('tokens'), {ids: s.ids, pieces: s.pieces, promptLength: s.promptLength,
                                                    picked: s.picked, captured: s.captured, focusSeq: s.focusSeq});
   $('picked').textContent = s.picked >= 0 ? `Picked: position ${s.picked}` : '';
-  $('layer-select').value = s.layer;
-  $('head-select').value = s.head;
+  renderInputs(s);
   const a = s.info && s.acts;
   const ablated = s.interventions.ablateHeads.map(([l, h]) => `${l}.${h}`);
   if (a) {
@@ -200,6 +230,36 @@ function render(s) {
   for (const id of ['export-npy', 'export-json']) $(id).disabled = s.captured === 0 || s.generating;
 }
 
+// Each input shows the store's value; one a person just typed into already does (its handler
+// stored it), so it is left alone and keeps its caret.
+function renderInputs(s) {
+  const show = (id, value) => { if ($(id).value !== value) $(id).value = value; };
+  show('model-url', s.modelUrlInput);
+  show('hf-weights', s.hfWeights);
+  show('prompt', s.prompt);
+  for (const {name} of kSamplingFields) show(name, s.sampling[name]);
+  $('capture').checked = s.capture;
+  show('export-tensor', s.exportTensor);
+  show('patch-clean', s.patchClean);
+  show('patch-corrupted', s.patchCorrupted);
+  renderIfChanged(fillSelect, $('layer-select'), {n: s.selectSizes.blocks, text: blockText});
+  renderIfChanged(fillSelect, $('head-select'), {n: s.selectSizes.heads, text: headText});
+  $('layer-select').value = s.layer;
+  $('head-select').value = s.head;
+}
+
+const blockText = (i) => `block ${i}`;
+const headText = (i) => `head ${i}`;
+
+function fillSelect(select, {n, text}) {
+  select.replaceChildren(...Array.from({length: n}, (_, i) => {
+    const o = document.createElement('option');
+    o.value = i;
+    o.textContent = text(i);
+    return o;
+  }));
+}
+
 function renderStatus(s) {
   const err = $('error');
   err.textContent = s.error;
@@ -224,15 +284,14 @@ function renderStatus(s) {
   stats.title = s.isolated ? '' : 'Serve the page with the headers Cross-Origin-Opener-Policy: same-origin ' +
       'and Cross-Origin-Embedder-Policy: require-corp to let the engine use several threads.';
   $('cache-info').textContent = s.cacheText;
-  const haveModel = !!s.info,
-      busy = s.generating || s.loading || s.experimenting || s.sweep.running || s.patching.running;
-  $('generate').disabled = !haveModel || busy;
+  const haveModel = !!s.info;
+  $('generate').disabled = !canGenerate(s);
   $('stop').disabled = !s.generating;
-  $('load').disabled = !s.ready || busy;
-  $('get-gpt2').disabled = !s.ready || busy;
-  $('model-file').disabled = !s.ready || busy;
-  $('exp-run-again').disabled = !haveModel || busy || s.captured === 0;
-  $('sweep-run').disabled = !haveModel || busy || s.picked < 0;
+  $('load').disabled = !canLoad(s);
+  $('get-gpt2').disabled = !canLoad(s);
+  $('model-file').disabled = !canLoad(s);
+  $('exp-run-again').disabled = !haveModel || busy(s) || s.captured === 0;
+  $('sweep-run').disabled = !haveModel || busy(s) || s.picked < 0;
   $('sweep-cancel').disabled = !s.sweep.running;
 }
 
@@ -324,45 +383,44 @@ function loadUrl(url) {
   url = url.trim();
   if (!url) { store.set({error: 'Type the URL of a .gguf model file first.'}); return; }
   startLoad(url, `Connecting to ${url}…`);
-  modelUrl = url;
-  worker.postMessage({type: 'load', url});
+  store.set({modelUrl: url});
+  worker.postMessage({type: Msg.load, url});
 }
 
 function loadFile(file) {
   if (!file) return;
   startLoad(file.name, `Reading ${file.name}…`);
-  modelUrl = '';  // a local file cannot be shared by a link
-  worker.postMessage({type: 'load', file});
+  store.set({modelUrl: ''});  // a local file cannot be shared by a link
+  worker.postMessage({type: Msg.load, file});
 }
 
 // Get GPT-2 small: Hugging Face, or the server named by ?hf=BASE (tests use a local one).
 const hfBase = params.get('hf') || 'https://huggingface.co';
 
 function getGpt2() {
-  const weights = $('hf-weights').value;
+  const weights = state.hfWeights;
   startLoad(`gpt2-${weights}.gguf`, `Getting GPT-2 small (${weights.toUpperCase()})…`);
-  modelUrl = '';  // shared links name a model URL; this one is made in the browser
-  worker.postMessage({type: 'get-gpt2', hf: hfBase, weights});
+  store.set({modelUrl: ''});  // shared links name a model URL; this one is made in the browser
+  worker.postMessage({type: Msg.getGpt2, hf: hfBase, weights});
 }
 
 function onProgress({phase, loaded, total, file}) {
   const pct = total ? Math.floor((loaded / total) * 100) : 0;
-  const verb = {download: file ? `Downloading ${file}` : 'Downloading', cache: 'Reading from the browser cache',
-                file: 'Reading the file', parse: 'Checking the file and preparing the model',
-                convert: 'Converting to GGUF'}[phase] || phase;
-  const amount = phase === 'convert' ? `${loaded} of ${total} tensors` : `${mb(loaded)} of ${mb(total)}`;
+  const verb = {[Phase.download]: file ? `Downloading ${file}` : 'Downloading',
+                [Phase.cache]: 'Reading from the browser cache', [Phase.file]: 'Reading the file',
+                [Phase.parse]: 'Checking the file and preparing the model',
+                [Phase.convert]: 'Converting to GGUF'}[phase] || phase;
+  const amount = phase === Phase.convert ? `${loaded} of ${total} tensors` : `${mb(loaded)} of ${mb(total)}`;
   store.set({progress: {value: pct, loaded, total, phase},
-             progressText: phase === 'parse' || !total ? `${verb}…` : `${verb}: ${amount} (${pct}%)`});
+             progressText: phase === Phase.parse || !total ? `${verb}…` : `${verb}: ${amount} (${pct}%)`});
 }
 
 function onModel({info, source, name, cacheWarning}) {
   const from = {network: 'downloaded and cached', cache: 'from the browser cache (no download)',
                 file: `from ${name}`, hf: 'downloaded from Hugging Face, converted and cached'}[source];
-  if (info.threads) state.threads = info.threads;
-  fillSelect($('layer-select'), info.n_layer, (i) => `block ${i}`);
-  fillSelect($('head-select'), info.n_head, (i) => `head ${i}`);
+  if (info.threads) store.set({threads: info.threads});
   store.set({
-    loading: false, info,
+    loading: false, info, selectSizes: {blocks: info.n_layer, heads: info.n_head},
     progress: {...state.progress, value: 100, source},
     progressText: `Model ready (${mb(info.file_bytes)}, ${from}).`,
     statsText: state.generating ? state.statsText : `Engine: ${engineMode()}.`,
@@ -370,17 +428,8 @@ function onModel({info, source, name, cacheWarning}) {
     interventions: kNoInterventions, experiment: null,
     error: cacheWarning || state.error,
   });
-  worker.postMessage({type: 'cache-info'});
+  worker.postMessage({type: Msg.cacheInfo});
   restoreShared(info);
-}
-
-function fillSelect(select, n, text) {
-  select.replaceChildren(...Array.from({length: n}, (_, i) => {
-    const o = document.createElement('option');
-    o.value = i;
-    o.textContent = text(i);
-    return o;
-  }));
 }
 
 // The sampling inputs, or null with the reason shown when one is invalid.
@@ -398,21 +447,21 @@ function samplingOrError() {
 function generate() {
   const s = samplingOrError();
   if (!s) return;
-  const prompt = $('prompt').value;
+  const prompt = state.prompt;
   if (!prompt) { store.set({error: 'Type a prompt first.'}); return; }
   store.set({
     error: '', generating: true, promptText: '', generatedText: '', ids: [], pieces: [], sampled: [], captured: 0,
     picked: -1, acts: null, lens: null, lensNote: '', lensOpen: null, attentionMap: null, awaitingPrompt: true,
     experiment: null, statsText: 'Reading the prompt…', statsData: {}, blockMs: null, target: null, sweep: {running: false},
-    attribution: null,
+    attribution: null, sentPrompt: prompt,
   });
   store.flush();
-  worker.postMessage({type: 'generate', prompt, capture: $('capture').checked, interventions: state.interventions, ...s});
+  worker.postMessage({type: Msg.generate, prompt, capture: state.capture, interventions: state.interventions, ...s});
 }
 
 function onPrompt({ids, pieces}) {
   store.set({awaitingPrompt: false, attentionMap: null, ids: ids.slice(), pieces: pieces.slice(),
-             promptLength: ids.length, promptText: $('prompt').value});
+             promptLength: ids.length, promptText: state.sentPrompt});
 }
 
 function onToken({id, text}) {
@@ -436,10 +485,11 @@ function onStats(s) {
   });
   // Pick the last prompt token so the views show the first prediction (or a shared link's pick).
   let position = Math.min(state.promptLength - 1, s.captured - 1);
+  const pendingPick = state.pendingPick;
   if (pendingPick !== undefined) {
     if (pendingPick < s.captured) position = pendingPick;
     else addShareNote([`pick=${pendingPick} (the text has ${s.captured} tokens)`]);
-    pendingPick = undefined;
+    store.set({pendingPick: undefined});
   }
   if (s.captured > 0) pick(position);
 }
@@ -450,12 +500,12 @@ function pick(position, {focus = false} = {}) {
   if (position < 0 || position >= state.captured) return;
   store.set({picked: position, focusSeq: state.focusSeq + (focus ? 1 : 0),
              target: position === state.picked ? state.target : null});
-  worker.postMessage({type: 'inspect', position, layer: state.layer, head: state.head});
+  worker.postMessage({type: Msg.inspect, position, layer: state.layer, head: state.head});
 }
 
 function chooseLayerHead(layer, head) {
   store.set({layer, head});
-  worker.postMessage({type: 'attention-map', layer, head});
+  worker.postMessage({type: Msg.attentionMap, layer, head});
 }
 
 function onActivations(a) {
@@ -492,13 +542,11 @@ function runAgain() {
   if (!s) return;
   store.set({experimenting: true, error: ''});
   store.flush();
-  worker.postMessage({type: 'experiment', interventions: state.interventions, position: state.picked,
+  worker.postMessage({type: Msg.experiment, interventions: state.interventions, position: state.picked,
                       prompt: state.promptText, ...s});
 }
 
 // ---- Export ---------------------------------------------------------------------------------
-
-let exportFormat = '';  // what the next 'export' reply is saved as
 
 function download(name, blob) {
   const a = document.createElement('a');
@@ -511,8 +559,8 @@ function download(name, blob) {
 }
 
 function onExport({tensors}) {
-  const t = tensors.find((x) => x.name.endsWith($('export-tensor').value)) || tensors[0];
-  if (exportFormat === 'npy') download(`${t.name}.npy`, new Blob([encodeNpy(t.shape, t.data)]));
+  const t = tensors.find((x) => x.name.endsWith(state.exportTensor)) || tensors[0];
+  if (state.exportFormat === 'npy') download(`${t.name}.npy`, new Blob([encodeNpy(t.shape, t.data)]));
   else download(`${t.name}.json`, new Blob([JSON.stringify({name: t.name, shape: t.shape, data: Array.from(t.data)})]));
 }
 
@@ -527,15 +575,15 @@ function exportImage(button) {
 }
 
 function exportTensor(format) {
-  exportFormat = format;
-  worker.postMessage({type: 'export', layer: state.layer});
+  store.set({exportFormat: format});
+  worker.postMessage({type: Msg.exportBlock, layer: state.layer});
 }
 
 function runSweep() {
   const {n_layer: L, n_head: H} = state.info;
   store.set({sweep: {running: true, done: 0, total: L * H}, error: ''});
   store.flush();
-  worker.postMessage({type: 'head-sweep', position: state.picked, target: targetOf(state),
+  worker.postMessage({type: Msg.headSweep, position: state.picked, target: targetOf(state),
                       interventions: state.interventions});
 }
 
@@ -543,15 +591,12 @@ function onExperiment(r) {
   store.set({experimenting: false, experiment: r});
   // The engine now holds the changed model's run of the same text: show its insides.
   pick(state.picked);
-  worker.postMessage({type: 'attention-map', layer: state.layer, head: state.head});
+  worker.postMessage({type: Msg.attentionMap, layer: state.layer, head: state.head});
 }
 
 // ---- Share ------------------------------------------------------------------------------------
 
-let modelUrl = '';           // the URL the model was loaded from ('' for a local file)
-const shared = decodeShare(params);
-let sharedPending = true;    // the link's view is restored once, with the first model
-let pendingPick;             // the link's picked position, applied when its generation ends
+const shared = decodeShare(params);  // the link's view, as opened
 
 function addShareNote(problems) {
   if (!problems.length) return;
@@ -560,26 +605,27 @@ function addShareNote(problems) {
 }
 
 function restoreShared(info) {
-  if (!sharedPending) return;
-  sharedPending = false;
+  if (!state.sharedPending) return;
+  store.set({sharedPending: false});
   const {view, problems} = checkAgainstModel(shared, info);
   addShareNote(problems);
+  const sampling = {...state.sampling};
   for (const {name} of kSamplingFields) {
     // A value the model rules out (shown at startup) goes back to the page's default.
-    if (view.sampling[name] !== undefined) $(name).value = view.sampling[name];
-    else if (shared.sampling[name] !== undefined) $(name).value = $(name).defaultValue;
+    if (view.sampling[name] !== undefined) sampling[name] = String(view.sampling[name]);
+    else if (shared.sampling[name] !== undefined) sampling[name] = kSamplingDefaults[name];
   }
-  store.set({interventions: view.interventions, layer: view.block ?? state.layer, head: view.head ?? state.head});
+  store.set({sampling, interventions: view.interventions, layer: view.block ?? state.layer, head: view.head ?? state.head});
   if (view.restore) {
-    pendingPick = view.pick;
+    store.set({pendingPick: view.pick});
     generate();
   }
 }
 
 function share() {
   const view = {
-    model: modelUrl, prompt: state.promptText, interventions: state.interventions,
-    sampling: Object.fromEntries(kSamplingFields.map(({name}) => [name, $(name).value])),
+    model: state.modelUrl, prompt: state.promptText, interventions: state.interventions,
+    sampling: {...state.sampling},
     pick: state.picked, block: state.layer, head: state.head,
   };
   const url = new URL(location.href);
@@ -593,45 +639,45 @@ function share() {
 
 worker.onmessage = ({data: msg}) => {
   switch (msg.type) {
-    case 'ready':
-      if (params.get('model')) autoLoadPending = false;
+    case Msg.ready:
+      if (params.get('model')) store.set({autoLoadPending: false});
       store.set({ready: true, threads: msg.threads || 1, isolated: !!msg.isolated, threadsNote: msg.note || '',
                  relaxedSimd: !!msg.relaxed,
                  progressText: 'Engine ready. Load a model.'});
       store.set({statsText: `Engine: ${engineMode()}.`});
-      worker.postMessage({type: 'cache-info'});
+      worker.postMessage({type: Msg.cacheInfo});
       // A model named in the URL (the demo opens the page so) or shipped with the site loads at
       // once; otherwise the default one only if it is already cached (no unasked-for download).
-      if (params.get('model')) loadUrl($('model-url').value);
+      if (params.get('model')) loadUrl(state.modelUrlInput);
       else siteModel.then((url) => { if (url && !state.loading && !state.info) loadUrl(url); else autoLoadIfCached(); });
       break;
-    case 'progress': onProgress(msg); break;
-    case 'model': onModel(msg); break;
-    case 'prompt': onPrompt(msg); break;
-    case 'token': onToken(msg); break;
-    case 'stats': onStats(msg); break;
-    case 'activations': if (!state.awaitingPrompt) onActivations(msg); break;
-    case 'attention-map': if (!state.awaitingPrompt) store.set({attentionMap: msg}); break;
-    case 'lens-start':
+    case Msg.progress: onProgress(msg); break;
+    case Msg.model: onModel(msg); break;
+    case Msg.prompt: onPrompt(msg); break;
+    case Msg.token: onToken(msg); break;
+    case Msg.stats: onStats(msg); break;
+    case Msg.activations: if (!state.awaitingPrompt) onActivations(msg); break;
+    case Msg.attentionMap: if (!state.awaitingPrompt) store.set({attentionMap: msg}); break;
+    case Msg.lensStart:
       if (!state.awaitingPrompt) store.set({lensNote: `Computing the logit lens for positions ${msg.begin}–${msg.end - 1}…`});
       break;
-    case 'lens': if (!state.awaitingPrompt) onLens(msg); break;
-    case 'experiment': onExperiment(msg); break;
-    case 'export': onExport(msg); break;
-    case 'attribution': store.set({attribution: msg}); break;
-    case 'patching-progress': store.set({patching: {...state.patching, done: msg.done, total: msg.total}}); break;
-    case 'patching': store.set({patching: {running: false, done: msg.done, total: msg.total, result: msg}}); break;
-    case 'sweep-progress': store.set({sweep: {...state.sweep, done: msg.done, total: msg.total}}); break;
-    case 'sweep': store.set({sweep: {running: false, done: msg.done, total: msg.total, result: msg}}); break;
-    case 'cache': onCache(msg); break;
-    case 'error':
-      if (msg.kind === 'load') {
+    case Msg.lens: if (!state.awaitingPrompt) onLens(msg); break;
+    case Msg.experiment: onExperiment(msg); break;
+    case Msg.exportBlock: onExport(msg); break;
+    case Msg.attribution: store.set({attribution: msg}); break;
+    case Msg.patchingProgress: store.set({patching: {...state.patching, done: msg.done, total: msg.total}}); break;
+    case Msg.patching: store.set({patching: {running: false, done: msg.done, total: msg.total, result: msg}}); break;
+    case Msg.sweepProgress: store.set({sweep: {...state.sweep, done: msg.done, total: msg.total}}); break;
+    case Msg.sweep: store.set({sweep: {running: false, done: msg.done, total: msg.total, result: msg}}); break;
+    case Msg.cache: onCache(msg); break;
+    case Msg.error:
+      if (msg.kind === ErrorKind.load) {
         store.set({loading: false, info: null, progress: {value: 0}, progressText: 'No model loaded.'});
       }
-      if (msg.kind === 'generate') store.set({generating: false, awaitingPrompt: false});
-      if (msg.kind === 'experiment') store.set({experimenting: false});
-      if (msg.kind === 'sweep') store.set({sweep: {running: false}});
-      if (msg.kind === 'patching') store.set({patching: {running: false}});
+      if (msg.kind === ErrorKind.generate) store.set({generating: false, awaitingPrompt: false});
+      if (msg.kind === ErrorKind.experiment) store.set({experimenting: false});
+      if (msg.kind === ErrorKind.sweep) store.set({sweep: {running: false}});
+      if (msg.kind === ErrorKind.patching) store.set({patching: {running: false}});
       store.set({error: msg.message});
       break;
     default:
@@ -642,25 +688,23 @@ worker.onerror = (e) => {
   store.set({error: `The engine's worker failed: ${e.message || 'unknown error'}. Reload the page.`});
 };
 
-let cachedUrls = [];
-let autoLoadPending = true;
 function onCache({entries, bytes, urls, cleared}) {
-  cachedUrls = urls || [];
-  store.set({cacheText: (cleared ? 'Cache cleared. ' : '') +
+  store.set({cachedUrls: urls || [], cacheText: (cleared ? 'Cache cleared. ' : '') +
       (entries ? `${entries} cached file${entries > 1 ? 's' : ''}, ${mb(bytes)}.` : 'Nothing cached.')});
-  if (autoLoadPending) autoLoadIfCached();
+  if (state.autoLoadPending) autoLoadIfCached();
 }
 
 // A second visit loads the cached model without a click (and without any download).
 function autoLoadIfCached() {
-  if (!state.ready || !cachedUrls.length || !autoLoadPending || state.loading || state.info) return;
-  autoLoadPending = false;
-  const url = new URL($('model-url').value.trim(), document.baseURI).href;
-  if (cachedUrls.includes(url)) { loadUrl($('model-url').value); return; }
+  const cachedUrls = state.cachedUrls;
+  if (!state.ready || !cachedUrls.length || !state.autoLoadPending || state.loading || state.info) return;
+  store.set({autoLoadPending: false});
+  const url = new URL(state.modelUrlInput.trim(), document.baseURI).href;
+  if (cachedUrls.includes(url)) { loadUrl(state.modelUrlInput); return; }
   // Else a GPT-2 converted on an earlier visit (the worker's cache key for it; no request).
   const converted = kHfWeights.find((w) => cachedUrls.includes(hfCacheKey(hfBase, w)));
   if (converted) {
-    $('hf-weights').value = converted;
+    store.set({hfWeights: converted});
     getGpt2();
   }
 }
@@ -676,16 +720,33 @@ function on(element, type, handler) {
   });
 }
 
-on($('load'), 'click', () => { autoLoadPending = false; loadUrl($('model-url').value); });
-on($('get-gpt2'), 'click', () => { autoLoadPending = false; getGpt2(); });
-on($('model-url'), 'keydown', (e) => { if (e.key === 'Enter') $('load').click(); });
-on($('model-file'), 'change', (e) => { autoLoadPending = false; loadFile(e.target.files[0]); });
+// What a person types is stored as it is typed: the handlers below read the store, never an input.
+const kept = (id, key, event = 'input') => $(id).addEventListener(event, (e) => store.set({[key]: e.target.value}));
+kept('model-url', 'modelUrlInput');
+kept('hf-weights', 'hfWeights', 'change');
+kept('prompt', 'prompt');
+kept('export-tensor', 'exportTensor', 'change');
+kept('patch-clean', 'patchClean');
+kept('patch-corrupted', 'patchCorrupted');
+for (const {name} of kSamplingFields) {
+  $(name).addEventListener('input', (e) => store.set({sampling: {...state.sampling, [name]: e.target.value}}));
+}
+$('capture').addEventListener('change', (e) => store.set({capture: e.target.checked}));
+
+function loadClicked() {
+  store.set({autoLoadPending: false});
+  loadUrl(state.modelUrlInput);
+}
+on($('load'), 'click', loadClicked);
+on($('get-gpt2'), 'click', () => { store.set({autoLoadPending: false}); getGpt2(); });
+on($('model-url'), 'keydown', (e) => { if (e.key === 'Enter' && canLoad(state)) loadClicked(); });
+on($('model-file'), 'change', (e) => { store.set({autoLoadPending: false}); loadFile(e.target.files[0]); });
 on($('generate'), 'click', generate);
-on($('stop'), 'click', () => worker.postMessage({type: 'stop'}));
+on($('stop'), 'click', () => worker.postMessage({type: Msg.stop}));
 on($('prompt'), 'keydown', (e) => {
-  if (e.key === 'Enter' && (e.ctrlKey || e.metaKey) && !$('generate').disabled) generate();
+  if (e.key === 'Enter' && (e.ctrlKey || e.metaKey) && canGenerate(state)) generate();
 });
-on($('clear-cache'), 'click', () => worker.postMessage({type: 'clear-cache'}));
+on($('clear-cache'), 'click', () => worker.postMessage({type: Msg.clearCache}));
 
 on($('tokens'), 'click', (e) => {
   const chip = e.target.closest('.chip');
@@ -760,15 +821,15 @@ document.body.addEventListener('click', (e) => {
     store.flush();
   }
 });
-on($('attr-run'), 'click', () => worker.postMessage({type: 'attribute', position: state.picked, target: targetOf(state),
+on($('attr-run'), 'click', () => worker.postMessage({type: Msg.attribute, position: state.picked, target: targetOf(state),
                                                      interventions: state.interventions}));
 on($('export-json'), 'click', () => exportTensor('json'));
 on($('sweep-run'), 'click', runSweep);
-on($('sweep-cancel'), 'click', () => worker.postMessage({type: 'cancel-job'}));
-on($('patch-cancel'), 'click', () => worker.postMessage({type: 'cancel-job'}));
+on($('sweep-cancel'), 'click', () => worker.postMessage({type: Msg.cancelJob}));
+on($('patch-cancel'), 'click', () => worker.postMessage({type: Msg.cancelJob}));
 on($('patch-run'), 'click', () => {
   store.set({patching: {running: true, done: 0, total: 0}, error: ''});
-  worker.postMessage({type: 'patching', clean: $('patch-clean').value, corrupted: $('patch-corrupted').value,
+  worker.postMessage({type: Msg.patching, clean: state.patchClean, corrupted: state.patchCorrupted,
                       interventions: state.interventions});
 });
 on($('sweep'), 'click', (e) => {
@@ -795,26 +856,27 @@ document.addEventListener('drop', (e) => {
     store.set({error: 'Wait for the current work to finish, then drop the file again.'});
     return;
   }
-  autoLoadPending = false;
+  store.set({autoLoadPending: false});
   loadFile(file);
 });
 drop.addEventListener('keydown', (e) => {
   if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); $('model-file').click(); }
 });
 
-if (params.get('model')) $('model-url').value = params.get('model');
+if (params.get('model')) store.set({modelUrlInput: params.get('model')});
 // A site built with `build-site.sh --with-weights` names the model it ships in version.json; the
 // page opens that one at once (a link's ?model= still wins).
 const siteModel = params.get('model') ? Promise.resolve('') :
   fetch(new URL('version.json', import.meta.url)).then((r) => (r.ok ? r.json() : {}))
       .then((v) => (typeof v.model === 'string' ? v.model : ''), () => '');
-siteModel.then((url) => { if (url && !state.info && !state.loading) $('model-url').value = url; });
+siteModel.then((url) => { if (url && !state.info && !state.loading) store.set({modelUrlInput: url}); });
 try { $('hf-host').textContent = new URL(hfBase).host; } catch { /* the worker reports a bad URL */ }
-if (params.get('prompt')) $('prompt').value = params.get('prompt');
+if (params.get('prompt')) store.set({prompt: params.get('prompt')});
 // The link's sampling settings show at once; its model-dependent parts wait for the model.
-for (const {name} of kSamplingFields) if (shared.sampling[name] !== undefined) $(name).value = shared.sampling[name];
+store.set({sampling: {...state.sampling, ...Object.fromEntries(kSamplingFields.filter(({name}) => shared.sampling[name] !== undefined)
+    .map(({name}) => [name, String(shared.sampling[name])]))}});
 addShareNote(shared.problems);
 drawLegend($('legend'));
 store.flush();
 // What the worker said before this module had run (it was started by boot.js), in order.
-for (const event of earlyMessages) (event.type === 'error' ? worker.onerror : worker.onmessage)(event);
+for (const event of earlyMessages) (event instanceof MessageEvent ? worker.onmessage : worker.onerror)(event);

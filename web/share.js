@@ -5,14 +5,15 @@
 // Opening a link with `pick` generates the text again once the model is loaded and restores the
 // view. Anything malformed or outside the loaded model is ignored and named (never thrown).
 
-// The sampling settings: URL parameter (also the input's id), the worker's name, valid range
-// (max-tokens is further capped by the model's context). app.js checks its inputs with this too.
+// The sampling settings: URL parameter (also the input's id), the worker's name, the input's
+// label (index.html), valid range (max-tokens is further capped by the model's context). app.js
+// checks its inputs with this too.
 export const kSamplingFields = [
-  {name: 'temperature', key: 'temperature', min: 0, max: 100},
-  {name: 'top-k', key: 'topK', min: 0, max: 1e9, integer: true},
-  {name: 'top-p', key: 'topP', min: 0.0001, max: 1},
-  {name: 'seed', key: 'seed', min: 0, max: Number.MAX_SAFE_INTEGER, integer: true},
-  {name: 'max-tokens', key: 'maxTokens', min: 1, max: 1e6, integer: true},
+  {name: 'temperature', key: 'temperature', label: 'Temperature', min: 0, max: 100},
+  {name: 'top-k', key: 'topK', label: 'Top-k', min: 0, max: 1e9, integer: true},
+  {name: 'top-p', key: 'topP', label: 'Top-p', min: 0.0001, max: 1},
+  {name: 'seed', key: 'seed', label: 'Seed', min: 0, max: Number.MAX_SAFE_INTEGER, integer: true},
+  {name: 'max-tokens', key: 'maxTokens', label: 'Max tokens', min: 1, max: 1e6, integer: true},
 ];
 const kLayerLists = [['skip-attn', 'skipAttn'], ['skip-mlp', 'skipMlp'], ['no-residual', 'noResidual']];
 

@@ -12,7 +12,7 @@
 //    version, "gpt2-site-<version>". A navigation checks version.json on the network first; when
 //    it changed (a deploy) the new files are all fetched into a new cache before the page is
 //    served from it, and the old caches are deleted. Offline, the cache serves everything.
-// Model files are not kept here: worker.js stores them in its own Cache API cache
+// Model files are not kept here: worker-load.js stores them in its own Cache API cache
 // ("gpt2-models-v1"), which this worker never touches; their requests (like any other file that
 // is not the site's) go to the network unchanged but for the isolation headers.
 

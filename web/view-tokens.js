@@ -26,11 +26,10 @@ const drawn = new WeakMap();  // box -> what its chips show, to append rather th
 // data: {ids, pieces, promptLength, picked, captured, focusSeq}; a new focusSeq moves keyboard
 // focus to the picked chip (the person picked it with a click or a key).
 export function render(box, d) {
-  const focusAsked = String(d.focusSeq) !== box.dataset.focusSeq;
-  box.dataset.focusSeq = d.focusSeq;
   const key = `${d.picked}|${d.captured}|${d.promptLength}|${d.pieces.filter((p) => p != null).length}`;
   const last = drawn.get(box);
-  drawn.set(box, {key, n: d.ids.length});
+  const focusAsked = !last || last.focusSeq !== d.focusSeq;
+  drawn.set(box, {key, n: d.ids.length, focusSeq: d.focusSeq});
   // While tokens stream in only the new chips are added: rebuilding all of them every frame
   // cost the page a third of a core, which on a 2-core machine is taken from the engine.
   if (last && last.key === key && last.n <= d.ids.length && box.children.length === last.n) {

@@ -10,6 +10,7 @@ import path from 'node:path';
 const kTypes = {
   '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8',
   '.css': 'text/css; charset=utf-8', '.json': 'application/json', '.wasm': 'application/wasm',
+  '.svg': 'image/svg+xml',
 };
 
 // behaviours: path -> {status, dropAfter (bytes), drops (how many times; default every time),

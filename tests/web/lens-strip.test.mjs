@@ -67,7 +67,10 @@ describe('page regressions', {skip: !fs.existsSync(path.join(kSite, 'index.html'
         if (ths.length) window.lensHeaders.push({run: window.runs, texts: ths.map((th) => th.textContent)});
       }).observe(document.querySelector('[data-testid=logit-lens]'), {childList: true, subtree: true});
       const next = () => {
-        document.querySelector('[data-testid=prompt]').value = prompts[window.runs++];
+        // Typed as a person types: the page keeps what an input holds from its input events.
+        const box = document.querySelector('[data-testid=prompt]');
+        box.value = prompts[window.runs++];
+        box.dispatchEvent(new Event('input', {bubbles: true}));
         document.querySelector('[data-testid=generate]').click();
       };
       new MutationObserver(() => {

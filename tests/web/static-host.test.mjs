@@ -80,7 +80,7 @@ describe('a static host without COOP/COEP headers', {skip: !fs.existsSync(path.j
       assert.equal(await page.getByTestId('threads-note').isVisible(), false);
       assert.ok(server.requests('/gpt2-engine-mt-relaxed.wasm') >= 1);
 
-      // The offline copy: this version's files, and no model (worker.js caches that, once).
+      // The offline copy: this version's files, and no model (worker-load.js caches that, once).
       const version = JSON.parse(fs.readFileSync(path.join(site, 'version.json'), 'utf8'));
       await page.waitForFunction(async (v) => (await caches.keys()).includes(`gpt2-site-${v}`), version.version);
       assert.deepEqual(await siteCaches(page), [`gpt2-site-${version.version}`]);

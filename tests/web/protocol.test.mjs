@@ -1,0 +1,48 @@
+// The page and the worker name their messages only through web/protocol.js: no message type,
+// error kind or progress phase is spelled out as a string literal in another module, and every
+// message the page sends has a handler in the worker's dispatcher (web/worker.js).
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import {describe, test} from 'node:test';
+import {kRoot} from './browser.mjs';
+import {ErrorKind, Msg, Phase} from '../../web/protocol.js';
+
+const kWeb = path.join(kRoot, 'web');
+const sources = fs.readdirSync(kWeb).filter((f) => f.endsWith('.js') && f !== 'protocol.js' && f !== 'sw.js')
+    .map((f) => ({file: f, text: fs.readFileSync(path.join(kWeb, f), 'utf8')}));
+const quoted = (name) => `'${name}'`;
+
+describe('the message protocol', () => {
+  test('message types, error kinds and phases are written only in protocol.js', () => {
+    const found = [];
+    for (const {file, text} of sources) {
+      text.split('\n').forEach((line, i) => {
+        const code = line.replace(/\/\/.*$/, '');
+        const patterns = [
+          ...Object.values(Msg).map((t) => [`type: ${quoted(t)}`, `case ${quoted(t)}`, `type === ${quoted(t)}`]).flat(),
+          ...Object.values(ErrorKind).map((k) => [`kind: ${quoted(k)}`, `kind === ${quoted(k)}`]).flat(),
+          ...Object.values(Phase).map((p) => [`phase: ${quoted(p)}`, `phase === ${quoted(p)}`]).flat(),
+        ];
+        for (const p of patterns) if (code.includes(p)) found.push(`${file}:${i + 1}: ${line.trim()}`);
+      });
+    }
+    assert.deepEqual(found, []);
+  });
+
+  test('every message the page sends has a handler in the worker', () => {
+    const page = fs.readFileSync(path.join(kWeb, 'app.js'), 'utf8');
+    const worker = fs.readFileSync(path.join(kWeb, 'worker.js'), 'utf8');
+    const sent = [...new Set([...page.matchAll(/postMessage\(\{type: Msg\.(\w+)/g)].map((m) => m[1]))];
+    assert.ok(sent.length >= 10, `the page sends ${sent.length} kinds of message`);
+    const handled = new Set([...worker.matchAll(/^\s+\[Msg\.(\w+)\]:/gm)].map((m) => m[1]));
+    assert.deepEqual(sent.filter((name) => !handled.has(name)), []);
+    for (const name of sent) assert.ok(name in Msg, `Msg.${name} exists`);
+  });
+
+  test('the names are unique per direction', () => {
+    const values = Object.values(Msg);
+    // A few names are a request and its reply at once (e.g. 'export'); none is two keys.
+    assert.equal(new Set(values).size, values.length);
+  });
+});
