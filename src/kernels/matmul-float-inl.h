@@ -36,8 +36,8 @@ HWY_INLINE VF Fma(VF a, VF b, VF c) {
 // ---- Tiles: out[r][t] = sum_c x[t, c] * W[row r, c] for kR rows and kT tokens ---------------
 
 // Float weights (f32, f16): two vectors per step (kStepVecs = 1: one), one more if kLanes
-// columns remain, then the last cols % kLanes in scalar code. With one token each row keeps two accumulators so the
-// FMA chains are 2 kR long-lived chains.
+// columns remain, then the last cols % kLanes in scalar code. With one token each row keeps two
+// accumulators so the FMA chains are 2 kR long-lived chains.
 template <size_t kR, size_t kT, typename WT, size_t kStepVecs = 2>
 HWY_INLINE void FloatTile(const float* HWY_RESTRICT x, int64_t cols,
                           const WT* HWY_RESTRICT const* rows, float (&out)[kR][kT]) {

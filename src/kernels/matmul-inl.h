@@ -17,13 +17,12 @@
 // (Int8PrefillRows), shaped by V8's code generation; AVX-512 with VNNI (AVX3_DL) runs 16
 // repacked rows over 16 tokens with vpdpbusd (VnniPrefill).
 //
-// Informal throughput, CPU time on the 2-core AMD EPYC dev VM, one thread (gpt2_tests "[bench]"):
-// Q8_0 3072 x 768 (2.4 MB, cache resident) at T = 1:
-//   AVX3 f32 activations ~17 GB/s of weights, int8 ~23;  WASM under Node 20 f32 ~4.7, int8 ~8.6
-//   (Int8DecodeGroups, Intel Xeon VM at load 6-8, 2026-12-01: int8 ~15, was ~9).
-// At T = 64: AVX3 f32 activations ~100 GFLOP/s (dequantized rows, as fast as F32 weights), int8
-// ~47 (x86 FMA on f32 is cheap; int8 adds a convert and a broadcast per block and token);
-// WASM f32 ~13, int8 ~25 (no FMA: int8 saves more). AVX3_DL int8 (VNNI, AMD Zen 5): ~450.
+// Where each part lives, in the order the files build on each other: matmul-decode-inl.h (weights
+// to f32 or int16 vectors), matmul-float-inl.h (FloatTile, QuantTile, DequantizeRow),
+// matmul-int8-inl.h (the activation quantizer, Int8Tile), matmul-tiling-inl.h (rows and tokens
+// into tiles on every target, DequantizedPrefill), matmul-wasm-inl.h (Int8Decode,
+// Int8PrefillRows), matmul-vnni-inl.h (VnniPrefill); this file dispatches among them. What each
+// runs at, and why the tuned constants are what they are: BENCHMARKS.md "The kernels' constants".
 #if defined(GPT2_KERNELS_MATMUL_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef GPT2_KERNELS_MATMUL_INL_H_
 #undef GPT2_KERNELS_MATMUL_INL_H_
@@ -52,17 +51,9 @@ namespace gpt2 {
 namespace HWY_NAMESPACE {
 namespace matmul {
 
-// kFastest's choice (kernels.h FastestQuantActivations). With dequantized rows
-// (DequantizedRowGroup) AVX-512 runs f32 prefill twice as fast as int8: gpt2_tests "[bench]",
-// T = 64, one thread, CPU time, load ~5 (2026-12-01), GFLOP/s f32 / int8 for qkv 2304x768,
-// fc 3072x768, proj 768x3072: AVX3 Q8_0 84 / 45, 100 / 47, 77 / 42 (F32 weights 80, 90, 77),
-// Q4_0 88 / 38, 100 / 37, 92 / 36. AVX2 is a draw for Q8_0 (44 / 46, 56 / 51, 41 / 43) and
-// SSE4 too (37 / 41, 37 / 40, 39 / 35), so they keep int8, the page's and llama.cpp's
-// numbers. WASM has no FMA, so int8 wins there; decode (T == 1) is faster in int8 everywhere.
-// AVX3_DL (AVX-512 with VNNI) runs int8 prefill with vpdpbusd (VnniPrefill), 3.5-5x its f32
-// prefill: T = 64, AMD EPYC Zen 5, one thread, load 1-5 (2026-12-02), GFLOP/s int8 / f32 for
-// qkv, fc, proj: Q8_0 478 / 122, 472 / 110, 440 / 83; Q4_0 467 / 137, 466 / 135, 417 / 99. Whole
-// prompts of 2 to 128 tokens are faster in int8 there too (BENCHMARKS.md).
+// kFastest's choice (kernels.h FastestQuantActivations): only AVX-512 without VNNI prefills
+// faster in f32 (dequantized rows and FMA, about twice int8); every other target and every decode
+// is faster in int8. BENCHMARKS.md "kFloatPrefillFaster".
 constexpr bool kFloatPrefillFaster = HWY_TARGET == HWY_AVX3;
 
 }  // namespace matmul

@@ -29,33 +29,24 @@ namespace gpt2 {
 namespace HWY_NAMESPACE {
 namespace matmul {
 
-constexpr size_t kDecodeRows = 4;   // rows in flight at T == 1 (independent FMA chains)
-// Float-weight decode (f32, f16) runs kDecodeRows rows on WASM too. Streaming 16 rows at once
-// (more memory requests in flight, as Int8DecodeGroups does) measured well under Node, but in
-// Chromium the spilled accumulators made the loop slower than memory: GPT-2 small F32 decode,
-// Chromium 156, AMD EPYC Zen 4 guest, one thread, A/B in one page, median tok/s (2026-12-03):
-// relaxed module 16 rows 27.8-29.0, 12 rows 34.4, 8 rows 34.8-37.0, 4 rows 36.8-39.8; plain
-// module 16 rows 30.4, 8 rows 35.0-36.8, 4 rows 44.0 (16 rows x 1 vector per step 20.6, x 4
-// 25.4). BENCHMARKS.md "Decode tiles shaped in Chromium".
-// Rows x tokens accumulators plus the decoded block must fit the register file: 16 vector
-// registers on SSE/AVX2 (and V8's wasm SIMD), 32 on AVX-512. 4 rows measured ~1.8x faster
-// prefill on AVX3 and slower on AVX2. (WASM with int8 activations: Int8PrefillRows.)
+// Rows in flight at T == 1 (independent FMA chains), WASM float decode included: more rows spill
+// V8's 16 vector registers in Chromium. BENCHMARKS.md "kDecodeRows".
+constexpr size_t kDecodeRows = 4;
+// Rows x tokens accumulators plus the decoded block must fit the register file (16 vectors on
+// SSE/AVX2 and V8, 32 on AVX-512). BENCHMARKS.md "kPrefillRows".
 constexpr size_t kPrefillRows = HWY_MAX_BYTES == 64 ? 4 : 2;
-// WASM float prefill with relaxed SIMD's FMA (the relaxed twin only): one vector per step, so the
-// 2 x 4 accumulators, 4 activation vectors and a weight vector stay in V8's 16 registers; each
-// spill costs a load and a store per FMA. GPT-2 small F32 prefill of 128 tokens, Chromium 156,
-// AMD EPYC Zen 5 guest, tok/s (2026-12-02): plain module 139-161; with FMA 2 rows x 1 vector
-// 219-236, 2 x 2 vectors 116-139, 3 x 1 126-131.
+// WASM float prefill with relaxed SIMD's FMA (the relaxed twin only), one vector per step: its
+// 2 x 4 accumulators stay in V8's 16 registers. BENCHMARKS.md "kFmaPrefillRows".
 constexpr size_t kFmaPrefillRows = 2;
 
 // Decode reads every weight once, so it runs at the speed of memory. A tile of adjacent rows
 // reads its kRows rows as short streams inside a page or two, which the hardware prefetcher
-// follows poorly: WASM Q8_0 decode of GPT-2 small's shape under Node moved 7-9 GB/s of weights
-// that way. So a decode tile takes rows a stride apart (tile k of [r0, r1): rows r0 + k + i *
-// tiles), each of its streams walking a run of consecutive rows: 16 GB/s, twice the tokens per
-// second. Calls tile(r, step) for rows r + i * step, i < kRows; returns where the last
-// (r1 - r0) % kRows rows, left to the caller, begin. Which rows share a tile changes no bits
-// (each row is summed on its own); the rows left over are the last of the range, as before.
+// follows poorly. So a decode tile takes rows a stride apart (tile k of [r0, r1): rows r0 + k +
+// i * tiles), each of its streams walking a run of consecutive rows (BENCHMARKS.md
+// "ForEachStridedTile": twice the decode speed). Calls tile(r, step) for rows r + i * step,
+// i < kRows; returns where the last (r1 - r0) % kRows rows, left to the caller, begin. Which rows
+// share a tile changes no bits (each row is summed on its own); the rows left over are the last
+// of the range, as before.
 template <int64_t kRows, typename TileFn>
 HWY_INLINE int64_t ForEachStridedTile(int64_t r0, int64_t r1, const TileFn& tile) {
   const int64_t tiles = (r1 - r0) / kRows;
@@ -177,7 +168,7 @@ HWY_NOINLINE void DequantizedRowGroup(const float* HWY_RESTRICT x, int64_t T,
   const int64_t cols = w.cols;
   // Per thread (the model splits one product's rows over threads); grows only.
   // Aligned: with AVX-512 every FloatTile load of a row 16 floats off a cache line would
-  // straddle two (native Q8_0 prefill 600 -> 700 tok/s, one thread).
+  // straddle two (BENCHMARKS.md "DequantizedRowGroup").
   static thread_local std::vector<float> scratch;
   float* base = kernels_internal::CacheLineAligned(scratch, kR * static_cast<size_t>(cols));
   const float* rows[kR];

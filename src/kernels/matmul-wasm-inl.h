@@ -28,21 +28,11 @@ namespace gpt2 {
 namespace HWY_NAMESPACE {
 namespace matmul {
 
-// Int8-activation decode on WASM (Int8DecodeGroups) reads kInt8DecodeGroups groups of 4 rows at
-// once: each block step then touches that many rows' cache lines, so more memory requests are in
-// flight (a wasm loop reading 1 stream gets ~3.4 GB/s here, 4-16 streams ~12), while the
-// group's values still mostly fit V8's 16 vector registers. Whole GPT-2 small Q8_0 decode under
-// Node, tokens per CPU second, A/B alternating at load 6-8 (2026-12-01): 1 group ~39.5, 2 ~45.5,
-// 3 ~47.5, 4 ~37 (V8 spills: it places every load of the block step before the arithmetic).
-// The 64-row tiles of Int8Tile it replaced: ~37.5 at the same load (~62 on a quiet machine).
-// In Chromium fewer groups win: GPT-2 small decode, Chromium 156, AMD EPYC Zen 4 guest, A/B in
-// one page, median tok/s (2026-12-03): Q8_0 3 groups 93.3-98.9, 2 groups 114.7-115.4, 1 group
-// 110.8-119.0; Q4_0 2 groups 106.9, 1 group 104.0; so 2, which Node also prefers to 1.
+// Groups of 4 rows per Int8DecodeGroups step: more rows' streams keep more memory requests in
+// flight, fewer keep the step in V8's 16 vector registers. BENCHMARKS.md "kInt8DecodeGroups".
 constexpr int64_t kInt8DecodeGroups = 2;
 // WASM int8 prefill (Int8PrefillRows): kPrefillRowsWasm rows x kPrefillGroups groups of 4 tokens
-// per pass. MatMul T = 64 under Node, GFLOP/s for qkv / fc / proj, quiet machine (2026-12-01):
-// 1 row x 3 groups (before) 48.6 / 48.8 / 46.6; 2 x 2: 55.0 / 55.2 / 54.4; 2 x 1 46, 2 x 3 48,
-// 3 x 1 47.5, 3 x 2 48, 4 x 1 50, 1 x 2 44 (more live vectors than V8's 16 registers: spills).
+// per pass, the most live vectors V8's 16 registers hold. BENCHMARKS.md "kPrefillGroups".
 constexpr size_t kPrefillGroups = 2;
 constexpr size_t kPrefillRowsWasm = 2;
 
@@ -74,9 +64,8 @@ HWY_INLINE VF GroupBlock(const Block* HWY_RESTRICT const* rows, int64_t b,
 // groups of 4 rows. Packing a group's 4 rows into one vector makes the int -> float convert,
 // the scale and the accumulate one vector operation per group and block instead of one per row,
 // with the accumulator in a register: lane i holds row i, summed block after block as in the
-// scalar twin (no final horizontal sum). Against Int8Tile's 64-row tiles, whole GPT-2 small
-// decode under Node went from ~37.5 to ~47.5 tokens per CPU second (Q8_0) and ~43 to ~64 (Q4_0),
-// alternating A/B at load 6-8.
+// scalar twin (no final horizontal sum). BENCHMARKS.md "kInt8DecodeGroups" has it against
+// Int8Tile's 64-row tiles, which it replaced.
 template <size_t kGroups, typename Block>
 HWY_NOINLINE void Int8DecodeGroups(const Int8Activations& a, const WeightView& w,
                                    const float* HWY_RESTRICT bias, float* HWY_RESTRICT y,
