@@ -23,7 +23,8 @@
 #include "kernels/matmul-int8-inl.h"
 #include "kernels/matmul-tiling-inl.h"
 
-HWY_BEFORE_NAMESPACE();
+// The constants on every target (matmul-inl.h checks them against kMatMulRowGrain); outside
+// HWY_BEFORE_NAMESPACE, whose target attribute clang reports as unused where no code follows.
 namespace gpt2 {
 namespace HWY_NAMESPACE {
 namespace matmul {
@@ -36,7 +37,16 @@ constexpr int64_t kInt8DecodeGroups = 2;
 constexpr size_t kPrefillGroups = 2;
 constexpr size_t kPrefillRowsWasm = 2;
 
+}  // namespace matmul
+}  // namespace HWY_NAMESPACE
+}  // namespace gpt2
+
 #if HWY_TARGET == HWY_WASM
+HWY_BEFORE_NAMESPACE();
+namespace gpt2 {
+namespace HWY_NAMESPACE {
+namespace matmul {
+
 // One block of 4 rows (rows[i] + b): the 4 block dots, summed into the lanes of one vector
 // (SumEachOf4) and scaled by dw * dx (the f32 product ggml forms), lane i = row i. The 4 rows'
 // f16 scales are lane loads into the odd 16-bit lanes, where ShiftedHalvesToF32 wants them.
@@ -241,10 +251,11 @@ HWY_NOINLINE void Int8PrefillRows(const float* x, const Int8Activations& a, cons
     Int8PrefillRowGroup<1, kPrefillGroups, Block>(x, a, q_by_block, w, bias, y, r, dws.data());
   }
 }
-#endif  // HWY_TARGET == HWY_WASM
 
 }  // namespace matmul
 }  // namespace HWY_NAMESPACE
 }  // namespace gpt2
 HWY_AFTER_NAMESPACE();
+#endif  // HWY_TARGET == HWY_WASM
+
 #endif  // GPT2_KERNELS_MATMUL_WASM_INL_H_
