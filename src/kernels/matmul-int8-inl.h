@@ -33,7 +33,6 @@ namespace matmul {
 // block and scaled by dw * dx. Per row and block on WASM that is 4 widening loads and 4 dots
 // instead of 12 widenings, 16 int->float steps and 8 multiply-adds of the f32 path.
 
-
 using Int8Activations = kernels_internal::Int8Activations;
 
 constexpr size_t kI32Lanes = hn::MaxLanes(DI32());
