@@ -84,9 +84,9 @@ T* CacheLineAligned(std::vector<T>& v, size_t n) {
 void CheckMatMulArgs(const float* x, int64_t T, const WeightView& w, const float* y,
                      int64_t row_begin, int64_t row_end);
 
-// x quantized per token for QuantActivations::kInt8 by matmul-inl.h QuantizeActivations, laid
-// out for the Highway target that did it: d_stride and q4_offset's lanes follow its vector width,
-// so only that target's MatMul may read it (MatMulInputData::target).
+// x quantized per token for QuantActivations::kInt8 by matmul-int8-inl.h QuantizeActivations,
+// laid out for the Highway target that did it: d_stride and q4_offset's lanes follow its vector
+// width, so only that target's MatMul may read it (MatMulInputData::target).
 struct Int8Activations {
   std::vector<int16_t> q;  // [T, cols]: qx of format/quant.h QuantizeRowQ8_0, widened to int16
                            // once here rather than once per weight row
@@ -104,7 +104,7 @@ struct Int8Activations {
   // prefill only): a pass's tokens of one block then lie at fixed offsets from one address,
   // where V8 would otherwise compute and keep one address per token.
   std::vector<int16_t> q_by_block;
-  // AVX-512 VNNI prefill only (AVX3_DL, T > 1; matmul-inl.h VnniPrefill), and then instead of
+  // AVX-512 VNNI prefill only (AVX3_DL, T > 1; matmul-vnni-inl.h VnniPrefill), and then instead of
   // q, d, q4_offset and d_by_block (vnni_T > 0 says which): block-major over the tokens padded
   // to vnni_T = T rounded up to 4 (the pad tokens all zeros), so that a pass's tokens of one
   // block lie at fixed offsets from one address:

@@ -1,7 +1,8 @@
 // Dispatch for the kernels of kernels.h, after Highway's hwy/examples/skeleton.cc: this file is
 // compiled once per target by foreach_target.h (which re-includes it with HWY_TARGET set to each
-// target), the per-target code lives in matmul-inl.h, ops-inl.h and convert-inl.h, and the
-// HWY_ONCE part at the end picks a target per call.
+// target), the per-target code lives in matmul-inl.h (which includes the matmul-*-inl.h files,
+// one per concern), ops-inl.h and convert-inl.h, and the HWY_ONCE part at the end picks a target
+// per call.
 //
 // Native: every target Highway 1.0.3 can build for x86 (EMU128, SSSE3, SSE4, AVX2, AVX3, and
 // AVX3_DL, which CMake asks for with HWY_WANT_AVX3_DL) is compiled and HWY_DYNAMIC_DISPATCH

@@ -207,7 +207,7 @@ void F32ToF16Saturated(const float* x, uint16_t* h, int64_t n);
 void F16ToF32(const uint16_t* h, float* x, int64_t n);
 
 // Per-call time accounting for profiling a forward pass (tests/kernels/forward_profile_test.cc,
-// BENCHMARKS.md). Off by default: then each kernel call costs one relaxed atomic load more.
+// BENCHMARKS-history.md "Where the time goes"). Off by default: then each kernel call costs one relaxed atomic load more.
 // When on, every call of the functions above adds its time to a bucket keyed by kernel, weight
 // type and shape (MatMul: rows x cols, T == 1 or not), from any thread. Time is the calling
 // thread's CPU time natively, wall-clock time in wasm (no CPU clock there).

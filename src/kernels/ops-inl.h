@@ -1,8 +1,8 @@
 // Per-target LayerNorm, Gelu, Softmax, AddInPlace and AttentionHead (kernels.h). Included once
-// per Highway target by kernels.cc, after matmul-inl.h (whose activation quantizer the 8-bit
-// attention uses for its query). Leftover elements (n % lanes) go through a lane-sized stack
-// buffer so they get exactly the same arithmetic as the full vectors; Highway 1.0.3 has no LoadN
-// and its MaskedLoad may read past the end on 128-bit targets.
+// per Highway target by kernels.cc, after matmul-inl.h (the 8-bit attention quantizes its query
+// with matmul-int8-inl.h's QuantizeBlock). Leftover elements (n % lanes) go through a lane-sized
+// stack buffer so they get exactly the same arithmetic as the full vectors; Highway 1.0.3 has no
+// LoadN and its MaskedLoad may read past the end on 128-bit targets.
 #if defined(GPT2_KERNELS_OPS_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef GPT2_KERNELS_OPS_INL_H_
 #undef GPT2_KERNELS_OPS_INL_H_
@@ -23,6 +23,7 @@
 
 #include "kernels/internal.h"
 #include "kernels/kernels.h"
+#include "kernels/matmul-int8-inl.h"
 #include "kernels/reference.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -207,7 +208,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 // F16C). The 2^112 goes into the other factor of each product (the query, the probabilities),
 // which makes every product, hence every sum, bit-equal to the f32 arithmetic on the decoded
 // values. Infinite or NaN halves are not supported (they come out finite); the session stores
-// only finite, saturated values. The same idea as matmul-inl.h's ShiftedHalvesToF32, whose
+// only finite, saturated values. The same idea as matmul-decode-inl.h's ShiftedHalvesToF32, whose
 // input is laid out differently (each half already in the upper 16 bits) and which multiplies.
 constexpr float kHalfScale = 5.192296858534828e+33f;  // 2^112
 

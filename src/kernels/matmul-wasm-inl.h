@@ -1,0 +1,261 @@
+// The WASM-only paths of MatMul (matmul-inl.h) with int8 activations, written against V8's code
+// generation with raw wasm_* intrinsics where Highway 1.0.3's ops cost more: decode in groups of
+// 4 rows packed into one vector (Int8Decode) and prefill over 2 rows x 8 tokens
+// (Int8PrefillRows). Included once per Highway target, through matmul-inl.h; empty but for
+// its constants on every other target.
+#if defined(GPT2_KERNELS_MATMUL_WASM_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef GPT2_KERNELS_MATMUL_WASM_INL_H_
+#undef GPT2_KERNELS_MATMUL_WASM_INL_H_
+#else
+#define GPT2_KERNELS_MATMUL_WASM_INL_H_
+#endif
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include <hwy/highway.h>
+
+#include "format/quant.h"
+#include "kernels/internal.h"
+#include "kernels/kernels.h"
+#include "kernels/matmul-decode-inl.h"
+#include "kernels/matmul-int8-inl.h"
+#include "kernels/matmul-tiling-inl.h"
+
+// The constants on every target (matmul-inl.h checks them against kMatMulRowGrain); outside
+// HWY_BEFORE_NAMESPACE, whose target attribute clang reports as unused where no code follows.
+namespace gpt2 {
+namespace HWY_NAMESPACE {
+namespace matmul {
+
+// Groups of 4 rows per Int8DecodeGroups step: more rows' streams keep more memory requests in
+// flight, fewer keep the step in V8's 16 vector registers. BENCHMARKS.md "kInt8DecodeGroups".
+constexpr int64_t kInt8DecodeGroups = 2;
+// WASM int8 prefill (Int8PrefillRows): kPrefillRowsWasm rows x kPrefillGroups groups of 4 tokens
+// per pass, the most live vectors V8's 16 registers hold. BENCHMARKS.md "kPrefillGroups".
+constexpr size_t kPrefillGroups = 2;
+constexpr size_t kPrefillRowsWasm = 2;
+
+}  // namespace matmul
+}  // namespace HWY_NAMESPACE
+}  // namespace gpt2
+
+#if HWY_TARGET == HWY_WASM
+HWY_BEFORE_NAMESPACE();
+namespace gpt2 {
+namespace HWY_NAMESPACE {
+namespace matmul {
+
+// One block of 4 rows (rows[i] + b): the 4 block dots, summed into the lanes of one vector
+// (SumEachOf4) and scaled by dw * dx (the f32 product ggml forms), lane i = row i. The 4 rows'
+// f16 scales are lane loads into the odd 16-bit lanes, where ShiftedHalvesToF32 wants them.
+template <typename Block>
+HWY_INLINE VF GroupBlock(const Block* HWY_RESTRICT const* rows, int64_t b,
+                         const VI16 (&q)[kI16Vecs], hn::Vec<DI32> start, VF dx) {
+  const DF df;
+  hn::Vec<DI32> dots[4];
+  v128_t halves = wasm_i32x4_splat(0);
+  for (size_t i = 0; i < 4; ++i) {
+    VI16 wv[kI16Vecs];
+    BlockToI16(rows[i] + b, wv);
+    dots[i] = BlockDot(wv, q, start);
+  }
+  halves = wasm_v128_load16_lane(&rows[0][b].d, halves, 1);
+  halves = wasm_v128_load16_lane(&rows[1][b].d, halves, 3);
+  halves = wasm_v128_load16_lane(&rows[2][b].d, halves, 5);
+  halves = wasm_v128_load16_lane(&rows[3][b].d, halves, 7);
+  const VF scale = hn::Mul(ShiftedHalvesToF32(df, hn::Vec<DI32>{halves}), dx);
+  return hn::Mul(hn::ConvertTo(df, SumEachOf4(dots)), scale);
+}
+
+// Decode (T == 1) with int8 activations on WASM: y[r] = bias[r] + sum_b (dw[r, b] dx[b]) *
+// dot(qw[r, b], qx[b]) for the 4 kGroups rows r + i * row_step (ForEachStridedTile), kGroups
+// groups of 4 rows. Packing a group's 4 rows into one vector makes the int -> float convert,
+// the scale and the accumulate one vector operation per group and block instead of one per row,
+// with the accumulator in a register: lane i holds row i, summed block after block as in the
+// scalar twin (no final horizontal sum). BENCHMARKS.md "kInt8DecodeGroups" has it against
+// Int8Tile's 64-row tiles, which it replaced.
+template <size_t kGroups, typename Block>
+HWY_NOINLINE void Int8DecodeGroups(const Int8Activations& a, const WeightView& w,
+                                   const float* HWY_RESTRICT bias, float* HWY_RESTRICT y,
+                                   int64_t r, int64_t row_step) {
+  const DF df;
+  const DI16 di16;
+  const int64_t nb = w.cols / 32;
+  const int16_t* HWY_RESTRICT qx = a.q.data();
+  const float* HWY_RESTRICT dx = a.d.data();
+  constexpr int64_t kRows = 4 * kGroups;
+  const Block* HWY_RESTRICT rows[kRows];
+  for (int64_t i = 0; i < kRows; ++i) {
+    rows[i] = static_cast<const Block*>(w.data) + (r + i * row_step) * nb;
+  }
+  VF acc[kGroups];
+  for (size_t g = 0; g < kGroups; ++g) acc[g] = hn::Zero(df);
+  for (int64_t b = 0; b < nb; ++b) {
+    VI16 q[kI16Vecs];
+    for (size_t j = 0; j < kI16Vecs; ++j) q[j] = hn::LoadU(di16, qx + b * 32 + j * kI16Lanes);
+    const auto start = BlockDotStart(rows[0], a, 0, nb, b);
+    const VF dxb = hn::Set(df, dx[b]);
+    for (size_t g = 0; g < kGroups; ++g) {
+      acc[g] = hn::Add(acc[g], GroupBlock(rows + 4 * g, b, q, start, dxb));
+    }
+  }
+  for (size_t g = 0; g < kGroups; ++g) {
+    HWY_ALIGN float lanes[4];
+    hn::Store(acc[g], df, lanes);
+    for (size_t i = 0; i < 4; ++i) {
+      const int64_t row = r + static_cast<int64_t>(4 * g + i) * row_step;
+      y[row] = lanes[i] + (bias != nullptr ? bias[row] : 0.0f);
+    }
+  }
+}
+
+// V8 (TurboFan) schedules a basic block's memory loads ahead of its arithmetic, so a block step
+// that loads 20 vectors and combines them holds all 20 at once and spills to the stack. A store
+// is an ordering point: the loads after it in the code stay after it, and the value it stores
+// is computed before it. Storing each partial result to a volatile stack slot thus splits the
+// step into phases whose working sets fit the 16 vector registers (1 store per phase).
+HWY_INLINE void PhaseEnd(volatile v128_t& sink, v128_t v) { sink = v; }
+
+// Rows [r0, r1) of a decode in Int8DecodeGroups tiles, then single groups; returns where the
+// last 0-3 rows begin.
+template <typename Block>
+HWY_INLINE int64_t Int8Decode(const Int8Activations& a, const WeightView& w,
+                              const float* HWY_RESTRICT bias, float* HWY_RESTRICT y, int64_t r0,
+                              int64_t r1) {
+  constexpr int64_t kTile = 4 * kInt8DecodeGroups;
+  const int64_t groups_begin = ForEachStridedTile<kTile>(r0, r1, [&](int64_t r, int64_t step) {
+    Int8DecodeGroups<kInt8DecodeGroups, Block>(a, w, bias, y, r, step);
+  });
+  return ForEachStridedTile<4>(groups_begin, r1, [&](int64_t r, int64_t step) {
+    Int8DecodeGroups<1, Block>(a, w, bias, y, r, step);
+  });
+}
+
+// Int8-activation prefill on WASM, kRows rows (rows[i]) x tokens [t0, t0 + 4 kGroups): acc[i][g]
+// lane l = row i, token t0 + 4 g + l, the same arithmetic as Int8Tile's 4-token tiles (each
+// group's 4 token dots of a block summed into the lanes of one vector, scaled by dx * dw,
+// accumulated block after block; the same bits). Per block: the rows' weights widened once for
+// all the tokens, then one phase per token: its 4 qx vectors, loaded once for all kRows rows, and
+// the rows' dots, stored to the stack (V8 would otherwise hoist every token's loads ahead of the
+// arithmetic and spill; see PhaseEnd); dw comes converted (dws[i][b]), once per row rather than
+// once per tile.
+template <size_t kRows, size_t kGroups, typename Block>
+HWY_INLINE void Int8PrefillTokens(const Int8Activations& a, const int16_t* HWY_RESTRICT q_by_block,
+                                  int64_t t0, int64_t cols, const Block* HWY_RESTRICT const* rows,
+                                  const float* HWY_RESTRICT const* dws, VF (&acc)[kRows][kGroups]) {
+  const DF df;
+  const DI16 di16;
+  const int64_t nb = cols / 32, T = a.T;
+  const float* HWY_RESTRICT dx = a.d_by_block.data() + t0;
+  for (size_t i = 0; i < kRows; ++i) {
+    for (size_t g = 0; g < kGroups; ++g) acc[i][g] = hn::Zero(df);
+  }
+  volatile v128_t dots[kRows][4];
+  for (int64_t b = 0; b < nb; ++b) {
+    VI16 w[kRows][kI16Vecs];
+    for (size_t i = 0; i < kRows; ++i) BlockToI16(rows[i] + b, w[i]);
+    for (size_t g = 0; g < kGroups; ++g) {
+      for (size_t l = 0; l < 4; ++l) {
+        const int64_t t = t0 + static_cast<int64_t>(4 * g + l);
+        VI16 q[kI16Vecs];
+        const int16_t* HWY_RESTRICT qt = q_by_block + ((b * T + t) * 32);
+        for (size_t j = 0; j < kI16Vecs; ++j) q[j] = hn::LoadU(di16, qt + 8 * j);
+        for (size_t i = 0; i < kRows; ++i) {
+          dots[i][l] = BlockDot(w[i], q, BlockDotStart(rows[i], a, t, nb, b)).raw;
+        }
+      }
+      const VF dxg = hn::LoadU(df, dx + b * a.T + static_cast<int64_t>(4 * g));
+      for (size_t i = 0; i < kRows; ++i) {
+        const hn::Vec<DI32> d[4] = {{dots[i][0]}, {dots[i][1]}, {dots[i][2]}, {dots[i][3]}};
+        const VF scale = hn::Mul(dxg, hn::Set(df, dws[i][b]));
+        acc[i][g] = hn::Add(hn::Mul(hn::ConvertTo(df, SumEachOf4(d)), scale), acc[i][g]);
+      }
+    }
+  }
+}
+
+// Rows r, ..., r + kRows - 1 of an int8-activation prefill on WASM: their block scales converted
+// once, then kGroups x 4 tokens per pass over the rows (Int8PrefillTokens), then 4, then the last
+// 0-3 tokens in RunTile, one row at a time.
+template <size_t kRows, size_t kGroups, typename Block>
+HWY_INLINE void Int8PrefillRowGroup(const float* x, const Int8Activations& a,
+                                    const int16_t* HWY_RESTRICT q_by_block, const WeightView& w,
+                                    const float* HWY_RESTRICT bias, float* HWY_RESTRICT y,
+                                    int64_t r, float* HWY_RESTRICT dw_scratch) {
+  const DF df;
+  const int64_t nb = w.cols / 32, T = a.T;
+  const Block* HWY_RESTRICT rows[kRows];
+  const float* HWY_RESTRICT dws[kRows];
+  for (size_t i = 0; i < kRows; ++i) {
+    rows[i] = static_cast<const Block*>(w.data) + (r + static_cast<int64_t>(i)) * nb;
+    float* dw = dw_scratch + static_cast<int64_t>(i) * nb;
+    for (int64_t b = 0; b < nb; ++b) dw[b] = kernels_internal::HalfToFloat(rows[i][b].d);
+    dws[i] = dw;
+  }
+  int64_t t0 = 0;
+  const auto store = [&](const auto& acc, size_t groups) {
+    for (size_t i = 0; i < kRows; ++i) {
+      const int64_t row = r + static_cast<int64_t>(i);
+      const float bias_r = bias != nullptr ? bias[row] : 0.0f;
+      for (size_t g = 0; g < groups; ++g) {
+        HWY_ALIGN float lanes[4];
+        hn::Store(acc[i][g], df, lanes);
+        for (int64_t l = 0; l < 4; ++l) {
+          y[(t0 + static_cast<int64_t>(4 * g) + l) * w.rows + row] = lanes[l] + bias_r;
+        }
+      }
+    }
+  };
+  for (; t0 + 4 * static_cast<int64_t>(kGroups) <= T; t0 += 4 * kGroups) {
+    VF acc[kRows][kGroups];
+    Int8PrefillTokens<kRows, kGroups>(a, q_by_block, t0, w.cols, rows, dws, acc);
+    store(acc, kGroups);
+  }
+  for (; t0 + 4 <= T; t0 += 4) {
+    VF acc[kRows][1];
+    Int8PrefillTokens<kRows, 1>(a, q_by_block, t0, w.cols, rows, dws, acc);
+    store(acc, 1);
+  }
+  for (size_t i = 0; i < kRows; ++i) {
+    const int64_t row = r + static_cast<int64_t>(i);
+    switch (T - t0) {
+      case 3: RunTile<1, 3>(x, &a, t0, w, bias, y, row); break;
+      case 2: RunTile<1, 2>(x, &a, t0, w, bias, y, row); break;
+      case 1: RunTile<1, 1>(x, &a, t0, w, bias, y, row); break;
+      default: break;
+    }
+  }
+}
+
+// Rows [r0, r1) of an int8-activation prefill on WASM, kPrefillPairRows rows at a time, then the
+// last row alone.
+template <typename Block>
+HWY_NOINLINE void Int8PrefillRows(const float* x, const Int8Activations& a, const WeightView& w,
+                                  const float* HWY_RESTRICT bias, float* HWY_RESTRICT y,
+                                  int64_t r0, int64_t r1) {
+  const int64_t nb = w.cols / 32;
+  static thread_local std::vector<float> dws;
+  if (dws.size() < static_cast<size_t>(kPrefillRowsWasm * nb)) {
+    dws.resize(static_cast<size_t>(kPrefillRowsWasm * nb));
+  }
+  // Written once per product by QuantizeActivations (Int8Activations::q_by_block).
+  const int16_t* q_by_block = kernels_internal::FirstOnCacheLine(a.q_by_block.data());
+  int64_t r = r0;
+  for (; r + static_cast<int64_t>(kPrefillRowsWasm) <= r1; r += kPrefillRowsWasm) {
+    Int8PrefillRowGroup<kPrefillRowsWasm, kPrefillGroups, Block>(x, a, q_by_block, w, bias, y, r,
+                                                                  dws.data());
+  }
+  for (; r < r1; ++r) {
+    Int8PrefillRowGroup<1, kPrefillGroups, Block>(x, a, q_by_block, w, bias, y, r, dws.data());
+  }
+}
+
+}  // namespace matmul
+}  // namespace HWY_NAMESPACE
+}  // namespace gpt2
+HWY_AFTER_NAMESPACE();
+#endif  // HWY_TARGET == HWY_WASM
+
+#endif  // GPT2_KERNELS_MATMUL_WASM_INL_H_
