@@ -91,9 +91,12 @@ version=$( (cd "$site.tmp" && sha256sum $files; echo "$model") | sha256sum | cut
   echo "  \"files\": [$(echo "$files" | sed 's/.*/"&"/' | paste -sd, -)]"
   echo "}"
 } > "$site.tmp/version.json"
-# Absolute URLs would break under a sub-path; fail the build instead of shipping them.
-if grep -nE '(src|href)="/|fetch\(\s*["'\'']/|new URL\(["'\'']/' "$site.tmp"/*.html "$site.tmp"/app.js "$site.tmp"/worker.js \
-    "$site.tmp"/sw.js "$site.tmp"/isolation.js "$site.tmp"/gpt2-engine-mt.worker.js; then
+# Absolute URLs would break under a sub-path; fail the build instead of shipping them. Every
+# page script is checked (the worker's parts too), and the engine's pthread worker.
+own_scripts=()
+for f in web/*.js; do own_scripts+=("$site.tmp/${f#web/}"); done
+if grep -nE '(src|href)="/|fetch\(\s*["'\'']/|new URL\(["'\'']/' "$site.tmp"/*.html "${own_scripts[@]}" \
+    "$site.tmp"/gpt2-engine-mt.worker.js; then
   echo "build-site: absolute URL found above; the site must use relative URLs only" >&2
   exit 1
 fi

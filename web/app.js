@@ -1,5 +1,5 @@
-// The page: the controls and the engine's Web Worker (worker.js, whose header documents the
-// message protocol) meet here. Handlers and worker replies only change the state (store.js);
+// The page: the controls and the engine's Web Worker (worker.js; protocol.js documents the
+// messages) meet here. Handlers and worker replies only change the state (store.js);
 // render() draws every view from it, each view a module with render(element, data). Nothing
 // here runs the model, so the page stays responsive while it works.
 // First: it may reload the page (under the service worker, for threads) before anything starts.
@@ -8,6 +8,7 @@ import {startEngineWorker} from './boot.js';
 import {hfCacheKey, kHfWeights} from './hf.js';
 import {encodeNpy} from './npy.js';
 import {checkAgainstModel, decodeShare, encodeShare, kSamplingFields} from './share.js';
+import {ErrorKind, Msg} from './protocol.js';
 import {createStore, renderIfChanged} from './store.js';
 import {drawLegend, heatmapOf, pieceAt, showPiece} from './viz.js';
 import * as anatomyView from './view-anatomy.js';
@@ -325,14 +326,14 @@ function loadUrl(url) {
   if (!url) { store.set({error: 'Type the URL of a .gguf model file first.'}); return; }
   startLoad(url, `Connecting to ${url}…`);
   modelUrl = url;
-  worker.postMessage({type: 'load', url});
+  worker.postMessage({type: Msg.load, url});
 }
 
 function loadFile(file) {
   if (!file) return;
   startLoad(file.name, `Reading ${file.name}…`);
   modelUrl = '';  // a local file cannot be shared by a link
-  worker.postMessage({type: 'load', file});
+  worker.postMessage({type: Msg.load, file});
 }
 
 // Get GPT-2 small: Hugging Face, or the server named by ?hf=BASE (tests use a local one).
@@ -342,7 +343,7 @@ function getGpt2() {
   const weights = $('hf-weights').value;
   startLoad(`gpt2-${weights}.gguf`, `Getting GPT-2 small (${weights.toUpperCase()})…`);
   modelUrl = '';  // shared links name a model URL; this one is made in the browser
-  worker.postMessage({type: 'get-gpt2', hf: hfBase, weights});
+  worker.postMessage({type: Msg.getGpt2, hf: hfBase, weights});
 }
 
 function onProgress({phase, loaded, total, file}) {
@@ -370,7 +371,7 @@ function onModel({info, source, name, cacheWarning}) {
     interventions: kNoInterventions, experiment: null,
     error: cacheWarning || state.error,
   });
-  worker.postMessage({type: 'cache-info'});
+  worker.postMessage({type: Msg.cacheInfo});
   restoreShared(info);
 }
 
@@ -407,7 +408,7 @@ function generate() {
     attribution: null,
   });
   store.flush();
-  worker.postMessage({type: 'generate', prompt, capture: $('capture').checked, interventions: state.interventions, ...s});
+  worker.postMessage({type: Msg.generate, prompt, capture: $('capture').checked, interventions: state.interventions, ...s});
 }
 
 function onPrompt({ids, pieces}) {
@@ -450,12 +451,12 @@ function pick(position, {focus = false} = {}) {
   if (position < 0 || position >= state.captured) return;
   store.set({picked: position, focusSeq: state.focusSeq + (focus ? 1 : 0),
              target: position === state.picked ? state.target : null});
-  worker.postMessage({type: 'inspect', position, layer: state.layer, head: state.head});
+  worker.postMessage({type: Msg.inspect, position, layer: state.layer, head: state.head});
 }
 
 function chooseLayerHead(layer, head) {
   store.set({layer, head});
-  worker.postMessage({type: 'attention-map', layer, head});
+  worker.postMessage({type: Msg.attentionMap, layer, head});
 }
 
 function onActivations(a) {
@@ -492,7 +493,7 @@ function runAgain() {
   if (!s) return;
   store.set({experimenting: true, error: ''});
   store.flush();
-  worker.postMessage({type: 'experiment', interventions: state.interventions, position: state.picked,
+  worker.postMessage({type: Msg.experiment, interventions: state.interventions, position: state.picked,
                       prompt: state.promptText, ...s});
 }
 
@@ -528,14 +529,14 @@ function exportImage(button) {
 
 function exportTensor(format) {
   exportFormat = format;
-  worker.postMessage({type: 'export', layer: state.layer});
+  worker.postMessage({type: Msg.exportBlock, layer: state.layer});
 }
 
 function runSweep() {
   const {n_layer: L, n_head: H} = state.info;
   store.set({sweep: {running: true, done: 0, total: L * H}, error: ''});
   store.flush();
-  worker.postMessage({type: 'head-sweep', position: state.picked, target: targetOf(state),
+  worker.postMessage({type: Msg.headSweep, position: state.picked, target: targetOf(state),
                       interventions: state.interventions});
 }
 
@@ -543,7 +544,7 @@ function onExperiment(r) {
   store.set({experimenting: false, experiment: r});
   // The engine now holds the changed model's run of the same text: show its insides.
   pick(state.picked);
-  worker.postMessage({type: 'attention-map', layer: state.layer, head: state.head});
+  worker.postMessage({type: Msg.attentionMap, layer: state.layer, head: state.head});
 }
 
 // ---- Share ------------------------------------------------------------------------------------
@@ -593,45 +594,45 @@ function share() {
 
 worker.onmessage = ({data: msg}) => {
   switch (msg.type) {
-    case 'ready':
+    case Msg.ready:
       if (params.get('model')) autoLoadPending = false;
       store.set({ready: true, threads: msg.threads || 1, isolated: !!msg.isolated, threadsNote: msg.note || '',
                  relaxedSimd: !!msg.relaxed,
                  progressText: 'Engine ready. Load a model.'});
       store.set({statsText: `Engine: ${engineMode()}.`});
-      worker.postMessage({type: 'cache-info'});
+      worker.postMessage({type: Msg.cacheInfo});
       // A model named in the URL (the demo opens the page so) or shipped with the site loads at
       // once; otherwise the default one only if it is already cached (no unasked-for download).
       if (params.get('model')) loadUrl($('model-url').value);
       else siteModel.then((url) => { if (url && !state.loading && !state.info) loadUrl(url); else autoLoadIfCached(); });
       break;
-    case 'progress': onProgress(msg); break;
-    case 'model': onModel(msg); break;
-    case 'prompt': onPrompt(msg); break;
-    case 'token': onToken(msg); break;
-    case 'stats': onStats(msg); break;
-    case 'activations': if (!state.awaitingPrompt) onActivations(msg); break;
-    case 'attention-map': if (!state.awaitingPrompt) store.set({attentionMap: msg}); break;
-    case 'lens-start':
+    case Msg.progress: onProgress(msg); break;
+    case Msg.model: onModel(msg); break;
+    case Msg.prompt: onPrompt(msg); break;
+    case Msg.token: onToken(msg); break;
+    case Msg.stats: onStats(msg); break;
+    case Msg.activations: if (!state.awaitingPrompt) onActivations(msg); break;
+    case Msg.attentionMap: if (!state.awaitingPrompt) store.set({attentionMap: msg}); break;
+    case Msg.lensStart:
       if (!state.awaitingPrompt) store.set({lensNote: `Computing the logit lens for positions ${msg.begin}–${msg.end - 1}…`});
       break;
-    case 'lens': if (!state.awaitingPrompt) onLens(msg); break;
-    case 'experiment': onExperiment(msg); break;
-    case 'export': onExport(msg); break;
-    case 'attribution': store.set({attribution: msg}); break;
-    case 'patching-progress': store.set({patching: {...state.patching, done: msg.done, total: msg.total}}); break;
-    case 'patching': store.set({patching: {running: false, done: msg.done, total: msg.total, result: msg}}); break;
-    case 'sweep-progress': store.set({sweep: {...state.sweep, done: msg.done, total: msg.total}}); break;
-    case 'sweep': store.set({sweep: {running: false, done: msg.done, total: msg.total, result: msg}}); break;
-    case 'cache': onCache(msg); break;
-    case 'error':
-      if (msg.kind === 'load') {
+    case Msg.lens: if (!state.awaitingPrompt) onLens(msg); break;
+    case Msg.experiment: onExperiment(msg); break;
+    case Msg.exportBlock: onExport(msg); break;
+    case Msg.attribution: store.set({attribution: msg}); break;
+    case Msg.patchingProgress: store.set({patching: {...state.patching, done: msg.done, total: msg.total}}); break;
+    case Msg.patching: store.set({patching: {running: false, done: msg.done, total: msg.total, result: msg}}); break;
+    case Msg.sweepProgress: store.set({sweep: {...state.sweep, done: msg.done, total: msg.total}}); break;
+    case Msg.sweep: store.set({sweep: {running: false, done: msg.done, total: msg.total, result: msg}}); break;
+    case Msg.cache: onCache(msg); break;
+    case Msg.error:
+      if (msg.kind === ErrorKind.load) {
         store.set({loading: false, info: null, progress: {value: 0}, progressText: 'No model loaded.'});
       }
-      if (msg.kind === 'generate') store.set({generating: false, awaitingPrompt: false});
-      if (msg.kind === 'experiment') store.set({experimenting: false});
-      if (msg.kind === 'sweep') store.set({sweep: {running: false}});
-      if (msg.kind === 'patching') store.set({patching: {running: false}});
+      if (msg.kind === ErrorKind.generate) store.set({generating: false, awaitingPrompt: false});
+      if (msg.kind === ErrorKind.experiment) store.set({experimenting: false});
+      if (msg.kind === ErrorKind.sweep) store.set({sweep: {running: false}});
+      if (msg.kind === ErrorKind.patching) store.set({patching: {running: false}});
       store.set({error: msg.message});
       break;
     default:
@@ -681,11 +682,11 @@ on($('get-gpt2'), 'click', () => { autoLoadPending = false; getGpt2(); });
 on($('model-url'), 'keydown', (e) => { if (e.key === 'Enter') $('load').click(); });
 on($('model-file'), 'change', (e) => { autoLoadPending = false; loadFile(e.target.files[0]); });
 on($('generate'), 'click', generate);
-on($('stop'), 'click', () => worker.postMessage({type: 'stop'}));
+on($('stop'), 'click', () => worker.postMessage({type: Msg.stop}));
 on($('prompt'), 'keydown', (e) => {
   if (e.key === 'Enter' && (e.ctrlKey || e.metaKey) && !$('generate').disabled) generate();
 });
-on($('clear-cache'), 'click', () => worker.postMessage({type: 'clear-cache'}));
+on($('clear-cache'), 'click', () => worker.postMessage({type: Msg.clearCache}));
 
 on($('tokens'), 'click', (e) => {
   const chip = e.target.closest('.chip');
@@ -760,15 +761,15 @@ document.body.addEventListener('click', (e) => {
     store.flush();
   }
 });
-on($('attr-run'), 'click', () => worker.postMessage({type: 'attribute', position: state.picked, target: targetOf(state),
+on($('attr-run'), 'click', () => worker.postMessage({type: Msg.attribute, position: state.picked, target: targetOf(state),
                                                      interventions: state.interventions}));
 on($('export-json'), 'click', () => exportTensor('json'));
 on($('sweep-run'), 'click', runSweep);
-on($('sweep-cancel'), 'click', () => worker.postMessage({type: 'cancel-job'}));
-on($('patch-cancel'), 'click', () => worker.postMessage({type: 'cancel-job'}));
+on($('sweep-cancel'), 'click', () => worker.postMessage({type: Msg.cancelJob}));
+on($('patch-cancel'), 'click', () => worker.postMessage({type: Msg.cancelJob}));
 on($('patch-run'), 'click', () => {
   store.set({patching: {running: true, done: 0, total: 0}, error: ''});
-  worker.postMessage({type: 'patching', clean: $('patch-clean').value, corrupted: $('patch-corrupted').value,
+  worker.postMessage({type: Msg.patching, clean: $('patch-clean').value, corrupted: $('patch-corrupted').value,
                       interventions: state.interventions});
 });
 on($('sweep'), 'click', (e) => {
