@@ -42,7 +42,8 @@
 //   layerNormStats(), sublayerNorms(), topProbs(p), logitLens(begin, end, k), finalProbs(p),
 //   blockTimes() (ms per block of the last prefill), capturedPositions(), position()
 //
-// Converting a Hugging Face GPT-2 checkpoint to GGUF in the page, with gpt2-convert's own code:
+// Converting a Hugging Face GPT-2 checkpoint to GGUF in the page, with gpt2-convert's own code
+// (its binding: converter.cc):
 //   const c = new Module.Converter();
 //   c.setConfig(configJsonText); c.setVocabulary(vocabJsonText, mergesText);
 //   c.beginCheckpoint(totalBytes); for (chunk of download) c.appendChunk(chunk);
@@ -66,8 +67,6 @@
 #include "base/error.h"
 #include "bindings/download_buffer.h"
 #include "bindings/js_calls.h"
-#include "convert/convert.h"
-#include "format/safetensors.h"
 #include "hwy/highway.h"
 #include "kernels/kernels.h"
 #include "lab/lab.h"
@@ -130,14 +129,8 @@ val AttributionToJs(const Attribution& a) {
     names.call<void>("push", val(c.name));
     values.push_back(c.value);
   }
-  val out = val::object();
-  out.set("position", a.position);
-  out.set("target", a.target);
-  out.set("contrast", a.contrast);
-  out.set("names", names);
-  out.set("values", CopyToJs(values));
-  out.set("logit", a.logit);
-  return out;
+  return Object({{"position", val(a.position)}, {"target", val(a.target)}, {"contrast", val(a.contrast)},
+                 {"names", names}, {"values", CopyToJs(values)}, {"logit", val(a.logit)}});
 }
 
 // Each method forwards one call to the Lab (see the usage above), guarded.
@@ -166,32 +159,25 @@ class Engine : public ErrorsByValue {
     if (!lab_) return val::null();
     const Config& c = lab_->config();
     const GgufFile& file = lab_->file();
-    val info = val::object();
-    info.set("n_vocab", c.n_vocab);
-    info.set("n_ctx", c.n_ctx);
-    info.set("n_embd", c.n_embd);
-    info.set("n_head", c.n_head);
-    info.set("n_layer", c.n_layer);
-    info.set("n_ff", c.n_ff);
-    info.set("kv_cache", std::string(c.kv_cache_name()));
-    info.set("kv_value_bytes", c.kv_bytes_per_value());
-    info.set("parameters", static_cast<double>(lab_->model().ParameterCount()));
-    info.set("flops_per_token", lab_->model().ForwardFlopsPerToken());
-    info.set("file_bytes", static_cast<double>(file_bytes_.size()));
-    info.set("gguf_version", file.version());
     const GgufValue* name = file.Find("general.name");
-    info.set("name", name != nullptr && name->type == GgufValueType::kString ? name->str : "");
     const GgufTensor* qkv = file.FindTensor("blk.0.attn_qkv.weight");
-    info.set("weight_type", qkv != nullptr ? GgmlTypeName(static_cast<uint32_t>(qkv->type)) : "");
-    info.set("simd", RelaxedSimdKernels() ? "wasm-relaxed-simd" : "wasm-simd128");
-    // 1 in the single-threaded module; in the pthreads one what the ThreadPool could start.
-    info.set("threads", lab_->session().n_threads());
 #ifdef __EMSCRIPTEN_PTHREADS__
-    info.set("pthreads", true);
+    const bool pthreads = true;
 #else
-    info.set("pthreads", false);
+    const bool pthreads = false;
 #endif
-    return info;
+    return Object({
+        {"n_vocab", val(c.n_vocab)}, {"n_ctx", val(c.n_ctx)}, {"n_embd", val(c.n_embd)}, {"n_head", val(c.n_head)},
+        {"n_layer", val(c.n_layer)}, {"n_ff", val(c.n_ff)}, {"kv_cache", val(std::string(c.kv_cache_name()))},
+        {"kv_value_bytes", val(c.kv_bytes_per_value())},
+        {"parameters", val(static_cast<double>(lab_->model().ParameterCount()))},
+        {"flops_per_token", val(lab_->model().ForwardFlopsPerToken())},
+        {"file_bytes", val(static_cast<double>(file_bytes_.size()))}, {"gguf_version", val(file.version())},
+        {"name", val(name != nullptr && name->type == GgufValueType::kString ? name->str : std::string())},
+        {"weight_type", val(std::string(qkv != nullptr ? GgmlTypeName(static_cast<uint32_t>(qkv->type)) : ""))},
+        {"simd", val(std::string(RelaxedSimdKernels() ? "wasm-relaxed-simd" : "wasm-simd128"))},
+        // 1 in the single-threaded module; in the pthreads one what the ThreadPool could start.
+        {"threads", val(lab_->session().n_threads())}, {"pthreads", val(pthreads)}});
   }
 
   // --- Tokenizer and the conversation by hand ------------------------------------------------
@@ -240,16 +226,13 @@ class Engine : public ErrorsByValue {
   val LayerNormStats() const { return LAB_CALL(return CopyToJs(lab_->capture().LayerNormStats())); }
   val SublayerNorms() const { return LAB_CALL(return CopyToJs(lab_->capture().SublayerNorms())); }
   val TopProbs(int p) const {
-    return LAB_CALL(val out = val::object();
-                    out.set("ids", CopyToJs(lab_->capture().TopIds(p), CaptureStore::kTopProbs));
-                    out.set("probs", CopyToJs(lab_->capture().TopProbs(p), CaptureStore::kTopProbs));
-                    return out);
+    return LAB_CALL(return Object({{"ids", CopyToJs(lab_->capture().TopIds(p), CaptureStore::kTopProbs)},
+                                   {"probs", CopyToJs(lab_->capture().TopProbs(p), CaptureStore::kTopProbs)}}));
   }
   val LogitLens(int begin, int end, int top_k) const {
     return LAB_CALL(std::vector<int> ids; std::vector<float> probs;
                     lab_->capture().LogitLensWindow(lab_->model(), begin, end, top_k, &ids, &probs);
-                    val out = val::object(); out.set("ids", CopyToJs(ids)); out.set("probs", CopyToJs(probs));
-                    return out);
+                    return Object({{"ids", CopyToJs(ids)}, {"probs", CopyToJs(probs)}}));
   }
   val FinalProbs(int p) const { return LAB_CALL(return CopyToJs(lab_->FinalProbs(p))); }
   val BlockTimes() const { return CopyToJs(lab_ ? lab_->block_ms() : std::vector<double>()); }
@@ -278,24 +261,21 @@ class Engine : public ErrorsByValue {
     return LAB_CALL(const ExperimentResult r = lab_->Experiment(List(prompt), InterventionsFromJs(interventions), p,
                                                                 SamplingFromJs(settings),
                                                                 settings["maxTokens"].as<int>());
-                    val out = val::object(); out.set("position", r.position); out.set("fromBlock", r.from_block);
-                    out.set("before", CopyToJs(r.before)); out.set("after", CopyToJs(r.after));
-                    out.set("textBefore", CopyToJs(r.text_before)); out.set("textAfter", CopyToJs(r.text_after));
-                    return out);
+                    return Object({{"position", val(r.position)}, {"fromBlock", val(r.from_block)},
+                                   {"before", CopyToJs(r.before)}, {"after", CopyToJs(r.after)},
+                                   {"textBefore", CopyToJs(r.text_before)}, {"textAfter", CopyToJs(r.text_after)}}));
   }
   val StartHeadSweep(int p, int target, const val& interventions) {
     return LAB_CALL(const HeadSweepStart s = lab_->StartHeadSweep(p, target, InterventionsFromJs(interventions));
-                    val out = val::object(); out.set("position", s.position); out.set("target", s.target);
-                    out.set("base", s.base); out.set("total", s.total);
-                    return out);
+                    return Object({{"position", val(s.position)}, {"target", val(s.target)},
+                                   {"base", val(s.base)}, {"total", val(s.total)}}));
   }
   val StartPatching(const val& clean, const val& corrupted, const val& interventions) {
     return LAB_CALL(const PatchingStart s = lab_->StartPatching(List(clean), List(corrupted),
                                                                 InterventionsFromJs(interventions));
-                    val out = val::object(); out.set("positions", s.positions); out.set("total", s.total);
-                    out.set("answer", s.answer); out.set("other", s.other);
-                    out.set("cleanDiff", s.clean_diff); out.set("corruptedDiff", s.corrupted_diff);
-                    return out);
+                    return Object({{"positions", val(s.positions)}, {"total", val(s.total)},
+                                   {"answer", val(s.answer)}, {"other", val(s.other)},
+                                   {"cleanDiff", val(s.clean_diff)}, {"corruptedDiff", val(s.corrupted_diff)}}));
   }
   int ContinueJob() { return LAB_CALL(return lab_->ContinueJob()); }
   val JobResults(int from) const {
@@ -305,9 +285,8 @@ class Engine : public ErrorsByValue {
                       layers.push_back(cells[i].layer); indices.push_back(cells[i].index);
                       values.push_back(cells[i].value);
                     }
-                    val out = val::object(); out.set("layers", CopyToJs(layers));
-                    out.set("indices", CopyToJs(indices)); out.set("values", CopyToJs(values));
-                    return out);
+                    return Object({{"layers", CopyToJs(layers)}, {"indices", CopyToJs(indices)},
+                                   {"values", CopyToJs(values)}}));
   }
   void EndJob() { LAB_CALL(lab_->EndJob(); return 0); }
 
@@ -324,73 +303,6 @@ class Engine : public ErrorsByValue {
   std::unique_ptr<Lab> lab_;
 };
 
-// Forwards to convert/convert.h; see the usage at the top of this file.
-class Converter : public ErrorsByValue {
- public:
-  Converter() = default;
-  Converter(const Converter&) = delete;
-  std::string TakeError() { return TakeLastError(); }
-  ~Converter() { Free(); }
-
-  void SetConfig(const std::string& json) {
-    Guarded([&] { config_ = ConfigFromHfJson(json); has_config_ = true; return 0; });
-  }
-  void SetVocabulary(const std::string& vocab_json, const std::string& merges_text) {
-    Guarded([&] { tokenizer_ = Tokenizer::FromText(vocab_json, merges_text, "vocab.json"); return 0; });
-  }
-  void BeginCheckpoint(double total_bytes) { Guarded([&] { Free(); checkpoint_bytes_.Begin(total_bytes); return 0; }); }
-  void AppendChunk(const val& bytes) { Guarded([&] { checkpoint_bytes_.Append(bytes); return 0; }); }
-
-  val Plan(const std::string& type) {
-    return Guarded([&] {
-      if (!has_config_ || tokenizer_ == nullptr) throw Error("plan needs setConfig and setVocabulary first");
-      checkpoint_bytes_.RequireComplete();
-      conversion_.reset();  // a second plan() replaces the first
-      checkpoint_ = SafetensorsFile::Parse(checkpoint_bytes_.data(), checkpoint_bytes_.size(), "model.safetensors");
-      const std::string name = Gpt2DefaultModelName(config_);
-      conversion_ = std::make_unique<Gpt2GgufInMemory>(*checkpoint_, config_, tokenizer_.get(),
-                                                       ParseConvertType(type), name, 2147483647u);
-      val plan = val::object();
-      plan.set("tensors", conversion_->num_tensors());
-      plan.set("bytes", static_cast<double>(conversion_->size()));
-      plan.set("name", name);
-      return plan;
-    });
-  }
-  int ConvertNext() {
-    return Guarded([&] {
-      if (conversion_ == nullptr) throw Error("convertNext called before plan");
-      return conversion_->ConvertNext();
-    });
-  }
-  val TakeOutput() {
-    return Guarded([&] {
-      if (conversion_ == nullptr) throw Error("takeOutput called before every tensor was converted");
-      const uint8_t* gguf = conversion_->output();
-      // The checkpoint goes first, so the copy's transient JS memory is not on top of it.
-      checkpoint_.reset();
-      checkpoint_bytes_.Free();
-      val out = CopyToJs(gguf, static_cast<size_t>(conversion_->size()));
-      Free();
-      return out;
-    });
-  }
-
- private:
-  void Free() {
-    conversion_.reset();
-    checkpoint_.reset();
-    checkpoint_bytes_.Free();
-  }
-
-  Config config_;
-  bool has_config_ = false;
-  std::unique_ptr<Tokenizer> tokenizer_;
-  DownloadBuffer checkpoint_bytes_{"model.safetensors", "beginCheckpoint"};  // checkpoint_ points into it
-  std::unique_ptr<SafetensorsFile> checkpoint_;
-  std::unique_ptr<Gpt2GgufInMemory> conversion_;  // holds the output
-};
-
 int EndOfTextId() { return kEndOfText; }
 
 // {heapBytes, mallocBytes, stackAddress}: wasm memory's size, the bytes malloc has handed out and
@@ -400,11 +312,9 @@ int EndOfTextId() { return kEndOfText; }
 val MemoryStats() {
   const struct mallinfo m = mallinfo();
   volatile int local = 0;
-  val out = val::object();
-  out.set("heapBytes", static_cast<double>(emscripten_get_heap_size()));
-  out.set("mallocBytes", static_cast<double>(m.uordblks));
-  out.set("stackAddress", static_cast<double>(reinterpret_cast<uintptr_t>(&local)));
-  return out;
+  return Object({{"heapBytes", val(static_cast<double>(emscripten_get_heap_size()))},
+                 {"mallocBytes", val(static_cast<double>(m.uordblks))},
+                 {"stackAddress", val(static_cast<double>(reinterpret_cast<uintptr_t>(&local)))}});
 }
 
 }  // namespace
@@ -414,47 +324,52 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
   using gpt2::Engine;
   emscripten::function("endOfTextId", &gpt2::EndOfTextId);
   emscripten::function("memoryStats", &gpt2::MemoryStats);
-  emscripten::class_<Engine> engine("Engine");
-  engine.constructor<>();
-  engine.function("takeError", &Engine::TakeError); engine.function("beginLoad", &Engine::BeginLoad);
-  engine.function("appendChunk", &Engine::AppendChunk); engine.function("finishLoad", &Engine::FinishLoad);
-  engine.function("info", &Engine::Info); engine.function("tokenize", &Engine::Tokenize);
-  engine.function("detokenize", &Engine::Detokenize); engine.function("tokenBytes", &Engine::TokenBytes);
-  engine.function("reset", &Engine::Reset); engine.function("setCapture", &Engine::SetCapture);
-  engine.function("setSampling", &Engine::SetSampling); engine.function("prefill", &Engine::Prefill);
-  engine.function("step", &Engine::Step); engine.function("sample", &Engine::Sample);
-  engine.function("position", &Engine::Position);
-  engine.function("capturedPositions", &Engine::CapturedPositions);
-  engine.function("startGeneration", &Engine::StartGeneration);
-  engine.function("nextToken", &Engine::NextToken); engine.function("stopReason", &Engine::StopReasonText);
-  engine.function("conversation", &Engine::Conversation); engine.function("attention", &Engine::Attention);
-  engine.function("headAttention", &Engine::HeadAttention);
-  engine.function("mlpActivations", &Engine::MlpActivations); engine.function("residual", &Engine::Residual);
-  engine.function("residualNorms", &Engine::ResidualNorms);
-  engine.function("layerNormStats", &Engine::LayerNormStats);
-  engine.function("sublayerNorms", &Engine::SublayerNorms); engine.function("topProbs", &Engine::TopProbs);
-  engine.function("logitLens", &Engine::LogitLens); engine.function("finalProbs", &Engine::FinalProbs);
-  engine.function("blockTimes", &Engine::BlockTimes);
-  engine.function("setInterventions", &Engine::SetInterventions);
-  engine.function("firstChangedBlock", &Engine::FirstChangedBlock); engine.function("rerun", &Engine::Rerun);
-  engine.function("headMeans", &Engine::HeadMeans); engine.function("logProbs", &Engine::LogProbs);
-  engine.function("ablatedLogProbs", &Engine::AblatedLogProbs);
-  engine.function("patchedLogProbsAt", &Engine::PatchedLogProbsAt);
-  engine.function("attribute", &Engine::Attribute);
-  engine.function("attributeConversation", &Engine::AttributeConversation);
-  engine.function("experiment", &Engine::Experiment);
-  engine.function("startHeadSweep", &Engine::StartHeadSweep);
-  engine.function("startPatching", &Engine::StartPatching);
-  engine.function("continueJob", &Engine::ContinueJob); engine.function("jobResults", &Engine::JobResults);
-  engine.function("endJob", &Engine::EndJob);
-  emscripten::class_<gpt2::Converter>("Converter")
+  emscripten::class_<Engine>("Engine")
       .constructor<>()
-      .function("takeError", &gpt2::Converter::TakeError)
-      .function("setConfig", &gpt2::Converter::SetConfig)
-      .function("setVocabulary", &gpt2::Converter::SetVocabulary)
-      .function("beginCheckpoint", &gpt2::Converter::BeginCheckpoint)
-      .function("appendChunk", &gpt2::Converter::AppendChunk)
-      .function("plan", &gpt2::Converter::Plan)
-      .function("convertNext", &gpt2::Converter::ConvertNext)
-      .function("takeOutput", &gpt2::Converter::TakeOutput);
+      .function("takeError", &Engine::TakeError)
+      .function("beginLoad", &Engine::BeginLoad)
+      .function("appendChunk", &Engine::AppendChunk)
+      .function("finishLoad", &Engine::FinishLoad)
+      .function("info", &Engine::Info)
+      .function("tokenize", &Engine::Tokenize)
+      .function("detokenize", &Engine::Detokenize)
+      .function("tokenBytes", &Engine::TokenBytes)
+      .function("reset", &Engine::Reset)
+      .function("setCapture", &Engine::SetCapture)
+      .function("setSampling", &Engine::SetSampling)
+      .function("prefill", &Engine::Prefill)
+      .function("step", &Engine::Step)
+      .function("sample", &Engine::Sample)
+      .function("position", &Engine::Position)
+      .function("capturedPositions", &Engine::CapturedPositions)
+      .function("startGeneration", &Engine::StartGeneration)
+      .function("nextToken", &Engine::NextToken)
+      .function("stopReason", &Engine::StopReasonText)
+      .function("conversation", &Engine::Conversation)
+      .function("attention", &Engine::Attention)
+      .function("headAttention", &Engine::HeadAttention)
+      .function("mlpActivations", &Engine::MlpActivations)
+      .function("residual", &Engine::Residual)
+      .function("residualNorms", &Engine::ResidualNorms)
+      .function("layerNormStats", &Engine::LayerNormStats)
+      .function("sublayerNorms", &Engine::SublayerNorms)
+      .function("topProbs", &Engine::TopProbs)
+      .function("logitLens", &Engine::LogitLens)
+      .function("finalProbs", &Engine::FinalProbs)
+      .function("blockTimes", &Engine::BlockTimes)
+      .function("setInterventions", &Engine::SetInterventions)
+      .function("firstChangedBlock", &Engine::FirstChangedBlock)
+      .function("rerun", &Engine::Rerun)
+      .function("headMeans", &Engine::HeadMeans)
+      .function("logProbs", &Engine::LogProbs)
+      .function("ablatedLogProbs", &Engine::AblatedLogProbs)
+      .function("patchedLogProbsAt", &Engine::PatchedLogProbsAt)
+      .function("attribute", &Engine::Attribute)
+      .function("attributeConversation", &Engine::AttributeConversation)
+      .function("experiment", &Engine::Experiment)
+      .function("startHeadSweep", &Engine::StartHeadSweep)
+      .function("startPatching", &Engine::StartPatching)
+      .function("continueJob", &Engine::ContinueJob)
+      .function("jobResults", &Engine::JobResults)
+      .function("endJob", &Engine::EndJob);
 }

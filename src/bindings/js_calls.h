@@ -6,8 +6,10 @@
 #include <emscripten/val.h>
 
 #include <exception>
+#include <initializer_list>
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -36,6 +38,13 @@ val CopyToJs(const std::vector<T>& v) {
 template <typename T>
 val ViewToJs(const T* data, size_t n) {
   return val(emscripten::typed_memory_view(n, data));
+}
+
+// A JS object of the given fields: Object({{"a", val(1)}, {"b", CopyToJs(v)}}).
+inline val Object(std::initializer_list<std::pair<const char*, val>> fields) {
+  val out = val::object();
+  for (const auto& field : fields) out.set(field.first, field.second);
+  return out;
 }
 
 inline bool Given(const val& v) { return !v.isUndefined() && !v.isNull(); }
