@@ -570,10 +570,7 @@ void Lab::EndJob() {
   job_streams_.clear();
   job_means_.clear();
   interventions_ = job_restore_.iv;
-  if (job_conversation_.empty()) {
-    Reset();
-    return;
-  }
+  if (job_conversation_.empty()) return;  // nothing to give back: the job's last run stays
   if (tokens_ == job_conversation_ && capture_.n_positions() == position()) {
     Rerun();
   } else {

@@ -191,7 +191,7 @@ class Lab {
   // The cells measured so far, in the order run.
   const std::vector<JobCell>& job_results() const { return job_results_; }
   // Ends the job (finished or cancelled): the conversation again, captured, under the page's
-  // interventions.
+  // interventions (without one, the job's last run stays).
   void EndJob();
 
   // --- Experiments -----------------------------------------------------------------------

@@ -256,7 +256,7 @@ TEST_CASE("lab: the patching job equals fresh runs", "[lab]") {
     CHECK(cell.value == Approx(want).margin(1e-3));
   }
   t.lab->EndJob();
-  CHECK(t.lab->position() == 0);  // there was no conversation to give back
+  CHECK(t.lab->tokens() == corrupted);  // no conversation to give back: the job's last run stays
 }
 
 TEST_CASE("lab: generation equals a hand-written Session + Sampler loop", "[lab]") {
@@ -352,6 +352,36 @@ TEST_CASE("lab: the experiment's distributions and texts equal fresh runs", "[la
   CHECK(r.text_after == generate(changed));
   CHECK(t.lab->tokens() == conversation);  // left holding the conversation, under iv
   CHECK(t.lab->FirstChangedBlock() == 1);
+}
+
+TEST_CASE("lab: attribution of the conversation sums to the fresh run's logit, under the page's interventions",
+          "[lab]") {
+  TinyLab t;
+  const std::vector<int> prompt = Prompt();
+  gpt2::SamplingParams greedy;
+  greedy.temperature = 0;
+  gpt2::LabInterventions iv;
+  iv.iv.ablate_heads = {{0, 2}};
+  iv.mean_ablation = true;
+  t.lab->StartGeneration(prompt, iv, greedy, 2, true);
+  while (t.lab->NextToken(false) >= 0) {
+  }
+  const std::vector<int> conversation = t.lab->tokens();
+  const int P = static_cast<int>(conversation.size());
+  const gpt2::Attribution a = t.lab->AttributeConversation(iv, 3, 464);
+  CHECK(a.position == 3);
+  CHECK(a.target == 464);
+  double sum = 0;
+  for (const gpt2::AttributionComponent& c : a.components) sum += c.value;
+  gpt2::Session fresh(*t.model);
+  gpt2::RunOptions run;
+  run.interventions = &t.lab->interventions();
+  REQUIRE(t.lab->interventions().head_means.size() == size_t(t.L) * t.C);  // the prompt's means
+  const float* logits = fresh.Prefill(conversation.data(), 4, run);
+  CHECK(sum == Approx(logits[464]).margin(1e-3));
+  CHECK(a.logit == Approx(logits[464]).margin(kRerunTolerance));
+  CHECK(t.lab->tokens() == conversation);  // the conversation again, captured
+  CHECK(t.lab->capture().n_positions() == P);
 }
 
 TEST_CASE("lab: groups of work stay within the budget, at least one item each", "[lab]") {
