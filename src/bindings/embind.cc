@@ -134,7 +134,7 @@ val AttributionToJs(const Attribution& a) {
 }
 
 // Each method forwards one call to the Lab (see the usage above), guarded.
-#define LAB_CALL(body) Guarded([&] { RequireModel(); body; })
+#define LAB_CALL(...) Guarded([&] { RequireModel(); __VA_ARGS__; })
 
 class Engine : public ErrorsByValue {
  public:
