@@ -75,8 +75,7 @@ void Lab::SetSampling(const SamplingParams& params) {
 
 void Lab::Run(const std::vector<int>& ids) {
   const int n = static_cast<int>(ids.size());
-  if (position() == 0) CheckPrompt(n);
-  if (n == 0) throw Error("The prompt is empty: type at least one character.");
+  if (position() == 0 || n == 0) CheckPrompt(n);
   if (position() + n > config().n_ctx) {
     throw Error("The context is full (" + std::to_string(config().n_ctx) + " tokens).");
   }
@@ -441,9 +440,12 @@ HeadSweepStart Lab::StartHeadSweep(int position, int target, const LabInterventi
   job_group_ends_.clear();
   job_restore_ = LabInterventions();
   Resolve(iv, MeansOf::kPrompt, &job_restore_.iv);  // may run the prompt: before priming
-  job_means_ = iv.mean_ablation ? (job_restore_.iv.head_means.empty() && !prompt_.empty() ? PromptHeadMeans()
-                                                                                          : job_restore_.iv.head_means)
-                                : std::vector<float>();
+  // Mean ablation's means: the page's interventions', else the prompt's (none: zero ablation).
+  job_means_.clear();
+  if (iv.mean_ablation) {
+    job_means_ = job_restore_.iv.head_means;
+    if (job_means_.empty() && !prompt_.empty()) job_means_ = PromptHeadMeans();
+  }
   // The plain run of the conversation, captured: every probe starts from its stream.
   PrimePlain();
   job_position_ = start.position;
@@ -606,7 +608,7 @@ std::vector<int> Lab::SampleIds(const std::vector<int>& prompt, const SamplingPa
 ExperimentResult Lab::Experiment(const std::vector<int>& prompt, const LabInterventions& iv, int position,
                                  const SamplingParams& sampling, int max_tokens) {
   if (tokens_.empty()) throw Error("Generate some text first, then run the experiment.");
-  if (prompt.empty()) throw Error("The prompt is empty: type at least one character.");
+  CheckPrompt(static_cast<int>(prompt.size()));
   const std::vector<int> conversation = tokens_;
   const std::vector<int> saved_prompt = prompt_;
   prompt_ = prompt;  // mean ablation's positions: this prompt's
@@ -638,11 +640,7 @@ ExperimentResult Lab::Experiment(const std::vector<int>& prompt, const LabInterv
 }
 
 Attribution Lab::Attribute(const std::vector<int>& ids, int position, int target, int contrast) {
-  if (ids.empty()) throw Error("The prompt is empty: type at least one character.");
-  if (static_cast<int>(ids.size()) > config().n_ctx) {
-    throw Error("The prompt is longer than the model's context of " + std::to_string(config().n_ctx) +
-                " tokens. Shorten it.");
-  }
+  CheckPrompt(static_cast<int>(ids.size()));
   AttributionRequest request;
   request.position = position;
   request.target = target;
