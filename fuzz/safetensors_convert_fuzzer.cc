@@ -12,7 +12,7 @@
 #include "base/error.h"
 #include "format/gguf.h"
 #include "format/safetensors.h"
-#include "tools/common/convert.h"
+#include "convert/convert.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;

@@ -302,7 +302,7 @@ def read_safetensors(path):
 def read_gguf(path):
     """The HF-named float32 tensors of a GPT-2 GGUF as our converter writes it (llama.cpp names,
     matrices F32, F16 or Q8_0; GGUF v2/v3 layout as src/format/gguf.h describes it): the inverse of
-    src/tools/common/convert.cc, so that training can continue from a committed model file."""
+    src/convert/convert.cc, so that training can continue from a committed model file."""
     import numpy as np
     with open(path, "rb") as f:
         buf = f.read()

@@ -2,12 +2,11 @@
 // experiments (run again, head sweep, activation patching, attribution) and export. The
 // dispatcher (worker.js) hands them the loaded engine (attach) and calls one handler per message
 // (protocol.js documents the messages); stop() and cancel() are called the moment their message
-// arrives, so a running job sees them at its next yield. The conversation the page shows lives
-// here between jobs.
+// arrives, so a running job sees them at its next yield. The engine owns the conversation, the
+// generation loop and the experiments (src/lab/lab.h): each job is a short sequence of its calls.
 
 import {ErrorKind, Msg, errorMessage} from './protocol.js';
 
-const kEndOfText = 50256;
 // The logit lens costs n_layer * positions * n_embd * n_vocab multiply-adds; keep a window
 // around ~3e9 (a few seconds of wasm SIMD) and at most this many positions.
 const kLensBudget = 3e9;
@@ -19,9 +18,6 @@ export function createJobs({post, yieldToEvents}) {
   let info = null;
   let stopRequested = false;
   let cancelJob = false;      // a head sweep or patching job is to stop
-  let lastTokens = [];        // prompt + generated ids of the last generation
-  let lastPrompt = [];        // the prompt ids of the last generation
-  let conversation = [];      // the ids the engine has run (and captured) of the last generation
 
   // A short throwaway run right after loading. The browser compiles wasm functions with a quick
   // baseline compiler first and optimises them once they are hot; without this the user's first
@@ -47,12 +43,14 @@ export function createJobs({post, yieldToEvents}) {
     return Array.from(ids, (id) => d.decode(engine.tokenBytes(id)));
   }
 
+  const sampling = (msg) => ({temperature: msg.temperature, topK: msg.topK, topP: msg.topP, seed: msg.seed,
+                              maxTokens: Math.max(0, msg.maxTokens | 0), capture: !!msg.capture});
+
   async function handleGenerate(msg) {
     if (!info) { post({type: Msg.error, kind: ErrorKind.generate, message: 'Load a model first.'}); return; }
     stopRequested = false;
-    conversation = [];
     const decoder = new TextDecoder('utf-8');
-    let reason = 'max-tokens';
+    let reason = 'error';
     let generated = 0;
     let prefillMs = 0;
     let blockMs = new Float64Array(0);  // each block's share of the prefill, ms
@@ -60,45 +58,25 @@ export function createJobs({post, yieldToEvents}) {
     let promptIds = [];
     try {
       promptIds = Array.from(engine.tokenize(msg.prompt));
-      if (promptIds.length === 0) throw new Error('The prompt is empty: type at least one character.');
-      if (promptIds.length > info.n_ctx) {
-        throw new Error(`The prompt is ${promptIds.length} tokens long, longer than the model's context of ` +
-                        `${info.n_ctx} tokens. Shorten it.`);
-      }
-      const spec = engineSpec(msg.interventions, promptIds);
-      lastPrompt = promptIds;
-      engine.reset();
-      engine.setCapture(!!msg.capture);
-      engine.setInterventions(spec);
-      engine.setSampling(msg.temperature, msg.topK, msg.topP, msg.seed);
-      post({type: Msg.prompt, ids: promptIds, pieces: bytesToPieces(promptIds)});
-      lastTokens = promptIds.slice();
       const t0 = performance.now();
-      engine.prefill(promptIds);
+      engine.startGeneration(promptIds, sampling(msg), msg.interventions || {});  // checks, runs the prompt
       prefillMs = performance.now() - t0;
       blockMs = engine.blockTimes();
-      const maxTokens = Math.max(0, msg.maxTokens | 0);
+      post({type: Msg.prompt, ids: promptIds, pieces: bytesToPieces(promptIds)});
       const t1 = performance.now();
-      for (let i = 0; i < maxTokens; ++i) {
-        const id = engine.sample();
-        generated++;
-        lastTokens.push(id);
+      // The engine runs each token once the next call says not to stop (the last one too, so its
+      // activations can be inspected like the others).
+      for (let id = engine.nextToken(false); id >= 0; id = engine.nextToken(stopRequested)) {
         const text = decoder.decode(engine.tokenBytes(id), {stream: true});
-        post({type: Msg.token, id, text, index: i});
-        if (id === kEndOfText) { reason = 'end-of-text'; break; }
+        post({type: Msg.token, id, text, index: generated++});
         await yieldToEvents();
-        if (stopRequested) { engine.stop(); reason = 'stopped'; break; }
-        if (engine.position() >= info.n_ctx) { reason = 'context-full'; break; }
-        // The last token is fed too, so its activations can be inspected like the others.
-        engine.step(id);
       }
+      reason = engine.stopReason();
       decodeMs = performance.now() - t1;
-      conversation = lastTokens.slice(0, engine.position());
       const tail = decoder.decode();
       if (tail) post({type: Msg.token, id: -1, text: tail, index: -1});
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.generate, message: errorMessage(e)});
-      reason = 'error';
     }
     post({type: Msg.stats, promptTokens: promptIds.length, prefillMs, blockMs, generated,
           decodeMs, tokensPerSecond: generated > 0 && decodeMs > 0 ? generated / (decodeMs / 1000) : 0,
@@ -127,8 +105,8 @@ export function createJobs({post, yieldToEvents}) {
     for (let l = 0; l < L; ++l) sublayerNorms.set(all.subarray((l * P + p) * 4, (l * P + p + 1) * 4), l * 4);
     const top = engine.topProbs(p);
     const transfer = [...attention.map((a) => a.buffer), residualNorms.buffer, lnStats.buffer, sublayerNorms.buffer];
-    post({type: Msg.activations, position: p, positions: P, tokens: lastTokens.slice(0, P + 1),
-          pieces: bytesToPieces(lastTokens.slice(0, Math.min(lastTokens.length, P + 1))),
+    const tokens = Array.from(engine.conversation().subarray(0, P + 1));
+    post({type: Msg.activations, position: p, positions: P, tokens, pieces: bytesToPieces(tokens),
           attention, residualNorms, lnStats, sublayerNorms, mlp, topIds: Array.from(top.ids), topProbs: Array.from(top.probs),
           topPieces: bytesToPieces(Array.from(top.ids).filter((i) => i >= 0))}, transfer);
     return p;
@@ -201,26 +179,6 @@ export function createJobs({post, yieldToEvents}) {
 
   // ---- Experiments ------------------------------------------------------------------------------
 
-  // Mean ablation: a knocked-out head outputs its mean over the prompt's positions in the plain
-  // model instead of zero (TransformerLens's mean ablation over the one prompt there is). One
-  // captured plain prefill of the prompt; leaves the engine reset.
-  function promptHeadMeans(promptIds) {
-    engine.setInterventions({});
-    engine.reset();
-    engine.setCapture(true);
-    engine.prefill(promptIds);
-    const means = engine.headMeans();
-    engine.reset();
-    return means;
-  }
-
-  // The engine's interventions for the page's: with meanAblation they carry the means (then the
-  // engine is left reset).
-  function engineSpec(iv, promptIds) {
-    if (!iv?.meanAblation || !iv.ablateHeads?.length || !promptIds.length) return {...iv, meanAblation: false};
-    return {...iv, meanAblation: false, headMeans: promptHeadMeans(promptIds)};
-  }
-
   // The whole next-token distribution at a captured position (float64 for the sums below).
   function fullDistribution(p) {
     return Float64Array.from(engine.finalProbs(p));
@@ -241,216 +199,104 @@ export function createJobs({post, yieldToEvents}) {
     return Math.max(0, kl);
   }
 
-  // Generates from promptIds with the current interventions and sampling (capture off); returns
-  // the sampled ids.
-  async function sampleIds(promptIds, msg) {
-    engine.reset();
-    engine.setCapture(false);
-    engine.setSampling(msg.temperature, msg.topK, msg.topP, msg.seed);
-    engine.prefill(promptIds);
-    const ids = [];
-    for (let i = 0; i < msg.maxTokens; ++i) {
-      const id = engine.sample();
-      ids.push(id);
-      if (id === kEndOfText || engine.position() >= info.n_ctx) break;
-      engine.step(id);
-      if (i % 8 === 7) await yieldToEvents();
-    }
-    return ids;
-  }
-
+  // "Run again": the engine samples both texts, then leaves the conversation re-run under the
+  // interventions (reusing the cache and the stream before the first changed block).
   async function handleExperiment(msg) {
     try {
-      if (!info || !conversation.length) throw new Error('Generate some text first, then run the experiment.');
+      if (!info) throw new Error('Generate some text first, then run the experiment.');
       const promptIds = Array.from(engine.tokenize(msg.prompt));
-      if (!promptIds.length) throw new Error('The prompt is empty: type at least one character.');
-      const spec = engineSpec(msg.interventions, promptIds);
-      engine.setInterventions({});
-      const textBefore = await sampleIds(promptIds, msg);
-      engine.setInterventions(spec);
-      const textAfter = await sampleIds(promptIds, msg);
-      // The conversation the page shows, plain, then re-run under the interventions: the re-run
-      // reuses the cache and the stream before the first changed block.
-      engine.setInterventions({});
-      engine.reset();
-      engine.setCapture(true);
-      engine.prefill(conversation);
-      const p = Math.max(0, Math.min(conversation.length - 1, msg.position | 0));
-      const before = fullDistribution(p);
-      engine.setInterventions(spec);
-      const fromBlock = engine.rerun();
-      const after = fullDistribution(p);
+      const r = engine.experiment(promptIds, msg.interventions || {}, msg.position | 0, sampling(msg));
+      const before = Float64Array.from(r.before), after = Float64Array.from(r.after);
+      const textBefore = Array.from(r.textBefore), textAfter = Array.from(r.textAfter);
       const topBefore = topOf(before, 10), topAfter = topOf(after, 10);
       const ids = new Set([...topBefore.ids, ...topAfter.ids, ...textBefore, ...textAfter]);
       const pieces = Object.fromEntries([...ids].map((id) => [id, bytesToPieces([id])[0]]));
-      post({type: Msg.experiment, position: p, nLayer: info.n_layer, fromBlock, kl: klDivergence(before, after),
-            before: topBefore, after: {...topAfter, probsBefore: topAfter.ids.map((i) => before[i])},
+      post({type: Msg.experiment, position: r.position, nLayer: info.n_layer, fromBlock: r.fromBlock,
+            kl: klDivergence(before, after), before: topBefore,
+            after: {...topAfter, probsBefore: topAfter.ids.map((i) => before[i])},
             text: {before: textBefore, after: textAfter}, pieces});
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.experiment, message: errorMessage(e)});
     }
   }
 
-  // Splits items (in the order the job runs them) into consecutive groups of about `budget` work
-  // each (workOf(item): its work in full re-runs of the prompt), at least one item per group:
-  // each group is one engine call, so a call lasts about `budget` prefills, which bounds how long
-  // a cancel or a progress update waits, while the probes of a call share the unembedding's pass.
-  function groupsByWork(items, workOf, budget) {
-    const groups = [];
-    let group = [], work = 0;
-    for (const item of items) {
-      if (group.length && work + workOf(item) > budget) {
-        groups.push(group);
-        group = [];
-        work = 0;
-      }
-      group.push(item);
-      work += workOf(item);
+  // Runs the engine's started job (Lab::ContinueJob: about four prefills of work a call, so a
+  // cancel or a progress update waits at most that long) until done or cancelled; onCells gets
+  // each call's {layers, indices, values}. Always ends the job: the engine gives the page's
+  // conversation back, captured under its interventions.
+  async function runJob(total, progress, onCells) {
+    let done = 0;
+    while (done < total && !cancelJob) {
+      const next = engine.continueJob();
+      onCells(engine.jobResults(done));
+      done = next;
+      post({type: progress, done, total});
+      await yieldToEvents();
     }
-    if (group.length) groups.push(group);
-    return groups;
+    return done;
   }
-  const kCallBudget = 4;  // prefills of the prompt per engine call of a job (~0.6 s for GPT-2 small, 32 tokens)
 
-  // Each head knocked out alone and the target's log-probability at `p` measured by the engine
-  // (Engine::AblatedLogProbs: only positions 0..p run again, from the head's block, without
-  // capture), ranked by how much it drops. The blocks go from the last down, so each probe's
-  // block is the first its cache differs in and no block before it runs again.
-  async function handleHeadSweep(msg) {
-    const L = info?.n_layer, H = info?.n_head, total = L * H;
-    const heads = [];
-    const started = performance.now();
-    let restore = {};
+  function endJob(kind) {
     try {
-      if (!info || !conversation.length || engine.capturedPositions() !== conversation.length) {
-        throw new Error('Generate some text with "capture activations" on first.');
-      }
-      const p = Math.max(0, Math.min(conversation.length - 1, msg.position | 0));
-      const target = msg.target | 0;
-      if (target < 0 || target >= info.n_vocab) throw new Error(`The target token id ${target} is not in the vocabulary.`);
-      const spec = engineSpec(msg.interventions, lastPrompt);
-      const means = msg.interventions?.meanAblation ? spec.headMeans || promptHeadMeans(lastPrompt) : new Float32Array(0);
-      // The plain run of the conversation, captured: every probe starts from its stream.
-      engine.setInterventions({});
-      if (engine.capturedPositions() === conversation.length) {
-        engine.rerun();
-      } else {  // promptHeadMeans ran the prompt instead
-        engine.reset();
-        engine.setCapture(true);
-        engine.prefill(conversation);
-      }
-      restore = spec;
-      const base = engine.ablatedLogProb(L, 0, p, target, means);
-      const order = [];
-      for (let l = L - 1; l >= 0; --l) for (let h = 0; h < H; ++h) order.push([l, h]);
-      for (const group of groupsByWork(order, ([l]) => (L - l) / L, kCallBudget)) {
-        if (cancelJob) break;
-        const logProbs = engine.ablatedLogProbs(group, p, target, means);
-        group.forEach(([l, h], i) => heads.push({layer: l, head: h, logProb: logProbs[i], drop: base - logProbs[i]}));
-        post({type: Msg.sweepProgress, done: heads.length, total});
-        await yieldToEvents();
-      }
+      engine.endJob();
+    } catch (e) {
+      post({type: Msg.error, kind, message: errorMessage(e)});
+    }
+  }
+
+  // Each head knocked out alone and the target's log-probability at the position measured by the
+  // engine (only positions 0..p run again, from the head's block, the blocks from the last down),
+  // ranked by how much it drops.
+  async function handleHeadSweep(msg) {
+    const started = performance.now();
+    try {
+      if (!info) throw new Error('Generate some text with "capture activations" on first.');
+      const s = engine.startHeadSweep(msg.position | 0, msg.target | 0, msg.interventions || {});
+      const heads = [];
+      await runJob(s.total, Msg.sweepProgress, ({layers, indices, values}) => values.forEach((logProb, i) =>
+        heads.push({layer: layers[i], head: indices[i], logProb, drop: s.base - logProb})));
       heads.sort((a, b) => b.drop - a.drop || a.layer - b.layer || a.head - b.head);
-      post({type: Msg.sweep, position: p, target, base, heads, done: heads.length, total, cancelled: cancelJob,
-            ms: performance.now() - started});
+      post({type: Msg.sweep, position: s.position, target: s.target, base: s.base, heads, done: heads.length,
+            total: s.total, cancelled: cancelJob, ms: performance.now() - started});
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.sweep, message: errorMessage(e)});
     } finally {
-      // Leave the engine as the page shows it: the conversation under the page's interventions.
-      try {
-        if (info && conversation.length && engine.capturedPositions() === conversation.length) {
-          engine.setInterventions(restore);
-          engine.rerun();
-        }
-      } catch (e) {
-        post({type: Msg.error, kind: ErrorKind.sweep, message: errorMessage(e)});
-      }
+      if (info) endJob(ErrorKind.sweep);
     }
   }
 
   // Activation patching: for every block l and position p, the corrupted prompt re-run with the
-  // residual stream entering block l at p replaced by the clean run's. The engine re-runs only
-  // positions p.. from block l (Engine::PatchedLogProbs); going down the positions, then down the
-  // blocks, keeps each re-run to what the previous one changed. The logit difference of the two
-  // runs' answers is log p(answer) - log p(other): the softmax's normaliser cancels.
+  // residual stream entering block l at p replaced by the clean run's (the engine re-runs only
+  // positions p.. from block l); recovered: the share of the clean run's logit difference
+  // log p(answer) - log p(other) a patch brings back.
   async function handlePatching(msg) {
     const started = performance.now();
     try {
       if (!info) throw new Error('Load a model first.');
       const clean = Array.from(engine.tokenize(msg.clean || '')), corrupted = Array.from(engine.tokenize(msg.corrupted || ''));
-      if (!clean.length || !corrupted.length) throw new Error('Type a clean and a corrupted prompt.');
-      if (clean.length !== corrupted.length) {
-        throw new Error(`The clean prompt is ${clean.length} tokens and the corrupted one ${corrupted.length}: ` +
-                        'patching needs the same number of tokens (change a word for another of one token).');
-      }
-      if (clean.length > info.n_ctx) throw new Error(`The prompts are longer than the model's context of ${info.n_ctx} tokens.`);
-      const L = info.n_layer, T = clean.length, total = L * T;
-      engine.setInterventions({});
-      engine.reset();
-      engine.setCapture(true);
-      // Each prompt's top token, then the two log-probability differences measured as the
-      // patched runs' are (in double, from the logits), so a patch that restores all gives 1.
-      engine.prefill(corrupted);
-      const other = engine.topProbs(T - 1).ids[0];
-      const diff = (a) => engine.ablatedLogProb(L, 0, T - 1, a, false) -
-                          engine.ablatedLogProb(L, 0, T - 1, other, false);
-      engine.reset();
-      engine.prefill(clean);
-      const cleanResid = Array.from({length: L}, (_, l) => engine.residual(l).slice());
-      const answer = engine.topProbs(T - 1).ids[0];
-      if (answer === other) {
-        throw new Error('Both prompts predict the same next token, so there is no difference to bring back: ' +
-                        'choose a corrupted prompt whose most likely next token differs.');
-      }
-      const cleanDiff = diff(answer);
-      engine.reset();
-      engine.prefill(corrupted);
-      const corruptedDiff = diff(answer);
-      const recovered = new Float32Array(total).fill(NaN);
-      let done = 0;
-      const cells = [];
-      for (let l = L - 1; l >= 0; --l) for (let p = T - 1; p >= 0; --p) cells.push([l, p]);
-      // A group never spans two blocks: one engine call patches one block's stream.
-      const groups = groupsByWork(cells, ([l, p]) => ((L - l) / L) * ((T - p) / T), kCallBudget)
-          .flatMap((g) => [...new Set(g.map(([l]) => l))].map((l) => g.filter(([m]) => m === l)));
-      for (const group of groups) {
-        if (cancelJob) break;
-        const l = group[0][0], positions = group.map(([, p]) => p);
-        const logProbs = engine.patchedLogProbsAt(l, positions, cleanResid[l], [answer, other]);
-        positions.forEach((p, i) => {
-          recovered[l * T + p] = (logProbs[2 * i] - logProbs[2 * i + 1] - corruptedDiff) / (cleanDiff - corruptedDiff);
-        });
-        done += positions.length;
-        post({type: Msg.patchingProgress, done, total});
-        await yieldToEvents();
-      }
-      post({type: Msg.patching, nLayer: L, positions: T, answer, other, cleanDiff, corruptedDiff, recovered, done, total,
-            cancelled: cancelJob, ms: performance.now() - started, pieces: bytesToPieces(corrupted), answerPieces: bytesToPieces([answer, other])},
-           [recovered.buffer]);
+      const s = engine.startPatching(clean, corrupted, msg.interventions || {});
+      const L = info.n_layer, T = s.positions;
+      const recovered = new Float32Array(s.total).fill(NaN);
+      const done = await runJob(s.total, Msg.patchingProgress, ({layers, indices, values}) => values.forEach((v, i) => {
+        recovered[layers[i] * T + indices[i]] = v;
+      }));
+      post({type: Msg.patching, nLayer: L, positions: T, answer: s.answer, other: s.other, cleanDiff: s.cleanDiff,
+            corruptedDiff: s.corruptedDiff, recovered, done, total: s.total, cancelled: cancelJob,
+            ms: performance.now() - started, pieces: bytesToPieces(corrupted),
+            answerPieces: bytesToPieces([s.answer, s.other])}, [recovered.buffer]);
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.patching, message: errorMessage(e)});
     } finally {
-      // The engine held the two prompts: give it back the page's conversation.
-      try {
-        engine.setInterventions(engineSpec(msg.interventions, lastPrompt));
-        if (conversation.length) {
-          engine.reset();
-          engine.setCapture(true);
-          engine.prefill(conversation);
-        }
-      } catch (e) {
-        post({type: Msg.error, kind: ErrorKind.patching, message: errorMessage(e)});
-      }
+      if (info) endJob(ErrorKind.patching);
     }
   }
 
-  // The engine re-runs the conversation to attribute (capturing it again, under the same
+  // The engine re-runs the conversation to attribute (capturing it again, under the page's
   // interventions), so the views' data stay those of the same run.
   function handleAttribute(msg) {
     try {
-      if (!info || !conversation.length) throw new Error('Generate some text first.');
-      engine.setInterventions(engineSpec(msg.interventions, lastPrompt));
-      const a = engine.attribute(conversation, msg.position | 0, msg.target | 0, -1);
+      if (!info) throw new Error('Generate some text first.');
+      const a = engine.attributeConversation(msg.interventions || {}, msg.position | 0, msg.target | 0);
       post({type: Msg.attribution, position: a.position, target: a.target, names: Array.from(a.names),
             values: a.values, logit: a.logit}, [a.values.buffer]);
     } catch (e) {

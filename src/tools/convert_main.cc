@@ -1,5 +1,5 @@
 // gpt2-convert: Hugging Face GPT-2 checkpoint (model.safetensors + config.json + vocabulary) to a
-// GGUF file llama.cpp and our engine both load. See tools/common/convert.h for the mapping.
+// GGUF file llama.cpp and our engine both load. See convert/convert.h for the mapping.
 //
 //   gpt2-convert --input DIR --output FILE.gguf --type f32|f16|q8_0|q4_0 [--name NAME]
 #include <cstdlib>
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "base/error.h"
-#include "tools/common/convert.h"
+#include "convert/convert.h"
 
 namespace {
 

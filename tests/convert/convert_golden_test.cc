@@ -15,7 +15,7 @@
 #include "model/golden_file.h"
 #include "model/model.h"
 #include "test_paths.h"
-#include "tools/common/convert.h"
+#include "convert/convert.h"
 #include "tools/common/synthetic_model.h"
 
 namespace {

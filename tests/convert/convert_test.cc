@@ -21,8 +21,8 @@
 #include "format/safetensors.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
-#include "tools/common/convert.h"
-#include "tools/common/gpt2_gguf.h"
+#include "convert/convert.h"
+#include "convert/gpt2_gguf.h"
 
 using namespace convert_test;
 using gpt2::TensorType;

@@ -1,5 +1,5 @@
 // The page's in-engine conversion (Module.Converter, src/bindings/embind.cc over
-// tools/common/convert.h) against the native gpt2-convert on the same checkpoint: byte-equal
+// convert/convert.h) against the native gpt2-convert on the same checkpoint: byte-equal
 // GGUF files for every type the page offers, clear errors for bad input, and the wasm heap's
 // peak while converting a checkpoint laid out like GPT-2 small (548 MB) under the 1.2 GB.
 import assert from 'node:assert/strict';

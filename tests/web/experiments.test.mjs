@@ -397,13 +397,13 @@ describe('the Experiments panel', {skip: !fs.existsSync(path.join(kSite, 'index.
     engine.reset();
     engine.prefill(conversation);
     const {n_layer: L, n_head: H} = plain.config;
-    const base = engine.ablatedLogProb(L, 0, T - 1, target, means);
+    const base = engine.logProbs(T - 1, [target])[0];
     closeTo(result.base, base, 1e-5, 'baseline');
     assert.equal(result.heads.length, L * H);
     let differs = false;
     for (const x of result.heads) {
-      closeTo(x.drop, base - engine.ablatedLogProb(x.layer, x.head, T - 1, target, means), 1e-5, `head ${x.layer}.${x.head}`);
-      differs ||= Math.abs(x.drop - base + engine.ablatedLogProb(x.layer, x.head, T - 1, target, new Float32Array(0))) > 1e-4;
+      closeTo(x.drop, base - engine.ablatedLogProbs([[x.layer, x.head]], T - 1, target, means)[0], 1e-5, `head ${x.layer}.${x.head}`);
+      differs ||= Math.abs(x.drop - base + engine.ablatedLogProbs([[x.layer, x.head]], T - 1, target, new Float32Array(0))[0]) > 1e-4;
     }
     assert.ok(differs, 'mean ablation is not zero ablation');
     engine.delete();

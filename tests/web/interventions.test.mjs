@@ -160,26 +160,28 @@ describe('Embind interventions and attribution under Node',
     engine.reset();
     engine.prefill(ids);
     const target = engine.topProbs(T - 1).ids[1];
-    closeTo(engine.ablatedLogProb(L, 0, T - 1, target, zero), logSoftmax(nativeInspectWith(models.model, []), T - 1)(target),
+    closeTo(engine.logProbs(T - 1, [target])[0], logSoftmax(nativeInspectWith(models.model, []), T - 1)(target),
             1e-4, 'baseline');
     // Mixed blocks and positions: each probe re-runs what the one before it changed.
     for (const [l, h, p] of [[1, 2, T - 1], [0, 3, 2], [1, 0, 4], [0, 1, T - 1], [1, 1, 0]]) {
       const want = logSoftmax(nativeInspectWith(models.model, ['--ablate-heads', `${l}.${h}`]), p)(target);
-      closeTo(engine.ablatedLogProb(l, h, p, target, zero), want, 1e-4, `head ${l}.${h} at ${p}`);
+      closeTo(engine.ablatedLogProbs([[l, h]], p, target, zero)[0], want, 1e-4, `head ${l}.${h} at ${p}`);
     }
     assert.throws(() => engine.step(198), /call rerun\(\) before running on/);
     // A patch probe equals the same patch set as an intervention and re-run over every position.
-    const [got] = engine.patchedLogProbs(1, 2, foreign, [target]);
+    const stream = new Float32Array(T * C);  // only row 2 is read
+    stream.set(foreign, 2 * C);
+    const [got] = engine.patchedLogProbsAt(1, [2], stream, [target]);
     engine.setInterventions({patches: [{layer: 1, position: 2, value: foreign}]});
     engine.rerun();
     closeTo(got, Math.log(engine.finalProbs(T - 1)[target]), 1e-4, 'patch probe');
-    assert.throws(() => engine.ablatedLogProb(0, 0, 0, target, zero), /captured run of the plain model/);
+    assert.throws(() => engine.ablatedLogProbs([[0, 0]], 0, target, zero)[0], /captured run of the plain model/);
     // Mean ablation with the capture's means equals setInterventions({meanAblation}) re-run.
     engine.setInterventions({});
     engine.rerun();
     const means = engine.headMeans();
     assert.equal(means.length, L * C);
-    const mean = engine.ablatedLogProb(0, 2, T - 1, target, means);
+    const mean = engine.ablatedLogProbs([[0, 2]], T - 1, target, means)[0];
     engine.setInterventions({ablateHeads: [[0, 2]], meanAblation: true});
     engine.rerun();
     closeTo(mean, Math.log(engine.finalProbs(T - 1)[target]), 1e-4, 'mean-ablated probe');
@@ -190,10 +192,12 @@ describe('Embind interventions and attribution under Node',
     engine.setInterventions({});
     engine.rerun();
     engine.step(198);  // after a re-run the conversation goes on
-    assert.throws(() => engine.ablatedLogProb(0, 0, T + 5, target, zero), /valid positions are 0\.\./);
-    assert.throws(() => engine.ablatedLogProb(0, 4, 0, target, zero), /valid heads are 0\.\.3/);
-    assert.throws(() => engine.ablatedLogProb(0, 0, 0, -1, zero), /not in the vocabulary/);
-    assert.throws(() => engine.patchedLogProbs(0, 0, foreign.slice(1), [target]), /residual vector has 63 values/);
+    assert.throws(() => engine.ablatedLogProbs([[0, 0]], T + 5, target, zero)[0], /valid positions are 0\.\./);
+    assert.throws(() => engine.ablatedLogProbs([[0, 4]], 0, target, zero)[0], /valid heads are 0\.\.3/);
+    assert.throws(() => engine.ablatedLogProbs([[0, 0]], 0, -1, zero)[0], /not in the vocabulary/);
+    assert.throws(() => engine.patchedLogProbsAt(0, [0], stream.slice(1), [target]), /the stream has/);
+    assert.throws(() => engine.setInterventions({patches: [{layer: 0, position: 0, value: foreign.slice(1)}]}),
+                  /residual vector has 63 values/);
   });
 
   test('batched probes (a heads sweep\'s group, a block of patching) equal native inspect and full re-runs', () => {
@@ -211,15 +215,17 @@ describe('Embind interventions and attribution under Node',
       const t = logits(x), V = t.shape[1], row = t.data.slice(p * V, (p + 1) * V), max = Math.max(...row);
       return row[id] - max - Math.log(row.reduce((s, v) => s + Math.exp(v - max), 0));
     };
-    // A sweep's order (the last block down, the baseline among them) at two positions.
+    // A sweep's order (the last block down) at two positions, the baseline read in between.
     for (const p of [T - 1, 3]) {
-      const heads = [[L - 1, 0], [L - 1, 3], [L, 0], [0, 1], [0, 2]];
+      const heads = [[L - 1, 0], [L - 1, 3], [0, 1], [0, 2]];
       const got = engine.ablatedLogProbs(heads, p, target, zero);
       assert.equal(got.length, heads.length);
       heads.forEach(([l, h], i) => {
-        const want = logSoftmax(nativeInspectWith(models.model, l < L ? ['--ablate-heads', `${l}.${h}`] : []), p, target);
+        const want = logSoftmax(nativeInspectWith(models.model, ['--ablate-heads', `${l}.${h}`]), p, target);
         closeTo(got[i], want, 1e-4, `head ${l}.${h} at ${p}`);
       });
+      closeTo(engine.logProbs(p, [target])[0], logSoftmax(nativeInspectWith(models.model, []), p, target), 1e-4,
+              `baseline at ${p}`);
     }
     // Patching block by block, positions going down (each probe re-runs only its rows and the
     // rows the block before left changed), equals each patch set alone and re-run everywhere.

@@ -14,7 +14,7 @@
 #include "base/error.h"
 #include "format/gguf.h"
 #include "tokenizer/tokenizer.h"
-#include "tools/common/gpt2_gguf.h"
+#include "convert/gpt2_gguf.h"
 
 namespace gpt2 {
 namespace {

@@ -91,6 +91,32 @@ class Gpt2GgufConversion {
   GgufWriter::Layout layout_;
 };
 
+// A whole conversion into memory, one tensor per call so a caller can report progress in between
+// (the page converts GPT-2 small in its worker): the output is one buffer of layout().size bytes,
+// at most max_bytes (gpt2::Error otherwise, or when it cannot be allocated). `checkpoint`'s bytes
+// and `tokenizer` must outlive this object.
+class Gpt2GgufInMemory {
+ public:
+  Gpt2GgufInMemory(const SafetensorsFile& checkpoint, const Config& config, const Tokenizer* tokenizer,
+                   TensorType matrix_type, const std::string& model_name, uint64_t max_bytes);
+  ~Gpt2GgufInMemory();
+  Gpt2GgufInMemory(const Gpt2GgufInMemory&) = delete;
+  Gpt2GgufInMemory& operator=(const Gpt2GgufInMemory&) = delete;
+
+  int num_tensors() const { return conversion_.num_tensors(); }
+  uint64_t size() const { return conversion_.layout().size; }
+  int done() const { return done_; }
+  // Encodes the next tensor (none left: nothing); returns the tensors done so far.
+  int ConvertNext();
+  // The GGUF file, size() bytes; throws unless every tensor was converted.
+  const uint8_t* output() const;
+
+ private:
+  Gpt2GgufConversion conversion_;
+  uint8_t* output_ = nullptr;
+  int done_ = 0;
+};
+
 // Reads `input_dir`/config.json, model.safetensors and the vocabulary (vocab.json + merges.txt,
 // or encoder.json + vocab.bpe) and writes `output_path` atomically. general.name is
 // `model_name`, or Gpt2DefaultModelName when that is empty. Throws gpt2::Error.

@@ -1,4 +1,6 @@
-#include "tools/common/convert.h"
+#include "convert/convert.h"
+
+#include <cstdlib>
 
 #include <cstdint>
 #include <cstring>
@@ -15,7 +17,7 @@
 #include "format/json.h"
 #include "format/safetensors.h"
 #include "tokenizer/tokenizer.h"
-#include "tools/common/gpt2_gguf.h"
+#include "convert/gpt2_gguf.h"
 
 namespace gpt2 {
 
@@ -359,6 +361,31 @@ ConvertStats ConvertHfGpt2(const std::string& input_dir, const std::string& outp
          << ") to " << output_path << "\n";
   }
   return stats;
+}
+
+Gpt2GgufInMemory::Gpt2GgufInMemory(const SafetensorsFile& checkpoint, const Config& config,
+                                   const Tokenizer* tokenizer, TensorType matrix_type,
+                                   const std::string& model_name, uint64_t max_bytes)
+    : conversion_(checkpoint, config, tokenizer, matrix_type, model_name) {
+  const uint64_t bytes = size();
+  if (bytes > max_bytes) throw Error("The converted model would not fit in WebAssembly memory.");
+  output_ = static_cast<uint8_t*>(std::malloc(static_cast<size_t>(bytes)));
+  if (output_ == nullptr) {
+    throw Error("Not enough memory for the converted model (" + std::to_string(bytes >> 20) + " MB).");
+  }
+  conversion_.WriteHeader(output_);
+}
+
+Gpt2GgufInMemory::~Gpt2GgufInMemory() { std::free(output_); }
+
+int Gpt2GgufInMemory::ConvertNext() {
+  if (done_ < num_tensors()) conversion_.EncodeTensor(done_++, output_, nullptr);
+  return done_;
+}
+
+const uint8_t* Gpt2GgufInMemory::output() const {
+  if (done_ != num_tensors()) throw Error("takeOutput called before every tensor was converted");
+  return output_;
 }
 
 }  // namespace gpt2

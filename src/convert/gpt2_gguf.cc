@@ -1,4 +1,4 @@
-#include "tools/common/gpt2_gguf.h"
+#include "convert/gpt2_gguf.h"
 
 #include <cstring>
 

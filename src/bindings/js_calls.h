@@ -1,0 +1,92 @@
+// What every exported class of src/bindings needs: JS values to and from C++ ones, and
+// ErrorsByValue, which hands a C++ error to engine-errors.js instead of throwing through wasm.
+#pragma once
+
+#include <emscripten/bind.h>
+#include <emscripten/val.h>
+
+#include <exception>
+#include <initializer_list>
+#include <new>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/error.h"
+
+namespace gpt2 {
+
+using emscripten::val;
+
+template <typename T>
+inline T FailedResult() {  // what a failing call returns; the caller reads the error from takeError()
+  return T{};
+}
+template <>
+inline val FailedResult<val>() {
+  return val::undefined();
+}
+
+template <typename T>
+val CopyToJs(const T* data, size_t n) {
+  return val(emscripten::typed_memory_view(n, data)).call<val>("slice");
+}
+template <typename T>
+val CopyToJs(const std::vector<T>& v) {
+  return CopyToJs(v.data(), v.size());
+}
+template <typename T>
+val ViewToJs(const T* data, size_t n) {
+  return val(emscripten::typed_memory_view(n, data));
+}
+
+// A JS object of the given fields: Object({{"a", val(1)}, {"b", CopyToJs(v)}}).
+inline val Object(std::initializer_list<std::pair<const char*, val>> fields) {
+  val out = val::object();
+  for (const auto& field : fields) out.set(field.first, field.second);
+  return out;
+}
+
+inline bool Given(const val& v) { return !v.isUndefined() && !v.isNull(); }
+
+template <typename T = int>
+std::vector<T> List(const val& v) {  // a JS array or typed array (undefined or null: empty)
+  return Given(v) ? emscripten::convertJSArrayToNumberVector<T>(v) : std::vector<T>();
+}
+
+// The classes Embind exports report a C++ error by value: Guarded runs a call and turns its
+// exception into the message TakeLastError (JS: takeError) hands over once, plus a default
+// result. src/bindings/engine-errors.js (linked as --post-js) wraps every method of the exported
+// classes to throw that message as a JS Error after the call has returned. A JS exception thrown
+// through wasm frames would unwind none of them: every failing call used to leave its message,
+// the arguments Embind had copied in, and its frames on wasm's own stack behind.
+class ErrorsByValue {
+ protected:
+  std::string TakeLastError() {  // the last failing call's message, "" when it succeeded
+    std::string message;
+    message.swap(error_);
+    return message;
+  }
+
+  template <typename F>
+  auto Guarded(F&& f) const -> decltype(f()) {
+    try {
+      return f();
+    } catch (const Error& e) {
+      error_ = e.what();
+    } catch (const std::bad_alloc&) {
+      error_ =
+          "Not enough memory: the browser tab could not allocate more (WebAssembly is limited to "
+          "2 GB). Try a smaller model (q8_0 or q4_0), a shorter prompt, or turn off activation "
+          "capture.";
+    } catch (const std::exception& e) {
+      error_ = std::string("Internal error: ") + e.what();
+    }
+    return FailedResult<decltype(f())>();
+  }
+
+ private:
+  mutable std::string error_;
+};
+
+}  // namespace gpt2
