@@ -658,7 +658,7 @@ class Engine : public ErrorsByValue {
       capture_.BeginRerun(from);
       capture_.Watch(run);
       try {
-        logits_ = session_->Rerun(P, from, resid_in.data(), run);
+        logits_ = session_->Rerun({0, P, from}, resid_in.data(), run);
       } catch (...) {
         capture_.Clear();
         throw;
@@ -934,9 +934,8 @@ class Engine : public ErrorsByValue {
     logits_ = nullptr;  // the session's logits are no longer the captured run's
     RunOptions run;
     run.interventions = &iv;
-    return session_->RerunPositionsToStream(b, end, from,
-                                            capture_.Residual(from).data() + size_t(b) * model_->config().n_embd,
-                                            run);
+    return session_->Rerun({b, end, from, /*final_stream=*/true},
+                           capture_.Residual(from).data() + size_t(b) * model_->config().n_embd, run);
   }
 
   // block_ms: where this call's per-block times go (null: not timed).
