@@ -81,11 +81,11 @@ void KvCache::Grow(int64_t positions) {
   for (int64_t b = 0; b < nb; ++b) {
     const int64_t from = b * capacity_, to = b * grown.capacity_;
     for (int64_t i = 0; i < heads; ++i) {
-      std::memcpy(grown.kd_.data() + i * grown.HeadScales() + to, kd_.data() + i * HeadScales() + from,
-                  size_t(capacity_) * sizeof(uint16_t));
+      std::memcpy(grown.kd_.data() + i * grown.HeadScales() + to,
+                  kd_.data() + i * HeadScales() + from, size_t(capacity_) * sizeof(uint16_t));
       if (!values_) continue;
-      std::memcpy(grown.vd_.data() + i * grown.HeadScales() + to, vd_.data() + i * HeadScales() + from,
-                  size_t(capacity_) * sizeof(uint16_t));
+      std::memcpy(grown.vd_.data() + i * grown.HeadScales() + to,
+                  vd_.data() + i * HeadScales() + from, size_t(capacity_) * sizeof(uint16_t));
       std::memcpy(grown.vq_.data() + i * grown.HeadQuants() + to * kKvBlock,
                   vq_.data() + i * HeadQuants() + from * kKvBlock, size_t(capacity_) * kKvBlock);
     }
@@ -94,12 +94,14 @@ void KvCache::Grow(int64_t positions) {
 }
 
 KvHeadQ8 KvCache::Keys8(int64_t head_index) const {
-  return {kq_.data() + head_index * HeadQuants(), kd_.data() + head_index * HeadScales(), capacity_};
+  return {kq_.data() + head_index * HeadQuants(), kd_.data() + head_index * HeadScales(),
+          capacity_};
 }
 
 KvHeadQ8 KvCache::Values8(int64_t head_index) const {
   if (!values_) return {};
-  return {vq_.data() + head_index * HeadQuants(), vd_.data() + head_index * HeadScales(), capacity_};
+  return {vq_.data() + head_index * HeadQuants(), vd_.data() + head_index * HeadScales(),
+          capacity_};
 }
 
 void KvCache::Store(int layer, int64_t head, int64_t pos0, int64_t n, const float* k,

@@ -105,10 +105,10 @@ class KvCache {
   int64_t head_dim_ = 0, capacity_ = 0;
   float scale_ = 1.0f;
   // Only the format's buffers hold anything; keys-only caches leave the value buffers empty.
-  KvVector<float> k32_, v32_;        // [L, H, capacity, D]
-  KvVector<uint16_t> k16_, v16_;     // [L, H, capacity, D] f16 bits
-  KvVector<int8_t> kq_, vq_;         // [L, H, HeadQuants()] 8-bit quants (kernels.h KvHeadQ8)
-  KvVector<uint16_t> kd_, vd_;       // [L, H, HeadScales()] their f16 scales
+  KvVector<float> k32_, v32_;     // [L, H, capacity, D]
+  KvVector<uint16_t> k16_, v16_;  // [L, H, capacity, D] f16 bits
+  KvVector<int8_t> kq_, vq_;      // [L, H, HeadQuants()] 8-bit quants (kernels.h KvHeadQ8)
+  KvVector<uint16_t> kd_, vd_;    // [L, H, HeadScales()] their f16 scales
 };
 
 }  // namespace gpt2

@@ -75,8 +75,8 @@ struct RerunRange {
   bool final_stream = false;
 };
 
-// One conversation with the model. Owns the KV cache (model/kv_cache.h) and every scratch buffer, all allocated up
-// front for the full context, so the token loop allocates nothing.
+// One conversation with the model. Owns the KV cache (model/kv_cache.h) and every scratch
+// buffer, all allocated up front for the full context, so the token loop allocates nothing.
 class Session {
  public:
   // activations: how every product with Q8_0/Q4_0 weights treats its input (kernels.h). kInt8
@@ -134,7 +134,7 @@ class Session {
   void Embed(const int* ids, int pos0, int T, const RunOptions& run);
   void PatchResidual(int layer, int pos0, int T, const Interventions& iv);
   void AttentionStep(int layer, int pos0, int T, const RunOptions& run);
-  void AttendHeads(int layer, int pos0, int T, const RunOptions& run);  // AttentionStep's cache part
+  void AttendHeads(int layer, int pos0, int T, const RunOptions& run);  // through the KV cache
   void ReportAttention(int layer, int pos0, int T, const RunOptions& run);
   void MlpStep(int layer, int pos0, int T, const RunOptions& run);
   // last: the row of x holding position pos0 + T - 1 (RunBlocks may have moved it to row 0).

@@ -54,9 +54,12 @@ Config SmallConfig(Config::KvCache format) {
 
 const char* FormatName(Config::KvCache format) {
   switch (format) {
-    case Config::KvCache::kF32: return "f32";
-    case Config::KvCache::kF16: return "f16";
-    case Config::KvCache::kQ8_0: return "q8_0";
+    case Config::KvCache::kF32:
+      return "f32";
+    case Config::KvCache::kF16:
+      return "f16";
+    case Config::KvCache::kQ8_0:
+      return "q8_0";
   }
   return "?";
 }
@@ -72,7 +75,8 @@ constexpr int kChunks[] = {1, 3, 17, 1, 20, 3};
 std::vector<std::vector<float>> RandomQkv(const Config& c, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-2.0f, 2.0f);
-  std::vector<std::vector<float>> qkv(c.n_layer, std::vector<float>(size_t(c.n_ctx) * 3 * c.n_embd));
+  std::vector<std::vector<float>> qkv(c.n_layer,
+                                      std::vector<float>(size_t(c.n_ctx) * 3 * c.n_embd));
   const int64_t C = c.n_embd;
   for (auto& block : qkv) {
     for (float& x : block) x = u(rng);
