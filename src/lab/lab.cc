@@ -219,7 +219,7 @@ int Lab::Rerun() {
   capture_.BeginRerun(from);
   capture_.Watch(run);
   try {
-    logits_ = RerunAll(from, resid_in.data(), run);
+    logits_ = session_->Rerun({0, session_->position(), from}, resid_in.data(), run);
   } catch (...) {
     capture_.Clear();
     throw;
@@ -396,16 +396,8 @@ const float* Lab::Probe(const Interventions& iv, int first_block, int begin, int
   logits_ = nullptr;  // the session's logits are no longer the captured run's
   RunOptions run;
   run.interventions = &iv;
-  return RerunPositions(b, end, from, capture_.Residual(from).data() + size_t(b) * config().n_embd, run);
-}
-
-const float* Lab::RerunPositions(int begin, int end, int first_block, const float* resid_in,
-                                 const RunOptions& run) {
-  return session_->RerunPositionsToStream(begin, end, first_block, resid_in, run);
-}
-
-const float* Lab::RerunAll(int first_block, const float* resid_in, const RunOptions& run) {
-  return session_->Rerun(session_->position(), first_block, resid_in, run);
+  return session_->Rerun({b, end, from, /*final_stream=*/true},
+                         capture_.Residual(from).data() + size_t(b) * config().n_embd, run);
 }
 
 // --- Jobs ----------------------------------------------------------------------------------

@@ -14,8 +14,7 @@
 //   Experiment         the plain and the intervened model side by side at a position
 //   Attribute          direct logit attribution (model/attribution.h)
 // Every probe re-runs only what it changes, starting from the captured plain run's stream and
-// reusing the cache before its first block; RerunPositions below is the one place that asks
-// the session for a partial re-run, RerunAll the one for a whole one.
+// reusing the cache before its first block (Session::Rerun with a range).
 #pragma once
 
 #include <cstddef>
@@ -219,10 +218,6 @@ class Lab {
   template <typename RunProbe>
   std::vector<double> ProbeLogProbs(int n, const std::vector<int>& ids, RunProbe probe);
   const float* Probe(const Interventions& iv, int first_block, int begin, int end, int changed_begin);
-  // The session's re-runs, in one place each.
-  const float* RerunPositions(int begin, int end, int first_block, const float* resid_in,
-                              const RunOptions& run);
-  const float* RerunAll(int first_block, const float* resid_in, const RunOptions& run);
 
   std::shared_ptr<const GgufFile> file_;
   std::unique_ptr<Model> model_;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <type_traits>
 #include <utility>
 
 #include "base/error.h"
@@ -109,17 +108,13 @@ void CaptureStore::Init(const Model& model) {
   n_embd_ = c.n_embd;
   n_ff_ = c.n_ff;
   n_ctx_ = c.n_ctx;
-  kv_cache_ = c.kv_cache;
   Clear();
 }
 
 void CaptureStore::Clear() {
   n_positions_ = pending_end_ = 0;
   q_.assign(n_layer_, {});
-  k_.assign(n_layer_, {});
-  k16_.assign(n_layer_, {});
-  k8_.assign(n_layer_, {});
-  k8_scales_.assign(n_layer_, {});
+  keys_ = model_ != nullptr ? KvCache(model_->config(), 0, KvCache::Parts::kKeys) : KvCache();
   resid_.assign(n_layer_ + 1, {});
   resid_attn_stats_.assign(n_layer_, {});
   mlp_act_.assign(n_layer_, {});
@@ -133,19 +128,12 @@ void CaptureStore::Clear() {
 void CaptureStore::Resize(int end) {
   const size_t P = static_cast<size_t>(end), full = static_cast<size_t>(n_ctx_);
   const size_t C = static_cast<size_t>(n_embd_), F = static_cast<size_t>(n_ff_);
+  // The keys grow as Grow grows a vector (the cache moves when it does).
+  if (end > keys_.capacity()) {
+    keys_.Grow(std::min<int64_t>(std::max<int64_t>(end, 2 * keys_.capacity()), n_ctx_));
+  }
   for (int l = 0; l < n_layer_; ++l) {
     Grow(q_[l], P * C, full * C);
-    switch (kv_cache_) {
-      case Config::KvCache::kF32: Grow(k_[l], P * C, full * C); break;
-      case Config::KvCache::kF16: Grow(k16_[l], P * C, full * C); break;
-      case Config::KvCache::kQ8_0: {
-        const size_t row = Q8Blocks() * kKvBlock * static_cast<size_t>(n_head_);
-        Grow(k8_[l], P * row, full * row);
-        // Scales by block, for the whole context at once (GPT-2 small: 48 KB a block).
-        if (P > 0 && k8_scales_[l].empty()) k8_scales_[l].resize(Q8Blocks() * full * n_head_);
-        break;
-      }
-    }
     Grow(resid_attn_stats_[l], P * 2, full * 2);
     Grow(mlp_act_[l], P * F, full * F);
     Grow(sublayer_norms_[l], P * 4, full * 4);
@@ -189,32 +177,12 @@ void CaptureStore::CopyRows(std::vector<float>& dst, const Activation& a, int wi
   std::memcpy(dst.data() + static_cast<size_t>(a.pos0) * width, a.data, sizeof(float) * rows * width);
 }
 
-// [H, T, D] as reported for q and k into rows [pos0, pos0 + T) of dst [P, C] (f16 bits: as the
-// KV cache rounds them).
-template <typename T>
-void CaptureStore::CopyHeads(std::vector<T>& dst, const Activation& a) {
+// [H, T, D] as reported for q into rows [pos0, pos0 + T) of dst [P, C].
+void CaptureStore::CopyHeads(std::vector<float>& dst, const Activation& a) {
   const int64_t H = a.shape[0], n = a.shape[1], D = a.shape[2];
   for (int64_t h = 0; h < H; ++h) {
     for (int64_t t = 0; t < n; ++t) {
-      const float* from = a.data + (h * n + t) * D;
-      T* to = dst.data() + (a.pos0 + t) * n_embd_ + h * D;
-      if constexpr (std::is_same_v<T, uint16_t>) {
-        F32ToF16Saturated(from, to, D);
-      } else {
-        std::copy_n(from, D, to);
-      }
-    }
-  }
-}
-
-// Keys [H, T, D] as reported into the 8-bit rows StoreKeyQ8 makes of them in the session.
-void CaptureStore::StoreKeys(const Activation& a) {
-  const int64_t H = a.shape[0], n = a.shape[1], D = a.shape[2];
-  const int64_t stride = static_cast<int64_t>(n_ctx_) * n_head_;
-  for (int64_t h = 0; h < H; ++h) {
-    for (int64_t t = 0; t < n; ++t) {
-      StoreKeyQ8(a.data + (h * n + t) * D, D, (a.pos0 + t) * H + h, k8_[a.layer].data(),
-                 k8_scales_[a.layer].data(), stride);
+      std::copy_n(a.data + (h * n + t) * D, D, dst.data() + (a.pos0 + t) * n_embd_ + h * D);
     }
   }
 }
@@ -249,10 +217,9 @@ void CaptureStore::Observe(const Activation& a) {
   } else if (name == "q") {
     CopyHeads(q_[a.layer], a);
   } else if (name == "k") {
-    switch (kv_cache_) {
-      case Config::KvCache::kF32: CopyHeads(k_[a.layer], a); break;
-      case Config::KvCache::kF16: CopyHeads(k16_[a.layer], a); break;
-      case Config::KvCache::kQ8_0: StoreKeys(a); break;
+    const int64_t n = a.shape[1], D = a.shape[2];
+    for (int64_t h = 0; h < a.shape[0]; ++h) {
+      keys_.Store(a.layer, h, a.pos0, n, a.data + h * n * D, nullptr, D);
     }
   }
 }
@@ -271,43 +238,14 @@ void CaptureStore::CheckPosition(int layer, int p) const {
 const float* CaptureStore::AttentionRows(int layer, int h0, int h1, int p) const {
   CheckPosition(layer, p);
   const int64_t C = n_embd_, D = n_embd_ / n_head_, keys = p + 1;
-  const float* q = q_[layer].data() + static_cast<size_t>(p) * C;
   attn_row_.resize(static_cast<size_t>(h1 - h0) * keys);
-  attn_out_.resize(static_cast<size_t>(D));
-  // Session::AttentionStep's call with the same query, keys and scale, so the same
-  // probabilities; the keys stand in for the values, whose sum is not wanted.
-  const float scale = model_->config().attn_scale();
+  // Session::AttentionStep's call (KvCache::Attend) with the same query and keys, so the same
+  // probabilities; no value sum.
   for (int64_t h = h0; h < h1; ++h) {
-    float* row = attn_row_.data() + (h - h0) * keys;
-    switch (kv_cache_) {
-      case Config::KvCache::kF32: {
-        const float* k = k_[layer].data() + h * D;
-        AttentionHead(q + h * D, k, k, C, keys, D, scale, nullptr, row, attn_out_.data());
-        break;
-      }
-      case Config::KvCache::kF16: {
-        const uint16_t* k = k16_[layer].data() + h * D;
-        AttentionHead(q + h * D, k, k, C, keys, D, scale, nullptr, row, attn_out_.data());
-        break;
-      }
-      case Config::KvCache::kQ8_0: {
-        // Head h's keys gathered into one head's layout; no value sum.
-        const size_t nb = Q8Blocks(), row_bytes = nb * kKvBlock;
-        const size_t stride = static_cast<size_t>(n_ctx_) * n_head_;
-        head_q8_.resize(static_cast<size_t>(keys) * row_bytes);
-        head_d8_.resize(nb * static_cast<size_t>(keys));
-        for (int64_t j = 0; j < keys; ++j) {
-          const size_t at = static_cast<size_t>(j * n_head_ + h);
-          std::memcpy(head_q8_.data() + j * row_bytes, k8_[layer].data() + at * row_bytes, row_bytes);
-          for (size_t b = 0; b < nb; ++b) {
-            head_d8_[b * keys + j] = k8_scales_[layer][b * stride + at];
-          }
-        }
-        const KvHeadQ8 k{head_q8_.data(), head_d8_.data(), keys};
-        AttentionHead(q + h * D, k, KvHeadQ8{}, keys, D, scale, nullptr, row, nullptr);
-        break;
-      }
-    }
+    HeadQueries io;
+    io.q = q_[layer].data() + static_cast<size_t>(p) * C + h * D;
+    io.probs = attn_row_.data() + (h - h0) * keys;
+    keys_.Attend(layer, h, p, 1, io);
   }
   return attn_row_.data();
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "model/kv_cache.h"
 #include "model/model.h"
 #include "model/observer.h"
 #include "model/run_options.h"
@@ -121,10 +122,7 @@ class CaptureStore {
   void Observe(const Activation& a);
   void Resize(int end);
   void CopyRows(std::vector<float>& dst, const Activation& a, int width);
-  template <typename T>
-  void CopyHeads(std::vector<T>& dst, const Activation& a);
-  void StoreKeys(const Activation& a);
-  size_t Q8Blocks() const { return static_cast<size_t>(KvBlocks(n_embd_ / n_head_)); }
+  void CopyHeads(std::vector<float>& dst, const Activation& a);
   void CheckPosition(int layer, int p) const;
   // Heads [h0, h1) of query p's attention row into attn_row_ ([h1 - h0, p + 1]).
   const float* AttentionRows(int layer, int h0, int h1, int p) const;
@@ -140,19 +138,10 @@ class CaptureStore {
   // linearly (GPT-2 small at 1024 positions: 75 MB for both; the triangle was 151 MB even as
   // 16-bit fixed point), and a query's row costs n_head * (p + 1) dot products when asked for.
   std::vector<std::vector<float>> q_;           // [n_layer][P, C], heads concatenated
-  // The keys as the session's KV cache holds them (Config::kv_cache), so that they give the run's
-  // probabilities to the bit: f32, f16 bits (kernels.h F32ToF16Saturated) or 8-bit rows
-  // (kernels.h StoreKeyQ8, key p * n_head + h standing for head h at position p). Only the
-  // format's vectors are filled.
-  std::vector<std::vector<float>> k_;           // [n_layer][P, C]
-  std::vector<std::vector<uint16_t>> k16_;      // [n_layer][P, C]
-  std::vector<std::vector<int8_t>> k8_;         // [n_layer][P * n_head, nb * 32]
-  std::vector<std::vector<uint16_t>> k8_scales_;  // [n_layer][nb, n_ctx * n_head] once used
-  Config::KvCache kv_cache_ = Config::KvCache::kF32;
-  mutable std::vector<int8_t> head_q8_;         // one head's keys gathered for the kernel
-  mutable std::vector<uint16_t> head_d8_;
+  // The keys as the session's KV cache holds them (same type, same format), so that they give
+  // the run's probabilities to the bit; grown with the positions.
+  KvCache keys_;
   mutable std::vector<float> attn_row_;         // Attention()'s answer [n_head, p + 1]
-  mutable std::vector<float> attn_out_;         // [head_dim]: AttentionHead's value sum, unused
   std::vector<std::vector<float>> resid_;       // [n_layer + 1][P, C]: 0 embed, l+1 after block l
   // [n_layer][P, 2]: mean and standard deviation of the stream after attention of block l (ln_2's
   // input), the only use of that stream.

@@ -66,8 +66,17 @@ class Model {
   std::shared_ptr<const GgufFile> file_;
 };
 
-// One conversation with the model. Owns the KV cache and every scratch buffer, all allocated up
-// front for the full context, so the token loop allocates nothing.
+// Positions [begin, end) of a Session, re-run from block first_block (Session::Rerun); with
+// final_stream the call returns the residual stream leaving the last block instead of logits.
+struct RerunRange {
+  int begin;
+  int end;
+  int first_block;
+  bool final_stream = false;
+};
+
+// One conversation with the model. Owns the KV cache (model/kv_cache.h) and every scratch
+// buffer, all allocated up front for the full context, so the token loop allocates nothing.
 class Session {
  public:
   // activations: how every product with Q8_0/Q4_0 weights treats its input (kernels.h). kInt8
@@ -88,28 +97,24 @@ class Session {
   // activation buffers small; the result is the same).
   static constexpr int kPrefillChunk = 128;
 
-  // Runs the last n positions [position() - n, position()) again from block first_block, given
-  // the residual stream entering that block there (resid_in [n, C], e.g. "embed" or block
-  // first_block - 1's "resid_out" as observed in an earlier run). Blocks before first_block keep
-  // their KV cache, so an intervened re-run costs at most one prefill. The interventions must
-  // change nothing before first_block (gpt2::Error otherwise). Observed tensors of the skipped
-  // blocks and "embed" are not reported again.
-  const float* Rerun(int n, int first_block, const float* resid_in, const RunOptions& run);
-  // As Rerun, for positions [begin, end) of the position() held, which stays held: returns
-  // position end - 1's logits, from resid_in [end - begin, C] entering first_block. A probe at
-  // one position (which heads matter: [0, p]; a patch at p: [p, position())) re-runs only those
-  // rows. Blocks first_block.. then hold this run's keys and values at [begin, end) and the
-  // earlier run's elsewhere, so re-run the rows after `end` before relying on them (Rerun
-  // every position from first_block or earlier before stepping on).
-  const float* RerunPositions(int begin, int end, int first_block, const float* resid_in,
-                              const RunOptions& run);
-  // As RerunPositions, but stops before ln_f: returns position end - 1's residual stream leaving
-  // the last block ([n_embd], valid until the next call), so that many probes' rows can share
-  // one pass of FinalLogits (the unembedding reads its 50257 x 768 weights once for all of them
-  // instead of once each, which for GPT-2 small is ~1/10 of a 32-token prefill per row). Only
-  // the last row's stream is computed to the end: the rows before it skip the last block's MLP.
-  const float* RerunPositionsToStream(int begin, int end, int first_block, const float* resid_in,
-                                      const RunOptions& run);
+  // Runs positions [range.begin, range.end) of the position() held again, from block
+  // range.first_block, given the residual stream entering that block there (resid_in
+  // [end - begin, C], e.g. "embed" or block first_block - 1's "resid_out" as observed in an
+  // earlier run). Returns position end - 1's logits, or with range.final_stream its residual
+  // stream leaving the last block ([n_embd], valid until the next call): then many probes' rows
+  // can share one pass of FinalLogits (the unembedding reads its 50257 x 768 weights once for all
+  // of them instead of once each, which for GPT-2 small is ~1/10 of a 32-token prefill per row).
+  // The session still holds position() positions. Blocks before first_block keep their KV
+  // cache, so an intervened re-run costs at most one prefill, and a probe at one position
+  // re-runs only the rows it needs (which heads matter: [0, p]; a patch at p: [p, position())).
+  // The interventions must change nothing before first_block (gpt2::Error otherwise, as for a
+  // range outside the positions held); observed tensors of the skipped blocks and "embed" are
+  // not reported again. Blocks first_block.. then hold this run's keys and values at
+  // [begin, end) and the earlier run's elsewhere, so re-run the rows after `end` before relying
+  // on them (every position from first_block or earlier before stepping on). Without an
+  // observer only the last row's stream is computed to the end: the rows before it skip the
+  // last block's MLP.
+  const float* Rerun(const RerunRange& range, const float* resid_in, const RunOptions& run);
   // ln_f and the unembedding of n rows of the final residual stream: x [n, C] -> logits [n, V].
   void FinalLogits(const float* x, int n, float* logits);
 
@@ -124,18 +129,19 @@ class Session {
 
  private:
   struct Buffers;
-  // The named steps; x (the residual stream [T, C]) lives in buffers_.
-  void Embed(const int* ids, int T, const RunOptions& run);
-  void PatchResidual(int layer, int T, const Interventions& iv);
-  void AttentionStep(int layer, int T, const RunOptions& run);
-  void MlpStep(int layer, int T, const RunOptions& run);
-  // last: the row of x holding the last position (RunBlocks may have moved it to row 0).
-  const float* Unembed(int T, int64_t last, const RunOptions& run);
-  // Returns the last row's logits, or with unembed false its final residual stream.
-  const float* RunBlocks(int first_block, int T, const RunOptions& run, bool unembed = true);
-  const float* RerunFrom(int n, int first_block, const float* resid_in, const RunOptions& run, bool unembed);
-  const float* RerunRows(int begin, int end, int first_block, const float* resid_in, const RunOptions& run,
-                         bool unembed);
+  // The named steps, each over T positions from pos0; x (the residual stream [T, C]) lives in
+  // buffers_. They read and write the cache at those positions and leave position_ alone.
+  void Embed(const int* ids, int pos0, int T, const RunOptions& run);
+  void PatchResidual(int layer, int pos0, int T, const Interventions& iv);
+  void AttentionStep(int layer, int pos0, int T, const RunOptions& run);
+  void AttendHeads(int layer, int pos0, int T, const RunOptions& run);  // through the KV cache
+  void ReportAttention(int layer, int pos0, int T, const RunOptions& run);
+  void MlpStep(int layer, int pos0, int T, const RunOptions& run);
+  // last: the row of x holding position pos0 + T - 1 (RunBlocks may have moved it to row 0).
+  const float* Unembed(int pos0, int T, int64_t last, const RunOptions& run);
+  // Blocks first_block.. over x; returns the last row's logits, or with unembed false its final
+  // residual stream.
+  const float* RunBlocks(int first_block, int pos0, int T, const RunOptions& run, bool unembed);
   void StartBlockTimes(int first_block, const RunOptions& run);
 
   const Model& model_;

@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "format/quant.h"
+#include "model/kv_cache.h"
 #include "model/model.h"
 #include "model/thread_pool.h"
 
@@ -33,28 +34,6 @@ struct CacheLineAllocator {
 };
 using Activations = std::vector<float, CacheLineAllocator<float>>;
 
-// Leaves a vector's elements uninitialized where a plain one would zero them: for the 8-bit KV
-// cache, where no kernel reads a position before it is written (AttentionHead weighs the unused
-// partner of an odd last key with 0). Zeroing 20 MB of fresh memory faulted in every page of it
-// at load (~60 ms of a cached reload on the AMD EPYC guest, BENCHMARKS.md); now only the pages
-// of positions in use are touched.
-template <typename T>
-struct UninitializedAllocator : std::allocator<T> {
-  template <typename U>
-  struct rebind {
-    using other = UninitializedAllocator<U>;
-  };
-  UninitializedAllocator() = default;
-  template <typename U>
-  UninitializedAllocator(const UninitializedAllocator<U>&) {}
-  template <typename U>
-  void construct(U* p) noexcept {
-    ::new (static_cast<void*>(p)) U;
-  }
-};
-template <typename T>
-using KvVector = std::vector<T, UninitializedAllocator<T>>;
-
 }  // namespace
 
 struct Session::Buffers {
@@ -62,14 +41,7 @@ struct Session::Buffers {
       : config(c),
         activations(act),
         pool(n_threads),
-        k_cache(c.kv_cache == Config::KvCache::kF32 ? size_t(c.n_layer) * c.n_ctx * c.n_embd : 0),
-        v_cache(k_cache.size()),
-        k_cache16(c.kv_cache == Config::KvCache::kF16 ? size_t(c.n_layer) * c.n_ctx * c.n_embd : 0),
-        v_cache16(k_cache16.size()),
-        k_cache8(c.kv_cache == Config::KvCache::kQ8_0 ? size_t(c.n_layer) * c.n_head * c.kv8_head_quants() : 0),
-        v_cache8(k_cache8.size()),
-        k_scale8(c.kv_cache == Config::KvCache::kQ8_0 ? size_t(c.n_layer) * c.n_head * c.kv8_head_scales() : 0),
-        v_scale8(k_scale8.size()),
+        kv(c, c.n_ctx),
         scores(size_t(c.n_head) * c.n_ctx),
         probs(size_t(c.n_head) * c.n_ctx),
         logits(size_t(c.n_vocab)) {}
@@ -97,18 +69,7 @@ struct Session::Buffers {
   Activations heads;  // [T, C] attention output, heads concatenated
   Activations tmp;    // [T, C] projection outputs before the residual add
   Activations ff;     // [T, F] MLP hidden
-  // Head-major so one head's keys for all positions are one contiguous stream, in the format
-  // config.kv_cache names (the other buffers are empty): f32, f16 bits, or 8 bits (kernels.h
-  // KvHeadQ8: per head config.kv8_head_quants() quants and kv8_head_scales() f16 scales, keys
-  // and values apart, for a cache of kv_capacity positions).
-  std::vector<float> k_cache;         // [L, H, n_ctx, D]
-  std::vector<float> v_cache;         // [L, H, n_ctx, D]
-  std::vector<uint16_t> k_cache16;    // [L, H, n_ctx, D]
-  std::vector<uint16_t> v_cache16;    // [L, H, n_ctx, D]
-  KvVector<int8_t> k_cache8;          // [L, H, kv8_head_quants]
-  KvVector<int8_t> v_cache8;          // [L, H, kv8_head_quants]
-  KvVector<uint16_t> k_scale8;        // [L, H, kv8_head_scales]
-  KvVector<uint16_t> v_scale8;        // [L, H, kv8_head_scales]
+  KvCache kv;                  // every block's keys and values, [L, H, n_ctx, D] in its format
   std::vector<float> scores;   // [H, n_ctx] per-head scratch
   std::vector<float> probs;    // [H, n_ctx]
   std::vector<float> logits;   // [V] logits of the last position
@@ -131,10 +92,6 @@ void Session::Truncate(int p) {
 }
 
 namespace {
-
-// Queries per prefill chunk from which AttentionStep widens a head's f16 keys and values to f32
-// once (one vector pass over them) instead of per query in the kernel (a vector pass each).
-constexpr int64_t kWidenKvFrom = 16;
 
 // Splits a matmul's output rows over the pool in chunks of whole rows. x is prepared (for
 // int8 activations: quantized) once into `in`, which every chunk then reads; with enough tokens
@@ -197,6 +154,20 @@ void ReadSublayer(bool post_norm, const float* x, const float* ln_g, const float
     return;
   }
   for (int64_t t = 0; t < T; ++t) LayerNorm(x + t * C, ln_g, ln_b, eps, C, xn + t * C);
+}
+
+// Head ablation (TransformerLens: blocks.l.attn.hook_z[:, h] = 0 or its mean) in block l's
+// heads output [T, C], before the output projection.
+void AblateHeads(const Interventions& iv, int l, const Config& c, int64_t T, float* heads) {
+  const int64_t C = c.n_embd, D = c.head_dim();
+  for (const HeadRef& a : iv.ablate_heads) {
+    if (a.layer != l) continue;
+    for (int64_t t = 0; t < T; ++t) {
+      float* z = heads + t * C + a.head * D;
+      if (iv.head_means.empty()) std::fill_n(z, D, 0.0f);
+      else std::copy_n(iv.head_means.data() + size_t(l) * C + a.head * D, D, z);
+    }
+  }
 }
 
 // The residual write of a sublayer's output `out` [T, C] into the stream x [T, C]: x += out
@@ -286,68 +257,36 @@ const float* Session::Prefill(const int* ids, int n, const RunOptions& run) {
   for (int i = 0; i < n; i += chunk) {
     const int m = std::min(chunk, n - i);
     buffers_->EnsureRows(m);
-    Embed(ids + i, m, run);
-    logits = RunBlocks(0, m, run);
+    Embed(ids + i, position_, m, run);
+    logits = RunBlocks(0, position_, m, run, /*unembed=*/true);
+    position_ += m;
   }
   return logits;
 }
 
-const float* Session::Rerun(int n, int first_block, const float* resid_in, const RunOptions& run) {
-  return RerunFrom(n, first_block, resid_in, run, true);
-}
-
-const float* Session::RerunFrom(int n, int first_block, const float* resid_in, const RunOptions& run,
-                                bool unembed) {
+const float* Session::Rerun(const RerunRange& range, const float* resid_in, const RunOptions& run) {
   const Config& c = model_.config();
-  if (n <= 0 || n > position_) {
-    throw Error("cannot re-run " + std::to_string(n) + " positions: the session holds " +
-                std::to_string(position_));
+  if (range.begin < 0 || range.begin >= range.end || range.end > position_) {
+    throw Error("cannot re-run positions " + std::to_string(range.begin) + ".." +
+                std::to_string(range.end - 1) + ": the session holds " +
+                (position_ > 0 ? "0.." + std::to_string(position_ - 1) : std::string("none")));
   }
-  if (first_block < 0 || first_block > c.n_layer) {
-    throw Error("re-run: block " + std::to_string(first_block) + " is out of range; valid blocks are 0.." +
-                std::to_string(c.n_layer));
+  if (range.first_block < 0 || range.first_block > c.n_layer) {
+    throw Error("re-run: block " + std::to_string(range.first_block) +
+                " is out of range; valid blocks are 0.." + std::to_string(c.n_layer));
   }
   if (run.interventions != nullptr) {
     run.interventions->Validate(c);
-    if (run.interventions->FirstChangedBlock(c.n_layer) < first_block) {
-      throw Error("re-run from block " + std::to_string(first_block) +
+    if (run.interventions->FirstChangedBlock(c.n_layer) < range.first_block) {
+      throw Error("re-run from block " + std::to_string(range.first_block) +
                   ": the interventions change an earlier block, so its cache cannot be reused");
     }
   }
-  position_ -= n;
+  const int n = range.end - range.begin;
   buffers_->EnsureRows(n);
   std::copy_n(resid_in, size_t(n) * c.n_embd, buffers_->x.data());
-  StartBlockTimes(first_block, run);
-  return RunBlocks(first_block, n, run, unembed);
-}
-
-const float* Session::RerunPositions(int begin, int end, int first_block, const float* resid_in,
-                                    const RunOptions& run) {
-  return RerunRows(begin, end, first_block, resid_in, run, true);
-}
-
-const float* Session::RerunPositionsToStream(int begin, int end, int first_block, const float* resid_in,
-                                            const RunOptions& run) {
-  return RerunRows(begin, end, first_block, resid_in, run, false);
-}
-
-const float* Session::RerunRows(int begin, int end, int first_block, const float* resid_in,
-                                const RunOptions& run, bool unembed) {
-  const int held = position_;
-  if (begin < 0 || begin >= end || end > held) {
-    throw Error("cannot re-run positions " + std::to_string(begin) + ".." + std::to_string(end - 1) +
-                ": the session holds 0.." + std::to_string(held - 1));
-  }
-  position_ = end;  // Rerun then runs the last end - begin of them
-  const float* logits;
-  try {
-    logits = RerunFrom(end - begin, first_block, resid_in, run, unembed);
-  } catch (...) {
-    position_ = held;
-    throw;
-  }
-  position_ = held;
-  return logits;
+  StartBlockTimes(range.first_block, run);
+  return RunBlocks(range.first_block, range.begin, n, run, !range.final_stream);
 }
 
 // Blocks [first_block, L) of this call start at 0 ms; RunBlocks adds each chunk's time.
@@ -358,16 +297,17 @@ void Session::StartBlockTimes(int first_block, const RunOptions& run) {
   std::fill(run.block_ms->begin() + first_block, run.block_ms->end(), 0.0);
 }
 
-const float* Session::RunBlocks(int first_block, int T, const RunOptions& run, bool unembed) {
+const float* Session::RunBlocks(int first_block, int pos0, int T, const RunOptions& run,
+                                bool unembed) {
   const Interventions* iv = run.interventions;
   const int L = model_.config().n_layer;
   const int64_t C = model_.config().n_embd;
   float* x = buffers_->x.data();
-  int64_t last = T - 1;  // the row of x holding position position_ + T - 1
+  int64_t last = T - 1;  // the row of x holding position pos0 + T - 1
   for (int l = first_block; l < L; ++l) {
     const auto start = run.block_ms != nullptr ? std::chrono::steady_clock::now()
                                                : std::chrono::steady_clock::time_point();
-    if (iv != nullptr && !iv->patches.empty()) PatchResidual(l, T, *iv);
+    if (iv != nullptr && !iv->patches.empty()) PatchResidual(l, pos0, T, *iv);
     if (l == L - 1 && T > 1 && !run.observer) {
       // Only the last row leaves this call (its logits, or its residual stream for a probe),
       // and of the other rows of the last block only the keys and values are ever read again:
@@ -375,29 +315,25 @@ const float* Session::RunBlocks(int first_block, int T, const RunOptions& run, b
       // rows whose logits are wanted. Attention runs on all rows at once, so the cache gets
       // the same bits as from a full pass; the last row's MLP then runs alone, as in a decode
       // step (the same values to rounding: the one-row kernels sum in another order).
-      AttentionStep(l, T, run);
+      AttentionStep(l, pos0, T, run);
       std::copy_n(x + last * C, C, x);
       last = 0;
-      position_ += T - 1;
-      MlpStep(l, 1, run);
-      position_ -= T - 1;
+      MlpStep(l, pos0 + T - 1, 1, run);
     } else {
-      AttentionStep(l, T, run);
-      MlpStep(l, T, run);
+      AttentionStep(l, pos0, T, run);
+      MlpStep(l, pos0, T, run);
     }
     if (run.block_ms != nullptr) {
       (*run.block_ms)[l] +=
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     }
   }
-  const float* out = unembed ? Unembed(T, last, run) : x + last * C;
-  position_ += T;
-  return out;
+  return unembed ? Unembed(pos0, T, last, run) : x + last * C;
 }
 
 // h = wte[id] + wpe[pos]. Rows are dequantized one at a time (any type).
 // TransformerLens: hook_embed + hook_pos_embed, reported summed as "embed".
-void Session::Embed(const int* ids, int T, const RunOptions& run) {
+void Session::Embed(const int* ids, int pos0, int T, const RunOptions& run) {
   Buffers& b = *buffers_;
   const int64_t C = model_.config().n_embd;
   const WeightView& wte = model_.token_embedding;
@@ -406,17 +342,17 @@ void Session::Embed(const int* ids, int T, const RunOptions& run) {
   float* x = b.x.data();
   for (int64_t t = 0; t < T; ++t) {
     DequantizeRow(wte.type, static_cast<const uint8_t*>(wte.data) + te_row * ids[t], x + t * C, C);
-    DequantizeRow(wpe.type, static_cast<const uint8_t*>(wpe.data) + pe_row * (position_ + t),
+    DequantizeRow(wpe.type, static_cast<const uint8_t*>(wpe.data) + pe_row * (pos0 + t),
                   b.tmp.data(), C);
     AddInPlace(x + t * C, b.tmp.data(), C);
   }
-  if (run.observer) Report(run.observer, "embed", -1, position_, x, T, C);
+  if (run.observer) Report(run.observer, "embed", -1, pos0, x, T, C);
 }
 
-void Session::PatchResidual(int layer, int T, const Interventions& iv) {
+void Session::PatchResidual(int layer, int pos0, int T, const Interventions& iv) {
   const int64_t C = model_.config().n_embd;
   for (const ResidPatch& p : iv.patches) {
-    const int t = p.position - position_;
+    const int t = p.position - pos0;
     if (p.layer == layer && t >= 0 && t < T) {
       std::copy_n(p.value.data(), C, buffers_->x.data() + t * C);
     }
@@ -425,156 +361,101 @@ void Session::PatchResidual(int layer, int T, const Interventions& iv) {
 
 // Pre-LN: x += proj(attn(ln_1(x))). With interventions also: heads ablated before the
 // projection, the add skipped, replaced (no residual) or followed by ln_1 (post-norm).
-void Session::AttentionStep(int l, int T_int, const RunOptions& run) {
+void Session::AttentionStep(int l, int pos0, int T_int, const RunOptions& run) {
   const Config& c = model_.config();
   Buffers& b = *buffers_;
   const BlockWeights& w = model_.blocks[l];
-  const int64_t T = T_int, C = c.n_embd, H = c.n_head, D = c.head_dim();
-  const int pos0 = position_;
-  const int64_t n_keys = pos0 + T;
-  const bool observing = static_cast<bool>(run.observer);
+  const int64_t T = T_int, C = c.n_embd;
   const Interventions* iv = run.interventions;
-  const bool post_norm = iv != nullptr && iv->post_norm;
-  const float scale = c.attn_scale();
   float* x = b.x.data();
 
-  ReadSublayer(post_norm, x, w.ln1_g, w.ln1_b, b.xn.data(), T, C, c.ln_eps);
+  ReadSublayer(iv != nullptr && iv->post_norm, x, w.ln1_g, w.ln1_b, b.xn.data(), T, C, c.ln_eps);
   ParallelMatMul(b.pool, b.matmul_input, b.xn.data(), T, w.qkv, w.qkv_b, b.qkv.data(),
                  b.activations);
-
-  using KvCache = Config::KvCache;
-  const size_t layer_offset = size_t(l) * c.n_ctx * C;  // layer l's [H, n_ctx, D]
-  const bool f16 = c.kv_cache == KvCache::kF16, q8 = c.kv_cache == KvCache::kQ8_0;
-  float* k_layer = c.kv_cache == KvCache::kF32 ? b.k_cache.data() + layer_offset : nullptr;
-  float* v_layer = c.kv_cache == KvCache::kF32 ? b.v_cache.data() + layer_offset : nullptr;
-  uint16_t* k_layer16 = f16 ? b.k_cache16.data() + layer_offset : nullptr;
-  uint16_t* v_layer16 = f16 ? b.v_cache16.data() + layer_offset : nullptr;
-  const int64_t capacity = c.kv_capacity();
-  // Head h of layer l in the 8-bit cache: its keys' and values' quants and scales.
-  struct Q8Head {
-    int8_t* kq = nullptr;
-    uint16_t* kd = nullptr;
-    int8_t* vq = nullptr;
-    uint16_t* vd = nullptr;
-  };
-  const auto q8_head = [&](int64_t h) {
-    const size_t head = size_t(l) * H + size_t(h);
-    const size_t quants = head * c.kv8_head_quants(), scales = head * c.kv8_head_scales();
-    return Q8Head{b.k_cache8.data() + quants, b.k_scale8.data() + scales,
-                  b.v_cache8.data() + quants, b.v_scale8.data() + scales};
-  };
-  // Head h's keys and values of positions [pos0, pos0 + T) into the cache, by the thread that
-  // then attends over them (stored serially, the 8-bit rows were ~3 % of a two-thread prefill).
-  const auto store_head = [&](int64_t h, const Q8Head& h8) {
-    for (int64_t t = 0; t < T; ++t) {
-      const float* row = b.qkv.data() + t * 3 * C;
-      const int64_t at = (h * c.n_ctx + pos0 + t) * D;
-      if (q8) {
-        StoreKeyQ8(row + C + h * D, D, pos0 + t, h8.kq, h8.kd, capacity);
-        StoreValueQ8(row + 2 * C + h * D, D, pos0 + t, h8.vq, h8.vd, capacity);
-      } else if (f16) {
-        F32ToF16Saturated(row + C + h * D, k_layer16 + at, D);
-        F32ToF16Saturated(row + 2 * C + h * D, v_layer16 + at, D);
-      } else {
-        std::copy_n(row + C + h * D, D, k_layer + at);
-        std::copy_n(row + 2 * C + h * D, D, v_layer + at);
-      }
-    }
-  };
-
-  const bool scoring = observing && run.observe_scores;
-  const bool keep_probs = observing && run.observe_probs;
-  if (observing) {
-    if (scoring) b.obs_scores.resize(size_t(H) * T * n_keys);
-    if (keep_probs) b.obs_probs.resize(size_t(H) * T * n_keys);
-    b.observed.resize(std::max<size_t>(size_t(H) * T * D, b.observed.size()));
-  }
-  // A prefill's queries of one head all read the same f16 keys and values: widened to f32 once
-  // per head here, the f32 kernel gives the f16 kernel's bits (kernels.h) without converting
-  // every key again for every query.
-  const bool widen = f16 && T >= kWidenKvFrom;
-  b.pool.ParallelFor(H, [&](int64_t h) {
-    const Q8Head h8 = q8 ? q8_head(h) : Q8Head{};
-    store_head(h, h8);
-    const int64_t head_offset = h * c.n_ctx * D;
-    static thread_local std::vector<float> kv32;  // [2, n_keys, D]: keys, then values
-    if (widen) {
-      const size_t n = size_t(n_keys) * D;
-      if (kv32.size() < 2 * n) kv32.resize(2 * n);
-      F16ToF32(k_layer16 + head_offset, kv32.data(), int64_t(n));
-      F16ToF32(v_layer16 + head_offset, kv32.data() + n, int64_t(n));
-    }
-    const KvHeadQ8 keys8{h8.kq, h8.kd, capacity}, values8{h8.vq, h8.vd, capacity};
-    for (int64_t t = 0; t < T; ++t) {
-      const int64_t keys = pos0 + t + 1;  // causal: position pos0+t sees keys 0..pos0+t
-      float* scores = scoring ? b.obs_scores.data() + (h * T + t) * n_keys : nullptr;
-      float* probs = keep_probs ? b.obs_probs.data() + (h * T + t) * n_keys
-                                : b.probs.data() + h * c.n_ctx;
-      const float* q = b.qkv.data() + t * 3 * C + h * D;
-      float* out = b.heads.data() + t * C + h * D;
-      if (q8) {
-        AttentionHead(q, keys8, values8, keys, D, scale, scores, probs, out);
-      } else if (widen) {
-        AttentionHead(q, kv32.data(), kv32.data() + size_t(n_keys) * D, D, keys, D, scale, scores,
-                      probs, out);
-      } else if (f16) {
-        AttentionHead(q, k_layer16 + head_offset, v_layer16 + head_offset, D, keys, D, scale,
-                      scores, probs, out);
-      } else {
-        AttentionHead(q, k_layer + head_offset, v_layer + head_offset, D, keys, D, scale, scores,
-                      probs, out);
-      }
-      if (scoring) std::fill(scores + keys, scores + n_keys, -std::numeric_limits<float>::infinity());
-      if (keep_probs) std::fill(probs + keys, probs + n_keys, 0.0f);
-    }
-  });
-
-  // Head ablation (TransformerLens: blocks.l.attn.hook_z[:, h] = 0 or its mean).
-  if (iv != nullptr) {
-    for (const HeadRef& a : iv->ablate_heads) {
-      if (a.layer != l) continue;
-      for (int64_t t = 0; t < T; ++t) {
-        float* z = b.heads.data() + t * C + a.head * D;
-        if (iv->head_means.empty()) std::fill_n(z, D, 0.0f);
-        else std::copy_n(iv->head_means.data() + size_t(l) * C + a.head * D, D, z);
-      }
-    }
-  }
-
-  if (observing) {
-    Report(run.observer, "ln1", l, pos0, b.xn.data(), T, C);
-    static const char* const kQkvNames[3] = {"q", "k", "v"};
-    for (int part = 0; part < 3; ++part) {
-      for (int64_t h = 0; h < H; ++h) {
-        for (int64_t t = 0; t < T; ++t) {
-          std::copy_n(b.qkv.data() + t * 3 * C + part * C + h * D, D,
-                      b.observed.data() + (h * T + t) * D);
-        }
-      }
-      Report(run.observer, kQkvNames[part], l, pos0, b.observed.data(), H, T, D);
-    }
-    if (scoring) Report(run.observer, "attn_scores", l, pos0, b.obs_scores.data(), H, T, n_keys);
-    if (keep_probs) Report(run.observer, "attn_probs", l, pos0, b.obs_probs.data(), H, T, n_keys);
-    Report(run.observer, "attn_heads", l, pos0, b.heads.data(), T, C);
-  }
-
+  AttendHeads(l, pos0, T_int, run);
+  if (iv != nullptr) AblateHeads(*iv, l, c, T, b.heads.data());
+  if (run.observer) ReportAttention(l, pos0, T_int, run);
   ParallelMatMul(b.pool, b.matmul_input, b.heads.data(), T, w.proj, w.proj_b, b.tmp.data(),
                  b.activations);
   const bool skip = iv != nullptr && Interventions::Lists(iv->skip_attn, l);
   WriteSublayer(iv, l, skip, b.tmp.data(), w.ln1_g, w.ln1_b, x, T, C, c.ln_eps);
-  if (observing) {
+  if (run.observer) {
     Report(run.observer, "attn_out", l, pos0, b.tmp.data(), T, C);
     Report(run.observer, "resid_attn", l, pos0, x, T, C);
   }
 }
 
+// Per head: its keys and values of positions [pos0, pos0 + T) (k and v of qkv) into the cache,
+// then its T queries' attention over the cache into `heads`. A head's keys are stored by the
+// thread that then attends over them (stored serially, the 8-bit rows were ~3 % of a two-thread
+// prefill). An observer that wants them also gets every query's scores and probabilities.
+void Session::AttendHeads(int l, int pos0, int T_int, const RunOptions& run) {
+  const Config& c = model_.config();
+  Buffers& b = *buffers_;
+  const int64_t T = T_int, C = c.n_embd, D = c.head_dim(), n_keys = pos0 + T;
+  const bool scoring = run.observer && run.observe_scores;
+  const bool keep_probs = run.observer && run.observe_probs;
+  if (scoring) b.obs_scores.resize(size_t(c.n_head) * T * n_keys);
+  if (keep_probs) b.obs_probs.resize(size_t(c.n_head) * T * n_keys);
+  b.pool.ParallelFor(c.n_head, [&](int64_t h) {
+    const float* q = b.qkv.data() + h * D;  // row t of qkv: q | k | v at t * 3C
+    b.kv.Store(l, h, pos0, T, q + C, q + 2 * C, 3 * C);
+    HeadQueries io;
+    io.q = q;
+    io.q_stride = 3 * C;
+    io.out = b.heads.data() + h * D;
+    io.out_stride = C;
+    io.probs = keep_probs ? b.obs_probs.data() + h * T * n_keys : b.probs.data() + h * c.n_ctx;
+    io.probs_stride = keep_probs ? n_keys : 0;
+    io.scores = scoring ? b.obs_scores.data() + h * T * n_keys : nullptr;
+    io.scores_stride = n_keys;
+    b.kv.Attend(l, h, pos0, T, io);
+    // The observed rows span every key of the call: the ones query t may not see are the
+    // masked -inf of attn_scores and the 0 of attn_probs.
+    for (int64_t t = 0; t < T && (scoring || keep_probs); ++t) {
+      const int64_t seen = pos0 + t + 1;
+      if (scoring) {
+        std::fill(io.scores + t * n_keys + seen, io.scores + (t + 1) * n_keys,
+                  -std::numeric_limits<float>::infinity());
+      }
+      if (keep_probs) std::fill(io.probs + t * n_keys + seen, io.probs + (t + 1) * n_keys, 0.0f);
+    }
+  });
+}
+
+// What AttentionStep reports before the projection: ln_1's output, q, k and v regrouped by head
+// ([H, T, D] each), the scores and probabilities AttendHeads kept, and the heads' output.
+void Session::ReportAttention(int l, int pos0, int T_int, const RunOptions& run) {
+  const Config& c = model_.config();
+  Buffers& b = *buffers_;
+  const int64_t T = T_int, C = c.n_embd, H = c.n_head, D = c.head_dim(), n_keys = pos0 + T;
+  Report(run.observer, "ln1", l, pos0, b.xn.data(), T, C);
+  b.observed.resize(std::max<size_t>(size_t(H) * T * D, b.observed.size()));
+  static const char* const kQkvNames[3] = {"q", "k", "v"};
+  for (int part = 0; part < 3; ++part) {
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t t = 0; t < T; ++t) {
+        std::copy_n(b.qkv.data() + t * 3 * C + part * C + h * D, D,
+                    b.observed.data() + (h * T + t) * D);
+      }
+    }
+    Report(run.observer, kQkvNames[part], l, pos0, b.observed.data(), H, T, D);
+  }
+  if (run.observe_scores) {
+    Report(run.observer, "attn_scores", l, pos0, b.obs_scores.data(), H, T, n_keys);
+  }
+  if (run.observe_probs) {
+    Report(run.observer, "attn_probs", l, pos0, b.obs_probs.data(), H, T, n_keys);
+  }
+  Report(run.observer, "attn_heads", l, pos0, b.heads.data(), T, C);
+}
+
 // Pre-LN: x += fc_proj(gelu(fc(ln_2(x)))); interventions as in AttentionStep.
-void Session::MlpStep(int l, int T_int, const RunOptions& run) {
+void Session::MlpStep(int l, int pos0, int T_int, const RunOptions& run) {
   const Config& c = model_.config();
   Buffers& b = *buffers_;
   const BlockWeights& w = model_.blocks[l];
   const int64_t T = T_int, C = c.n_embd, F = c.n_ff;
-  const int pos0 = position_;
   const bool observing = static_cast<bool>(run.observer);
   const Interventions* iv = run.interventions;
   const bool post_norm = iv != nullptr && iv->post_norm;
@@ -603,7 +484,7 @@ void Session::MlpStep(int l, int T_int, const RunOptions& run) {
 // Final LayerNorm and the unembedding. Unless an observer wants every position's logits, only
 // the last position's are needed (in row last of x), which saves (T-1) * V * C multiply-adds in
 // a prefill.
-const float* Session::Unembed(int T_int, int64_t last, const RunOptions& run) {
+const float* Session::Unembed(int pos0, int T_int, int64_t last, const RunOptions& run) {
   const Config& c = model_.config();
   Buffers& b = *buffers_;
   const int64_t T = T_int, C = c.n_embd;
@@ -613,12 +494,12 @@ const float* Session::Unembed(int T_int, int64_t last, const RunOptions& run) {
     return b.logits.data();
   }
   for (int64_t t = 0; t < T; ++t) LayerNorm(x + t * C, model_.ln_f_g, model_.ln_f_b, c.ln_eps, C, b.xn.data() + t * C);
-  Report(run.observer, "ln_f", -1, position_, b.xn.data(), T, C);
+  Report(run.observer, "ln_f", -1, pos0, b.xn.data(), T, C);
   if (run.observe_all_logits) {
     b.observed.resize(std::max<size_t>(size_t(T) * c.n_vocab, b.observed.size()));
     ParallelMatMul(b.pool, b.matmul_input, b.xn.data(), T, model_.output, nullptr,
                    b.observed.data(), b.activations);
-    Report(run.observer, "logits", -1, position_, b.observed.data(), T, c.n_vocab);
+    Report(run.observer, "logits", -1, pos0, b.observed.data(), T, c.n_vocab);
     std::copy_n(b.observed.data() + (T - 1) * c.n_vocab, c.n_vocab, b.logits.data());
   } else {
     ParallelMatMul(b.pool, b.matmul_input, b.xn.data() + (T - 1) * C, 1, model_.output, nullptr,

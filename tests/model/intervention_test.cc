@@ -166,7 +166,7 @@ TEST_CASE("an intervened re-run reusing the cache equals a full intervened run",
     REQUIRE(resid->data.size() == size_t(T) * C);
     gpt2::Recorder rerun_seen;
     run.observer = rerun_seen.Observer();
-    const float* l_rerun = session.Rerun(T, first, resid->data.data(), run);
+    const float* l_rerun = session.Rerun({0, T, first}, resid->data.data(), run);
     CHECK(session.position() == T);
     CHECK(CheckTensor(entry.first + " re-run from block " + std::to_string(first), l_rerun,
                       want.data(), V, kRerunTolerance));
@@ -223,7 +223,7 @@ TEST_CASE_METHOD(CleanRun, "a re-run of some positions (heads sweep, patching pr
   run.interventions = &iv;
   for (int n : {1, T - 3, T}) {
     INFO("prefix of " << n);
-    const float* got = session.RerunPositions(0, n, 1, resid->data.data(), run);
+    const float* got = session.Rerun({0, n, 1}, resid->data.data(), run);
     CHECK(session.position() == T);
     gpt2::Session full(model);
     const float* want = full.Prefill(ids.data(), n, run);
@@ -233,15 +233,15 @@ TEST_CASE_METHOD(CleanRun, "a re-run of some positions (heads sweep, patching pr
   gpt2::Interventions two;
   two.ablate_heads = {{0, 1}, {1, 3}};
   run.interventions = &two;
-  const float* l0 = session.RerunPositions(0, T, 0, clean.Find("embed", -1)->data.data(), run);
+  const float* l0 = session.Rerun({0, T, 0}, clean.Find("embed", -1)->data.data(), run);
   const std::vector<float>& want = Golden().F32("iv/ablate_zero/logits");
   CHECK(CheckTensor("prefix of the whole prompt, ablate_zero", l0, want.data(), V, kF32Tolerance));
   for (int id : {0, 50256, 464}) {
     CHECK(gpt2::LogProbability(l0, V, id) == Approx(ReferenceLogProb(want.data(), V, id)).margin(1e-4));
     CHECK(gpt2::LogProbability(l0, V, id) == Approx(ReferenceLogProb(l0, V, id)).margin(1e-9));
   }
-  CHECK_THROWS_AS(session.RerunPositions(0, T + 1, 1, resid->data.data(), run), gpt2::Error);
-  CHECK_THROWS_AS(session.RerunPositions(2, 2, 1, resid->data.data(), run), gpt2::Error);
+  CHECK_THROWS_AS(session.Rerun({0, T + 1, 1}, resid->data.data(), run), gpt2::Error);
+  CHECK_THROWS_AS(session.Rerun({2, 2, 1}, resid->data.data(), run), gpt2::Error);
   CHECK(session.position() == T);
 
   // A patch at position p changes only positions p..: re-running those from the patched block
@@ -249,8 +249,8 @@ TEST_CASE_METHOD(CleanRun, "a re-run of some positions (heads sweep, patching pr
   const gpt2::Interventions patch = Cases().at("patch");
   run.interventions = &patch;
   const int p = patch.patches[0].position;
-  session.RerunPositions(0, T, 0, clean.Find("embed", -1)->data.data(), gpt2::RunOptions());  // plain again
-  const float* got = session.RerunPositions(p, T, 1, resid->data.data() + size_t(p) * C, run);
+  session.Rerun({0, T, 0}, clean.Find("embed", -1)->data.data(), gpt2::RunOptions());  // plain again
+  const float* got = session.Rerun({p, T, 1}, resid->data.data() + size_t(p) * C, run);
   const std::vector<float>& want_patch = Golden().F32("iv/patch/logits");
   CHECK(CheckTensor("patch re-run of positions p..", got, want_patch.data(), V, kF32Tolerance));
 }
@@ -268,10 +268,10 @@ TEST_CASE_METHOD(CleanRun,
   std::vector<float> rows(2 * size_t(C)), logits(2 * size_t(V));
   gpt2::RunOptions run;
   run.interventions = &two;
-  std::copy_n(session.RerunPositionsToStream(0, T, 0, embed, run), C, rows.data());
+  std::copy_n(session.Rerun({0, T, 0, true}, embed, run), C, rows.data());
   run.interventions = &patch;
-  session.RerunPositionsToStream(0, T, 0, embed, gpt2::RunOptions());  // plain again
-  std::copy_n(session.RerunPositionsToStream(p, T, 1, resid->data.data() + size_t(p) * C, run), C, rows.data() + C);
+  session.Rerun({0, T, 0, true}, embed, gpt2::RunOptions());  // plain again
+  std::copy_n(session.Rerun({p, T, 1, true}, resid->data.data() + size_t(p) * C, run), C, rows.data() + C);
   CHECK(session.position() == T);
   session.FinalLogits(rows.data(), 2, logits.data());
   CHECK(CheckTensor("ablate_zero, unembedded with another row", logits.data(),
@@ -280,7 +280,7 @@ TEST_CASE_METHOD(CleanRun,
                     V, kF32Tolerance));
   // The last block's rows before the last skipped its MLP but kept their keys and values: after
   // a plain probe over every position the conversation goes on as after a plain prefill.
-  session.RerunPositionsToStream(0, T, 0, embed, gpt2::RunOptions());
+  session.Rerun({0, T, 0, true}, embed, gpt2::RunOptions());
   const int next = 50256;
   const float* got = session.Step(next);
   std::vector<int> longer = ids;
@@ -307,7 +307,7 @@ TEST_CASE("per-block times: every block run gets a positive time, the others kee
   // A re-run from the last block times only that block.
   ms.assign(L, -1.0);
   run.observer = nullptr;
-  session.Rerun(T, L - 1, clean.Find("resid_out", L - 2)->data.data(), run);
+  session.Rerun({0, T, L - 1}, clean.Find("resid_out", L - 2)->data.data(), run);
   CHECK(ms[L - 1] > 0);
   for (int l = 0; l < L - 1; ++l) CHECK(ms[l] == -1.0);
 }
@@ -372,8 +372,8 @@ TEST_CASE("interventions out of range are refused with the valid range",
   iv.skip_mlp = {0};
   gpt2::RunOptions run;
   run.interventions = &iv;
-  CHECK_THROWS_AS(session.Rerun(2, 1, resid.data(), run), gpt2::Error);
-  CHECK_THROWS_AS(session.Rerun(3, 0, resid.data(), run), gpt2::Error);
+  CHECK_THROWS_AS(session.Rerun({0, 2, 1}, resid.data(), run), gpt2::Error);
+  CHECK_THROWS_AS(session.Rerun({0, 3, 0}, resid.data(), run), gpt2::Error);
   CHECK(session.position() == 2);
 }
 

@@ -326,7 +326,7 @@ int Bench(const Args& args) {
     if (!interventions.empty()) {
       session.Prefill(prompt.data(), n_prompt, keep);
       const auto r0 = Clock::now();
-      session.Rerun(n_prompt, first, resid_in.data(), intervened);
+      session.Rerun({0, n_prompt, first}, resid_in.data(), intervened);
       best_rerun = std::min(best_rerun, std::chrono::duration<double>(Clock::now() - r0).count());
       session.Reset();
     }
