@@ -5,7 +5,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
 
-cmake -S . -B build/native -DCMAKE_BUILD_TYPE=Release >/dev/null
+# ccache (when installed) keeps the native objects of unchanged sources between builds; the
+# WebAssembly build compiles without it.
+launcher=()
+command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+cmake -S . -B build/native -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
 cmake --build build/native -j"$jobs"
 
 if [ "${GPT2_NATIVE_ONLY:-0}" != 1 ] && [ -f src/bindings/CMakeLists.txt ]; then

@@ -15,7 +15,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
-cmake -S . -B build/fuzz -DCMAKE_CXX_COMPILER="${FUZZ_CXX:-clang++-14}" \
+launcher=()  # as in build.sh
+command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+cmake -S . -B build/fuzz -DCMAKE_CXX_COMPILER="${FUZZ_CXX:-clang++-14}" "${launcher[@]}" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPT2_FUZZ=ON -DGPT2_BUILD_TESTS=OFF >/dev/null
 targets=${FUZZ_TARGETS:-$(cd fuzz && ls *_fuzzer.cc | sed 's/\.cc$//')}
 # shellcheck disable=SC2086

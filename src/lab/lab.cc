@@ -414,6 +414,19 @@ void Lab::PrimePlain() {
   }
 }
 
+// A job starts empty and remembers what EndJob gives back: the conversation, and the page's
+// interventions resolved (mean ablation: means over the prompt, which may run it).
+void Lab::BeginJob(Job kind, const LabInterventions& iv) {
+  job_ = kind;
+  job_conversation_ = tokens_;
+  job_cells_.clear();
+  job_results_.clear();
+  job_next_ = job_group_ = 0;
+  job_group_ends_.clear();
+  job_restore_ = LabInterventions();
+  Resolve(iv, MeansOf::kPrompt, &job_restore_.iv);
+}
+
 HeadSweepStart Lab::StartHeadSweep(int position, int target, const LabInterventions& iv) {
   RequireConversation("Generate some text with \"capture activations\" on first.");
   const int L = config().n_layer, H = config().n_head;
@@ -424,14 +437,7 @@ HeadSweepStart Lab::StartHeadSweep(int position, int target, const LabInterventi
   }
   start.target = target;
   start.total = L * H;
-  job_ = Job::kHeadSweep;
-  job_conversation_ = tokens_;
-  job_cells_.clear();
-  job_results_.clear();
-  job_next_ = job_group_ = 0;
-  job_group_ends_.clear();
-  job_restore_ = LabInterventions();
-  Resolve(iv, MeansOf::kPrompt, &job_restore_.iv);  // may run the prompt: before priming
+  BeginJob(Job::kHeadSweep, iv);  // may run the prompt: before priming
   // Mean ablation's means: the page's interventions', else the prompt's (none: zero ablation).
   job_means_.clear();
   if (iv.mean_ablation) {
@@ -466,14 +472,7 @@ PatchingStart Lab::StartPatching(const std::vector<int>& clean, const std::vecto
   }
   CheckPrompt(static_cast<int>(clean.size()));
   const int L = config().n_layer, T = static_cast<int>(clean.size());
-  job_ = Job::kPatching;
-  job_conversation_ = tokens_;
-  job_cells_.clear();
-  job_results_.clear();
-  job_next_ = job_group_ = 0;
-  job_group_ends_.clear();
-  job_restore_ = LabInterventions();
-  Resolve(iv, MeansOf::kPrompt, &job_restore_.iv);
+  BeginJob(Job::kPatching, iv);
 
   PatchingStart start;
   start.positions = T;

@@ -249,6 +249,7 @@ class Lab {
 
   // The job running: its cells in the order run, grouped into calls.
   enum class Job { kNone, kHeadSweep, kPatching };
+  void BeginJob(Job kind, const LabInterventions& iv);
   Job job_ = Job::kNone;
   std::vector<JobCell> job_cells_, job_results_;
   std::vector<size_t> job_group_ends_;  // cells [end of previous group, this)

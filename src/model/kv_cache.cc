@@ -77,7 +77,8 @@ void KvCache::Grow(int64_t positions) {
   CopyHeads(v16_, HeadNumbers(), grown.v16_, grown.HeadNumbers(), heads, HeadNumbers());
   CopyHeads(kq_, HeadQuants(), grown.kq_, grown.HeadQuants(), heads, HeadQuants());
   // 8-bit values and every 8-bit scale are block-major, strided by the capacity: block by block.
-  const int64_t nb = format_ == Config::KvCache::kQ8_0 ? KvBlocks(head_dim_) : 0;
+  // (An empty cache has nothing to copy, and memcpy from its null data is undefined even for 0.)
+  const int64_t nb = format_ == Config::KvCache::kQ8_0 && capacity_ > 0 ? KvBlocks(head_dim_) : 0;
   for (int64_t b = 0; b < nb; ++b) {
     const int64_t from = b * capacity_, to = b * grown.capacity_;
     for (int64_t i = 0; i < heads; ++i) {

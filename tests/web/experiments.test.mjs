@@ -191,7 +191,10 @@ describe('the Experiments panel', {skip: !fs.existsSync(path.join(kSite, 'index.
     a.values.forEach((v, i) => closeTo(v, Number(lines[i][1]), 2e-3, a.names[i]));
     closeTo(a.logit, Number(lines[lines.length - 1][1]), 2e-3, 'logit');
     // The grid: rows are blocks, columns the heads then the MLP; the readout names each cell.
+    // The store draws on the next animation frame after the reply, which a loaded machine delays.
     const canvas = page.getByTestId('attribution');
+    await page.waitForFunction(() => document.querySelector('[data-testid="attribution"]')?.hasAttribute('data-rows'),
+                               null, {timeout: kTimeout});
     assert.equal(await canvas.getAttribute('data-rows'), String(plain.config.n_layer));
     assert.equal(await canvas.getAttribute('data-cols'), String(plain.config.n_head + 1));
     await canvas.focus();
