@@ -404,7 +404,13 @@ const float* Lab::Probe(const Interventions& iv, int first_block, int begin, int
 
 void Lab::PrimePlain() {
   interventions_ = Interventions();
-  if (!tokens_.empty() && capture_.n_positions() == position()) {
+  RecaptureJobConversation();
+}
+
+// The job's conversation captured under interventions_: re-running only what differs while the
+// capture still holds it, else from the start.
+void Lab::RecaptureJobConversation() {
+  if (tokens_ == job_conversation_ && capture_.n_positions() == position()) {
     Rerun();
   } else {
     const std::vector<int> ids = job_conversation_;
@@ -564,14 +570,7 @@ void Lab::EndJob() {
   job_means_.clear();
   interventions_ = job_restore_.iv;
   if (job_conversation_.empty()) return;  // nothing to give back: the job's last run stays
-  if (tokens_ == job_conversation_ && capture_.n_positions() == position()) {
-    Rerun();
-  } else {
-    const std::vector<int> ids = job_conversation_;
-    Reset();
-    capture_on_ = true;
-    Run(ids);
-  }
+  RecaptureJobConversation();
 }
 
 // --- Experiments ---------------------------------------------------------------------------

@@ -214,6 +214,7 @@ class Lab {
   void RequireToken(int id) const;
   // The conversation (tokens_) captured under the plain model, re-running what differs.
   void PrimePlain();
+  void RecaptureJobConversation();
   std::vector<int> SampleIds(const std::vector<int>& prompt, const SamplingParams& sampling, int max_tokens);
   template <typename RunProbe>
   std::vector<double> ProbeLogProbs(int n, const std::vector<int>& ids, RunProbe probe);
