@@ -35,6 +35,10 @@
 //     {type:'attribute', position, target, interventions}  direct logit attribution of the
 //                                    conversation at `position` for `target` (re-runs it)
 //     {type:'attention-map', layer, head}  one head's full [P, P] attention
+//     {type:'heads', text}           head detection (gpt2 heads): the plain model on [50256, ids, ids],
+//                                    ids: `gpt2 heads`'s default ids, or with `text` its distinct tokens
+//                                    in order (at most what fits the context); the conversation
+//                                    becomes that sequence, captured
 //     {type:'clear-cache'}
 //     {type:'cache-info'}            answered with 'cache' at once, even while a job runs
 //   worker -> page
@@ -79,6 +83,10 @@
 //                                                    the clean difference a patch brings back
 //     {type:'attribution', position, target, names, values: Float64Array, logit}
 //                                                    names in `gpt2 attribute`'s order
+//     {type:'heads', ids, sequence, pieces, repeat, nLayer, nHead, prev, dup, induction: Float64Array
+//       [nLayer * nHead], uniform: {prev, dup, induction}, ms}
+//                                                    each head's scores (src/lab/head_scores.h);
+//                                                    uniform: what evenly spread attention scores
 //     {type:'cache', entries, bytes, urls, cleared}  after clear-cache / cache-info
 //     {type:'error', kind, message}                  kind: an ErrorKind value
 
@@ -96,6 +104,7 @@ export const Msg = Object.freeze({
   attribute: 'attribute',
   attentionMap: 'attention-map',  // also the worker's reply
   experiment: 'experiment',       // also the worker's reply
+  heads: 'heads',                 // also the worker's reply
   clearCache: 'clear-cache',
   cacheInfo: 'cache-info',
   // worker -> page
@@ -127,6 +136,7 @@ export const ErrorKind = Object.freeze({
   exportBlock: 'export',
   attribute: 'attribute',
   patching: 'patching',
+  heads: 'heads',
 });
 
 // The `phase` of a 'progress' message.

@@ -211,6 +211,7 @@ const queued = {
   [Msg.patching]: jobs.patching,
   [Msg.attribute]: jobs.attribute,
   [Msg.exportBlock]: jobs.exportBlock,
+  [Msg.heads]: jobs.heads,
 };
 
 self.onmessage = (event) => {

@@ -33,6 +33,10 @@
 //   engine.jobResults(from) -> {layers, indices: Int32Array, values: Float64Array}; engine.endJob()
 //   engine.attributeConversation(interventions, position, target), engine.attribute(ids, position,
 //     target, contrast) -> {position, target, contrast, names, values: Float64Array, logit}
+// Head detection (lab/head_scores.h): engine.defaultHeadIds() -> Int32Array [50] (`gpt2 heads`'s);
+//   engine.detectHeads(ids) -> {repeat, nLayer, nHead, prev, dup, induction: Float64Array
+//   [n_layer * n_head], uniform: {prev, dup, induction}}; the conversation becomes [50256, ids, ids],
+//   captured, run under the interventions set last
 // Probes of a captured plain run: engine.logProbs(position, ids), engine.ablatedLogProbs(
 //   [[layer, head], ...], position, target, means), engine.patchedLogProbsAt(layer, positions,
 //   stream [position(), n_embd], ids) -> Float64Array; engine.headMeans()
@@ -69,6 +73,7 @@
 #include "bindings/js_calls.h"
 #include "hwy/highway.h"
 #include "kernels/kernels.h"
+#include "lab/head_scores.h"
 #include "lab/lab.h"
 
 // The page is only worth shipping with SIMD128 kernels; without -msimd128 Highway silently
@@ -131,6 +136,15 @@ val AttributionToJs(const Attribution& a) {
   }
   return Object({{"position", val(a.position)}, {"target", val(a.target)}, {"contrast", val(a.contrast)},
                  {"names", names}, {"values", CopyToJs(values)}, {"logit", val(a.logit)}});
+}
+
+// {repeat, nLayer, nHead, prev, dup, induction: Float64Array [n_layer * n_head], uniform: {prev, dup,
+// induction}} (lab/head_scores.h).
+val HeadScoresToJs(const HeadScores& s) {
+  const UniformScores u = UniformHeadScores(s.repeat);
+  return Object({{"repeat", val(s.repeat)}, {"nLayer", val(s.n_layer)}, {"nHead", val(s.n_head)},
+                 {"prev", CopyToJs(s.prev)}, {"dup", CopyToJs(s.dup)}, {"induction", CopyToJs(s.induction)},
+                 {"uniform", Object({{"prev", val(u.prev)}, {"dup", val(u.dup)}, {"induction", val(u.induction)}})}});
 }
 
 // Each method forwards one call to the Lab (see the usage above), guarded.
@@ -289,6 +303,8 @@ class Engine : public ErrorsByValue {
                                    {"values", CopyToJs(values)}}));
   }
   void EndJob() { LAB_CALL(lab_->EndJob(); return 0); }
+  val DefaultHeadIds() const { return LAB_CALL(return CopyToJs(gpt2::DefaultHeadIds(lab_->config().n_vocab))); }
+  val DetectHeads(const val& ids) { return LAB_CALL(return HeadScoresToJs(gpt2::DetectHeads(*lab_, List(ids)))); }
 
  private:
   void RequireModel() const {
@@ -371,5 +387,7 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .function("startPatching", &Engine::StartPatching)
       .function("continueJob", &Engine::ContinueJob)
       .function("jobResults", &Engine::JobResults)
-      .function("endJob", &Engine::EndJob);
+      .function("endJob", &Engine::EndJob)
+      .function("defaultHeadIds", &Engine::DefaultHeadIds)
+      .function("detectHeads", &Engine::DetectHeads);
 }
