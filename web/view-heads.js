@@ -33,7 +33,7 @@ export function render(box, d) {
   const {running, result} = d.heads;
   d.status.textContent = running ? 'Scoring every head on the repeated sequence…' : result ?
       `${result.repeat} ids repeated (${2 * result.repeat + 1} positions with <|endoftext|>), ` +
-      `${(result.ms / 1000).toFixed(1)} s. Evenly spread attention would score ${fmt(result.uniform.prev, 3)} ` +
+      `scored in ${Math.round(result.ms)} ms. Evenly spread attention would score ${fmt(result.uniform.prev, 3)} ` +
       `(previous token) and ${fmt(result.uniform.induction, 3)} (duplicate, induction); a kind is named from ` +
       `${kKindThreshold}. Click a head to open its attention on the sequence.` : '';
   if (!result) {
@@ -48,7 +48,7 @@ export function render(box, d) {
   grid.dataset.rows = L;
   grid.dataset.cols = H;
   grid.dataset.repeat = result.repeat;
-  grid.style.gridTemplateColumns = `5em repeat(${H}, minmax(3.2em, 1fr))`;
+  grid.style.gridTemplateColumns = `5em repeat(${H}, 4.2em)`;
   grid.append(document.createElement('span'));
   for (let h = 0; h < H; ++h) {
     const c = document.createElement('span');

@@ -1,4 +1,4 @@
-// The circuits jobs (issue 28): head detection, each a short sequence of the engine's calls
+// The circuits jobs (issue 28): head detection and the quantization lens, each a short sequence of the engine's calls
 // (src/lab/head_scores.h through src/bindings/embind.cc). worker-jobs.js creates this part and
 // hands it the engine it holds; protocol.js documents the messages.
 
@@ -37,5 +37,35 @@ export function createCircuits({post, engine, info, bytesToPieces}) {
     }
   }
 
-  return {heads: handleHeads};
+  // The re-encoded twin the engine holds: which weights, made on which engine (a new model is a
+  // new engine, which has none).
+  let second = {engine: null, weights: ''};
+
+  // The lens between the loaded model and its twin re-encoded as msg.weights, on the prompt.
+  function handleQuantLens(msg) {
+    const started = performance.now();
+    try {
+      if (!info()) throw new Error('Load a model first.');
+      const ids = Array.from(engine().tokenize(msg.prompt || ''));
+      if (!ids.length) throw new Error('Type a prompt first: the two models run on its tokens.');
+      let made = null;
+      if (second.engine !== engine() || second.weights !== msg.weights) {
+        second = {engine: null, weights: ''};
+        made = engine().quantizeSecond(msg.weights);
+        second = {engine: engine(), weights: msg.weights, bytes: made.file_bytes};
+      }
+      const r = engine().compareSecond(ids);
+      const a = r.attribution;
+      post({type: Msg.quantLens, weights: msg.weights, ids, pieces: bytesToPieces(ids), nLayer: info().n_layer,
+            nHead: info().n_head, positions: r.positions, agree: r.agree, cos: r.cos, rel: r.rel, kl: r.kl,
+            topA: r.topA, topB: r.topB, headDrift: r.headDrift,
+            attribution: {target: a.target, targetPiece: bytesToPieces([a.target])[0], names: Array.from(a.names),
+                          a: a.a, b: a.b},
+            secondBytes: second.bytes, ms: performance.now() - started});
+    } catch (e) {
+      post({type: Msg.error, kind: ErrorKind.quantLens, message: errorMessage(e)});
+    }
+  }
+
+  return {heads: handleHeads, quantLens: handleQuantLens};
 }

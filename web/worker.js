@@ -212,6 +212,7 @@ const queued = {
   [Msg.attribute]: jobs.attribute,
   [Msg.exportBlock]: jobs.exportBlock,
   [Msg.heads]: jobs.heads,
+  [Msg.quantLens]: jobs.quantLens,
 };
 
 self.onmessage = (event) => {

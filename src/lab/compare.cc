@@ -6,6 +6,8 @@
 #include <string>
 
 #include "base/error.h"
+#include "convert/requantize.h"
+#include "lab/lab.h"
 
 namespace gpt2 {
 
@@ -173,6 +175,58 @@ Comparison CompareModels(Session& a, Session& b, const std::vector<int>& ids, co
     }
   }
   for (int p = 0; p < T; ++p) out.agree += out.top_a[p] == out.top_b[p];
+  return out;
+}
+
+SecondModel::SecondModel(std::vector<uint8_t> bytes) : bytes_(std::move(bytes)) {
+  file_ = GgufFile::Parse(bytes_.data(), bytes_.size());
+  model_ = Model::FromGguf(file_);
+  session_ = std::make_unique<Session>(*model_, 1);
+}
+
+std::unique_ptr<SecondModel> SecondModel::Requantized(const GgufFile& source, TensorType matrix_type) {
+  GgufRequantizeInMemory job(source, matrix_type, UINT64_MAX);
+  while (job.ConvertNext() < job.num_tensors()) {
+  }
+  return std::make_unique<SecondModel>(job.TakeOutput());
+}
+
+const char* SecondModel::matrix_type() const {
+  return GgmlTypeName(static_cast<uint32_t>(model_->blocks[0].qkv.type));
+}
+
+Comparison CompareWithLab(Lab& lab, SecondModel& b, const std::vector<int>& ids) {
+  CheckSameShape(lab.config(), b.model().config());
+  lab.CheckPrompt(static_cast<int>(ids.size()));
+  for (int id : ids) {
+    if (id < 0 || id >= lab.config().n_vocab) {
+      throw Error("The token id " + std::to_string(id) + " is not in the vocabulary (0.." +
+                  std::to_string(lab.config().n_vocab - 1) + ").");
+    }
+  }
+  CompareOptions options;
+  options.head_drift = true;
+  options.attribution = true;
+  // The lab's session runs A; its conversation is forgotten first and captured again after.
+  lab.Reset();
+  Comparison out;
+  try {
+    out = CompareModels(lab.session_for_compare(), b.session(), ids, options);
+  } catch (...) {
+    lab.Reset();  // the session's positions again what the lab knows of
+    throw;
+  }
+  const bool capture_on = lab.capture_on();
+  lab.SetInterventions(LabInterventions(), MeansOf::kCapture);
+  lab.Reset();
+  lab.SetCapture(true);
+  try {
+    lab.Run(ids);
+  } catch (...) {
+    lab.SetCapture(capture_on);
+    throw;
+  }
+  lab.SetCapture(capture_on);
   return out;
 }
 

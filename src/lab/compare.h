@@ -13,8 +13,12 @@
 // `gpt2 compare` (src/tools/cli/compare_cmd.cc) prints it; the page's quantization lens draws it.
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "format/gguf.h"
+#include "format/tensor_type.h"
 #include "model/attribution.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -58,5 +62,35 @@ constexpr int kLensRows = 16;
 // compares them. Throws gpt2::Error for models of different shapes or ids that do not fit.
 Comparison CompareModels(Session& a, Session& b, const std::vector<int>& ids,
                          const CompareOptions& options = CompareOptions());
+
+class Lab;
+
+// The second model of the lens, beside the lab's: it owns its file's bytes (freed with it), its
+// Model and a one-thread Session (the pthreads build has threads for one pool: the lab's).
+class SecondModel {
+ public:
+  // Takes the GGUF bytes; throws gpt2::Error for a file that is not a GPT-2 GGUF.
+  explicit SecondModel(std::vector<uint8_t> bytes);
+  // source re-encoded with matrix_type (convert/requantize.h, gpt2-convert's code).
+  static std::unique_ptr<SecondModel> Requantized(const GgufFile& source, TensorType matrix_type);
+  SecondModel(const SecondModel&) = delete;
+  SecondModel& operator=(const SecondModel&) = delete;
+
+  const Model& model() const { return *model_; }
+  Session& session() { return *session_; }
+  size_t file_bytes() const { return bytes_.size(); }
+  const char* matrix_type() const;  // the blocks' weight type: "f32", "f16", "q8_0", "q4_0"
+
+ private:
+  std::vector<uint8_t> bytes_;
+  std::shared_ptr<const GgufFile> file_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Session> session_;
+};
+
+// The lens between the lab's model (A) and b on ids, with head drift and attribution; then the
+// lab's conversation restarts as ids, captured under the plain model (a third prefill, so its
+// attention can be opened). Throws gpt2::Error before running anything for ids that do not fit.
+Comparison CompareWithLab(Lab& lab, SecondModel& b, const std::vector<int>& ids);
 
 }  // namespace gpt2

@@ -15,6 +15,7 @@
 #include "../model/model_test_util.h"
 #include "base/error.h"
 #include "lab/compare.h"
+#include "lab/lab.h"
 #include "model/attribution.h"
 #include "model/capture.h"
 #include "tools/common/synthetic_model.h"
@@ -194,6 +195,54 @@ TEST_CASE("Models of different shapes or vocabularies are not compared", "[circu
   gpt2::Session sa2(*a->model);
   CHECK_THROWS_WITH(gpt2::CompareModels(sa, sa2, {}), Catch::Contains("empty"));
   CHECK_THROWS_WITH(gpt2::CompareModels(sa, sa2, std::vector<int>(65, 1)), Catch::Contains("context of 64"));
+}
+
+TEST_CASE("The page's lens: the lab's model against its re-encoded twin, then the prompt captured",
+          "[circuits][compare]") {
+  std::vector<uint8_t> bytes = gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), gpt2::TensorType::kF32, nullptr);
+  gpt2::LoadedGguf loaded;
+  loaded.file = gpt2::GgufFile::Parse(bytes.data(), bytes.size());
+  loaded.model = gpt2::Model::FromGguf(loaded.file);
+  gpt2::Lab lab(std::move(loaded), 1);
+  std::unique_ptr<gpt2::SecondModel> twin = gpt2::SecondModel::Requantized(lab.file(), gpt2::TensorType::kQ4_0);
+  CHECK(std::string(twin->matrix_type()) == "q4_0");
+  // The same file the synthetic maker writes in Q4_0 (tests/convert/requantize_test.cc).
+  auto q4 = Synthetic(gpt2::TensorType::kQ4_0);
+  CHECK(twin->file_bytes() == q4->bytes.size());
+
+  lab.SetCapture(false);
+  lab.Run({1, 2, 3});
+  const gpt2::Comparison r = gpt2::CompareWithLab(lab, *twin, kIds);
+  // As two fresh sessions give it.
+  gpt2::Session a(lab.model()), b(*q4->model);
+  gpt2::CompareOptions options;
+  options.head_drift = true;
+  options.attribution = true;
+  const gpt2::Comparison want = gpt2::CompareModels(a, b, kIds, options);
+  REQUIRE(r.blocks.size() == want.blocks.size());
+  for (size_t l = 0; l < r.blocks.size(); ++l) {
+    CHECK(r.blocks[l].cos == want.blocks[l].cos);
+    CHECK(r.blocks[l].rel == want.blocks[l].rel);
+    CHECK(r.blocks[l].kl == want.blocks[l].kl);
+  }
+  CHECK(r.agree == want.agree);
+  CHECK(r.head_drift == want.head_drift);
+  REQUIRE(r.attribution_b.components.size() == want.attribution_b.components.size());
+  for (size_t i = 0; i < r.attribution_b.components.size(); ++i) {
+    CHECK(r.attribution_b.components[i].value == want.attribution_b.components[i].value);
+  }
+  // The conversation is the prompt, captured, the capture setting as it was.
+  CHECK(lab.tokens() == kIds);
+  CHECK(lab.capture().n_positions() == int(kIds.size()));
+  CHECK_FALSE(lab.capture_on());
+
+  // A twin of another shape is refused before anything runs.
+  gpt2::Config deeper = gpt2::TinyTestConfig();
+  deeper.n_layer = 3;
+  gpt2::SecondModel other(gpt2::SyntheticModelBytes(deeper, gpt2::TensorType::kF32, nullptr));
+  CHECK_THROWS_WITH(gpt2::CompareWithLab(lab, other, kIds), Catch::Contains("n_layer"));
+  CHECK(lab.tokens() == kIds);
+  CHECK_THROWS_WITH(gpt2::CompareWithLab(lab, *twin, {}), Catch::Contains("empty"));
 }
 
 }  // namespace
