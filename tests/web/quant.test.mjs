@@ -69,6 +69,60 @@ describe('gpt2 compare on the command line', {skip: !fs.existsSync(kGpt2) && 'bu
   });
 });
 
+// `gpt2 inspect --json` of one model on kPrompt, as the page runs it (int8 activations).
+function nativeInspectOf(model) {
+  const json = `${model}.inspect.json`;
+  execFileSync(kGpt2, ['inspect', '--model', model, '--prompt', kPrompt, '--json', json, '--threads', '1',
+                       '--activations', 'int8'], {stdio: 'pipe'});
+  return JSON.parse(fs.readFileSync(json, 'utf8'));
+}
+
+describe('gpt2 compare against inspect', {skip: !fs.existsSync(kGpt2) && 'build/native not built'}, () => {
+  test('F32 against Q8_0: cos, rel of every block and KL and top-1 of the last, from each file\'s inspect JSON', () => {
+    const dir = modelDir('quant');
+    fs.mkdirSync(dir, {recursive: true});
+    const f32 = makeF32(dir);
+    const q8 = path.join(dir, 'tiny-q8_0.gguf');
+    execFileSync(path.join(kNative, 'gpt2-convert'), ['--input', f32, '--output', q8, '--type', 'q8_0'], {stdio: 'pipe'});
+    const got = nativeCompare(f32, q8);
+    const a = nativeInspectOf(f32), b = nativeInspectOf(q8);
+    const {n_layer: L, n_embd: C, n_vocab: V} = a.config;
+    const T = a.ids.length;
+    assert.deepEqual(got.ids, a.ids);
+    const find = (doc, name, layer) => doc.tensors.find((t) => t.name === name && t.layer === layer).data;
+    for (let l = 0; l < L; ++l) {
+      const xa = find(a, 'resid_out', l), xb = find(b, 'resid_out', l);
+      let cos = 0, rel = 0;
+      for (let p = 0; p < T; ++p) {
+        let dot = 0, na = 0, nb = 0, d = 0;
+        for (let i = p * C; i < (p + 1) * C; ++i) {
+          dot += xa[i] * xb[i];
+          na += xa[i] * xa[i];
+          nb += xb[i] * xb[i];
+          d += (xa[i] - xb[i]) ** 2;
+        }
+        cos += dot / Math.sqrt(na * nb) / T;
+        rel += Math.sqrt(d / na) / T;
+      }
+      closeTo(got.blocks[l].cos, cos, 1e-9, `block ${l} cos`);
+      closeTo(got.blocks[l].rel, rel, 1e-6, `block ${l} rel`);
+    }
+    // The last block's logit lens is the model's output: KL of the final distributions.
+    const la = find(a, 'logits', -1), lb = find(b, 'logits', -1);
+    let kl = 0, agree = 0;
+    for (let p = 0; p < T; ++p) {
+      const ra = la.slice(p * V, (p + 1) * V), rb = lb.slice(p * V, (p + 1) * V);
+      const lse = (r) => { const m = Math.max(...r); return m + Math.log(r.reduce((s, x) => s + Math.exp(x - m), 0)); };
+      const za = lse(ra), zb = lse(rb);
+      kl += ra.reduce((s, x, v) => s + Math.exp(x - za) * ((x - za) - (rb[v] - zb)), 0) / T;
+      agree += ra.indexOf(Math.max(...ra)) === rb.indexOf(Math.max(...rb)) ? 1 : 0;
+    }
+    closeTo(got.blocks[L - 1].kl, kl, 1e-4, 'last block kl');
+    assert.ok(kl > 1e-6, 'Q8_0 moves the prediction');
+    assert.equal(got.top1.agree, agree);
+  });
+});
+
 describe('the quantization lens in the page', {skip: (!fs.existsSync(path.join(kSite, 'index.html')) && 'build/site not built') ||
                                                    (!fs.existsSync(kGpt2) && 'build/native not built')}, () => {
   let server, browser, page, f32, q4;
