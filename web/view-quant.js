@@ -137,8 +137,12 @@ export function render(box, d) {
     e.textContent = text;
     return e;
   };
+  const headsNote = document.createElement('p');
+  headsNote.className = 'hint';
+  headsNote.textContent = r.headDrift.length ? '' :
+      'This prompt is too long to keep every head\'s attention of one model while the other runs: shorten it to compare heads.';
   box.replaceChildren(chart(r), table(r), top1,
-                      h4('Heads whose attention moved most (mean total variation over the positions)'), heads,
+                      h4('Heads whose attention moved most (mean total variation over the positions)'), headsNote, heads,
                       h4(`Attribution entries that moved most (logit of “${a.targetPiece}”, id ${a.target}, at the ` +
                          'last position: loaded → re-encoded)'), attr);
 }

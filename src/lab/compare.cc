@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "base/error.h"
 #include "convert/requantize.h"
@@ -80,7 +81,8 @@ Comparison CompareModels(Session& a, Session& b, const std::vector<int>& ids, co
   // A's attention probabilities, [L][H] causal triangles, while B runs.
   std::vector<float> probs_a;
   const size_t tri = Tri(T);
-  if (options.head_drift) {
+  const bool head_drift = options.head_drift && size_t(L) * H * tri * sizeof(float) <= kHeadDriftBytes;
+  if (head_drift) {
     probs_a.assign(size_t(L) * H * tri, 0.0f);
     out.head_drift.assign(size_t(L) * H, 0.0);
   }
@@ -92,12 +94,12 @@ Comparison CompareModels(Session& a, Session& b, const std::vector<int>& ids, co
     RunOptions run;
     run.observe_scores = false;
     run.observe_all_logits = false;
-    run.observe_probs = options.head_drift;
+    run.observe_probs = head_drift;
     run.observe_whole_prompt = false;  // reports by chunks from their pos0
     run.observer = [&, m](const Activation& act) {
       if (std::strcmp(act.name, "resid_out") == 0) {
         std::copy_n(act.data, act.shape[0] * C, o.resid[act.layer].data() + size_t(act.pos0) * C);
-      } else if (options.head_drift && std::strcmp(act.name, "attn_probs") == 0) {
+      } else if (head_drift && std::strcmp(act.name, "attn_probs") == 0) {
         const int64_t rows = act.shape[1], keys = act.shape[2];  // [H, rows, keys]
         for (int64_t h = 0; h < H; ++h) {
           float* tri_a = probs_a.data() + (size_t(act.layer) * H + h) * tri;

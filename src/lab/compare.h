@@ -38,7 +38,8 @@ struct BlockDrift {
 struct CompareOptions {
   // Also each head's pattern drift: the mean over queries of the total variation distance
   // (half the L1 distance) between the two models' attention rows. Keeps one model's attention
-  // probabilities (n_layer * n_head * T * (T + 1) / 2 floats) while the other runs.
+  // probabilities (n_layer * n_head * T * (T + 1) / 2 floats) while the other runs, so only
+  // while they fit kHeadDriftBytes (GPT-2 small: up to ~480 tokens); longer, head_drift stays empty.
   bool head_drift = false;
   // Also direct logit attribution (model/attribution.h) of both at the last position, for A's
   // most probable next token: each model's prefill is then AttributeLogit's.
@@ -53,6 +54,8 @@ struct Comparison {
   std::vector<double> head_drift;  // [n_layer * n_head] when asked for, else empty
   Attribution attribution_a, attribution_b;  // when asked for (last_logits not kept)
 };
+
+constexpr size_t kHeadDriftBytes = size_t(64) << 20;
 
 // Rows unembedded at a time in the lens windows: bounds the logits buffer (rows x n_vocab
 // floats, 3.2 MB for GPT-2).
