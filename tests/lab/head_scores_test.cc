@@ -136,7 +136,7 @@ TEST_CASE("On the small model the documented heads come out on top", "[circuits]
   gpt2::LoadedGguf loaded = gpt2::LoadGguf(mapping->data(), mapping->size());
   const std::vector<int> page = loaded.tokenizer->Encode(ReadText(DataPath("tiny_heldout.txt")));
   gpt2::Lab lab(std::move(loaded), 1);
-  const int H = lab.config().n_head;
+  const size_t H = size_t(lab.config().n_head);
   const size_t kPrevHead = 0 * H + 0;
   const std::set<size_t> kInductionHeads = {2 * H + 0, 2 * H + 1, 2 * H + 3};
   auto top3 = [](const std::vector<double>& v) {
