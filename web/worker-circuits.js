@@ -67,5 +67,11 @@ export function createCircuits({post, engine, info, bytesToPieces}) {
     }
   }
 
-  return {heads: handleHeads, quantLens: handleQuantLens};
+  // Frees the twin (before another model loads: its memory is not counted by the loader).
+  function dropSecond() {
+    if (second.engine && second.engine === engine()) engine().dropSecond();
+    second = {engine: null, weights: ''};
+  }
+
+  return {heads: handleHeads, quantLens: handleQuantLens, dropSecond};
 }

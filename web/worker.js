@@ -151,6 +151,7 @@ async function handleLoad(msg) {
   try {
     await ready;
     if (!Module) return;
+    jobs.dropSecond();  // the quantization lens's twin of the current model
     target = new Module.Engine();
     const beginLoad = target.beginLoad.bind(target);
     target.beginLoad = (total) => {  // the size is known only here
