@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import {execFileSync, spawnSync} from 'node:child_process';
 import fs from 'node:fs';
+import {createRequire} from 'node:module';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
 import {kRoot, launchBrowser, serveSite, waitLoaded, watchConsole} from './browser.mjs';
@@ -120,6 +121,46 @@ describe('gpt2 compare against inspect', {skip: !fs.existsSync(kGpt2) && 'build/
     closeTo(got.blocks[L - 1].kl, kl, 1e-4, 'last block kl');
     assert.ok(kl > 1e-6, 'Q8_0 moves the prediction');
     assert.equal(got.top1.agree, agree);
+  });
+});
+
+const kNodeModule = path.join(kRoot, 'build/wasm/web/gpt2-engine-node.cjs');
+
+describe('the twin in the engine under Node', {skip: (!fs.existsSync(kNodeModule) && 'build/wasm not built') ||
+                                                    (!fs.existsSync(kGpt2) && 'build/native not built')}, () => {
+  test('its bytes are the engine\'s: held while it lives, freed by dropSecond; no twin, no comparison', async () => {
+    const dir = modelDir('quant');
+    fs.mkdirSync(dir, {recursive: true});
+    const f32 = makeF32(dir);
+    const Module = await createRequire(import.meta.url)(kNodeModule)({wasmBinary: fs.readFileSync(kNodeModule.replace(/\.cjs$/, '.wasm'))});
+    const engine = new Module.Engine();
+    const bytes = fs.readFileSync(f32);
+    engine.beginLoad(bytes.length);
+    engine.appendChunk(bytes);
+    engine.finishLoad(1);
+    const ids = Array.from(engine.tokenize(kPrompt));
+    assert.throws(() => engine.compareSecond(ids), /Make the second model first/);
+    const before = Module.memoryStats().mallocBytes;
+    const made = engine.quantizeSecond('q8_0');
+    assert.equal(made.weight_type, 'q8_0');
+    const q8 = path.join(dir, 'tiny-q8_0.gguf');
+    execFileSync(path.join(kNative, 'gpt2-convert'), ['--input', f32, '--output', q8, '--type', 'q8_0'], {stdio: 'pipe'});
+    assert.equal(made.file_bytes, fs.statSync(q8).size, 'the same file gpt2-convert writes');
+    const held = Module.memoryStats().mallocBytes - before;
+    assert.ok(held >= made.file_bytes, `the twin holds its ${made.file_bytes} bytes (${held} allocated)`);
+    engine.dropSecond();
+    const after = Module.memoryStats().mallocBytes - before;
+    assert.ok(after < made.file_bytes / 10, `dropped: ${after} bytes still allocated of ${held}`);
+    // Made again and compared (the lab's own buffers grow for the prompt): dropping still frees it.
+    engine.quantizeSecond('q8_0');
+    assert.equal(engine.compareSecond(ids).positions, ids.length);
+    const withTwin = Module.memoryStats().mallocBytes;
+    engine.dropSecond();
+    const freed = withTwin - Module.memoryStats().mallocBytes;
+    assert.ok(freed >= made.file_bytes, `dropSecond freed ${freed} bytes, the file alone is ${made.file_bytes}`);
+    assert.throws(() => engine.compareSecond(ids), /Make the second model first/);
+    assert.throws(() => engine.quantizeSecond('q5_1'), /q8_0/);
+    engine.delete();
   });
 });
 
