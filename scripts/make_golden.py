@@ -7,11 +7,20 @@ runs GPT-2 written from torch ops (F.layer_norm, F.linear, F.gelu(approximate="t
 torch.softmax with a causal mask, float32 throughout, as Hugging Face GPT2LMHeadModel and
 karpathy/llm.c's train_gpt2.py do) and dumps every tensor src/model/observer.h names.
 
+golden_circuits_heads.bin, same format, head detection (src/lab/head_scores.h) on the same model:
+    default_ids            i32 [50] the ids `gpt2 heads` draws without --ids (SplitMix64 seeded 2028,
+                                    id = next % (n_vocab - 1), repeats skipped)
+    <case>/ids             i32 [R]  the ids repeated: [50256, ids, ids] (cases in HEAD_CASES)
+    <case>/prev, <case>/dup, <case>/induction
+                           f32 [L, H] the scores (TransformerLens detect_head's definitions, see
+                                    head_scores() below) from the attention probabilities
+
 Needs Debian's python3-torch and python3-numpy (/usr/bin/python3). Not run in CI: its outputs,
 tests/data/golden_tiny.bin and tests/data/golden_interventions.bin, are committed. Run from the
 repository root:
     scripts/make_golden.py [--output tests/data/golden_tiny.bin]
                            [--interventions-output tests/data/golden_interventions.bin]
+                           [--heads-output tests/data/golden_circuits_heads.bin]
 
 File format (all little-endian), read by tests/model/golden_file.h:
     8 bytes  magic "GPT2GOLD"
@@ -328,6 +337,66 @@ def write_interventions(w, path):
     print(f"wrote {path}: {len(out.records)} records", file=sys.stderr)
 
 
+HEAD_IDS_SEED, HEAD_IDS_COUNT = 2028, 50
+
+
+def default_head_ids(n_vocab, n=HEAD_IDS_COUNT):
+    """SplitMix64 (src/model/sampler.h's Rng) seeded HEAD_IDS_SEED; id = next % (n_vocab - 1),
+    an id drawn before is skipped."""
+    state, ids = HEAD_IDS_SEED, []
+    while len(ids) < n:
+        state = (state + 0x9E3779B97F4A7C15) & MASK64
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+        z ^= z >> 31
+        i = z % (n_vocab - 1)
+        if i not in ids:
+            ids.append(i)
+    return ids
+
+
+def head_scores(w, ids):
+    """prev, dup, induction [L, H] on [50256, ids, ids], with A = attn_probs[l, h] (query, key):
+    prev = mean_{p=1..2R} A[p, p-1], dup = mean_{p=R+1..2R} A[p, p-R],
+    induction = mean_{p=R+1..2R} A[p, p-R+1]; averaged in float64."""
+    R = len(ids)
+    seq = [50256] + list(ids) + list(ids)
+    observed = {}
+    forward(w, seq, lambda name, t: observed.__setitem__(name, t.detach().clone()))
+    prev, dup, ind = (np.zeros((N_LAYER, N_HEAD), np.float64) for _ in range(3))
+    p_all = np.arange(1, 2 * R + 1)
+    p_rep = np.arange(R + 1, 2 * R + 1)
+    for l in range(N_LAYER):
+        a = observed[f"blk{l}/attn_probs"].double().numpy()  # [H, T, T]
+        for h in range(N_HEAD):
+            prev[l, h] = a[h, p_all, p_all - 1].mean()
+            dup[l, h] = a[h, p_rep, p_rep - R].mean()
+            ind[l, h] = a[h, p_rep, p_rep - R + 1].mean()
+    return prev, dup, ind
+
+
+# The tiny model's context (64) holds at most R = 31; "repeats" has ids that recur inside a copy.
+HEAD_CASES = {
+    "default20": default_head_ids(N_VOCAB)[:20],
+    "repeats": [464, 2068, 464, 7586, 50256, 21831, 2068, 0, 31],
+    "max31": default_head_ids(N_VOCAB, 81)[50:81],
+}
+
+
+def write_heads(w, path):
+    out = GoldenWriter()
+    out.add("default_ids", np.array(default_head_ids(N_VOCAB), np.int32))
+    for name, ids in HEAD_CASES.items():
+        prev, dup, ind = head_scores(w, ids)
+        out.add(f"{name}/ids", np.array(ids, np.int32))
+        out.add(f"{name}/prev", prev.astype(np.float32))
+        out.add(f"{name}/dup", dup.astype(np.float32))
+        out.add(f"{name}/induction", ind.astype(np.float32))
+    out.write(path)
+    print(f"wrote {path}: {len(out.records)} records", file=sys.stderr)
+
+
 class GoldenWriter:
     def __init__(self):
         self.records = []
@@ -359,6 +428,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", default="tests/data/golden_tiny.bin")
     parser.add_argument("--interventions-output", default="tests/data/golden_interventions.bin")
+    parser.add_argument("--heads-output", default="tests/data/golden_circuits_heads.bin")
     args = parser.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(2)
@@ -396,6 +466,7 @@ def main():
         out.add(GREEDY_PROMPT + "/greedy", np.array(greedy, np.int32))
 
         write_interventions(w, args.interventions_output)
+        write_heads(w, args.heads_output)
 
     out.write(args.output)
     print(f"wrote {args.output}: {len(out.records)} records; greedy {greedy}", file=sys.stderr)

@@ -15,12 +15,14 @@ import * as anatomyView from './view-anatomy.js';
 import * as attentionView from './view-attention.js';
 import * as attributionView from './view-attribution.js';
 import * as experimentsView from './view-experiments.js';
+import * as headsView from './view-heads.js';
 import * as layerNormView from './view-layernorm.js';
 import * as lensView from './view-lens.js';
 import * as mlpView from './view-mlp.js';
 import * as modelView from './view-model.js';
 import * as patchingView from './view-patching.js';
 import * as probsView from './view-probs.js';
+import * as quantView from './view-quant.js';
 import * as residualView from './view-residual.js';
 import * as sweepView from './view-sweep.js';
 import * as tokensView from './view-tokens.js';
@@ -88,6 +90,8 @@ const store = createStore({
   sweep: {running: false},  // {running, done, total, result (the worker's 'sweep' reply)}
   attribution: null,        // the worker's 'attribution' reply
   patching: {running: false},  // {running, done, total, result (the worker's 'patching' reply)}
+  heads: {running: false},     // {running, result (the worker's 'heads' reply)}
+  quant: {running: false},     // {running, result (the worker's 'quant-lens' reply)}
   shareUrl: '',
   shareNote: '',    // what a shared link held that the page ignored
   // What the inputs hold (as typed: strings; sampling by input id, as share.js names them).
@@ -99,6 +103,8 @@ const store = createStore({
   exportTensor: markupDefault('export-tensor'),
   patchClean: markupDefault('patch-clean'),
   patchCorrupted: markupDefault('patch-corrupted'),
+  headsSource: markupDefault('heads-source'),
+  quantWeights: markupDefault('quant-weights'),
   sentPrompt: '',   // the prompt of the generation the worker is running
   exportFormat: '', // what the next 'export' reply is saved as ('npy' | 'json')
   modelUrl: '',     // the URL the model was loaded from ('' for a local file or a conversion)
@@ -132,7 +138,8 @@ function sampling() {
 }
 
 // The buttons that start work, enabled (render) and honoured (keyboard shortcuts) alike.
-const busy = (s) => s.generating || s.loading || s.experimenting || s.sweep.running || s.patching.running;
+const busy = (s) => s.generating || s.loading || s.experimenting || s.sweep.running || s.patching.running ||
+    s.heads.running || s.quant.running;
 const canGenerate = (s) => !!s.info && !busy(s);
 const canLoad = (s) => s.ready && !busy(s);
 
@@ -217,6 +224,10 @@ function render(s) {
   renderIfChanged(lensView.renderDetail, $('lens-detail'), {lens: s.lens, note: s.lensNote, open: s.lensOpen,
                                                             pieces: s.pieces, ids: s.ids});
   renderExperiments(s);
+  $('heads-run').disabled = !s.info || busy(s);
+  renderIfChanged(headsView.render, $('heads'), {heads: s.heads, layer: s.layer, head: s.head, status: $('heads-status')});
+  $('quant-run').disabled = !s.info || busy(s);
+  renderIfChanged(quantView.render, $('quant'), {quant: s.quant, status: $('quant-status')});
   if (s.info) {
     renderIfChanged(anatomyView.render, $('anatomy'), {config: s.info, tokens: Math.max(1, s.captured || s.ids.length),
                                                        blockMs: s.blockMs, prefillMs: s.statsData.prefillMs,
@@ -242,6 +253,8 @@ function renderInputs(s) {
   show('export-tensor', s.exportTensor);
   show('patch-clean', s.patchClean);
   show('patch-corrupted', s.patchCorrupted);
+  show('heads-source', s.headsSource);
+  show('quant-weights', s.quantWeights);
   renderIfChanged(fillSelect, $('layer-select'), {n: s.selectSizes.blocks, text: blockText});
   renderIfChanged(fillSelect, $('head-select'), {n: s.selectSizes.heads, text: headText});
   $('layer-select').value = s.layer;
@@ -375,7 +388,8 @@ function startLoad(source, text) {
   // The last text's views belong to the last model.
   store.set({error: '', loading: true, info: null, modelSource: source, progress: {value: 0}, progressText: text,
              acts: null, attentionMap: null, lens: null, lensOpen: null, experiment: null, captured: 0, picked: -1,
-             target: null, sweep: {running: false}, attribution: null});
+             target: null, sweep: {running: false}, attribution: null, heads: {running: false},
+             quant: {running: false}});
   store.flush();
 }
 
@@ -587,6 +601,40 @@ function runSweep() {
                       interventions: state.interventions});
 }
 
+// Head detection: the engine's conversation is now the repeated sequence, so the page shows it as
+// the text, and a head's attention opens on it.
+function runHeads() {
+  store.set({heads: {running: true, result: state.heads.result}, error: ''});
+  store.flush();
+  worker.postMessage({type: Msg.heads, text: state.headsSource === 'prompt' ? state.prompt : ''});
+}
+
+function onHeads(r) {
+  const T = r.sequence.length;
+  store.set({heads: {running: false, result: r}, ids: r.sequence.slice(), pieces: r.pieces.slice(), promptLength: T,
+             captured: T, sampled: [], promptText: r.pieces.join(''), generatedText: '', picked: -1, acts: null,
+             lens: null, lensNote: '', lensOpen: null, attentionMap: null, experiment: null, attribution: null,
+             target: null, sweep: {running: false}});
+  pick(T - 1);
+}
+
+// The quantization lens: the engine's conversation is then the prompt, captured (the loaded model).
+function runQuantLens() {
+  if (!state.prompt) { store.set({error: 'Type a prompt first.'}); return; }
+  store.set({quant: {running: true, result: state.quant.result}, error: ''});
+  store.flush();
+  worker.postMessage({type: Msg.quantLens, weights: state.quantWeights, prompt: state.prompt});
+}
+
+function onQuantLens(r) {
+  const T = r.ids.length;
+  store.set({quant: {running: false, result: r}, ids: r.ids.slice(), pieces: r.pieces.slice(), promptLength: T,
+             captured: T, sampled: [], promptText: r.pieces.join(''), generatedText: '', picked: -1, acts: null,
+             lens: null, lensNote: '', lensOpen: null, attentionMap: null, experiment: null, attribution: null,
+             target: null, sweep: {running: false}});
+  pick(T - 1);
+}
+
 function onExperiment(r) {
   store.set({experimenting: false, experiment: r});
   // The engine now holds the changed model's run of the same text: show its insides.
@@ -663,6 +711,8 @@ worker.onmessage = ({data: msg}) => {
       break;
     case Msg.lens: if (!state.awaitingPrompt) onLens(msg); break;
     case Msg.experiment: onExperiment(msg); break;
+    case Msg.heads: onHeads(msg); break;
+    case Msg.quantLens: onQuantLens(msg); break;
     case Msg.exportBlock: onExport(msg); break;
     case Msg.attribution: store.set({attribution: msg}); break;
     case Msg.patchingProgress: store.set({patching: {...state.patching, done: msg.done, total: msg.total}}); break;
@@ -678,6 +728,8 @@ worker.onmessage = ({data: msg}) => {
       if (msg.kind === ErrorKind.experiment) store.set({experimenting: false});
       if (msg.kind === ErrorKind.sweep) store.set({sweep: {running: false}});
       if (msg.kind === ErrorKind.patching) store.set({patching: {running: false}});
+      if (msg.kind === ErrorKind.heads) store.set({heads: {running: false, result: state.heads.result}});
+      if (msg.kind === ErrorKind.quantLens) store.set({quant: {running: false, result: state.quant.result}});
       store.set({error: msg.message});
       break;
     default:
@@ -728,6 +780,8 @@ kept('prompt', 'prompt');
 kept('export-tensor', 'exportTensor', 'change');
 kept('patch-clean', 'patchClean');
 kept('patch-corrupted', 'patchCorrupted');
+kept('heads-source', 'headsSource', 'change');
+kept('quant-weights', 'quantWeights', 'change');
 for (const {name} of kSamplingFields) {
   $(name).addEventListener('input', (e) => store.set({sampling: {...state.sampling, [name]: e.target.value}}));
 }
@@ -835,6 +889,16 @@ on($('patch-run'), 'click', () => {
 on($('sweep'), 'click', (e) => {
   const li = e.target.closest('li[data-layer]');
   if (li) chooseLayerHead(Number(li.dataset.layer), Number(li.dataset.head));
+});
+on($('heads-run'), 'click', runHeads);
+on($('quant-run'), 'click', runQuantLens);
+on($('quant'), 'click', (e) => {
+  const li = e.target.closest('li[data-head]');
+  if (li) chooseLayerHead(Number(li.dataset.layer), Number(li.dataset.head));
+});
+on($('heads'), 'click', (e) => {
+  const cell = e.target.closest('.head-cell');
+  if (cell) chooseLayerHead(Number(cell.dataset.layer), Number(cell.dataset.head));
 });
 on($('probs'), 'click', (e) => {
   const li = e.target.closest('li[data-id]');

@@ -35,6 +35,14 @@
 //     {type:'attribute', position, target, interventions}  direct logit attribution of the
 //                                    conversation at `position` for `target` (re-runs it)
 //     {type:'attention-map', layer, head}  one head's full [P, P] attention
+//     {type:'heads', text}           head detection (gpt2 heads): the plain model on [50256, ids, ids],
+//                                    ids: `gpt2 heads`'s default ids, or with `text` its distinct tokens
+//                                    in order (at most what fits the context); the conversation
+//                                    becomes that sequence, captured
+//     {type:'quant-lens', weights, prompt}  the quantization lens: the loaded model against itself
+//                                    re-encoded as `weights` ('q8_0' | 'q4_0' | 'f16') by gpt2-convert's
+//                                    code (made once, kept beside it until another model loads), on
+//                                    the prompt's tokens; the conversation becomes the prompt, captured
 //     {type:'clear-cache'}
 //     {type:'cache-info'}            answered with 'cache' at once, even while a job runs
 //   worker -> page
@@ -79,6 +87,17 @@
 //                                                    the clean difference a patch brings back
 //     {type:'attribution', position, target, names, values: Float64Array, logit}
 //                                                    names in `gpt2 attribute`'s order
+//     {type:'heads', ids, sequence, pieces, repeat, nLayer, nHead, prev, dup, induction: Float64Array
+//       [nLayer * nHead], uniform: {prev, dup, induction}, ms}
+//                                                    each head's scores (src/lab/head_scores.h);
+//                                                    uniform: what evenly spread attention scores
+//     {type:'quant-lens', weights, ids, pieces, nLayer, nHead, positions, agree, cos, rel, kl:
+//       Float64Array [nLayer], topA, topB: Int32Array [positions], headDrift: Float64Array
+//       [nLayer * nHead], attribution: {target, names, a, b: Float64Array}, secondBytes, ms}
+//                                                    per block as `gpt2 compare` prints it; headDrift:
+//                                                    mean total variation between the two models'
+//                                                    attention rows; attribution: each component
+//                                                    for A's top token at the last position, in A and B
 //     {type:'cache', entries, bytes, urls, cleared}  after clear-cache / cache-info
 //     {type:'error', kind, message}                  kind: an ErrorKind value
 
@@ -96,6 +115,8 @@ export const Msg = Object.freeze({
   attribute: 'attribute',
   attentionMap: 'attention-map',  // also the worker's reply
   experiment: 'experiment',       // also the worker's reply
+  heads: 'heads',                 // also the worker's reply
+  quantLens: 'quant-lens',        // also the worker's reply
   clearCache: 'clear-cache',
   cacheInfo: 'cache-info',
   // worker -> page
@@ -127,6 +148,8 @@ export const ErrorKind = Object.freeze({
   exportBlock: 'export',
   attribute: 'attribute',
   patching: 'patching',
+  heads: 'heads',
+  quantLens: 'quant-lens',
 });
 
 // The `phase` of a 'progress' message.

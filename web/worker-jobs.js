@@ -6,6 +6,7 @@
 // generation loop and the experiments (src/lab/lab.h): each job is a short sequence of its calls.
 
 import {ErrorKind, Msg, errorMessage} from './protocol.js';
+import {createCircuits} from './worker-circuits.js';
 
 // The logit lens costs n_layer * positions * n_embd * n_vocab multiply-adds; keep a window
 // around ~3e9 (a few seconds of wasm SIMD) and at most this many positions.
@@ -354,6 +355,7 @@ export function createJobs({post, yieldToEvents}) {
     patching: handlePatching,
     attribute: handleAttribute,
     exportBlock: handleExport,
+    ...createCircuits({post, engine: () => engine, info: () => info, bytesToPieces}),
     attentionMap(msg) {
       try { attentionMap(msg.layer, msg.head); } catch (e) {
         post({type: Msg.error, kind: ErrorKind.inspect, message: errorMessage(e)});

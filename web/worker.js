@@ -151,6 +151,7 @@ async function handleLoad(msg) {
   try {
     await ready;
     if (!Module) return;
+    jobs.dropSecond();  // the quantization lens's twin of the current model
     target = new Module.Engine();
     const beginLoad = target.beginLoad.bind(target);
     target.beginLoad = (total) => {  // the size is known only here
@@ -211,6 +212,8 @@ const queued = {
   [Msg.patching]: jobs.patching,
   [Msg.attribute]: jobs.attribute,
   [Msg.exportBlock]: jobs.exportBlock,
+  [Msg.heads]: jobs.heads,
+  [Msg.quantLens]: jobs.quantLens,
 };
 
 self.onmessage = (event) => {

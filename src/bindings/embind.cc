@@ -33,6 +33,15 @@
 //   engine.jobResults(from) -> {layers, indices: Int32Array, values: Float64Array}; engine.endJob()
 //   engine.attributeConversation(interventions, position, target), engine.attribute(ids, position,
 //     target, contrast) -> {position, target, contrast, names, values: Float64Array, logit}
+// Head detection (lab/head_scores.h): engine.defaultHeadIds() -> Int32Array [50] (`gpt2 heads`'s);
+//   engine.detectHeads(ids) -> {repeat, nLayer, nHead, prev, dup, induction: Float64Array
+//   [n_layer * n_head], uniform: {prev, dup, induction}}; the conversation becomes [50256, ids, ids],
+//   captured, run under the interventions set last
+// The quantization lens (lab/compare.h): engine.quantizeSecond('q8_0' | 'q4_0' | 'f16' | 'f32')
+//   -> {weight_type, file_bytes}: the loaded model re-encoded by gpt2-convert's code, held beside it
+//   (its bytes owned, freed by dropSecond() or the next load); engine.compareSecond(ids) ->
+//   {positions, agree, cos, rel, kl, topA, topB, headDrift, attribution: {target, names, a, b}};
+//   the conversation becomes ids, captured, plain
 // Probes of a captured plain run: engine.logProbs(position, ids), engine.ablatedLogProbs(
 //   [[layer, head], ...], position, target, means), engine.patchedLogProbsAt(layer, positions,
 //   stream [position(), n_embd], ids) -> Float64Array; engine.headMeans()
@@ -67,8 +76,11 @@
 #include "base/error.h"
 #include "bindings/download_buffer.h"
 #include "bindings/js_calls.h"
+#include "convert/convert.h"
 #include "hwy/highway.h"
 #include "kernels/kernels.h"
+#include "lab/compare.h"
+#include "lab/head_scores.h"
 #include "lab/lab.h"
 
 // The page is only worth shipping with SIMD128 kernels; without -msimd128 Highway silently
@@ -133,6 +145,34 @@ val AttributionToJs(const Attribution& a) {
                  {"names", names}, {"values", CopyToJs(values)}, {"logit", val(a.logit)}});
 }
 
+// {repeat, nLayer, nHead, prev, dup, induction: Float64Array [n_layer * n_head], uniform: {prev, dup,
+// induction}} (lab/head_scores.h).
+val HeadScoresToJs(const HeadScores& s) {
+  const UniformScores u = UniformHeadScores(s.repeat);
+  return Object({{"repeat", val(s.repeat)}, {"nLayer", val(s.n_layer)}, {"nHead", val(s.n_head)},
+                 {"prev", CopyToJs(s.prev)}, {"dup", CopyToJs(s.dup)}, {"induction", CopyToJs(s.induction)},
+                 {"uniform", Object({{"prev", val(u.prev)}, {"dup", val(u.dup)}, {"induction", val(u.induction)}})}});
+}
+
+// {positions, agree, cos, rel, kl: Float64Array [n_layer], topA, topB: Int32Array [positions],
+// headDrift: Float64Array [n_layer * n_head], attribution: {target, names, a, b: Float64Array}}
+// (lab/compare.h).
+val ComparisonToJs(const Comparison& r) {
+  std::vector<double> cos, rel, kl, a, b;
+  for (const BlockDrift& d : r.blocks) cos.push_back(d.cos), rel.push_back(d.rel), kl.push_back(d.kl);
+  val names = val::array();
+  for (size_t i = 0; i < r.attribution_a.components.size(); ++i) {
+    names.call<void>("push", val(r.attribution_a.components[i].name));
+    a.push_back(r.attribution_a.components[i].value);
+    b.push_back(r.attribution_b.components[i].value);
+  }
+  return Object({{"positions", val(r.positions)}, {"agree", val(r.agree)}, {"cos", CopyToJs(cos)},
+                 {"rel", CopyToJs(rel)}, {"kl", CopyToJs(kl)}, {"topA", CopyToJs(r.top_a)}, {"topB", CopyToJs(r.top_b)},
+                 {"headDrift", CopyToJs(r.head_drift)},
+                 {"attribution", Object({{"target", val(r.attribution_a.target)}, {"names", names},
+                                         {"a", CopyToJs(a)}, {"b", CopyToJs(b)}})}});
+}
+
 // Each method forwards one call to the Lab (see the usage above), guarded.
 #define LAB_CALL(...) Guarded([&] { RequireModel(); __VA_ARGS__; })
 
@@ -143,7 +183,7 @@ class Engine : public ErrorsByValue {
   std::string TakeError() { return TakeLastError(); }
 
   void BeginLoad(double total_bytes) {
-    Guarded([&] { lab_.reset(); file_bytes_.Begin(total_bytes); return 0; });
+    Guarded([&] { second_.reset(); lab_.reset(); file_bytes_.Begin(total_bytes); return 0; });
   }
   void AppendChunk(const val& bytes) { Guarded([&] { file_bytes_.Append(bytes); return 0; }); }
 
@@ -289,6 +329,18 @@ class Engine : public ErrorsByValue {
                                    {"values", CopyToJs(values)}}));
   }
   void EndJob() { LAB_CALL(lab_->EndJob(); return 0); }
+  val DefaultHeadIds() const { return LAB_CALL(return CopyToJs(gpt2::DefaultHeadIds(lab_->config().n_vocab))); }
+  val QuantizeSecond(const std::string& type) {
+    return LAB_CALL(second_.reset(); second_ = SecondModel::Requantized(lab_->file(), ParseConvertType(type));
+                    return Object({{"weight_type", val(std::string(second_->matrix_type()))},
+                                   {"file_bytes", val(double(second_->file_bytes()))}}));
+  }
+  void DropSecond() { second_.reset(); }
+  val CompareSecond(const val& ids) {
+    return LAB_CALL(if (!second_) throw Error("Make the second model first (quantizeSecond).");
+                    return ComparisonToJs(CompareWithLab(*lab_, *second_, List(ids))));
+  }
+  val DetectHeads(const val& ids) { return LAB_CALL(return HeadScoresToJs(gpt2::DetectHeads(*lab_, List(ids)))); }
 
  private:
   void RequireModel() const {
@@ -301,6 +353,7 @@ class Engine : public ErrorsByValue {
   // Declared first so it is destroyed last: the Lab's GgufFile and Model point into it.
   DownloadBuffer file_bytes_{"The model", "beginLoad"};
   std::unique_ptr<Lab> lab_;
+  std::unique_ptr<SecondModel> second_;  // the quantization lens's other model (after lab_: freed first)
 };
 
 int EndOfTextId() { return kEndOfText; }
@@ -371,5 +424,10 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .function("startPatching", &Engine::StartPatching)
       .function("continueJob", &Engine::ContinueJob)
       .function("jobResults", &Engine::JobResults)
-      .function("endJob", &Engine::EndJob);
+      .function("endJob", &Engine::EndJob)
+      .function("defaultHeadIds", &Engine::DefaultHeadIds)
+      .function("detectHeads", &Engine::DetectHeads)
+      .function("quantizeSecond", &Engine::QuantizeSecond)
+      .function("dropSecond", &Engine::DropSecond)
+      .function("compareSecond", &Engine::CompareSecond);
 }

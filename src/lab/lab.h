@@ -107,6 +107,9 @@ class Lab {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const GgufFile& file() const { return *file_; }
   const Session& session() const { return *session_; }
+  // For the quantization lens (lab/compare.h CompareWithLab), which resets the lab before and
+  // after running it on the session.
+  Session& session_for_compare() { return *session_; }
   const CaptureStore& capture() const { return capture_; }
 
   // The page's checks of a prompt, with its messages: not empty, fits the context.

@@ -2,6 +2,7 @@
 // GGUF file llama.cpp and our engine both load. See convert/convert.h for the mapping.
 //
 //   gpt2-convert --input DIR --output FILE.gguf --type f32|f16|q8_0|q4_0 [--name NAME]
+//   gpt2-convert --input IN.gguf --output FILE.gguf --type ...   (re-encode a GGUF: convert/requantize.h)
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -9,6 +10,7 @@
 
 #include "base/error.h"
 #include "convert/convert.h"
+#include "convert/requantize.h"
 
 namespace {
 
@@ -16,6 +18,7 @@ void Usage(std::ostream& out) {
   out << "usage: gpt2-convert --input DIR --output FILE.gguf [--type f32|f16|q8_0|q4_0] [--name NAME] [--quiet]\n"
          "  DIR holds model.safetensors, config.json and vocab.json + merges.txt\n"
          "  (or encoder.json + vocab.bpe). The default type is q8_0.\n"
+         "  --input IN.gguf re-encodes a GPT-2 GGUF (e.g. F32 or F16) with --type's matrices.\n"
          "  NAME is written as general.name; by default \"GPT-2 small\" (medium, large, XL) for\n"
          "  the shapes OpenAI released, none for other shapes.\n";
 }
@@ -52,7 +55,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    gpt2::ConvertHfGpt2(input, output, gpt2::ParseConvertType(type), quiet ? nullptr : &std::cout, name);
+    const bool gguf = input.size() > 5 && input.compare(input.size() - 5, 5, ".gguf") == 0;
+    if (gguf && !name.empty()) {
+      std::cerr << "gpt2-convert: --name is for checkpoints; a GGUF keeps its own general.name\n";
+      return 2;
+    }
+    if (gguf) gpt2::RequantizeGgufFile(input, output, gpt2::ParseConvertType(type));
+    else gpt2::ConvertHfGpt2(input, output, gpt2::ParseConvertType(type), quiet ? nullptr : &std::cout, name);
   } catch (const gpt2::Error& e) {
     std::cerr << "gpt2-convert: " << e.what() << "\n";
     return 1;

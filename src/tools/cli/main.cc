@@ -29,6 +29,8 @@
 #include "tools/common/intervention_flags.h"
 
 namespace gpt2 {
+int HeadsCommand(int argc, char** argv);  // heads_cmd.cc
+int CompareCommand(int argc, char** argv);  // compare_cmd.cc
 namespace {
 
 constexpr char kUsage[] =
@@ -43,6 +45,12 @@ constexpr char kUsage[] =
     "                [--json FILE] [--threads N] [INTERVENTIONS]\n"
     "  gpt2 bench --model M.gguf [--prompt-tokens 128] [--decode-tokens 64] [--threads N]\n"
     "             [INTERVENTIONS: also time a re-run under them reusing the cache]\n"
+    "  gpt2 heads --model M.gguf [--ids I1,I2,...,IR] [--json FILE] [--threads N]\n"
+    "                every head's prev, dup and induction score on [50256, I1..IR, I1..IR];\n"
+    "                without --ids R = 50 distinct ids: SplitMix64 seeded 2028, id = next %\n"
+    "                (n_vocab - 1), repeats skipped (lab/head_scores.h)\n"
+    "  gpt2 compare --model A.gguf --model-b B.gguf --prompt TEXT [--json FILE] [--threads N]\n"
+    "                per block L<TAB>cos<TAB>rel<TAB>kl of B against A, then top1<TAB>agree/positions\n"
     "INTERVENTIONS (combine freely; layers and heads count from 0):\n"
     "  --ablate-heads L.H[,L.H...]  zero the heads' outputs before the output projection\n"
     "  --skip-attn L[,L...]         the blocks' attention adds nothing to the stream\n"
@@ -390,6 +398,8 @@ int Main(int argc, char** argv) {
                                              "repeats", "activations"}),
                       {"post-norm"}));
   }
+  if (command == "heads") return HeadsCommand(argc, argv);
+  if (command == "compare") return CompareCommand(argc, argv);
   std::cerr << "gpt2: unknown command '" << command << "'\n" << kUsage;
   return 2;
 }
