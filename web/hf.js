@@ -30,6 +30,40 @@ export function hfSizes(id, weights) {
   return {gguf: Math.ceil(matrices * perWeight + vectors * 4 + 1.5e6), checkpoint: (matrices + vectors) * 4};
 }
 
+// The most memory the engine's WebAssembly module may use (src/model/config.h kWasmMemoryBudget:
+// -sMAXIMUM_MEMORY=4GB less 64 kB).
+export const kWasmMaxBytes = 4 * 2 ** 30 - 2 ** 16;
+
+const gb = (bytes) => (bytes >= 1e9 ? `${(bytes / 1e9).toFixed(1)} GB` : `${Math.round(bytes / 1e6)} MB`);
+
+// What getting `id` as `weights` takes, in words, and whether this device can hold it:
+// {text, refusal ('' when it fits), memory, disk}. The memory is the bound the engine keeps after
+// loading: 1.1 x the file plus the KV cache at full context (8-bit for quantized weights, f16 for
+// F16). deviceMemory: navigator.deviceMemory (GB, rounded down by the browser) or undefined;
+// storageFree: bytes the browser would still let this origin store, or undefined.
+export function hfChoice(id, weights, {deviceMemory, storageFree} = {}) {
+  const model = hfModel(id);
+  const {gguf, checkpoint} = hfSizes(id, weights);
+  const kv = 2 * model.nLayer * 1024 * model.nEmbd * (weights === 'f16' ? 2 : 34 / 32);
+  const memory = Math.ceil(1.1 * gguf + kv);
+  const name = `${model.label} as ${weights.toUpperCase()}`;
+  let text = `${name}: a ${gb(checkpoint)} download, converted here as it streams into ${gb(gguf)} ` +
+             `kept in this browser's cache; it needs about ${gb(memory)} of memory.`;
+  let refusal = '';
+  if (memory > kWasmMaxBytes) {
+    refusal = `${name} needs about ${gb(memory)} of memory, more than a web page's engine can use ` +
+              `(${gb(kWasmMaxBytes)}). Choose smaller weights (Q4_0 or Q8_0) or a smaller model.`;
+  } else if (deviceMemory && memory > 0.75 * deviceMemory * 2 ** 30) {
+    refusal = `${name} needs about ${gb(memory)} of memory; this device has about ${deviceMemory} GB, ` +
+              'too little to hold it beside the browser. Choose smaller weights or a smaller model.';
+  }
+  if (!refusal && storageFree !== undefined && storageFree < gguf) {
+    text += ` This browser would only let the page store ${gb(storageFree)} more, so it will not be kept: ` +
+            'the next visit downloads it again.';
+  }
+  return {text, refusal, memory, disk: gguf};
+}
+
 // BASE/openai-community/<id>/resolve/main/<file>, Hugging Face's download path.
 export function hfFileUrl(base, file, id = 'gpt2') {
   return `${base.replace(/\/+$/, '')}/openai-community/${id}/resolve/main/${file}`;

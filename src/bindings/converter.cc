@@ -124,7 +124,7 @@ class Converter : public ErrorsByValue {
 
  private:
   // The converted file must fit the module's memory beside what else is there.
-  static constexpr uint64_t kMaxOutputBytes = 2147483647u;
+  static constexpr uint64_t kMaxOutputBytes = kWasmMemoryBudget;
 
   void RequireStream() const {
     if (stream_ == nullptr) throw Error("nextRange and feedPiece need beginStream first");

@@ -58,7 +58,7 @@ ConvertStats BuildGpt2Gguf(const SafetensorsFile& checkpoint, const Config& conf
                            std::ostream* log, const std::string& model_name = "");
 
 // The same conversion one tensor at a time, for callers that cannot hold the output twice (the
-// page converts GPT-2 small inside a 2 GB WebAssembly heap): the constructor makes every check
+// page converts GPT-2 small inside a WebAssembly heap): the constructor makes every check
 // BuildGpt2Gguf makes and fixes the output file's layout; EncodeTensor(i) then writes tensor i
 // (with its padding) into `file`, the caller's buffer of layout().size bytes, at its offset.
 // Both produce the same bytes. `checkpoint` and `tokenizer` must outlive this object.

@@ -190,7 +190,7 @@ const ReleasedGpt2* FindReleasedGpt2(const Config& c) {
 
 int64_t DefaultMemoryBudget() {
 #ifdef __EMSCRIPTEN__
-  return int64_t{2} << 30;
+  return kWasmMemoryBudget;
 #else
   const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
   if (pages <= 0 || page_size <= 0) return int64_t{1} << 40;
