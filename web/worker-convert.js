@@ -98,7 +98,7 @@ export function createHfConverter({post, yieldToEvents, loader}) {
   }
 
   // Piece by piece, each fetched by a Range request from where the first answer came from (the
-  // CDN, after Hugging Face's redirect), If-Range on its ETag so a file changed meanwhile fails.
+  // CDN, after Hugging Face's redirect); an answer with another ETag (the file changed) fails.
   async function streamed(converter, url, first, weights, makeRoom, signal) {
     const range = /^bytes 0-(\d+)\/(\d+)$/.exec(first.headers.get('Content-Range') || '');
     if (!range) {
@@ -126,7 +126,7 @@ export function createHfConverter({post, yieldToEvents, loader}) {
       const end = r.offset + r.bytes - 1;
       const response = await piece(from, r.offset, end, validator, fileSize, signal);
       const resume = async (got, cause) => {
-        const {response: rest, why} = await loader.fetchRange(from, r.offset + got, end, validator, fileSize, signal);
+        const {response: rest, why} = await loader.fetchRange(from, r.offset + got, end, validator, fileSize, signal, false);
         if (rest) return rest.body;
         throw new Error(`The connection dropped after ${fed + got} bytes of ${url} (${errorMessage(cause)}), and ` +
                         `the download could not be resumed: ${why}. Load the model again.`);
@@ -144,7 +144,7 @@ export function createHfConverter({post, yieldToEvents, loader}) {
 
   // A piece the server must answer with exactly those bytes.
   async function piece(url, from, to, validator, fileSize, signal) {
-    const {response, why} = await loader.fetchRange(url, from, to, validator, fileSize, signal);
+    const {response, why} = await loader.fetchRange(url, from, to, validator, fileSize, signal, false);
     if (!response) throw new Error(`Could not download bytes ${from}-${to} of ${url}: ${why}. Load the model again.`);
     return response;
   }

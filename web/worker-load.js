@@ -104,26 +104,29 @@ export function createLoader({post}) {
     return {response, source: 'network'};
   }
 
-  // Bytes [from, to] of `url` (to null: to the end) by an HTTP Range request, conditional on the
-  // file being the same one (If-Range with its ETag or Last-Modified) when a validator is given:
-  // {response} of a 206 answer covering exactly those bytes of a file of fileSize bytes (0: any),
-  // else {why} says in plain words why not. A server that ignores Range answers 200 with the
-  // whole file.
-  async function fetchRange(url, from, to, validator, fileSize, signal) {
+  // Bytes [from, to] of `url` (to null: to the end) by an HTTP Range request, of the same file as
+  // before when a validator (its ETag or Last-Modified) is given: {response} of a 206 answer
+  // covering exactly those bytes of a file of fileSize bytes (0: any), else {why} says in plain
+  // words why not. A server that ignores Range answers 200 with the whole file. ifRange: send the
+  // validator as If-Range (a CORS preflight per request); else the answer's ETag is compared,
+  // which costs no extra round trip (a lone Range header is CORS-safelisted).
+  async function fetchRange(url, from, to, validator, fileSize, signal, ifRange = true) {
     const headers = {Range: `bytes=${from}-${to ?? ''}`};
-    if (validator) headers['If-Range'] = validator;
+    if (validator && ifRange) headers['If-Range'] = validator;
     let r = null;
     try {
       r = await fetch(url, {cache: 'no-store', headers, signal});
     } catch { /* reported below */ }
     const range = /^bytes (\d+)-(\d+)\/(\d+|\*)$/.exec(r?.headers.get('Content-Range') || '');
+    const etag = r?.headers.get('ETag');
+    const same = ifRange || !validator || !validator.startsWith('"') || !etag || etag === validator;
     if (r && r.status === 206 && range && Number(range[1]) === from && (to === null || Number(range[2]) === to) &&
-        (!fileSize || range[3] === '*' || Number(range[3]) === fileSize)) {
+        (!fileSize || range[3] === '*' || Number(range[3]) === fileSize) && same) {
       return {response: r, fileSize: range[3] === '*' ? 0 : Number(range[3])};
     }
     r?.body?.cancel().catch(() => {});
     if (signal?.aborted) throw signal.reason ?? new Error('aborted');
-    const why = !r ? 'the server is unreachable' : r.status === 200
+    const why = !r ? 'the server is unreachable' : !same ? 'the file changed on the server meanwhile' : r.status === 200
         ? 'the server does not answer HTTP Range requests, or the file changed'
         : `the server answered ${r.status}`;
     return {why};
