@@ -1,9 +1,12 @@
 // libFuzzer target: the converter's inputs. The input is a Hugging Face config.json and a
 // safetensors checkpoint, as [u16 little-endian length of the JSON][JSON][safetensors]. Parses
 // both, widens every tensor to f32, and converts to a GGUF in memory (Q8_0 or Q4_0 by the
-// checkpoint's first byte) which must then parse back. The only acceptable failure is
-// gpt2::Error.
+// checkpoint's first byte) which must then parse back, and equal the streamed conversion's
+// (Gpt2GgufStream from the header alone, fed the pieces it asks for, small ones). The only
+// acceptable failure is gpt2::Error.
 #include <cstddef>
+#include <cstdlib>
+#include <cstring>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -35,6 +38,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     gpt2::BuildGpt2Gguf(*file, config, nullptr, type, &writer, nullptr);
     const std::vector<uint8_t> gguf = writer.Serialize();
     gpt2::GgufFile::Parse(gguf.data(), gguf.size());  // must not throw: we wrote it
+
+    const uint64_t header_end = gpt2::SafetensorsFile::HeaderEnd(st, st_size, st_size);
+    gpt2::Gpt2GgufStream stream(st, static_cast<size_t>(header_end), st_size, config, nullptr, type, "",
+                                uint64_t{1} << 28, /*piece_bytes=*/64);
+    while (!stream.done()) {
+      const gpt2::Gpt2GgufStream::Range r = stream.next();
+      if (r.bytes == 0 || r.offset + r.bytes > st_size) std::abort();
+      const std::vector<uint8_t> piece(st + r.offset, st + r.offset + r.bytes);
+      stream.Feed(piece.data(), piece.size());
+    }
+    if (stream.output_size() != gguf.size() || std::memcmp(stream.output(), gguf.data(), gguf.size()) != 0) {
+      std::abort();
+    }
   } catch (const gpt2::Error&) {
   }
   return 0;

@@ -5,7 +5,7 @@
 // First: it may reload the page (under the service worker, for threads) before anything starts.
 import {isolationNote} from './isolation.js';
 import {startEngineWorker} from './boot.js';
-import {hfCacheKey, kHfWeights} from './hf.js';
+import {hfCacheKey, hfChoice, kHfModels, kHfWeights} from './hf.js';
 import {encodeNpy} from './npy.js';
 import {checkAgainstModel, decodeShare, encodeShare, kSamplingFields} from './share.js';
 import {ErrorKind, Msg, Phase} from './protocol.js';
@@ -97,6 +97,8 @@ const store = createStore({
   // What the inputs hold (as typed: strings; sampling by input id, as share.js names them).
   modelUrlInput: markupDefault('model-url'),
   hfWeights: markupDefault('hf-weights'),
+  hfModel: markupDefault('hf-model'),
+  storageFree: undefined,  // bytes this origin may still store (navigator.storage.estimate)
   prompt: markupDefault('prompt'),
   sampling: kSamplingDefaults,
   capture: markupDefault('capture'),
@@ -247,6 +249,7 @@ function renderInputs(s) {
   const show = (id, value) => { if ($(id).value !== value) $(id).value = value; };
   show('model-url', s.modelUrlInput);
   show('hf-weights', s.hfWeights);
+  show('hf-model', s.hfModel);
   show('prompt', s.prompt);
   for (const {name} of kSamplingFields) show(name, s.sampling[name]);
   $('capture').checked = s.capture;
@@ -301,7 +304,14 @@ function renderStatus(s) {
   $('generate').disabled = !canGenerate(s);
   $('stop').disabled = !s.generating;
   $('load').disabled = !canLoad(s);
-  $('get-gpt2').disabled = !canLoad(s);
+  const choice = hfChoiceOf(s);
+  $('get-gpt2').disabled = !canLoad(s) || !!choice.refusal;
+  $('hf-need').textContent = choice.refusal || choice.text;
+  $('hf-need').classList.toggle('refusal', !!choice.refusal);
+  // The weight types this size fits in, on this device.
+  for (const option of $('hf-weights').options) {
+    option.disabled = !!hfChoice(s.hfModel, option.value, deviceFacts(s)).refusal;
+  }
   $('model-file').disabled = !canLoad(s);
   $('exp-run-again').disabled = !haveModel || busy(s) || s.captured === 0;
   $('sweep-run').disabled = !haveModel || busy(s) || s.picked < 0;
@@ -408,14 +418,22 @@ function loadFile(file) {
   worker.postMessage({type: Msg.load, file});
 }
 
-// Get GPT-2 small: Hugging Face, or the server named by ?hf=BASE (tests use a local one).
+// Get GPT-2: Hugging Face, or the server named by ?hf=BASE (tests use a local one).
 const hfBase = params.get('hf') || 'https://huggingface.co';
 
+// What this device tells a page about its memory and storage (either may be unknown).
+const deviceFacts = (s) => ({deviceMemory: navigator.deviceMemory, storageFree: s.storageFree});
+const hfChoiceOf = (s) => hfChoice(s.hfModel, s.hfWeights, deviceFacts(s));
+navigator.storage?.estimate?.().then(({quota, usage}) => {
+  if (Number.isFinite(quota) && Number.isFinite(usage)) store.set({storageFree: Math.max(0, quota - usage)});
+}, () => {});
+
 function getGpt2() {
-  const weights = state.hfWeights;
-  startLoad(`gpt2-${weights}.gguf`, `Getting GPT-2 small (${weights.toUpperCase()})…`);
+  const {hfWeights: weights, hfModel: model} = state;
+  const label = kHfModels.find((m) => m.id === model).label;
+  startLoad(`${model}-${weights}.gguf`, `Getting ${label} (${weights.toUpperCase()})…`);
   store.set({modelUrl: ''});  // shared links name a model URL; this one is made in the browser
-  worker.postMessage({type: Msg.getGpt2, hf: hfBase, weights});
+  worker.postMessage({type: Msg.getGpt2, hf: hfBase, weights, model});
 }
 
 function onProgress({phase, loaded, total, file}) {
@@ -754,10 +772,13 @@ function autoLoadIfCached() {
   const url = new URL(state.modelUrlInput.trim(), document.baseURI).href;
   if (cachedUrls.includes(url)) { loadUrl(state.modelUrlInput); return; }
   // Else a GPT-2 converted on an earlier visit (the worker's cache key for it; no request).
-  const converted = kHfWeights.find((w) => cachedUrls.includes(hfCacheKey(hfBase, w)));
-  if (converted) {
-    store.set({hfWeights: converted});
-    getGpt2();
+  for (const {id} of kHfModels) {
+    const converted = kHfWeights.find((w) => cachedUrls.includes(hfCacheKey(hfBase, w, id)));
+    if (converted) {
+      store.set({hfWeights: converted, hfModel: id});
+      getGpt2();
+      return;
+    }
   }
 }
 
@@ -776,6 +797,7 @@ function on(element, type, handler) {
 const kept = (id, key, event = 'input') => $(id).addEventListener(event, (e) => store.set({[key]: e.target.value}));
 kept('model-url', 'modelUrlInput');
 kept('hf-weights', 'hfWeights', 'change');
+kept('hf-model', 'hfModel', 'change');
 kept('prompt', 'prompt');
 kept('export-tensor', 'exportTensor', 'change');
 kept('patch-clean', 'patchClean');

@@ -5,9 +5,11 @@
 //   page -> worker
 //     {type:'load', url}             a .gguf URL, or a .json manifest {"parts":[...],"size":N}
 //     {type:'load', file}            a File from <input type=file> or drag and drop
-//     {type:'get-gpt2', hf, weights}   GPT-2 small from Hugging Face: the cached conversion if there
-//                                    is one, else model.safetensors, config.json, vocab.json and
-//                                    merges.txt from hf/openai-community/gpt2/resolve/main/<file>,
+//     {type:'get-gpt2', hf, weights, model}   GPT-2 from Hugging Face (model: 'gpt2', 'gpt2-medium',
+//                                    'gpt2-large', 'gpt2-xl'; hf.js): the cached conversion if there
+//                                    is one, else model.safetensors (streamed by Range requests),
+//                                    config.json, vocab.json and merges.txt from
+//                                    hf/openai-community/<model>/resolve/main/<file>,
 //                                    converted to `weights` ('q8_0' | 'q4_0' | 'f16') by the
 //                                    engine's Converter (gpt2-convert's code) and cached as a GGUF
 //     {type:'generate', prompt, temperature, topK, topP, seed, maxTokens, capture, interventions}

@@ -1,20 +1,34 @@
-// GPT-2 small from Hugging Face, made in the browser: config.json, vocab.json, merges.txt and
-// model.safetensors downloaded (the checkpoint resumed like a model, see worker-load.js) and
-// converted to GGUF by the engine's Converter (gpt2-convert's code), then loaded into the
-// target Engine and cached under hfCacheKey, so the next visit makes no request at all.
+// GPT-2 from Hugging Face, made in the browser: config.json, vocab.json, merges.txt and
+// model.safetensors downloaded and converted to GGUF by the engine's Converter (gpt2-convert's
+// code), then loaded into the target Engine and cached under hfCacheKey, so the next visit makes
+// no request at all.
+//
+// The checkpoint is streamed where the server answers HTTP Range requests (Hugging Face does):
+// the converter reads the safetensors header, then asks for one piece of the file at a time
+// (a tensor, or rows of the embeddings), converts it into its output and drops it, so GPT-2 XL's
+// 6.4 GB checkpoint is never held. A dropped connection resumes within the piece. A server that
+// ignores Range sends the whole file instead: converted from memory when it fits, else a clear
+// error.
 
-import {hfCacheKey, hfFileUrl, kHfWeights} from './hf.js';
+import {hfCacheKey, hfFileUrl, hfModel, hfSizes, kHfWeights} from './hf.js';
 import {Msg, Phase, errorMessage} from './protocol.js';
 
-// loader: createLoader's functions; yieldToEvents(): lets queued messages arrive between tensors.
+// The first request asks for this much of model.safetensors: the header of GPT-2 XL's is ~80 kB.
+const kProbeBytes = 128 << 10;
+// A checkpoint sent whole (no Range support) is converted from memory only up to this size,
+// beside its converted output, in the wasm heap.
+const kWholeCheckpointBytes = 1200 << 20;
+
+// loader: createLoader's functions; yieldToEvents(): lets queued messages arrive between pieces.
 export function createHfConverter({post, yieldToEvents, loader}) {
   // The cached conversion if there is one (no request at all); else download, convert in the
   // engine, load, and cache the GGUF only once the engine has parsed it. Converter: the engine
-  // module's class; makeRoom(bytes): frees the loaded model first when it and the checkpoint
-  // would not fit side by side.
-  async function getGpt2(hf, weights, target, {Converter, threads, makeRoom}) {
+  // module's class; makeRoom(bytes): frees the loaded model first when it and the new one would
+  // not fit side by side. id: the repository (hf.js kHfModels).
+  async function getGpt2(hf, weights, target, {Converter, threads, makeRoom, id = 'gpt2'}) {
     if (!kHfWeights.includes(weights)) throw new Error(`Unknown weight type "${weights}" (q8_0, q4_0 or f16).`);
-    const key = hfCacheKey(hf, weights);
+    hfModel(id);  // a known size, else a clear error
+    const key = hfCacheKey(hf, weights, id);
     const cache = await loader.openCache();
     const notes = [];
     if (cache && await cache.match(key)) {
@@ -26,7 +40,7 @@ export function createHfConverter({post, yieldToEvents, loader}) {
         notes.push(`The cached conversion could not be used (${errorMessage(e)}); it was deleted and made again.`);
       }
     }
-    const gguf = await downloadAndConvert(hf, weights, Converter, makeRoom);
+    const gguf = await downloadAndConvert(hf, id, weights, Converter, makeRoom);
     target.beginLoad(gguf.length);
     target.appendChunk(gguf);
     post({type: Msg.progress, phase: Phase.parse, loaded: gguf.length, total: gguf.length});
@@ -47,44 +61,32 @@ export function createHfConverter({post, yieldToEvents, loader}) {
     return {info, source: 'hf', note: notes.join(' ')};
   }
 
-  async function downloadAndConvert(hf, weights, Converter, makeRoom) {
+  async function downloadAndConvert(hf, id, weights, Converter, makeRoom) {
     const abort = new AbortController();
     const converter = new Converter();
     try {
       const text = async (name) => {
-        const {response} = await loader.fetchPartInfo(hfFileUrl(hf, name), null, false, abort.signal);
+        const {response} = await loader.fetchPartInfo(hfFileUrl(hf, name, id), null, false, abort.signal);
         post({type: Msg.progress, phase: Phase.download, loaded: 0, total: 0, file: name});
         return response.text();
       };
       converter.setConfig(await text('config.json'));
       converter.setVocabulary(await text('vocab.json'), await text('merges.txt'));
-      const url = hfFileUrl(hf, 'model.safetensors');
-      const first = await loader.fetchPartInfo(url, null, false, abort.signal);
-      let body = first.response.body;
-      let total = loader.contentLength(first.response);
-      let resume = (offset, cause) => loader.resumePart(url, first.response, offset, cause, abort.signal);
-      if (!total) {  // no usable size (compressed): read it whole first
-        const blob = await first.response.blob();
-        total = blob.size;
-        body = blob.stream();
-        resume = null;
+      const url = hfFileUrl(hf, 'model.safetensors', id);
+      let first;
+      try {
+        first = await fetch(url, {cache: 'no-store', headers: {Range: `bytes=0-${kProbeBytes - 1}`}, signal: abort.signal});
+      } catch (e) {
+        throw new Error(`Could not download the model from ${url}: the address is unreachable ` +
+                        `(${errorMessage(e)}). Check the URL and your connection.`);
       }
-      makeRoom(total);
-      converter.beginCheckpoint(total);
-      const loaded = await loader.pump(converter, body, Phase.download, 0, total, resume, 'model.safetensors');
-      if (loaded !== total) {
-        throw new Error(`The download of model.safetensors is incomplete: received ${loaded} of ${total} bytes.`);
-      }
-      const plan = converter.plan(weights);
-      let lastPost = 0;
-      for (let done = 0; done < plan.tensors;) {
-        done = converter.convertNext();
-        const now = performance.now();
-        if (now - lastPost > 50 || done === plan.tensors) {
-          post({type: Msg.progress, phase: Phase.convert, loaded: done, total: plan.tensors});
-          lastPost = now;
-          await yieldToEvents();
-        }
+      if (first.status === 206) {
+        await streamed(converter, url, first, weights, () => makeRoom(hfSizes(id, weights).gguf), abort.signal);
+      } else if (first.ok) {
+        await whole(converter, url, first, weights, makeRoom, abort.signal);
+      } else {
+        throw new Error(`Could not download the model from ${url}: the server answered ` +
+                        `${first.status} ${first.statusText || ''}`.trim() + '.');
       }
       return converter.takeOutput();
     } catch (e) {
@@ -92,6 +94,95 @@ export function createHfConverter({post, yieldToEvents, loader}) {
       throw e;
     } finally {
       converter.delete();
+    }
+  }
+
+  // Piece by piece, each fetched by a Range request from where the first answer came from (the
+  // CDN, after Hugging Face's redirect); an answer with another ETag (the file changed) fails.
+  async function streamed(converter, url, first, weights, makeRoom, signal) {
+    const range = /^bytes 0-(\d+)\/(\d+)$/.exec(first.headers.get('Content-Range') || '');
+    if (!range) {
+      first.body?.cancel().catch(() => {});
+      throw new Error(`The server sent part of ${url} without saying the file's size (no Content-Range).`);
+    }
+    const fileSize = Number(range[2]);
+    const from = first.url || url;
+    const validator = first.headers.get('ETag') || first.headers.get('Last-Modified');
+    let prefix = new Uint8Array(await first.arrayBuffer());
+    const headerEnd = converter.headerEnd(prefix.subarray(0, 8), fileSize);
+    if (headerEnd > prefix.length) {
+      const rest = await piece(from, prefix.length, headerEnd - 1, validator, fileSize, signal);
+      const joined = new Uint8Array(headerEnd);
+      joined.set(prefix);
+      joined.set(new Uint8Array(await rest.arrayBuffer()), prefix.length);
+      prefix = joined;
+    }
+    makeRoom();
+    const plan = converter.beginStream(prefix.subarray(0, headerEnd), fileSize, weights);
+    const sink = {appendChunk: (chunk) => converter.appendPiece(chunk)};
+    let fed = 0;
+    let total = plan.sourceBytes;
+    for (let r; (r = converter.nextRange()) !== null;) {
+      const end = r.offset + r.bytes - 1;
+      const response = await piece(from, r.offset, end, validator, fileSize, signal);
+      const resume = async (got, cause) => {
+        const {response: rest, why} = await loader.fetchRange(from, r.offset + got, end, validator, fileSize, signal, false);
+        if (rest) return rest.body;
+        throw new Error(`The connection dropped after ${fed + got} bytes of ${url} (${errorMessage(cause)}), and ` +
+                        `the download could not be resumed: ${why}. Load the model again.`);
+      };
+      const got = await loader.pump(sink, response.body, Phase.download, fed, total, resume, 'model.safetensors');
+      if (got !== r.bytes) {
+        throw new Error(`The download of model.safetensors is incomplete: received ${got} of the ${r.bytes} bytes ` +
+                        `at ${r.offset}.`);
+      }
+      ({fed, sourceBytes: total} = converter.feedPiece());
+      await yieldToEvents();
+    }
+    post({type: Msg.progress, phase: Phase.convert, loaded: plan.tensors, total: plan.tensors});
+  }
+
+  // A piece the server must answer with exactly those bytes.
+  async function piece(url, from, to, validator, fileSize, signal) {
+    const {response, why} = await loader.fetchRange(url, from, to, validator, fileSize, signal, false);
+    if (!response) throw new Error(`Could not download bytes ${from}-${to} of ${url}: ${why}. Load the model again.`);
+    return response;
+  }
+
+  // The whole checkpoint in memory, then converted a tensor at a time (servers without Range).
+  async function whole(converter, url, first, weights, makeRoom, signal) {
+    let body = first.body;
+    let total = loader.contentLength(first);
+    let resume = (offset, cause) => loader.resumePart(url, first, offset, cause, signal);
+    if (!total) {  // no usable size (compressed): read it whole first
+      const blob = await first.blob();
+      total = blob.size;
+      body = blob.stream();
+      resume = null;
+    }
+    if (total > kWholeCheckpointBytes) {
+      body.cancel().catch(() => {});
+      throw new Error(`The server of ${url} does not answer HTTP Range requests, so this page would have to ` +
+                      `hold the whole ${Math.round(total / 1e6)} MB checkpoint in memory to convert it, more ` +
+                      'than it can. Hugging Face answers them: try again from there, or convert the model with ' +
+                      'gpt2-convert and load the file.');
+    }
+    makeRoom(total);
+    converter.beginCheckpoint(total);
+    const loaded = await loader.pump(converter, body, Phase.download, 0, total, resume, 'model.safetensors');
+    if (loaded !== total) {
+      throw new Error(`The download of model.safetensors is incomplete: received ${loaded} of ${total} bytes.`);
+    }
+    const plan = converter.plan(weights);
+    let lastPost = 0;
+    for (let done = 0; done < plan.tensors;) {
+      done = converter.convertNext();
+      const now = performance.now();
+      if (now - lastPost > 50 || done === plan.tensors) {
+        post({type: Msg.progress, phase: Phase.convert, loaded: done, total: plan.tensors});
+        lastPost = now;
+        await yieldToEvents();
+      }
     }
   }
 

@@ -104,27 +104,39 @@ export function createLoader({post}) {
     return {response, source: 'network'};
   }
 
-  // The rest of `url` from byte `offset` on, after its connection dropped: an HTTP Range request,
-  // conditional on the file being the same one (If-Range with its ETag or Last-Modified), else a
-  // clear error. A server that ignores Range answers 200 with the whole file: not resumable.
-  async function resumePart(url, first, offset, cause, signal) {
-    const headers = {Range: `bytes=${offset}-`};
-    const validator = first.headers.get('ETag') || first.headers.get('Last-Modified');
-    if (validator) headers['If-Range'] = validator;
+  // Bytes [from, to] of `url` (to null: to the end) by an HTTP Range request, of the same file as
+  // before when a validator (its ETag or Last-Modified) is given: {response} of a 206 answer
+  // covering exactly those bytes of a file of fileSize bytes (0: any), else {why} says in plain
+  // words why not. A server that ignores Range answers 200 with the whole file. ifRange: send the
+  // validator as If-Range (a CORS preflight per request); else the answer's ETag is compared,
+  // which costs no extra round trip (a lone Range header is CORS-safelisted).
+  async function fetchRange(url, from, to, validator, fileSize, signal, ifRange = true) {
+    const headers = {Range: `bytes=${from}-${to ?? ''}`};
+    if (validator && ifRange) headers['If-Range'] = validator;
     let r = null;
     try {
       r = await fetch(url, {cache: 'no-store', headers, signal});
     } catch { /* reported below */ }
-    const range = /^bytes (\d+)-\d+\/(\d+|\*)$/.exec(r?.headers.get('Content-Range') || '');
-    const length = contentLength(first);
-    if (r && r.status === 206 && range && Number(range[1]) === offset &&
-        (!length || range[2] === '*' || Number(range[2]) === length)) {
-      return r.body;
+    const range = /^bytes (\d+)-(\d+)\/(\d+|\*)$/.exec(r?.headers.get('Content-Range') || '');
+    const etag = r?.headers.get('ETag');
+    const same = ifRange || !validator || !validator.startsWith('"') || !etag || etag === validator;
+    if (r && r.status === 206 && range && Number(range[1]) === from && (to === null || Number(range[2]) === to) &&
+        (!fileSize || range[3] === '*' || Number(range[3]) === fileSize) && same) {
+      return {response: r, fileSize: range[3] === '*' ? 0 : Number(range[3])};
     }
     r?.body?.cancel().catch(() => {});
-    const why = !r ? 'the server is unreachable' : r.status === 200
-        ? 'the server does not resume downloads (no HTTP Range support) or the file changed'
+    if (signal?.aborted) throw signal.reason ?? new Error('aborted');
+    const why = !r ? 'the server is unreachable' : !same ? 'the file changed on the server meanwhile' : r.status === 200
+        ? 'the server does not answer HTTP Range requests, or the file changed'
         : `the server answered ${r.status}`;
+    return {why};
+  }
+
+  // The rest of `url` from byte `offset` on, after its connection dropped, else a clear error.
+  async function resumePart(url, first, offset, cause, signal) {
+    const validator = first.headers.get('ETag') || first.headers.get('Last-Modified');
+    const {response, why} = await fetchRange(url, offset, null, validator, contentLength(first), signal);
+    if (response) return response.body;
     throw new Error(`The connection dropped after ${offset} bytes of ${url} (${errorMessage(cause)}), and ` +
                     `the download could not be resumed: ${why}. Load the model again.`);
   }
@@ -280,6 +292,6 @@ export function createLoader({post}) {
     await caches.delete(kCacheName);
   }
 
-  return {openCache, fetchPartInfo, resumePart, contentLength, pump, downloadInto, loadFromUrl, loadFromFile,
+  return {openCache, fetchPartInfo, fetchRange, resumePart, contentLength, pump, downloadInto, loadFromUrl, loadFromFile,
           cacheSummary, clearCache};
 }

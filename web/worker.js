@@ -159,7 +159,7 @@ async function handleLoad(msg) {
       beginLoad(total);
     };
     const loaded = msg.type === Msg.getGpt2
-        ? await hfConverter.getGpt2(msg.hf, msg.weights, target, {Converter: Module.Converter, threads, makeRoom})
+        ? await hfConverter.getGpt2(msg.hf, msg.weights, target, {Converter: Module.Converter, threads, makeRoom, id: msg.model})
         : msg.file ? await loader.loadFromFile(msg.file, target, threads) : await loader.loadFromUrl(msg.url, target, threads);
     jobs.detach();
     engine.delete();

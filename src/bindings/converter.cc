@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "bindings/download_buffer.h"
@@ -43,11 +44,60 @@ class Converter : public ErrorsByValue {
       checkpoint_ = SafetensorsFile::Parse(checkpoint_bytes_.data(), checkpoint_bytes_.size(), "model.safetensors");
       const std::string name = Gpt2DefaultModelName(config_);
       conversion_ = std::make_unique<Gpt2GgufInMemory>(*checkpoint_, config_, tokenizer_.get(),
-                                                       ParseConvertType(type), name, 2147483647u);
+                                                       ParseConvertType(type), name, kMaxOutputBytes);
       return Object({{"tensors", val(conversion_->num_tensors())},
                      {"bytes", val(static_cast<double>(conversion_->size()))}, {"name", val(name)}});
     });
   }
+  // The streamed conversion (Gpt2GgufStream): the checkpoint is never held, only the piece the
+  // converter asks for next, which the worker fetches with an HTTP Range request.
+  // headerEnd(first bytes, file size): how many of the file's first bytes beginStream needs.
+  double HeaderEnd(const val& first, double file_size) {
+    return Guarded([&] {
+      const std::vector<uint8_t> bytes = emscripten::convertJSArrayToNumberVector<uint8_t>(first);
+      return static_cast<double>(
+          SafetensorsFile::HeaderEnd(bytes.data(), bytes.size(), static_cast<uint64_t>(file_size), "model.safetensors"));
+    });
+  }
+  val BeginStream(const val& prefix, double file_size, const std::string& type) {
+    return Guarded([&] {
+      if (!has_config_ || tokenizer_ == nullptr) throw Error("beginStream needs setConfig and setVocabulary first");
+      Free();
+      const std::vector<uint8_t> bytes = emscripten::convertJSArrayToNumberVector<uint8_t>(prefix);
+      const std::string name = Gpt2DefaultModelName(config_);
+      stream_ = std::make_unique<Gpt2GgufStream>(bytes.data(), bytes.size(), static_cast<uint64_t>(file_size),
+                                                 config_, tokenizer_.get(), ParseConvertType(type), name,
+                                                 kMaxOutputBytes);
+      return Object({{"tensors", val(stream_->num_tensors())},
+                     {"sourceBytes", val(static_cast<double>(stream_->source_bytes()))}, {"name", val(name)}});
+    });
+  }
+  // {offset, bytes} of the piece wanted next (its buffer allocated: appendPiece fills it), or
+  // null when every tensor is converted.
+  val NextRange() {
+    return Guarded([&] {
+      RequireStream();
+      if (stream_->done()) return val::null();
+      const Gpt2GgufStream::Range r = stream_->next();
+      piece_.Begin(static_cast<double>(r.bytes));
+      return Object({{"offset", val(static_cast<double>(r.offset))}, {"bytes", val(static_cast<double>(r.bytes))}});
+    });
+  }
+  void AppendPiece(const val& bytes) { Guarded([&] { piece_.Append(bytes); return 0; }); }
+  // Converts the piece appended; returns {fed, sourceBytes, tensorsDone, outputBytes (0 until known)}.
+  val FeedPiece() {
+    return Guarded([&] {
+      RequireStream();
+      piece_.RequireComplete();
+      stream_->Feed(piece_.data(), piece_.size());
+      piece_.Free();
+      return Object({{"fed", val(static_cast<double>(stream_->fed_bytes()))},
+                     {"sourceBytes", val(static_cast<double>(stream_->source_bytes()))},
+                     {"tensorsDone", val(stream_->tensors_done())},
+                     {"outputBytes", val(static_cast<double>(stream_->output_size()))}});
+    });
+  }
+
   int ConvertNext() {
     return Guarded([&] {
       if (conversion_ == nullptr) throw Error("convertNext called before plan");
@@ -56,6 +106,11 @@ class Converter : public ErrorsByValue {
   }
   val TakeOutput() {
     return Guarded([&] {
+      if (stream_ != nullptr) {
+        val out = CopyToJs(stream_->output(), static_cast<size_t>(stream_->output_size()));
+        Free();
+        return out;
+      }
       if (conversion_ == nullptr) throw Error("takeOutput called before every tensor was converted");
       const uint8_t* gguf = conversion_->output();
       // The checkpoint goes first, so the copy's transient JS memory is not on top of it.
@@ -68,7 +123,15 @@ class Converter : public ErrorsByValue {
   }
 
  private:
+  // The converted file must fit the module's memory beside what else is there.
+  static constexpr uint64_t kMaxOutputBytes = kWasmMemoryBudget;
+
+  void RequireStream() const {
+    if (stream_ == nullptr) throw Error("nextRange and feedPiece need beginStream first");
+  }
   void Free() {
+    stream_.reset();
+    piece_.Free();
     conversion_.reset();
     checkpoint_.reset();
     checkpoint_bytes_.Free();
@@ -80,6 +143,8 @@ class Converter : public ErrorsByValue {
   DownloadBuffer checkpoint_bytes_{"model.safetensors", "beginCheckpoint"};  // checkpoint_ points into it
   std::unique_ptr<SafetensorsFile> checkpoint_;
   std::unique_ptr<Gpt2GgufInMemory> conversion_;  // holds the output
+  std::unique_ptr<Gpt2GgufStream> stream_;        // or this one does
+  DownloadBuffer piece_{"model.safetensors piece", "nextRange"};
 };
 
 }  // namespace
@@ -95,5 +160,10 @@ EMSCRIPTEN_BINDINGS(gpt2_converter) {
       .function("appendChunk", &gpt2::Converter::AppendChunk)
       .function("plan", &gpt2::Converter::Plan)
       .function("convertNext", &gpt2::Converter::ConvertNext)
+      .function("headerEnd", &gpt2::Converter::HeaderEnd)
+      .function("beginStream", &gpt2::Converter::BeginStream)
+      .function("nextRange", &gpt2::Converter::NextRange)
+      .function("appendPiece", &gpt2::Converter::AppendPiece)
+      .function("feedPiece", &gpt2::Converter::FeedPiece)
       .function("takeOutput", &gpt2::Converter::TakeOutput);
 }

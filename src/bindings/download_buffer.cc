@@ -6,6 +6,7 @@
 #endif
 
 #include "base/error.h"
+#include "model/config.h"
 
 namespace gpt2 {
 
@@ -13,9 +14,9 @@ using emscripten::val;
 
 void DownloadBuffer::Begin(double total_bytes) {
   Free();
-  if (!(total_bytes > 0) || total_bytes > 2147483647.0) {
+  if (!(total_bytes > 0) || total_bytes > static_cast<double>(kWasmMemoryBudget)) {
     throw Error(what_ + " (" + std::to_string(static_cast<int64_t>(total_bytes)) +
-                " bytes) is not something this page can load: WebAssembly memory is limited to 2 GB.");
+                " bytes) is not something this page can load: WebAssembly memory is limited to 4 GB.");
   }
   size_ = static_cast<size_t>(total_bytes);
   data_ = static_cast<uint8_t*>(std::aligned_alloc(64, (size_ + 63) & ~size_t{63}));

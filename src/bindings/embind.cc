@@ -59,6 +59,14 @@
 //   const {tensors, bytes, name} = c.plan('q8_0');  // parse and check everything, lay out output
 //   while (c.convertNext() < tensors) {...}          // one tensor per call
 //   const gguf = c.takeOutput();  // Uint8Array copy of the GGUF; frees the converter's memory
+// or streamed, never holding the checkpoint (GPT-2 medium, large, XL by HTTP Range requests):
+//   const end = c.headerEnd(first8Bytes, fileSize);     // bytes of the file before the data
+//   const {tensors, sourceBytes, name} = c.beginStream(firstEndBytes, fileSize, 'q8_0');
+//   for (let r; (r = c.nextRange()) !== null;) {        // {offset, bytes} of the file
+//     for (chunk of that range) c.appendPiece(chunk);
+//     const {fed, tensorsDone, outputBytes} = c.feedPiece();
+//   }
+//   const gguf = c.takeOutput();
 //
 // A VIEW is a typed array over wasm memory, valid only until the next call into the engine (a
 // call may grow memory, which detaches it; in the pthreads build it cannot be transferred):

@@ -77,7 +77,7 @@ class ErrorsByValue {
     } catch (const std::bad_alloc&) {
       error_ =
           "Not enough memory: the browser tab could not allocate more (WebAssembly is limited to "
-          "2 GB). Try a smaller model (q8_0 or q4_0), a shorter prompt, or turn off activation "
+          "4 GB). Try a smaller model (q8_0 or q4_0), a shorter prompt, or turn off activation "
           "capture.";
     } catch (const std::exception& e) {
       error_ = std::string("Internal error: ") + e.what();

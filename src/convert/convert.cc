@@ -1,5 +1,6 @@
 #include "convert/convert.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include <cstdint>
@@ -88,12 +89,20 @@ std::string StripPrefix(const std::string& name) {
   return name;
 }
 
+// Whether two tensors of one element count hold the same float32 bit patterns; for one dtype
+// that is equal bytes (F16 and BF16 widen exactly).
+bool SameValues(const SafetensorsTensor& a, const SafetensorsTensor& b) {
+  if (a.dtype == b.dtype) return a.nbytes == b.nbytes && std::memcmp(a.data, b.data, a.nbytes) == 0;
+  const std::vector<float> x = ReadAsF32(a), y = ReadAsF32(b);
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+}
+
 // Every check the conversion makes, and what it writes: the tensors in GGUF order, each with its
 // source, storage type and ggml shape. lm_head.weight, when present, is planned as output.weight
 // unless it equals wte bit for bit.
 std::vector<Gpt2GgufConversion::Planned> PlanTensors(const SafetensorsFile& checkpoint,
                                                      const Config& config, TensorType matrix_type,
-                                                     ConvertStats* stats) {
+                                                     const bool* lm_head_tied, ConvertStats* stats) {
   const std::vector<Expected> expected = ExpectedTensors(config);
   std::map<std::string, size_t> expected_index;
   for (size_t i = 0; i < expected.size(); ++i) expected_index[expected[i].hf_name] = i;
@@ -154,15 +163,7 @@ std::vector<Gpt2GgufConversion::Planned> PlanTensors(const SafetensorsFile& chec
       throw Error("tensor '" + lm_head->name + "' has shape " + ShapeString(lm_head->shape) +
                   " but config.json implies " + ShapeString(shape));
     }
-    // Equal as float32 bit patterns; for one dtype that is equal bytes (F16/BF16 widen exactly).
-    bool tied;
-    if (lm_head->dtype == wte->dtype) {
-      tied = lm_head->nbytes == wte->nbytes &&
-             std::memcmp(lm_head->data, wte->data, lm_head->nbytes) == 0;
-    } else {
-      const std::vector<float> a = ReadAsF32(*lm_head), b = ReadAsF32(*wte);
-      tied = std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-    }
+    const bool tied = lm_head_tied != nullptr ? *lm_head_tied : SameValues(*lm_head, *wte);
     if (!tied) {
       planned.push_back(plan("output.weight", lm_head, false));
       stats->lm_head_tied = false;
@@ -177,16 +178,23 @@ int64_t Rows(const std::vector<int64_t>& ne) {
   return rows;
 }
 
-// Encodes tensor p into dst (its RowBytes * rows bytes). An F32 tensor that needs no transpose is
-// encoded straight from the checkpoint's bytes (a little-endian host, as the file): GPT-2's
-// token embedding alone would otherwise take another 154 MB of the page's wasm heap.
-void EncodePlanned(const Gpt2GgufConversion::Planned& p, uint8_t* dst) {
+// Encodes rows [first_row, first_row + n_rows) of tensor p, whose checkpoint bytes for those rows
+// are `source`, into dst (their RowBytes * n_rows bytes). A transposed (Conv1D) tensor is encoded
+// whole. An F32 tensor that needs no transpose is encoded straight from the checkpoint's bytes (a
+// little-endian host, as the file): GPT-2's token embedding alone would otherwise take another
+// 154 MB of the page's wasm heap.
+void EncodePlanned(const Gpt2GgufConversion::Planned& p, const uint8_t* source, int64_t first_row,
+                   int64_t n_rows, uint8_t* dst) {
   const SafetensorsTensor& t = *p.source;
-  if (!p.conv1d && t.dtype == "F32" && reinterpret_cast<uintptr_t>(t.data) % alignof(float) == 0) {
-    EncodeRowsInto(reinterpret_cast<const float*>(t.data), Rows(p.ne), p.ne[0], p.type, dst);
+  if (!p.conv1d && t.dtype == "F32" && reinterpret_cast<uintptr_t>(source) % alignof(float) == 0) {
+    EncodeRowsInto(reinterpret_cast<const float*>(source), n_rows, p.ne[0], p.type, dst);
     return;
   }
-  std::vector<float> values = ReadAsF32(t);
+  SafetensorsTensor rows = t;
+  rows.data = source;
+  if (!p.conv1d) rows.shape = {n_rows, p.ne[0]};
+  rows.nbytes = static_cast<size_t>(rows.NumElements()) * SafetensorsDtypeSize(t.dtype);
+  std::vector<float> values = ReadAsF32(rows);
   if (p.conv1d) {
     // Conv1D weights are [in, out]; ggml's rows hold `in` elements.
     const int64_t in = t.shape[0], out = t.shape[1];
@@ -196,7 +204,7 @@ void EncodePlanned(const Gpt2GgufConversion::Planned& p, uint8_t* dst) {
     }
     values.swap(transposed);
   }
-  EncodeRowsInto(values.data(), Rows(p.ne), p.ne[0], p.type, dst);
+  EncodeRowsInto(values.data(), n_rows, p.ne[0], p.type, dst);
 }
 
 void LogTensor(const Gpt2GgufConversion::Planned& p, std::ostream* log) {
@@ -261,19 +269,8 @@ Config ConfigFromHfJson(const std::string& json_text) {
 }
 
 std::string Gpt2DefaultModelName(const Config& c) {
-  struct Released { int n_layer, n_embd, n_head; const char* name; };
-  // openai-community/gpt2, gpt2-medium, gpt2-large, gpt2-xl config.json.
-  static const Released kReleased[] = {{12, 768, 12, "GPT-2 small"},
-                                       {24, 1024, 16, "GPT-2 medium"},
-                                       {36, 1280, 20, "GPT-2 large"},
-                                       {48, 1600, 25, "GPT-2 XL"}};
-  for (const Released& r : kReleased) {
-    if (c.n_layer == r.n_layer && c.n_embd == r.n_embd && c.n_head == r.n_head &&
-        c.n_ff == 4 * r.n_embd && c.n_vocab == 50257 && c.n_ctx == 1024) {
-      return r.name;
-    }
-  }
-  return "";
+  const ReleasedGpt2* released = FindReleasedGpt2(c);
+  return released ? released->name : "";
 }
 
 ConvertStats BuildGpt2Gguf(const SafetensorsFile& checkpoint, const Config& config,
@@ -281,11 +278,11 @@ ConvertStats BuildGpt2Gguf(const SafetensorsFile& checkpoint, const Config& conf
                            std::ostream* log, const std::string& model_name) {
   ConvertStats stats;
   const std::vector<Gpt2GgufConversion::Planned> planned =
-      PlanTensors(checkpoint, config, matrix_type, &stats);
+      PlanTensors(checkpoint, config, matrix_type, nullptr, &stats);
   AddGpt2Metadata(*writer, config, tokenizer, LlamaFileType(matrix_type), model_name);
   for (const Gpt2GgufConversion::Planned& p : planned) {
     std::vector<uint8_t> bytes(RowBytes(p.type, p.ne[0]) * static_cast<size_t>(Rows(p.ne)));
-    EncodePlanned(p, bytes.data());
+    EncodePlanned(p, p.source->data, 0, Rows(p.ne), bytes.data());
     writer->AddTensor(p.gguf_name, p.type, p.ne, bytes.data(), bytes.size());
     LogTensor(p, log);
   }
@@ -295,8 +292,8 @@ ConvertStats BuildGpt2Gguf(const SafetensorsFile& checkpoint, const Config& conf
 
 Gpt2GgufConversion::Gpt2GgufConversion(const SafetensorsFile& checkpoint, const Config& config,
                                        const Tokenizer* tokenizer, TensorType matrix_type,
-                                       const std::string& model_name) {
-  tensors_ = PlanTensors(checkpoint, config, matrix_type, &stats_);
+                                       const std::string& model_name, const bool* lm_head_tied) {
+  tensors_ = PlanTensors(checkpoint, config, matrix_type, lm_head_tied, &stats_);
   GgufWriter writer;
   AddGpt2Metadata(writer, config, tokenizer, LlamaFileType(matrix_type), model_name);
   for (const Planned& p : tensors_) writer.AddTensorInfo(p.gguf_name, p.type, p.ne);
@@ -309,16 +306,39 @@ void Gpt2GgufConversion::WriteHeader(uint8_t* file) const {
 }
 
 void Gpt2GgufConversion::EncodeTensor(int i, uint8_t* file, std::ostream* log) const {
+  CheckIndex(i);
+  EncodeRows(i, 0, Rows(tensors_[i].ne), tensors_[i].source->data, file);
+  LogTensor(tensors_[i], log);
+}
+
+void Gpt2GgufConversion::EncodeRows(int i, int64_t first_row, int64_t n_rows, const uint8_t* source,
+                                    uint8_t* file) const {
+  CheckIndex(i);
+  const Planned& p = tensors_[i];
+  const int64_t rows = Rows(p.ne);
+  if (first_row < 0 || n_rows < 1 || first_row + n_rows > rows || (p.conv1d && n_rows != rows)) {
+    throw Error("rows " + std::to_string(first_row) + "+" + std::to_string(n_rows) + " are not a piece of '" +
+                p.gguf_name + "' (" + std::to_string(rows) + " rows" + (p.conv1d ? ", encoded whole)" : ")"));
+  }
+  const uint64_t row_bytes = RowBytes(p.type, p.ne[0]);
+  uint8_t* dst = file + layout_.offsets[i] + first_row * row_bytes;
+  EncodePlanned(p, source, first_row, n_rows, dst);
+  if (first_row + n_rows == rows) {  // the padding up to the next tensor
+    const uint64_t end = i + 1 < num_tensors() ? layout_.offsets[i + 1] : layout_.size;
+    const uint64_t used = layout_.offsets[i] + layout_.nbytes[i];
+    std::memset(file + used, 0, static_cast<size_t>(end - used));
+  }
+}
+
+int64_t Gpt2GgufConversion::rows(int i) const {
+  CheckIndex(i);
+  return Rows(tensors_[i].ne);
+}
+
+void Gpt2GgufConversion::CheckIndex(int i) const {
   if (i < 0 || i >= num_tensors()) {
     throw Error("tensor index " + std::to_string(i) + " is outside 0.." + std::to_string(num_tensors() - 1));
   }
-  const Planned& p = tensors_[i];
-  uint8_t* dst = file + layout_.offsets[i];
-  EncodePlanned(p, dst);
-  const uint64_t end = i + 1 < num_tensors() ? layout_.offsets[i + 1] : layout_.size;
-  const uint64_t used = layout_.offsets[i] + layout_.nbytes[i];
-  std::memset(dst + layout_.nbytes[i], 0, static_cast<size_t>(end - used));
-  LogTensor(p, log);
 }
 
 ConvertStats ConvertHfGpt2(const std::string& input_dir, const std::string& output_path,
@@ -385,6 +405,135 @@ int Gpt2GgufInMemory::ConvertNext() {
 
 const uint8_t* Gpt2GgufInMemory::output() const {
   if (done_ != num_tensors()) throw Error("takeOutput called before every tensor was converted");
+  return output_;
+}
+
+namespace {
+
+// Elements of lm_head (and of wte) per piece of the tie check.
+uint64_t TieElements(const SafetensorsTensor& a, const SafetensorsTensor& b, uint64_t piece_bytes) {
+  const uint64_t widest = std::max(SafetensorsDtypeSize(a.dtype), SafetensorsDtypeSize(b.dtype));
+  return std::max<uint64_t>(1, piece_bytes / widest);
+}
+
+// Rows of planned tensor p that one piece holds: a ggml-layout matrix in rows up to piece_bytes,
+// anything else whole.
+int64_t PieceRows(const Gpt2GgufConversion::Planned& p, int64_t rows, uint64_t piece_bytes) {
+  if (p.conv1d) return rows;
+  const uint64_t row_bytes = static_cast<uint64_t>(p.ne[0]) * SafetensorsDtypeSize(p.source->dtype);
+  return std::max<int64_t>(1, std::min<int64_t>(rows, static_cast<int64_t>(piece_bytes / row_bytes)));
+}
+
+}  // namespace
+
+Gpt2GgufStream::Gpt2GgufStream(const uint8_t* prefix, size_t prefix_size, uint64_t file_size,
+                               const Config& config, const Tokenizer* tokenizer, TensorType matrix_type,
+                               const std::string& model_name, uint64_t max_bytes, uint64_t piece_bytes)
+    : header_(SafetensorsFile::ParseHeader(prefix, prefix_size, file_size, "model.safetensors")),
+      config_(config), tokenizer_(tokenizer), type_(matrix_type), name_(model_name), max_bytes_(max_bytes),
+      piece_bytes_(piece_bytes) {
+  // Planned as tied first: every check is made now, before any piece is fetched.
+  const bool tied = true;
+  plan_ = std::make_unique<Gpt2GgufConversion>(*header_, config_, tokenizer_, type_, name_, &tied);
+  for (const SafetensorsTensor& t : header_->tensors()) {
+    const std::string name = StripPrefix(t.name);
+    if (name == "lm_head.weight") lm_head_ = &t;
+    if (name == "wte.weight") wte_ = &t;
+  }
+  for (int i = 0; i < plan_->num_tensors(); ++i) total_ += plan_->planned(i).source->nbytes;
+  if (lm_head_ != nullptr) {
+    tie_known_ = false;
+    total_ += lm_head_->nbytes + wte_->nbytes;
+  } else {
+    Begin();
+  }
+}
+
+Gpt2GgufStream::~Gpt2GgufStream() { std::free(output_); }
+
+void Gpt2GgufStream::Begin() {
+  tie_known_ = true;
+  lm_head_piece_ = {};
+  if (!tied_) {
+    plan_ = std::make_unique<Gpt2GgufConversion>(*header_, config_, tokenizer_, type_, name_, &tied_);
+    total_ += lm_head_->nbytes;
+  }
+  const uint64_t bytes = plan_->layout().size;
+  if (bytes > max_bytes_) throw Error("The converted model would not fit in WebAssembly memory.");
+  output_ = static_cast<uint8_t*>(std::malloc(static_cast<size_t>(bytes)));
+  if (output_ == nullptr) {
+    throw Error("Not enough memory for the converted model (" + std::to_string(bytes >> 20) + " MB).");
+  }
+  plan_->WriteHeader(output_);
+}
+
+bool Gpt2GgufStream::done() const { return tie_known_ && tensor_ == plan_->num_tensors(); }
+
+uint64_t Gpt2GgufStream::output_size() const { return tie_known_ ? plan_->layout().size : 0; }
+
+Gpt2GgufStream::Range Gpt2GgufStream::next() const {
+  if (!tie_known_) {
+    const bool wte_turn = !lm_head_piece_.empty();
+    const SafetensorsTensor& t = wte_turn ? *wte_ : *lm_head_;
+    const uint64_t n = std::min<uint64_t>(TieElements(*lm_head_, *wte_, piece_bytes_),
+                                          static_cast<uint64_t>(t.NumElements()) - tie_elements_);
+    const uint64_t size = SafetensorsDtypeSize(t.dtype);
+    return {t.offset + tie_elements_ * size, n * size};
+  }
+  if (done()) return {};
+  const Gpt2GgufConversion::Planned& p = plan_->planned(tensor_);
+  const int64_t rows = plan_->rows(tensor_);
+  const uint64_t row_bytes = p.source->nbytes / static_cast<uint64_t>(rows);
+  const int64_t n = std::min(PieceRows(p, rows, piece_bytes_), rows - row_);
+  return {p.source->offset + static_cast<uint64_t>(row_) * row_bytes, static_cast<uint64_t>(n) * row_bytes};
+}
+
+void Gpt2GgufStream::Feed(const uint8_t* bytes, uint64_t n) {
+  const Range want = next();
+  if (want.bytes == 0) throw Error("the conversion is complete; no more of model.safetensors is needed");
+  if (n != want.bytes) {
+    throw Error("model.safetensors piece at " + std::to_string(want.offset) + " should be " +
+                std::to_string(want.bytes) + " bytes, got " + std::to_string(n));
+  }
+  if (!tie_known_) {
+    if (lm_head_piece_.empty()) {
+      lm_head_piece_.assign(bytes, bytes + n);
+    } else {
+      const uint64_t count = lm_head_piece_.size() / SafetensorsDtypeSize(lm_head_->dtype);
+      SafetensorsTensor a = *lm_head_, b = *wte_;
+      a.shape = b.shape = {static_cast<int64_t>(count)};
+      a.data = lm_head_piece_.data();
+      a.nbytes = lm_head_piece_.size();
+      b.data = bytes;
+      b.nbytes = static_cast<size_t>(n);
+      tied_ = SameValues(a, b);
+      tie_elements_ += count;
+      lm_head_piece_.clear();
+      if (!tied_ || tie_elements_ == static_cast<uint64_t>(lm_head_->NumElements())) {
+        // The rest of the check is not fetched once a difference is found.
+        const uint64_t left = static_cast<uint64_t>(lm_head_->NumElements()) - tie_elements_;
+        total_ -= left * (SafetensorsDtypeSize(lm_head_->dtype) + SafetensorsDtypeSize(wte_->dtype));
+        fed_ += n;
+        Begin();
+        return;
+      }
+    }
+    fed_ += n;
+    return;
+  }
+  const int64_t rows = plan_->rows(tensor_);
+  const int64_t piece_rows = static_cast<int64_t>(n / (plan_->planned(tensor_).source->nbytes / rows));
+  plan_->EncodeRows(tensor_, row_, piece_rows, bytes, output_);
+  fed_ += n;
+  row_ += piece_rows;
+  if (row_ == rows) {
+    ++tensor_;
+    row_ = 0;
+  }
+}
+
+const uint8_t* Gpt2GgufStream::output() const {
+  if (!done()) throw Error("takeOutput called before every tensor was converted");
   return output_;
 }
 

@@ -58,15 +58,17 @@ ConvertStats BuildGpt2Gguf(const SafetensorsFile& checkpoint, const Config& conf
                            std::ostream* log, const std::string& model_name = "");
 
 // The same conversion one tensor at a time, for callers that cannot hold the output twice (the
-// page converts GPT-2 small inside a 2 GB WebAssembly heap): the constructor makes every check
+// page converts GPT-2 small inside a WebAssembly heap): the constructor makes every check
 // BuildGpt2Gguf makes and fixes the output file's layout; EncodeTensor(i) then writes tensor i
 // (with its padding) into `file`, the caller's buffer of layout().size bytes, at its offset.
 // Both produce the same bytes. `checkpoint` and `tokenizer` must outlive this object.
 class Gpt2GgufConversion {
  public:
+  // lm_head_tied: whether lm_head.weight (when the checkpoint has one) equals wte, when the
+  // caller found out itself (the checkpoint's data is not in memory); null: compared here.
   Gpt2GgufConversion(const SafetensorsFile& checkpoint, const Config& config,
                      const Tokenizer* tokenizer, TensorType matrix_type,
-                     const std::string& model_name);
+                     const std::string& model_name, const bool* lm_head_tied = nullptr);
 
   const GgufWriter::Layout& layout() const { return layout_; }
   const ConvertStats& stats() const { return stats_; }
@@ -75,6 +77,11 @@ class Gpt2GgufConversion {
   void WriteHeader(uint8_t* file) const;
   // Throws gpt2::Error (e.g. an F64 tensor ReadAsF32 cannot widen).
   void EncodeTensor(int i, uint8_t* file, std::ostream* log) const;
+  // The same for rows [first_row, first_row + n_rows) of tensor i (ggml rows: for a matrix not
+  // transposed, the checkpoint's rows too), whose checkpoint bytes are `source`; a transposed
+  // (Conv1D) tensor only whole. The last piece writes the padding after the tensor.
+  void EncodeRows(int i, int64_t first_row, int64_t n_rows, const uint8_t* source, uint8_t* file) const;
+  int64_t rows(int i) const;
 
   // One output tensor: where its values come from and how they are stored.
   struct Planned {
@@ -85,7 +92,10 @@ class Gpt2GgufConversion {
     TensorType type = TensorType::kF32;
   };
 
+  const Planned& planned(int i) const { return tensors_.at(i); }
+
  private:
+  void CheckIndex(int i) const;
   std::vector<Planned> tensors_;
   ConvertStats stats_;
   GgufWriter::Layout layout_;
@@ -115,6 +125,67 @@ class Gpt2GgufInMemory {
   Gpt2GgufConversion conversion_;
   uint8_t* output_ = nullptr;
   int done_ = 0;
+};
+
+// The conversion of a checkpoint that is never held whole (the page converts GPT-2 medium, large
+// and XL from Hugging Face with HTTP Range requests): made from the safetensors header alone, it
+// asks for the file one piece at a time (next()), encodes each piece fed into the output and keeps
+// nothing of it. The pieces: when the checkpoint has lm_head.weight, first lm_head and wte side by
+// side (equal: tied and dropped, as BuildGpt2Gguf does); then every tensor in GGUF order, a
+// matrix stored as ggml stores it in whole rows of at most kPieceBytes, any other tensor whole.
+// The output (one buffer of output_size() bytes, at most max_bytes) is allocated once the tie is
+// known. The bytes equal ConvertHfGpt2's of the same file.
+class Gpt2GgufStream {
+ public:
+  static constexpr uint64_t kPieceBytes = uint64_t{32} << 20;
+  struct Range {
+    uint64_t offset = 0;  // in the safetensors file
+    uint64_t bytes = 0;
+  };
+  // prefix: the file's first bytes, at least SafetensorsFile::HeaderEnd of them. Makes every check
+  // the conversion makes. `tokenizer` must outlive this object. Throws gpt2::Error.
+  // piece_bytes: the largest piece (tests make it small).
+  Gpt2GgufStream(const uint8_t* prefix, size_t prefix_size, uint64_t file_size, const Config& config,
+                 const Tokenizer* tokenizer, TensorType matrix_type, const std::string& model_name,
+                 uint64_t max_bytes, uint64_t piece_bytes = kPieceBytes);
+  ~Gpt2GgufStream();
+  Gpt2GgufStream(const Gpt2GgufStream&) = delete;
+  Gpt2GgufStream& operator=(const Gpt2GgufStream&) = delete;
+
+  bool done() const;
+  Range next() const;  // the piece Feed takes next; {0, 0} when done
+  // bytes: exactly next().bytes of the file from next().offset. Throws gpt2::Error (a piece of
+  // another length, a dtype ReadAsF32 cannot widen, no memory for the output).
+  void Feed(const uint8_t* bytes, uint64_t n);
+  // 0 until the tie is known (the first tensor's piece is next), then the output's size.
+  uint64_t output_size() const;
+  int num_tensors() const { return plan_->num_tensors(); }
+  int tensors_done() const { return tensor_; }
+  uint64_t source_bytes() const { return total_; }  // every piece's bytes together
+  uint64_t fed_bytes() const { return fed_; }
+  const uint8_t* output() const;  // the GGUF file; throws unless done()
+
+ private:
+  void Begin();  // plans the output once the tie is known
+  std::unique_ptr<SafetensorsFile> header_;
+  Config config_;
+  const Tokenizer* tokenizer_;
+  TensorType type_;
+  std::string name_;
+  uint64_t max_bytes_;
+  uint64_t piece_bytes_;
+  std::unique_ptr<Gpt2GgufConversion> plan_;  // tied until the check says otherwise
+  const SafetensorsTensor* lm_head_ = nullptr;
+  const SafetensorsTensor* wte_ = nullptr;
+  // The tie check: elements of lm_head compared so far, and the lm_head piece waiting for wte's.
+  uint64_t tie_elements_ = 0;
+  std::vector<uint8_t> lm_head_piece_;
+  bool tie_known_ = true;
+  bool tied_ = true;
+  uint8_t* output_ = nullptr;
+  int tensor_ = 0;
+  int64_t row_ = 0;
+  uint64_t fed_ = 0, total_ = 0;
 };
 
 // Reads `input_dir`/config.json, model.safetensors and the vocabulary (vocab.json + merges.txt,

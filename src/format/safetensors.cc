@@ -1,6 +1,7 @@
 #include "format/safetensors.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "base/error.h"
@@ -52,10 +53,10 @@ size_t SafetensorsDtypeSize(const std::string& dtype) {
   return 0;
 }
 
-std::unique_ptr<SafetensorsFile> SafetensorsFile::Parse(const uint8_t* data, size_t size,
-                                                        const std::string& what) {
-  if (size < 8) {
-    throw Error(what + ": file is " + std::to_string(size) +
+uint64_t SafetensorsFile::HeaderEnd(const uint8_t* data, size_t size, uint64_t file_size,
+                                    const std::string& what) {
+  if (size < 8 || file_size < 8) {
+    throw Error(what + ": file is " + std::to_string(std::min<uint64_t>(size, file_size)) +
                 " bytes, too short for the 8-byte safetensors header length");
   }
   uint64_t header_len = 0;
@@ -64,10 +65,32 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::Parse(const uint8_t* data, siz
     throw Error(what + ": header length " + std::to_string(header_len) +
                 " exceeds the 100,000,000-byte limit (not a safetensors file?)");
   }
-  if (header_len > size - 8) {
+  if (header_len > file_size - 8) {
     throw Error(what + ": header length " + std::to_string(header_len) + " runs past the end of the " +
-                std::to_string(size) + "-byte file (truncated download?)");
+                std::to_string(file_size) + "-byte file (truncated download?)");
   }
+  return 8 + header_len;
+}
+
+std::unique_ptr<SafetensorsFile> SafetensorsFile::Parse(const uint8_t* data, size_t size,
+                                                        const std::string& what) {
+  return ParseImpl(data, size, size, /*with_data=*/true, what);
+}
+
+std::unique_ptr<SafetensorsFile> SafetensorsFile::ParseHeader(const uint8_t* prefix, size_t prefix_size,
+                                                              uint64_t file_size, const std::string& what) {
+  return ParseImpl(prefix, prefix_size, file_size, /*with_data=*/false, what);
+}
+
+std::unique_ptr<SafetensorsFile> SafetensorsFile::ParseImpl(const uint8_t* data, size_t size,
+                                                            uint64_t file_size, bool with_data,
+                                                            const std::string& what) {
+  const uint64_t header_end = HeaderEnd(data, size, file_size, what);
+  if (header_end > size) {
+    throw Error(what + ": " + std::to_string(size) + " bytes given, the header needs " +
+                std::to_string(header_end));
+  }
+  const uint64_t header_len = header_end - 8;
   const char* header = reinterpret_cast<const char*>(data + 8);
   const std::string where = what + " header";
   if (header_len == 0 || header[0] != '{') {
@@ -76,8 +99,7 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::Parse(const uint8_t* data, siz
   JsonValue root = ParseJson(header, header_len, where);
   if (root.kind != JsonValue::Kind::kObject) throw Error(where + ": not a JSON object");
 
-  const uint8_t* data_start = data + 8 + header_len;
-  const uint64_t data_size = size - 8 - header_len;
+  const uint64_t data_size = file_size - header_end;
 
   auto file = std::unique_ptr<SafetensorsFile>(new SafetensorsFile());
   std::vector<std::pair<uint64_t, uint64_t>> extents;  // begin, end for the overlap check
@@ -138,7 +160,11 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::Parse(const uint8_t* data, siz
       throw Error(at + " is " + std::to_string(end - begin) + " bytes but " + t.dtype + " " +
                   ShapeString(t.shape) + " needs " + std::to_string(n_elements * elem_size));
     }
-    t.data = data_start + begin;
+    if (end - begin > SIZE_MAX) {
+      throw Error(at + " is " + std::to_string(end - begin) + " bytes, more than this build can address");
+    }
+    t.offset = header_end + begin;
+    if (with_data) t.data = data + t.offset;
     t.nbytes = static_cast<size_t>(end - begin);
     extents.emplace_back(begin, end);
     extent_owner.push_back(file->tensors_.size());

@@ -33,7 +33,8 @@ struct SafetensorsTensor {
   std::string name;
   std::string dtype;           // as written: "F32", "F16", "BF16", "I64", ...
   std::vector<int64_t> shape;  // row-major; empty for a scalar
-  const uint8_t* data = nullptr;
+  const uint8_t* data = nullptr;  // null when only the header was parsed (ParseHeader)
+  uint64_t offset = 0;            // of the data in the file: 8 + header length + data_offsets[0]
   size_t nbytes = 0;
   int64_t NumElements() const;
 };
@@ -43,6 +44,16 @@ class SafetensorsFile {
   // Throws gpt2::Error. `what` names the file in messages (e.g. its path).
   static std::unique_ptr<SafetensorsFile> Parse(const uint8_t* data, size_t size,
                                                 const std::string& what = "safetensors file");
+  // The same checks from the file's first bytes only (at least HeaderEnd's), for a reader that
+  // fetches each tensor's bytes itself (the page's streamed conversion, by HTTP Range requests):
+  // every tensor's data is null and its offset says where it is in the file of file_size bytes.
+  static std::unique_ptr<SafetensorsFile> ParseHeader(const uint8_t* prefix, size_t prefix_size,
+                                                      uint64_t file_size,
+                                                      const std::string& what = "safetensors file");
+  // Bytes from the start of the file to the end of the header, from its first 8 (at least) bytes;
+  // throws gpt2::Error if the stated length is absurd or past file_size.
+  static uint64_t HeaderEnd(const uint8_t* data, size_t size, uint64_t file_size,
+                            const std::string& what = "safetensors file");
 
   // Tensors in header order.
   const std::vector<SafetensorsTensor>& tensors() const { return tensors_; }
@@ -50,6 +61,8 @@ class SafetensorsFile {
   const SafetensorsTensor* Find(const std::string& name) const;  // nullptr when absent
 
  private:
+  static std::unique_ptr<SafetensorsFile> ParseImpl(const uint8_t* data, size_t size, uint64_t file_size,
+                                                    bool with_data, const std::string& what);
   std::vector<SafetensorsTensor> tensors_;
   std::vector<std::pair<std::string, std::string>> metadata_;
 };

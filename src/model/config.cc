@@ -158,9 +158,39 @@ MemoryPlan PlanMemory(const Config& c) {
   return plan;
 }
 
+Config ReleasedGpt2::config() const {
+  Config c;
+  c.n_vocab = 50257;
+  c.n_ctx = 1024;
+  c.n_embd = n_embd;
+  c.n_head = n_head;
+  c.n_layer = n_layer;
+  c.n_ff = 4 * n_embd;
+  c.ln_eps = 1e-5f;
+  return c;
+}
+
+const ReleasedGpt2* FindReleasedGpt2(const char* id) {
+  for (const ReleasedGpt2& r : kReleasedGpt2) {
+    if (std::string(id) == r.id) return &r;
+  }
+  return nullptr;
+}
+
+const ReleasedGpt2* FindReleasedGpt2(const Config& c) {
+  for (const ReleasedGpt2& r : kReleasedGpt2) {
+    const Config rc = r.config();
+    if (c.n_layer == rc.n_layer && c.n_embd == rc.n_embd && c.n_head == rc.n_head &&
+        c.n_ff == rc.n_ff && c.n_vocab == rc.n_vocab && c.n_ctx == rc.n_ctx) {
+      return &r;
+    }
+  }
+  return nullptr;
+}
+
 int64_t DefaultMemoryBudget() {
 #ifdef __EMSCRIPTEN__
-  return int64_t{2} << 30;
+  return kWasmMemoryBudget;
 #else
   const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
   if (pages <= 0 || page_size <= 0) return int64_t{1} << 40;

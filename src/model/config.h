@@ -48,6 +48,22 @@ struct Config {
 
 constexpr int kEndOfText = 50256;  // GPT-2's <|endoftext|>
 
+// The four sizes OpenAI released (openai-community/gpt2, gpt2-medium, gpt2-large, gpt2-xl on
+// Hugging Face); each has n_ff = 4 * n_embd, n_vocab 50257, n_ctx 1024.
+struct ReleasedGpt2 {
+  const char* id;    // "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl": the Hub repository's name
+  const char* name;  // "GPT-2 small", ...: the GGUF general.name the converter writes
+  int n_layer, n_embd, n_head;
+  Config config() const;
+};
+constexpr ReleasedGpt2 kReleasedGpt2[] = {{"gpt2", "GPT-2 small", 12, 768, 12},
+                                          {"gpt2-medium", "GPT-2 medium", 24, 1024, 16},
+                                          {"gpt2-large", "GPT-2 large", 36, 1280, 20},
+                                          {"gpt2-xl", "GPT-2 XL", 48, 1600, 25}};
+// The released size with this id, or with exactly this config's sizes; nullptr if none.
+const ReleasedGpt2* FindReleasedGpt2(const char* id);
+const ReleasedGpt2* FindReleasedGpt2(const Config& config);
+
 // Bytes of every buffer whose size derives from the config, computed in 64 bits. In the
 // WebAssembly build size_t is 32 bits: an expression like size_t(n_ctx) * n_ff there wraps past
 // 2^32 into a tiny allocation that later writes overrun. A model is only accepted once these
@@ -71,8 +87,10 @@ struct MemoryPlan {
 };
 MemoryPlan PlanMemory(const Config& config);
 
-// Bytes a model may use here: in WebAssembly the module's 2 GB memory limit
-// (-sMAXIMUM_MEMORY=2GB in CMakeLists.txt); natively the machine's physical memory.
+// Bytes a model may use here: in WebAssembly the module's 4 GB memory limit
+// (-sMAXIMUM_MEMORY=4GB in src/bindings/CMakeLists.txt) less 64 kB, so that every buffer the plan
+// admits has a size a 32-bit size_t holds; natively the machine's physical memory.
+constexpr int64_t kWasmMemoryBudget = (int64_t{4} << 30) - (int64_t{64} << 10);
 int64_t DefaultMemoryBudget();
 
 // Throws gpt2::Error ("... too large for this page ...") unless the file plus the session fit in

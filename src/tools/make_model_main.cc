@@ -26,7 +26,9 @@ constexpr const char* kUsage =
     "tensor names (see src/tools/common/synthetic_model.h), laid out as llama.cpp writes GPT-2.\n"
     "\n"
     "options:\n"
-    "  --shape gpt2|tiny      start from GPT-2 small (124M) or the golden-test shape (default tiny)\n"
+    "  --shape gpt2|gpt2-medium|gpt2-large|gpt2-xl|tiny\n"
+    "                         start from a released GPT-2's sizes (small 124M, medium 355M,\n"
+    "                         large 774M, XL 1.5B) or the golden-test shape (default tiny)\n"
     "  --n-layer N  --n-head N  --n-embd N  --n-ff N  --n-ctx N  --n-vocab N\n"
     "                         override one size of the shape\n"
     "  --type f32|f16|q8_0|q4_0  storage of the matrices (default f32); norms and biases stay f32\n"
@@ -87,12 +89,12 @@ int main(int argc, char** argv) {
     if (i + 1 >= argc) UsageError(flag + " needs a value (or is not an option)");
     const std::string value = argv[++i];
     if (flag == "--shape") {
-      if (value == "gpt2") {
-        config = gpt2::Gpt2SmallConfig();
+      if (const gpt2::ReleasedGpt2* released = gpt2::FindReleasedGpt2(value.c_str())) {
+        config = released->config();
       } else if (value == "tiny") {
         config = gpt2::TinyTestConfig();
       } else {
-        UsageError("--shape must be gpt2 or tiny, got '" + value + "'");
+        UsageError("--shape must be gpt2, gpt2-medium, gpt2-large, gpt2-xl or tiny, got '" + value + "'");
       }
     } else if (flag == "--n-layer") {
       n_layer = ParseInt(flag, value, 1);

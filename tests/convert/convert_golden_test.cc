@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -109,6 +110,88 @@ TEST_CASE("convert: a Hugging Face checkpoint of the golden model matches PyTorc
     gpt2::Session session(*model);
     const float* logits = session.Prefill(ids.data(), static_cast<int>(ids.size()));
     CHECK(gpt2_test::CheckTensor("converted logits", logits, want.data() + last, V, c.tolerance));
+  }
+}
+
+// GPT-2 medium, large and XL's widths and head counts (one block, a 512-token vocabulary):
+// written as Hugging Face checkpoints, converted (the streamed conversion gives the same bytes),
+// loaded and run: every position's logits and the greedy continuation equal PyTorch's
+// (scripts/make_golden_family.py).
+TEST_CASE("convert: the widths and heads of GPT-2 medium, large and XL match PyTorch",
+          "[convert][golden][family]") {
+  const auto golden = gpt2_test::GoldenFile::Load(gpt2_test::DataPath("golden_family.bin"));
+  for (const std::string name : {"medium", "large", "xl"}) {
+    INFO("shape " << name);
+    const std::vector<int32_t>& dims = golden.I32(name + "/config");
+    REQUIRE(dims.size() == 6);
+    TinyShape shape;
+    shape.n_vocab = dims[0];
+    shape.n_ctx = dims[1];
+    shape.n_embd = dims[2];
+    shape.n_head = dims[3];
+    shape.n_layer = dims[4];
+    shape.n_ff = dims[5];
+    const gpt2::Config config = gpt2::ConfigFromHfJson(TinyConfigJson(shape));
+    // The released size this shape takes its width and heads from.
+    const gpt2::ReleasedGpt2* released = gpt2::FindReleasedGpt2(("gpt2-" + name).c_str());
+    REQUIRE(released != nullptr);
+    CHECK(config.n_embd == released->n_embd);
+    CHECK(config.n_head == released->n_head);
+
+    std::vector<HfTensor> hf = GoldenCheckpointAsHf(config);
+    std::vector<StEntry> entries;
+    for (HfTensor& t : hf) entries.push_back(Encode(&t, "F32", ""));
+    hf.clear();
+    const std::vector<uint8_t> st = WriteSafetensors(entries);
+    entries.clear();
+
+    const uint64_t header_end = gpt2::SafetensorsFile::HeaderEnd(st.data(), st.size(), st.size());
+    gpt2::Gpt2GgufStream stream(st.data(), static_cast<size_t>(header_end), st.size(), config, nullptr,
+                                TensorType::kF32, "", uint64_t{1} << 31);
+    while (!stream.done()) {
+      const gpt2::Gpt2GgufStream::Range r = stream.next();
+      stream.Feed(st.data() + r.offset, r.bytes);
+    }
+    std::vector<uint8_t> bytes;
+    {
+      auto checkpoint = gpt2::SafetensorsFile::Parse(st.data(), st.size(), "family.safetensors");
+      gpt2::GgufWriter writer;
+      gpt2::BuildGpt2Gguf(*checkpoint, config, nullptr, TensorType::kF32, &writer, nullptr);
+      bytes = writer.Serialize();
+    }
+    REQUIRE(stream.output_size() == bytes.size());
+    CHECK(std::memcmp(stream.output(), bytes.data(), bytes.size()) == 0);
+
+    std::shared_ptr<const gpt2::GgufFile> file = gpt2::GgufFile::Parse(bytes.data(), bytes.size());
+    auto model = gpt2::Model::FromGguf(file);
+    const std::vector<int32_t>& ids32 = golden.I32(name + "/ids");
+    std::vector<int> ids(ids32.begin(), ids32.end());
+    const std::vector<float>& want = golden.F32(name + "/logits");
+    const size_t V = config.n_vocab;
+    REQUIRE(want.size() == ids.size() * V);
+    std::vector<float> all;
+    gpt2::RunOptions run;
+    run.observer = [&](const gpt2::Activation& a) {
+      if (std::string(a.name) == "logits") all.assign(a.data, a.data + a.shape[0] * a.shape[1]);
+    };
+    gpt2::Session session(*model);
+    const float* logits = session.Prefill(ids.data(), static_cast<int>(ids.size()), run);
+    REQUIRE(all.size() == want.size());
+    // Within 1e-5 of the logits' scale: a width of 1600 sums that many float32 products, whose
+    // order differs from PyTorch's, and these logits reach a few tens.
+    float scale = 1.0f;
+    for (float v : want) scale = std::max(scale, std::fabs(v));
+    INFO("largest |logit| " << scale);
+    CHECK(gpt2_test::CheckTensor("logits", all.data(), want.data(), static_cast<int64_t>(want.size()),
+                                 1e-5 * scale));
+
+    const std::vector<int32_t>& greedy = golden.I32(name + "/greedy");
+    std::vector<int> got;
+    for (size_t i = 0; i < greedy.size(); ++i) {
+      got.push_back(static_cast<int>(std::max_element(logits, logits + V) - logits));
+      logits = session.Step(got.back());
+    }
+    CHECK(got == std::vector<int>(greedy.begin(), greedy.end()));
   }
 }
 

@@ -5,6 +5,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -63,6 +65,35 @@ Converted Convert(const std::vector<uint8_t>& st, const TinyShape& shape, Tensor
   REQUIRE(streamed == c.bytes);
   CHECK(conversion.stats().tensors_written == c.stats.tensors_written);
   CHECK(conversion.stats().lm_head_tied == c.stats.lm_head_tied);
+  // The streamed conversion (the page's Range requests) from the header alone, then each piece it
+  // asks for as a copy of just those bytes; pieces far smaller than a tensor, so the embeddings
+  // come in many row pieces and a lm_head tie check in several.
+  for (const uint64_t piece : {uint64_t{1000}, uint64_t{1} << 20}) {
+    const uint64_t header_end = gpt2::SafetensorsFile::HeaderEnd(st.data(), st.size(), st.size());
+    gpt2::Gpt2GgufStream stream(st.data(), static_cast<size_t>(header_end), st.size(), ConfigOf(shape),
+                                tokenizer, type, "", uint64_t{1} << 30, piece);
+    uint64_t fed = 0;
+    int pieces = 0;
+    while (!stream.done()) {
+      const gpt2::Gpt2GgufStream::Range r = stream.next();
+      REQUIRE(r.bytes > 0);
+      // A Conv1D matrix (c_attn, c_fc, the projections) comes whole.
+      const uint64_t conv1d = uint64_t{4} * shape.n_embd * std::max(3 * shape.n_embd, shape.n_ff);
+      REQUIRE(r.bytes <= std::max(piece, conv1d));
+      REQUIRE(r.offset + r.bytes <= st.size());
+      const std::vector<uint8_t> bytes(st.begin() + static_cast<std::ptrdiff_t>(r.offset),
+                                       st.begin() + static_cast<std::ptrdiff_t>(r.offset + r.bytes));
+      stream.Feed(bytes.data(), bytes.size());
+      fed += r.bytes;
+      ++pieces;
+    }
+    CHECK(fed == stream.fed_bytes());
+    CHECK(fed == stream.source_bytes());
+    CHECK(stream.tensors_done() == conversion.num_tensors());
+    REQUIRE(stream.output_size() == c.bytes.size());
+    CHECK(std::memcmp(stream.output(), c.bytes.data(), c.bytes.size()) == 0);
+    if (piece == 1000) CHECK(pieces > conversion.num_tensors());
+  }
   return c;
 }
 

@@ -18,7 +18,7 @@
 namespace gpt2_test {
 namespace {
 
-constexpr int64_t kWasmBudget = int64_t{2} << 30;  // -sMAXIMUM_MEMORY=2GB
+constexpr int64_t kWasmBudget = gpt2::kWasmMemoryBudget;  // -sMAXIMUM_MEMORY=4GB less 64 kB
 
 // n_ctx * n_ff = 2^16 * 2^16 = 2^32: the MLP hidden buffer size_t(n_ctx) * n_ff is 0 in wasm32,
 // yet every tensor is small (1 block, 32-wide embedding: about 10 MB of file).
@@ -84,17 +84,21 @@ TEST_CASE("the KV cache and captured keys take the weights' precision", "[model]
   CHECK(q8.observer_bytes == f32.observer_bytes);
 }
 
-TEST_CASE("GPT-2 XL as Q8_0 does not fit the page's 2 GB with its KV cache",
-          "[model][memory]") {
-  gpt2::Config xl = gpt2::Gpt2SmallConfig();
-  xl.n_layer = 48;
-  xl.n_embd = 1600;
-  xl.n_head = 25;
-  xl.n_ff = 6400;
-  // 1.6 GB of file plus 2 x 48 x 1024 x 1600 floats (629 MB) of KV cache.
-  CHECK_THROWS_WITH(gpt2::CheckMemoryBudget(xl, uint64_t{1700} << 20, kWasmBudget),
-                    Catch::Contains("too large for") && Catch::Contains("2048 MB"));
-  CHECK_NOTHROW(gpt2::CheckMemoryBudget(xl, uint64_t{1700} << 20, int64_t{8} << 30));
+TEST_CASE("GPT-2 XL fits the page's 4 GB as Q8_0 and F16, not as F32", "[model][memory]") {
+  const gpt2::ReleasedGpt2* released = gpt2::FindReleasedGpt2("gpt2-xl");
+  REQUIRE(released != nullptr);
+  gpt2::Config xl = released->config();
+  // Files of 1.66 GB and 3.1 GB with 8-bit and f16 KV caches (167 MB, 315 MB at full context).
+  xl.kv_cache = gpt2::Config::KvCache::kQ8_0;
+  CHECK_NOTHROW(gpt2::CheckMemoryBudget(xl, uint64_t{1663} << 20, kWasmBudget));
+  xl.kv_cache = gpt2::Config::KvCache::kF16;
+  CHECK_NOTHROW(gpt2::CheckMemoryBudget(xl, uint64_t{3120} << 20, kWasmBudget));
+  // 6.2 GB of F32 weights do not.
+  xl.kv_cache = gpt2::Config::KvCache::kF32;
+  CHECK_THROWS_WITH(gpt2::CheckMemoryBudget(xl, uint64_t{6230} << 20, kWasmBudget),
+                    Catch::Contains("too large for") && Catch::Contains("4096 MB"));
+  // Every buffer the budget admits has a size a 32-bit size_t holds.
+  CHECK(kWasmBudget < (int64_t{1} << 32));
 }
 
 TEST_CASE("a GGUF whose buffer sizes pass 2^32 with small tensors is refused",

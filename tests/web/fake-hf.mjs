@@ -1,5 +1,5 @@
 // A local stand-in for huggingface.co (127.0.0.1 only) for the get-weights and demo tests, laid
-// out and answering like the real one: /openai-community/gpt2/resolve/main/<file>; small files
+// out and answering like the real one: /openai-community/<repo>/resolve/main/<file>; small files
 // come straight back (200, Content-Length), the large one (LFS) is a 302 to a CDN path whose
 // first response carries X-Linked-Size and X-Linked-ETag (the SHA-256, quoted), as
 // huggingface.co does. The checkpoint is a small GPT-2 in Hugging Face's safetensors layout with
@@ -10,6 +10,7 @@ import http from 'node:http';
 import path from 'node:path';
 
 export const kRepoPath = '/openai-community/gpt2/resolve/main';
+const repoPath = (repo) => `/openai-community/${repo}/resolve/main`;
 
 // A Hugging Face GPT-2 checkpoint: by default 1 block, 2 heads, width 32, 64 positions;
 // {nLayer: 12, nEmbd: 768, nHead: 12, nCtx: 1024, masks: true} is GPT-2 small's layout, with
@@ -69,9 +70,12 @@ const sha256 = (b) => crypto.createHash('sha256').update(b).digest('hex');
 // files: {name: Buffer}. lfs: names served through the CDN redirect. tamper: {name: {sha256?, body?}}
 // states another hash, or serves other bytes than the stated ones. For the page (another
 // origin) every answer carries huggingface.co's CORS headers. drop: {name: bytes} cuts the
-// first download of that CDN file after so many bytes (the connection is destroyed mid-body);
-// ranges: the CDN answers `Range: bytes=N-` (with If-Range) with 206, as Hugging Face's does.
-export function startFakeHf({files, lfs = ['model.safetensors'], tamper = {}, drop = {}, ranges = false}) {
+// first download of that CDN file after so many bytes (the connection is destroyed mid-body),
+// whether a whole file or a range; ranges: the CDN answers `Range: bytes=N-` and `bytes=N-M`
+// (with If-Range) with 206, as Hugging Face's does. repo: the repository served (gpt2,
+// gpt2-medium, ...).
+export function startFakeHf({files, lfs = ['model.safetensors'], tamper = {}, drop = {}, ranges = false,
+                             repo = 'gpt2'}) {
   const requests = [];
   const dropped = new Set();
   const cors = {'Access-Control-Allow-Origin': '*',
@@ -85,8 +89,8 @@ export function startFakeHf({files, lfs = ['model.safetensors'], tamper = {}, dr
       return;
     }
     const url = new URL(req.url, 'http://x');
-    if (url.pathname.startsWith(kRepoPath + '/')) {
-      const name = url.pathname.slice(kRepoPath.length + 1);
+    if (url.pathname.startsWith(repoPath(repo) + '/')) {
+      const name = url.pathname.slice(repoPath(repo).length + 1);
       const body = files[name];
       if (!body) { res.writeHead(404, {...cors, 'Content-Type': 'text/plain'}); res.end('Entry not found'); return; }
       const stated = tamper[name]?.sha256 ?? sha256(body);
@@ -106,26 +110,31 @@ export function startFakeHf({files, lfs = ['model.safetensors'], tamper = {}, dr
       const name = cdn[2];
       const body = tamper[name]?.body ?? files[name];
       const etag = `"${cdn[1]}"`;
-      const range = /^bytes=(\d+)-$/.exec(req.headers.range || '');
+      const range = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range || '');
       const ifRange = req.headers['if-range'];
+      // The first answer for a file drops after drop[name] bytes, as a failing network would.
+      const send = (bytes) => {
+        if (drop[name] !== undefined && !dropped.has(name) && bytes.length > drop[name]) {
+          dropped.add(name);
+          res.write(bytes.subarray(0, drop[name]), () => setTimeout(() => res.socket?.destroy(), 50));
+          return;
+        }
+        res.end(bytes);
+      };
       if (ranges && range && (!ifRange || ifRange === etag) && Number(range[1]) < body.length) {
         const from = Number(range[1]);
-        res.writeHead(206, {...cors, 'Content-Length': body.length - from, ETag: etag, 'Accept-Ranges': 'bytes',
-                            'Content-Range': `bytes ${from}-${body.length - 1}/${body.length}`,
+        const to = range[2] === '' ? body.length - 1 : Math.min(Number(range[2]), body.length - 1);
+        res.writeHead(206, {...cors, 'Content-Length': to + 1 - from, ETag: etag, 'Accept-Ranges': 'bytes',
+                            'Content-Range': `bytes ${from}-${to}/${body.length}`,
                             'Content-Type': 'application/octet-stream'});
-        res.end(body.subarray(from));
+        if (req.method === 'HEAD') { res.end(); return; }
+        send(body.subarray(from, to + 1));
         return;
       }
       res.writeHead(200, {...cors, 'Content-Length': body.length, 'Content-Type': 'application/octet-stream',
                           ...(ranges ? {ETag: etag, 'Accept-Ranges': 'bytes'} : {})});
       if (req.method === 'HEAD') { res.end(); return; }
-      if (drop[name] !== undefined && !dropped.has(name)) {
-        dropped.add(name);
-        // Flush the first bytes, then cut the connection as a failing network would.
-        res.write(body.subarray(0, drop[name]), () => setTimeout(() => res.socket?.destroy(), 50));
-        return;
-      }
-      res.end(body);
+      send(body);
       return;
     }
     res.writeHead(404, cors); res.end();
@@ -133,7 +142,7 @@ export function startFakeHf({files, lfs = ['model.safetensors'], tamper = {}, dr
   return new Promise((resolve) => {
     server.listen(0, '127.0.0.1', () => {
       const origin = `http://127.0.0.1:${server.address().port}`;
-      resolve({url: origin + kRepoPath, requests,
+      resolve({url: origin + repoPath(repo), requests,
                close: () => new Promise((r) => { server.closeAllConnections?.(); server.close(r); })});
     });
   });

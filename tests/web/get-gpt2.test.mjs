@@ -97,9 +97,13 @@ describe('Get GPT-2 small from Hugging Face', {skip}, () => {
       assert.ok(messages.some((m) => m.phase === 'download' && m.file === 'model.safetensors' && m.loaded === size &&
                                      m.total === size), JSON.stringify(messages));
       assert.ok(messages.some((m) => m.phase === 'convert' && m.loaded === 16 && m.total === 16), JSON.stringify(messages));
-      for (const name of ['config.json', 'vocab.json', 'merges.txt', 'model.safetensors']) {
+      for (const name of ['config.json', 'vocab.json', 'merges.txt']) {
         assert.ok(hf.requests.includes(`GET /openai-community/gpt2/resolve/main/${name}`), hf.requests.join('\n'));
       }
+      // The page asks for the header's bytes first; this server ignores Range and sends the whole
+      // file, which is then converted from memory.
+      assert.ok(hf.requests.includes(`GET /openai-community/gpt2/resolve/main/model.safetensors (bytes=0-131071)`),
+                hf.requests.join('\n'));
       assert.equal(modelGets(hf), 1, 'the weights came through the CDN redirect, once');
       assert.deepEqual(await generateGreedy(page), expected.q8_0, 'greedy ids equal `gpt2 generate` on gpt2-convert\'s file');
       assert.deepEqual(await cachedKeys(page), [`${hf.url}/gpt2-q8_0.gguf`]);
@@ -119,7 +123,7 @@ describe('Get GPT-2 small from Hugging Face', {skip}, () => {
     }
   });
 
-  test('a dropped download resumes with a Range request (F16 chosen)', async () => {
+  test('a dropped download resumes with a Range request (F16 chosen, the checkpoint streamed)', async () => {
     const hf = await startFakeHf({files, drop: {'model.safetensors': 2_000_000}, ranges: true});
     const browser = await launchBrowser();
     try {
@@ -127,10 +131,75 @@ describe('Get GPT-2 small from Hugging Face', {skip}, () => {
       await page.getByTestId('hf-weights').selectOption('f16');
       await page.getByTestId('get-gpt2').click();
       await waitLoaded(page, kTimeout);
-      assert.ok(hf.requests.some((q) => /^GET \/cdn\/.*model\.safetensors \(bytes=[1-9]\d*-\)$/.test(q)),
-                hf.requests.join('\n'));
+      // Streamed: every request for the weights is a range; the piece that dropped is asked for
+      // again from where it stopped (2,000,000 bytes into it), not from its start.
+      const ranges = hf.requests.filter((q) => /^GET \/cdn\/.*model\.safetensors/.test(q))
+          .map((q) => /\(bytes=(\d+)-(\d+)\)$/.exec(q));
+      assert.ok(ranges.every((r) => r), hf.requests.join('\n'));
+      const starts = ranges.map((r) => Number(r[1]));
+      assert.ok(ranges.some((r, i) => starts.includes(Number(r[1]) - 2_000_000) && i > 0), hf.requests.join('\n'));
       assert.deepEqual(await generateGreedy(page), expected.f16);
       assert.deepEqual(await cachedKeys(page), [`${hf.url}/gpt2-f16.gguf`]);
+      await page.close();
+    } finally {
+      await browser.close();
+      await hf.close();
+    }
+  });
+
+  test('GPT-2 medium streams from its repository by Range requests, byte-equal to gpt2-convert', async () => {
+    // The checkpoint is the small test one, served as openai-community/gpt2-medium: what is tested
+    // is the page's way to it (the size picked, the repository, the streamed conversion); the
+    // widths of the real sizes are tested natively against PyTorch (convert_golden_test.cc).
+    const hf = await startFakeHf({files, ranges: true, repo: 'gpt2-medium'});
+    const browser = await launchBrowser();
+    try {
+      const page = await openPage(browser, site, hf, consoleLines);
+      await page.getByTestId('hf-model').selectOption('gpt2-medium');
+      assert.match(await page.getByTestId('hf-need').textContent(),
+                   /GPT-2 medium \(355M\) as Q8_0: a 1\.\d GB download, converted here as it streams into 3\d\d MB .* needs about 4\d\d MB of memory/);
+      await page.getByTestId('get-gpt2').click();
+      await waitLoaded(page, kTimeout);
+      // Every request for the weights asks for a range, and no preflight precedes them.
+      const weights = hf.requests.filter((q) => /model\.safetensors/.test(q));
+      assert.ok(weights.length > 3 && weights.every((q) => /^GET .*\(bytes=\d+-\d+\)$/.test(q)), weights.join('\n'));
+      const key = `${hf.url}/gpt2-medium-q8_0.gguf`;
+      assert.deepEqual(await cachedKeys(page), [key]);
+      const cached = await page.evaluate(async (k) => {
+        const r = await (await caches.open('gpt2-models-v1')).match(k);
+        return Array.from(new Uint8Array(await r.arrayBuffer()));
+      }, key);
+      const native = fs.readFileSync(path.join(dir, 'gpt2-q8_0.gguf'));
+      assert.equal(cached.length, native.length);
+      assert.ok(Buffer.from(cached).equals(native), 'the cached conversion equals gpt2-convert\'s file');
+      assert.deepEqual(await generateGreedy(page), expected.q8_0);
+      await page.close();
+    } finally {
+      await browser.close();
+      await hf.close();
+    }
+  });
+
+  test('the page says what each size needs and refuses one this device cannot hold', async () => {
+    const hf = await startFakeHf({files});
+    const browser = await launchBrowser();
+    try {
+      const page = await browser.context.newPage();
+      consoleLines.push(...watchConsole(page));
+      // A device with 2 GB of memory, as navigator.deviceMemory says it.
+      await page.addInitScript(() => Object.defineProperty(Navigator.prototype, 'deviceMemory', {get: () => 2}));
+      await page.goto(`${site.url}?hf=${encodeURIComponent(new URL(hf.url).origin)}`);
+      await page.waitForFunction(() => !document.querySelector('[data-testid=get-gpt2]').disabled, null, {timeout: kTimeout});
+      await page.getByTestId('hf-model').selectOption('gpt2-xl');
+      assert.match(await page.getByTestId('hf-need').textContent(),
+                   /GPT-2 XL \(1\.5B\) as Q8_0 needs about 2\.\d GB of memory; this device has about 2 GB, too little/);
+      assert.equal(await page.getByTestId('get-gpt2').isDisabled(), true);
+      assert.equal(await page.locator('[data-testid=hf-weights] option[value=f16]').isDisabled(), true);
+      assert.equal(await page.locator('[data-testid=hf-weights] option[value=q4_0]').isDisabled(), false);
+      await page.getByTestId('hf-weights').selectOption('q4_0');
+      assert.match(await page.getByTestId('hf-need').textContent(), /GPT-2 XL \(1\.5B\) as Q4_0: a 6\.\d GB download/);
+      assert.equal(await page.getByTestId('get-gpt2').isDisabled(), false);
+      assert.equal(hf.requests.length, 0, 'nothing was asked of Hugging Face');
       await page.close();
     } finally {
       await browser.close();

