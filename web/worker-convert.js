@@ -5,8 +5,9 @@
 //
 // The checkpoint is streamed where the server answers HTTP Range requests (Hugging Face does):
 // the converter reads the safetensors header, then asks for one piece of the file at a time
-// (a tensor, or rows of the embeddings), converts it into its output and drops it, so GPT-2 XL's
-// 6.4 GB checkpoint is never held. A dropped connection resumes within the piece. A server that
+// (a tensor, or rows of the embeddings) in the file's order, converts it into its output and
+// drops it, so GPT-2 XL's 6.4 GB checkpoint is never held. The pieces come from one sequential
+// Range request; a dropped connection resumes where it stopped. A server that
 // ignores Range sends the whole file instead: converted from memory when it fits, else a clear
 // error.
 
@@ -119,27 +120,101 @@ export function createHfConverter({post, yieldToEvents, loader}) {
     }
     makeRoom();
     const plan = converter.beginStream(prefix.subarray(0, headerEnd), fileSize, weights);
-    const sink = {appendChunk: (chunk) => converter.appendPiece(chunk)};
+    const file = sequentialReader(from, url, validator, fileSize, signal);
     let fed = 0;
     let total = plan.sourceBytes;
-    for (let r; (r = converter.nextRange()) !== null;) {
-      const end = r.offset + r.bytes - 1;
-      const response = await piece(from, r.offset, end, validator, fileSize, signal);
-      const resume = async (got, cause) => {
-        const {response: rest, why} = await loader.fetchRange(from, r.offset + got, end, validator, fileSize, signal, false);
-        if (rest) return rest.body;
-        throw new Error(`The connection dropped after ${fed + got} bytes of ${url} (${errorMessage(cause)}), and ` +
-                        `the download could not be resumed: ${why}. Load the model again.`);
-      };
-      const got = await loader.pump(sink, response.body, Phase.download, fed, total, resume, 'model.safetensors');
-      if (got !== r.bytes) {
-        throw new Error(`The download of model.safetensors is incomplete: received ${got} of the ${r.bytes} bytes ` +
-                        `at ${r.offset}.`);
+    let lastPost = 0;
+    let lastYield = 0;
+    const progress = (loaded) => {
+      const now = performance.now();
+      if (now - lastPost > 50) {
+        post({type: Msg.progress, phase: Phase.download, loaded, total, file: 'model.safetensors'});
+        lastPost = now;
       }
-      ({fed, sourceBytes: total} = converter.feedPiece());
-      await yieldToEvents();
+    };
+    try {
+      for (let r; (r = converter.nextRange()) !== null;) {
+        await file.read(r.offset, r.bytes, (chunk) => converter.appendPiece(chunk), (got) => progress(fed + got));
+        ({fed, sourceBytes: total} = converter.feedPiece());
+        progress(fed);
+        if (performance.now() - lastYield > 50) {
+          await yieldToEvents();
+          lastYield = performance.now();
+        }
+      }
+    } finally {
+      file.close();
     }
+    post({type: Msg.progress, phase: Phase.download, loaded: fed, total, file: 'model.safetensors'});
     post({type: Msg.progress, phase: Phase.convert, loaded: plan.tensors, total: plan.tensors});
+  }
+
+  // model.safetensors read front to back, as the converter asks for its pieces (in the file's
+  // order): one Range request from the first piece to the end of the file, kept open while the
+  // pieces follow each other (a gap of up to kSkipBytes, such as GPT-2's attention-mask buffers,
+  // is read through); a new request for a piece further on or before, and after a dropped
+  // connection from where it stopped (loader.kMaxResumes times per request). One request instead
+  // of one per tensor: no round trip between pieces, and the server keeps sending while the
+  // engine converts.
+  function sequentialReader(from, url, validator, fileSize, signal) {
+    const kSkipBytes = 64 << 20;
+    let reader = null;
+    let pos = 0;
+    let pending = null;  // bytes at pos already read (a view into the reader's buffer)
+    let resumes = 0;
+    const close = () => {
+      reader?.cancel();
+      reader = null;
+      pending = null;
+    };
+    async function open(offset) {
+      close();
+      const {response, why} = await loader.fetchRange(from, offset, null, validator, fileSize, signal, false);
+      if (!response) throw new Error(`Could not download ${url} from byte ${offset}: ${why}. Load the model again.`);
+      reader = loader.bodyReader(response.body);
+      pos = offset;
+    }
+    async function chunk() {
+      if (pending) return pending;
+      for (;;) {
+        try {
+          const r = await reader.read();
+          if (r.done) throw new Error(`the server ended the file at byte ${pos}`);
+          return r.value;
+        } catch (e) {
+          if (signal.aborted) throw e;
+          if (resumes >= loader.kMaxResumes) {
+            throw new Error(`The connection dropped after ${pos} bytes of ${url} (${errorMessage(e)}), and ` +
+                            'the download could not be resumed. Check your connection and load the model again.');
+          }
+          ++resumes;
+          await open(pos);
+        }
+      }
+    }
+    // Takes up to n bytes at pos; sink gets each.
+    async function take(n, sink) {
+      while (n > 0) {
+        const c = await chunk();
+        const k = Math.min(c.length, n);
+        if (sink) sink(c.subarray(0, k));
+        pending = c.length > k ? c.subarray(k) : null;
+        pos += k;
+        n -= k;
+      }
+    }
+    return {
+      async read(offset, n, sink, onBytes) {
+        if (!reader || offset < pos || offset - pos > kSkipBytes) await open(offset);
+        await take(offset - pos, null);
+        const start = pos;
+        await take(n, (c) => {
+          sink(c);
+          onBytes(pos + c.length - start);
+        });
+      },
+      close,
+    };
   }
 
   // A piece the server must answer with exactly those bytes.

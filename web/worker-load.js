@@ -36,7 +36,7 @@ export function createLoader({post}) {
       reader = body.getReader({mode: 'byob'});
     } catch {
       const plain = body.getReader();
-      return {read: () => plain.read(), release: () => {}};
+      return {read: () => plain.read(), release: () => {}, cancel: () => plain.cancel().catch(() => {})};
     }
     let buffer = spareReadBuffer || new ArrayBuffer(kReadBufferBytes);
     spareReadBuffer = null;
@@ -49,6 +49,7 @@ export function createLoader({post}) {
       release() {  // a buffer whose read failed stays in the stream (detached here): not kept
         if (buffer.byteLength === kReadBufferBytes) spareReadBuffer = buffer;
       },
+      cancel: () => reader.cancel().catch(() => {}),
     };
   }
 
@@ -292,6 +293,6 @@ export function createLoader({post}) {
     await caches.delete(kCacheName);
   }
 
-  return {openCache, fetchPartInfo, fetchRange, resumePart, contentLength, pump, downloadInto, loadFromUrl, loadFromFile,
+  return {openCache, fetchPartInfo, fetchRange, resumePart, contentLength, bodyReader, kMaxResumes, pump, downloadInto, loadFromUrl, loadFromFile,
           cacheSummary, clearCache};
 }

@@ -458,6 +458,20 @@ void Gpt2GgufStream::Begin() {
     plan_ = std::make_unique<Gpt2GgufConversion>(*header_, config_, tokenizer_, type_, name_, &tied_);
     total_ += lm_head_->nbytes;
   }
+  for (int i = 0; i < plan_->num_tensors(); ++i) {
+    const Gpt2GgufConversion::Planned& p = plan_->planned(i);
+    const int64_t rows = plan_->rows(i);
+    const uint64_t row_bytes = p.source->nbytes / static_cast<uint64_t>(rows);
+    const int64_t step = PieceRows(p, rows, piece_bytes_);
+    for (int64_t r = 0; r < rows; r += step) {
+      const int64_t n = std::min(step, rows - r);
+      pieces_.push_back({i, r, n, {p.source->offset + static_cast<uint64_t>(r) * row_bytes,
+                                   static_cast<uint64_t>(n) * row_bytes}});
+    }
+    rows_left_.push_back(rows);
+  }
+  std::sort(pieces_.begin(), pieces_.end(),
+            [](const Piece& a, const Piece& b) { return a.range.offset < b.range.offset; });
   const uint64_t bytes = plan_->layout().size;
   if (bytes > max_bytes_) throw Error("The converted model would not fit in WebAssembly memory.");
   output_ = static_cast<uint8_t*>(std::malloc(static_cast<size_t>(bytes)));
@@ -467,7 +481,7 @@ void Gpt2GgufStream::Begin() {
   plan_->WriteHeader(output_);
 }
 
-bool Gpt2GgufStream::done() const { return tie_known_ && tensor_ == plan_->num_tensors(); }
+bool Gpt2GgufStream::done() const { return tie_known_ && piece_ == pieces_.size(); }
 
 uint64_t Gpt2GgufStream::output_size() const { return tie_known_ ? plan_->layout().size : 0; }
 
@@ -481,11 +495,7 @@ Gpt2GgufStream::Range Gpt2GgufStream::next() const {
     return {t.offset + tie_elements_ * size, n * size};
   }
   if (done()) return {};
-  const Gpt2GgufConversion::Planned& p = plan_->planned(tensor_);
-  const int64_t rows = plan_->rows(tensor_);
-  const uint64_t row_bytes = p.source->nbytes / static_cast<uint64_t>(rows);
-  const int64_t n = std::min(PieceRows(p, rows, piece_bytes_), rows - row_);
-  return {p.source->offset + static_cast<uint64_t>(row_) * row_bytes, static_cast<uint64_t>(n) * row_bytes};
+  return pieces_[piece_].range;
 }
 
 void Gpt2GgufStream::Feed(const uint8_t* bytes, uint64_t n) {
@@ -521,15 +531,10 @@ void Gpt2GgufStream::Feed(const uint8_t* bytes, uint64_t n) {
     fed_ += n;
     return;
   }
-  const int64_t rows = plan_->rows(tensor_);
-  const int64_t piece_rows = static_cast<int64_t>(n / (plan_->planned(tensor_).source->nbytes / rows));
-  plan_->EncodeRows(tensor_, row_, piece_rows, bytes, output_);
+  const Piece& piece = pieces_[piece_++];
+  plan_->EncodeRows(piece.tensor, piece.first_row, piece.n_rows, bytes, output_);
   fed_ += n;
-  row_ += piece_rows;
-  if (row_ == rows) {
-    ++tensor_;
-    row_ = 0;
-  }
+  if ((rows_left_[piece.tensor] -= piece.n_rows) == 0) ++tensors_done_;
 }
 
 const uint8_t* Gpt2GgufStream::output() const {

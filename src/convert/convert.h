@@ -131,8 +131,9 @@ class Gpt2GgufInMemory {
 // and XL from Hugging Face with HTTP Range requests): made from the safetensors header alone, it
 // asks for the file one piece at a time (next()), encodes each piece fed into the output and keeps
 // nothing of it. The pieces: when the checkpoint has lm_head.weight, first lm_head and wte side by
-// side (equal: tied and dropped, as BuildGpt2Gguf does); then every tensor in GGUF order, a
-// matrix stored as ggml stores it in whole rows of at most kPieceBytes, any other tensor whole.
+// side (equal: tied and dropped, as BuildGpt2Gguf does); then every tensor, a matrix stored as
+// ggml stores it in whole rows of at most kPieceBytes, any other tensor whole, in the order they
+// are in the file, so a reader can take them from one sequential read.
 // The output (one buffer of output_size() bytes, at most max_bytes) is allocated once the tie is
 // known. The bytes equal ConvertHfGpt2's of the same file.
 class Gpt2GgufStream {
@@ -160,7 +161,7 @@ class Gpt2GgufStream {
   // 0 until the tie is known (the first tensor's piece is next), then the output's size.
   uint64_t output_size() const;
   int num_tensors() const { return plan_->num_tensors(); }
-  int tensors_done() const { return tensor_; }
+  int tensors_done() const { return tensors_done_; }
   uint64_t source_bytes() const { return total_; }  // every piece's bytes together
   uint64_t fed_bytes() const { return fed_; }
   const uint8_t* output() const;  // the GGUF file; throws unless done()
@@ -183,8 +184,16 @@ class Gpt2GgufStream {
   bool tie_known_ = true;
   bool tied_ = true;
   uint8_t* output_ = nullptr;
-  int tensor_ = 0;
-  int64_t row_ = 0;
+  // Every tensor's pieces, by their place in the file; rows_left_ per tensor counts down.
+  struct Piece {
+    int tensor;
+    int64_t first_row, n_rows;
+    Range range;
+  };
+  std::vector<Piece> pieces_;
+  size_t piece_ = 0;
+  std::vector<int64_t> rows_left_;
+  int tensors_done_ = 0;
   uint64_t fed_ = 0, total_ = 0;
 };
 

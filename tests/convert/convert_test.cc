@@ -72,10 +72,14 @@ Converted Convert(const std::vector<uint8_t>& st, const TinyShape& shape, Tensor
     const uint64_t header_end = gpt2::SafetensorsFile::HeaderEnd(st.data(), st.size(), st.size());
     gpt2::Gpt2GgufStream stream(st.data(), static_cast<size_t>(header_end), st.size(), ConfigOf(shape),
                                 tokenizer, type, "", uint64_t{1} << 30, piece);
-    uint64_t fed = 0;
+    uint64_t fed = 0, last_offset = 0;
     int pieces = 0;
     while (!stream.done()) {
       const gpt2::Gpt2GgufStream::Range r = stream.next();
+      if (stream.output_size() > 0) {  // past the tie check: in the file's order, one sequential read
+        REQUIRE(r.offset >= last_offset);
+        last_offset = r.offset + r.bytes;
+      }
       REQUIRE(r.bytes > 0);
       // A Conv1D matrix (c_attn, c_fc, the projections) comes whole.
       const uint64_t conv1d = uint64_t{4} * shape.n_embd * std::max(3 * shape.n_embd, shape.n_ff);
