@@ -150,49 +150,49 @@ export function createHfConverter({post, yieldToEvents, loader}) {
   }
 
   // model.safetensors read front to back, as the converter asks for its pieces (in the file's
-  // order): one Range request from the first piece to the end of the file, kept open while the
-  // pieces follow each other (a gap of up to kSkipBytes, such as GPT-2's attention-mask buffers,
-  // is read through); a new request for a piece further on or before, and after a dropped
-  // connection from where it stopped (loader.kMaxResumes times per request). One request instead
-  // of one per tensor: no round trip between pieces, and the server keeps sending while the
-  // engine converts.
+  // order), by worker-fetch.js in a thread of its own: one Range request from the first piece
+  // to the end of the file while the pieces follow each other (a gap of up to kSkipBytes, such as
+  // GPT-2's attention-mask buffers, is read through), a new one for a piece further on or before.
+  // One request instead of one per tensor, and the download goes on while the engine converts.
   function sequentialReader(from, url, validator, fileSize, signal) {
     const kSkipBytes = 64 << 20;
-    let reader = null;
-    let pos = 0;
-    let pending = null;  // bytes at pos already read (a view into the reader's buffer)
-    let resumes = 0;
-    const close = () => {
-      reader?.cancel();
-      reader = null;
-      pending = null;
+    const fetcher = new Worker(new URL('./worker-fetch.js', import.meta.url), {type: 'module'});
+    let epoch = 0;
+    let pos = -1;
+    let pending = null;    // bytes at pos already received
+    const queue = [];      // chunks received after pending, in order
+    let failure = null;
+    let wake = null;
+    fetcher.onmessage = ({data}) => {
+      if (data.epoch !== epoch) return;  // from a read replaced since
+      if (data.type === 'chunk') queue.push(data.bytes);
+      else if (data.type === 'end') queue.push(null);
+      else failure = new Error(data.message);
+      wake?.();
     };
-    async function open(offset) {
-      close();
-      const {response, why} = await loader.fetchRange(from, offset, null, validator, fileSize, signal, false);
-      if (!response) throw new Error(`Could not download ${url} from byte ${offset}: ${why}. Load the model again.`);
-      reader = loader.bodyReader(response.body);
+    fetcher.onerror = (e) => {
+      failure = new Error(`The download's worker failed (${e.message || 'could not start'}).`);
+      wake?.();
+    };
+    const abort = () => { failure ??= new Error('aborted'); wake?.(); };
+    signal.addEventListener('abort', abort);
+    function open(offset) {
+      ++epoch;
+      queue.length = 0;
+      pending = null;
       pos = offset;
+      fetcher.postMessage({type: 'open', epoch, url: from, offset, validator, fileSize});
     }
     async function chunk() {
       if (pending) return pending;
-      for (;;) {
-        try {
-          const r = await reader.read();
-          if (r.done) throw new Error(`the server ended the file at byte ${pos}`);
-          return r.value;
-        } catch (e) {
-          if (signal.aborted) throw e;
-          if (resumes >= loader.kMaxResumes) {
-            throw new Error(`The connection dropped after ${pos} bytes of ${url} (${errorMessage(e)}), and ` +
-                            'the download could not be resumed. Check your connection and load the model again.');
-          }
-          ++resumes;
-          await open(pos);
-        }
-      }
+      while (!queue.length && !failure) await new Promise((r) => { wake = r; });
+      if (failure) throw failure;
+      const c = queue.shift();
+      if (c === null) throw new Error(`The server ended ${url} at byte ${pos}, before the converter had all of it.`);
+      fetcher.postMessage({type: 'taken', epoch, bytes: c.length});
+      return c;
     }
-    // Takes up to n bytes at pos; sink gets each.
+    // Takes n bytes at pos; sink gets each.
     async function take(n, sink) {
       while (n > 0) {
         const c = await chunk();
@@ -205,7 +205,7 @@ export function createHfConverter({post, yieldToEvents, loader}) {
     }
     return {
       async read(offset, n, sink, onBytes) {
-        if (!reader || offset < pos || offset - pos > kSkipBytes) await open(offset);
+        if (pos < 0 || offset < pos || offset - pos > kSkipBytes) open(offset);
         await take(offset - pos, null);
         const start = pos;
         await take(n, (c) => {
@@ -213,7 +213,10 @@ export function createHfConverter({post, yieldToEvents, loader}) {
           onBytes(pos + c.length - start);
         });
       },
-      close,
+      close() {
+        signal.removeEventListener('abort', abort);
+        fetcher.terminate();
+      },
     };
   }
 
