@@ -13,6 +13,8 @@
 //                      EndJob() gives the conversation back as it was
 //   Experiment         the plain and the intervened model side by side at a position
 //   Attribute          direct logit attribution (model/attribution.h)
+//   PathPatch          path patching from a sender head to receivers (path_patch.h), and its
+//                      sweep over every sender as a job
 // Every probe re-runs only what it changes, starting from the captured plain run's stream and
 // reusing the cache before its first block (Session::Rerun with a range).
 #pragma once
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "format/gguf.h"
+#include "lab/path_patch.h"
 #include "model/attribution.h"
 #include "model/capture.h"
 #include "model/generate.h"
@@ -183,6 +186,16 @@ class Lab {
   // at each position patched into the corrupted run; iv restored by EndJob.
   PatchingStart StartPatching(const std::vector<int>& clean, const std::vector<int>& corrupted,
                               const LabInterventions& iv);
+  // Path patching (path_patch.h; defined in path_patch.cc) of two prompts of the same length
+  // to receivers (empty: logits); target -1: the clean run's most probable next token; contrast
+  // -1: none. The sweep's cells are every head as the sender, layer by layer, value
+  // m_patched - m_clean; iv restored by EndJob.
+  PathPatchStart StartPathPatch(const std::vector<int>& clean, const std::vector<int>& corrupted,
+                                const std::vector<PathReceiver>& receivers, int target, int contrast,
+                                const LabInterventions& iv);
+  // One sender's run of steps 1-3, the conversation given back afterwards (as EndJob does).
+  PathPatchResult PathPatch(const std::vector<int>& clean, const std::vector<int>& corrupted, HeadRef sender,
+                            const std::vector<PathReceiver>& receivers, int target, int contrast);
   // Runs the next group of cells (about kJobBudget prefills); returns the cells measured so far.
   int ContinueJob();
   bool job_done() const { return job_next_ >= job_cells_.size(); }
@@ -249,7 +262,7 @@ class Lab {
   int probe_block_ = 0, probe_begin_ = 0, probe_end_ = 0;
 
   // The job running: its cells in the order run, grouped into calls.
-  enum class Job { kNone, kHeadSweep, kPatching };
+  enum class Job { kNone, kHeadSweep, kPatching, kPathPatch };
   void BeginJob(Job kind, const LabInterventions& iv);
   Job job_ = Job::kNone;
   std::vector<JobCell> job_cells_, job_results_;
@@ -262,6 +275,11 @@ class Lab {
   std::vector<int> job_ids_;                    // patching: {answer, other}
   std::vector<std::vector<float>> job_streams_;  // patching: the clean run's residual(l), each l
   double job_clean_diff_ = 0, job_corrupted_diff_ = 0;
+  // Path patching (path_patch.cc): step 1's runs, and step 2-3's final stream row of a sender
+  // (nullptr when no receiver comes after it: then m is the clean run's).
+  PathPatchState path_;
+  const float* PathPatchedRow(HeadRef sender);
+  std::vector<double> PathPatchedMetrics(const std::vector<HeadRef>& senders);
 };
 
 // Splits items (weights: each one's work in full re-runs of the prompt, in the order run) into
