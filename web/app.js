@@ -20,6 +20,7 @@ import * as lensView from './view-lens.js';
 import * as mlpView from './view-mlp.js';
 import * as modelView from './view-model.js';
 import * as patchingView from './view-patching.js';
+import * as pathsView from './view-paths.js';
 import * as probsView from './view-probs.js';
 import * as residualView from './view-residual.js';
 import * as sweepView from './view-sweep.js';
@@ -88,6 +89,9 @@ const store = createStore({
   sweep: {running: false},  // {running, done, total, result (the worker's 'sweep' reply)}
   attribution: null,        // the worker's 'attribution' reply
   patching: {running: false},  // {running, done, total, result (the worker's 'patching' reply)}
+  // {running, done, total, result (the worker's 'path-patch' reply), request (what it was sent),
+  //  sender ([layer, head] clicked), paths (the worker's 'path-patch-paths' reply's)}
+  pathPatch: {running: false},
   shareUrl: '',
   shareNote: '',    // what a shared link held that the page ignored
   // What the inputs hold (as typed: strings; sampling by input id, as share.js names them).
@@ -99,6 +103,7 @@ const store = createStore({
   exportTensor: markupDefault('export-tensor'),
   patchClean: markupDefault('patch-clean'),
   patchCorrupted: markupDefault('patch-corrupted'),
+  pathReceivers: markupDefault('path-patch-receivers'),
   sentPrompt: '',   // the prompt of the generation the worker is running
   exportFormat: '', // what the next 'export' reply is saved as ('npy' | 'json')
   modelUrl: '',     // the URL the model was loaded from ('' for a local file or a conversion)
@@ -132,7 +137,8 @@ function sampling() {
 }
 
 // The buttons that start work, enabled (render) and honoured (keyboard shortcuts) alike.
-const busy = (s) => s.generating || s.loading || s.experimenting || s.sweep.running || s.patching.running;
+const busy = (s) => s.generating || s.loading || s.experimenting || s.sweep.running || s.patching.running ||
+    s.pathPatch.running;
 const canGenerate = (s) => !!s.info && !busy(s);
 const canLoad = (s) => s.ready && !busy(s);
 
@@ -242,6 +248,7 @@ function renderInputs(s) {
   show('export-tensor', s.exportTensor);
   show('patch-clean', s.patchClean);
   show('patch-corrupted', s.patchCorrupted);
+  show('path-patch-receivers', s.pathReceivers);
   renderIfChanged(fillSelect, $('layer-select'), {n: s.selectSizes.blocks, text: blockText});
   renderIfChanged(fillSelect, $('head-select'), {n: s.selectSizes.heads, text: headText});
   $('layer-select').value = s.layer;
@@ -353,6 +360,11 @@ function renderExperiments(s) {
   $('patch-cancel').disabled = !s.patching.running;
   renderIfChanged(patchingView.render, $('patching'), {job: s.patching, readout: $('patching-readout'),
                                                        status: $('patching-status')});
+  $('path-patch-run').disabled = $('patch-run').disabled || s.pathPatch.running;
+  $('path-patch-cancel').disabled = !s.pathPatch.running;
+  renderIfChanged(pathsView.render, $('path-patch-grid'), {job: s.pathPatch, status: $('path-patch-status'),
+                                                           progress: $('path-patch-progress'),
+                                                           diagram: $('path-patch-paths')});
   if (s.attribution && s.info) {
     renderIfChanged(attributionView.render, $('attribution'), {
       attribution: s.attribution, nLayer: s.info.n_layer, nHead: s.info.n_head,
@@ -667,6 +679,9 @@ worker.onmessage = ({data: msg}) => {
     case Msg.attribution: store.set({attribution: msg}); break;
     case Msg.patchingProgress: store.set({patching: {...state.patching, done: msg.done, total: msg.total}}); break;
     case Msg.patching: store.set({patching: {running: false, done: msg.done, total: msg.total, result: msg}}); break;
+    case Msg.pathPatchProgress: store.set({pathPatch: {...state.pathPatch, done: msg.done, total: msg.total}}); break;
+    case Msg.pathPatch: store.set({pathPatch: {...state.pathPatch, running: false, done: msg.done, total: msg.total, result: msg}}); break;
+    case Msg.pathPatchPaths: store.set({pathPatch: {...state.pathPatch, paths: msg.paths}}); break;
     case Msg.sweepProgress: store.set({sweep: {...state.sweep, done: msg.done, total: msg.total}}); break;
     case Msg.sweep: store.set({sweep: {running: false, done: msg.done, total: msg.total, result: msg}}); break;
     case Msg.cache: onCache(msg); break;
@@ -678,6 +693,7 @@ worker.onmessage = ({data: msg}) => {
       if (msg.kind === ErrorKind.experiment) store.set({experimenting: false});
       if (msg.kind === ErrorKind.sweep) store.set({sweep: {running: false}});
       if (msg.kind === ErrorKind.patching) store.set({patching: {running: false}});
+      if (msg.kind === ErrorKind.pathPatch) store.set({pathPatch: {...state.pathPatch, running: false}});
       store.set({error: msg.message});
       break;
     default:
@@ -728,6 +744,7 @@ kept('prompt', 'prompt');
 kept('export-tensor', 'exportTensor', 'change');
 kept('patch-clean', 'patchClean');
 kept('patch-corrupted', 'patchCorrupted');
+kept('path-patch-receivers', 'pathReceivers');
 for (const {name} of kSamplingFields) {
   $(name).addEventListener('input', (e) => store.set({sampling: {...state.sampling, [name]: e.target.value}}));
 }
@@ -831,6 +848,21 @@ on($('patch-run'), 'click', () => {
   store.set({patching: {running: true, done: 0, total: 0}, error: ''});
   worker.postMessage({type: Msg.patching, clean: state.patchClean, corrupted: state.patchCorrupted,
                       interventions: state.interventions});
+});
+on($('path-patch-cancel'), 'click', () => worker.postMessage({type: Msg.cancelJob}));
+on($('path-patch-run'), 'click', () => {
+  const request = {clean: state.patchClean, corrupted: state.patchCorrupted, receivers: state.pathReceivers};
+  store.set({pathPatch: {running: true, done: 0, total: 0, request}, error: ''});
+  worker.postMessage({type: Msg.pathPatch, ...request, interventions: state.interventions});
+});
+// A sender's paths to each receiver alone, measured for the prompts its sweep ran on.
+on($('path-patch-grid'), 'click', (e) => {
+  const b = e.target.closest('button[data-layer]');
+  const job = state.pathPatch;
+  if (!b || !job.result || job.running) return;
+  const layer = Number(b.dataset.layer), head = Number(b.dataset.head);
+  store.set({pathPatch: {...job, sender: [layer, head], paths: null}});
+  worker.postMessage({type: Msg.pathPatchPaths, ...job.request, layer, head});
 });
 on($('sweep'), 'click', (e) => {
   const li = e.target.closest('li[data-layer]');

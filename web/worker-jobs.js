@@ -291,6 +291,49 @@ export function createJobs({post, yieldToEvents}) {
     }
   }
 
+  // Path patching's sweep (src/lab/path_patch.h): every head in turn the sender, from the corrupted
+  // run to the receivers ('logits' or 'L.H.q|k|v,...'); values: m_patched - m_clean with m the clean
+  // run's top token's logit at the last position, as `gpt2 path-patch --sweep` prints them.
+  async function handlePathPatch(msg) {
+    const started = performance.now();
+    try {
+      if (!info) throw new Error('Load a model first.');
+      const clean = Array.from(engine.tokenize(msg.clean || '')), corrupted = Array.from(engine.tokenize(msg.corrupted || ''));
+      const receivers = (msg.receivers || 'logits').trim();
+      const s = engine.startPathPatch(clean, corrupted, receivers, -1, -1, msg.interventions || {});
+      const values = new Float64Array(s.total).fill(NaN);
+      const done = await runJob(s.total, Msg.pathPatchProgress, ({layers, indices, values: v}) => v.forEach((x, i) => {
+        values[layers[i] * info.n_head + indices[i]] = x;
+      }));
+      post({type: Msg.pathPatch, nLayer: info.n_layer, nHead: info.n_head, receivers, target: s.target,
+            targetPiece: bytesToPieces([s.target])[0], clean: s.clean, corrupt: s.corrupt, values, done,
+            total: s.total, cancelled: cancelJob, ms: performance.now() - started}, [values.buffer]);
+    } catch (e) {
+      post({type: Msg.error, kind: ErrorKind.pathPatch, message: errorMessage(e)});
+    } finally {
+      if (info) endJob(ErrorKind.pathPatch);
+    }
+  }
+
+  // One sender's path to each receiver alone: to the logits, and to each receiver of the sweep's
+  // list that comes after it (each a full path patching run of the pair).
+  function handlePathPatchPaths(msg) {
+    try {
+      if (!info) throw new Error('Load a model first.');
+      const clean = Array.from(engine.tokenize(msg.clean || '')), corrupted = Array.from(engine.tokenize(msg.corrupted || ''));
+      const listed = (msg.receivers || 'logits').trim() === 'logits' ? [] : msg.receivers.split(',').map((r) => r.trim());
+      const paths = [];
+      for (const receiver of ['logits', ...listed]) {
+        if (receiver !== 'logits' && Number(receiver.split('.')[0]) <= msg.layer) continue;
+        const r = engine.pathPatch(clean, corrupted, msg.layer, msg.head, receiver, -1, -1);
+        paths.push({receiver, value: r.patched - r.clean});
+      }
+      post({type: Msg.pathPatchPaths, layer: msg.layer, head: msg.head, paths});
+    } catch (e) {
+      post({type: Msg.error, kind: ErrorKind.pathPatch, message: errorMessage(e)});
+    }
+  }
+
   // The engine re-runs the conversation to attribute (capturing it again, under the page's
   // interventions), so the views' data stay those of the same run.
   function handleAttribute(msg) {
@@ -352,6 +395,8 @@ export function createJobs({post, yieldToEvents}) {
     experiment: handleExperiment,
     headSweep: handleHeadSweep,
     patching: handlePatching,
+    pathPatch: handlePathPatch,
+    pathPatchPaths: handlePathPatchPaths,
     attribute: handleAttribute,
     exportBlock: handleExport,
     attentionMap(msg) {

@@ -84,9 +84,9 @@ struct PatchingStart {
   double clean_diff = 0, corrupted_diff = 0;  // log p(answer) - log p(other)
 };
 
-// One measured cell of a job: a head (sweep: layer, head) or a patch (patching: layer,
-// position); value: the log-probability (sweep) or the share of the logit difference the patch
-// brings back (patching).
+// One measured cell of a job: a head (sweep, path patching: layer, head) or a patch (patching:
+// layer, position); value: the log-probability (sweep), the share of the logit difference the
+// patch brings back (patching) or m_patched - m_clean (path patching).
 struct JobCell {
   int layer = 0, index = 0;
   double value = 0;
