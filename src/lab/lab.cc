@@ -541,7 +541,9 @@ int Lab::ContinueJob() {
   if (job_ == Job::kNone) throw Error("No job is running.");
   if (job_done()) return static_cast<int>(job_results_.size());
   const size_t begin = job_next_, end = job_group_ends_[job_group_];
-  if (job_ == Job::kPathPatch) {
+  if (job_ == Job::kSenderPaths) {
+    ContinueSenderPaths(begin, end);
+  } else if (job_ == Job::kPathPatch) {
     std::vector<HeadRef> senders;
     for (size_t i = begin; i < end; ++i) senders.push_back({job_cells_[i].layer, job_cells_[i].index});
     const std::vector<double> m = PathPatchedMetrics(senders);
@@ -577,7 +579,7 @@ void Lab::EndJob() {
   job_streams_.clear();
   job_means_.clear();
   interventions_ = job_restore_.iv;
-  if (ended == Job::kPathPatch) {
+  if (ended == Job::kPathPatch || ended == Job::kSenderPaths) {
     // Its runs went past the lab's bookkeeping (uncaptured, the cache left patched): start over.
     path_ = PathPatchState();
     Reset();

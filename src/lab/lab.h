@@ -193,6 +193,11 @@ class Lab {
   PathPatchStart StartPathPatch(const std::vector<int>& clean, const std::vector<int>& corrupted,
                                 const std::vector<PathReceiver>& receivers, int target, int contrast,
                                 const LabInterventions& iv);
+  // One sender's paths, each alone: to the logits and to every head of a later block (its q, k and
+  // v together). Cells: (n_layer, 0) for the logits first, then (layer, head) from the last block
+  // down, value m_patched - m_clean; iv restored by EndJob.
+  PathPatchStart StartSenderPaths(const std::vector<int>& clean, const std::vector<int>& corrupted, HeadRef sender,
+                                  int target, int contrast, const LabInterventions& iv);
   // One sender's run of steps 1-3, the conversation given back afterwards (as EndJob does).
   PathPatchResult PathPatch(const std::vector<int>& clean, const std::vector<int>& corrupted, HeadRef sender,
                             const std::vector<PathReceiver>& receivers, int target, int contrast);
@@ -262,7 +267,7 @@ class Lab {
   int probe_block_ = 0, probe_begin_ = 0, probe_end_ = 0;
 
   // The job running: its cells in the order run, grouped into calls.
-  enum class Job { kNone, kHeadSweep, kPatching, kPathPatch };
+  enum class Job { kNone, kHeadSweep, kPatching, kPathPatch, kSenderPaths };
   void BeginJob(Job kind, const LabInterventions& iv);
   Job job_ = Job::kNone;
   std::vector<JobCell> job_cells_, job_results_;
@@ -278,8 +283,12 @@ class Lab {
   // Path patching (path_patch.cc): step 1's runs, and step 2-3's final stream row of a sender
   // (nullptr when no receiver comes after it: then m is the clean run's).
   PathPatchState path_;
+  PathPatchStart PreparePathPatch(Job kind, const std::vector<int>& clean, const std::vector<int>& corrupted,
+                                  const std::vector<PathReceiver>& receivers, int target, int contrast,
+                                  const LabInterventions& iv);
   const float* PathPatchedRow(HeadRef sender);
   std::vector<double> PathPatchedMetrics(const std::vector<HeadRef>& senders);
+  void ContinueSenderPaths(size_t begin, size_t end);
 };
 
 // Splits items (weights: each one's work in full re-runs of the prompt, in the order run) into

@@ -89,9 +89,11 @@ void CheckPathSender(HeadRef sender, const std::vector<PathReceiver>& receivers,
   }
 }
 
-PathPatchStart Lab::StartPathPatch(const std::vector<int>& clean, const std::vector<int>& corrupted,
-                                   const std::vector<PathReceiver>& receivers, int target, int contrast,
-                                   const LabInterventions& iv) {
+// Checks, begins the job and runs step 1: both prompts, their heads' outputs, the clean streams
+// and the two metrics.
+PathPatchStart Lab::PreparePathPatch(Job kind, const std::vector<int>& clean, const std::vector<int>& corrupted,
+                                     const std::vector<PathReceiver>& receivers, int target, int contrast,
+                                     const LabInterventions& iv) {
   const Config& c = config();
   if (clean.empty() || corrupted.empty()) throw Error("Type a clean and a corrupted prompt.");
   if (clean.size() != corrupted.size()) {
@@ -107,7 +109,7 @@ PathPatchStart Lab::StartPathPatch(const std::vector<int>& clean, const std::vec
   CheckPathReceivers(receivers, c);
   const int L = c.n_layer, H = c.n_head, T = static_cast<int>(clean.size());
   const size_t C = size_t(c.n_embd);
-  BeginJob(Job::kPathPatch, iv);
+  BeginJob(kind, iv);
 
   // Step 1, the plain model: corrupted, then clean, so the session ends holding the clean run
   // (step 3 re-runs it from the receivers' first block). The lab's conversation is gone until
@@ -138,8 +140,8 @@ PathPatchStart Lab::StartPathPatch(const std::vector<int>& clean, const std::vec
   streams = &path_.streams;
   session_->Prefill(clean.data(), T, run);
 
-  // Both runs' metrics from their final streams' last rows through one FinalLogits, as the
-  // patched rows go, so a sender that changes nothing gives m_patched - m_clean = 0 exactly.
+  // Both runs' metrics from their final streams' last rows, unembedded by FinalLogits as the
+  // patched rows are.
   std::vector<float> rows(2 * C), logits(2 * size_t(c.n_vocab));
   std::copy_n(path_.streams[L].data() + size_t(T - 1) * C, C, rows.data());
   std::copy_n(corrupt_streams[L].data() + size_t(T - 1) * C, C, rows.data() + C);
@@ -156,6 +158,16 @@ PathPatchStart Lab::StartPathPatch(const std::vector<int>& clean, const std::vec
   start.contrast = contrast;
   start.clean = path_.clean;
   start.corrupt = Metric(logits.data() + c.n_vocab, target, contrast);
+  return start;
+}
+
+PathPatchStart Lab::StartPathPatch(const std::vector<int>& clean, const std::vector<int>& corrupted,
+                                   const std::vector<PathReceiver>& receivers, int target, int contrast,
+                                   const LabInterventions& iv) {
+  const Config& c = config();
+  const PathPatchStart start = PreparePathPatch(Job::kPathPatch, clean, corrupted, receivers, target, contrast, iv);
+  const int L = c.n_layer, H = c.n_head, T = start.positions;
+  const size_t C = size_t(c.n_embd);
   // Layer by layer. Work per sender in prefills of the pair: step 2's blocks from the sender's
   // (for logits one row, which costs about as much as kLoneRow rows of a prefill: it reads every
   // weight for one row), step 3's blocks from the first receiver's, and its row's unembedding.
@@ -265,6 +277,86 @@ std::vector<double> Lab::PathPatchedMetrics(const std::vector<HeadRef>& senders)
   }
   flush();
   return out;
+}
+
+PathPatchStart Lab::StartSenderPaths(const std::vector<int>& clean, const std::vector<int>& corrupted,
+                                     HeadRef sender, int target, int contrast, const LabInterventions& iv) {
+  const Config& c = config();
+  CheckPathSender(sender, {}, c);
+  PathPatchStart start = PreparePathPatch(Job::kSenderPaths, clean, corrupted, {}, target, contrast, iv);
+  const int L = c.n_layer, H = c.n_head, T = start.positions, ls = sender.layer;
+  const size_t C = size_t(c.n_embd);
+  // Step 2 once for every receiver: every block from the sender's frozen, all rows, each later
+  // block's q, k and v kept; its final row is the path to the logits.
+  Interventions frozen;
+  for (int l = ls; l < L; ++l) frozen.frozen_attn.push_back({l, 0, path_.z_clean[l]});
+  HeadPatch patch{ls, sender.head, HeadPart::kOutput, 0, {}};
+  const size_t D = size_t(c.head_dim());
+  for (int p = 0; p < T; ++p) {
+    const float* z = path_.z_corrupt[ls].data() + size_t(p) * C + size_t(sender.head) * D;
+    patch.values.insert(patch.values.end(), z, z + D);
+  }
+  frozen.head_patches.push_back(std::move(patch));
+  path_.inputs.assign(L, std::vector<std::vector<float>>(3));
+  RunOptions run;
+  run.interventions = &frozen;
+  run.observe_scores = run.observe_probs = run.observe_all_logits = false;
+  run.observer = [&](const Activation& a) {
+    const std::string name = a.name;
+    const int part = name == "q" ? 0 : name == "k" ? 1 : name == "v" ? 2 : -1;
+    if (part >= 0 && a.layer > ls) path_.inputs[a.layer][part].assign(a.data, a.data + size_t(T) * C);
+  };
+  std::vector<float> row(C), logits(size_t(c.n_vocab));
+  std::copy_n(session_->Rerun({0, T, ls, true}, path_.streams[ls].data(), run), C, row.data());
+  session_->FinalLogits(row.data(), 1, logits.data());
+  job_results_.push_back({L, 0, Metric(logits.data(), path_.target, path_.contrast) - path_.clean});
+  // The later heads from the last block down: each step 3 runs every row from its head's block,
+  // so it rewrites all the cache the previous one (in a later or the same block) changed.
+  std::vector<double> work;
+  for (int l = L - 1; l > ls; --l) {
+    for (int h = 0; h < H; ++h) {
+      job_cells_.push_back({l, h, 0});
+      work.push_back(double(L - l) / L + double(c.n_vocab) / (12.0 * L * double(C)) / T);
+    }
+  }
+  job_group_ends_ = GroupsByWork(work, kJobBudget);
+  start.total = static_cast<int>(job_cells_.size()) + 1;
+  // The logits' cell is done: the job's cells count from the results already there.
+  job_cells_.insert(job_cells_.begin(), {L, 0, job_results_[0].value});
+  for (size_t& e : job_group_ends_) ++e;
+  job_next_ = 1;
+  return start;
+}
+
+void Lab::ContinueSenderPaths(size_t begin, size_t end) {
+  const Config& c = config();
+  const int T = path_.positions;
+  const size_t C = size_t(c.n_embd), D = size_t(c.head_dim()), V = size_t(c.n_vocab);
+  std::vector<float> rows, logits;
+  for (size_t i = begin; i < end; ++i) {
+    const int l = job_cells_[i].layer, h = job_cells_[i].index;
+    // Step 3: the head's q, k and v from step 2, everything after them recomputed.
+    Interventions patched;
+    const HeadPart parts[3] = {HeadPart::kQuery, HeadPart::kKey, HeadPart::kValue};
+    for (int part = 0; part < 3; ++part) {
+      const float* values = path_.inputs[l][part].data() + size_t(h) * T * D;  // [H, T, D]
+      patched.head_patches.push_back({l, h, parts[part], 0, std::vector<float>(values, values + size_t(T) * D)});
+    }
+    RunOptions run;
+    run.interventions = &patched;
+    const float* row = session_->Rerun({0, T, l, true}, path_.streams[l].data(), run);
+    rows.insert(rows.end(), row, row + C);
+  }
+  const int n = static_cast<int>(end - begin);
+  logits.resize(size_t(n) * V);
+  for (int i0 = 0; i0 < n; i0 += kProbeRows) {
+    const int k = std::min(kProbeRows, n - i0);
+    session_->FinalLogits(rows.data() + size_t(i0) * C, k, logits.data() + size_t(i0) * V);
+  }
+  for (size_t i = begin; i < end; ++i) {
+    const double m = Metric(logits.data() + (i - begin) * V, path_.target, path_.contrast);
+    job_results_.push_back({job_cells_[i].layer, job_cells_[i].index, m - path_.clean});
+  }
 }
 
 PathPatchResult Lab::PathPatch(const std::vector<int>& clean, const std::vector<int>& corrupted, HeadRef sender,

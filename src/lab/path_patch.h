@@ -60,6 +60,9 @@ struct PathPatchState {
   std::vector<std::vector<float>> streams;
   // [n_layer][T, C]: every head's output in each block, clean and corrupted.
   std::vector<std::vector<float>> z_clean, z_corrupt;
+  // A sender's paths (Lab::StartSenderPaths): its step 2's q, k and v of every later block,
+  // [n_layer][3][H, T, D] (empty before the sender's block).
+  std::vector<std::vector<std::vector<float>>> inputs;
 };
 
 }  // namespace gpt2

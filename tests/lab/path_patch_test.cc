@@ -133,6 +133,43 @@ TEST_CASE_METHOD(TinyLab, "the path patching sweep, in pieces, equals PyTorch an
   }
 }
 
+TEST_CASE_METHOD(TinyLab, "a sender's paths, each alone, equal one-by-one runs and PyTorch's", "[path_patch][lab]") {
+  const int L = config().n_layer, H = config().n_head;
+  const std::vector<int32_t>& query = Golden().I32("pp/logits/query");  // sender 0.1, to the logits
+  const gpt2::HeadRef sender{query[0], query[1]};
+  lab->Reset();
+  const gpt2::PathPatchStart start =
+      lab->StartSenderPaths(clean, corrupt, sender, -1, -1, gpt2::LabInterventions());
+  CHECK(start.target == query[2]);
+  CHECK(start.total == 1 + (L - 1 - sender.layer) * H);
+  int calls = 0;
+  while (!lab->job_done()) {
+    lab->ContinueJob();
+    ++calls;
+  }
+  CHECK(calls > 1);
+  const std::vector<gpt2::JobCell> cells = lab->job_results();
+  lab->EndJob();
+  REQUIRE(cells.size() == size_t(start.total));
+  // The logits first: PyTorch's path from 0.1 to the logits.
+  CHECK(cells[0].layer == L);
+  const std::vector<float>& want = Golden().F32("pp/logits/values");
+  CHECK(cells[0].value == Approx(want[0] - want[1]).margin(kF32Tolerance));
+  // Then every later head with its q, k and v as the receiver, from the last block down.
+  int last_layer = L;
+  for (size_t i = 1; i < cells.size(); ++i) {
+    const int l = cells[i].layer, h = cells[i].index;
+    INFO("receiver " << l << "." << h);
+    CHECK(l > sender.layer);
+    CHECK(l <= last_layer);
+    last_layer = l;
+    const std::string head = std::to_string(l) + "." + std::to_string(h);
+    const gpt2::PathPatchResult one = lab->PathPatch(
+        clean, corrupt, sender, gpt2::ParsePathReceivers(head + ".q," + head + ".k," + head + ".v", config()), -1, -1);
+    CHECK(cells[i].value == Approx(one.patched - one.clean).margin(kRerunTolerance));
+  }
+}
+
 TEST_CASE_METHOD(TinyLab, "path patching refuses what it cannot do, naming why", "[path_patch][lab]") {
   const gpt2::Config& c = config();
   auto message = [&](auto f) -> std::string {
