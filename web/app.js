@@ -90,7 +90,8 @@ const store = createStore({
   attribution: null,        // the worker's 'attribution' reply
   patching: {running: false},  // {running, done, total, result (the worker's 'patching' reply)}
   // {running, done, total, result (the worker's 'path-patch' reply), request (what it was sent),
-  //  sender ([layer, head] clicked), paths (the worker's 'path-patch-paths' reply's)}
+  //  sender ([layer, head] clicked), pathsRunning, pathsDone, pathsTotal, paths (the worker's
+  //  'path-patch-paths' reply)}
   pathPatch: {running: false},
   shareUrl: '',
   shareNote: '',    // what a shared link held that the page ignored
@@ -138,7 +139,7 @@ function sampling() {
 
 // The buttons that start work, enabled (render) and honoured (keyboard shortcuts) alike.
 const busy = (s) => s.generating || s.loading || s.experimenting || s.sweep.running || s.patching.running ||
-    s.pathPatch.running;
+    s.pathPatch.running || s.pathPatch.pathsRunning;
 const canGenerate = (s) => !!s.info && !busy(s);
 const canLoad = (s) => s.ready && !busy(s);
 
@@ -360,8 +361,8 @@ function renderExperiments(s) {
   $('patch-cancel').disabled = !s.patching.running;
   renderIfChanged(patchingView.render, $('patching'), {job: s.patching, readout: $('patching-readout'),
                                                        status: $('patching-status')});
-  $('path-patch-run').disabled = $('patch-run').disabled || s.pathPatch.running;
-  $('path-patch-cancel').disabled = !s.pathPatch.running;
+  $('path-patch-run').disabled = $('patch-run').disabled || s.pathPatch.running || s.pathPatch.pathsRunning;
+  $('path-patch-cancel').disabled = !s.pathPatch.running && !s.pathPatch.pathsRunning;
   renderIfChanged(pathsView.render, $('path-patch-grid'), {job: s.pathPatch, status: $('path-patch-status'),
                                                            progress: $('path-patch-progress'),
                                                            diagram: $('path-patch-paths')});
@@ -679,9 +680,12 @@ worker.onmessage = ({data: msg}) => {
     case Msg.attribution: store.set({attribution: msg}); break;
     case Msg.patchingProgress: store.set({patching: {...state.patching, done: msg.done, total: msg.total}}); break;
     case Msg.patching: store.set({patching: {running: false, done: msg.done, total: msg.total, result: msg}}); break;
-    case Msg.pathPatchProgress: store.set({pathPatch: {...state.pathPatch, done: msg.done, total: msg.total}}); break;
+    case Msg.pathPatchProgress:
+      store.set({pathPatch: {...state.pathPatch, ...(msg.paths ? {pathsDone: msg.done, pathsTotal: msg.total}
+                                                                : {done: msg.done, total: msg.total})}});
+      break;
     case Msg.pathPatch: store.set({pathPatch: {...state.pathPatch, running: false, done: msg.done, total: msg.total, result: msg}}); break;
-    case Msg.pathPatchPaths: store.set({pathPatch: {...state.pathPatch, paths: msg.paths}}); break;
+    case Msg.pathPatchPaths: store.set({pathPatch: {...state.pathPatch, pathsRunning: false, paths: msg}}); break;
     case Msg.sweepProgress: store.set({sweep: {...state.sweep, done: msg.done, total: msg.total}}); break;
     case Msg.sweep: store.set({sweep: {running: false, done: msg.done, total: msg.total, result: msg}}); break;
     case Msg.cache: onCache(msg); break;
@@ -693,7 +697,7 @@ worker.onmessage = ({data: msg}) => {
       if (msg.kind === ErrorKind.experiment) store.set({experimenting: false});
       if (msg.kind === ErrorKind.sweep) store.set({sweep: {running: false}});
       if (msg.kind === ErrorKind.patching) store.set({patching: {running: false}});
-      if (msg.kind === ErrorKind.pathPatch) store.set({pathPatch: {...state.pathPatch, running: false}});
+      if (msg.kind === ErrorKind.pathPatch) store.set({pathPatch: {...state.pathPatch, running: false, pathsRunning: false}});
       store.set({error: msg.message});
       break;
     default:
@@ -859,10 +863,12 @@ on($('path-patch-run'), 'click', () => {
 on($('path-patch-grid'), 'click', (e) => {
   const b = e.target.closest('button[data-layer]');
   const job = state.pathPatch;
-  if (!b || !job.result || job.running) return;
+  if (!b || !job.result || busy(state)) return;
   const layer = Number(b.dataset.layer), head = Number(b.dataset.head);
-  store.set({pathPatch: {...job, sender: [layer, head], paths: null}});
-  worker.postMessage({type: Msg.pathPatchPaths, ...job.request, layer, head});
+  store.set({pathPatch: {...job, sender: [layer, head], paths: null, pathsRunning: true, pathsDone: 0, pathsTotal: 0},
+             error: ''});
+  worker.postMessage({type: Msg.pathPatchPaths, clean: job.request.clean, corrupted: job.request.corrupted, layer, head,
+                      interventions: state.interventions});
 });
 on($('sweep'), 'click', (e) => {
   const li = e.target.closest('li[data-layer]');

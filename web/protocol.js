@@ -33,8 +33,9 @@
 //                                    (src/lab/path_patch.h): every head in turn the sender, from the
 //                                    corrupted run to receivers 'logits' or 'L.H.q|k|v,...';
 //                                    m = the clean run's top token's last logit
-//     {type:'path-patch-paths', clean, corrupted, layer, head, receivers}  the clicked sender's
-//                                    path to each receiver alone ('logits' and each listed one)
+//     {type:'path-patch-paths', clean, corrupted, layer, head, interventions}  the clicked
+//                                    sender's paths, each alone: to the logits and to every head
+//                                    of a later block (its q, k and v together)
 //     {type:'cancel-job'}            cancels a head sweep, patching or path patching job: received at once, it stops
 //                                    the job after the engine call running (about 4 prefills of work)
 //     {type:'export', layer}         the chosen block's captured tensors, by TransformerLens names
@@ -83,12 +84,13 @@
 //                                                    top token; diff = log p(answer) - log p(other)
 //                                                    (the logit difference); recovered: the share of
 //                                                    the clean difference a patch brings back
-//     {type:'path-patch-progress', done, total}
+//     {type:'path-patch-progress', done, total, paths}  paths: of a sender's paths, not the sweep
 //     {type:'path-patch', nLayer, nHead, receivers, target, targetPiece, clean, corrupt,
 //       values: Float64Array [nLayer * nHead], done, total, cancelled, ms}
 //                                                    values: m_patched - m_clean per sender (NaN:
 //                                                    not run), the CLI's `gpt2 path-patch --sweep`
-//     {type:'path-patch-paths', layer, head, paths: [{receiver, value}]}  value: m_patched -
+//     {type:'path-patch-paths', layer, head, paths: [{receiver, value}], done, total, cancelled}
+//                                                    receiver 'logits' or 'L.H'; value: m_patched -
 //                                                    m_clean of the sender to that receiver alone
 //     {type:'attribution', position, target, names, values: Float64Array, logit}
 //                                                    names in `gpt2 attribute`'s order

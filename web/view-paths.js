@@ -1,18 +1,21 @@
 // Path patching (src/lab/path_patch.h): every head as the sender, how much the metric moves when
 // only its path to the receivers carries the corrupted run (m_patched - m_clean; orange raises
 // the clean run's top token's logit, blue lowers it), as a blocks x heads grid of buttons; and
-// for the clicked sender its paths to each receiver alone, drawn on a diagram of the blocks
-// (line width: the size of the effect).
+// for the clicked sender its strongest paths: of its paths to the logits and to each head of a
+// later block (through the head's q, k and v), each measured alone, the largest, drawn on a
+// diagram of the blocks (line width: the size of the effect).
 import {divergingCss, fmt, showPiece} from './viz.js';
 
 const kSvg = 'http://www.w3.org/2000/svg';
 
-// data: {job: {running, done, total, result, sender, paths}, status, progress, diagram, onPick}
+// data: {job: {running, done, total, result, sender, pathsRunning, pathsDone, pathsTotal, paths},
+//        status, progress, diagram}
 export function render(box, d) {
   const {running, done = 0, total = 0, result: r} = d.job;
-  d.progress.hidden = !running;
-  d.progress.max = total || 1;
-  d.progress.value = done;
+  const {pathsRunning, pathsDone = 0, pathsTotal = 0} = d.job;
+  d.progress.hidden = !running && !pathsRunning;
+  d.progress.max = (running ? total : pathsTotal) || 1;
+  d.progress.value = running ? done : pathsDone;
   d.status.textContent = !running ? '' : total ? `Patching sender ${Math.min(done + 1, total)} of ${total}…` : 'Running both prompts…';
   if (!r) {
     box.replaceChildren();
@@ -60,26 +63,30 @@ export function render(box, d) {
     }
   }
   box.replaceChildren(table);
-  drawPaths(d.diagram, r, d.job.sender, d.job.paths);
+  drawPaths(d.diagram, r, d.job);
 }
+
+const kDrawn = 8;  // paths drawn, the largest first
 
 // The blocks as a column of boxes, the sender's block marked, and a line from it to each
 // receiver's block (or to the logits below the last), thick for a large effect.
-function drawPaths(element, r, sender, paths) {
-  if (!sender) {
+function drawPaths(element, r, job) {
+  if (!job.sender) {
     element.replaceChildren();
     return;
   }
-  const [sl, sh] = sender;
+  const [sl, sh] = job.sender;
   const caption = document.createElement('p');
   caption.className = 'hint';
-  if (!paths) {
-    caption.textContent = `Measuring the paths of sender ${sl}.${sh}…`;
+  if (!job.paths) {
+    caption.textContent = job.pathsRunning ? `Measuring the paths of sender ${sl}.${sh}: ` +
+        `${Math.min(job.pathsDone || 0, job.pathsTotal || 0)} of ${job.pathsTotal || '…'}…` : '';
     element.replaceChildren(caption);
     return;
   }
-  const sorted = [...paths].sort((a, b) => Math.abs(b.value) - Math.abs(a.value)).slice(0, 8);
-  caption.textContent = `Sender ${sl}.${sh}, its paths alone (patched − clean): ` +
+  const sorted = [...job.paths.paths].sort((a, b) => Math.abs(b.value) - Math.abs(a.value)).slice(0, kDrawn);
+  caption.textContent = `${job.paths.cancelled ? `Cancelled after ${job.paths.done} of ${job.paths.total} paths. ` : ''}` +
+      `Sender ${sl}.${sh}, its strongest paths, each alone (patched − clean; a head through its q, k and v): ` +
       sorted.map((p) => `${p.receiver} ${p.value >= 0 ? '+' : ''}${fmt(p.value)}`).join(', ') + '.';
   const rowH = 22, width = 360, boxX = 20, boxW = 90;
   const height = (r.nLayer + 1) * rowH + 10;

@@ -224,13 +224,13 @@ export function createJobs({post, yieldToEvents}) {
   // cancel or a progress update waits at most that long) until done or cancelled; onCells gets
   // each call's {layers, indices, values}. Always ends the job: the engine gives the page's
   // conversation back, captured under its interventions.
-  async function runJob(total, progress, onCells) {
+  async function runJob(total, progress, onCells, extra = {}) {
     let done = 0;
     while (done < total && !cancelJob) {
       const next = engine.continueJob();
       onCells(engine.jobResults(done));
       done = next;
-      post({type: progress, done, total});
+      post({type: progress, done, total, ...extra});
       await yieldToEvents();
     }
     return done;
@@ -315,22 +315,21 @@ export function createJobs({post, yieldToEvents}) {
     }
   }
 
-  // One sender's path to each receiver alone: to the logits, and to each receiver of the sweep's
-  // list that comes after it (each a full path patching run of the pair).
-  function handlePathPatchPaths(msg) {
+  // One sender's paths, each alone (Lab::StartSenderPaths): to the logits, then to every head of
+  // a later block through its q, k and v, from the last block down.
+  async function handlePathPatchPaths(msg) {
     try {
       if (!info) throw new Error('Load a model first.');
       const clean = Array.from(engine.tokenize(msg.clean || '')), corrupted = Array.from(engine.tokenize(msg.corrupted || ''));
-      const listed = (msg.receivers || 'logits').trim() === 'logits' ? [] : msg.receivers.split(',').map((r) => r.trim());
+      const s = engine.startSenderPaths(clean, corrupted, msg.layer, msg.head, -1, -1, msg.interventions || {});
       const paths = [];
-      for (const receiver of ['logits', ...listed]) {
-        if (receiver !== 'logits' && Number(receiver.split('.')[0]) <= msg.layer) continue;
-        const r = engine.pathPatch(clean, corrupted, msg.layer, msg.head, receiver, -1, -1);
-        paths.push({receiver, value: r.patched - r.clean});
-      }
-      post({type: Msg.pathPatchPaths, layer: msg.layer, head: msg.head, paths});
+      const done = await runJob(s.total, Msg.pathPatchProgress, ({layers, indices, values}) => values.forEach((value, i) =>
+        paths.push({receiver: layers[i] === info.n_layer ? 'logits' : `${layers[i]}.${indices[i]}`, value})), {paths: true});
+      post({type: Msg.pathPatchPaths, layer: msg.layer, head: msg.head, paths, done, total: s.total, cancelled: cancelJob});
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.pathPatch, message: errorMessage(e)});
+    } finally {
+      if (info) endJob(ErrorKind.pathPatch);
     }
   }
 

@@ -222,7 +222,7 @@ self.onmessage = (event) => {
     return;
   }
   // A cancel sent after a job's message (even before the job starts) cancels it.
-  if (msg.type === Msg.headSweep || msg.type === Msg.patching || msg.type === Msg.pathPatch) jobs.clearCancel();
+  if ([Msg.headSweep, Msg.patching, Msg.pathPatch, Msg.pathPatchPaths].includes(msg.type)) jobs.clearCancel();
   const handler = Object.hasOwn(queued, msg.type) ? queued[msg.type] : null;
   queue = queue.then(async () => {
     await ready;

@@ -33,6 +33,9 @@
 //     -> {positions, total, target, contrast, clean, corrupt}: path patching's sweep (src/lab/
 //     path_patch.h), every head a sender; receivers 'logits' or 'L.H.q|k|v,...'; target -1: the
 //     clean run's top token; contrast -1: none; cells: (layer, head, m_patched - m_clean)
+//   engine.startSenderPaths(cleanIds, corruptedIds, layer, head, target, contrast, interventions)
+//     -> as startPathPatch: one sender's paths alone, cells (n_layer, 0) for the logits, then
+//     every later head (its q, k and v together)
 //   engine.pathPatch(cleanIds, corruptedIds, layer, head, receivers, target, contrast)
 //     -> {patched, clean, corrupt, target, contrast}: one sender
 //   while (engine.continueJob() < total && !cancelled) {...}   // ~4 prefills of work per call
@@ -292,6 +295,14 @@ class Engine : public ErrorsByValue {
                                    {"target", val(s.target)}, {"contrast", val(s.contrast)},
                                    {"clean", val(s.clean)}, {"corrupt", val(s.corrupt)}}));
   }
+  val StartSenderPaths(const val& clean, const val& corrupted, int layer, int head, int target, int contrast,
+                       const val& interventions) {
+    return LAB_CALL(const PathPatchStart s = lab_->StartSenderPaths(List(clean), List(corrupted), {layer, head}, target,
+                                                                    contrast, InterventionsFromJs(interventions));
+                    return Object({{"positions", val(s.positions)}, {"total", val(s.total)},
+                                   {"target", val(s.target)}, {"contrast", val(s.contrast)},
+                                   {"clean", val(s.clean)}, {"corrupt", val(s.corrupt)}}));
+  }
   val PathPatch(const val& clean, const val& corrupted, int layer, int head, const std::string& receivers, int target,
                 int contrast) {
     return LAB_CALL(const PathPatchResult r = lab_->PathPatch(List(clean), List(corrupted), {layer, head},
@@ -393,6 +404,7 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .function("startHeadSweep", &Engine::StartHeadSweep)
       .function("startPatching", &Engine::StartPatching)
       .function("startPathPatch", &Engine::StartPathPatch)
+      .function("startSenderPaths", &Engine::StartSenderPaths)
       .function("pathPatch", &Engine::PathPatch)
       .function("continueJob", &Engine::ContinueJob)
       .function("jobResults", &Engine::JobResults)

@@ -9,8 +9,9 @@
 // The metric m = logit[last, target] - logit[last, contrast] (no contrast: the target's logit;
 // default target: the clean run's most probable next token), as `gpt2 atp` takes it.
 //
-// The Lab runs it (Lab::PathPatch, and the sweep of every sender as a job: StartPathPatch,
-// ContinueJob, EndJob; lab.h), through the model's interventions (model/run_options.h):
+// The Lab runs it (Lab::PathPatch, the sweep of every sender as a job: StartPathPatch,
+// ContinueJob, EndJob; and one sender's paths to each later head alone: StartSenderPaths; lab.h),
+// through the model's interventions (model/run_options.h):
 // frozen attention from the sender's block on, the sender's output as a head patch, receivers'
 // inputs as head patches. With every head frozen after the sender, positions no longer meet, so
 // for `logits` step 2 runs the last position alone: a lone row through the blocks from the

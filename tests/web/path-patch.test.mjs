@@ -85,16 +85,23 @@ describe('path patching in the page', {skip: !fs.existsSync(path.join(kSite, 'in
     });
   }
 
-  test('clicking a sender draws its paths, each the CLI\'s run to that receiver alone', async () => {
-    await sweep('1.0.q,1.2.k');
+  test('clicking a sender draws its strongest paths, each the CLI\'s run to that receiver alone', async () => {
+    await sweep('logits');
     await page.getByTestId('path-patch-cell-0-1').click();
     await page.waitForFunction(() => window.gpt2Page.state.pathPatch.paths ||
                                      !document.querySelector('[data-testid=error]').hidden, null, {timeout: kTimeout});
-    const paths = await page.evaluate(() => window.gpt2Page.state.pathPatch.paths);
-    assert.deepEqual(paths.map((p) => p.receiver), ['logits', '1.0.q', '1.2.k']);
-    for (const p of paths) closeTo(p.value, nativeOne(models.model, '0.1', p.receiver), 1e-3, `path to ${p.receiver}`);
+    assert.equal(await page.getByTestId('error').isVisible(), false, await page.getByTestId('error').textContent());
+    const reply = await page.evaluate(() => window.gpt2Page.state.pathPatch.paths);
+    assert.equal(reply.cancelled, false);
+    // The logits, then every head of block 1 (the tiny model's only later block), last block first.
+    assert.deepEqual(reply.paths.map((p) => p.receiver), ['logits', '1.0', '1.1', '1.2', '1.3']);
+    for (const p of reply.paths) {
+      const spec = p.receiver === 'logits' ? 'logits' : ['q', 'k', 'v'].map((x) => `${p.receiver}.${x}`).join(',');
+      closeTo(p.value, nativeOne(models.model, '0.1', spec), 1e-3, `path to ${p.receiver}`);
+    }
     const drawn = await page.getByTestId('path-patch-paths').locator('path[data-receiver]').count();
-    assert.equal(drawn, 3);
+    assert.equal(drawn, reply.paths.length);
+    assert.match(await page.getByTestId('path-patch-paths').textContent(), /Sender 0\.1, its strongest paths/);
   });
 
   test('progress and cancel: a cancelled sweep stops early and the page works on', async () => {
