@@ -233,7 +233,11 @@ const float* Lab::PathPatchedRow(HeadRef sender) {
   // Step 2: frozen from the sender's block to the last receiver's, every row; the receivers'
   // inputs as the blocks compute them for the observer.
   Interventions frozen;
-  for (int l = ls; l <= last; ++l) frozen.frozen_attn.push_back({l, 0, path_.z_clean[l]});
+  for (int l = ls; l <= last; ++l) {
+    bool receiving = false;  // only the receivers' blocks need their q, k and v computed
+    for (const PathReceiver& r : receivers) receiving = receiving || (r.layer == l && l > ls);
+    frozen.frozen_attn.push_back({l, 0, path_.z_clean[l], receiving});
+  }
   frozen.head_patches.push_back(sender_patch(0));
   Interventions patched;  // step 3's
   run.interventions = &frozen;
@@ -289,7 +293,7 @@ PathPatchStart Lab::StartSenderPaths(const std::vector<int>& clean, const std::v
   // Step 2 once for every receiver: every block from the sender's frozen, all rows, each later
   // block's q, k and v kept; its final row is the path to the logits.
   Interventions frozen;
-  for (int l = ls; l < L; ++l) frozen.frozen_attn.push_back({l, 0, path_.z_clean[l]});
+  for (int l = ls; l < L; ++l) frozen.frozen_attn.push_back({l, 0, path_.z_clean[l], l > ls});
   HeadPatch patch{ls, sender.head, HeadPart::kOutput, 0, {}};
   const size_t D = size_t(c.head_dim());
   for (int p = 0; p < T; ++p) {

@@ -139,7 +139,7 @@ class Session {
   void PatchResidual(int layer, int pos0, int T, const Interventions& iv);
   void AttentionStep(int layer, int pos0, int T, const RunOptions& run);
   void AttendHeads(int layer, int pos0, int T, const RunOptions& run);  // through the KV cache
-  void ReportAttention(int layer, int pos0, int T, const RunOptions& run, bool attended);
+  void ReportAttention(int layer, int pos0, int T, const RunOptions& run, bool attended, bool inputs);
   void MlpStep(int layer, int pos0, int T, const RunOptions& run);
   // last: the row of x holding position pos0 + T - 1 (RunBlocks may have moved it to row 0).
   const float* Unembed(int pos0, int T, int64_t last, const RunOptions& run);

@@ -23,7 +23,8 @@
 //   frozen attn:  block L's attention is not computed: every head's output (hook_z) is given,
 //                 then projected as usual (path patching's "every other head frozen at its clean
 //                 value"). Such a block neither reads nor writes the KV cache, and runs ln_1 and
-//                 the qkv product only for an observer; the given rows must cover every row run.
+//                 the qkv product only if asked (`inputs`) for an observer; the given rows must
+//                 cover every row run.
 #pragma once
 
 #include <vector>
@@ -60,6 +61,7 @@ struct FrozenAttention {
   int layer;
   int pos0;                  // absolute position of the first row of heads
   std::vector<float> heads;  // [rows, n_embd]: every head's output, heads concatenated
+  bool inputs = false;       // with an observer, also compute and report ln_1, q, k and v
 };
 
 struct Interventions {

@@ -463,11 +463,12 @@ void Session::AttentionStep(int l, int pos0, int T_int, const RunOptions& run) {
   const int64_t T = T_int, C = c.n_embd;
   const Interventions* iv = run.interventions;
   float* x = b.x.data();
-  // A frozen block's heads output is given: its ln_1, q, k and v are only for an observer, and
-  // it leaves the KV cache alone (path patching's frozen heads cost only the projection).
+  // A frozen block's heads output is given: its ln_1, q, k and v are only for an observer that
+  // asked, and it leaves the KV cache alone (path patching's frozen heads cost the projection).
   const FrozenAttention* frozen = iv != nullptr ? iv->Frozen(l) : nullptr;
+  const bool inputs = frozen == nullptr || (frozen->inputs && run.observer);
 
-  if (frozen == nullptr || run.observer) {
+  if (inputs) {
     ReadSublayer(iv != nullptr && iv->post_norm, x, w.ln1_g, w.ln1_b, b.xn.data(), T, C, c.ln_eps);
     ParallelMatMul(b.pool, b.matmul_input, b.xn.data(), T, w.qkv, w.qkv_b, b.qkv.data(),
                    b.activations);
@@ -480,7 +481,7 @@ void Session::AttentionStep(int l, int pos0, int T_int, const RunOptions& run) {
     AttendHeads(l, pos0, T_int, run);
   }
   if (iv != nullptr) ReplaceHeadOutputs(*iv, l, c, pos0, T, b.heads.data());
-  if (run.observer) ReportAttention(l, pos0, T_int, run, /*attended=*/frozen == nullptr);
+  if (run.observer) ReportAttention(l, pos0, T_int, run, /*attended=*/frozen == nullptr, inputs);
   ParallelMatMul(b.pool, b.matmul_input, b.heads.data(), T, w.proj, w.proj_b, b.tmp.data(),
                  b.activations);
   const bool skip = iv != nullptr && Interventions::Lists(iv->skip_attn, l);
@@ -530,16 +531,16 @@ void Session::AttendHeads(int l, int pos0, int T_int, const RunOptions& run) {
 }
 
 // What AttentionStep reports before the projection: ln_1's output, q, k and v regrouped by head
-// ([H, T, D] each), the scores and probabilities AttendHeads kept (none in a frozen block, which
-// did not attend), and the heads' output.
-void Session::ReportAttention(int l, int pos0, int T_int, const RunOptions& run, bool attended) {
+// ([H, T, D] each; not in a frozen block that did not compute them), the scores and probabilities
+// AttendHeads kept (none in a frozen block, which did not attend), and the heads' output.
+void Session::ReportAttention(int l, int pos0, int T_int, const RunOptions& run, bool attended, bool inputs) {
   const Config& c = model_.config();
   Buffers& b = *buffers_;
   const int64_t T = T_int, C = c.n_embd, H = c.n_head, D = c.head_dim(), n_keys = pos0 + T;
-  Report(run.observer, "ln1", l, pos0, b.xn.data(), T, C);
-  b.observed.resize(std::max<size_t>(size_t(H) * T * D, b.observed.size()));
   static const char* const kQkvNames[3] = {"q", "k", "v"};
-  for (int part = 0; part < 3; ++part) {
+  if (inputs) Report(run.observer, "ln1", l, pos0, b.xn.data(), T, C);
+  if (inputs) b.observed.resize(std::max<size_t>(size_t(H) * T * D, b.observed.size()));
+  for (int part = 0; part < 3 && inputs; ++part) {
     for (int64_t h = 0; h < H; ++h) {
       for (int64_t t = 0; t < T; ++t) {
         std::copy_n(b.qkv.data() + t * 3 * C + part * C + h * D, D,

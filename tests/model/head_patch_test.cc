@@ -125,7 +125,7 @@ TEST_CASE_METHOD(Runs, "frozen attention projects the given heads, attends nothi
                  "[path_patch][model]") {
   const std::vector<float>& z = Get(source, "attn_heads", 1);
   gpt2::Interventions iv;
-  iv.frozen_attn.push_back({1, 0, z});
+  iv.frozen_attn.push_back({1, 0, z, /*inputs=*/true});
   gpt2::RunOptions run;
   run.interventions = &iv;
   gpt2::Recorder seen;
@@ -154,6 +154,16 @@ TEST_CASE_METHOD(Runs, "frozen attention projects the given heads, attends nothi
   CHECK(seen.Find("attn_scores", 1) == nullptr);
   CHECK(CheckTensor("frozen block's k", Get(seen, "k", 1).data(), Get(clean, "k", 1).data(), T * C,
                     kRerunTolerance));
+  // Not asked for its inputs, it computes none: nothing but its heads' output is reported there.
+  iv.frozen_attn[0].inputs = false;
+  gpt2::Recorder bare;
+  run.observer = bare.Observer();
+  s.Rerun({0, T, 1}, Get(clean, "resid_out", 0).data(), run);
+  CHECK(bare.Find("ln1", 1) == nullptr);
+  CHECK(bare.Find("k", 1) == nullptr);
+  CHECK(Get(bare, "attn_heads", 1) == z);
+  CHECK(CheckTensor("frozen block's attn_out, inputs not computed", Get(bare, "attn_out", 1).data(), want.data(),
+                    T * C, kScalarTolerance));
 
   // The cache still holds the plain run's keys and values: one more token equals a plain run.
   const int next = 50256;
