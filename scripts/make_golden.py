@@ -16,11 +16,12 @@ golden_circuits_heads.bin, same format, head detection (src/lab/head_scores.h) o
                                     head_scores() below) from the attention probabilities
 
 Needs Debian's python3-torch and python3-numpy (/usr/bin/python3). Not run in CI: its outputs,
-tests/data/golden_tiny.bin and tests/data/golden_interventions.bin, are committed. Run from the
-repository root:
+tests/data/golden_tiny.bin, golden_interventions.bin and golden_path_patch.bin, are committed. Run
+from the repository root:
     scripts/make_golden.py [--output tests/data/golden_tiny.bin]
                            [--interventions-output tests/data/golden_interventions.bin]
                            [--heads-output tests/data/golden_circuits_heads.bin]
+                           [--path-patch-output tests/data/golden_path_patch.bin]
 
 File format (all little-endian), read by tests/model/golden_file.h:
     8 bytes  magic "GPT2GOLD"
@@ -48,6 +49,17 @@ Records:
     pN/lens_ids            i32 [L, T, 5]  logit lens: top-5 ids of softmax(ln_f(resid_out_L) @ wte^T)
     pN/lens_probs          f32 [L, T, 5]  their probabilities
     p1/greedy              i32 [8]  greedy continuation of prompt 1 (argmax, full recompute)
+
+golden_path_patch.bin, same format, path patching (write_path_patch; src/lab/path_patch.h) of
+p3 (clean) against p3 with three tokens changed (corrupt), m = logit[-1, target] - logit[-1,
+contrast] (contrast -1: the target's logit alone; target: the clean run's top token):
+    clean_ids, corrupt_ids   i32 [T]
+    pp/<case>/query          i32 [4]  sender layer, sender head, target, contrast
+    pp/<case>/receivers      i32 [1 + 3n]  n, then (layer, head, part 0 q / 1 k / 2 v) each; n = 0: logits
+    pp/<case>/values         f32 [3]  m_patched, m_clean, m_corrupt
+    sweep/<name>/query       i32 [2]  target, contrast
+    sweep/<name>/receivers   as above
+    sweep/<name>/values      f32 [L * H]  m_patched - m_clean, every head as the sender, layer-major
 
 golden_interventions.bin, same format, prompt p3 under the interventions of
 src/model/run_options.h (cases in intervention_cases(): heads 0.1 and 1.3 zero- and
@@ -151,7 +163,10 @@ def forward(w, ids, record=None, iv=None):
     record(name, tensor) receives every observed activation. iv (a dict, keys as
     src/model/run_options.h's Interventions) breaks the model at the same points:
       ablate_heads [(l, h)], head_means {l: [C] tensor} (mean ablation; zero without it),
-      skip_attn, skip_mlp, no_residual [l], post_norm bool, patches [(l, position, [C] tensor)].
+      skip_attn, skip_mlp, no_residual [l], post_norm bool, patches [(l, position, [C] tensor)];
+      for path patching: freeze_z {l: [T, C]} (every head's output of block l replaced, TransformerLens
+      hook_z), patch_z [(l, h, [T, D])] (one head's output, after freezing), patch_qkv
+      [(l, h, "q"|"k"|"v", [T, D])] (one head's input, before its attention).
     """
     rec = record or (lambda name, t: None)
     iv = iv or {}
@@ -188,6 +203,9 @@ def forward(w, ids, record=None, iv=None):
         q = q.view(T, H, D).transpose(0, 1)  # [H, T, D]
         k = k.view(T, H, D).transpose(0, 1)
         v = v.view(T, H, D).transpose(0, 1)
+        for pl, ph, part, value in iv.get("patch_qkv", []):
+            if pl == l:
+                {"q": q, "k": k, "v": v}[part][ph] = value
         rec(b + "q", q)
         rec(b + "k", k)
         rec(b + "v", v)
@@ -197,6 +215,11 @@ def forward(w, ids, record=None, iv=None):
         probs = torch.softmax(scores, dim=-1)
         rec(b + "attn_probs", probs)
         heads = (probs @ v).transpose(0, 1).contiguous().view(T, C)
+        if l in iv.get("freeze_z", {}):
+            heads = iv["freeze_z"][l].clone()
+        for pl, ph, value in iv.get("patch_z", []):
+            if pl == l:
+                heads[:, ph * D:(ph + 1) * D] = value
         for al, ah in iv.get("ablate_heads", []):
             if al == l:
                 means = iv.get("head_means")
@@ -393,6 +416,78 @@ def write_heads(w, path):
         out.add(f"{name}/prev", prev.astype(np.float32))
         out.add(f"{name}/dup", dup.astype(np.float32))
         out.add(f"{name}/induction", ind.astype(np.float32))
+# Path patching (src/lab/path_patch.h) on the clean prompt PATH_CLEAN and its corruption.
+PATH_CLEAN = "p3"
+PATH_CORRUPTIONS = {2: 2068, 7: 7586, 10: 464}  # position -> id, as tests/model/head_patch_test.cc
+PART_CODES = {"q": 0, "k": 1, "v": 2}
+
+
+def path_patch(w, clean_ids, corrupt_ids, sender, receivers, target, contrast):
+    """ARENA's path patching, literally: (1) clean and corrupt runs keep every head's hook_z;
+    (2) the clean prompt with every head's output frozen at its clean value except the sender's,
+    taken from the corrupt run (MLPs and LayerNorms recomputed), keeping the receivers' q/k/v;
+    (3) the clean prompt with only those receivers' inputs patched; no receivers: step 2's logits.
+    Returns m_patched, m_clean, m_corrupt with m = logit[-1, target] - logit[-1, contrast]."""
+    D = N_EMBD // N_HEAD
+    clean, corrupt = {}, {}
+    clean_logits = forward(w, clean_ids, lambda n, t: clean.__setitem__(n, t.detach().clone()))
+    corrupt_logits = forward(w, corrupt_ids, lambda n, t: corrupt.__setitem__(n, t.detach().clone()))
+
+    def metric(logits):
+        return float(logits[-1, target]) - (float(logits[-1, contrast]) if contrast >= 0 else 0.0)
+
+    ls, hs = sender
+    step2 = {}
+    logits = forward(w, clean_ids, lambda n, t: step2.__setitem__(n, t.detach().clone()), {
+        "freeze_z": {l: clean[f"blk{l}/attn_heads"] for l in range(N_LAYER)},
+        "patch_z": [(ls, hs, corrupt[f"blk{ls}/attn_heads"][:, hs * D:(hs + 1) * D])]})
+    if receivers:
+        logits = forward(w, clean_ids, None, {
+            "patch_qkv": [(l, h, part, step2[f"blk{l}/{part}"][h]) for l, h, part in receivers]})
+    return metric(logits), metric(clean_logits), metric(corrupt_logits)
+
+
+def write_path_patch(w, path):
+    out = GoldenWriter()
+    clean_ids = list(PROMPTS[PATH_CLEAN])
+    corrupt_ids = list(clean_ids)
+    for position, token in PATH_CORRUPTIONS.items():
+        corrupt_ids[position] = token
+    out.add("clean_ids", np.array(clean_ids, np.int32))
+    out.add("corrupt_ids", np.array(corrupt_ids, np.int32))
+    target = int(torch.argmax(forward(w, clean_ids)[-1]))  # the default target
+    contrast = int(torch.argmax(forward(w, corrupt_ids)[-1]))
+    assert contrast != target
+
+    def receivers_record(receivers):
+        flat = [len(receivers)]
+        for l, h, part in receivers:
+            flat += [l, h, PART_CODES[part]]
+        return np.array(flat, np.int32)
+
+    cases = {
+        "logits": ((0, 1), [], -1),
+        "logits_contrast": ((1, 2), [], contrast),
+        "q": ((0, 3), [(1, 0, "q"), (1, 2, "q")], contrast),
+        "k": ((0, 0), [(1, 1, "k")], -1),
+        "v": ((0, 2), [(1, 3, "v"), (1, 1, "v")], contrast),
+        "mixed": ((0, 1), [(1, 0, "q"), (1, 1, "k"), (1, 3, "v")], contrast),
+    }
+    for name, (sender, receivers, c) in cases.items():
+        values = path_patch(w, clean_ids, corrupt_ids, sender, receivers, target, c)
+        out.add(f"pp/{name}/query", np.array([sender[0], sender[1], target, c], np.int32))
+        out.add(f"pp/{name}/receivers", receivers_record(receivers))
+        out.add(f"pp/{name}/values", np.array(values, np.float32))
+    sweeps = {"logits": ([], contrast), "qk": ([(1, 0, "q"), (1, 2, "k")], -1)}
+    for name, (receivers, c) in sweeps.items():
+        diffs = []
+        for l in range(N_LAYER):
+            for h in range(N_HEAD):
+                patched, clean_m, _ = path_patch(w, clean_ids, corrupt_ids, (l, h), receivers, target, c)
+                diffs.append(patched - clean_m)
+        out.add(f"sweep/{name}/query", np.array([target, c], np.int32))
+        out.add(f"sweep/{name}/receivers", receivers_record(receivers))
+        out.add(f"sweep/{name}/values", np.array(diffs, np.float32))
     out.write(path)
     print(f"wrote {path}: {len(out.records)} records", file=sys.stderr)
 
@@ -429,6 +524,7 @@ def main():
     parser.add_argument("--output", default="tests/data/golden_tiny.bin")
     parser.add_argument("--interventions-output", default="tests/data/golden_interventions.bin")
     parser.add_argument("--heads-output", default="tests/data/golden_circuits_heads.bin")
+    parser.add_argument("--path-patch-output", default="tests/data/golden_path_patch.bin")
     args = parser.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(2)
@@ -467,6 +563,7 @@ def main():
 
         write_interventions(w, args.interventions_output)
         write_heads(w, args.heads_output)
+        write_path_patch(w, args.path_patch_output)
 
     out.write(args.output)
     print(f"wrote {args.output}: {len(out.records)} records; greedy {greedy}", file=sys.stderr)

@@ -21,6 +21,7 @@ import * as lensView from './view-lens.js';
 import * as mlpView from './view-mlp.js';
 import * as modelView from './view-model.js';
 import * as patchingView from './view-patching.js';
+import * as pathsView from './view-paths.js';
 import * as probsView from './view-probs.js';
 import * as quantView from './view-quant.js';
 import * as residualView from './view-residual.js';
@@ -92,6 +93,10 @@ const store = createStore({
   patching: {running: false},  // {running, done, total, result (the worker's 'patching' reply)}
   heads: {running: false},     // {running, result (the worker's 'heads' reply)}
   quant: {running: false},     // {running, result (the worker's 'quant-lens' reply)}
+  // {running, done, total, result (the worker's 'path-patch' reply), request (what it was sent),
+  //  sender ([layer, head] clicked), pathsRunning, pathsDone, pathsTotal, paths (the worker's
+  //  'path-patch-paths' reply)}
+  pathPatch: {running: false},
   shareUrl: '',
   shareNote: '',    // what a shared link held that the page ignored
   // What the inputs hold (as typed: strings; sampling by input id, as share.js names them).
@@ -107,6 +112,7 @@ const store = createStore({
   patchCorrupted: markupDefault('patch-corrupted'),
   headsSource: markupDefault('heads-source'),
   quantWeights: markupDefault('quant-weights'),
+  pathReceivers: markupDefault('path-patch-receivers'),
   sentPrompt: '',   // the prompt of the generation the worker is running
   exportFormat: '', // what the next 'export' reply is saved as ('npy' | 'json')
   modelUrl: '',     // the URL the model was loaded from ('' for a local file or a conversion)
@@ -141,7 +147,8 @@ function sampling() {
 
 // The buttons that start work, enabled (render) and honoured (keyboard shortcuts) alike.
 const busy = (s) => s.generating || s.loading || s.experimenting || s.sweep.running || s.patching.running ||
-    s.heads.running || s.quant.running;
+    s.heads.running || s.quant.running ||
+    s.pathPatch.running || s.pathPatch.pathsRunning;
 const canGenerate = (s) => !!s.info && !busy(s);
 const canLoad = (s) => s.ready && !busy(s);
 
@@ -258,6 +265,7 @@ function renderInputs(s) {
   show('patch-corrupted', s.patchCorrupted);
   show('heads-source', s.headsSource);
   show('quant-weights', s.quantWeights);
+  show('path-patch-receivers', s.pathReceivers);
   renderIfChanged(fillSelect, $('layer-select'), {n: s.selectSizes.blocks, text: blockText});
   renderIfChanged(fillSelect, $('head-select'), {n: s.selectSizes.heads, text: headText});
   $('layer-select').value = s.layer;
@@ -376,6 +384,11 @@ function renderExperiments(s) {
   $('patch-cancel').disabled = !s.patching.running;
   renderIfChanged(patchingView.render, $('patching'), {job: s.patching, readout: $('patching-readout'),
                                                        status: $('patching-status')});
+  $('path-patch-run').disabled = $('patch-run').disabled || s.pathPatch.running || s.pathPatch.pathsRunning;
+  $('path-patch-cancel').disabled = !s.pathPatch.running && !s.pathPatch.pathsRunning;
+  renderIfChanged(pathsView.render, $('path-patch-grid'), {job: s.pathPatch, status: $('path-patch-status'),
+                                                           progress: $('path-patch-progress'),
+                                                           diagram: $('path-patch-paths')});
   if (s.attribution && s.info) {
     renderIfChanged(attributionView.render, $('attribution'), {
       attribution: s.attribution, nLayer: s.info.n_layer, nHead: s.info.n_head,
@@ -735,6 +748,12 @@ worker.onmessage = ({data: msg}) => {
     case Msg.attribution: store.set({attribution: msg}); break;
     case Msg.patchingProgress: store.set({patching: {...state.patching, done: msg.done, total: msg.total}}); break;
     case Msg.patching: store.set({patching: {running: false, done: msg.done, total: msg.total, result: msg}}); break;
+    case Msg.pathPatchProgress:
+      store.set({pathPatch: {...state.pathPatch, ...(msg.paths ? {pathsDone: msg.done, pathsTotal: msg.total}
+                                                                : {done: msg.done, total: msg.total})}});
+      break;
+    case Msg.pathPatch: store.set({pathPatch: {...state.pathPatch, running: false, done: msg.done, total: msg.total, result: msg}}); break;
+    case Msg.pathPatchPaths: store.set({pathPatch: {...state.pathPatch, pathsRunning: false, paths: msg}}); break;
     case Msg.sweepProgress: store.set({sweep: {...state.sweep, done: msg.done, total: msg.total}}); break;
     case Msg.sweep: store.set({sweep: {running: false, done: msg.done, total: msg.total, result: msg}}); break;
     case Msg.cache: onCache(msg); break;
@@ -748,6 +767,7 @@ worker.onmessage = ({data: msg}) => {
       if (msg.kind === ErrorKind.patching) store.set({patching: {running: false}});
       if (msg.kind === ErrorKind.heads) store.set({heads: {running: false, result: state.heads.result}});
       if (msg.kind === ErrorKind.quantLens) store.set({quant: {running: false, result: state.quant.result}});
+      if (msg.kind === ErrorKind.pathPatch) store.set({pathPatch: {...state.pathPatch, running: false, pathsRunning: false}});
       store.set({error: msg.message});
       break;
     default:
@@ -804,6 +824,7 @@ kept('patch-clean', 'patchClean');
 kept('patch-corrupted', 'patchCorrupted');
 kept('heads-source', 'headsSource', 'change');
 kept('quant-weights', 'quantWeights', 'change');
+kept('path-patch-receivers', 'pathReceivers');
 for (const {name} of kSamplingFields) {
   $(name).addEventListener('input', (e) => store.set({sampling: {...state.sampling, [name]: e.target.value}}));
 }
@@ -906,6 +927,23 @@ on($('patch-cancel'), 'click', () => worker.postMessage({type: Msg.cancelJob}));
 on($('patch-run'), 'click', () => {
   store.set({patching: {running: true, done: 0, total: 0}, error: ''});
   worker.postMessage({type: Msg.patching, clean: state.patchClean, corrupted: state.patchCorrupted,
+                      interventions: state.interventions});
+});
+on($('path-patch-cancel'), 'click', () => worker.postMessage({type: Msg.cancelJob}));
+on($('path-patch-run'), 'click', () => {
+  const request = {clean: state.patchClean, corrupted: state.patchCorrupted, receivers: state.pathReceivers};
+  store.set({pathPatch: {running: true, done: 0, total: 0, request}, error: ''});
+  worker.postMessage({type: Msg.pathPatch, ...request, interventions: state.interventions});
+});
+// A sender's paths to each receiver alone, measured for the prompts its sweep ran on.
+on($('path-patch-grid'), 'click', (e) => {
+  const b = e.target.closest('button[data-layer]');
+  const job = state.pathPatch;
+  if (!b || !job.result || busy(state)) return;
+  const layer = Number(b.dataset.layer), head = Number(b.dataset.head);
+  store.set({pathPatch: {...job, sender: [layer, head], paths: null, pathsRunning: true, pathsDone: 0, pathsTotal: 0},
+             error: ''});
+  worker.postMessage({type: Msg.pathPatchPaths, clean: job.request.clean, corrupted: job.request.corrupted, layer, head,
                       interventions: state.interventions});
 });
 on($('sweep'), 'click', (e) => {

@@ -31,7 +31,14 @@
 //     {type:'patching', clean, corrupted, interventions}  activation patching: two prompts of the same
 //                                    token length; the clean stream entering each block at each
 //                                    position patched into the corrupted run, one at a time
-//     {type:'cancel-job'}            cancels a head sweep or patching job: received at once, it stops
+//     {type:'path-patch', clean, corrupted, receivers, interventions}  path patching's sweep
+//                                    (src/lab/path_patch.h): every head in turn the sender, from the
+//                                    corrupted run to receivers 'logits' or 'L.H.q|k|v,...';
+//                                    m = the clean run's top token's last logit
+//     {type:'path-patch-paths', clean, corrupted, layer, head, interventions}  the clicked
+//                                    sender's paths, each alone: to the logits and to every head
+//                                    of a later block (its q, k and v together)
+//     {type:'cancel-job'}            cancels a head sweep, patching or path patching job: received at once, it stops
 //                                    the job after the engine call running (about 4 prefills of work)
 //     {type:'export', layer}         the chosen block's captured tensors, by TransformerLens names
 //     {type:'attribute', position, target, interventions}  direct logit attribution of the
@@ -87,6 +94,14 @@
 //                                                    top token; diff = log p(answer) - log p(other)
 //                                                    (the logit difference); recovered: the share of
 //                                                    the clean difference a patch brings back
+//     {type:'path-patch-progress', done, total, paths}  paths: of a sender's paths, not the sweep
+//     {type:'path-patch', nLayer, nHead, receivers, target, targetPiece, clean, corrupt,
+//       values: Float64Array [nLayer * nHead], done, total, cancelled, ms}
+//                                                    values: m_patched - m_clean per sender (NaN:
+//                                                    not run), the CLI's `gpt2 path-patch --sweep`
+//     {type:'path-patch-paths', layer, head, paths: [{receiver, value}], done, total, cancelled}
+//                                                    receiver 'logits' or 'L.H'; value: m_patched -
+//                                                    m_clean of the sender to that receiver alone
 //     {type:'attribution', position, target, names, values: Float64Array, logit}
 //                                                    names in `gpt2 attribute`'s order
 //     {type:'heads', ids, sequence, pieces, repeat, nLayer, nHead, prev, dup, induction: Float64Array
@@ -112,6 +127,8 @@ export const Msg = Object.freeze({
   inspect: 'inspect',
   headSweep: 'head-sweep',
   patching: 'patching',           // also the worker's reply
+  pathPatch: 'path-patch',        // also the worker's reply
+  pathPatchPaths: 'path-patch-paths',  // also the worker's reply
   cancelJob: 'cancel-job',
   exportBlock: 'export',          // also the worker's reply
   attribute: 'attribute',
@@ -134,6 +151,7 @@ export const Msg = Object.freeze({
   sweepProgress: 'sweep-progress',
   sweep: 'sweep',
   patchingProgress: 'patching-progress',
+  pathPatchProgress: 'path-patch-progress',
   attribution: 'attribution',
   cache: 'cache',
   error: 'error',
@@ -152,6 +170,7 @@ export const ErrorKind = Object.freeze({
   patching: 'patching',
   heads: 'heads',
   quantLens: 'quant-lens',
+  pathPatch: 'path-patch',
 });
 
 // The `phase` of a 'progress' message.

@@ -225,13 +225,13 @@ export function createJobs({post, yieldToEvents}) {
   // cancel or a progress update waits at most that long) until done or cancelled; onCells gets
   // each call's {layers, indices, values}. Always ends the job: the engine gives the page's
   // conversation back, captured under its interventions.
-  async function runJob(total, progress, onCells) {
+  async function runJob(total, progress, onCells, extra = {}) {
     let done = 0;
     while (done < total && !cancelJob) {
       const next = engine.continueJob();
       onCells(engine.jobResults(done));
       done = next;
-      post({type: progress, done, total});
+      post({type: progress, done, total, ...extra});
       await yieldToEvents();
     }
     return done;
@@ -289,6 +289,48 @@ export function createJobs({post, yieldToEvents}) {
       post({type: Msg.error, kind: ErrorKind.patching, message: errorMessage(e)});
     } finally {
       if (info) endJob(ErrorKind.patching);
+    }
+  }
+
+  // Path patching's sweep (src/lab/path_patch.h): every head in turn the sender, from the corrupted
+  // run to the receivers ('logits' or 'L.H.q|k|v,...'); values: m_patched - m_clean with m the clean
+  // run's top token's logit at the last position, as `gpt2 path-patch --sweep` prints them.
+  async function handlePathPatch(msg) {
+    const started = performance.now();
+    try {
+      if (!info) throw new Error('Load a model first.');
+      const clean = Array.from(engine.tokenize(msg.clean || '')), corrupted = Array.from(engine.tokenize(msg.corrupted || ''));
+      const receivers = (msg.receivers || 'logits').trim();
+      const s = engine.startPathPatch(clean, corrupted, receivers, -1, -1, msg.interventions || {});
+      const values = new Float64Array(s.total).fill(NaN);
+      const done = await runJob(s.total, Msg.pathPatchProgress, ({layers, indices, values: v}) => v.forEach((x, i) => {
+        values[layers[i] * info.n_head + indices[i]] = x;
+      }));
+      post({type: Msg.pathPatch, nLayer: info.n_layer, nHead: info.n_head, receivers, target: s.target,
+            targetPiece: bytesToPieces([s.target])[0], clean: s.clean, corrupt: s.corrupt, values, done,
+            total: s.total, cancelled: cancelJob, ms: performance.now() - started}, [values.buffer]);
+    } catch (e) {
+      post({type: Msg.error, kind: ErrorKind.pathPatch, message: errorMessage(e)});
+    } finally {
+      if (info) endJob(ErrorKind.pathPatch);
+    }
+  }
+
+  // One sender's paths, each alone (Lab::StartSenderPaths): to the logits, then to every head of
+  // a later block through its q, k and v, from the last block down.
+  async function handlePathPatchPaths(msg) {
+    try {
+      if (!info) throw new Error('Load a model first.');
+      const clean = Array.from(engine.tokenize(msg.clean || '')), corrupted = Array.from(engine.tokenize(msg.corrupted || ''));
+      const s = engine.startSenderPaths(clean, corrupted, msg.layer, msg.head, -1, -1, msg.interventions || {});
+      const paths = [];
+      const done = await runJob(s.total, Msg.pathPatchProgress, ({layers, indices, values}) => values.forEach((value, i) =>
+        paths.push({receiver: layers[i] === info.n_layer ? 'logits' : `${layers[i]}.${indices[i]}`, value})), {paths: true});
+      post({type: Msg.pathPatchPaths, layer: msg.layer, head: msg.head, paths, done, total: s.total, cancelled: cancelJob});
+    } catch (e) {
+      post({type: Msg.error, kind: ErrorKind.pathPatch, message: errorMessage(e)});
+    } finally {
+      if (info) endJob(ErrorKind.pathPatch);
     }
   }
 
@@ -353,6 +395,8 @@ export function createJobs({post, yieldToEvents}) {
     experiment: handleExperiment,
     headSweep: handleHeadSweep,
     patching: handlePatching,
+    pathPatch: handlePathPatch,
+    pathPatchPaths: handlePathPatchPaths,
     attribute: handleAttribute,
     exportBlock: handleExport,
     ...createCircuits({post, engine: () => engine, info: () => info, bytesToPieces}),

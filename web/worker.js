@@ -210,6 +210,8 @@ const queued = {
   [Msg.experiment]: jobs.experiment,
   [Msg.headSweep]: jobs.headSweep,
   [Msg.patching]: jobs.patching,
+  [Msg.pathPatch]: jobs.pathPatch,
+  [Msg.pathPatchPaths]: jobs.pathPatchPaths,
   [Msg.attribute]: jobs.attribute,
   [Msg.exportBlock]: jobs.exportBlock,
   [Msg.heads]: jobs.heads,
@@ -223,7 +225,7 @@ self.onmessage = (event) => {
     return;
   }
   // A cancel sent after a job's message (even before the job starts) cancels it.
-  if (msg.type === Msg.headSweep || msg.type === Msg.patching) jobs.clearCancel();
+  if ([Msg.headSweep, Msg.patching, Msg.pathPatch, Msg.pathPatchPaths].includes(msg.type)) jobs.clearCancel();
   const handler = Object.hasOwn(queued, msg.type) ? queued[msg.type] : null;
   queue = queue.then(async () => {
     await ready;

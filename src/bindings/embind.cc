@@ -29,6 +29,15 @@
 //   engine.startHeadSweep(position, target, interventions) -> {position, target, base, total}
 //   engine.startPatching(cleanIds, corruptedIds, interventions)
 //     -> {positions, total, answer, other, cleanDiff, corruptedDiff}
+//   engine.startPathPatch(cleanIds, corruptedIds, receivers, target, contrast, interventions)
+//     -> {positions, total, target, contrast, clean, corrupt}: path patching's sweep (src/lab/
+//     path_patch.h), every head a sender; receivers 'logits' or 'L.H.q|k|v,...'; target -1: the
+//     clean run's top token; contrast -1: none; cells: (layer, head, m_patched - m_clean)
+//   engine.startSenderPaths(cleanIds, corruptedIds, layer, head, target, contrast, interventions)
+//     -> as startPathPatch: one sender's paths alone, cells (n_layer, 0) for the logits, then
+//     every later head (its q, k and v together)
+//   engine.pathPatch(cleanIds, corruptedIds, layer, head, receivers, target, contrast)
+//     -> {patched, clean, corrupt, target, contrast}: one sender
 //   while (engine.continueJob() < total && !cancelled) {...}   // ~4 prefills of work per call
 //   engine.jobResults(from) -> {layers, indices: Int32Array, values: Float64Array}; engine.endJob()
 //   engine.attributeConversation(interventions, position, target), engine.attribute(ids, position,
@@ -325,6 +334,31 @@ class Engine : public ErrorsByValue {
                                    {"answer", val(s.answer)}, {"other", val(s.other)},
                                    {"cleanDiff", val(s.clean_diff)}, {"corruptedDiff", val(s.corrupted_diff)}}));
   }
+  val StartPathPatch(const val& clean, const val& corrupted, const std::string& receivers, int target, int contrast,
+                     const val& interventions) {
+    return LAB_CALL(const PathPatchStart s = lab_->StartPathPatch(List(clean), List(corrupted),
+                                                                  ParsePathReceivers(receivers, lab_->config()), target,
+                                                                  contrast, InterventionsFromJs(interventions));
+                    return Object({{"positions", val(s.positions)}, {"total", val(s.total)},
+                                   {"target", val(s.target)}, {"contrast", val(s.contrast)},
+                                   {"clean", val(s.clean)}, {"corrupt", val(s.corrupt)}}));
+  }
+  val StartSenderPaths(const val& clean, const val& corrupted, int layer, int head, int target, int contrast,
+                       const val& interventions) {
+    return LAB_CALL(const PathPatchStart s = lab_->StartSenderPaths(List(clean), List(corrupted), {layer, head}, target,
+                                                                    contrast, InterventionsFromJs(interventions));
+                    return Object({{"positions", val(s.positions)}, {"total", val(s.total)},
+                                   {"target", val(s.target)}, {"contrast", val(s.contrast)},
+                                   {"clean", val(s.clean)}, {"corrupt", val(s.corrupt)}}));
+  }
+  val PathPatch(const val& clean, const val& corrupted, int layer, int head, const std::string& receivers, int target,
+                int contrast) {
+    return LAB_CALL(const PathPatchResult r = lab_->PathPatch(List(clean), List(corrupted), {layer, head},
+                                                              ParsePathReceivers(receivers, lab_->config()), target,
+                                                              contrast);
+                    return Object({{"patched", val(r.patched)}, {"clean", val(r.clean)}, {"corrupt", val(r.corrupt)},
+                                   {"target", val(r.target)}, {"contrast", val(r.contrast)}}));
+  }
   int ContinueJob() { return LAB_CALL(return lab_->ContinueJob()); }
   val JobResults(int from) const {
     return LAB_CALL(std::vector<int> layers, indices; std::vector<double> values;
@@ -430,6 +464,9 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .function("experiment", &Engine::Experiment)
       .function("startHeadSweep", &Engine::StartHeadSweep)
       .function("startPatching", &Engine::StartPatching)
+      .function("startPathPatch", &Engine::StartPathPatch)
+      .function("startSenderPaths", &Engine::StartSenderPaths)
+      .function("pathPatch", &Engine::PathPatch)
       .function("continueJob", &Engine::ContinueJob)
       .function("jobResults", &Engine::JobResults)
       .function("endJob", &Engine::EndJob)

@@ -541,7 +541,16 @@ int Lab::ContinueJob() {
   if (job_ == Job::kNone) throw Error("No job is running.");
   if (job_done()) return static_cast<int>(job_results_.size());
   const size_t begin = job_next_, end = job_group_ends_[job_group_];
-  if (job_ == Job::kHeadSweep) {
+  if (job_ == Job::kSenderPaths) {
+    ContinueSenderPaths(begin, end);
+  } else if (job_ == Job::kPathPatch) {
+    std::vector<HeadRef> senders;
+    for (size_t i = begin; i < end; ++i) senders.push_back({job_cells_[i].layer, job_cells_[i].index});
+    const std::vector<double> m = PathPatchedMetrics(senders);
+    for (size_t i = begin; i < end; ++i) {
+      job_results_.push_back({job_cells_[i].layer, job_cells_[i].index, m[i - begin] - path_.clean});
+    }
+  } else if (job_ == Job::kHeadSweep) {
     std::vector<HeadRef> heads;
     for (size_t i = begin; i < end; ++i) heads.push_back({job_cells_[i].layer, job_cells_[i].index});
     const std::vector<double> lp = AblatedLogProbs(heads, job_position_, job_target_, job_means_);
@@ -565,10 +574,16 @@ int Lab::ContinueJob() {
 
 void Lab::EndJob() {
   if (job_ == Job::kNone) return;
+  const Job ended = job_;
   job_ = Job::kNone;
   job_streams_.clear();
   job_means_.clear();
   interventions_ = job_restore_.iv;
+  if (ended == Job::kPathPatch || ended == Job::kSenderPaths) {
+    // Its runs went past the lab's bookkeeping (uncaptured, the cache left patched): start over.
+    path_ = PathPatchState();
+    Reset();
+  }
   if (job_conversation_.empty()) return;  // nothing to give back: the job's last run stays
   RecaptureJobConversation();
 }

@@ -13,6 +13,8 @@
 //                      EndJob() gives the conversation back as it was
 //   Experiment         the plain and the intervened model side by side at a position
 //   Attribute          direct logit attribution (model/attribution.h)
+//   PathPatch          path patching from a sender head to receivers (path_patch.h), and its
+//                      sweep over every sender as a job
 // Every probe re-runs only what it changes, starting from the captured plain run's stream and
 // reusing the cache before its first block (Session::Rerun with a range).
 #pragma once
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "format/gguf.h"
+#include "lab/path_patch.h"
 #include "model/attribution.h"
 #include "model/capture.h"
 #include "model/generate.h"
@@ -81,9 +84,9 @@ struct PatchingStart {
   double clean_diff = 0, corrupted_diff = 0;  // log p(answer) - log p(other)
 };
 
-// One measured cell of a job: a head (sweep: layer, head) or a patch (patching: layer,
-// position); value: the log-probability (sweep) or the share of the logit difference the patch
-// brings back (patching).
+// One measured cell of a job: a head (sweep, path patching: layer, head) or a patch (patching:
+// layer, position); value: the log-probability (sweep), the share of the logit difference the
+// patch brings back (patching) or m_patched - m_clean (path patching).
 struct JobCell {
   int layer = 0, index = 0;
   double value = 0;
@@ -186,6 +189,21 @@ class Lab {
   // at each position patched into the corrupted run; iv restored by EndJob.
   PatchingStart StartPatching(const std::vector<int>& clean, const std::vector<int>& corrupted,
                               const LabInterventions& iv);
+  // Path patching (path_patch.h; defined in path_patch.cc) of two prompts of the same length
+  // to receivers (empty: logits); target -1: the clean run's most probable next token; contrast
+  // -1: none. The sweep's cells are every head as the sender, layer by layer, value
+  // m_patched - m_clean; iv restored by EndJob.
+  PathPatchStart StartPathPatch(const std::vector<int>& clean, const std::vector<int>& corrupted,
+                                const std::vector<PathReceiver>& receivers, int target, int contrast,
+                                const LabInterventions& iv);
+  // One sender's paths, each alone: to the logits and to every head of a later block (its q, k and
+  // v together). Cells: (n_layer, 0) for the logits first, then (layer, head) from the last block
+  // down, value m_patched - m_clean; iv restored by EndJob.
+  PathPatchStart StartSenderPaths(const std::vector<int>& clean, const std::vector<int>& corrupted, HeadRef sender,
+                                  int target, int contrast, const LabInterventions& iv);
+  // One sender's run of steps 1-3, the conversation given back afterwards (as EndJob does).
+  PathPatchResult PathPatch(const std::vector<int>& clean, const std::vector<int>& corrupted, HeadRef sender,
+                            const std::vector<PathReceiver>& receivers, int target, int contrast);
   // Runs the next group of cells (about kJobBudget prefills); returns the cells measured so far.
   int ContinueJob();
   bool job_done() const { return job_next_ >= job_cells_.size(); }
@@ -252,7 +270,7 @@ class Lab {
   int probe_block_ = 0, probe_begin_ = 0, probe_end_ = 0;
 
   // The job running: its cells in the order run, grouped into calls.
-  enum class Job { kNone, kHeadSweep, kPatching };
+  enum class Job { kNone, kHeadSweep, kPatching, kPathPatch, kSenderPaths };
   void BeginJob(Job kind, const LabInterventions& iv);
   Job job_ = Job::kNone;
   std::vector<JobCell> job_cells_, job_results_;
@@ -265,6 +283,15 @@ class Lab {
   std::vector<int> job_ids_;                    // patching: {answer, other}
   std::vector<std::vector<float>> job_streams_;  // patching: the clean run's residual(l), each l
   double job_clean_diff_ = 0, job_corrupted_diff_ = 0;
+  // Path patching (path_patch.cc): step 1's runs, and step 2-3's final stream row of a sender
+  // (nullptr when no receiver comes after it: then m is the clean run's).
+  PathPatchState path_;
+  PathPatchStart PreparePathPatch(Job kind, const std::vector<int>& clean, const std::vector<int>& corrupted,
+                                  const std::vector<PathReceiver>& receivers, int target, int contrast,
+                                  const LabInterventions& iv);
+  const float* PathPatchedRow(HeadRef sender);
+  std::vector<double> PathPatchedMetrics(const std::vector<HeadRef>& senders);
+  void ContinueSenderPaths(size_t begin, size_t end);
 };
 
 // Splits items (weights: each one's work in full re-runs of the prompt, in the order run) into

@@ -68,11 +68,15 @@ class Model {
 
 // Positions [begin, end) of a Session, re-run from block first_block (Session::Rerun); with
 // final_stream the call returns the residual stream leaving the last block instead of logits.
+// end_block >= 0 stops after block end_block - 1 and returns the stream leaving it (as
+// final_stream), for a probe that only needs what enters a later block (path patching's
+// receivers); the blocks after it keep their cache.
 struct RerunRange {
   int begin;
   int end;
   int first_block;
   bool final_stream = false;
+  int end_block = -1;  // -1: every block to the last
 };
 
 // One conversation with the model. Owns the KV cache (model/kv_cache.h) and every scratch
@@ -135,13 +139,14 @@ class Session {
   void PatchResidual(int layer, int pos0, int T, const Interventions& iv);
   void AttentionStep(int layer, int pos0, int T, const RunOptions& run);
   void AttendHeads(int layer, int pos0, int T, const RunOptions& run);  // through the KV cache
-  void ReportAttention(int layer, int pos0, int T, const RunOptions& run);
+  void ReportAttention(int layer, int pos0, int T, const RunOptions& run, bool attended, bool inputs);
   void MlpStep(int layer, int pos0, int T, const RunOptions& run);
   // last: the row of x holding position pos0 + T - 1 (RunBlocks may have moved it to row 0).
   const float* Unembed(int pos0, int T, int64_t last, const RunOptions& run);
-  // Blocks first_block.. over x; returns the last row's logits, or with unembed false its final
-  // residual stream.
-  const float* RunBlocks(int first_block, int pos0, int T, const RunOptions& run, bool unembed);
+  // Blocks [first_block, end_block) over x; returns the last row's logits, or with unembed false
+  // the stream leaving block end_block - 1.
+  const float* RunBlocks(int first_block, int end_block, int pos0, int T, const RunOptions& run,
+                         bool unembed);
   void StartBlockTimes(int first_block, const RunOptions& run);
 
   const Model& model_;

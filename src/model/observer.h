@@ -36,7 +36,9 @@
 // Under interventions the tensors are the broken model's: ablated heads are zero (or their
 // mean) in "attn_heads"; under post-norm "ln1"/"ln2" are the sublayers' inputs (the raw stream)
 // and "resid_attn"/"resid_out" the normalised stream; a skipped sublayer is still computed and
-// reported, only not added.
+// reported, only not added. A block whose attention is frozen (path patching) attends nothing:
+// it reports no "attn_scores" or "attn_probs", "ln1", "q", "k" and "v" only if it was asked to
+// compute them (FrozenAttention::inputs), and its "attn_heads" are the given ones.
 #pragma once
 
 #include <cstdint>

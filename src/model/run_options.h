@@ -16,6 +16,15 @@
 //                 norm) is left out.
 //   patch:        the residual stream entering block L (TransformerLens blocks.L.hook_resid_pre)
 //                 at an absolute position is replaced by a recorded vector (activation patching).
+//   head patch:   one head's output (hook_z[:, H], before ablation) or input (hook_q/k/v[:, H],
+//                 right after the qkv product, so a patched key or value is also what the KV
+//                 cache stores) is replaced by given values at some absolute positions (path
+//                 patching's senders and receivers; ablation is the constant case).
+//   frozen attn:  block L's attention is not computed: every head's output (hook_z) is given,
+//                 then projected as usual (path patching's "every other head frozen at its clean
+//                 value"). Such a block neither reads nor writes the KV cache, and runs ln_1 and
+//                 the qkv product only if asked (`inputs`) for an observer; the given rows must
+//                 cover every row run.
 #pragma once
 
 #include <vector>
@@ -36,6 +45,25 @@ struct ResidPatch {
   std::vector<float> value;  // [n_embd]
 };
 
+// Which of a head's tensors a HeadPatch replaces (TransformerLens blocks.L.attn.hook_z, hook_q,
+// hook_k, hook_v at head H).
+enum class HeadPart { kOutput, kQuery, kKey, kValue };
+
+struct HeadPatch {
+  int layer;
+  int head;
+  HeadPart part;
+  int pos0;                   // absolute position of the first row of values
+  std::vector<float> values;  // [rows, head_dim]
+};
+
+struct FrozenAttention {
+  int layer;
+  int pos0;                  // absolute position of the first row of heads
+  std::vector<float> heads;  // [rows, n_embd]: every head's output, heads concatenated
+  bool inputs = false;       // with an observer, also compute and report ln_1, q, k and v
+};
+
 struct Interventions {
   std::vector<HeadRef> ablate_heads;
   // Empty: zero ablation. Otherwise [n_layer, n_embd], the replacement for each ablated head's
@@ -46,16 +74,28 @@ struct Interventions {
   std::vector<int> no_residual;
   bool post_norm = false;
   std::vector<ResidPatch> patches;
+  std::vector<HeadPatch> head_patches;
+  std::vector<FrozenAttention> frozen_attn;  // at most one per block
 
   bool empty() const {
     return ablate_heads.empty() && skip_attn.empty() && skip_mlp.empty() && no_residual.empty() &&
-           !post_norm && patches.empty();
+           !post_norm && patches.empty() && head_patches.empty() && frozen_attn.empty();
   }
   // Throws gpt2::Error naming the valid range of the first layer, head or size out of range.
   void Validate(const Config& c) const;
   // The first block whose computation differs from the plain model (n_layer if none): the KV
   // cache and the residual stream before it are those of a plain run.
   int FirstChangedBlock(int n_layer) const;
+  // Throws gpt2::Error unless every frozen block from first_block on has rows for positions
+  // [begin, end), the rows a call runs.
+  void CheckRows(const Config& c, int begin, int end, int first_block) const;
+  // Block `layer`'s frozen attention, or nullptr.
+  const FrozenAttention* Frozen(int layer) const {
+    for (const FrozenAttention& f : frozen_attn) {
+      if (f.layer == layer) return &f;
+    }
+    return nullptr;
+  }
   // Whether the final residual stream is still the sum of every component's write (embedding,
   // heads, biases, MLPs), which direct logit attribution needs.
   bool KeepsResidualSum() const { return no_residual.empty() && !post_norm && patches.empty(); }

@@ -156,10 +156,52 @@ void ReadSublayer(bool post_norm, const float* x, const float* ln_g, const float
   for (int64_t t = 0; t < T; ++t) LayerNorm(x + t * C, ln_g, ln_b, eps, C, xn + t * C);
 }
 
-// Head ablation (TransformerLens: blocks.l.attn.hook_z[:, h] = 0 or its mean) in block l's
-// heads output [T, C], before the output projection.
-void AblateHeads(const Interventions& iv, int l, const Config& c, int64_t T, float* heads) {
+// The rows of patch values [pos0, pos0 + rows) that fall in a call's rows [call0, call0 + T):
+// the call's first row t0 and how many, n (0: none).
+struct RowOverlap {
+  int64_t t0 = 0, from = 0, n = 0;  // call row t0 takes values row `from`
+};
+RowOverlap Overlap(int64_t pos0, int64_t rows, int64_t call0, int64_t T) {
+  RowOverlap o;
+  const int64_t begin = std::max(pos0, call0), end = std::min(pos0 + rows, call0 + T);
+  if (begin >= end) return o;
+  o.t0 = begin - call0;
+  o.from = begin - pos0;
+  o.n = end - begin;
+  return o;
+}
+
+// Head patches of part `part` in block l: rows of their values [rows, D] over the head's slice of
+// dst, whose row t is at dst + t * stride (the call's rows start at absolute position pos0).
+void PatchHeads(const Interventions& iv, int l, HeadPart part, const Config& c, int64_t pos0,
+                int64_t T, float* dst, int64_t stride) {
+  const int64_t D = c.head_dim();
+  for (const HeadPatch& p : iv.head_patches) {
+    if (p.layer != l || p.part != part) continue;
+    const RowOverlap o = Overlap(p.pos0, int64_t(p.values.size()) / D, pos0, T);
+    for (int64_t i = 0; i < o.n; ++i) {
+      std::copy_n(p.values.data() + (o.from + i) * D, D, dst + (o.t0 + i) * stride + p.head * D);
+    }
+  }
+}
+
+// Head inputs patched in qkv [T, 3C] (q | k | v per row), before AttendHeads stores the keys and
+// values: TransformerLens blocks.l.attn.hook_q/k/v[:, :, h] = values.
+void PatchHeadInputs(const Interventions& iv, int l, const Config& c, int64_t pos0, int64_t T,
+                     float* qkv) {
+  const int64_t C = c.n_embd;
+  PatchHeads(iv, l, HeadPart::kQuery, c, pos0, T, qkv, 3 * C);
+  PatchHeads(iv, l, HeadPart::kKey, c, pos0, T, qkv + C, 3 * C);
+  PatchHeads(iv, l, HeadPart::kValue, c, pos0, T, qkv + 2 * C, 3 * C);
+}
+
+// Head outputs in block l's heads output [T, C], before the output projection: patched values
+// (TransformerLens blocks.l.attn.hook_z[:, h] = values), then ablation (= 0 or its mean), which
+// is the constant case and wins where both name a head.
+void ReplaceHeadOutputs(const Interventions& iv, int l, const Config& c, int64_t pos0, int64_t T,
+                        float* heads) {
   const int64_t C = c.n_embd, D = c.head_dim();
+  PatchHeads(iv, l, HeadPart::kOutput, c, pos0, T, heads, C);
   for (const HeadRef& a : iv.ablate_heads) {
     if (a.layer != l) continue;
     for (int64_t t = 0; t < T; ++t) {
@@ -211,6 +253,36 @@ void Interventions::Validate(const Config& c) const {
   for (int l : skip_attn) check_layer(l, "skip attention");
   for (int l : skip_mlp) check_layer(l, "skip MLP");
   for (int l : no_residual) check_layer(l, "no residual");
+  const int64_t D = c.head_dim();
+  auto check_rows = [&](const char* what, int pos0, size_t values, int64_t width) {
+    if (values == 0 || values % size_t(width) != 0) {
+      throw Error(std::string(what) + ": " + std::to_string(values) + " values are not whole rows of " +
+                  std::to_string(width));
+    }
+    const int64_t rows = int64_t(values / size_t(width));
+    if (pos0 < 0 || pos0 + rows > c.n_ctx) {
+      throw Error(std::string(what) + ": positions " + std::to_string(pos0) + ".." + std::to_string(pos0 + rows - 1) +
+                  " are out of range; valid positions are 0.." + std::to_string(c.n_ctx - 1));
+    }
+  };
+  for (const HeadPatch& p : head_patches) {
+    check_layer(p.layer, "head patch");
+    if (p.head < 0 || p.head >= c.n_head) {
+      throw Error("head patch: head " + std::to_string(p.head) + " is out of range; valid heads are 0.." +
+                  std::to_string(c.n_head - 1));
+    }
+    check_rows("head patch", p.pos0, p.values.size(), D);
+  }
+  for (size_t i = 0; i < frozen_attn.size(); ++i) {
+    const FrozenAttention& f = frozen_attn[i];
+    check_layer(f.layer, "frozen attention");
+    check_rows("frozen attention", f.pos0, f.heads.size(), c.n_embd);
+    for (size_t j = 0; j < i; ++j) {
+      if (frozen_attn[j].layer == f.layer) {
+        throw Error("frozen attention: block " + std::to_string(f.layer) + " is frozen twice");
+      }
+    }
+  }
   for (const ResidPatch& p : patches) {
     check_layer(p.layer, "patch");
     if (p.position < 0 || p.position >= c.n_ctx) {
@@ -232,7 +304,20 @@ int Interventions::FirstChangedBlock(int n_layer) const {
   for (int l : skip_mlp) first = std::min(first, l);
   for (int l : no_residual) first = std::min(first, l);
   for (const ResidPatch& p : patches) first = std::min(first, p.layer);
+  for (const HeadPatch& p : head_patches) first = std::min(first, p.layer);
+  for (const FrozenAttention& f : frozen_attn) first = std::min(first, f.layer);
   return first;
+}
+
+void Interventions::CheckRows(const Config& c, int begin, int end, int first_block) const {
+  for (const FrozenAttention& f : frozen_attn) {
+    const int rows = static_cast<int>(f.heads.size() / size_t(c.n_embd));
+    if (f.layer >= first_block && (begin < f.pos0 || end > f.pos0 + rows)) {
+      throw Error("frozen attention of block " + std::to_string(f.layer) + " has positions " +
+                  std::to_string(f.pos0) + ".." + std::to_string(f.pos0 + rows - 1) + ", the run needs " +
+                  std::to_string(begin) + ".." + std::to_string(end - 1));
+    }
+  }
 }
 
 const float* Session::Prefill(const int* ids, int n, const RunOptions& run) {
@@ -248,7 +333,10 @@ const float* Session::Prefill(const int* ids, int n, const RunOptions& run) {
                   std::to_string(c.n_vocab - 1) + ")");
     }
   }
-  if (run.interventions != nullptr) run.interventions->Validate(c);
+  if (run.interventions != nullptr) {
+    run.interventions->Validate(c);
+    run.interventions->CheckRows(c, position_, position_ + n, 0);
+  }
   // A chunk is a multiple of the kernels' 4-token tiles, so every position meets the same
   // arithmetic as in one pass and the blocks' results are the same bits.
   const int chunk = run.observer && run.observe_whole_prompt ? n : kPrefillChunk;
@@ -258,7 +346,7 @@ const float* Session::Prefill(const int* ids, int n, const RunOptions& run) {
     const int m = std::min(chunk, n - i);
     buffers_->EnsureRows(m);
     Embed(ids + i, position_, m, run);
-    logits = RunBlocks(0, position_, m, run, /*unembed=*/true);
+    logits = RunBlocks(0, c.n_layer, position_, m, run, /*unembed=*/true);
     position_ += m;
   }
   return logits;
@@ -275,18 +363,25 @@ const float* Session::Rerun(const RerunRange& range, const float* resid_in, cons
     throw Error("re-run: block " + std::to_string(range.first_block) +
                 " is out of range; valid blocks are 0.." + std::to_string(c.n_layer));
   }
+  const int end_block = range.end_block < 0 ? c.n_layer : range.end_block;
+  if (end_block < range.first_block || end_block > c.n_layer) {
+    throw Error("re-run: blocks " + std::to_string(range.first_block) + " to " + std::to_string(end_block) +
+                " are not a range of the model's 0.." + std::to_string(c.n_layer));
+  }
   if (run.interventions != nullptr) {
     run.interventions->Validate(c);
     if (run.interventions->FirstChangedBlock(c.n_layer) < range.first_block) {
       throw Error("re-run from block " + std::to_string(range.first_block) +
                   ": the interventions change an earlier block, so its cache cannot be reused");
     }
+    run.interventions->CheckRows(c, range.begin, range.end, range.first_block);
   }
   const int n = range.end - range.begin;
   buffers_->EnsureRows(n);
   std::copy_n(resid_in, size_t(n) * c.n_embd, buffers_->x.data());
   StartBlockTimes(range.first_block, run);
-  return RunBlocks(range.first_block, range.begin, n, run, !range.final_stream);
+  return RunBlocks(range.first_block, end_block, range.begin, n, run,
+                   !range.final_stream && end_block == c.n_layer);
 }
 
 // Blocks [first_block, L) of this call start at 0 ms; RunBlocks adds each chunk's time.
@@ -297,14 +392,14 @@ void Session::StartBlockTimes(int first_block, const RunOptions& run) {
   std::fill(run.block_ms->begin() + first_block, run.block_ms->end(), 0.0);
 }
 
-const float* Session::RunBlocks(int first_block, int pos0, int T, const RunOptions& run,
+const float* Session::RunBlocks(int first_block, int end_block, int pos0, int T, const RunOptions& run,
                                 bool unembed) {
   const Interventions* iv = run.interventions;
   const int L = model_.config().n_layer;
   const int64_t C = model_.config().n_embd;
   float* x = buffers_->x.data();
   int64_t last = T - 1;  // the row of x holding position pos0 + T - 1
-  for (int l = first_block; l < L; ++l) {
+  for (int l = first_block; l < end_block; ++l) {
     const auto start = run.block_ms != nullptr ? std::chrono::steady_clock::now()
                                                : std::chrono::steady_clock::time_point();
     if (iv != nullptr && !iv->patches.empty()) PatchResidual(l, pos0, T, *iv);
@@ -368,13 +463,25 @@ void Session::AttentionStep(int l, int pos0, int T_int, const RunOptions& run) {
   const int64_t T = T_int, C = c.n_embd;
   const Interventions* iv = run.interventions;
   float* x = b.x.data();
+  // A frozen block's heads output is given: its ln_1, q, k and v are only for an observer that
+  // asked, and it leaves the KV cache alone (path patching's frozen heads cost the projection).
+  const FrozenAttention* frozen = iv != nullptr ? iv->Frozen(l) : nullptr;
+  const bool inputs = frozen == nullptr || (frozen->inputs && run.observer);
 
-  ReadSublayer(iv != nullptr && iv->post_norm, x, w.ln1_g, w.ln1_b, b.xn.data(), T, C, c.ln_eps);
-  ParallelMatMul(b.pool, b.matmul_input, b.xn.data(), T, w.qkv, w.qkv_b, b.qkv.data(),
-                 b.activations);
-  AttendHeads(l, pos0, T_int, run);
-  if (iv != nullptr) AblateHeads(*iv, l, c, T, b.heads.data());
-  if (run.observer) ReportAttention(l, pos0, T_int, run);
+  if (inputs) {
+    ReadSublayer(iv != nullptr && iv->post_norm, x, w.ln1_g, w.ln1_b, b.xn.data(), T, C, c.ln_eps);
+    ParallelMatMul(b.pool, b.matmul_input, b.xn.data(), T, w.qkv, w.qkv_b, b.qkv.data(),
+                   b.activations);
+    if (iv != nullptr) PatchHeadInputs(*iv, l, c, pos0, T, b.qkv.data());
+  }
+  if (frozen != nullptr) {
+    // Rows [pos0, pos0 + T) lie inside the given ones (Interventions::CheckRows).
+    std::copy_n(frozen->heads.data() + (pos0 - frozen->pos0) * C, T * C, b.heads.data());
+  } else {
+    AttendHeads(l, pos0, T_int, run);
+  }
+  if (iv != nullptr) ReplaceHeadOutputs(*iv, l, c, pos0, T, b.heads.data());
+  if (run.observer) ReportAttention(l, pos0, T_int, run, /*attended=*/frozen == nullptr, inputs);
   ParallelMatMul(b.pool, b.matmul_input, b.heads.data(), T, w.proj, w.proj_b, b.tmp.data(),
                  b.activations);
   const bool skip = iv != nullptr && Interventions::Lists(iv->skip_attn, l);
@@ -424,15 +531,16 @@ void Session::AttendHeads(int l, int pos0, int T_int, const RunOptions& run) {
 }
 
 // What AttentionStep reports before the projection: ln_1's output, q, k and v regrouped by head
-// ([H, T, D] each), the scores and probabilities AttendHeads kept, and the heads' output.
-void Session::ReportAttention(int l, int pos0, int T_int, const RunOptions& run) {
+// ([H, T, D] each; not in a frozen block that did not compute them), the scores and probabilities
+// AttendHeads kept (none in a frozen block, which did not attend), and the heads' output.
+void Session::ReportAttention(int l, int pos0, int T_int, const RunOptions& run, bool attended, bool inputs) {
   const Config& c = model_.config();
   Buffers& b = *buffers_;
   const int64_t T = T_int, C = c.n_embd, H = c.n_head, D = c.head_dim(), n_keys = pos0 + T;
-  Report(run.observer, "ln1", l, pos0, b.xn.data(), T, C);
-  b.observed.resize(std::max<size_t>(size_t(H) * T * D, b.observed.size()));
   static const char* const kQkvNames[3] = {"q", "k", "v"};
-  for (int part = 0; part < 3; ++part) {
+  if (inputs) Report(run.observer, "ln1", l, pos0, b.xn.data(), T, C);
+  if (inputs) b.observed.resize(std::max<size_t>(size_t(H) * T * D, b.observed.size()));
+  for (int part = 0; part < 3 && inputs; ++part) {
     for (int64_t h = 0; h < H; ++h) {
       for (int64_t t = 0; t < T; ++t) {
         std::copy_n(b.qkv.data() + t * 3 * C + part * C + h * D, D,
@@ -441,10 +549,10 @@ void Session::ReportAttention(int l, int pos0, int T_int, const RunOptions& run)
     }
     Report(run.observer, kQkvNames[part], l, pos0, b.observed.data(), H, T, D);
   }
-  if (run.observe_scores) {
+  if (run.observe_scores && attended) {
     Report(run.observer, "attn_scores", l, pos0, b.obs_scores.data(), H, T, n_keys);
   }
-  if (run.observe_probs) {
+  if (run.observe_probs && attended) {
     Report(run.observer, "attn_probs", l, pos0, b.obs_probs.data(), H, T, n_keys);
   }
   Report(run.observer, "attn_heads", l, pos0, b.heads.data(), T, C);

@@ -26,6 +26,7 @@
 #include "tokenizer/utf8_stream.h"
 #include "tools/cli/args.h"
 #include "tools/cli/inspect_json.h"
+#include "tools/cli/path_patch_cmd.h"
 #include "tools/common/intervention_flags.h"
 
 namespace gpt2 {
@@ -43,6 +44,8 @@ constexpr char kUsage[] =
     "  gpt2 inspect --model M.gguf --prompt TEXT --json OUT [--top-k K] [INTERVENTIONS]\n"
     "  gpt2 attribute --model M.gguf --prompt TEXT [--target ID] [--contrast ID] [--position N]\n"
     "                [--json FILE] [--threads N] [INTERVENTIONS]\n"
+    "  gpt2 path-patch --model M.gguf --clean TEXT --corrupt TEXT (--sender L.H | --sweep)\n"
+    "                [--receivers logits|L.H.q|k|v[,...]] [--target ID] [--contrast ID] [--threads N]\n"
     "  gpt2 bench --model M.gguf [--prompt-tokens 128] [--decode-tokens 64] [--threads N]\n"
     "             [INTERVENTIONS: also time a re-run under them reusing the cache]\n"
     "  gpt2 heads --model M.gguf [--ids I1,I2,...,IR] [--json FILE] [--threads N]\n"
@@ -392,6 +395,7 @@ int Main(int argc, char** argv) {
                                                  "position", "json", "threads", "activations"}),
                           {"post-norm"}));
   }
+  if (command == "path-patch") return PathPatchCommand(argc, argv);
   if (command == "bench") {
     return Bench(Args(argc, argv, 2,
                       WithInterventionFlags({"model", "prompt-tokens", "decode-tokens", "threads",

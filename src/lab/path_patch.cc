@@ -1,0 +1,387 @@
+// Path patching in the lab: steps 1-3 of path_patch.h over the lab's Session.
+#include "lab/path_patch.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "base/error.h"
+#include "lab/lab.h"
+
+namespace gpt2 {
+
+namespace {
+
+const char* PartName(HeadPart part) {
+  switch (part) {
+    case HeadPart::kQuery: return "q";
+    case HeadPart::kKey: return "k";
+    case HeadPart::kValue: return "v";
+    case HeadPart::kOutput: break;
+  }
+  return "z";
+}
+
+// A whole non-negative decimal number, or -1.
+int Number(const std::string& s) {
+  if (s.empty() || s.size() > 6 || s.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::atoi(s.c_str());
+}
+
+void CheckHead(const char* what, int layer, int head, const Config& c) {
+  if (layer < 0 || layer >= c.n_layer) {
+    throw Error(std::string(what) + ": layer " + std::to_string(layer) + " is out of range; valid layers are 0.." +
+                std::to_string(c.n_layer - 1));
+  }
+  if (head < 0 || head >= c.n_head) {
+    throw Error(std::string(what) + ": head " + std::to_string(head) + " is out of range; valid heads are 0.." +
+                std::to_string(c.n_head - 1));
+  }
+}
+
+double Metric(const float* logits, int target, int contrast) {
+  return double(logits[target]) - (contrast >= 0 ? double(logits[contrast]) : 0.0);
+}
+
+}  // namespace
+
+std::vector<PathReceiver> ParsePathReceivers(const std::string& spec, const Config& c) {
+  std::vector<PathReceiver> out;
+  if (spec == "logits") return out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = spec.find(',', start);
+    const std::string item = spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const size_t d1 = item.find('.'), d2 = d1 == std::string::npos ? d1 : item.find('.', d1 + 1);
+    const std::string part = d2 == std::string::npos ? "" : item.substr(d2 + 1);
+    PathReceiver r;
+    r.layer = d1 == std::string::npos ? -1 : Number(item.substr(0, d1));
+    r.head = d2 == std::string::npos ? -1 : Number(item.substr(d1 + 1, d2 - d1 - 1));
+    if (r.layer < 0 || r.head < 0 || (part != "q" && part != "k" && part != "v")) {
+      throw Error("receivers: '" + item + "' is not LAYER.HEAD.q|k|v (e.g. 9.6.q); the receivers are 'logits' "
+                  "or a list of those");
+    }
+    r.part = part == "q" ? HeadPart::kQuery : part == "k" ? HeadPart::kKey : HeadPart::kValue;
+    CheckHead("receivers", r.layer, r.head, c);
+    out.push_back(r);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+void CheckPathReceivers(const std::vector<PathReceiver>& receivers, const Config& c) {
+  for (const PathReceiver& r : receivers) {
+    CheckHead("receivers", r.layer, r.head, c);
+    if (r.part == HeadPart::kOutput) throw Error("receivers: a receiver takes its q, k or v, not its output");
+  }
+}
+
+void CheckPathSender(HeadRef sender, const std::vector<PathReceiver>& receivers, const Config& c) {
+  CheckHead("sender", sender.layer, sender.head, c);
+  CheckPathReceivers(receivers, c);
+  for (const PathReceiver& r : receivers) {
+    if (r.layer <= sender.layer) {
+      throw Error("receiver " + std::to_string(r.layer) + "." + std::to_string(r.head) + "." + PartName(r.part) +
+                  " is not after the sender " + std::to_string(sender.layer) + "." + std::to_string(sender.head) +
+                  ": receivers must be in later blocks");
+    }
+  }
+}
+
+// Checks, begins the job and runs step 1: both prompts, their heads' outputs, the clean streams
+// and the two metrics.
+PathPatchStart Lab::PreparePathPatch(Job kind, const std::vector<int>& clean, const std::vector<int>& corrupted,
+                                     const std::vector<PathReceiver>& receivers, int target, int contrast,
+                                     const LabInterventions& iv) {
+  const Config& c = config();
+  if (clean.empty() || corrupted.empty()) throw Error("Type a clean and a corrupted prompt.");
+  if (clean.size() != corrupted.size()) {
+    throw Error("The clean prompt is " + std::to_string(clean.size()) + " tokens and the corrupted one " +
+                std::to_string(corrupted.size()) +
+                ": path patching needs the same number of tokens (change a word for another of one token).");
+  }
+  CheckPrompt(static_cast<int>(clean.size()));
+  for (int id : clean) RequireToken(id);
+  for (int id : corrupted) RequireToken(id);
+  if (target >= 0) RequireToken(target);
+  if (contrast >= 0) RequireToken(contrast);
+  CheckPathReceivers(receivers, c);
+  const int L = c.n_layer, H = c.n_head, T = static_cast<int>(clean.size());
+  const size_t C = size_t(c.n_embd);
+  BeginJob(kind, iv);
+
+  // Step 1, the plain model: corrupted, then clean, so the session ends holding the clean run
+  // (step 3 re-runs it from the receivers' first block). The lab's conversation is gone until
+  // EndJob gives it back.
+  interventions_ = Interventions();
+  Reset();
+  path_ = PathPatchState();
+  path_.receivers = receivers;
+  path_.positions = T;
+  path_.streams.assign(L + 1, {});
+  path_.z_clean.assign(L, {});
+  path_.z_corrupt.assign(L, {});
+  std::vector<std::vector<float>> corrupt_streams(L + 1);
+  std::vector<std::vector<float>>* z = &path_.z_corrupt;
+  std::vector<std::vector<float>>* streams = &corrupt_streams;
+  RunOptions run;
+  run.observe_scores = run.observe_probs = run.observe_all_logits = false;
+  run.observer = [&](const Activation& a) {
+    const std::string name = a.name;
+    const size_t n = size_t(a.shape[0]) * size_t(a.shape[1]);
+    if (name == "attn_heads") (*z)[a.layer].assign(a.data, a.data + n);
+    if (name == "embed") (*streams)[0].assign(a.data, a.data + n);
+    if (name == "resid_out") (*streams)[a.layer + 1].assign(a.data, a.data + n);
+  };
+  session_->Prefill(corrupted.data(), T, run);
+  session_->Reset();
+  z = &path_.z_clean;
+  streams = &path_.streams;
+  session_->Prefill(clean.data(), T, run);
+
+  // Both runs' metrics from their final streams' last rows, unembedded by FinalLogits as the
+  // patched rows are.
+  std::vector<float> rows(2 * C), logits(2 * size_t(c.n_vocab));
+  std::copy_n(path_.streams[L].data() + size_t(T - 1) * C, C, rows.data());
+  std::copy_n(corrupt_streams[L].data() + size_t(T - 1) * C, C, rows.data() + C);
+  session_->FinalLogits(rows.data(), 2, logits.data());
+  if (target < 0) target = int(std::max_element(logits.data(), logits.data() + c.n_vocab) - logits.data());
+  path_.target = target;
+  path_.contrast = contrast;
+  path_.clean = Metric(logits.data(), target, contrast);
+
+  PathPatchStart start;
+  start.positions = T;
+  start.total = L * H;
+  start.target = target;
+  start.contrast = contrast;
+  start.clean = path_.clean;
+  start.corrupt = Metric(logits.data() + c.n_vocab, target, contrast);
+  return start;
+}
+
+PathPatchStart Lab::StartPathPatch(const std::vector<int>& clean, const std::vector<int>& corrupted,
+                                   const std::vector<PathReceiver>& receivers, int target, int contrast,
+                                   const LabInterventions& iv) {
+  const Config& c = config();
+  const PathPatchStart start = PreparePathPatch(Job::kPathPatch, clean, corrupted, receivers, target, contrast, iv);
+  const int L = c.n_layer, H = c.n_head, T = start.positions;
+  const size_t C = size_t(c.n_embd);
+  // Layer by layer. Work per sender in prefills of the pair: step 2's blocks from the sender's
+  // (for logits one row, which costs about as much as kLoneRow rows of a prefill: it reads every
+  // weight for one row), step 3's blocks from the first receiver's, and its row's unembedding.
+  constexpr double kLoneRow = 3;
+  int first_receiver = L, last_receiver = -1;
+  for (const PathReceiver& r : receivers) {
+    first_receiver = std::min(first_receiver, r.layer);
+    last_receiver = std::max(last_receiver, r.layer);
+  }
+  const double unembed = double(c.n_vocab) / (12.0 * L * double(C)) / T;
+  std::vector<double> work;
+  for (int l = 0; l < L; ++l) {
+    for (int h = 0; h < H; ++h) {
+      job_cells_.push_back({l, h, 0});
+      if (receivers.empty()) {
+        work.push_back(double(L - l) / L * kLoneRow / T + unembed);
+      } else if (l < last_receiver) {
+        work.push_back(double(last_receiver + 1 - l) / L + double(L - first_receiver) / L + unembed);
+      } else {
+        work.push_back(0);
+      }
+    }
+  }
+  job_group_ends_ = GroupsByWork(work, kJobBudget);
+  return start;
+}
+
+const float* Lab::PathPatchedRow(HeadRef sender) {
+  const Config& c = config();
+  const int L = c.n_layer, T = path_.positions, ls = sender.layer, hs = sender.head;
+  const size_t C = size_t(c.n_embd), D = size_t(c.head_dim());
+  const std::vector<PathReceiver>& receivers = path_.receivers;
+  // The sender's corrupted output over rows [p0, T).
+  auto sender_patch = [&](int p0) {
+    HeadPatch patch{ls, hs, HeadPart::kOutput, p0, {}};
+    for (int p = p0; p < T; ++p) {
+      const float* z = path_.z_corrupt[ls].data() + size_t(p) * C + size_t(hs) * D;
+      patch.values.insert(patch.values.end(), z, z + D);
+    }
+    return patch;
+  };
+  RunOptions run;
+  if (receivers.empty()) {
+    // Step 2 for logits: every head from the sender's block on frozen, so the last position
+    // needs no other row: it runs alone, and the cache is not touched.
+    Interventions iv;
+    for (int l = ls; l < L; ++l) {
+      const std::vector<float>& z = path_.z_clean[l];
+      iv.frozen_attn.push_back({l, T - 1, std::vector<float>(z.end() - C, z.end())});
+    }
+    iv.head_patches.push_back(sender_patch(T - 1));
+    run.interventions = &iv;
+    return session_->Rerun({T - 1, T, ls, true}, path_.streams[ls].data() + size_t(T - 1) * C, run);
+  }
+  int first = L, last = -1;
+  bool any_after = false;
+  for (const PathReceiver& r : receivers) {
+    first = std::min(first, r.layer);
+    last = std::max(last, r.layer);
+    any_after = any_after || r.layer > ls;
+  }
+  if (!any_after) return nullptr;  // every receiver's inputs are the clean run's
+  // Step 2: frozen from the sender's block to the last receiver's, every row; the receivers'
+  // inputs as the blocks compute them for the observer.
+  Interventions frozen;
+  for (int l = ls; l <= last; ++l) {
+    bool receiving = false;  // only the receivers' blocks need their q, k and v computed
+    for (const PathReceiver& r : receivers) receiving = receiving || (r.layer == l && l > ls);
+    frozen.frozen_attn.push_back({l, 0, path_.z_clean[l], receiving});
+  }
+  frozen.head_patches.push_back(sender_patch(0));
+  Interventions patched;  // step 3's
+  run.interventions = &frozen;
+  run.observe_scores = run.observe_probs = run.observe_all_logits = false;
+  run.observer = [&](const Activation& a) {
+    const char* name = a.name;
+    for (const PathReceiver& r : receivers) {
+      if (r.layer != a.layer || r.layer <= ls || std::string(name) != PartName(r.part)) continue;
+      const float* rows = a.data + size_t(r.head) * T * D;  // [H, T, D]
+      patched.head_patches.push_back({r.layer, r.head, r.part, 0, std::vector<float>(rows, rows + size_t(T) * D)});
+    }
+  };
+  session_->Rerun({0, T, ls, true, last + 1}, path_.streams[ls].data(), run);
+  // Step 3: every row from the first receiver's block, always the same block, so each sender's
+  // run rewrites all the cache the previous one changed.
+  RunOptions rerun;
+  rerun.interventions = &patched;
+  return session_->Rerun({0, T, first, true}, path_.streams[first].data(), rerun);
+}
+
+std::vector<double> Lab::PathPatchedMetrics(const std::vector<HeadRef>& senders) {
+  const Config& c = config();
+  if (path_.positions == 0) throw Error("No path patching has started.");
+  for (const HeadRef& s : senders) CheckHead("sender", s.layer, s.head, c);
+  const size_t C = size_t(c.n_embd), V = size_t(c.n_vocab);
+  std::vector<double> out(senders.size(), path_.clean);
+  std::vector<float> rows(size_t(kProbeRows) * C), logits(size_t(kProbeRows) * V);
+  std::vector<size_t> which;  // the senders whose rows are in `rows`
+  auto flush = [&]() {
+    if (which.empty()) return;
+    session_->FinalLogits(rows.data(), static_cast<int>(which.size()), logits.data());
+    for (size_t i = 0; i < which.size(); ++i) out[which[i]] = Metric(logits.data() + i * V, path_.target, path_.contrast);
+    which.clear();
+  };
+  for (size_t i = 0; i < senders.size(); ++i) {
+    const float* row = PathPatchedRow(senders[i]);
+    if (row == nullptr) continue;
+    std::copy_n(row, C, rows.data() + which.size() * C);
+    which.push_back(i);
+    if (which.size() == size_t(kProbeRows)) flush();
+  }
+  flush();
+  return out;
+}
+
+PathPatchStart Lab::StartSenderPaths(const std::vector<int>& clean, const std::vector<int>& corrupted,
+                                     HeadRef sender, int target, int contrast, const LabInterventions& iv) {
+  const Config& c = config();
+  CheckPathSender(sender, {}, c);
+  PathPatchStart start = PreparePathPatch(Job::kSenderPaths, clean, corrupted, {}, target, contrast, iv);
+  const int L = c.n_layer, H = c.n_head, T = start.positions, ls = sender.layer;
+  const size_t C = size_t(c.n_embd);
+  // Step 2 once for every receiver: every block from the sender's frozen, all rows, each later
+  // block's q, k and v kept; its final row is the path to the logits.
+  Interventions frozen;
+  for (int l = ls; l < L; ++l) frozen.frozen_attn.push_back({l, 0, path_.z_clean[l], l > ls});
+  HeadPatch patch{ls, sender.head, HeadPart::kOutput, 0, {}};
+  const size_t D = size_t(c.head_dim());
+  for (int p = 0; p < T; ++p) {
+    const float* z = path_.z_corrupt[ls].data() + size_t(p) * C + size_t(sender.head) * D;
+    patch.values.insert(patch.values.end(), z, z + D);
+  }
+  frozen.head_patches.push_back(std::move(patch));
+  path_.inputs.assign(L, std::vector<std::vector<float>>(3));
+  RunOptions run;
+  run.interventions = &frozen;
+  run.observe_scores = run.observe_probs = run.observe_all_logits = false;
+  run.observer = [&](const Activation& a) {
+    const std::string name = a.name;
+    const int part = name == "q" ? 0 : name == "k" ? 1 : name == "v" ? 2 : -1;
+    if (part >= 0 && a.layer > ls) path_.inputs[a.layer][part].assign(a.data, a.data + size_t(T) * C);
+  };
+  std::vector<float> row(C), logits(size_t(c.n_vocab));
+  std::copy_n(session_->Rerun({0, T, ls, true}, path_.streams[ls].data(), run), C, row.data());
+  session_->FinalLogits(row.data(), 1, logits.data());
+  job_results_.push_back({L, 0, Metric(logits.data(), path_.target, path_.contrast) - path_.clean});
+  // The later heads from the last block down: each step 3 runs every row from its head's block,
+  // so it rewrites all the cache the previous one (in a later or the same block) changed.
+  std::vector<double> work;
+  for (int l = L - 1; l > ls; --l) {
+    for (int h = 0; h < H; ++h) {
+      job_cells_.push_back({l, h, 0});
+      work.push_back(double(L - l) / L + double(c.n_vocab) / (12.0 * L * double(C)) / T);
+    }
+  }
+  job_group_ends_ = GroupsByWork(work, kJobBudget);
+  start.total = static_cast<int>(job_cells_.size()) + 1;
+  // The logits' cell is done: the job's cells count from the results already there.
+  job_cells_.insert(job_cells_.begin(), {L, 0, job_results_[0].value});
+  for (size_t& e : job_group_ends_) ++e;
+  job_next_ = 1;
+  return start;
+}
+
+void Lab::ContinueSenderPaths(size_t begin, size_t end) {
+  const Config& c = config();
+  const int T = path_.positions;
+  const size_t C = size_t(c.n_embd), D = size_t(c.head_dim()), V = size_t(c.n_vocab);
+  std::vector<float> rows, logits;
+  for (size_t i = begin; i < end; ++i) {
+    const int l = job_cells_[i].layer, h = job_cells_[i].index;
+    // Step 3: the head's q, k and v from step 2, everything after them recomputed.
+    Interventions patched;
+    const HeadPart parts[3] = {HeadPart::kQuery, HeadPart::kKey, HeadPart::kValue};
+    for (int part = 0; part < 3; ++part) {
+      const float* values = path_.inputs[l][part].data() + size_t(h) * T * D;  // [H, T, D]
+      patched.head_patches.push_back({l, h, parts[part], 0, std::vector<float>(values, values + size_t(T) * D)});
+    }
+    RunOptions run;
+    run.interventions = &patched;
+    const float* row = session_->Rerun({0, T, l, true}, path_.streams[l].data(), run);
+    rows.insert(rows.end(), row, row + C);
+  }
+  const int n = static_cast<int>(end - begin);
+  logits.resize(size_t(n) * V);
+  for (int i0 = 0; i0 < n; i0 += kProbeRows) {
+    const int k = std::min(kProbeRows, n - i0);
+    session_->FinalLogits(rows.data() + size_t(i0) * C, k, logits.data() + size_t(i0) * V);
+  }
+  for (size_t i = begin; i < end; ++i) {
+    const double m = Metric(logits.data() + (i - begin) * V, path_.target, path_.contrast);
+    job_results_.push_back({job_cells_[i].layer, job_cells_[i].index, m - path_.clean});
+  }
+}
+
+PathPatchResult Lab::PathPatch(const std::vector<int>& clean, const std::vector<int>& corrupted, HeadRef sender,
+                               const std::vector<PathReceiver>& receivers, int target, int contrast) {
+  CheckPathSender(sender, receivers, config());
+  LabInterventions keep;
+  keep.iv = interventions_;
+  PathPatchResult out;
+  try {
+    const PathPatchStart start = StartPathPatch(clean, corrupted, receivers, target, contrast, keep);
+    out.patched = PathPatchedMetrics({sender})[0];
+    out.clean = start.clean;
+    out.corrupt = start.corrupt;
+    out.target = start.target;
+    out.contrast = start.contrast;
+  } catch (...) {
+    EndJob();
+    throw;
+  }
+  EndJob();
+  return out;
+}
+
+}  // namespace gpt2
