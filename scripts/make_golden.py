@@ -416,6 +416,10 @@ def write_heads(w, path):
         out.add(f"{name}/prev", prev.astype(np.float32))
         out.add(f"{name}/dup", dup.astype(np.float32))
         out.add(f"{name}/induction", ind.astype(np.float32))
+    out.write(path)
+    print(f"wrote {path}: {len(out.records)} records", file=sys.stderr)
+
+
 # Path patching (src/lab/path_patch.h) on the clean prompt PATH_CLEAN and its corruption.
 PATH_CLEAN = "p3"
 PATH_CORRUPTIONS = {2: 2068, 7: 7586, 10: 464}  # position -> id, as tests/model/head_patch_test.cc
