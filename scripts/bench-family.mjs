@@ -9,10 +9,13 @@
 //      converted to Q8_0 by native gpt2-convert, by the page's streamed conversion under Node
 //      (the Converter binding fed the pieces it asks for: its wasm heap's peak against the
 //      output), and in headless Chromium by the page itself from a local fake Hugging Face that
-//      answers Range requests (button press to model ready).
+//      answers Range requests (button press to model ready);
+//   c) the page on the XL-shaped file, one thread: load, generate, then how long a click takes to
+//      answer (input event to the frame that shows it) in the attention grid (1,200 heads), on a
+//      token, and in the logit lens.
 //
 //   node --no-experimental-fetch scripts/bench-family.mjs [--runs 3] [--prompt 64] [--tokens 16]
-//        [--skip-decode] [--skip-convert] [--skip-browser]
+//        [--skip-decode] [--skip-convert] [--skip-browser] [--skip-clicks]
 import {execFileSync} from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -168,5 +171,52 @@ if (!flag('skip-convert')) {
       await site.close();
       await hf.close();
     }
+  }
+}
+
+if (!flag('skip-clicks')) {
+  const {launchBrowser, serveSite} = await import('../tests/web/browser.mjs');
+  const file = makeModel('gpt2-xl');
+  const site = await serveSite({site: path.join(repoRoot, 'build/site'), models: kDir});
+  const browser = await launchBrowser();
+  try {
+    const page = await browser.context.newPage();
+    const t0 = performance.now();
+    await page.goto(`${site.url}?model=models/${path.basename(file)}&threads=1`);
+    await page.waitForFunction(() => {
+      const bar = document.querySelector('[data-testid=progress]');
+      return (bar.value === 100 && bar.dataset.source) || !document.querySelector('[data-testid=error]').hidden;
+    }, null, {timeout: 600_000, polling: 200});
+    const loadMs = performance.now() - t0;
+    if (await page.getByTestId('error').isVisible()) throw new Error(await page.getByTestId('error').textContent());
+    await page.getByTestId('prompt').fill('The quick brown fox jumps over the lazy dog');
+    await page.getByTestId('max-tokens').fill('4');
+    await page.getByTestId('generate').click();
+    await page.waitForFunction(() => document.querySelector('[data-testid=stats]').dataset.reason, null, {timeout: 600_000});
+    // One click and the time to the frame after the view shows it.
+    const click = (selector, changed) => page.evaluate(async ({selector, changed}) => {
+      const el = document.querySelector(selector);
+      const watch = document.querySelector(changed);
+      const before = watch.textContent;
+      const t = performance.now();
+      el.click();
+      while (watch.textContent === before && performance.now() - t < 5000) await new Promise((r) => setTimeout(r, 1));
+      await new Promise((r) => requestAnimationFrame(() => r()));
+      return performance.now() - t;
+    }, {selector, changed});
+    const times = {grid: [], token: [], lens: []};
+    for (let i = 0; i < 12; ++i) {
+      const l = (i * 7) % 48, h = (i * 11) % 25;
+      times.grid.push(await click(`[data-testid=attention-grid] [data-layer="${l}"][data-head="${h}"]`, '#attn-big-title'));
+      times.token.push(await click(`[data-testid=tokens] [role=option]:nth-child(${1 + (i % 9)})`, '#picked'));
+      times.lens.push(await click(`[data-testid=logit-lens] [data-layer="${(i * 5) % 48}"]`, '[data-testid=logit-lens]'));
+    }
+    const f = (xs) => `median ${median(xs).toFixed(0)} ms, max ${Math.max(...xs).toFixed(0)} ms`;
+    console.log(`the page on GPT-2 XL's shape (Q8_0, ${mb(fs.statSync(file).size)}): loaded in ${(loadMs / 1e3).toFixed(1)} s; ` +
+                `a click answers (target <= 100 ms): attention grid ${f(times.grid)}; a token ${f(times.token)}; ` +
+                `the logit lens ${f(times.lens)}`);
+  } finally {
+    await browser.close();
+    await site.close();
   }
 }
