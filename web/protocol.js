@@ -173,6 +173,16 @@ export const ErrorKind = Object.freeze({
   pathPatch: 'path-patch',
 });
 
+// Between the engine's worker and the download worker of a streamed conversion (worker-fetch.js,
+// whose header documents the shapes).
+export const FetchMsg = Object.freeze({
+  open: 'open',      // engine -> fetch: read a file from an offset
+  taken: 'taken',    // engine -> fetch: bytes used, more may come
+  chunk: 'chunk',    // fetch -> engine: the next bytes
+  end: 'end',        // fetch -> engine: the end of the file
+  error: 'error',    // fetch -> engine
+});
+
 // The `phase` of a 'progress' message.
 export const Phase = Object.freeze({
   download: 'download',  // from the network

@@ -12,7 +12,7 @@
 // error.
 
 import {hfCacheKey, hfFileUrl, hfModel, hfSizes, kHfWeights} from './hf.js';
-import {Msg, Phase, errorMessage} from './protocol.js';
+import {FetchMsg, Msg, Phase, errorMessage} from './protocol.js';
 
 // The first request asks for this much of model.safetensors: the header of GPT-2 XL's is ~80 kB.
 const kProbeBytes = 128 << 10;
@@ -165,8 +165,8 @@ export function createHfConverter({post, yieldToEvents, loader}) {
     let wake = null;
     fetcher.onmessage = ({data}) => {
       if (data.epoch !== epoch) return;  // from a read replaced since
-      if (data.type === 'chunk') queue.push(data.bytes);
-      else if (data.type === 'end') queue.push(null);
+      if (data.type === FetchMsg.chunk) queue.push(data.bytes);
+      else if (data.type === FetchMsg.end) queue.push(null);
       else failure = new Error(data.message);
       wake?.();
     };
@@ -181,7 +181,7 @@ export function createHfConverter({post, yieldToEvents, loader}) {
       queue.length = 0;
       pending = null;
       pos = offset;
-      fetcher.postMessage({type: 'open', epoch, url: from, offset, validator, fileSize});
+      fetcher.postMessage({type: FetchMsg.open, epoch, url: from, offset, validator, fileSize});
     }
     async function chunk() {
       if (pending) return pending;
@@ -189,7 +189,7 @@ export function createHfConverter({post, yieldToEvents, loader}) {
       if (failure) throw failure;
       const c = queue.shift();
       if (c === null) throw new Error(`The server ended ${url} at byte ${pos}, before the converter had all of it.`);
-      fetcher.postMessage({type: 'taken', epoch, bytes: c.length});
+      fetcher.postMessage({type: FetchMsg.taken, epoch, bytes: c.length});
       return c;
     }
     // Takes n bytes at pos; sink gets each.

@@ -14,7 +14,7 @@
 // A dropped connection is resumed from where it stopped (loader.kMaxResumes times per open).
 
 import {createLoader} from './worker-load.js';
-import {errorMessage} from './protocol.js';
+import {FetchMsg, errorMessage} from './protocol.js';
 
 const kAheadBytes = 64 << 20;
 const kChunkBytes = 4 << 20;  // what is sent at a time (the network's chunks are ~64 kB)
@@ -23,14 +23,14 @@ const loader = createLoader({post: () => {}});
 let current = null;  // {epoch, ahead, wake, abort}
 
 self.onmessage = ({data}) => {
-  if (data.type === 'open') {
+  if (data.type === FetchMsg.open) {
     current?.abort.abort();
     current = {epoch: data.epoch, ahead: 0, wake: null, abort: new AbortController()};
     read(current, data).catch((e) => {
       if (!current || current.epoch !== data.epoch || current.abort.signal.aborted) return;
-      self.postMessage({type: 'error', epoch: data.epoch, message: errorMessage(e)});
+      self.postMessage({type: FetchMsg.error, epoch: data.epoch, message: errorMessage(e)});
     });
-  } else if (data.type === 'taken' && current?.epoch === data.epoch) {
+  } else if (data.type === FetchMsg.taken && current?.epoch === data.epoch) {
     current.ahead -= data.bytes;
     current.wake?.();
   }
@@ -47,7 +47,7 @@ async function read(state, {epoch, url, offset, validator, fileSize}) {
     if (signal.aborted) return;
     const bytes = filled === staged.length ? staged : staged.slice(0, filled);
     state.ahead += filled;
-    self.postMessage({type: 'chunk', epoch, bytes}, [bytes.buffer]);
+    self.postMessage({type: FetchMsg.chunk, epoch, bytes}, [bytes.buffer]);
     staged = new Uint8Array(kChunkBytes);
     filled = 0;
   };
@@ -60,7 +60,7 @@ async function read(state, {epoch, url, offset, validator, fileSize}) {
         const {done, value} = await reader.read();
         if (done) {
           if (filled) await send();
-          self.postMessage({type: 'end', epoch});
+          self.postMessage({type: FetchMsg.end, epoch});
           return;
         }
         for (let i = 0; i < value.length;) {

@@ -51,6 +51,13 @@ async function openPage(browser, site, hf, consoleLines, query = '') {
   return page;
 }
 
+// What the page says the chosen size needs, once it matches re (the page draws at its next frame).
+async function needText(page, re) {
+  await page.waitForFunction((source) => new RegExp(source, 's').test(document.querySelector('[data-testid=hf-need]').textContent),
+                             re.source, {timeout: 5000}).catch(() => {});
+  return page.getByTestId('hf-need').textContent();
+}
+
 const generateGreedy = (page) => generateIds(page, kPrompt, kGreedy, kTimeout);
 const cachedKeys = (page) => page.evaluate(async () => (await (await caches.open('gpt2-models-v1')).keys()).map((r) => r.url));
 const modelGets = (hf) => hf.requests.filter((q) => /^GET \/cdn\/.*model\.safetensors/.test(q)).length;
@@ -156,7 +163,7 @@ describe('Get GPT-2 small from Hugging Face', {skip}, () => {
     try {
       const page = await openPage(browser, site, hf, consoleLines);
       await page.getByTestId('hf-model').selectOption('gpt2-medium');
-      assert.match(await page.getByTestId('hf-need').textContent(),
+      assert.match(await needText(page, /GPT-2 medium/),
                    /GPT-2 medium \(355M\) as Q8_0: a 1\.\d GB download, converted here as it streams into 3\d\d MB .* needs about 4\d\d MB of memory/);
       await page.getByTestId('get-gpt2').click();
       await waitLoaded(page, kTimeout);
@@ -193,13 +200,13 @@ describe('Get GPT-2 small from Hugging Face', {skip}, () => {
       await page.goto(`${site.url}?hf=${encodeURIComponent(new URL(hf.url).origin)}`);
       await page.waitForFunction(() => !document.querySelector('[data-testid=get-gpt2]').disabled, null, {timeout: kTimeout});
       await page.getByTestId('hf-model').selectOption('gpt2-xl');
-      assert.match(await page.getByTestId('hf-need').textContent(),
+      assert.match(await needText(page, /as Q8_0 needs/),
                    /GPT-2 XL \(1\.5B\) as Q8_0 needs about 2\.\d GB of memory; this device has about 2 GB, too little/);
       assert.equal(await page.getByTestId('get-gpt2').isDisabled(), true);
       assert.equal(await page.locator('[data-testid=hf-weights] option[value=f16]').isDisabled(), true);
       assert.equal(await page.locator('[data-testid=hf-weights] option[value=q4_0]').isDisabled(), false);
       await page.getByTestId('hf-weights').selectOption('q4_0');
-      assert.match(await page.getByTestId('hf-need').textContent(), /GPT-2 XL \(1\.5B\) as Q4_0: a 6\.\d GB download/);
+      assert.match(await needText(page, /as Q4_0:/), /GPT-2 XL \(1\.5B\) as Q4_0: a 6\.\d GB download/);
       assert.equal(await page.getByTestId('get-gpt2').isDisabled(), false);
       assert.equal(hf.requests.length, 0, 'nothing was asked of Hugging Face');
       await page.close();
