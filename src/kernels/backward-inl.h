@@ -33,10 +33,11 @@ using VF = hn::Vec<DF>;
 constexpr size_t kLanes = hn::MaxLanes(DF());
 
 // A strip is kStripCols columns (one quantization block) of kStripRows weight rows, decoded to
-// f32 once and then multiplied into every token: 16 KB, so it stays in L1 while the T tokens
-// run over it. Only this much of the matrix is ever dequantized at a time.
+// f32 once and then multiplied into every token: 8 KB, so it stays in L1 beside the tokens'
+// [T, kStripRows] gradients while they run over it. Only this much of the matrix is ever
+// dequantized at a time.
 constexpr int64_t kStripCols = 32;
-constexpr int64_t kStripRows = 128;
+constexpr int64_t kStripRows = 64;
 // Tokens per register tile: 4 tokens x 2 vectors of columns = 8 accumulators, which fits the
 // 16 registers of SSE/WASM with room for the weights and the broadcasts.
 constexpr int64_t kTileTokens = 4;
@@ -97,7 +98,8 @@ HWY_INLINE void DecodeStrip(const WeightView& w, int64_t o0, int64_t n, int64_t 
 
 // dx[t, c] = sum_o dy[t, o] W[o, c] for c in [col_begin, col_end) (kernels.h MatMulTransposed).
 // Column strips one block wide, kStripRows rows at a time: each strip is decoded once and
-// multiplied into all T tokens, 4 at a time in registers, the o sum in row order.
+// multiplied into all T tokens, 4 at a time in registers, the o sum in row order (each chunk's
+// partial sum added to dx).
 HWY_NOINLINE void MatMulTransposedKernel(const float* dy, int64_t T, const WeightView& w,
                                          float* dx, int64_t col_begin, int64_t col_end) {
   namespace hn = hwy::HWY_NAMESPACE;
@@ -112,10 +114,12 @@ HWY_NOINLINE void MatMulTransposedKernel(const float* dy, int64_t T, const Weigh
   const int64_t rows = w.rows, cols = w.cols;
   for (int64_t t = 0; t < T; ++t) std::fill(dx + t * cols + col_begin, dx + t * cols + col_end, 0.0f);
   HWY_ALIGN float tile[kTileTokens * kStripCols];
-  for (int64_t c = col_begin; c < col_end; c += kStripCols) {
-    const int64_t cw = std::min(kStripCols, col_end - c);
-    for (int64_t o0 = 0; o0 < rows; o0 += kStripRows) {
-      const int64_t n = std::min(kStripRows, rows - o0);
+  // Row chunks outermost: a chunk's rows (kStripRows whole rows of the matrix) stay in cache
+  // while its strips are decoded one after another, so the weights stream from memory once.
+  for (int64_t o0 = 0; o0 < rows; o0 += kStripRows) {
+    const int64_t n = std::min(kStripRows, rows - o0);
+    for (int64_t c = col_begin; c < col_end; c += kStripCols) {
+      const int64_t cw = std::min(kStripCols, col_end - c);
       backward::DecodeStrip(w, o0, n, c, cw, strip);
       for (int64_t t0 = 0; t0 < T; t0 += kTileTokens) {
         const int64_t nt = std::min(kTileTokens, T - t0);
