@@ -107,12 +107,18 @@ AtpResult AttributionPatching(Session& session, Backward& backward, const std::v
   AtpResult r;
   r.tokens = T;
 
+  // The corrupted run needs no backward: a plain prefill, observed for z and the stream.
   RunStreams bad;
-  const ActivationObserver bad_observer = bad.Observer(L);
-  backward.Forward(session, corrupt, iv, nullptr, &bad_observer);
+  RunOptions bad_run;
+  bad_run.observer = bad.Observer(L);
+  bad_run.observe_scores = false;
+  bad_run.observe_probs = false;
+  bad_run.observe_all_logits = false;
+  bad_run.interventions = iv;
+  session.Reset();
+  const float* bad_logits = session.Prefill(corrupt.data(), T, bad_run);
+  std::vector<float> logits(bad_logits, bad_logits + c.n_vocab);
   bad.ApplyPatches(iv, T, C);
-  std::vector<float> logits;
-  backward.Logits(session, T - 1, logits);
 
   RunStreams good;
   const ActivationObserver good_observer = good.Observer(L);
