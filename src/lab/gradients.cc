@@ -5,6 +5,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "lab/lab.h"
 
 namespace gpt2 {
 
@@ -159,6 +160,57 @@ AtpResult AttributionPatching(Session& session, Backward& backward, const std::v
     }
   });
   return r;
+}
+
+// ---- The lab's gradient experiments ----------------------------------------------------------
+
+namespace {
+
+// Runs experiment() on the lab's session, then the conversation `ids` again (captured if the
+// lab captures), also when the experiment throws.
+template <typename Experiment>
+auto OnSession(Lab& lab, const std::vector<int>& ids, Experiment experiment) -> decltype(experiment()) {
+  struct Restore {
+    Lab& lab;
+    const std::vector<int>& ids;
+    ~Restore() {
+      lab.Reset();
+      if (!ids.empty()) {
+        try {
+          lab.Run(ids);
+        } catch (...) {
+          lab.Reset();  // cannot happen for ids that ran before; never throw from here
+        }
+      }
+    }
+  } restore{lab, ids};
+  return experiment();
+}
+
+}  // namespace
+
+SaliencyResult Lab::Saliency(const SaliencyRequest& request) {
+  if (tokens_.empty()) throw Error("Generate some text first.");
+  if (!backward_) backward_.reset(new Backward(*model_, session_->n_threads()));
+  const std::vector<int> ids = tokens_;
+  return OnSession(*this, ids, [&] {
+    return gpt2::Saliency(*session_, *backward_, ids, request, &interventions_);
+  });
+}
+
+AtpResult Lab::AttributionPatching(const std::vector<int>& clean, const std::vector<int>& corrupt,
+                                   int target, int contrast) {
+  CheckPrompt(static_cast<int>(clean.size()));
+  CheckPrompt(static_cast<int>(corrupt.size()));
+  if (target >= config().n_vocab || contrast >= config().n_vocab) {
+    throw Error("token id out of range; valid ids are 0.." + std::to_string(config().n_vocab - 1));
+  }
+  if (!backward_) backward_.reset(new Backward(*model_, session_->n_threads()));
+  const std::vector<int> ids = tokens_;
+  return OnSession(*this, ids, [&] {
+    return gpt2::AttributionPatching(*session_, *backward_, clean, corrupt, target, contrast,
+                                     &interventions_);
+  });
 }
 
 }  // namespace gpt2

@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "lab/gradients.h"
+#include "lab/lab.h"
 #include "model/backward.h"
 #include "model/capture.h"
 #include "../model/golden_file.h"
@@ -161,6 +162,38 @@ TEST_CASE("attribution patching rejects prompts of different lengths", "[gradien
   REQUIRE_THROWS_AS(
       gpt2::AttributionPatching(session, backward, Ids("ids"), shorter, -1, -1, nullptr),
       gpt2::Error);
+}
+
+TEST_CASE("the lab's gradient experiments give the conversation back", "[gradients][lab]") {
+  std::vector<uint8_t> bytes =
+      gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), gpt2::TensorType::kF32, nullptr);
+  gpt2::LoadedGguf loaded;
+  loaded.file = gpt2::GgufFile::Parse(bytes.data(), bytes.size());
+  loaded.model = gpt2::Model::FromGguf(loaded.file);
+  gpt2::Lab lab(std::move(loaded), 1);
+  const std::vector<int> ids = Ids("ids");
+  REQUIRE_THROWS_AS(lab.Saliency(gpt2::SaliencyRequest()), gpt2::Error);
+  lab.SetCapture(true);
+  lab.Run(ids);
+  const std::vector<double> before = lab.LogProbs(5, {11, 318});
+
+  gpt2::SaliencyRequest ig;
+  ig.method = gpt2::SaliencyMethod::kIntegrated;
+  const gpt2::SaliencyResult s = lab.Saliency(ig);
+  CheckValues(s.values, Golden().F32("saliency/ig/values"));
+  REQUIRE(lab.tokens() == ids);
+  REQUIRE(lab.capture().n_positions() == static_cast<int>(ids.size()));
+  REQUIRE(lab.LogProbs(5, {11, 318}) == before);
+
+  const gpt2::AtpResult a = lab.AttributionPatching(ids, Ids("corrupt_ids"), -1, -1);
+  CheckValues(a.resid_pre, Golden().F32("atp/resid_pre"));
+  CheckValues(a.heads, Golden().F32("atp/heads"));
+  REQUIRE(lab.tokens() == ids);
+  REQUIRE(lab.LogProbs(5, {11, 318}) == before);
+  std::vector<int> shorter = Ids("corrupt_ids");
+  shorter.pop_back();
+  REQUIRE_THROWS_AS(lab.AttributionPatching(ids, shorter, -1, -1), gpt2::Error);
+  REQUIRE(lab.tokens() == ids);
 }
 
 }  // namespace
