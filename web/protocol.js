@@ -35,6 +35,15 @@
 //     {type:'attribute', position, target, interventions}  direct logit attribution of the
 //                                    conversation at `position` for `target` (re-runs it)
 //     {type:'attention-map', layer, head}  one head's full [P, P] attention
+//     {type:'saliency', position, target, contrast, method, steps}  each token's attribution to
+//                                    m = logit[position, target] - logit[position, contrast] of the
+//                                    conversation ('grad': gradient x input, 'ig': integrated
+//                                    gradients with `steps` steps; -1: the last position, the most
+//                                    probable target, no contrast), under the interventions set
+//                                    last; the conversation is captured again after
+//     {type:'atp', clean, corrupted, target, contrast}  attribution patching of two prompts of the
+//                                    same token length: every head's and every (block, position)
+//                                    patch's first-order estimate from one backward pass
 //     {type:'clear-cache'}
 //     {type:'cache-info'}            answered with 'cache' at once, even while a job runs
 //   worker -> page
@@ -79,6 +88,11 @@
 //                                                    the clean difference a patch brings back
 //     {type:'attribution', position, target, names, values: Float64Array, logit}
 //                                                    names in `gpt2 attribute`'s order
+//     {type:'saliency', position, target, contrast, method, steps, values: Float64Array [P], total,
+//       delta}                                       as `gpt2 saliency` prints them
+//     {type:'atp', nLayer, nHead, positions, target, contrast, heads: Float64Array [nLayer, nHead],
+//       residPre: Float64Array [nLayer, positions], metric, metricCorrupt, pieces, ms}
+//                                                    as `gpt2 atp` prints them
 //     {type:'cache', entries, bytes, urls, cleared}  after clear-cache / cache-info
 //     {type:'error', kind, message}                  kind: an ErrorKind value
 
@@ -96,6 +110,8 @@ export const Msg = Object.freeze({
   attribute: 'attribute',
   attentionMap: 'attention-map',  // also the worker's reply
   experiment: 'experiment',       // also the worker's reply
+  saliency: 'saliency',           // also the worker's reply
+  atp: 'atp',                     // also the worker's reply
   clearCache: 'clear-cache',
   cacheInfo: 'cache-info',
   // worker -> page
@@ -127,6 +143,8 @@ export const ErrorKind = Object.freeze({
   exportBlock: 'export',
   attribute: 'attribute',
   patching: 'patching',
+  saliency: 'saliency',
+  atp: 'atp',
 });
 
 // The `phase` of a 'progress' message.

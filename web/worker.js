@@ -210,6 +210,8 @@ const queued = {
   [Msg.headSweep]: jobs.headSweep,
   [Msg.patching]: jobs.patching,
   [Msg.attribute]: jobs.attribute,
+  [Msg.saliency]: jobs.saliency,
+  [Msg.atp]: jobs.atp,
   [Msg.exportBlock]: jobs.exportBlock,
 };
 

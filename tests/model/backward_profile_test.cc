@@ -2,8 +2,8 @@
 // Catch2's "[.]"). The targets are in prefills of the prompt (GPT-2 small shape, Q8_0,
 // one thread, the page's int8 activations): a backward over 64 tokens at most 1.5, a full atp
 // at most 4, ig with 16 steps at most 40.
-//   build/native/gpt2_tests "[profile][gradients]"
-//   node --no-experimental-fetch build/wasm/gpt2_tests.js "[profile][gradients]"
+//   build/native/gpt2_tests "[profile][gradients_profile]"
+//   node --no-experimental-fetch build/wasm/gpt2_tests.js "[profile][gradients_profile]"
 // Times are this thread's CPU time natively, wall time in wasm (std::clock), as in
 // tests/kernels/forward_profile_test.cc; each phase also lists its kernels' share.
 #include <catch2/catch.hpp>
@@ -44,7 +44,7 @@ double Seconds(const char* phase, double prefill, const Run& run) {
   return s;
 }
 
-TEST_CASE("Gradient costs in prefills, GPT-2 small shape, q8_0", "[.][profile][gradients]") {
+TEST_CASE("Gradient costs in prefills, GPT-2 small shape, q8_0", "[.][profile][gradients_profile]") {
   const Config config = Gpt2SmallConfig();
   std::vector<uint8_t> bytes = SyntheticModelBytes(config, TensorType::kQ8_0, nullptr);
   std::shared_ptr<const GgufFile> file = GgufFile::Parse(bytes.data(), bytes.size());
