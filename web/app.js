@@ -23,6 +23,7 @@ import * as patchingView from './view-patching.js';
 import * as probsView from './view-probs.js';
 import * as residualView from './view-residual.js';
 import * as sweepView from './view-sweep.js';
+import * as saliencyView from './view-saliency.js';
 import * as tokensView from './view-tokens.js';
 
 const $ = (id) => document.getElementById(id);
@@ -87,6 +88,7 @@ const store = createStore({
   target: null,     // the token id the heads are ranked for (null: the one that came next)
   sweep: {running: false},  // {running, done, total, result (the worker's 'sweep' reply)}
   attribution: null,        // the worker's 'attribution' reply
+  saliency: null,           // the worker's 'saliency' reply
   patching: {running: false},  // {running, done, total, result (the worker's 'patching' reply)}
   shareUrl: '',
   shareNote: '',    // what a shared link held that the page ignored
@@ -99,6 +101,8 @@ const store = createStore({
   exportTensor: markupDefault('export-tensor'),
   patchClean: markupDefault('patch-clean'),
   patchCorrupted: markupDefault('patch-corrupted'),
+  saliencyMethod: markupDefault('saliency-method'),
+  saliencySteps: markupDefault('saliency-steps'),
   sentPrompt: '',   // the prompt of the generation the worker is running
   exportFormat: '', // what the next 'export' reply is saved as ('npy' | 'json')
   modelUrl: '',     // the URL the model was loaded from ('' for a local file or a conversion)
@@ -242,6 +246,8 @@ function renderInputs(s) {
   show('export-tensor', s.exportTensor);
   show('patch-clean', s.patchClean);
   show('patch-corrupted', s.patchCorrupted);
+  show('saliency-method', s.saliencyMethod);
+  show('saliency-steps', s.saliencySteps);
   renderIfChanged(fillSelect, $('layer-select'), {n: s.selectSizes.blocks, text: blockText});
   renderIfChanged(fillSelect, $('head-select'), {n: s.selectSizes.heads, text: headText});
   $('layer-select').value = s.layer;
@@ -349,6 +355,13 @@ function renderExperiments(s) {
   renderIfChanged(sweepView.render, $('sweep'), {sweep: s.sweep,
                                                  targetWords: s.sweep.result ? tokenWords(s.sweep.result.target) : ''});
   $('attr-run').disabled = !s.info || s.generating || s.sweep.running || s.patching.running || s.picked < 0;
+  $('saliency-run').disabled = !s.info || s.generating || s.sweep.running || s.patching.running || s.picked < 0;
+  if (s.saliency) {
+    renderIfChanged(saliencyView.render, $('saliency'), {
+      saliency: s.saliency, pieces: s.pieces, targetWords: tokenWords(s.saliency.target),
+      summary: $('saliency-summary'), readout: $('saliency-readout'),
+    });
+  }
   $('patch-run').disabled = !s.info || s.generating || s.sweep.running || s.patching.running || s.experimenting;
   $('patch-cancel').disabled = !s.patching.running;
   renderIfChanged(patchingView.render, $('patching'), {job: s.patching, readout: $('patching-readout'),
@@ -375,7 +388,7 @@ function startLoad(source, text) {
   // The last text's views belong to the last model.
   store.set({error: '', loading: true, info: null, modelSource: source, progress: {value: 0}, progressText: text,
              acts: null, attentionMap: null, lens: null, lensOpen: null, experiment: null, captured: 0, picked: -1,
-             target: null, sweep: {running: false}, attribution: null});
+             target: null, sweep: {running: false}, attribution: null, saliency: null});
   store.flush();
 }
 
@@ -453,7 +466,7 @@ function generate() {
     error: '', generating: true, promptText: '', generatedText: '', ids: [], pieces: [], sampled: [], captured: 0,
     picked: -1, acts: null, lens: null, lensNote: '', lensOpen: null, attentionMap: null, awaitingPrompt: true,
     experiment: null, statsText: 'Reading the prompt…', statsData: {}, blockMs: null, target: null, sweep: {running: false},
-    attribution: null, sentPrompt: prompt,
+    attribution: null, saliency: null, sentPrompt: prompt,
   });
   store.flush();
   worker.postMessage({type: Msg.generate, prompt, capture: state.capture, interventions: state.interventions, ...s});
@@ -665,6 +678,7 @@ worker.onmessage = ({data: msg}) => {
     case Msg.experiment: onExperiment(msg); break;
     case Msg.exportBlock: onExport(msg); break;
     case Msg.attribution: store.set({attribution: msg}); break;
+    case Msg.saliency: store.set({saliency: msg}); break;
     case Msg.patchingProgress: store.set({patching: {...state.patching, done: msg.done, total: msg.total}}); break;
     case Msg.patching: store.set({patching: {running: false, done: msg.done, total: msg.total, result: msg}}); break;
     case Msg.sweepProgress: store.set({sweep: {...state.sweep, done: msg.done, total: msg.total}}); break;
@@ -728,6 +742,8 @@ kept('prompt', 'prompt');
 kept('export-tensor', 'exportTensor', 'change');
 kept('patch-clean', 'patchClean');
 kept('patch-corrupted', 'patchCorrupted');
+kept('saliency-method', 'saliencyMethod', 'change');
+kept('saliency-steps', 'saliencySteps');
 for (const {name} of kSamplingFields) {
   $(name).addEventListener('input', (e) => store.set({sampling: {...state.sampling, [name]: e.target.value}}));
 }
@@ -823,6 +839,10 @@ document.body.addEventListener('click', (e) => {
 });
 on($('attr-run'), 'click', () => worker.postMessage({type: Msg.attribute, position: state.picked, target: targetOf(state),
                                                      interventions: state.interventions}));
+on($('saliency-run'), 'click', () => worker.postMessage({
+  type: Msg.saliency, position: state.picked, target: targetOf(state), contrast: -1, method: state.saliencyMethod,
+  steps: Math.max(1, Math.min(4096, Number(state.saliencySteps) | 0 || 16)),
+}));
 on($('export-json'), 'click', () => exportTensor('json'));
 on($('sweep-run'), 'click', runSweep);
 on($('sweep-cancel'), 'click', () => worker.postMessage({type: Msg.cancelJob}));
