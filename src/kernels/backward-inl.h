@@ -21,6 +21,7 @@
 #include "kernels/internal.h"
 #include "kernels/kernels.h"
 #include "kernels/matmul-decode-inl.h"
+#include "kernels/matmul-float-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace gpt2 {
@@ -42,6 +43,9 @@ constexpr int64_t kStripRows = 64;
 // 16 registers of SSE/WASM with room for the weights and the broadcasts.
 constexpr int64_t kTileTokens = 4;
 static_assert(kStripCols % (2 * kLanes) == 0, "a strip must be whole vector pairs");
+
+// a * b + c: an FMA on x86 and in the relaxed WASM module (matmul::Fma).
+HWY_INLINE VF Fma(VF a, VF b, VF c) { return matmul::Fma(a, b, c); }
 
 // Rows [o0, o0 + n) of W, columns [c, c + cw), as f32 into strip [n, kStripCols] (columns past
 // cw zero). Quantized types are whole blocks (cw == 32, c % 32 == 0).
@@ -140,14 +144,14 @@ HWY_NOINLINE void MatMulTransposedKernel(const float* dy, int64_t T, const Weigh
             const backward::VF b1 = hn::Set(df, g[1][i]);
             const backward::VF b2 = hn::Set(df, g[2][i]);
             const backward::VF b3 = hn::Set(df, g[3][i]);
-            a00 = hn::MulAdd(b0, w0, a00);
-            a01 = hn::MulAdd(b0, w1, a01);
-            a10 = hn::MulAdd(b1, w0, a10);
-            a11 = hn::MulAdd(b1, w1, a11);
-            a20 = hn::MulAdd(b2, w0, a20);
-            a21 = hn::MulAdd(b2, w1, a21);
-            a30 = hn::MulAdd(b3, w0, a30);
-            a31 = hn::MulAdd(b3, w1, a31);
+            a00 = backward::Fma(b0, w0, a00);
+            a01 = backward::Fma(b0, w1, a01);
+            a10 = backward::Fma(b1, w0, a10);
+            a11 = backward::Fma(b1, w1, a11);
+            a20 = backward::Fma(b2, w0, a20);
+            a21 = backward::Fma(b2, w1, a21);
+            a30 = backward::Fma(b3, w0, a30);
+            a31 = backward::Fma(b3, w1, a31);
           }
           hn::Store(a00, df, tile + 0 * kStripCols + j);
           hn::Store(a01, df, tile + 0 * kStripCols + j + kLanes);
@@ -214,11 +218,11 @@ HWY_INLINE float Dot(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, i
   VF acc0 = hn::Zero(df), acc1 = hn::Zero(df);
   int64_t i = 0;
   for (; i + 2 * static_cast<int64_t>(kLanes) <= n; i += 2 * kLanes) {
-    acc0 = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), acc0);
-    acc1 = hn::MulAdd(hn::LoadU(df, a + i + kLanes), hn::LoadU(df, b + i + kLanes), acc1);
+    acc0 = Fma(hn::LoadU(df, a + i), hn::LoadU(df, b + i), acc0);
+    acc1 = Fma(hn::LoadU(df, a + i + kLanes), hn::LoadU(df, b + i + kLanes), acc1);
   }
   for (; i + static_cast<int64_t>(kLanes) <= n; i += kLanes) {
-    acc0 = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), acc0);
+    acc0 = Fma(hn::LoadU(df, a + i), hn::LoadU(df, b + i), acc0);
   }
   float sum = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc0, acc1)));
   for (; i < n; ++i) sum += a[i] * b[i];
@@ -231,7 +235,7 @@ HWY_INLINE void Axpy(float alpha, const float* HWY_RESTRICT x, float* HWY_RESTRI
   const VF a = hn::Set(df, alpha);
   int64_t i = 0;
   for (; i + static_cast<int64_t>(kLanes) <= n; i += kLanes) {
-    hn::StoreU(hn::MulAdd(a, hn::LoadU(df, x + i), hn::LoadU(df, y + i)), df, y + i);
+    hn::StoreU(Fma(a, hn::LoadU(df, x + i), hn::LoadU(df, y + i)), df, y + i);
   }
   for (; i < n; ++i) y[i] += alpha * x[i];
 }
