@@ -191,7 +191,7 @@ auto OnSession(Lab& lab, const std::vector<int>& ids, Experiment experiment) -> 
 
 SaliencyResult Lab::Saliency(const SaliencyRequest& request) {
   if (tokens_.empty()) throw Error("Generate some text first.");
-  if (!backward_) backward_.reset(new Backward(*model_, session_->n_threads()));
+  if (!backward_) backward_.reset(new Backward(*model_, session_->pool()));
   const std::vector<int> ids = tokens_;
   return OnSession(*this, ids, [&] {
     return gpt2::Saliency(*session_, *backward_, ids, request, &interventions_);
@@ -205,7 +205,7 @@ AtpResult Lab::AttributionPatching(const std::vector<int>& clean, const std::vec
   if (target >= config().n_vocab || contrast >= config().n_vocab) {
     throw Error("token id out of range; valid ids are 0.." + std::to_string(config().n_vocab - 1));
   }
-  if (!backward_) backward_.reset(new Backward(*model_, session_->n_threads()));
+  if (!backward_) backward_.reset(new Backward(*model_, session_->pool()));
   const std::vector<int> ids = tokens_;
   return OnSession(*this, ids, [&] {
     return gpt2::AttributionPatching(*session_, *backward_, clean, corrupt, target, contrast,

@@ -26,7 +26,9 @@ struct Backward::Saved {
 };
 
 Backward::Backward(const Model& model, int n_threads)
-    : model_(model), pool_(new ThreadPool(n_threads)) {}
+    : model_(model), own_pool_(new ThreadPool(n_threads)), pool_(own_pool_.get()) {}
+
+Backward::Backward(const Model& model, ThreadPool& pool) : model_(model), pool_(&pool) {}
 
 Backward::~Backward() = default;
 

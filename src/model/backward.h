@@ -57,6 +57,8 @@ struct MetricSpec {
 class Backward {
  public:
   explicit Backward(const Model& model, int n_threads = 1);
+  // Runs on `pool` (e.g. Session::pool() of the session it differentiates), which must outlive it.
+  Backward(const Model& model, ThreadPool& pool);
   ~Backward();
   Backward(const Backward&) = delete;
   Backward& operator=(const Backward&) = delete;
@@ -81,8 +83,8 @@ class Backward {
   // Throws gpt2::Error for a position or token out of range.
   void Run(const MetricSpec& spec, const ActivationObserver& grads);
 
-  // Bytes of what the last Forward kept (grows with T: ~9C + 3C... per token and block, plus
-  // H x T probabilities).
+  // Bytes of what the last Forward kept: C + 3C + C + F floats per token and block (post-norm:
+  // 2C more), H x T probabilities per token and block, and the embedding and final stream.
   int64_t SavedBytes() const;
 
  private:
@@ -94,7 +96,8 @@ class Backward {
   void AttentionBackward(int layer, int64_t rows, const float* dz, const ActivationObserver& grads);
 
   const Model& model_;
-  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<ThreadPool> own_pool_;  // unless given one
+  ThreadPool* pool_;
   Interventions iv_;
   int T_ = 0;
   std::vector<int> ids_;
