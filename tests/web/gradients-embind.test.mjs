@@ -99,4 +99,23 @@ describe('Embind gradients under Node', {skip: !fs.existsSync(kModulePath) && 'b
                   /same number of tokens/);
     assert.throws(() => engine.saliency(-1, -1, -1, 'smooth', 4), /grad or ig/);
   });
+
+  test('the CLI refuses bad input with exit status 2 and a message', () => {
+    for (const args of [['atp', '--model', models.model, '--clean', 'The quick brown fox', '--corrupt', 'The quick'],
+                        ['atp', '--model', models.model, '--clean', 'The quick'],
+                        ['saliency', '--model', models.model, '--prompt', kPrompt, '--method', 'smooth'],
+                        ['saliency', '--model', models.model, '--prompt', kPrompt, '--steps', '0', '--method', 'ig'],
+                        ['saliency', '--model', models.model, '--prompt', kPrompt, '--position', '99'],
+                        ['saliency', '--model', models.model, '--prompt', kPrompt, '--ablate-heads', '9.0']]) {
+      let status = 0, stderr = '';
+      try {
+        execFileSync(kGpt2, args, {stdio: 'pipe'});
+      } catch (e) {
+        status = e.status;
+        stderr = String(e.stderr);
+      }
+      assert.equal(status, 2, args.join(' '));
+      assert.match(stderr, /gpt2: error: ./, args.join(' '));
+    }
+  });
 });

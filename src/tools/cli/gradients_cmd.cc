@@ -196,6 +196,15 @@ std::set<std::string> GradientsFlags(const std::string& command) {
   return {"model", "clean", "corrupt", "target", "contrast", "json", "threads", "activations"};
 }
 
+void CheckGradientsFlags(const std::string& command, const Args& args) {
+  const std::vector<std::string> required =
+      command == "saliency" ? std::vector<std::string>{"model", "prompt"}
+                            : std::vector<std::string>{"model", "clean", "corrupt"};
+  for (const std::string& flag : required) {
+    if (!args.Has(flag)) throw UsageError("missing --" + flag);
+  }
+}
+
 int GradientsCommand(const std::string& command, const Args& args, const Model& model,
                      const Tokenizer& tokenizer, int n_threads, QuantActivations activations) {
   if (command == "saliency") return RunSaliency(args, model, tokenizer, n_threads, activations);

@@ -15,6 +15,9 @@ namespace gpt2 {
 // The flags of `command` ("saliency" or "atp"), without the intervention flags.
 std::set<std::string> GradientsFlags(const std::string& command);
 
+// Throws a UsageError naming the first required flag of `command` that `args` lacks.
+void CheckGradientsFlags(const std::string& command, const Args& args);
+
 // Runs `command`; prints its lines (TAB separated) to stdout. Bad flags are UsageErrors.
 int GradientsCommand(const std::string& command, const Args& args, const Model& model,
                      const Tokenizer& tokenizer, int n_threads, QuantActivations activations);

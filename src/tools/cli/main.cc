@@ -403,6 +403,7 @@ int Main(int argc, char** argv) {
         throw UsageError(e.what());  // an unknown or valueless flag
       }
     }();
+    CheckGradientsFlags(command, args);
     const QuantActivations activations = ActivationsArg(args);
     LoadedModel m = Load(args.Get("model"), true);
     return GradientsCommand(command, args, *m.model, *m.tokenizer,
