@@ -195,7 +195,7 @@ void Report(const ActivationObserver& observer, const char* name, int layer, con
 
 // dz [rows, C] (heads concatenated) back through each head's causal attention to dq, dk, dv
 // ([H, T, D]) and dqkv_ [rows, 3C] in the forward's q | k | v row layout.
-void Backward::AttentionBackward(int l, int64_t rows, const float* dz,
+void Backward::AttentionBackward(int l, int64_t first, int64_t rows, const float* dz,
                                  const ActivationObserver& grads) {
   const Config& c = model_.config();
   const int64_t T = T_, C = c.n_embd, H = c.n_head, D = c.head_dim();
@@ -208,7 +208,7 @@ void Backward::AttentionBackward(int l, int64_t rows, const float* dz,
   pool_->ParallelFor(H, [&](int64_t h) {
     const float* k = s.k.data() + h * T * D;
     const float* v = s.v.data() + h * T * D;
-    for (int64_t t = 0; t < rows; ++t) {
+    for (int64_t t = first; t < rows; ++t) {
       AttentionHeadBackward(s.q.data() + (h * T + t) * D, k, v, D,
                             s.probs.data() + (h * T + t) * T, dz + t * C + h * D, t + 1, D, scale,
                             dq_.data() + (h * T + t) * D, dk_.data() + h * T * D,
@@ -252,6 +252,10 @@ void Backward::Run(const MetricSpec& spec, const ActivationObserver& grads) {
   dscores_.assign(size_t(H) * T * T, 0.0f);
   std::vector<float> zeros(size_t(std::max<int64_t>(H * T * T, T * F)), 0.0f);
   float* g = g_.data();
+  // Rows [lo, rows) may carry gradient: at first only the metric's row; after a block's
+  // attention (keys and values of every earlier row) all of them. So the last block's MLP and
+  // output projection run on that one row.
+  int64_t lo = spec.position;
 
   // Unembedding and ln_f: dm/d ln_f[position] = W_out[target] - W_out[contrast].
   {
@@ -279,9 +283,9 @@ void Backward::Run(const MetricSpec& spec, const ActivationObserver& grads) {
 
     // MLP: x2 = [post-norm: ln_2]((x1 unless no residual) + f), f = fc_proj(gelu(fc(ln_2(x1)))).
     if (post && !skip_mlp) {
-      for (int64_t i = 0; i < rows * C; ++i) tmp_[i] = nores ? s.mlp_out[i] : s.resid_mid[i] + s.mlp_out[i];
-      LayerNormBackwardRows(tmp_.data(), w.ln2_g, g, dsub_.data(), rows, false);
-      std::copy_n(dsub_.data(), rows * C, g);
+      for (int64_t i = lo * C; i < rows * C; ++i) tmp_[i] = nores ? s.mlp_out[i] : s.resid_mid[i] + s.mlp_out[i];
+      LayerNormBackwardRows(tmp_.data() + lo * C, w.ln2_g, g + lo * C, dsub_.data() + lo * C, rows - lo, false);
+      std::copy_n(dsub_.data() + lo * C, (rows - lo) * C, g + lo * C);
     }
     if (skip_mlp) {
       for (const char* name : {"mlp_out", "mlp_act", "mlp_pre"}) {
@@ -289,25 +293,26 @@ void Backward::Run(const MetricSpec& spec, const ActivationObserver& grads) {
       }
       Report(grads, "ln2", l, zeros.data(), T, C);
     } else {
+      const int64_t n = rows - lo;
       std::copy_n(g, rows * C, dsub_.data());  // df
       Report(grads, "mlp_out", l, dsub_.data(), T, C);
-      Transposed(dsub_.data(), rows, w.fc_proj, dff_.data());
+      Transposed(dsub_.data() + lo * C, n, w.fc_proj, dff_.data() + lo * F);
       Report(grads, "mlp_act", l, dff_.data(), T, F);
-      GeluBackward(s.mlp_pre.data(), dff_.data(), dff_.data(), rows * F);
+      GeluBackward(s.mlp_pre.data() + lo * F, dff_.data() + lo * F, dff_.data() + lo * F, n * F);
       Report(grads, "mlp_pre", l, dff_.data(), T, F);
-      Transposed(dff_.data(), rows, w.fc, dx_.data());
+      Transposed(dff_.data() + lo * F, n, w.fc, dx_.data() + lo * C);
       Report(grads, "ln2", l, dx_.data(), T, C);
       if (nores) std::fill_n(g, rows * C, 0.0f);
-      if (post) AddInPlace(g, dx_.data(), rows * C);
-      else LayerNormBackwardRows(s.resid_mid.data(), w.ln2_g, dx_.data(), g, rows, true);
+      if (post) AddInPlace(g + lo * C, dx_.data() + lo * C, n * C);
+      else LayerNormBackwardRows(s.resid_mid.data() + lo * C, w.ln2_g, dx_.data() + lo * C, g + lo * C, n, true);
     }
     Report(grads, "resid_attn", l, g, T, C);
 
     // Attention: x1 = [post-norm: ln_1]((x0 unless no residual) + proj(attn(ln_1(x0)))).
     if (post && !skip_attn) {
-      for (int64_t i = 0; i < rows * C; ++i) tmp_[i] = nores ? s.attn_out[i] : s.resid_pre[i] + s.attn_out[i];
-      LayerNormBackwardRows(tmp_.data(), w.ln1_g, g, dsub_.data(), rows, false);
-      std::copy_n(dsub_.data(), rows * C, g);
+      for (int64_t i = lo * C; i < rows * C; ++i) tmp_[i] = nores ? s.attn_out[i] : s.resid_pre[i] + s.attn_out[i];
+      LayerNormBackwardRows(tmp_.data() + lo * C, w.ln1_g, g + lo * C, dsub_.data() + lo * C, rows - lo, false);
+      std::copy_n(dsub_.data() + lo * C, (rows - lo) * C, g + lo * C);
     }
     if (skip_attn) {
       for (const char* name : {"attn_out", "attn_heads"}) Report(grads, name, l, zeros.data(), T, C);
@@ -316,14 +321,15 @@ void Backward::Run(const MetricSpec& spec, const ActivationObserver& grads) {
       Report(grads, "ln1", l, zeros.data(), T, C);
     } else {
       Report(grads, "attn_out", l, g, T, C);
-      Transposed(g, rows, w.proj, dz_.data());
+      Transposed(g + lo * C, rows - lo, w.proj, dz_.data() + lo * C);
       Report(grads, "attn_heads", l, dz_.data(), T, C);
       // An ablated head's output is a constant: nothing flows back through its attention.
       for (const HeadRef& a : iv.ablate_heads) {
         if (a.layer != l) continue;
         for (int64_t t = 0; t < rows; ++t) std::fill_n(dz_.data() + t * C + a.head * D, D, 0.0f);
       }
-      AttentionBackward(l, rows, dz_.data(), grads);
+      AttentionBackward(l, lo, rows, dz_.data(), grads);
+      lo = 0;
       Transposed(dqkv_.data(), rows, w.qkv, dx_.data());
       Report(grads, "ln1", l, dx_.data(), T, C);
       if (nores) std::fill_n(g, rows * C, 0.0f);

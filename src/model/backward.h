@@ -93,7 +93,8 @@ class Backward {
   void LayerNormBackwardRows(const float* x, const float* gamma, const float* dy, float* dx,
                              int64_t rows, bool accumulate) const;
   void Transposed(const float* dy, int64_t rows, const WeightView& w, float* dx);
-  void AttentionBackward(int layer, int64_t rows, const float* dz, const ActivationObserver& grads);
+  void AttentionBackward(int layer, int64_t first, int64_t rows, const float* dz,
+                         const ActivationObserver& grads);
 
   const Model& model_;
   std::unique_ptr<ThreadPool> own_pool_;  // unless given one
