@@ -23,6 +23,7 @@ import * as patchingView from './view-patching.js';
 import * as probsView from './view-probs.js';
 import * as residualView from './view-residual.js';
 import * as sweepView from './view-sweep.js';
+import * as atpView from './view-atp.js';
 import * as saliencyView from './view-saliency.js';
 import * as tokensView from './view-tokens.js';
 
@@ -89,6 +90,7 @@ const store = createStore({
   sweep: {running: false},  // {running, done, total, result (the worker's 'sweep' reply)}
   attribution: null,        // the worker's 'attribution' reply
   saliency: null,           // the worker's 'saliency' reply
+  atp: null,                // the worker's 'atp' reply (attribution patching of the patching prompts)
   patching: {running: false},  // {running, done, total, result (the worker's 'patching' reply)}
   shareUrl: '',
   shareNote: '',    // what a shared link held that the page ignored
@@ -364,6 +366,9 @@ function renderExperiments(s) {
   }
   $('patch-run').disabled = !s.info || s.generating || s.sweep.running || s.patching.running || s.experimenting;
   $('patch-cancel').disabled = !s.patching.running;
+  $('atp-run').disabled = !s.info || s.generating || s.sweep.running || s.patching.running || s.experimenting;
+  renderIfChanged(atpView.render, $('atp'), {atp: s.atp, exact: s.patching.result, readout: $('atp-readout'),
+                                             status: $('atp-status')});
   renderIfChanged(patchingView.render, $('patching'), {job: s.patching, readout: $('patching-readout'),
                                                        status: $('patching-status')});
   if (s.attribution && s.info) {
@@ -388,7 +393,7 @@ function startLoad(source, text) {
   // The last text's views belong to the last model.
   store.set({error: '', loading: true, info: null, modelSource: source, progress: {value: 0}, progressText: text,
              acts: null, attentionMap: null, lens: null, lensOpen: null, experiment: null, captured: 0, picked: -1,
-             target: null, sweep: {running: false}, attribution: null, saliency: null});
+             target: null, sweep: {running: false}, attribution: null, saliency: null, atp: null});
   store.flush();
 }
 
@@ -679,6 +684,7 @@ worker.onmessage = ({data: msg}) => {
     case Msg.exportBlock: onExport(msg); break;
     case Msg.attribution: store.set({attribution: msg}); break;
     case Msg.saliency: store.set({saliency: msg}); break;
+    case Msg.atp: store.set({atp: msg}); break;
     case Msg.patchingProgress: store.set({patching: {...state.patching, done: msg.done, total: msg.total}}); break;
     case Msg.patching: store.set({patching: {running: false, done: msg.done, total: msg.total, result: msg}}); break;
     case Msg.sweepProgress: store.set({sweep: {...state.sweep, done: msg.done, total: msg.total}}); break;
@@ -842,6 +848,13 @@ on($('attr-run'), 'click', () => worker.postMessage({type: Msg.attribute, positi
 on($('saliency-run'), 'click', () => worker.postMessage({
   type: Msg.saliency, position: state.picked, target: targetOf(state), contrast: -1, method: state.saliencyMethod,
   steps: Math.max(1, Math.min(4096, Number(state.saliencySteps) | 0 || 16)),
+}));
+// The exact map patches the clean stream into the corrupted run, so the estimate differentiates
+// the corrupted run (the CLI's --clean) with the clean prompt as the source (--corrupt), for the
+// exact run's answer over its other token when it has run.
+on($('atp-run'), 'click', () => worker.postMessage({
+  type: Msg.atp, clean: state.patchCorrupted, corrupted: state.patchClean,
+  target: state.patching.result?.answer ?? -1, contrast: state.patching.result?.other ?? -1,
 }));
 on($('export-json'), 'click', () => exportTensor('json'));
 on($('sweep-run'), 'click', runSweep);

@@ -82,4 +82,67 @@ describe('saliency on the page', {skip: !fs.existsSync(path.join(kSite, 'index.h
       assert.match(await page.getByTestId('saliency-summary').textContent(), /total/);
     });
   }
+
+  async function runAtp() {
+    await page.evaluate(() => window.gpt2Page.set({atp: null}));
+    await page.waitForFunction(() => !document.querySelector('[data-testid=atp-run]').disabled, null, {timeout: kTimeout});
+    await page.getByTestId('atp-run').click();
+    await page.waitForFunction(() => window.gpt2Page.state.atp || !document.querySelector('[data-testid=error]').hidden,
+                               null, {timeout: kTimeout});
+    const err = page.getByTestId('error');
+    if (await err.isVisible()) throw new Error(`page error: ${await err.textContent()}`);
+    return page.evaluate(() => {
+      const x = window.gpt2Page.state.atp;
+      return {heads: Array.from(x.heads), residPre: Array.from(x.residPre), target: x.target, contrast: x.contrast,
+              metric: x.metric, metricCorrupt: x.metricCorrupt, nLayer: x.nLayer, nHead: x.nHead, T: x.positions};
+    });
+  }
+
+  test('attribution patching beside exact patching holds gpt2 atp\'s estimates and their correlation', async () => {
+    // A corrupted prompt of the same length whose answer differs (found with the CLI), as the
+    // exact patching needs.
+    const plain = nativeInspect(models.model);
+    const clean = kPrompt;
+    const corrupted = ['The quick brown cat jumps over', 'The slow brown fox jumps over', 'A quick brown fox jumps over',
+                       'The quick red fox jumps over', 'The quick brown dog jumps over'].find((c) => {
+      const x = nativeInspect(models.model, c);
+      return x.ids.length === T && x.final[T - 1].top_ids[0] !== plain.final[T - 1].top_ids[0];
+    });
+    assert.ok(corrupted, 'a corrupted prompt with another answer');
+    await page.getByTestId('patch-clean').fill(clean);
+    await page.getByTestId('patch-corrupted').fill(corrupted);
+    const check = (a, target, contrast) => {
+      // The page differentiates the corrupted run, patched from the clean one (as its exact map).
+      const args = ['atp', '--model', models.model, '--clean', corrupted, '--corrupt', clean, '--threads', '1',
+                    '--activations', 'int8'];
+      if (target >= 0) args.push('--target', String(target), '--contrast', String(contrast));
+      const lines = execFileSync(kGpt2, args, {encoding: 'utf8'}).trimEnd().split('\n').map((l) => l.split('\t'));
+      const values = [...a.heads, ...a.residPre];
+      assert.equal(lines.length, values.length + 2);
+      const scale = Math.max(1e-6, ...values.map(Math.abs));
+      values.forEach((v, i) => closeTo(v / scale, Number(lines[i][1]) / scale, 2e-3, lines[i][0]));
+      closeTo(a.metric, Number(lines[values.length][1]), 2e-3, 'metric');
+      closeTo(a.metricCorrupt, Number(lines[values.length + 1][1]), 2e-3, 'metric_corrupt');
+    };
+    const first = await runAtp();
+    check(first, -1, -1);
+    await page.getByTestId('patch-run').click();
+    await page.waitForFunction(() => {
+      const p = window.gpt2Page.state.patching;
+      return (!p.running && p.result && p.result.done === p.result.total) ||
+             !document.querySelector('[data-testid=error]').hidden;
+    }, null, {timeout: 5 * kTimeout});
+    assert.equal(await page.getByTestId('error').isVisible(), false, await page.getByTestId('error').textContent());
+    const exact = await page.evaluate(() => ({answer: window.gpt2Page.state.patching.result.answer,
+                                               other: window.gpt2Page.state.patching.result.other}));
+    const second = await runAtp();
+    assert.equal(second.target, exact.answer);
+    assert.equal(second.contrast, exact.other);
+    check(second, exact.answer, exact.other);
+    await page.waitForFunction(() => document.querySelector('[data-testid=atp]').dataset.correlation !== undefined,
+                               null, {timeout: kTimeout});
+    const r = Number(await page.getByTestId('atp').getAttribute('data-correlation'));
+    assert.ok(Number.isFinite(r) && r >= -1 && r <= 1, `correlation ${r}`);
+    assert.match(await page.getByTestId('atp-status').textContent(), /Correlation with the exact patching/);
+  });
 });
