@@ -22,6 +22,7 @@ from the repository root:
                            [--interventions-output tests/data/golden_interventions.bin]
                            [--heads-output tests/data/golden_circuits_heads.bin]
                            [--path-patch-output tests/data/golden_path_patch.bin]
+                           [--gradients-output tests/data/golden_gradients.bin]
 
 File format (all little-endian), read by tests/model/golden_file.h:
     8 bytes  magic "GPT2GOLD"
@@ -35,6 +36,19 @@ File format (all little-endian), read by tests/model/golden_file.h:
         i64      dims[n_dims]        (row-major, last dimension contiguous)
         data     prod(dims) * 4 bytes
     }
+golden_gradients.bin, same format, torch autograd on prompt p3 (write_gradients()):
+    ids, corrupt_ids, patch_source_ids  i32 [T]
+    grad/<case>/query      i32 [3]  position, target, contrast (-1: none) of
+                                    m = logit[position, target] - logit[position, contrast];
+                                    cases "plain", "contrast" and those of intervention_cases()
+    grad/<case>/metric     f32 [1]
+    grad/<case>/embed, ln_f, blkL/<hook>  dm/d(tensor), shapes as the observer's; hooks
+                                    resid_pre (the stream entering the block, after patches),
+                                    ln1, q, k, v, attn_scores, attn_heads, attn_out, resid_attn,
+                                    ln2, mlp_pre, mlp_act, mlp_out, resid_out
+    saliency/<grad|ig>/values f32 [T], saliency/<grad|ig>/total_delta f32 [2]  (ig: 16 steps)
+    atp/heads f32 [L, H], atp/resid_pre f32 [L, T], atp/metrics f32 [2] (clean, corrupt),
+    atp/query i32 [2] (target, contrast) with corrupt_ids as the corrupted prompt
 Records:
     config                 i32 [7]  n_vocab, n_ctx, n_embd, n_head, n_layer, n_ff, seed
     checksum/<tensor>      f32 [10] sum, sum of squares (accumulated in float64), then the first
@@ -156,7 +170,7 @@ def build_weights():
     return w
 
 
-def forward(w, ids, record=None, iv=None):
+def forward(w, ids, record=None, iv=None, embed=None, extra=None):
     """GPT-2 forward over ids (positions 0..T-1); returns logits [T, V].
 
     ggml matrices are [out, in], which is F.linear's weight layout (HF's Conv1D is [in, out]).
@@ -167,6 +181,9 @@ def forward(w, ids, record=None, iv=None):
       for path patching: freeze_z {l: [T, C]} (every head's output of block l replaced, TransformerLens
       hook_z), patch_z [(l, h, [T, D])] (one head's output, after freezing), patch_qkv
       [(l, h, "q"|"k"|"v", [T, D])] (one head's input, before its attention).
+    embed ([T, C]): the stream entering block 0 instead of wte[ids] + wpe (integrated gradients).
+    extra(name, tensor) receives "blkL/resid_pre" (the stream entering block L after its patches),
+    which the observer does not name.
     """
     rec = record or (lambda name, t: None)
     iv = iv or {}
@@ -175,7 +192,7 @@ def forward(w, ids, record=None, iv=None):
     C, H = N_EMBD, N_HEAD
     D = C // H
     idx = torch.tensor(ids, dtype=torch.long)
-    x = w["token_embd.weight"][idx] + w["position_embd.weight"][:T]
+    x = w["token_embd.weight"][idx] + w["position_embd.weight"][:T] if embed is None else embed
     rec("embed", x)
     causal = torch.tril(torch.ones(T, T, dtype=torch.bool))
 
@@ -196,7 +213,11 @@ def forward(w, ids, record=None, iv=None):
             if pl == l:
                 x = x.clone()
                 x[pos] = value
-        h = x if post_norm else ln(x, p + "attn_norm")
+        if extra:
+            extra(b + "resid_pre", x)
+        # Under post-norm the sublayer reads the stream itself; through a view of it, so that the
+        # gradient kept at "ln1" is the sublayer's share alone (the value is the same).
+        h = x.view_as(x) if post_norm else ln(x, p + "attn_norm")
         rec(b + "ln1", h)
         qkv = F.linear(h, w[p + "attn_qkv.weight"], w[p + "attn_qkv.bias"])
         q, k, v = qkv.split(C, dim=1)
@@ -229,7 +250,7 @@ def forward(w, ids, record=None, iv=None):
         rec(b + "attn_out", attn_out)
         x = add(x, attn_out, l, iv.get("skip_attn", []), p + "attn_norm")
         rec(b + "resid_attn", x)
-        h = x if post_norm else ln(x, p + "ffn_norm")
+        h = x.view_as(x) if post_norm else ln(x, p + "ffn_norm")
         rec(b + "ln2", h)
         pre = F.linear(h, w[p + "ffn_up.weight"], w[p + "ffn_up.bias"])
         rec(b + "mlp_pre", pre)
@@ -496,6 +517,126 @@ def write_path_patch(w, path):
     print(f"wrote {path}: {len(out.records)} records", file=sys.stderr)
 
 
+# Gradients (src/model/backward.h, src/lab/gradients.h) by torch autograd, written to
+# golden_gradients.bin: the gradient of m = logit[position, target] - logit[position, contrast]
+# at every hook point, plain and under each intervention case; saliency (grad, ig) and
+# attribution patching of GRADIENT_PROMPT against GRADIENT_CORRUPT.
+GRADIENT_PROMPT = "p3"
+GRADIENT_CORRUPT = [0, 50256, 464, 11, 995, 0, 1212, 318, 2068, 1332, 49999, 25]
+GRADIENT_HOOKS = ["resid_pre", "ln1", "q", "k", "v", "attn_scores", "attn_heads", "attn_out",
+                  "resid_attn", "ln2", "mlp_pre", "mlp_act", "mlp_out", "resid_out"]
+IG_STEPS = 16
+
+
+def metric_of(logits, position, target, contrast):
+    m = logits[position, target]
+    return m - logits[position, contrast] if contrast >= 0 else m
+
+
+def hook_gradients(w, ids, position, target, contrast, iv=None, embed=None):
+    """(m, {name: dm/d tensor}) for every recorded tensor; unused tensors get zeros."""
+    kept = {}
+
+    def keep(name, t):
+        if t.requires_grad and not t.is_leaf:
+            t.retain_grad()
+        kept[name] = t
+
+    T = len(ids)
+    if embed is None:
+        embed = w["token_embd.weight"][torch.tensor(ids)] + w["position_embd.weight"][:T]
+    x0 = embed.detach().clone().requires_grad_(True)
+    logits = forward(w, ids, keep, iv, embed=x0, extra=keep)
+    m = metric_of(logits, position, target, contrast)
+    m.backward()
+    grads = {name: (t.grad if t.grad is not None else torch.zeros_like(t)).detach().clone()
+             for name, t in kept.items()}
+    return float(m), grads
+
+
+def saliency(w, ids, position, target, contrast, method, steps=IG_STEPS):
+    """Per-token values, total and delta of `gpt2 saliency` (lab/gradients.h)."""
+    T = len(ids)
+    x = (w["token_embd.weight"][torch.tensor(ids)] + w["position_embd.weight"][:T]).detach()
+    m, g = hook_gradients(w, ids, position, target, contrast)
+    if method == "grad":
+        grad, delta = g["embed"], m
+    else:
+        grad = torch.zeros_like(x)
+        for k in range(steps):
+            alpha = (k + 0.5) / steps
+            _, gk = hook_gradients(w, ids, position, target, contrast, embed=alpha * x)
+            grad += gk["embed"]
+        grad /= steps
+        with torch.no_grad():
+            base = float(metric_of(forward(w, ids, embed=torch.zeros_like(x)), position, target, contrast))
+        delta = m - base
+    values = (x.double() * grad.double()).sum(dim=1)
+    return values.numpy(), float(values.sum()), delta
+
+
+def attribution_patching(w, clean, corrupt, target, contrast):
+    """Heads [L, H], resid_pre [L, T], metric, metric_corrupt of `gpt2 atp`."""
+    T = len(clean)
+    D = N_EMBD // N_HEAD
+    bad = {}
+    with torch.no_grad():
+        logits_bad = forward(w, corrupt, lambda n, t: bad.__setitem__(n, t.clone()),
+                             extra=lambda n, t: bad.__setitem__(n, t.clone()))
+    good = {}
+    m, g = hook_gradients(w, clean, T - 1, target, contrast)
+    with torch.no_grad():
+        forward(w, clean, lambda n, t: good.__setitem__(n, t.clone()),
+                extra=lambda n, t: good.__setitem__(n, t.clone()))
+    heads = np.zeros((N_LAYER, N_HEAD), np.float32)
+    resid = np.zeros((N_LAYER, T), np.float32)
+    for l in range(N_LAYER):
+        dz = (bad[f"blk{l}/attn_heads"] - good[f"blk{l}/attn_heads"]).double() * g[f"blk{l}/attn_heads"].double()
+        for h in range(N_HEAD):
+            heads[l, h] = float(dz[:, h * D:(h + 1) * D].sum())
+        dx = (bad[f"blk{l}/resid_pre"] - good[f"blk{l}/resid_pre"]).double() * g[f"blk{l}/resid_pre"].double()
+        resid[l] = dx.sum(dim=1).numpy()
+    m_bad = float(metric_of(logits_bad, T - 1, target, contrast))
+    return heads, resid, m, m_bad
+
+
+def write_gradients(w, path):
+    out = GoldenWriter()
+    ids = PROMPTS[GRADIENT_PROMPT]
+    T = len(ids)
+    out.add("ids", np.array(ids, np.int32))
+    out.add("corrupt_ids", np.array(GRADIENT_CORRUPT, np.int32))
+    out.add("patch_source_ids", np.array(PROMPTS[PATCH_SOURCE], np.int32))
+    clean = {}
+    with torch.no_grad():
+        clean_logits = forward(w, ids, lambda name, t: clean.__setitem__(name, t.detach().clone()))
+    top = int(torch.argmax(clean_logits[T - 1]))
+    cases = {"plain": (T - 1, top, -1, None),
+             "contrast": (4, int(torch.argmax(clean_logits[4])), ATTRIBUTION_CONTRAST, None)}
+    for name, iv in intervention_cases(w, clean).items():
+        cases[name] = (T - 1, top, ATTRIBUTION_CONTRAST, iv)
+    for name, (position, target, contrast, iv) in cases.items():
+        m, g = hook_gradients(w, ids, position, target, contrast, iv)
+        out.add(f"grad/{name}/query", np.array([position, target, contrast], np.int32))
+        out.add(f"grad/{name}/metric", np.array([m], np.float32))
+        out.add(f"grad/{name}/embed", g["embed"].numpy())
+        out.add(f"grad/{name}/ln_f", g["ln_f"].numpy())
+        for l in range(N_LAYER):
+            for hook in GRADIENT_HOOKS:
+                out.add(f"grad/{name}/blk{l}/{hook}", g[f"blk{l}/{hook}"].numpy())
+    for method in ["grad", "ig"]:
+        values, total, delta = saliency(w, ids, T - 1, top, -1, method)
+        out.add(f"saliency/{method}/values", values.astype(np.float32))
+        out.add(f"saliency/{method}/total_delta", np.array([total, delta], np.float32))
+    heads, resid, m, m_bad = attribution_patching(w, ids, GRADIENT_CORRUPT, top, -1)
+    out.add("atp/heads", heads)
+    out.add("atp/resid_pre", resid)
+    out.add("atp/metrics", np.array([m, m_bad], np.float32))
+    out.add("atp/query", np.array([top, -1], np.int32))
+    out.write(path)
+    print(f"wrote {path}: {len(out.records)} records", file=sys.stderr)
+
+
 class GoldenWriter:
     def __init__(self):
         self.records = []
@@ -529,6 +670,7 @@ def main():
     parser.add_argument("--interventions-output", default="tests/data/golden_interventions.bin")
     parser.add_argument("--heads-output", default="tests/data/golden_circuits_heads.bin")
     parser.add_argument("--path-patch-output", default="tests/data/golden_path_patch.bin")
+    parser.add_argument("--gradients-output", default="tests/data/golden_gradients.bin")
     args = parser.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(2)
@@ -568,6 +710,7 @@ def main():
         write_interventions(w, args.interventions_output)
         write_heads(w, args.heads_output)
         write_path_patch(w, args.path_patch_output)
+    write_gradients(w, args.gradients_output)  # autograd: outside no_grad
 
     out.write(args.output)
     print(f"wrote {args.output}: {len(out.records)} records; greedy {greedy}", file=sys.stderr)

@@ -26,6 +26,8 @@ import * as probsView from './view-probs.js';
 import * as quantView from './view-quant.js';
 import * as residualView from './view-residual.js';
 import * as sweepView from './view-sweep.js';
+import * as atpView from './view-atp.js';
+import * as saliencyView from './view-saliency.js';
 import * as tokensView from './view-tokens.js';
 
 const $ = (id) => document.getElementById(id);
@@ -90,6 +92,8 @@ const store = createStore({
   target: null,     // the token id the heads are ranked for (null: the one that came next)
   sweep: {running: false},  // {running, done, total, result (the worker's 'sweep' reply)}
   attribution: null,        // the worker's 'attribution' reply
+  saliency: null,           // the worker's 'saliency' reply
+  atp: null,                // the worker's 'atp' reply (attribution patching of the patching prompts)
   patching: {running: false},  // {running, done, total, result (the worker's 'patching' reply)}
   heads: {running: false},     // {running, result (the worker's 'heads' reply)}
   quant: {running: false},     // {running, result (the worker's 'quant-lens' reply)}
@@ -113,6 +117,8 @@ const store = createStore({
   headsSource: markupDefault('heads-source'),
   quantWeights: markupDefault('quant-weights'),
   pathReceivers: markupDefault('path-patch-receivers'),
+  saliencyMethod: markupDefault('saliency-method'),
+  saliencySteps: markupDefault('saliency-steps'),
   sentPrompt: '',   // the prompt of the generation the worker is running
   exportFormat: '', // what the next 'export' reply is saved as ('npy' | 'json')
   modelUrl: '',     // the URL the model was loaded from ('' for a local file or a conversion)
@@ -266,6 +272,8 @@ function renderInputs(s) {
   show('heads-source', s.headsSource);
   show('quant-weights', s.quantWeights);
   show('path-patch-receivers', s.pathReceivers);
+  show('saliency-method', s.saliencyMethod);
+  show('saliency-steps', s.saliencySteps);
   renderIfChanged(fillSelect, $('layer-select'), {n: s.selectSizes.blocks, text: blockText});
   renderIfChanged(fillSelect, $('head-select'), {n: s.selectSizes.heads, text: headText});
   $('layer-select').value = s.layer;
@@ -380,8 +388,18 @@ function renderExperiments(s) {
   renderIfChanged(sweepView.render, $('sweep'), {sweep: s.sweep,
                                                  targetWords: s.sweep.result ? tokenWords(s.sweep.result.target) : ''});
   $('attr-run').disabled = !s.info || s.generating || s.sweep.running || s.patching.running || s.picked < 0;
+  $('saliency-run').disabled = !s.info || s.generating || s.sweep.running || s.patching.running || s.picked < 0;
+  if (s.saliency) {
+    renderIfChanged(saliencyView.render, $('saliency'), {
+      saliency: s.saliency, pieces: s.pieces, targetWords: tokenWords(s.saliency.target),
+      summary: $('saliency-summary'), readout: $('saliency-readout'),
+    });
+  }
   $('patch-run').disabled = !s.info || s.generating || s.sweep.running || s.patching.running || s.experimenting;
   $('patch-cancel').disabled = !s.patching.running;
+  $('atp-run').disabled = !s.info || s.generating || s.sweep.running || s.patching.running || s.experimenting;
+  renderIfChanged(atpView.render, $('atp'), {atp: s.atp, exact: s.patching.result, readout: $('atp-readout'),
+                                             status: $('atp-status')});
   renderIfChanged(patchingView.render, $('patching'), {job: s.patching, readout: $('patching-readout'),
                                                        status: $('patching-status')});
   $('path-patch-run').disabled = $('patch-run').disabled || s.pathPatch.running || s.pathPatch.pathsRunning;
@@ -412,7 +430,8 @@ function startLoad(source, text) {
   store.set({error: '', loading: true, info: null, modelSource: source, progress: {value: 0}, progressText: text,
              acts: null, attentionMap: null, lens: null, lensOpen: null, experiment: null, captured: 0, picked: -1,
              target: null, sweep: {running: false}, attribution: null, heads: {running: false},
-             quant: {running: false}});
+             quant: {running: false},
+             saliency: null, atp: null});
   store.flush();
 }
 
@@ -498,7 +517,7 @@ function generate() {
     error: '', generating: true, promptText: '', generatedText: '', ids: [], pieces: [], sampled: [], captured: 0,
     picked: -1, acts: null, lens: null, lensNote: '', lensOpen: null, attentionMap: null, awaitingPrompt: true,
     experiment: null, statsText: 'Reading the prompt…', statsData: {}, blockMs: null, target: null, sweep: {running: false},
-    attribution: null, sentPrompt: prompt,
+    attribution: null, saliency: null, sentPrompt: prompt,
   });
   store.flush();
   worker.postMessage({type: Msg.generate, prompt, capture: state.capture, interventions: state.interventions, ...s});
@@ -746,6 +765,8 @@ worker.onmessage = ({data: msg}) => {
     case Msg.quantLens: onQuantLens(msg); break;
     case Msg.exportBlock: onExport(msg); break;
     case Msg.attribution: store.set({attribution: msg}); break;
+    case Msg.saliency: store.set({saliency: msg}); break;
+    case Msg.atp: store.set({atp: msg}); break;
     case Msg.patchingProgress: store.set({patching: {...state.patching, done: msg.done, total: msg.total}}); break;
     case Msg.patching: store.set({patching: {running: false, done: msg.done, total: msg.total, result: msg}}); break;
     case Msg.pathPatchProgress:
@@ -825,6 +846,8 @@ kept('patch-corrupted', 'patchCorrupted');
 kept('heads-source', 'headsSource', 'change');
 kept('quant-weights', 'quantWeights', 'change');
 kept('path-patch-receivers', 'pathReceivers');
+kept('saliency-method', 'saliencyMethod', 'change');
+kept('saliency-steps', 'saliencySteps');
 for (const {name} of kSamplingFields) {
   $(name).addEventListener('input', (e) => store.set({sampling: {...state.sampling, [name]: e.target.value}}));
 }
@@ -920,6 +943,17 @@ document.body.addEventListener('click', (e) => {
 });
 on($('attr-run'), 'click', () => worker.postMessage({type: Msg.attribute, position: state.picked, target: targetOf(state),
                                                      interventions: state.interventions}));
+on($('saliency-run'), 'click', () => worker.postMessage({
+  type: Msg.saliency, position: state.picked, target: targetOf(state), contrast: -1, method: state.saliencyMethod,
+  steps: Math.max(1, Math.min(4096, Number(state.saliencySteps) | 0 || 16)),
+}));
+// The exact map patches the clean stream into the corrupted run, so the estimate differentiates
+// the corrupted run (the CLI's --clean) with the clean prompt as the source (--corrupt), for the
+// exact run's answer over its other token when it has run.
+on($('atp-run'), 'click', () => worker.postMessage({
+  type: Msg.atp, clean: state.patchCorrupted, corrupted: state.patchClean,
+  target: state.patching.result?.answer ?? -1, contrast: state.patching.result?.other ?? -1,
+}));
 on($('export-json'), 'click', () => exportTensor('json'));
 on($('sweep-run'), 'click', runSweep);
 on($('sweep-cancel'), 'click', () => worker.postMessage({type: Msg.cancelJob}));

@@ -52,6 +52,15 @@
 //                                    re-encoded as `weights` ('q8_0' | 'q4_0' | 'f16') by gpt2-convert's
 //                                    code (made once, kept beside it until another model loads), on
 //                                    the prompt's tokens; the conversation becomes the prompt, captured
+//     {type:'saliency', position, target, contrast, method, steps}  each token's attribution to
+//                                    m = logit[position, target] - logit[position, contrast] of the
+//                                    conversation ('grad': gradient x input, 'ig': integrated
+//                                    gradients with `steps` steps; -1: the last position, the most
+//                                    probable target, no contrast), under the interventions set
+//                                    last; the conversation is captured again after
+//     {type:'atp', clean, corrupted, target, contrast}  attribution patching of two prompts of the
+//                                    same token length: every head's and every (block, position)
+//                                    patch's first-order estimate from one backward pass
 //     {type:'clear-cache'}
 //     {type:'cache-info'}            answered with 'cache' at once, even while a job runs
 //   worker -> page
@@ -115,6 +124,11 @@
 //                                                    mean total variation between the two models'
 //                                                    attention rows; attribution: each component
 //                                                    for A's top token at the last position, in A and B
+//     {type:'saliency', position, target, contrast, method, steps, values: Float64Array [P], total,
+//       delta}                                       as `gpt2 saliency` prints them
+//     {type:'atp', nLayer, nHead, positions, target, contrast, heads: Float64Array [nLayer, nHead],
+//       residPre: Float64Array [nLayer, positions], metric, metricCorrupt, pieces, ms}
+//                                                    as `gpt2 atp` prints them
 //     {type:'cache', entries, bytes, urls, cleared}  after clear-cache / cache-info
 //     {type:'error', kind, message}                  kind: an ErrorKind value
 
@@ -136,6 +150,8 @@ export const Msg = Object.freeze({
   experiment: 'experiment',       // also the worker's reply
   heads: 'heads',                 // also the worker's reply
   quantLens: 'quant-lens',        // also the worker's reply
+  saliency: 'saliency',           // also the worker's reply
+  atp: 'atp',                     // also the worker's reply
   clearCache: 'clear-cache',
   cacheInfo: 'cache-info',
   // worker -> page
@@ -171,6 +187,8 @@ export const ErrorKind = Object.freeze({
   heads: 'heads',
   quantLens: 'quant-lens',
   pathPatch: 'path-patch',
+  saliency: 'saliency',
+  atp: 'atp',
 });
 
 // Between the engine's worker and the download worker of a streamed conversion (worker-fetch.js,

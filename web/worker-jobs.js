@@ -347,6 +347,36 @@ export function createJobs({post, yieldToEvents}) {
     }
   }
 
+  // Gradients of the conversation's metric (engine.saliency), and attribution patching of a
+  // clean/corrupted pair; the engine runs the conversation again after each, captured.
+  function handleSaliency(msg) {
+    try {
+      if (!info) throw new Error('Generate some text first.');
+      const method = msg.method === 'ig' ? 'ig' : 'grad';
+      const steps = msg.steps === undefined ? 16 : msg.steps | 0;
+      const s = engine.saliency(msg.position ?? -1, msg.target ?? -1, msg.contrast ?? -1, method, steps);
+      post({type: Msg.saliency, position: s.position, target: s.target, contrast: s.contrast, method, steps,
+            values: s.values, total: s.total, delta: s.delta}, [s.values.buffer]);
+    } catch (e) {
+      post({type: Msg.error, kind: ErrorKind.saliency, message: errorMessage(e)});
+    }
+  }
+
+  function handleAtp(msg) {
+    const started = performance.now();
+    try {
+      if (!info) throw new Error('Load a model first.');
+      const clean = Array.from(engine.tokenize(msg.clean || '')), corrupted = Array.from(engine.tokenize(msg.corrupted || ''));
+      const a = engine.attributionPatching(clean, corrupted, msg.target ?? -1, msg.contrast ?? -1);
+      post({type: Msg.atp, nLayer: info.n_layer, nHead: info.n_head, positions: a.tokens, target: a.target,
+            contrast: a.contrast, heads: a.heads, residPre: a.residPre, metric: a.metric,
+            metricCorrupt: a.metricCorrupt, pieces: bytesToPieces(clean), ms: performance.now() - started},
+           [a.heads.buffer, a.residPre.buffer]);
+    } catch (e) {
+      post({type: Msg.error, kind: ErrorKind.atp, message: errorMessage(e)});
+    }
+  }
+
   // ---- Export ----------------------------------------------------------------------------------
 
   // The captured tensors of block `layer` for every position, named and shaped as
@@ -398,6 +428,8 @@ export function createJobs({post, yieldToEvents}) {
     pathPatch: handlePathPatch,
     pathPatchPaths: handlePathPatchPaths,
     attribute: handleAttribute,
+    saliency: handleSaliency,
+    atp: handleAtp,
     exportBlock: handleExport,
     ...createCircuits({post, engine: () => engine, info: () => info, bytesToPieces}),
     attentionMap(msg) {

@@ -213,6 +213,8 @@ const queued = {
   [Msg.pathPatch]: jobs.pathPatch,
   [Msg.pathPatchPaths]: jobs.pathPatchPaths,
   [Msg.attribute]: jobs.attribute,
+  [Msg.saliency]: jobs.saliency,
+  [Msg.atp]: jobs.atp,
   [Msg.exportBlock]: jobs.exportBlock,
   [Msg.heads]: jobs.heads,
   [Msg.quantLens]: jobs.quantLens,

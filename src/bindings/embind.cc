@@ -51,6 +51,14 @@
 //   (its bytes owned, freed by dropSecond() or the next load); engine.compareSecond(ids) ->
 //   {positions, agree, cos, rel, kl, topA, topB, headDrift, attribution: {target, names, a, b}};
 //   the conversation becomes ids, captured, plain
+// Gradients (src/lab/gradients.h) under the interventions set last; the conversation is run
+// again afterwards, captured:
+//   engine.saliency(position, target, contrast, method ('grad' | 'ig'), steps) (-1: the last
+//     position, the most probable target, no contrast) -> {position, target, contrast, values:
+//     Float64Array [T], total, delta}
+//   engine.attributionPatching(cleanIds, corruptedIds, target, contrast) -> {target, contrast,
+//     tokens, heads: Float64Array [n_layer * n_head], residPre: Float64Array [n_layer * T],
+//     metric, metricCorrupt}
 // Probes of a captured plain run: engine.logProbs(position, ids), engine.ablatedLogProbs(
 //   [[layer, head], ...], position, target, means), engine.patchedLogProbsAt(layer, positions,
 //   stream [position(), n_embd], ids) -> Float64Array; engine.headMeans()
@@ -190,6 +198,28 @@ val ComparisonToJs(const Comparison& r) {
                                          {"a", CopyToJs(a)}, {"b", CopyToJs(b)}})}});
 }
 
+SaliencyRequest SaliencyRequestOf(int p, int target, int contrast, const std::string& method, int steps) {
+  if (method != "grad" && method != "ig") throw Error("The saliency method must be grad or ig, not '" + method + "'.");
+  SaliencyRequest r;
+  r.position = p;
+  r.target = target;
+  r.contrast = contrast;
+  r.method = method == "ig" ? SaliencyMethod::kIntegrated : SaliencyMethod::kGradient;
+  r.steps = steps;
+  return r;
+}
+
+val SaliencyToJs(const SaliencyResult& r) {
+  return Object({{"position", val(r.position)}, {"target", val(r.target)}, {"contrast", val(r.contrast)},
+                 {"values", CopyToJs(r.values)}, {"total", val(r.total)}, {"delta", val(r.delta)}});
+}
+
+val AtpToJs(const AtpResult& r) {
+  return Object({{"target", val(r.target)}, {"contrast", val(r.contrast)}, {"tokens", val(r.tokens)},
+                 {"heads", CopyToJs(r.heads)}, {"residPre", CopyToJs(r.resid_pre)},
+                 {"metric", val(r.metric_clean)}, {"metricCorrupt", val(r.metric_corrupt)}});
+}
+
 // Each method forwards one call to the Lab (see the usage above), guarded.
 #define LAB_CALL(...) Guarded([&] { RequireModel(); __VA_ARGS__; })
 
@@ -310,6 +340,12 @@ class Engine : public ErrorsByValue {
   }
   val Attribute(const val& ids, int p, int target, int contrast) {
     return LAB_CALL(return AttributionToJs(lab_->Attribute(List(ids), p, target, contrast)));
+  }
+  val Saliency(int p, int target, int contrast, const std::string& method, int steps) {
+    return LAB_CALL(return SaliencyToJs(lab_->Saliency(SaliencyRequestOf(p, target, contrast, method, steps))));
+  }
+  val AttributionPatching(const val& clean, const val& corrupt, int target, int contrast) {
+    return LAB_CALL(return AtpToJs(lab_->AttributionPatching(List(clean), List(corrupt), target, contrast)));
   }
   val AttributeConversation(const val& interventions, int p, int target) {
     return LAB_CALL(return AttributionToJs(lab_->AttributeConversation(InterventionsFromJs(interventions), p, target)));
@@ -461,6 +497,8 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .function("patchedLogProbsAt", &Engine::PatchedLogProbsAt)
       .function("attribute", &Engine::Attribute)
       .function("attributeConversation", &Engine::AttributeConversation)
+      .function("saliency", &Engine::Saliency)
+      .function("attributionPatching", &Engine::AttributionPatching)
       .function("experiment", &Engine::Experiment)
       .function("startHeadSweep", &Engine::StartHeadSweep)
       .function("startPatching", &Engine::StartPatching)

@@ -83,6 +83,10 @@ T* CacheLineAligned(std::vector<T>& v, size_t n) {
 // Called once per MatMul, outside the hot loops.
 void CheckMatMulArgs(const float* x, int64_t T, const WeightView& w, const float* y,
                      int64_t row_begin, int64_t row_end);
+// The same for MatMulTransposed (kernels.h): dy [T, rows], dx [T, cols], a column range whose
+// ends fall on block boundaries (or the last column).
+void CheckMatMulTransposedArgs(const float* dy, int64_t T, const WeightView& w, const float* dx,
+                               int64_t col_begin, int64_t col_end);
 
 // x quantized per token for QuantActivations::kInt8 by matmul-int8-inl.h QuantizeActivations,
 // laid out for the Highway target that did it: d_stride and q4_offset's lanes follow its vector

@@ -15,6 +15,7 @@
 
 #include <hwy/highway.h>
 
+#include "kernels/backward-inl.h"
 #include "kernels/convert-inl.h"
 #include "kernels/matmul-inl.h"
 #include "kernels/ops-inl.h"
@@ -90,6 +91,9 @@ HWY_EXPORT(StoreKvRowQ8Kernel);
 HWY_EXPORT(F32ToF16SaturatedKernel);
 HWY_EXPORT(F16ToF32Kernel);
 HWY_EXPORT(CompiledTargetKernel);
+HWY_EXPORT(MatMulTransposedKernel);
+HWY_EXPORT(GeluBackwardKernel);
+HWY_EXPORT(AttentionHeadBackwardKernel);
 #endif
 
 // ---- profiling (SetKernelProfiling) ----------------------------------------------------------
@@ -305,6 +309,28 @@ void AttentionHead(const float* q, const KvHeadQ8& keys, const KvHeadQ8& values,
   ProfileScope profile("AttentionHead", n_keys);
   GPT2_DISPATCH(AttentionHeadQ8Kernel)(q, keys, values, n_keys, head_dim, scale, scores, probs,
                                        out);
+}
+
+void MatMulTransposed(const float* dy, int64_t T, const WeightView& w, float* dx,
+                      int64_t col_begin, int64_t col_end) {
+  kernels_internal::CheckMatMulTransposedArgs(dy, T, w, dx, col_begin, col_end);
+  if (T == 0 || col_begin == col_end) return;
+  ProfileScope profile("MatMulTransposed", T, &w, T);
+  GPT2_DISPATCH(MatMulTransposedKernel)(dy, T, w, dx, col_begin, col_end);
+}
+
+void GeluBackward(const float* x, const float* dy, float* dx, int64_t n) {
+  ProfileScope profile("GeluBackward", n);
+  GPT2_DISPATCH(GeluBackwardKernel)(x, dy, dx, n);
+}
+
+void AttentionHeadBackward(const float* q, const float* k, const float* v, int64_t kv_stride,
+                           const float* probs, const float* dout, int64_t n_keys,
+                           int64_t head_dim, float scale, float* dq, float* dk, float* dv,
+                           int64_t dkv_stride, float* dscores) {
+  ProfileScope profile("AttentionHeadBackward", n_keys);
+  GPT2_DISPATCH(AttentionHeadBackwardKernel)(q, k, v, kv_stride, probs, dout, n_keys, head_dim,
+                                             scale, dq, dk, dv, dkv_stride, dscores);
 }
 
 void StoreKeyQ8(const float* x, int64_t head_dim, int64_t j, int8_t* q, uint16_t* d,

@@ -147,6 +147,31 @@ void AttentionHead(const float* q, const uint16_t* k, const uint16_t* v, int64_t
                    int64_t n_keys, int64_t head_dim, float scale, float* scores, float* probs,
                    float* out);
 
+// ---- Backward (gradients with respect to activations, never weights) -----------------------
+// dx[t, c] = sum_o dy[t, o] W[o, c]   for t in [0, T), c in [col_begin, col_end).
+// dy: [T, w.rows], dx: [T, w.cols] (row stride w.cols; columns outside the range untouched).
+// The gradient of MatMul's x (torch: dy @ W) for every weight type, Q8_0/Q4_0 multiplied as
+// their dequantized values d * q (the straight-through gradient: the int8 rounding of x in
+// kInt8 has no gradient here). The weights are decoded a block-wide strip of rows at a time,
+// never the whole matrix. col_begin must be a multiple of TypeBlockSize(w.type) (32 for Q8_0 and
+// Q4_0), and col_end too unless it is w.cols, so that threads can split the columns.
+void MatMulTransposed(const float* dy, int64_t T, const WeightView& w, float* dx,
+                      int64_t col_begin, int64_t col_end);
+
+// dx[i] = dy[i] * gelu'(x[i]) for Gelu's tanh form (x is Gelu's input). dx may alias dy.
+void GeluBackward(const float* x, const float* dy, float* dx, int64_t n);
+
+// The backward of one AttentionHead query (f32 keys and values), given its forward probs
+// [n_keys] and the gradient dout [head_dim] of its output:
+//   dp[j] = dout . v_j,   dscores[j] = probs[j] (dp[j] - sum_i probs[i] dp[i])  (written: the
+//   gradient of the scaled scores, TransformerLens hook_attn_scores),
+//   dq = scale sum_j dscores[j] k_j   (written),
+//   dk_j += scale dscores[j] q,  dv_j += probs[j] dout   (accumulated, at dk/dv + j*dkv_stride).
+void AttentionHeadBackward(const float* q, const float* k, const float* v, int64_t kv_stride,
+                           const float* probs, const float* dout, int64_t n_keys,
+                           int64_t head_dim, float scale, float* dq, float* dk, float* dv,
+                           int64_t dkv_stride, float* dscores);
+
 // ---- The 8-bit KV cache (quantized models) ------------------------------------------------
 // A head's key or value row of head_dim numbers in ggml's Q8_0 rounding (format/quant.h
 // QuantizeRowQ8_0, llama.cpp's q8_0 KV cache): blocks of 32 numbers along the row, the last one

@@ -42,6 +42,25 @@ void CheckMatMulArgs(const float* x, int64_t T, const WeightView& w, const float
   }
 }
 
+void CheckMatMulTransposedArgs(const float* dy, int64_t T, const WeightView& w, const float* dx,
+                               int64_t col_begin, int64_t col_end) {
+  // The row range of CheckMatMulArgs is the whole matrix: every row feeds every column.
+  CheckMatMulArgs(dy, T, w, dx, 0, w.rows);
+  const int64_t block = BlockElems(w.type);
+  if (col_begin < 0 || col_begin > col_end || col_end > w.cols) {
+    throw Error("MatMulTransposed: column range [" + std::to_string(col_begin) + ", " +
+                std::to_string(col_end) + ") is not inside [0, " + std::to_string(w.cols) + ")");
+  }
+  if (col_begin % block != 0 || (col_end != w.cols && col_end % block != 0)) {
+    throw Error("MatMulTransposed: column range [" + std::to_string(col_begin) + ", " +
+                std::to_string(col_end) + ") does not fall on blocks of " +
+                std::to_string(block) + " columns");
+  }
+  if (T > 0 && col_end > col_begin && (dy == nullptr || dx == nullptr || w.data == nullptr)) {
+    throw Error("MatMulTransposed: null input, output or weight pointer");
+  }
+}
+
 }  // namespace kernels_internal
 
 namespace reference {
@@ -284,6 +303,59 @@ void AttentionHead(const float* q, const KvHeadQ8& keys, const KvHeadQ8& values,
       }
     }
     out[i] = sum * out_scale;
+  }
+}
+
+void MatMulTransposed(const float* dy, int64_t T, const WeightView& w, float* dx,
+                      int64_t col_begin, int64_t col_end) {
+  kernels_internal::CheckMatMulTransposedArgs(dy, T, w, dx, col_begin, col_end);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t c = col_begin; c < col_end; ++c) {
+      double sum = 0.0;
+      for (int64_t o = 0; o < w.rows; ++o) {
+        sum += static_cast<double>(dy[t * w.rows + o]) * WeightAt(w, o, c);
+      }
+      dx[t * w.cols + c] = static_cast<float>(sum);
+    }
+  }
+}
+
+// d/dx of 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), in the tanh form:
+// 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) u'.
+void GeluBackward(const float* x, const float* dy, float* dx, int64_t n) {
+  const double kSqrt2OverPi = std::sqrt(2.0 / M_PI);
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    const double th = std::tanh(kSqrt2OverPi * (v + 0.044715 * v * v * v));
+    const double du = kSqrt2OverPi * (1.0 + 3.0 * 0.044715 * v * v);
+    dx[i] = static_cast<float>(dy[i] * (0.5 * (1.0 + th) + 0.5 * v * (1.0 - th * th) * du));
+  }
+}
+
+void AttentionHeadBackward(const float* q, const float* k, const float* v, int64_t kv_stride,
+                           const float* probs, const float* dout, int64_t n_keys,
+                           int64_t head_dim, float scale, float* dq, float* dk, float* dv,
+                           int64_t dkv_stride, float* dscores) {
+  std::vector<double> dp(static_cast<size_t>(n_keys));
+  double mean = 0.0;
+  for (int64_t j = 0; j < n_keys; ++j) {
+    double dot = 0.0;
+    for (int64_t d = 0; d < head_dim; ++d) dot += double(dout[d]) * v[j * kv_stride + d];
+    dp[j] = dot;
+    mean += probs[j] * dot;
+  }
+  for (int64_t d = 0; d < head_dim; ++d) {
+    double sum = 0.0;
+    for (int64_t j = 0; j < n_keys; ++j) sum += probs[j] * (dp[j] - mean) * k[j * kv_stride + d];
+    dq[d] = static_cast<float>(scale * sum);
+  }
+  for (int64_t j = 0; j < n_keys; ++j) {
+    const double ds = probs[j] * (dp[j] - mean);
+    dscores[j] = static_cast<float>(ds);
+    for (int64_t d = 0; d < head_dim; ++d) {
+      dk[j * dkv_stride + d] += static_cast<float>(scale * ds * q[d]);
+      dv[j * dkv_stride + d] += static_cast<float>(probs[j] * double(dout[d]));
+    }
   }
 }
 

@@ -27,6 +27,7 @@
 
 #include "format/gguf.h"
 #include "lab/path_patch.h"
+#include "lab/gradients.h"
 #include "model/attribution.h"
 #include "model/capture.h"
 #include "model/generate.h"
@@ -226,6 +227,14 @@ class Lab {
   // The same for the conversation run (tokens()) under iv (means over the prompt).
   Attribution AttributeConversation(const LabInterventions& iv, int position, int target);
 
+  // --- Gradients (lab/gradients.h), under the current interventions; afterwards the
+  // conversation is run again, captured (the experiments' runs leave other keys in the cache) --
+  // Saliency of the conversation's tokens.
+  SaliencyResult Saliency(const SaliencyRequest& request);
+  // Attribution patching of two prompts of the same length.
+  AtpResult AttributionPatching(const std::vector<int>& clean, const std::vector<int>& corrupt,
+                                int target, int contrast);
+
  private:
   void Forward(const int* ids, int n, std::vector<double>* block_ms);
   std::vector<float> PromptHeadMeans();
@@ -246,6 +255,7 @@ class Lab {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<Session> session_;
   std::unique_ptr<Sampler> sampler_;
+  std::unique_ptr<Backward> backward_;  // made by the first gradient experiment
   const float* logits_ = nullptr;  // [n_vocab] of the last forward, owned by the session
   bool capture_on_ = false;
   CaptureStore capture_;

@@ -24,6 +24,8 @@
 
 namespace gpt2 {
 
+class ThreadPool;
+
 struct BlockWeights {
   const float* ln1_g;  // [C]
   const float* ln1_b;  // [C]
@@ -126,6 +128,9 @@ class Session {
   int position() const { return position_; }
   // Threads actually running the kernels (fewer than asked where threads cannot be made).
   int n_threads() const;
+  // Those threads, for other passes over the same model between this session's calls (the
+  // backward pass, model/backward.h), so that a page's limited threads are not made twice.
+  ThreadPool& pool();
   void Reset() { position_ = 0; }
   // Forget everything from position p on (keeps the cache before it).
   void Truncate(int p);

@@ -84,6 +84,8 @@ Session::Session(const Model& model, int n_threads, QuantActivations activations
 
 int Session::n_threads() const { return buffers_->pool.size(); }
 
+ThreadPool& Session::pool() { return buffers_->pool; }
+
 Session::~Session() = default;
 
 void Session::Truncate(int p) {

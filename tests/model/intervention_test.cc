@@ -19,6 +19,7 @@
 #include "model/capture.h"
 #include "model/model.h"
 #include "golden_file.h"
+#include "intervention_cases.h"
 #include "model_test_util.h"
 #include "../test_paths.h"
 #include "tools/cli/args.h"
@@ -61,47 +62,9 @@ const gpt2::Recorder& CleanRun() {
   return *recorder;
 }
 
-// The cases of make_golden.py's intervention_cases(), built the same way from our own runs.
+// The cases of make_golden.py's intervention_cases(), built from our own runs.
 std::map<std::string, gpt2::Interventions> Cases() {
-  const gpt2::Config& c = Tiny().config();
-  std::map<std::string, gpt2::Interventions> cases;
-  const std::vector<gpt2::HeadRef> heads = {{0, 1}, {1, 3}};
-  cases["ablate_zero"].ablate_heads = heads;
-  // Mean ablation: the heads' means over the clean run's positions, from the capture store.
-  gpt2::CaptureStore store;
-  store.Init(Tiny());
-  {
-    gpt2::Session session(Tiny());
-    const std::vector<int> ids = Ids("ids");
-    store.Begin(0, static_cast<int>(ids.size()));
-    session.Prefill(ids.data(), static_cast<int>(ids.size()), {store.Observer()});
-    store.Commit();
-  }
-  cases["ablate_mean"].ablate_heads = heads;
-  cases["ablate_mean"].head_means = store.HeadMeans();
-  cases["skip_attn"].skip_attn = {1};
-  cases["skip_mlp"].skip_mlp = {0};
-  cases["no_residual"].no_residual = {1};
-  cases["post_norm"].post_norm = true;
-  {
-    // Patch: the stream entering block 1 at position 3, from the run of another prompt.
-    gpt2::Recorder source;
-    gpt2::Session session(Tiny());
-    const std::vector<int> ids = Ids("patch_source_ids");
-    session.Prefill(ids.data(), static_cast<int>(ids.size()), {source.Observer()});
-    const gpt2::RecordedTensor* r = source.Find("resid_out", 0);
-    REQUIRE(r != nullptr);
-    gpt2::ResidPatch patch;
-    patch.layer = 1;
-    patch.position = 3;
-    patch.value.assign(r->data.begin() + 3 * c.n_embd, r->data.begin() + 4 * c.n_embd);
-    cases["patch"].patches.push_back(patch);
-  }
-  gpt2::Interventions& combined = cases["combined"];
-  combined.ablate_heads = {{0, 0}, {1, 2}};
-  combined.skip_mlp = {1};
-  combined.no_residual = {0};
-  return cases;
+  return InterventionCases(Tiny(), Ids("ids"), Ids("patch_source_ids"));
 }
 
 TEST_CASE("each intervention's logits match PyTorch's", "[model][interventions]") {

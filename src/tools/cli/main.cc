@@ -25,6 +25,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8_stream.h"
 #include "tools/cli/args.h"
+#include "tools/cli/gradients_cmd.h"
 #include "tools/cli/inspect_json.h"
 #include "tools/cli/path_patch_cmd.h"
 #include "tools/common/intervention_flags.h"
@@ -54,13 +55,17 @@ constexpr char kUsage[] =
     "                (n_vocab - 1), repeats skipped (lab/head_scores.h)\n"
     "  gpt2 compare --model A.gguf --model-b B.gguf --prompt TEXT [--json FILE] [--threads N]\n"
     "                per block L<TAB>cos<TAB>rel<TAB>kl of B against A, then top1<TAB>agree/positions\n"
+    "  gpt2 saliency --model M.gguf --prompt TEXT [--target ID] [--contrast ID] [--position N]\n"
+    "                [--method grad|ig] [--steps K] [--json FILE] [--threads N] [INTERVENTIONS]\n"
+    "  gpt2 atp --model M.gguf --clean TEXT --corrupt TEXT [--target ID] [--contrast ID]\n"
+    "           [--json FILE] [--threads N] [INTERVENTIONS]\n"
     "INTERVENTIONS (combine freely; layers and heads count from 0):\n"
     "  --ablate-heads L.H[,L.H...]  zero the heads' outputs before the output projection\n"
     "  --skip-attn L[,L...]         the blocks' attention adds nothing to the stream\n"
     "  --skip-mlp L[,L...]          the blocks' MLP adds nothing to the stream\n"
     "  --no-residual L[,L...]       x = attn(ln_1(x)); x = mlp(ln_2(x)) in those blocks\n"
     "  --post-norm                  x = ln_1(x + attn(x)); x = ln_2(x + mlp(x)) in every block\n"
-    "generate, inspect, attribute and bench also take\n"
+    "generate, inspect, attribute, bench, saliency and atp also take\n"
     "  --activations int8|f32|fastest  how products with Q8_0/Q4_0 weights take their input:\n"
     "                               int8 as llama.cpp and the page do (the same numbers there),\n"
     "                               f32, or whichever is faster on this CPU (default: fastest)\n";
@@ -404,6 +409,20 @@ int Main(int argc, char** argv) {
   }
   if (command == "heads") return HeadsCommand(argc, argv);
   if (command == "compare") return CompareCommand(argc, argv);
+  if (command == "saliency" || command == "atp") {
+    const Args args = [&] {
+      try {
+        return Args(argc, argv, 2, WithInterventionFlags(GradientsFlags(command)), {"post-norm"});
+      } catch (const Error& e) {
+        throw UsageError(e.what());  // an unknown or valueless flag
+      }
+    }();
+    CheckGradientsFlags(command, args);
+    const QuantActivations activations = ActivationsArg(args);
+    LoadedModel m = Load(args.Get("model"), true);
+    return GradientsCommand(command, args, *m.model, *m.tokenizer,
+                            static_cast<int>(args.GetInt("threads", DefaultThreads())), activations);
+  }
   std::cerr << "gpt2: unknown command '" << command << "'\n" << kUsage;
   return 2;
 }

@@ -1,0 +1,216 @@
+#include "lab/gradients.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "base/error.h"
+#include "lab/lab.h"
+
+namespace gpt2 {
+
+namespace {
+
+int ArgMax(const std::vector<float>& x) {
+  return static_cast<int>(std::max_element(x.begin(), x.end()) - x.begin());
+}
+
+// What attribution patching reads of a run: per block the heads' outputs (hook_z) and the stream
+// entering it (hook_resid_pre: "embed" or the block before's "resid_out", then its patches).
+struct RunStreams {
+  std::vector<std::vector<float>> z, resid_pre;  // [L][T, C]
+
+  ActivationObserver Observer(int n_layer) {
+    z.assign(n_layer, {});
+    resid_pre.assign(n_layer, {});
+    return [this, n_layer](const Activation& a) {
+      const size_t n = size_t(a.shape[0]) * a.shape[1];
+      if (a.layer < 0 && std::strcmp(a.name, "embed") == 0) {
+        resid_pre[0].assign(a.data, a.data + n);
+      } else if (std::strcmp(a.name, "attn_heads") == 0) {
+        z[a.layer].assign(a.data, a.data + n);
+      } else if (std::strcmp(a.name, "resid_out") == 0 && a.layer + 1 < n_layer) {
+        resid_pre[a.layer + 1].assign(a.data, a.data + n);
+      }
+    };
+  }
+  void ApplyPatches(const Interventions* iv, int T, int64_t C) {
+    if (iv == nullptr) return;
+    for (const ResidPatch& p : iv->patches) {
+      if (p.position < T) std::copy(p.value.begin(), p.value.end(), resid_pre[p.layer].begin() + p.position * C);
+    }
+  }
+};
+
+}  // namespace
+
+SaliencyResult Saliency(Session& session, Backward& backward, const std::vector<int>& ids,
+                        const SaliencyRequest& request, const Interventions* iv) {
+  const Config& c = session.model().config();
+  const int T = static_cast<int>(ids.size());
+  const int64_t C = c.n_embd;
+  if (request.method == SaliencyMethod::kIntegrated && request.steps < 1) {
+    throw Error("integrated gradients need at least 1 step, got " + std::to_string(request.steps));
+  }
+  backward.Forward(session, ids, iv);
+  SaliencyResult r;
+  r.position = request.position < 0 ? T - 1 : request.position;
+  std::vector<float> logits;
+  backward.Logits(session, r.position, logits);  // checks the position
+  r.target = request.target < 0 ? ArgMax(logits) : request.target;
+  r.contrast = request.contrast;
+  const MetricSpec spec{r.position, r.target, r.contrast};
+  r.metric = backward.Metric(session, spec);
+  const std::vector<float> x = backward.embed();  // [T, C]
+  std::vector<double> grad(size_t(T) * C, 0.0);
+  const auto add_embed_grad = [&](const Activation& a) {
+    if (a.layer >= 0 || std::strcmp(a.name, "embed") != 0) return;
+    for (size_t i = 0; i < grad.size(); ++i) grad[i] += a.data[i];
+  };
+  if (request.method == SaliencyMethod::kGradient) {
+    backward.Run(spec, add_embed_grad);
+    r.delta = r.metric;
+  } else {
+    const int K = request.steps;
+    std::vector<float> scaled(x.size());
+    for (int k = 0; k < K; ++k) {
+      const float alpha = static_cast<float>((k + 0.5) / K);
+      for (size_t i = 0; i < x.size(); ++i) scaled[i] = alpha * x[i];
+      backward.Forward(session, ids, iv, scaled.data());
+      backward.Run(spec, add_embed_grad);
+    }
+    for (double& g : grad) g /= K;
+    std::fill(scaled.begin(), scaled.end(), 0.0f);
+    backward.Forward(session, ids, iv, scaled.data());
+    r.delta = r.metric - backward.Metric(session, spec);
+  }
+  r.values.assign(T, 0.0);
+  for (int p = 0; p < T; ++p) {
+    double v = 0.0;
+    for (int64_t d = 0; d < C; ++d) v += double(x[p * C + d]) * grad[p * C + d];
+    r.values[p] = v;
+    r.total += v;
+  }
+  return r;
+}
+
+AtpResult AttributionPatching(Session& session, Backward& backward, const std::vector<int>& clean,
+                              const std::vector<int>& corrupt, int target, int contrast,
+                              const Interventions* iv) {
+  const Config& c = session.model().config();
+  if (clean.size() != corrupt.size()) {
+    throw Error("the clean and the corrupted prompt must have the same number of tokens (" +
+                std::to_string(clean.size()) + " and " + std::to_string(corrupt.size()) + ")");
+  }
+  const int T = static_cast<int>(clean.size());
+  const int L = c.n_layer, H = c.n_head;
+  const int64_t C = c.n_embd, D = c.head_dim();
+  AtpResult r;
+  r.tokens = T;
+
+  // The corrupted run needs no backward: a plain prefill, observed for z and the stream.
+  RunStreams bad;
+  RunOptions bad_run;
+  bad_run.observer = bad.Observer(L);
+  bad_run.observe_scores = false;
+  bad_run.observe_probs = false;
+  bad_run.observe_all_logits = false;
+  bad_run.interventions = iv;
+  session.Reset();
+  const float* bad_logits = session.Prefill(corrupt.data(), T, bad_run);
+  std::vector<float> logits(bad_logits, bad_logits + c.n_vocab);
+  bad.ApplyPatches(iv, T, C);
+
+  RunStreams good;
+  const ActivationObserver good_observer = good.Observer(L);
+  backward.Forward(session, clean, iv, nullptr, &good_observer);
+  good.ApplyPatches(iv, T, C);
+  std::vector<float> clean_logits;
+  backward.Logits(session, T - 1, clean_logits);
+  r.target = target < 0 ? ArgMax(clean_logits) : target;
+  r.contrast = contrast;
+  const MetricSpec spec{T - 1, r.target, r.contrast};
+  r.metric_clean = backward.Metric(session, spec);
+  r.metric_corrupt = double(logits[r.target]) - (contrast >= 0 ? double(logits[contrast]) : 0.0);
+
+  r.heads.assign(size_t(L) * H, 0.0);
+  r.resid_pre.assign(size_t(L) * T, 0.0);
+  backward.Run(spec, [&](const Activation& a) {
+    if (a.layer < 0) return;
+    const int l = a.layer;
+    if (std::strcmp(a.name, "attn_heads") == 0) {
+      for (int h = 0; h < H; ++h) {
+        double sum = 0.0;
+        for (int p = 0; p < T; ++p) {
+          const int64_t at = p * C + h * D;
+          for (int64_t d = 0; d < D; ++d) {
+            sum += (double(bad.z[l][at + d]) - good.z[l][at + d]) * a.data[at + d];
+          }
+        }
+        r.heads[size_t(l) * H + h] = sum;
+      }
+    } else if (std::strcmp(a.name, "resid_pre") == 0) {
+      for (int p = 0; p < T; ++p) {
+        double sum = 0.0;
+        for (int64_t d = 0; d < C; ++d) {
+          sum += (double(bad.resid_pre[l][p * C + d]) - good.resid_pre[l][p * C + d]) * a.data[p * C + d];
+        }
+        r.resid_pre[size_t(l) * T + p] = sum;
+      }
+    }
+  });
+  return r;
+}
+
+// ---- The lab's gradient experiments ----------------------------------------------------------
+
+namespace {
+
+// Runs experiment() on the lab's session, then the conversation `ids` again (captured if the
+// lab captures), also when the experiment throws.
+template <typename Experiment>
+auto OnSession(Lab& lab, const std::vector<int>& ids, Experiment experiment) -> decltype(experiment()) {
+  struct Restore {
+    Lab& lab;
+    const std::vector<int>& ids;
+    ~Restore() {
+      lab.Reset();
+      if (!ids.empty()) {
+        try {
+          lab.Run(ids);
+        } catch (...) {
+          lab.Reset();  // cannot happen for ids that ran before; never throw from here
+        }
+      }
+    }
+  } restore{lab, ids};
+  return experiment();
+}
+
+}  // namespace
+
+SaliencyResult Lab::Saliency(const SaliencyRequest& request) {
+  if (tokens_.empty()) throw Error("Generate some text first.");
+  if (!backward_) backward_.reset(new Backward(*model_, session_->pool()));
+  const std::vector<int> ids = tokens_;
+  return OnSession(*this, ids, [&] {
+    return gpt2::Saliency(*session_, *backward_, ids, request, &interventions_);
+  });
+}
+
+AtpResult Lab::AttributionPatching(const std::vector<int>& clean, const std::vector<int>& corrupt,
+                                   int target, int contrast) {
+  CheckPrompt(static_cast<int>(clean.size()));
+  CheckPrompt(static_cast<int>(corrupt.size()));
+  if (target >= config().n_vocab || contrast >= config().n_vocab) {
+    throw Error("token id out of range; valid ids are 0.." + std::to_string(config().n_vocab - 1));
+  }
+  if (!backward_) backward_.reset(new Backward(*model_, session_->pool()));
+  const std::vector<int> ids = tokens_;
+  return OnSession(*this, ids, [&] {
+    return gpt2::AttributionPatching(*session_, *backward_, clean, corrupt, target, contrast,
+                                     &interventions_);
+  });
+}
+
+}  // namespace gpt2

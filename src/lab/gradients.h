@@ -1,0 +1,64 @@
+// Gradient experiments on a model (model/backward.h): which prompt tokens a prediction leans on
+// (saliency: gradient x input and integrated gradients, as Captum's InputXGradient and
+// IntegratedGradients over the stream entering block 0), and every activation patch's
+// first-order estimate at once (attribution patching, Nanda 2023; TransformerLens and nnsight).
+//
+// The metric is model/backward.h's m = logit[position, target] - logit[position, contrast].
+// Both run on a Session the caller owns (reset by them: it holds the last run afterwards) and a
+// Backward for the same model; `iv` (null: the plain model) applies to every run.
+#pragma once
+
+#include <vector>
+
+#include "model/backward.h"
+#include "model/model.h"
+#include "model/run_options.h"
+
+namespace gpt2 {
+
+enum class SaliencyMethod { kGradient, kIntegrated };
+
+struct SaliencyRequest {
+  int position = -1;  // < 0: the last
+  int target = -1;    // < 0: the most probable next token at the position
+  int contrast = -1;  // < 0: none
+  SaliencyMethod method = SaliencyMethod::kGradient;
+  int steps = 16;     // integrated gradients' K
+};
+
+// With x[p] = wte[id_p] + wpe[p] (the stream entering block 0):
+//   kGradient:   value[p] = sum_d x[p, d] dm/dx[p, d];  delta = m(x)
+//   kIntegrated: value[p] = sum_d x[p, d] (1/K) sum_k dm/dx[p, d] at alpha_k x (every position
+//                scaled together), alpha_k = (k + 0.5) / K; baseline zero; delta = m(x) - m(0)
+// total = sum_p value[p]. For kIntegrated, total -> delta as K grows (completeness).
+struct SaliencyResult {
+  int position = 0, target = 0, contrast = -1;
+  std::vector<double> values;  // [T]
+  double total = 0;
+  double delta = 0;
+  double metric = 0;  // m(x)
+};
+
+SaliencyResult Saliency(Session& session, Backward& backward, const std::vector<int>& ids,
+                        const SaliencyRequest& request, const Interventions* iv);
+
+// Attribution patching of a clean and a corrupted prompt of the same length, the metric at the
+// last position (target < 0: the clean run's most probable next token), gradients at the clean
+// run:
+//   heads[L * H + h] = sum_p (z_corrupt[L, p, h] - z_clean[L, p, h]) . dm/dz[L, p, h]
+//                      (z: blocks.L.attn.hook_z, the head's output before the projection)
+//   resid_pre[L * T + p] = (x_corrupt[L, p] - x_clean[L, p]) . dm/dx[L, p]
+//                      (x: blocks.L.hook_resid_pre)
+// Throws gpt2::Error if the prompts' lengths differ.
+struct AtpResult {
+  int target = 0, contrast = -1, tokens = 0;
+  std::vector<double> heads;      // [n_layer * n_head]
+  std::vector<double> resid_pre;  // [n_layer * T]
+  double metric_clean = 0, metric_corrupt = 0;
+};
+
+AtpResult AttributionPatching(Session& session, Backward& backward, const std::vector<int>& clean,
+                              const std::vector<int>& corrupt, int target, int contrast,
+                              const Interventions* iv);
+
+}  // namespace gpt2

@@ -1,0 +1,348 @@
+// The backward pass of model/backward.h: the forward's named steps in reverse (llm.c's
+// gpt2_backward order), each sublayer's backward written beside what its forward does in
+// session.cc (AttentionStep, MlpStep, WriteSublayer). Products and the hot elementwise steps are
+// kernels (kernels.h "Backward"); LayerNorm's backward, O(T C) a block, is plain loops here.
+#include "model/backward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "base/error.h"
+#include "format/quant.h"
+#include "kernels/kernels.h"
+#include "model/thread_pool.h"
+
+namespace gpt2 {
+
+struct Backward::Saved {
+  std::vector<float> resid_pre;  // [T, C] the stream entering the block, after patches
+  std::vector<float> q, k, v;    // [H, T, D]
+  std::vector<float> probs;      // [H, T, T]
+  std::vector<float> resid_mid;  // [T, C] after the attention's residual write
+  std::vector<float> mlp_pre;    // [T, F]
+  std::vector<float> attn_out, mlp_out;  // [T, C], post-norm only (the sums before its norms)
+};
+
+Backward::Backward(const Model& model, int n_threads)
+    : model_(model), own_pool_(new ThreadPool(n_threads)), pool_(own_pool_.get()) {}
+
+Backward::Backward(const Model& model, ThreadPool& pool) : model_(model), pool_(&pool) {}
+
+Backward::~Backward() = default;
+
+void Backward::Keep(const Activation& a, const ActivationObserver* also) {
+  if (also != nullptr && *also) (*also)(a);
+  const Config& c = model_.config();
+  const size_t n = size_t(a.shape[0]) * a.shape[1] * (a.n_dims == 3 ? a.shape[2] : 1);
+  auto keep = [&](std::vector<float>& v) { v.assign(a.data, a.data + n); };
+  const std::string name = a.name;
+  if (a.layer < 0) {
+    if (name == "embed") keep(embed_);
+    return;
+  }
+  Saved& s = saved_[a.layer];
+  if (name == "q") keep(s.q);
+  else if (name == "k") keep(s.k);
+  else if (name == "v") keep(s.v);
+  else if (name == "attn_probs") keep(s.probs);
+  else if (name == "resid_attn") keep(s.resid_mid);
+  else if (name == "mlp_pre") keep(s.mlp_pre);
+  else if (name == "attn_out" && iv_.post_norm) keep(s.attn_out);
+  else if (name == "mlp_out" && iv_.post_norm) keep(s.mlp_out);
+  else if (name == "resid_out") keep(a.layer + 1 < c.n_layer ? saved_[a.layer + 1].resid_pre : final_);
+}
+
+void Backward::Forward(Session& session, const std::vector<int>& ids, const Interventions* iv,
+                       const float* resid_in, const ActivationObserver* also) {
+  const Config& c = model_.config();
+  const int T = static_cast<int>(ids.size());
+  if (T <= 0) throw Error("nothing to run: the prompt has no tokens");
+  if (iv != nullptr) iv->Validate(c);
+  iv_ = iv != nullptr ? *iv : Interventions();
+  saved_.resize(c.n_layer);
+  RunOptions run;
+  run.observer = [this, also](const Activation& a) { Keep(a, also); };
+  run.observe_scores = false;
+  run.observe_all_logits = false;
+  run.interventions = iv;
+  const bool same_ids = T_ == T && ids_ == ids && session.position() == T;
+  T_ = 0;  // until this forward completes
+  if (resid_in == nullptr) {
+    session.Reset();
+    session.Prefill(ids.data(), T, run);
+  } else {
+    // Session::Rerun needs the positions held; a plain run gives them once for every step of
+    // integrated gradients.
+    if (!same_ids) {
+      session.Reset();
+      session.Prefill(ids.data(), T, RunOptions());
+    }
+    embed_.assign(resid_in, resid_in + size_t(T) * c.n_embd);
+    RerunRange range{0, T, 0, /*final_stream=*/true};
+    session.Rerun(range, resid_in, run);
+  }
+  saved_[0].resid_pre = embed_;
+  for (const ResidPatch& p : iv_.patches) {
+    if (p.position < T) {
+      std::copy(p.value.begin(), p.value.end(),
+                saved_[p.layer].resid_pre.begin() + size_t(p.position) * c.n_embd);
+    }
+  }
+  ids_ = ids;
+  T_ = T;
+}
+
+void Backward::Logits(Session& session, int position, std::vector<float>& logits) {
+  const Config& c = model_.config();
+  if (position < 0 || position >= T_) {
+    throw Error("position " + std::to_string(position) + " is out of range; valid positions are 0.." +
+                std::to_string(T_ - 1));
+  }
+  logits.resize(c.n_vocab);
+  session.FinalLogits(final_.data() + size_t(position) * c.n_embd, 1, logits.data());
+}
+
+double Backward::Metric(Session& session, const MetricSpec& spec) {
+  std::vector<float> logits;
+  Logits(session, spec.position, logits);
+  const int V = model_.config().n_vocab;
+  if (spec.target < 0 || spec.target >= V || spec.contrast >= V) {
+    throw Error("token id out of range; valid ids are 0.." + std::to_string(V - 1));
+  }
+  return double(logits[spec.target]) - (spec.contrast >= 0 ? double(logits[spec.contrast]) : 0.0);
+}
+
+int64_t Backward::SavedBytes() const {
+  int64_t floats = int64_t(embed_.size()) + int64_t(final_.size());
+  for (const Saved& s : saved_) {
+    for (const std::vector<float>* v :
+         {&s.resid_pre, &s.q, &s.k, &s.v, &s.probs, &s.resid_mid, &s.mlp_pre, &s.attn_out,
+          &s.mlp_out}) {
+      floats += int64_t(v->size());
+    }
+  }
+  return floats * int64_t(sizeof(float));
+}
+
+// torch.nn.LayerNorm's input gradient (weights fixed), in double per row:
+//   xhat = (x - mean) rstd,  g = dy * gamma,  dx = rstd (g - mean(g) - xhat mean(g xhat)).
+void Backward::LayerNormBackwardRows(const float* x, const float* gamma, const float* dy,
+                                     float* dx, int64_t rows, bool accumulate) const {
+  const int64_t C = model_.config().n_embd;
+  const double eps = model_.config().ln_eps;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * C;
+    const float* gr = dy + r * C;
+    float* out = dx + r * C;
+    double mean = 0.0;
+    for (int64_t i = 0; i < C; ++i) mean += xr[i];
+    mean /= double(C);
+    double var = 0.0;
+    for (int64_t i = 0; i < C; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+    const double rstd = 1.0 / std::sqrt(var / double(C) + eps);
+    double m1 = 0.0, m2 = 0.0;
+    for (int64_t i = 0; i < C; ++i) {
+      const double g = double(gr[i]) * gamma[i];
+      m1 += g;
+      m2 += g * (xr[i] - mean) * rstd;
+    }
+    m1 /= double(C);
+    m2 /= double(C);
+    for (int64_t i = 0; i < C; ++i) {
+      const double g = double(gr[i]) * gamma[i];
+      const float d = static_cast<float>(rstd * (g - m1 - (xr[i] - mean) * rstd * m2));
+      out[i] = accumulate ? out[i] + d : d;
+    }
+  }
+}
+
+// dx [rows, w.cols] = dy [rows, w.rows] W, the columns split over the pool in whole blocks.
+void Backward::Transposed(const float* dy, int64_t rows, const WeightView& w, float* dx) {
+  constexpr int64_t kGrain = 32;  // a quantization block: the kernel's column ranges start there
+  const int64_t grains = (w.cols + kGrain - 1) / kGrain;
+  const int64_t n_chunks = std::min<int64_t>(grains, int64_t(pool_->size()) * 2);
+  if (n_chunks <= 1) {
+    MatMulTransposed(dy, rows, w, dx, 0, w.cols);
+    return;
+  }
+  const auto bound = [&](int64_t chunk) {
+    return std::min(w.cols, grains * chunk / n_chunks * kGrain);
+  };
+  pool_->ParallelFor(n_chunks, [&](int64_t chunk) {
+    MatMulTransposed(dy, rows, w, dx, bound(chunk), bound(chunk + 1));
+  });
+}
+
+namespace {
+
+void Report(const ActivationObserver& observer, const char* name, int layer, const float* data,
+            int64_t d0, int64_t d1, int64_t d2 = 0) {
+  Activation a;
+  a.name = name;
+  a.layer = layer;
+  a.pos0 = 0;
+  a.n_dims = d2 ? 3 : 2;
+  a.shape[0] = d0;
+  a.shape[1] = d1;
+  a.shape[2] = d2;
+  a.data = data;
+  observer(a);
+}
+
+}  // namespace
+
+// dz [rows, C] (heads concatenated) back through each head's causal attention to dq, dk, dv
+// ([H, T, D]) and dqkv_ [rows, 3C] in the forward's q | k | v row layout.
+void Backward::AttentionBackward(int l, int64_t first, int64_t rows, const float* dz,
+                                 const ActivationObserver& grads) {
+  const Config& c = model_.config();
+  const int64_t T = T_, C = c.n_embd, H = c.n_head, D = c.head_dim();
+  const float scale = c.attn_scale();
+  const Saved& s = saved_[l];
+  std::fill(dq_.begin(), dq_.end(), 0.0f);
+  std::fill(dk_.begin(), dk_.end(), 0.0f);
+  std::fill(dv_.begin(), dv_.end(), 0.0f);
+  std::fill(dscores_.begin(), dscores_.end(), 0.0f);
+  pool_->ParallelFor(H, [&](int64_t h) {
+    const float* k = s.k.data() + h * T * D;
+    const float* v = s.v.data() + h * T * D;
+    for (int64_t t = first; t < rows; ++t) {
+      AttentionHeadBackward(s.q.data() + (h * T + t) * D, k, v, D,
+                            s.probs.data() + (h * T + t) * T, dz + t * C + h * D, t + 1, D, scale,
+                            dq_.data() + (h * T + t) * D, dk_.data() + h * T * D,
+                            dv_.data() + h * T * D, D, dscores_.data() + (h * T + t) * T);
+    }
+  });
+  Report(grads, "attn_scores", l, dscores_.data(), H, T, T);
+  Report(grads, "q", l, dq_.data(), H, T, D);
+  Report(grads, "k", l, dk_.data(), H, T, D);
+  Report(grads, "v", l, dv_.data(), H, T, D);
+  const float* parts[3] = {dq_.data(), dk_.data(), dv_.data()};
+  for (int64_t t = 0; t < rows; ++t) {
+    for (int part = 0; part < 3; ++part) {
+      for (int64_t h = 0; h < H; ++h) {
+        std::copy_n(parts[part] + (h * T + t) * D, D, dqkv_.data() + t * 3 * C + part * C + h * D);
+      }
+    }
+  }
+}
+
+void Backward::Run(const MetricSpec& spec, const ActivationObserver& grads) {
+  const Config& c = model_.config();
+  if (T_ == 0) throw Error("backward: no forward pass to go back through");
+  if (spec.position < 0 || spec.position >= T_) {
+    throw Error("position " + std::to_string(spec.position) + " is out of range; valid positions are 0.." +
+                std::to_string(T_ - 1));
+  }
+  if (spec.target < 0 || spec.target >= c.n_vocab || spec.contrast >= c.n_vocab) {
+    throw Error("token id out of range; valid ids are 0.." + std::to_string(c.n_vocab - 1));
+  }
+  const int64_t T = T_, C = c.n_embd, F = c.n_ff, H = c.n_head, D = c.head_dim();
+  const int L = c.n_layer;
+  // Attention is causal: rows after the metric's position get no gradient.
+  const int64_t rows = spec.position + 1;
+  const Interventions& iv = iv_;
+  const bool post = iv.post_norm;
+  for (std::vector<float>* v : {&g_, &dx_, &dsub_, &dz_, &tmp_, &report_}) v->assign(size_t(T) * C, 0.0f);
+  dff_.assign(size_t(T) * F, 0.0f);
+  dqkv_.assign(size_t(T) * 3 * C, 0.0f);
+  for (std::vector<float>* v : {&dq_, &dk_, &dv_}) v->assign(size_t(H) * T * D, 0.0f);
+  dscores_.assign(size_t(H) * T * T, 0.0f);
+  std::vector<float> zeros(size_t(std::max<int64_t>(H * T * T, T * F)), 0.0f);
+  float* g = g_.data();
+  // Rows [lo, rows) may carry gradient: at first only the metric's row; after a block's
+  // attention (keys and values of every earlier row) all of them. So the last block's MLP and
+  // output projection run on that one row.
+  int64_t lo = spec.position;
+
+  // Unembedding and ln_f: dm/d ln_f[position] = W_out[target] - W_out[contrast].
+  {
+    const WeightView& out = model_.output;
+    const size_t row_bytes = RowBytes(out.type, C);
+    float* d = report_.data() + spec.position * C;
+    DequantizeRow(out.type, static_cast<const uint8_t*>(out.data) + row_bytes * spec.target, d, C);
+    if (spec.contrast >= 0) {
+      DequantizeRow(out.type, static_cast<const uint8_t*>(out.data) + row_bytes * spec.contrast,
+                    tmp_.data(), C);
+      for (int64_t i = 0; i < C; ++i) d[i] -= tmp_[i];
+    }
+    Report(grads, "ln_f", -1, report_.data(), T, C);
+    LayerNormBackwardRows(final_.data() + spec.position * C, model_.ln_f_g, d,
+                          g + spec.position * C, 1, false);
+  }
+
+  for (int l = L - 1; l >= 0; --l) {
+    const BlockWeights& w = model_.blocks[l];
+    const Saved& s = saved_[l];
+    const bool nores = Interventions::Lists(iv.no_residual, l);
+    const bool skip_mlp = Interventions::Lists(iv.skip_mlp, l);
+    const bool skip_attn = Interventions::Lists(iv.skip_attn, l);
+    Report(grads, "resid_out", l, g, T, C);
+
+    // MLP: x2 = [post-norm: ln_2]((x1 unless no residual) + f), f = fc_proj(gelu(fc(ln_2(x1)))).
+    if (post && !skip_mlp) {
+      for (int64_t i = lo * C; i < rows * C; ++i) tmp_[i] = nores ? s.mlp_out[i] : s.resid_mid[i] + s.mlp_out[i];
+      LayerNormBackwardRows(tmp_.data() + lo * C, w.ln2_g, g + lo * C, dsub_.data() + lo * C, rows - lo, false);
+      std::copy_n(dsub_.data() + lo * C, (rows - lo) * C, g + lo * C);
+    }
+    if (skip_mlp) {
+      for (const char* name : {"mlp_out", "mlp_act", "mlp_pre"}) {
+        Report(grads, name, l, zeros.data(), T, std::string(name) == "mlp_out" ? C : F);
+      }
+      Report(grads, "ln2", l, zeros.data(), T, C);
+    } else {
+      const int64_t n = rows - lo;
+      std::copy_n(g, rows * C, dsub_.data());  // df
+      Report(grads, "mlp_out", l, dsub_.data(), T, C);
+      Transposed(dsub_.data() + lo * C, n, w.fc_proj, dff_.data() + lo * F);
+      Report(grads, "mlp_act", l, dff_.data(), T, F);
+      GeluBackward(s.mlp_pre.data() + lo * F, dff_.data() + lo * F, dff_.data() + lo * F, n * F);
+      Report(grads, "mlp_pre", l, dff_.data(), T, F);
+      Transposed(dff_.data() + lo * F, n, w.fc, dx_.data() + lo * C);
+      Report(grads, "ln2", l, dx_.data(), T, C);
+      if (nores) std::fill_n(g, rows * C, 0.0f);
+      if (post) AddInPlace(g + lo * C, dx_.data() + lo * C, n * C);
+      else LayerNormBackwardRows(s.resid_mid.data() + lo * C, w.ln2_g, dx_.data() + lo * C, g + lo * C, n, true);
+    }
+    Report(grads, "resid_attn", l, g, T, C);
+
+    // Attention: x1 = [post-norm: ln_1]((x0 unless no residual) + proj(attn(ln_1(x0)))).
+    if (post && !skip_attn) {
+      for (int64_t i = lo * C; i < rows * C; ++i) tmp_[i] = nores ? s.attn_out[i] : s.resid_pre[i] + s.attn_out[i];
+      LayerNormBackwardRows(tmp_.data() + lo * C, w.ln1_g, g + lo * C, dsub_.data() + lo * C, rows - lo, false);
+      std::copy_n(dsub_.data() + lo * C, (rows - lo) * C, g + lo * C);
+    }
+    if (skip_attn) {
+      for (const char* name : {"attn_out", "attn_heads"}) Report(grads, name, l, zeros.data(), T, C);
+      Report(grads, "attn_scores", l, zeros.data(), H, T, T);
+      for (const char* name : {"q", "k", "v"}) Report(grads, name, l, zeros.data(), H, T, D);
+      Report(grads, "ln1", l, zeros.data(), T, C);
+    } else {
+      Report(grads, "attn_out", l, g, T, C);
+      Transposed(g + lo * C, rows - lo, w.proj, dz_.data() + lo * C);
+      Report(grads, "attn_heads", l, dz_.data(), T, C);
+      // An ablated head's output is a constant: nothing flows back through its attention.
+      for (const HeadRef& a : iv.ablate_heads) {
+        if (a.layer != l) continue;
+        for (int64_t t = 0; t < rows; ++t) std::fill_n(dz_.data() + t * C + a.head * D, D, 0.0f);
+      }
+      AttentionBackward(l, lo, rows, dz_.data(), grads);
+      lo = 0;
+      Transposed(dqkv_.data(), rows, w.qkv, dx_.data());
+      Report(grads, "ln1", l, dx_.data(), T, C);
+      if (nores) std::fill_n(g, rows * C, 0.0f);
+      if (post) AddInPlace(g, dx_.data(), rows * C);
+      else LayerNormBackwardRows(s.resid_pre.data(), w.ln1_g, dx_.data(), g, rows, true);
+    }
+    Report(grads, "resid_pre", l, g, T, C);
+    // A patched position's stream was replaced by a constant.
+    for (const ResidPatch& p : iv.patches) {
+      if (p.layer == l && p.position < rows) std::fill_n(g + int64_t(p.position) * C, C, 0.0f);
+    }
+  }
+  Report(grads, "embed", -1, g, T, C);
+}
+
+}  // namespace gpt2

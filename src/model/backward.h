@@ -1,0 +1,112 @@
+// The backward pass: gradients of one scalar metric of the logits with respect to the
+// activations (never the weights), through every step of the forward pass and its
+// interventions (model/run_options.h), as llm.c's gpt2_backward runs its layers' backwards in
+// reverse, checked against PyTorch autograd (scripts/make_golden.py, tests/model/backward_test.cc).
+//
+// The metric: m = logit[position, target] - logit[position, contrast] (contrast < 0: the target's
+// logit alone).
+//
+// Backward::Forward runs a Session over a whole prompt from position 0 (or, for integrated
+// gradients, the blocks over a given stream entering block 0) and keeps what the backward
+// reads, per token and block: the stream entering the block (C), q, k and v (3C), the stream
+// after attention (C), the MLP's input to GELU (F = 4C for GPT-2), and the attention
+// probabilities (H x T); under post-norm also the two sublayer outputs (2C). For GPT-2 small at
+// 128 tokens that is 12 x 128 x (9 x 768 + 12 x 128) x 4 bytes = 50 MB (SavedBytes()).
+//
+// Backward::Run then reports the gradients, dm/d(tensor), to an ActivationObserver under the
+// observer's names (observer.h, TransformerLens hooks in brackets), every one [T, ...] over the
+// whole prompt (rows after the metric's position are zero: attention is causal):
+//   per block l, in the order computed (last block first):
+//     "resid_out" [T, C]   (blocks.l.hook_resid_post)
+//     "mlp_out" [T, C], "mlp_act" [T, F], "mlp_pre" [T, F], "ln2" [T, C]
+//     "resid_attn" [T, C]  (blocks.l.hook_resid_mid)
+//     "attn_out" [T, C]
+//     "attn_heads" [T, C]  (blocks.l.attn.hook_z, flattened); an ablated head (zero or mean)
+//                          has its gradient here, but none flows through it to q, k, v
+//     "attn_scores" [H, T, T] (the scaled scores before softmax; masked entries 0)
+//     "q", "k", "v" [H, T, D], "ln1" [T, C]
+//     "resid_pre" [T, C]   (blocks.l.hook_resid_pre: the stream entering the block, after any
+//                          patch there; a patched position passes no gradient further back)
+//   then (layer -1) "embed" [T, C] (hook_embed + hook_pos_embed: the stream entering block 0
+//   before patches of block 0), and first of all "ln_f" [T, C] (ln_final.hook_normalized).
+// A skipped sublayer reports zero gradients for its insides.
+//
+// Products with Q8_0/Q4_0 weights multiply by the dequantized weights' transpose (kernels.h
+// MatMulTransposed), the straight-through gradient of the int8 activation rounding; attention
+// uses the f32 q, k, v before the KV cache's rounding and the forward's probabilities.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "model/model.h"
+#include "model/observer.h"
+#include "model/run_options.h"
+
+namespace gpt2 {
+
+class ThreadPool;
+
+struct MetricSpec {
+  int position = 0;
+  int target = 0;
+  int contrast = -1;  // < 0: none
+};
+
+class Backward {
+ public:
+  explicit Backward(const Model& model, int n_threads = 1);
+  // Runs on `pool` (e.g. Session::pool() of the session it differentiates), which must outlive it.
+  Backward(const Model& model, ThreadPool& pool);
+  ~Backward();
+  Backward(const Backward&) = delete;
+  Backward& operator=(const Backward&) = delete;
+
+  // Runs `session` (reset first) over ids [0, T) under `iv` (null: the plain model), keeping
+  // what Run needs; `also` (if set) receives the forward's activations too. With resid_in
+  // ([T, C]) the blocks run over that stream entering block 0 instead of the embedding (the
+  // session runs the ids once plainly first unless it holds them already, as left by the last
+  // Forward of the same ids).
+  void Forward(Session& session, const std::vector<int>& ids, const Interventions* iv,
+               const float* resid_in = nullptr, const ActivationObserver* also = nullptr);
+
+  int tokens() const { return T_; }
+  // The stream entering block 0 of the last Forward, [T, C] (the embedding, or resid_in).
+  const std::vector<float>& embed() const { return embed_; }
+  // The metric of the last Forward's logits at spec.position (through session.FinalLogits:
+  // the forward's own numbers), and the logits there ([n_vocab]).
+  double Metric(Session& session, const MetricSpec& spec);
+  void Logits(Session& session, int position, std::vector<float>& logits);
+
+  // The gradients of the metric at every named point, to `grads` (see the header comment).
+  // Throws gpt2::Error for a position or token out of range.
+  void Run(const MetricSpec& spec, const ActivationObserver& grads);
+
+  // Bytes of what the last Forward kept: C + 3C + C + F floats per token and block (post-norm:
+  // 2C more), H x T probabilities per token and block, and the embedding and final stream.
+  int64_t SavedBytes() const;
+
+ private:
+  struct Saved;
+  void Keep(const Activation& a, const ActivationObserver* also);
+  void LayerNormBackwardRows(const float* x, const float* gamma, const float* dy, float* dx,
+                             int64_t rows, bool accumulate) const;
+  void Transposed(const float* dy, int64_t rows, const WeightView& w, float* dx);
+  void AttentionBackward(int layer, int64_t first, int64_t rows, const float* dz,
+                         const ActivationObserver& grads);
+
+  const Model& model_;
+  std::unique_ptr<ThreadPool> own_pool_;  // unless given one
+  ThreadPool* pool_;
+  Interventions iv_;
+  int T_ = 0;
+  std::vector<int> ids_;
+  std::vector<float> embed_;        // [T, C]
+  std::vector<Saved> saved_;        // per block
+  std::vector<float> final_;        // [T, C] the stream entering ln_f
+  // Scratch of Run, reused.
+  std::vector<float> g_, dx_, dsub_, dff_, dz_, dqkv_, dq_, dk_, dv_, dscores_, tmp_, report_;
+};
+
+}  // namespace gpt2
