@@ -39,7 +39,8 @@ lane1() {
   local start=$SECONDS
   # Not [family]: GPT-2 XL's widths converted and run at -O0 cost half a minute here, and the
   # same code runs under the sanitizers at the other tests' widths (natively and in wasm too).
-  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 build/asan/gpt2_tests "~[family]"
+  # "~[.]" keeps the hidden profiles out, which a test spec would otherwise let in.
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 build/asan/gpt2_tests "~[.]~[family]"
   echo "(the suite took $((SECONDS - start)) s under the sanitizers)"
 
   if [ -f build/wasm/gpt2_tests.js ]; then
