@@ -193,6 +193,8 @@ if (!flag('skip-clicks')) {
     await page.getByTestId('max-tokens').fill('4');
     await page.getByTestId('generate').click();
     await page.waitForFunction(() => document.querySelector('[data-testid=stats]').dataset.reason, null, {timeout: 600_000});
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid=attention-grid] [data-layer][data-head]').length === 1200 &&
+                                     document.querySelector('[data-testid=logit-lens] [data-layer="47"]'), null, {timeout: 600_000});
     // One click and the time to the frame after the view shows it.
     const click = (selector, changed) => page.evaluate(async ({selector, changed}) => {
       const el = document.querySelector(selector);
@@ -208,7 +210,7 @@ if (!flag('skip-clicks')) {
     for (let i = 0; i < 12; ++i) {
       const l = (i * 7) % 48, h = (i * 11) % 25;
       times.grid.push(await click(`[data-testid=attention-grid] [data-layer="${l}"][data-head="${h}"]`, '#attn-big-title'));
-      times.token.push(await click(`[data-testid=tokens] [role=option]:nth-child(${1 + (i % 9)})`, '#picked'));
+      times.token.push(await click(`[data-testid=tokens] [data-position="${i % 9}"]`, '#picked'));
       times.lens.push(await click(`[data-testid=logit-lens] [data-layer="${(i * 5) % 48}"]`, '[data-testid=logit-lens]'));
     }
     const f = (xs) => `median ${median(xs).toFixed(0)} ms, max ${Math.max(...xs).toFixed(0)} ms`;
