@@ -25,9 +25,9 @@ namespace {
 constexpr uint32_t kGgufMagic = 0x46554747;  // "GGUF" read as a little-endian u32
 constexpr uint32_t kDefaultAlignment = 32;   // GGUF_DEFAULT_ALIGNMENT
 constexpr int kMaxDims = 4;                  // GGML_MAX_DIMS
-// Arrays are expanded into GgufValue objects (~100 bytes each), so a hostile file with a huge
-// u8 array could make a small file cost gigabytes of memory. GPT-2's largest arrays (tokens,
-// merges) hold ~50k entries; real GGUF vocabularies stay below ~300k.
+// GetArray expands arrays into GgufValue objects (~100 bytes each), so a hostile file with a
+// huge u8 array could make a small file cost gigabytes of memory there. GPT-2's largest arrays
+// (tokens, merges) hold ~50k entries; real GGUF vocabularies stay below ~300k.
 constexpr uint64_t kMaxArrayElements = uint64_t{1} << 24;
 
 // Smallest encoding of one tensor info: name length (8) + n_dims (4) + ne[0] (8) + type (4) +
@@ -141,6 +141,16 @@ class Reader {
     return v;
   }
 
+  void Skip(uint64_t n) { pos_ += static_cast<size_t>(n); }  // after Need(n, ...)
+  void Seek(size_t pos) { pos_ = pos; }
+
+  template <typename What>
+  void SkipString(const What& what) {
+    const uint64_t len = Read<uint64_t>([&] { return Describe(what) + " (length)"; });
+    Need(len, [&] { return Describe(what) + " (" + std::to_string(len) + " bytes)"; });
+    Skip(len);
+  }
+
   template <typename What>
   std::string ReadString(const What& what) {
     const uint64_t len = Read<uint64_t>([&] { return Describe(what) + " (length)"; });
@@ -212,6 +222,19 @@ GgufValue ReadScalarOrString(Reader& r, GgufValueType type, const What& what) {
   return v;
 }
 
+// ReadScalarOrString's checks without building the value (a string is not copied).
+template <typename What>
+void SkipScalarOrString(Reader& r, GgufValueType type, const What& what) {
+  if (type == GgufValueType::kString) {
+    r.SkipString(what);
+  } else if (type == GgufValueType::kBool) {
+    ReadScalarOrString(r, type, what);
+  } else {
+    r.Need(ScalarBytes(type), what);
+    r.Skip(ScalarBytes(type));
+  }
+}
+
 GgufValue ReadValue(Reader& r, uint32_t raw_type, const std::string& key) {
   const std::string what = "value of metadata key " + Quote(key);
   if (!IsKnownValueType(raw_type)) {
@@ -250,11 +273,13 @@ GgufValue ReadValue(Reader& r, uint32_t raw_type, const std::string& key) {
                 " elements, more than this reader accepts (" + std::to_string(kMaxArrayElements) +
                 ")");
   }
-  v.array.reserve(static_cast<size_t>(count));
+  v.array_count = count;
+  v.array_offset = r.pos();
+  // Checked now (so GetArray cannot fail later), kept in the file's buffer.
   for (uint64_t k = 0; k < count; ++k) {
-    v.array.push_back(ReadScalarOrString(r, v.array_type, [&] {
+    SkipScalarOrString(r, v.array_type, [&] {
       return "element " + std::to_string(k) + " of metadata key " + Quote(key);
-    }));
+    });
   }
   return v;
 }
@@ -277,6 +302,7 @@ std::unique_ptr<GgufFile> GgufFile::Parse(const uint8_t* data, size_t size) {
 
   auto file = std::unique_ptr<GgufFile>(new GgufFile());
   file->size_ = size;
+  file->data_ = data;
   Reader r(data, size);
 
   const uint32_t magic = r.Read<uint32_t>("magic number");
@@ -510,9 +536,24 @@ std::vector<std::string> GgufFile::GetStringArray(const std::string& key) const 
                                                  : std::string()) +
                 ", expected an array of strings");
   }
+  Reader r(data_, static_cast<size_t>(size_));
+  r.Seek(static_cast<size_t>(v.array_offset));
   std::vector<std::string> out;
-  out.reserve(v.array.size());
-  for (const GgufValue& e : v.array) out.push_back(e.str);
+  out.reserve(static_cast<size_t>(v.array_count));
+  for (uint64_t k = 0; k < v.array_count; ++k) out.push_back(r.ReadString("an array element"));
+  return out;
+}
+
+std::vector<GgufValue> GgufFile::GetArray(const std::string& key) const {
+  const GgufValue& v = Require(*this, key);
+  if (v.type != GgufValueType::kArray) ThrowWrongType(key, v, "an array");
+  Reader r(data_, static_cast<size_t>(size_));
+  r.Seek(static_cast<size_t>(v.array_offset));
+  std::vector<GgufValue> out;
+  out.reserve(static_cast<size_t>(v.array_count));
+  for (uint64_t k = 0; k < v.array_count; ++k) {
+    out.push_back(ReadScalarOrString(r, v.array_type, "an array element"));
+  }
   return out;
 }
 
@@ -591,7 +632,7 @@ void PutValue(ByteSink& s, const GgufValue& v) {
     return;
   }
   s.Put<uint32_t>(static_cast<uint32_t>(v.array_type));
-  s.Put<uint64_t>(v.array.size());
+  s.Put<uint64_t>(v.array.size());  // built by the writer: the elements are here
   for (const GgufValue& e : v.array) PutScalarOrString(s, e, v.array_type);
 }
 

@@ -16,9 +16,11 @@
 //   alignment is a power of two; n_dims in 1..4, each ne >= 1, element count does not overflow;
 //   the tensor type is F32, F16, Q8_0 or Q4_0 (others are named: "tensor 'x' has type q4_K");
 //   ne[0] is a multiple of the type's block size; each offset is a multiple of the alignment and
-//   offset + size lies inside the file; bools are 0 or 1; arrays hold at most 2^24 elements
-//   (each is expanded into a GgufValue). Tensor data is never copied: GgufTensor::data points into
-//   the caller's buffer, which must outlive the GgufFile.
+//   offset + size lies inside the file; bools are 0 or 1; arrays hold at most 2^24 elements.
+//   Neither tensor data nor arrays are copied: GgufTensor::data points into the caller's buffer,
+//   which must outlive the GgufFile, and an array's elements are checked when parsed but read
+//   from that buffer only when asked for (GetArray, GetStringArray): expanded for the file's
+//   life, GPT-2's three vocabulary arrays would hold ~8 MB of the page's heap.
 #pragma once
 
 #include <cstddef>
@@ -43,8 +45,11 @@ struct GgufValue {
   int64_t i = 0;
   double f = 0;
   std::string str;                  // kString
-  GgufValueType array_type = GgufValueType::kU8;  // kArray
-  std::vector<GgufValue> array;     // kArray of scalars/strings (nested arrays are rejected)
+  // kArray of scalars or strings (nested arrays are rejected):
+  GgufValueType array_type = GgufValueType::kU8;
+  uint64_t array_count = 0;
+  uint64_t array_offset = 0;     // parsed: where the first element starts in the file
+  std::vector<GgufValue> array;  // built for GgufWriter: the elements (parsed: empty, see GetArray)
 };
 
 struct GgufKeyValue {
@@ -84,8 +89,11 @@ class GgufFile {
   float GetF32(const std::string& key) const;  // also accepts f64
   std::string GetString(const std::string& key) const;
   std::vector<std::string> GetStringArray(const std::string& key) const;
+  // The elements of an array value, read from the file's buffer (also for arrays of strings).
+  std::vector<GgufValue> GetArray(const std::string& key) const;
 
  private:
+  const uint8_t* data_ = nullptr;  // the caller's buffer
   uint32_t version_ = 0;
   uint32_t alignment_ = 32;
   uint64_t size_ = 0;

@@ -275,9 +275,10 @@ TEST_CASE("convert: vocabulary keys and the whole directory pipeline", "[convert
   CHECK(merges[0] == "\xC4\xA0 t");  // first line of vocab.bpe after the version comment
   const gpt2::GgufValue* types = g->Find("tokenizer.ggml.token_type");
   REQUIRE(types != nullptr);
-  REQUIRE(types->array.size() == 50257);
-  CHECK(types->array[0].i == 1);
-  CHECK(types->array[50256].i == 3);
+  const std::vector<gpt2::GgufValue> type_values = g->GetArray("tokenizer.ggml.token_type");
+  REQUIRE(type_values.size() == 50257);
+  CHECK(type_values[0].i == 1);
+  CHECK(type_values[50256].i == 3);
   CHECK(g->GetU32("tokenizer.ggml.bos_token_id") == 50256);
   CHECK(g->GetU32("tokenizer.ggml.eos_token_id") == 50256);
   CHECK(g->Find("general.name") == nullptr);  // not one of OpenAI's shapes, no --name

@@ -185,10 +185,13 @@ TEST_CASE("GGUF writer output parses back with every value and tensor intact", "
     REQUIRE(ints != nullptr);
     REQUIRE(ints->type == GgufValueType::kArray);
     CHECK(ints->array_type == GgufValueType::kI32);
-    REQUIRE(ints->array.size() == 4);
-    CHECK(ints->array[0].i == -1);
-    CHECK(ints->array[2].i == 2147483647);
-    CHECK(ints->array[3].i == -2147483647 - 1);
+    CHECK(ints->array_count == 4);
+    const std::vector<gpt2::GgufValue> int_values = f->GetArray("test.ints");
+    REQUIRE(int_values.size() == 4);
+    CHECK(int_values[0].i == -1);
+    CHECK(int_values[2].i == 2147483647);
+    CHECK(int_values[3].i == -2147483647 - 1);
+    CHECK_THROWS_WITH(f->GetArray("gpt2.context_length"), Contains("u32") && Contains("an array"));
 
     // Getter errors name the key and the problem.
     CHECK_THROWS_WITH(f->GetU32("missing.key"), Contains("'missing.key'") && Contains("missing"));
@@ -357,17 +360,18 @@ TEST_CASE("GGUF parser reads hand-assembled metadata of every value type (v2 and
     CHECK(f->GetU32("u8") == 200);  // any integer type that fits
     CHECK_THROWS_WITH(f->GetU32("u64"), Contains("u64") || Contains("1099511627776"));
     CHECK_THROWS_AS(f->GetU32("i8"), gpt2::Error);  // negative
-    const gpt2::GgufValue* a = f->Find("arr.u8");
-    REQUIRE(a->array.size() == 3);
-    CHECK(a->array_type == GgufValueType::kU8);
-    CHECK(a->array[2].u == 255);
-    CHECK(f->Find("arr.i16")->array[0].i == -1);
-    CHECK(f->Find("arr.f32")->array[1].f == -1.5);
-    CHECK(f->Find("arr.bool")->array[1].u == 1);
+    CHECK(f->Find("arr.u8")->array_type == GgufValueType::kU8);
+    const std::vector<gpt2::GgufValue> u8s = f->GetArray("arr.u8");
+    REQUIRE(u8s.size() == 3);
+    CHECK(u8s[2].u == 255);
+    CHECK(f->GetArray("arr.i16")[0].i == -1);
+    CHECK(f->GetArray("arr.f32")[1].f == -1.5);
+    CHECK(f->GetArray("arr.bool")[1].u == 1);
     CHECK(f->GetStringArray("arr.str") == std::vector<std::string>{"a", ""});
-    CHECK(f->Find("arr.u64")->array[0].u == ~uint64_t{0});
-    CHECK(f->Find("arr.f64")->array[0].f == 2.5);
-    CHECK(f->Find("arr.empty")->array.empty());
+    CHECK(f->GetArray("arr.str")[0].str == "a");
+    CHECK(f->GetArray("arr.u64")[0].u == ~uint64_t{0});
+    CHECK(f->GetArray("arr.f64")[0].f == 2.5);
+    CHECK(f->GetArray("arr.empty").empty());
     REQUIRE(f->tensors().size() == 1);
     CHECK(f->tensors()[0].name == "w");
   }

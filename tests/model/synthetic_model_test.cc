@@ -40,9 +40,10 @@ TEST_CASE("synthetic model carries GPT-2's tokenizer as the converter writes it"
   REQUIRE(types != nullptr);
   REQUIRE(types->type == gpt2::GgufValueType::kArray);
   CHECK(types->array_type == gpt2::GgufValueType::kI32);
-  REQUIRE(types->array.size() == 50257);
-  CHECK(types->array[0].i == 1);      // NORMAL
-  CHECK(types->array[50256].i == 3);  // CONTROL
+  const std::vector<gpt2::GgufValue> type_values = file->GetArray("tokenizer.ggml.token_type");
+  REQUIRE(type_values.size() == 50257);
+  CHECK(type_values[0].i == 1);      // NORMAL
+  CHECK(type_values[50256].i == 3);  // CONTROL
   CHECK(file->GetU32("tokenizer.ggml.bos_token_id") == 50256);
   CHECK(file->GetU32("tokenizer.ggml.eos_token_id") == 50256);
   CHECK(file->GetU32("general.file_type") == 7);  // LLAMA_FTYPE_MOSTLY_Q8_0
