@@ -71,7 +71,7 @@ const lens = median(Array.from({length: kRuns}, () => cpu(() => engine.compareSe
 engine.reset();
 engine.setCapture(true);
 engine.prefill(clean);
-const windows = median(Array.from({length: kRuns}, () => cpu(() => engine.logitLens(0, clean.length, 1)).ms));
+const windows = median(Array.from({length: kRuns}, () => cpu(() => engine.logitLens(0, clean.length, 1, 0, info.n_layer)).ms));
 engine.dropSecond();
 console.log(`quantization lens against Q4_0, 16 tokens: ${lens.toFixed(0)} CPU ms = ${(lens / unit16).toFixed(1)} prefills; ` +
             `less two models' lens windows (${windows.toFixed(0)} ms each): ${((lens - 2 * windows) / unit16).toFixed(1)} ` +

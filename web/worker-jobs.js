@@ -12,9 +12,15 @@ import {createCircuits} from './worker-circuits.js';
 // around ~3e9 (a few seconds of wasm SIMD) and at most this many positions.
 const kLensBudget = 3e9;
 const kLensMaxPositions = 64;
+// The window runs in pieces of about this many multiply-adds (~0.1 s), a message that arrives
+// meanwhile first: a click on a head after a token pick answers at once, not after the whole
+// window (GPT-2 XL: 48 unembeddings of one position, ~1.2 s).
+const kLensPiece = 2e8;
 
-// post(msg, transfer): to the page; yieldToEvents(): lets queued messages (stop, cancel) arrive.
-export function createJobs({post, yieldToEvents}) {
+// post(msg, transfer): to the page; yieldToEvents(): lets queued messages (stop, cancel) arrive;
+// busy(): whether a message waits in the dispatcher's queue; lensPiece: kLensPiece (tests make
+// the pieces one block).
+export function createJobs({post, yieldToEvents, busy = () => false, lensPiece = kLensPiece}) {
   let engine = null;
   let info = null;
   let stopRequested = false;
@@ -137,6 +143,9 @@ export function createJobs({post, yieldToEvents}) {
     return {hist, lo, hi, min, max, mean: sum / n, active, n, top};
   }
 
+  // The window being computed: {begin, end, topK, next (block), ids, probs}; null when none.
+  let lensTask = null;
+
   async function lens(position) {
     const P = engine.capturedPositions();
     const p = Math.max(0, Math.min(P - 1, position | 0));
@@ -145,13 +154,33 @@ export function createJobs({post, yieldToEvents}) {
     // A window ending at the picked token (or starting at 0 when everything fits).
     const end = Math.min(P, Math.max(p + 1, width));
     const begin = Math.max(0, end - width);
-    post({type: Msg.lensStart, begin, end});
-    const topK = 10;
-    const r = engine.logitLens(begin, end, topK);
-    const ids = Array.from(r.ids);
-    const uniq = [...new Set(ids.filter((i) => i >= 0))];
+    if (!lensTask || lensTask.begin !== begin || lensTask.end !== end) {
+      lensTask = {begin, end, topK: 10, next: 0, ids: [], probs: []};
+      post({type: Msg.lensStart, begin, end});
+    }
+    await continueLens();
+  }
+
+  // Runs the window's next pieces until it is done (then posts it) or a message waits (then it
+  // goes on after that message, see background()).
+  async function continueLens() {
+    const t = lensTask;
+    const step = Math.max(1, Math.floor(lensPiece / ((t.end - t.begin) * info.n_embd * info.n_vocab)));
+    while (t.next < info.n_layer) {
+      const to = Math.min(info.n_layer, t.next + step);
+      const r = engine.logitLens(t.begin, t.end, t.topK, t.next, to);
+      for (const id of r.ids) t.ids.push(id);
+      for (const q of r.probs) t.probs.push(q);
+      t.next = to;
+      await yieldToEvents();
+      if (lensTask !== t) return;
+      if (t.next < info.n_layer && busy()) return;
+    }
+    lensTask = null;
+    const uniq = [...new Set(t.ids.filter((i) => i >= 0))];
     const pieces = Object.fromEntries(uniq.map((id, k) => [id, bytesToPieces([id])[0]]));
-    post({type: Msg.lens, begin, end, topK, nLayer: info.n_layer, ids, probs: Array.from(r.probs), pieces});
+    post({type: Msg.lens, begin: t.begin, end: t.end, topK: t.topK, nLayer: info.n_layer, ids: t.ids,
+          probs: t.probs, pieces});
   }
 
   // [P, P] attention of one head (row = query, column = key; NaN above the diagonal).
@@ -417,6 +446,16 @@ export function createJobs({post, yieldToEvents}) {
       info = null;
     },
     warmUp,
+    // Work left from a message that yielded to later ones (the logit lens window), run when the
+    // queue is empty; dropped before a message that may change what the capture holds.
+    async background() {
+      if (!lensTask || !engine) return;
+      try { await continueLens(); } catch (e) {
+        lensTask = null;
+        post({type: Msg.error, kind: ErrorKind.inspect, message: errorMessage(e)});
+      }
+    },
+    dropBackground() { lensTask = null; },
     stop() { stopRequested = true; },
     cancel() { cancelJob = true; },
     clearCancel() { cancelJob = false; },

@@ -37,7 +37,8 @@ function yieldToEvents() {
 
 const loader = createLoader({post});
 const hfConverter = createHfConverter({post, yieldToEvents, loader});
-const jobs = createJobs({post, yieldToEvents});
+let queuedCount = 0;  // messages in the queue, not yet started
+const jobs = createJobs({post, yieldToEvents, busy: () => queuedCount > 0});
 
 // ---- Start ----------------------------------------------------------------------------------
 
@@ -220,6 +221,9 @@ const queued = {
   [Msg.quantLens]: jobs.quantLens,
 };
 
+// Messages that only read the captured run: the logit lens window they interrupt stays valid.
+const readsCapture = new Set([Msg.inspect, Msg.attentionMap, Msg.exportBlock]);
+
 self.onmessage = (event) => {
   const msg = event.data;
   if (Object.hasOwn(immediate, msg.type)) {
@@ -229,9 +233,13 @@ self.onmessage = (event) => {
   // A cancel sent after a job's message (even before the job starts) cancels it.
   if ([Msg.headSweep, Msg.patching, Msg.pathPatch, Msg.pathPatchPaths].includes(msg.type)) jobs.clearCancel();
   const handler = Object.hasOwn(queued, msg.type) ? queued[msg.type] : null;
+  ++queuedCount;
   queue = queue.then(async () => {
+    --queuedCount;
     await ready;
     if (!engine || !handler) return;
+    if (!readsCapture.has(msg.type)) jobs.dropBackground();
     await handler(msg);
+    if (queuedCount === 0) await jobs.background();
   });
 };

@@ -65,7 +65,7 @@
 // Reading the capture (src/model/capture.h): attention(layer, p) VIEW [n_head, p + 1],
 //   headAttention(layer, head, p) VIEW [p + 1], mlpActivations(layer, p) VIEW [n_ff],
 //   residual(index) VIEW [P, n_embd] (0: embedding, l + 1: after block l), residualNorms(),
-//   layerNormStats(), sublayerNorms(), topProbs(p), logitLens(begin, end, k), finalProbs(p),
+//   layerNormStats(), sublayerNorms(), topProbs(p), logitLens(begin, end, k, layerBegin, layerEnd), finalProbs(p),
 //   blockTimes() (ms per block of the last prefill), capturedPositions(), position()
 //
 // Converting a Hugging Face GPT-2 checkpoint to GGUF in the page, with gpt2-convert's own code
@@ -316,9 +316,10 @@ class Engine : public ErrorsByValue {
     return LAB_CALL(return Object({{"ids", CopyToJs(lab_->capture().TopIds(p), CaptureStore::kTopProbs)},
                                    {"probs", CopyToJs(lab_->capture().TopProbs(p), CaptureStore::kTopProbs)}}));
   }
-  val LogitLens(int begin, int end, int top_k) const {
+  val LogitLens(int begin, int end, int top_k, int layer_begin, int layer_end) const {
     return LAB_CALL(std::vector<int> ids; std::vector<float> probs;
-                    lab_->capture().LogitLensWindow(lab_->model(), begin, end, top_k, &ids, &probs);
+                    lab_->capture().LogitLensWindow(lab_->model(), begin, end, layer_begin, layer_end, top_k, &ids,
+                                                    &probs);
                     return Object({{"ids", CopyToJs(ids)}, {"probs", CopyToJs(probs)}}));
   }
   val FinalProbs(int p) const { return LAB_CALL(return CopyToJs(lab_->FinalProbs(p))); }

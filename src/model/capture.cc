@@ -332,17 +332,21 @@ std::vector<float> CaptureStore::LayerNormStats() const {
   return out;
 }
 
-void CaptureStore::LogitLensWindow(const Model& model, int begin, int end, int top_k,
-                                   std::vector<int>* ids, std::vector<float>* probs) const {
+void CaptureStore::LogitLensWindow(const Model& model, int begin, int end, int layer_begin, int layer_end,
+                                   int top_k, std::vector<int>* ids, std::vector<float>* probs) const {
   if (begin < 0 || end > n_positions_ || begin >= end || top_k < 1) {
     throw Error("logit lens window [" + std::to_string(begin) + ", " + std::to_string(end) +
                 ") is out of range; captured positions are 0.." + std::to_string(n_positions_ - 1));
   }
-  const int L = n_layer_, C = n_embd_, T = end - begin;
+  if (layer_begin < 0 || layer_end > n_layer_ || layer_begin >= layer_end) {
+    throw Error("logit lens blocks [" + std::to_string(layer_begin) + ", " + std::to_string(layer_end) +
+                ") are out of range; blocks are 0.." + std::to_string(n_layer_ - 1));
+  }
+  const int L = layer_end - layer_begin, C = n_embd_, T = end - begin;
   std::vector<std::vector<float>> residuals(L);
   for (int l = 0; l < L; ++l) {
-    residuals[l].assign(resid_[l + 1].begin() + static_cast<size_t>(begin) * C,
-                        resid_[l + 1].begin() + static_cast<size_t>(end) * C);
+    residuals[l].assign(resid_[layer_begin + l + 1].begin() + static_cast<size_t>(begin) * C,
+                        resid_[layer_begin + l + 1].begin() + static_cast<size_t>(end) * C);
   }
   const std::vector<LensEntry> lens = LogitLens(model, residuals, T, begin, top_k);
   ids->assign(static_cast<size_t>(L) * T * top_k, -1);

@@ -110,10 +110,12 @@ class CaptureStore {
   // ln_1 of block 0, ln_2 of block 0, ln_1 of block 1, ..., ln_f. The inputs are the stream
   // before the block, after its attention, and after the last block.
   std::vector<float> LayerNormStats() const;
-  // The logit lens of every block for positions [begin, end): ids and probs [n_layer, end -
-  // begin, top_k] (LogitLens in model.h). Throws gpt2::Error for a window outside the store.
-  void LogitLensWindow(const Model& model, int begin, int end, int top_k, std::vector<int>* ids,
-                       std::vector<float>* probs) const;
+  // The logit lens after blocks [layer_begin, layer_end) for positions [begin, end): ids and
+  // probs [layer_end - layer_begin, end - begin, top_k] (LogitLens in model.h). A block range
+  // lets the page compute a window in pieces and answer clicks in between (for GPT-2 XL one
+  // position is 48 unembeddings, ~1 s). Throws gpt2::Error for a window outside the store.
+  void LogitLensWindow(const Model& model, int begin, int end, int layer_begin, int layer_end, int top_k,
+                       std::vector<int>* ids, std::vector<float>* probs) const;
   // [n_layer, C]: each block's "attn_heads" averaged over the captured positions, the values
   // Interventions::head_means wants for mean ablation. Throws if nothing is captured.
   std::vector<float> HeadMeans() const;

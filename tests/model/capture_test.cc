@@ -187,7 +187,7 @@ TEST_CASE("the capture store holds PyTorch's activations and statistics", "[mode
   // The logit lens window against PyTorch's lens (top 5).
   std::vector<int> lens_ids;
   std::vector<float> lens_probs;
-  store.LogitLensWindow(model, 2, 6, 5, &lens_ids, &lens_probs);
+  store.LogitLensWindow(model, 2, 6, 0, L, 5, &lens_ids, &lens_probs);
   const std::vector<int32_t>& gold_ids = Golden().I32("p3/lens_ids");  // [L, P, 5]
   const std::vector<float>& gold_probs = Golden().F32("p3/lens_probs");
   REQUIRE(lens_ids.size() == size_t(L) * 4 * 5);
@@ -200,7 +200,18 @@ TEST_CASE("the capture store holds PyTorch's activations and statistics", "[mode
       }
     }
   }
-  CHECK_THROWS_AS(store.LogitLensWindow(model, 0, P + 1, 5, &lens_ids, &lens_probs), gpt2::Error);
+  // A range of blocks: those blocks' rows of the same golden lens.
+  store.LogitLensWindow(model, 2, 6, 1, L, 5, &lens_ids, &lens_probs);
+  REQUIRE(lens_ids.size() == size_t(L - 1) * 4 * 5);
+  for (int l = 1; l < L; ++l) {
+    for (int t = 0; t < 4; ++t) {
+      CHECK(lens_ids[(size_t(l - 1) * 4 + t) * 5] == gold_ids[(size_t(l) * P + 2 + t) * 5]);
+      CHECK(lens_probs[(size_t(l - 1) * 4 + t) * 5] == Approx(gold_probs[(size_t(l) * P + 2 + t) * 5]).margin(1e-5));
+    }
+  }
+  CHECK_THROWS_AS(store.LogitLensWindow(model, 0, P + 1, 0, L, 5, &lens_ids, &lens_probs), gpt2::Error);
+  CHECK_THROWS_AS(store.LogitLensWindow(model, 0, P, 1, 1, 5, &lens_ids, &lens_probs), gpt2::Error);
+  CHECK_THROWS_AS(store.LogitLensWindow(model, 0, P, 0, L + 1, 5, &lens_ids, &lens_probs), gpt2::Error);
 
   // An aborted pass leaves the store as it was; Clear empties it.
   store.Begin(P, 1);

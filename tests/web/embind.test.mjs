@@ -95,7 +95,7 @@ describe('Embind API under Node', {skip: !fs.existsSync(kModulePath) && 'build/w
     const fin = inspect.final[T - 1];
     assert.deepEqual(Array.from(top.ids).slice(0, 3), fin.top_ids.slice(0, 3));
     closeTo(top.probs[0], fin.top_probs[0], 2e-3, 'final top prob');
-    const lens = engine.logitLens(0, T, 5);
+    const lens = engine.logitLens(0, T, 5, 0, info.n_layer);
     for (const e of inspect.logit_lens) {
       const base = (e.layer * T + e.position) * 5;
       assert.equal(lens.ids[base], e.top_ids[0], `lens top id l${e.layer} p${e.position}`);
