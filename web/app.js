@@ -60,7 +60,7 @@ const store = createStore({
   loading: false,
   generating: false,
   modelSource: '',  // the URL or file name being loaded, to name the model
-  progress: {value: 0},       // {value, loaded, total, phase, source}
+  progress: {value: 0},       // {value, loaded, total, phase, source, cached ('true': a conversion is cached)}
   progressText: 'No model loaded.',
   statsText: '',
   statsData: {},
@@ -298,7 +298,7 @@ function renderStatus(s) {
   err.hidden = !s.error;
   const bar = $('progress');
   bar.value = s.progress.value;
-  for (const k of ['source', 'loaded', 'total', 'phase']) {
+  for (const k of ['source', 'loaded', 'total', 'phase', 'cached']) {
     if (s.progress[k] === undefined) delete bar.dataset[k];
     else bar.dataset[k] = s.progress[k];
   }
@@ -479,9 +479,10 @@ function onProgress({phase, loaded, total, file}) {
              progressText: phase === Phase.parse || !total ? `${verb}…` : `${verb}: ${amount} (${pct}%)`});
 }
 
-function onModel({info, source, name, cacheWarning}) {
+function onModel({info, source, name, cacheWarning, storing}) {
   const from = {network: 'downloaded and cached', cache: 'from the browser cache (no download)',
-                file: `from ${name}`, hf: 'downloaded from Hugging Face, converted and cached'}[source];
+                file: `from ${name}`, hf: storing ? 'downloaded from Hugging Face and converted; saving it in this browser…'
+                                                  : 'downloaded from Hugging Face and converted'}[source];
   if (info.threads) store.set({threads: info.threads});
   store.set({
     loading: false, info, selectSizes: {blocks: info.n_layer, heads: info.n_head},
@@ -799,9 +800,13 @@ worker.onerror = (e) => {
   store.set({error: `The engine's worker failed: ${e.message || 'unknown error'}. Reload the page.`});
 };
 
-function onCache({entries, bytes, urls, cleared}) {
+function onCache({entries, bytes, urls, cleared, stored}) {
   store.set({cachedUrls: urls || [], cacheText: (cleared ? 'Cache cleared. ' : '') +
       (entries ? `${entries} cached file${entries > 1 ? 's' : ''}, ${mb(bytes)}.` : 'Nothing cached.')});
+  if (stored && state.info && state.progress.source === 'hf') {
+    store.set({progress: {...state.progress, cached: 'true'},
+               progressText: `Model ready (${mb(state.info.file_bytes)}, downloaded from Hugging Face, converted and cached).`});
+  }
   if (state.autoLoadPending) autoLoadIfCached();
 }
 

@@ -72,10 +72,12 @@
 //     {type:'progress', phase, loaded, total, file}  phase: a Phase value (loaded/total: bytes, or
 //                                                    tensors for 'convert'); file: the Hugging Face
 //                                                    file being downloaded, if any
-//     {type:'model', info, source, name, cacheWarning, restored}
+//     {type:'model', info, source, name, cacheWarning, restored, storing}
 //                                                    source: 'network' | 'cache' | 'file' | 'hf'
 //                                                    ('hf': downloaded from Hugging Face and converted);
-//                                                    restored: a failed load left this model loaded
+//                                                    restored: a failed load left this model loaded;
+//                                                    storing: it is being written into the cache,
+//                                                    'cache' with stored: true follows
 //     {type:'prompt', ids, pieces}                   the prompt's tokens
 //     {type:'token', id, text, index}                one sampled token (text: decoded UTF-8 so far)
 //     {type:'stats', promptTokens, prefillMs, blockMs, generated, decodeMs, tokensPerSecond, reason,
@@ -129,7 +131,8 @@
 //     {type:'atp', nLayer, nHead, positions, target, contrast, heads: Float64Array [nLayer, nHead],
 //       residPre: Float64Array [nLayer, positions], metric, metricCorrupt, pieces, ms}
 //                                                    as `gpt2 atp` prints them
-//     {type:'cache', entries, bytes, urls, cleared}  after clear-cache / cache-info
+//     {type:'cache', entries, bytes, urls, cleared, stored}  after clear-cache / cache-info / a
+//                                                    converted model's write (stored: it is cached)
 //     {type:'error', kind, message}                  kind: an ErrorKind value
 
 export const Msg = Object.freeze({

@@ -23,7 +23,8 @@ const kWholeCheckpointBytes = 1200 << 20;
 // loader: createLoader's functions; yieldToEvents(): lets queued messages arrive between pieces.
 export function createHfConverter({post, yieldToEvents, loader}) {
   // The cached conversion if there is one (no request at all); else download, convert in the
-  // engine, load, and cache the GGUF only once the engine has parsed it. Converter: the engine
+  // engine and load; the result's store() then caches the GGUF (only once the engine has parsed
+  // it). Converter: the engine
   // module's class; makeRoom(bytes): frees the loaded model first when it and the new one would
   // not fit side by side. id: the repository (hf.js kHfModels).
   async function getGpt2(hf, weights, target, {Converter, threads, makeRoom, id = 'gpt2'}) {
@@ -49,17 +50,23 @@ export function createHfConverter({post, yieldToEvents, loader}) {
     if (!cache) {
       notes.push('The browser cache is not available to this page, so the converted model will be ' +
                  'downloaded and converted again next time.');
-    } else {
+      return {info, source: 'hf', note: notes.join(' ')};
+    }
+    // Cached after the model is announced ready: writing a few hundred MB into the Cache API takes
+    // seconds (GPT-2 medium's 380 MB: longer than its whole conversion on a loaded machine), and
+    // the model can be used meanwhile. Resolves with a warning, or '' once stored.
+    const store = async () => {
       try {
         await cache.put(key, new Response(gguf, {headers: {'Content-Type': 'application/octet-stream',
                                                            'Content-Length': String(gguf.length)}}));
+        return '';
       } catch (e) {
         await cache.delete(key).catch(() => {});
-        notes.push('The converted model could not be stored in the browser cache (' + errorMessage(e) +
-                   '); it will be downloaded and converted again next time.');
+        return 'The converted model could not be stored in the browser cache (' + errorMessage(e) +
+               '); it will be downloaded and converted again next time.';
       }
-    }
-    return {info, source: 'hf', note: notes.join(' ')};
+    };
+    return {info, source: 'hf', note: notes.join(' '), store};
   }
 
   async function downloadAndConvert(hf, id, weights, Converter, makeRoom) {

@@ -170,7 +170,9 @@ async function handleLoad(msg) {
     modelSource = {source: loaded.source, name: loaded.name};
     jobs.attach(engine, info);
     jobs.warmUp();
-    post({type: Msg.model, info, source: loaded.source, name: loaded.name, cacheWarning: loaded.note});
+    post({type: Msg.model, info, source: loaded.source, name: loaded.name, cacheWarning: loaded.note,
+          storing: !!loaded.store});
+    if (loaded.store) storeInBackground(loaded.store);
   } catch (e) {
     post({type: Msg.error, kind: ErrorKind.load, message: explainLoadError(e)});
     // The page forgets its model on a load error; the worker still has it: say so.
@@ -182,8 +184,19 @@ async function handleLoad(msg) {
 
 // ---- The cache ----------------------------------------------------------------------------------
 
+// A converted model is written into the cache while the queue goes on (the writes one after the
+// other); 'cache' with stored: true says when it is there, an 'error' of kind cache when it failed.
+let storing = Promise.resolve();
+function storeInBackground(store) {
+  storing = storing.then(store).then(async (warning) => {
+    if (warning) post({type: Msg.error, kind: ErrorKind.cache, message: warning});
+    post({type: Msg.cache, stored: !warning, ...(await loader.cacheSummary())});
+  }).catch(() => {});
+}
+
 async function handleClearCache() {
   try {
+    await storing;  // else a write under way would put its model back after the clear
     await loader.clearCache();
     post({type: Msg.cache, cleared: true, ...(await loader.cacheSummary())});
   } catch (e) {

@@ -65,6 +65,15 @@ export async function waitLoaded(page, timeout = 60_000) {
   if (await err.isVisible()) throw new Error(`page error while loading: ${await err.textContent()}`);
 }
 
+// Waits until a model converted in the page (Hugging Face) is in the browser's cache: the page
+// announces it ready first and writes it in the background.
+export async function waitCached(page, timeout = 60_000) {
+  await page.waitForFunction(() => document.querySelector('[data-testid=progress]').dataset.cached === 'true' ||
+                                   !document.querySelector('[data-testid=error]').hidden, null, {timeout});
+  const err = page.getByTestId('error');
+  if (await err.isVisible()) throw new Error(`page error while caching: ${await err.textContent()}`);
+}
+
 // Generates with sampling s ({temperature, topK, topP, seed, maxTokens}) and returns the ids.
 export async function generateIds(page, prompt, s, timeout = 60_000) {
   for (const [id, v] of [['temperature', s.temperature], ['top-k', s.topK], ['top-p', s.topP],

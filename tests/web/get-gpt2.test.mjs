@@ -10,7 +10,7 @@ import {execFileSync} from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
-import {generateIds, kRoot, launchBrowser, serveSite, waitLoaded, watchConsole} from './browser.mjs';
+import {generateIds, kRoot, launchBrowser, serveSite, waitCached, waitLoaded, watchConsole} from './browser.mjs';
 import {makeCheckpoint, startFakeHf} from './fake-hf.mjs';
 import {kNative, kPrompt, modelDir, nativeGenerate} from './fixtures.mjs';
 
@@ -113,6 +113,7 @@ describe('Get GPT-2 small from Hugging Face', {skip}, () => {
                 hf.requests.join('\n'));
       assert.equal(modelGets(hf), 1, 'the weights came through the CDN redirect, once');
       assert.deepEqual(await generateGreedy(page), expected.q8_0, 'greedy ids equal `gpt2 generate` on gpt2-convert\'s file');
+      await waitCached(page, kTimeout);
       assert.deepEqual(await cachedKeys(page), [`${hf.url}/gpt2-q8_0.gguf`]);
       await page.close();
 
@@ -146,6 +147,7 @@ describe('Get GPT-2 small from Hugging Face', {skip}, () => {
       const starts = ranges.map((r) => Number(r[1]));
       assert.ok(ranges.some((r, i) => starts.includes(Number(r[1]) - 2_000_000) && i > 0), hf.requests.join('\n'));
       assert.deepEqual(await generateGreedy(page), expected.f16);
+      await waitCached(page, kTimeout);
       assert.deepEqual(await cachedKeys(page), [`${hf.url}/gpt2-f16.gguf`]);
       await page.close();
     } finally {
@@ -173,6 +175,7 @@ describe('Get GPT-2 small from Hugging Face', {skip}, () => {
       assert.ok(weights.every((q) => /^GET .*\(bytes=\d+-\d*\)$/.test(q)), weights.join('\n'));
       assert.equal(weights.filter((q) => /^GET \/cdn\//.test(q)).length, 2, weights.join('\n'));
       const key = `${hf.url}/gpt2-medium-q8_0.gguf`;
+      await waitCached(page, kTimeout);
       assert.deepEqual(await cachedKeys(page), [key]);
       const cached = await page.evaluate(async (k) => {
         const r = await (await caches.open('gpt2-models-v1')).match(k);
