@@ -80,9 +80,20 @@ SaliencyResult Saliency(Session& session, Backward& backward, const std::vector<
       backward.Run(spec, add_embed_grad);
     }
     for (double& g : grad) g /= K;
-    std::fill(scaled.begin(), scaled.end(), 0.0f);
-    backward.Forward(session, ids, iv, scaled.data());
-    r.delta = r.metric - backward.Metric(session, spec);
+    // m(0): with zeros entering block 0 every position computes the same row (LayerNorm, the MLP
+    // and int8 rounding act per row; causal attention over equal keys and values returns that
+    // value), so one position stands for all, unless a patch or a head patch sets positions apart.
+    const bool uniform =
+        iv == nullptr || (iv->patches.empty() && iv->head_patches.empty() && iv->frozen_attn.empty());
+    if (uniform) {
+      const std::vector<float> zero(C, 0.0f);
+      backward.Forward(session, {ids[0]}, iv, zero.data());
+      r.delta = r.metric - backward.Metric(session, MetricSpec{0, spec.target, spec.contrast});
+    } else {
+      std::fill(scaled.begin(), scaled.end(), 0.0f);
+      backward.Forward(session, ids, iv, scaled.data());
+      r.delta = r.metric - backward.Metric(session, spec);
+    }
   }
   r.values.assign(T, 0.0);
   for (int p = 0; p < T; ++p) {

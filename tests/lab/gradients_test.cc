@@ -206,6 +206,32 @@ TEST_CASE("an attention score's backward rejects what has no score", "[gradients
                     gpt2::Error);
 }
 
+TEST_CASE("integrated gradients' m(0) from one position equals the whole prompt's", "[gradients]") {
+  // Saliency takes m(0) from a one-token run (every position computes the same from zeros); a
+  // full run of zeros over every position is the reference, plain and under interventions
+  // that act alike on every position.
+  const gpt2::Model& model = Tiny();
+  const std::vector<int> ids = Ids("ids");
+  const int T = static_cast<int>(ids.size());
+  std::map<std::string, gpt2::Interventions> ivs = InterventionCases(model, ids, Ids("patch_source_ids"));
+  gpt2::Session session(model);
+  gpt2::Backward backward(model);
+  for (const char* name : {"plain", "ablate_mean", "post_norm", "combined", "patch"}) {
+    INFO("case " << name);
+    const gpt2::Interventions* iv = ivs.count(name) ? &ivs.at(name) : nullptr;
+    gpt2::SaliencyRequest request;
+    request.method = gpt2::SaliencyMethod::kIntegrated;
+    request.steps = 2;
+    request.position = T - 3;
+    request.contrast = 2068;
+    const gpt2::SaliencyResult r = gpt2::Saliency(session, backward, ids, request, iv);
+    const std::vector<float> zeros(size_t(T) * model.config().n_embd, 0.0f);
+    backward.Forward(session, ids, iv, zeros.data());
+    const double m0 = backward.Metric(session, gpt2::MetricSpec{r.position, r.target, r.contrast});
+    REQUIRE(std::fabs((r.metric - r.delta) - m0) <= 1e-5 * std::max(1.0, std::fabs(m0)));
+  }
+}
+
 TEST_CASE("attribution patching matches PyTorch autograd", "[gradients][golden]") {
   gpt2::Session session(Tiny());
   gpt2::Backward backward(Tiny());
