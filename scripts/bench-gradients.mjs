@@ -8,7 +8,7 @@
 //   integrated gradients, 16 steps                 <= 40
 //   what the backward keeps at 128 tokens          <= 100 MB
 // Wall time of the profile (std::clock in wasm), so run it on a quiet machine.
-//   node --no-experimental-fetch scripts/bench-gradients.mjs [--tests build/wasm/gpt2_tests.js]
+//   node --no-experimental-fetch scripts/bench-gradients.mjs [--runs 3] [--tests build/wasm/gpt2_tests.js]
 // (--tests build/native/gpt2_tests: the same natively.)
 import {spawnSync} from 'node:child_process';
 import fs from 'node:fs';
@@ -26,21 +26,28 @@ console.log(`# ${new Date().toISOString()} ${os.cpus()[0].model}, ${os.cpus().le
             `load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
 // A native build's gpt2_tests runs the same profile natively (to compare).
 const command = tests.endsWith('.js') ? [process.execPath, ['--no-experimental-fetch', tests]] : [tests, []];
-const run = spawnSync(command[0], [...command[1], '[profile][gradients_profile]'],
-                      {cwd: repoRoot, encoding: 'utf8', maxBuffer: 1 << 24});
-const out = run.stdout || '';
-if (run.status !== 0) {
-  console.log(out + (run.stderr || ''));
-  console.log(`gradients: the profile failed (status ${run.status})`);
-  process.exit(0);
+const kRuns = Number(arg('runs', '3'));
+const outs = [];
+for (let i = 0; i < kRuns; ++i) {
+  const run = spawnSync(command[0], [...command[1], '[profile][gradients_profile]'],
+                        {cwd: repoRoot, encoding: 'utf8', maxBuffer: 1 << 24});
+  if (run.status !== 0) {
+    console.log((run.stdout || '') + (run.stderr || ''));
+    console.log(`gradients: the profile failed (status ${run.status})`);
+    process.exit(0);
+  }
+  outs.push(run.stdout);
 }
-const prefills = (phase) => {
-  const m = out.match(new RegExp(`^${phase.replace(/[()]/g, '\\$&')}\\s+[\\d.]+ ms =\\s+([\\d.]+) prefills`, 'm'));
+const out = outs[0];
+// Each row is the median over the runs (each run's phases are in prefills of its own prefill).
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const prefills = (phase) => median(outs.map((o) => {
+  const m = o.match(new RegExp(`^${phase.replace(/[()]/g, '\\$&')}\\s+[\\d.]+ ms =\\s+([\\d.]+) prefills`, 'm'));
   return m ? Number(m[1]) : NaN;
-};
+}));
 const mb = Number((out.match(/^saved at 128 tokens: ([\d.]+) MB/m) || [])[1]);
 const target = (out.match(/^==== (.*)$/m) || [])[1] || '';
-console.log(`gradients (${target.trim()}):`);
+console.log(`gradients (${target.trim()}; median of ${kRuns} runs):`);
 const rows = [
   ['backward over 64 tokens', prefills('backward'), 1.5, 'prefills'],
   ['full atp (both runs and the backward)', prefills('atp (both runs and the backward)'), 4, 'prefills'],
