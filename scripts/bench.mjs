@@ -24,8 +24,9 @@
 //
 //   node scripts/bench.mjs [--runs 5] [--types q8_0,q4_0,f32] [--prompt-tokens 128]
 //                          [--decode-tokens 64] [--skip-native] [--skip-browser] [--skip-experiments]
-//                          [--skip-compare] [--skip-ours] [--skip-family] [--max-load 0.5]
+//                          [--skip-compare] [--skip-ours] [--skip-family] [--skip-gradients] [--max-load 0.5]
 // (--skip-compare: in the browser, only the page's experiments, not the ours/wllama runs.)
+//   g) the gradients against their targets (scripts/bench-gradients.mjs), before f.
 //   f) the GPT-2 family (scripts/bench-family.mjs): XL against small in the page's wasm engine,
 //      and converting GPT-2 medium natively, streamed under Node and in the page.
 //                          [--engine build/wasm/web/gpt2-engine.js] [--site build/site]
@@ -616,6 +617,11 @@ if (results.ours) {
 }
 console.log('\n' + lines.join('\n'));
 console.log(`\n(${results.seconds.toFixed(0)} s; results in ${path.relative(kRoot, path.join(kBenchDir, 'results.json'))})`);
+if (!flag('skip-gradients')) {
+  console.log('\nGradients (scripts/bench-gradients.mjs):');
+  spawnSync(process.execPath, ['--no-experimental-fetch', path.join(kRoot, 'scripts/bench-gradients.mjs')],
+            {stdio: 'inherit'});
+}
 if (!flag('skip-family')) {
   console.log('\nThe GPT-2 family (scripts/bench-family.mjs):');
   spawnSync(process.execPath, ['--no-experimental-fetch', path.join(kRoot, 'scripts/bench-family.mjs'),

@@ -49,6 +49,19 @@ golden_gradients.bin, same format, torch autograd on prompt p3 (write_gradients(
     saliency/<grad|ig>/values f32 [T], saliency/<grad|ig>/total_delta f32 [2]  (ig: 16 steps)
     atp/heads f32 [L, H], atp/resid_pre f32 [L, T], atp/metrics f32 [2] (clean, corrupt),
     atp/query i32 [2] (target, contrast) with corrupt_ids as the corrupted prompt
+    score/<case>/query     i32 [4]  layer, head, query, key of one attention score s = scaled
+                                    q[query] . k[key] before softmax (hook_attn_scores); cases
+                                    "plain", "block0", "same" (key = query) and under the
+                                    intervention cases "patch", "combined", "post_norm"
+    score/<case>/score     f32 [1]  s
+    score/<case>/embed     f32 [T, C] ds/d(stream entering block 0)
+    score/<case>/resid_pre f32 [layer + 1, T, C] ds/d(blocks.l.hook_resid_pre), l <= layer
+    score/<case>/values    f32 [T]  x[p] . ds/dx[p], x = wte[id] + wpe (gradient x input)
+    exact/<case>/query     i32 [5]  kind (0: a head's output hook_z at every position, 1: the
+                                    stream entering a block at one position), layer, head or
+                                    position, target, contrast: what one atp cell estimates, run
+                                    exactly: ids with that value from corrupt_ids' run
+    exact/<case>/values    f32 [3]  m_patched - m_clean, m_clean, m_patched (last position)
 Records:
     config                 i32 [7]  n_vocab, n_ctx, n_embd, n_head, n_layer, n_ff, seed
     checksum/<tensor>      f32 [10] sum, sum of squares (accumulated in float64), then the first
@@ -575,6 +588,50 @@ def saliency(w, ids, position, target, contrast, method, steps=IG_STEPS):
     return values.numpy(), float(values.sum()), delta
 
 
+SCORE_CASES = {"plain": ((1, 2, 11, 4), None), "block0": ((0, 1, 9, 3), None),
+               "same": ((1, 0, 6, 6), None), "patch": ((1, 3, 10, 2), "patch"),
+               "combined": ((1, 2, 8, 5), "combined"), "post_norm": ((1, 1, 11, 7), "post_norm")}
+
+
+def score_gradients(w, ids, layer, head, query, key, iv=None):
+    """(s, ds/d embed [T, C], [ds/d resid_pre_l for l <= layer], values [T]) of one attention score."""
+    kept = {}
+
+    def keep(name, t):
+        if t.requires_grad and not t.is_leaf:
+            t.retain_grad()
+        kept[name] = t
+
+    T = len(ids)
+    x = (w["token_embd.weight"][torch.tensor(ids)] + w["position_embd.weight"][:T]).detach()
+    x0 = x.clone().requires_grad_(True)
+    forward(w, ids, keep, iv, embed=x0, extra=keep)
+    s = kept[f"blk{layer}/attn_scores"][head, query, key]
+    s.backward()
+    resid = [kept[f"blk{l}/resid_pre"] for l in range(layer + 1)]
+    resid = torch.stack([t.grad if t.grad is not None else torch.zeros_like(t) for t in resid])
+    values = (x.double() * x0.grad.double()).sum(dim=1)
+    return float(s), x0.grad.detach().clone(), resid.detach().clone(), values.numpy()
+
+
+EXACT_CASES = {"head0": (0, 0, 2), "head1": (0, 1, 1), "resid0": (1, 0, 2), "resid1": (1, 1, 9)}
+
+
+def exact_patch(w, clean, corrupt, kind, layer, index, target, contrast):
+    """(m_patched - m_clean, m_clean, m_patched): one cell of attribution patching, run exactly."""
+    D = N_EMBD // N_HEAD
+    bad = {}
+    with torch.no_grad():
+        forward(w, corrupt, lambda n, t: bad.__setitem__(n, t.clone()), extra=lambda n, t: bad.__setitem__(n, t.clone()))
+        m_clean = float(metric_of(forward(w, clean), len(clean) - 1, target, contrast))
+        if kind == 0:
+            iv = {"patch_z": [(layer, index, bad[f"blk{layer}/attn_heads"][:, index * D:(index + 1) * D])]}
+        else:
+            iv = {"patches": [(layer, index, bad[f"blk{layer}/resid_pre"][index])]}
+        m = float(metric_of(forward(w, clean, iv=iv), len(clean) - 1, target, contrast))
+    return m - m_clean, m_clean, m
+
+
 def attribution_patching(w, clean, corrupt, target, contrast):
     """Heads [L, H], resid_pre [L, T], metric, metric_corrupt of `gpt2 atp`."""
     T = len(clean)
@@ -633,6 +690,19 @@ def write_gradients(w, path):
     out.add("atp/resid_pre", resid)
     out.add("atp/metrics", np.array([m, m_bad], np.float32))
     out.add("atp/query", np.array([top, -1], np.int32))
+    ivs = intervention_cases(w, clean)
+    for name, (query, iv_name) in SCORE_CASES.items():
+        s, embed_grad, resid_grad, values = score_gradients(w, ids, *query, ivs[iv_name] if iv_name else None)
+        out.add(f"score/{name}/query", np.array(query, np.int32))
+        out.add(f"score/{name}/score", np.array([s], np.float32))
+        out.add(f"score/{name}/embed", embed_grad.numpy())
+        out.add(f"score/{name}/resid_pre", resid_grad.numpy())
+        out.add(f"score/{name}/values", values.astype(np.float32))
+    for name, (kind, layer, index) in EXACT_CASES.items():
+        contrast = ATTRIBUTION_CONTRAST if name.endswith("1") else -1
+        values = exact_patch(w, ids, GRADIENT_CORRUPT, kind, layer, index, top, contrast)
+        out.add(f"exact/{name}/query", np.array([kind, layer, index, top, contrast], np.int32))
+        out.add(f"exact/{name}/values", np.array(values, np.float32))
     out.write(path)
     print(f"wrote {path}: {len(out.records)} records", file=sys.stderr)
 

@@ -94,6 +94,10 @@ const store = createStore({
   attribution: null,        // the worker's 'attribution' reply
   saliency: null,           // the worker's 'saliency' reply
   atp: null,                // the worker's 'atp' reply (attribution patching of the patching prompts)
+  attnKey: -1,              // the key column last clicked in the chosen head's map
+  why: null,                // the worker's 'score-saliency' reply (why the chosen head attends there)
+  atpRequest: null,         // {clean, corrupted} the 'atp' request was sent with (the worker's roles)
+  atpExact: null,           // {results: {key: 'atp-exact' reply}, order: [key]} for the current atp
   patching: {running: false},  // {running, done, total, result (the worker's 'patching' reply)}
   heads: {running: false},     // {running, result (the worker's 'heads' reply)}
   quant: {running: false},     // {running, result (the worker's 'quant-lens' reply)}
@@ -191,6 +195,10 @@ function tokenWords(id) {
 // Handlers given to views are the same functions every time, so an unchanged view's input stays
 // unchanged (renderIfChanged) and a heat map keeps its keyboard cursor.
 const pickFromMap = (position) => pick(position);
+// A cell of the chosen head's map: its row is the token picked, its column the key asked about.
+const pickPair = (position, key) => { store.set({attnKey: key}); pick(position); };
+const pickAtpCell = (layer, position) => runAtpExact('resid', layer, position);
+const pickAtpHead = (layer, head) => runAtpExact('head', layer, head);
 const openAttributedHead = (l, h) => { if (h < state.info.n_head) chooseLayerHead(l, h); };
 
 function render(s) {
@@ -227,8 +235,16 @@ function render(s) {
   if (s.attentionMap && s.info) {
     renderIfChanged(attentionView.renderHead, $('attention-big'), {
       map: s.attentionMap, picked: s.picked, pieces: s.pieces, ids: s.ids, readout: $('attention-readout'),
-      title: $('attn-big-title'), onPick: pickFromMap,
+      title: $('attn-big-title'), onPick: pickPair,
     });
+  }
+  const pair = s.attentionMap && s.picked >= 0 && s.attnKey >= 0 && s.attnKey <= s.picked;
+  $('attn-why-run').disabled = !s.info || !pair || s.generating || s.sweep.running || s.patching.running;
+  $('attn-why-pair').textContent = pair ? `Block ${s.attentionMap.layer}, head ${s.attentionMap.head}: query ` +
+      `position ${s.picked}, key position ${s.attnKey}.` : '';
+  if (s.why) {
+    renderIfChanged(attentionView.renderWhy, $('attn-why'), {why: s.why, pieces: s.pieces, ids: s.ids,
+                                                             summary: $('attn-why-summary'), readout: $('attn-why-readout')});
   }
   if (s.lens) {
     renderIfChanged(lensView.render, $('logit-lens'), {lens: s.lens, picked: s.picked, pieces: s.pieces, ids: s.ids,
@@ -399,7 +415,11 @@ function renderExperiments(s) {
   $('patch-cancel').disabled = !s.patching.running;
   $('atp-run').disabled = !s.info || s.generating || s.sweep.running || s.patching.running || s.experimenting;
   renderIfChanged(atpView.render, $('atp'), {atp: s.atp, exact: s.patching.result, readout: $('atp-readout'),
-                                             status: $('atp-status')});
+                                             status: $('atp-status'), onPick: pickAtpCell});
+  renderIfChanged(atpView.renderHeads, $('atp-heads'), {atp: s.atp, exact: s.patching.result,
+                                                       readout: $('atp-heads-readout'),
+                                                       onPick: pickAtpHead});
+  renderIfChanged(atpView.renderExact, $('atp-exact'), {atp: s.atp, exact: s.atpExact});
   renderIfChanged(patchingView.render, $('patching'), {job: s.patching, readout: $('patching-readout'),
                                                        status: $('patching-status')});
   $('path-patch-run').disabled = $('patch-run').disabled || s.pathPatch.running || s.pathPatch.pathsRunning;
@@ -431,7 +451,7 @@ function startLoad(source, text) {
              acts: null, attentionMap: null, lens: null, lensOpen: null, experiment: null, captured: 0, picked: -1,
              target: null, sweep: {running: false}, attribution: null, heads: {running: false},
              quant: {running: false},
-             saliency: null, atp: null});
+             saliency: null, atp: null, attnKey: -1, why: null, atpExact: null});
   store.flush();
 }
 
@@ -518,7 +538,7 @@ function generate() {
     error: '', generating: true, promptText: '', generatedText: '', ids: [], pieces: [], sampled: [], captured: 0,
     picked: -1, acts: null, lens: null, lensNote: '', lensOpen: null, attentionMap: null, awaitingPrompt: true,
     experiment: null, statsText: 'Reading the prompt…', statsData: {}, blockMs: null, target: null, sweep: {running: false},
-    attribution: null, saliency: null, sentPrompt: prompt,
+    attribution: null, saliency: null, attnKey: -1, why: null, sentPrompt: prompt,
   });
   store.flush();
   worker.postMessage({type: Msg.generate, prompt, capture: state.capture, interventions: state.interventions, ...s});
@@ -641,7 +661,23 @@ function exportImage(button) {
 
 function exportTensor(format) {
   store.set({exportFormat: format});
-  worker.postMessage({type: Msg.exportBlock, layer: state.layer});
+  if (state.exportTensor === 'saliency') exportSaliency(format);
+  else worker.postMessage({type: Msg.exportBlock, layer: state.layer});
+}
+
+// The saliency computed last, [1, P] over the conversation's tokens like the hooks' batch
+// dimension; the name says the method (no TransformerLens hook holds it), the JSON also the
+// position, target and sums it was computed for.
+function exportSaliency(format) {
+  const s = state.saliency;
+  if (!s) { store.set({error: 'Nothing to export yet: run Saliency first.'}); return; }
+  const name = s.method === 'ig' ? `saliency.integrated_gradients_${s.steps}` : 'saliency.grad_x_input';
+  const shape = [1, s.values.length];
+  if (format === 'npy') { download(`${name}.npy`, new Blob([encodeNpy(shape, s.values)])); return; }
+  download(`${name}.json`, new Blob([JSON.stringify({
+    name, shape, data: Array.from(s.values), position: s.position, target: s.target, contrast: s.contrast,
+    method: s.method, steps: s.steps, total: s.total, delta: s.delta,
+  })]));
 }
 
 function runSweep() {
@@ -767,7 +803,14 @@ worker.onmessage = ({data: msg}) => {
     case Msg.exportBlock: onExport(msg); break;
     case Msg.attribution: store.set({attribution: msg}); break;
     case Msg.saliency: store.set({saliency: msg}); break;
-    case Msg.atp: store.set({atp: msg}); break;
+    case Msg.atp: store.set({atp: msg, atpExact: null}); break;
+    case Msg.atpExact: {
+      const key = atpView.exactKey(msg.kind, msg.layer, msg.index);
+      const x = state.atpExact || {results: {}, order: []};
+      store.set({atpExact: {results: {...x.results, [key]: msg}, order: [...x.order.filter((k) => k !== key), key]}});
+      break;
+    }
+    case Msg.scoreSaliency: store.set({why: msg}); break;
     case Msg.patchingProgress: store.set({patching: {...state.patching, done: msg.done, total: msg.total}}); break;
     case Msg.patching: store.set({patching: {running: false, done: msg.done, total: msg.total, result: msg}}); break;
     case Msg.pathPatchProgress:
@@ -952,13 +995,25 @@ on($('saliency-run'), 'click', () => worker.postMessage({
   type: Msg.saliency, position: state.picked, target: targetOf(state), contrast: -1, method: state.saliencyMethod,
   steps: Math.max(1, Math.min(4096, Number(state.saliencySteps) | 0 || 16)),
 }));
+on($('attn-why-run'), 'click', () => worker.postMessage({
+  type: Msg.scoreSaliency, layer: state.attentionMap.layer, head: state.attentionMap.head, query: state.picked,
+  key: state.attnKey,
+}));
 // The exact map patches the clean stream into the corrupted run, so the estimate differentiates
 // the corrupted run (the CLI's --clean) with the clean prompt as the source (--corrupt), for the
 // exact run's answer over its other token when it has run.
-on($('atp-run'), 'click', () => worker.postMessage({
-  type: Msg.atp, clean: state.patchCorrupted, corrupted: state.patchClean,
-  target: state.patching.result?.answer ?? -1, contrast: state.patching.result?.other ?? -1,
-}));
+on($('atp-run'), 'click', () => {
+  const request = {clean: state.patchCorrupted, corrupted: state.patchClean};
+  store.set({atpRequest: request});
+  worker.postMessage({type: Msg.atp, ...request, target: state.patching.result?.answer ?? -1,
+                      contrast: state.patching.result?.other ?? -1});
+});
+// One estimated cell run exactly, on the prompts and for the target the estimate had.
+function runAtpExact(kind, layer, index) {
+  if (!state.atp || !state.atpRequest) return;
+  worker.postMessage({type: Msg.atpExact, ...state.atpRequest, target: state.atp.target, contrast: state.atp.contrast,
+                      kind, layer, index});
+}
 on($('export-json'), 'click', () => exportTensor('json'));
 on($('sweep-run'), 'click', runSweep);
 on($('sweep-cancel'), 'click', () => worker.postMessage({type: Msg.cancelJob}));

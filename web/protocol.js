@@ -61,6 +61,15 @@
 //     {type:'atp', clean, corrupted, target, contrast}  attribution patching of two prompts of the
 //                                    same token length: every head's and every (block, position)
 //                                    patch's first-order estimate from one backward pass
+//     {type:'score-saliency', layer, head, query, key}  why head layer.head attends from `query`
+//                                    to `key`: gradient x input of that pre-softmax attention score
+//                                    over the conversation's tokens, under the interventions set
+//                                    last; the conversation is captured again after
+//     {type:'atp-exact', clean, corrupted, target, contrast, kind, layer, index}  one cell of
+//                                    'atp' run exactly: kind 'head' (head `index` of block `layer`,
+//                                    its output at every position from the corrupted prompt's run)
+//                                    or 'resid' (the stream entering block `layer` at position
+//                                    `index`), patched into the clean prompt's run
 //     {type:'clear-cache'}
 //     {type:'cache-info'}            answered with 'cache' at once, even while a job runs
 //   worker -> page
@@ -131,6 +140,10 @@
 //     {type:'atp', nLayer, nHead, positions, target, contrast, heads: Float64Array [nLayer, nHead],
 //       residPre: Float64Array [nLayer, positions], metric, metricCorrupt, pieces, ms}
 //                                                    as `gpt2 atp` prints them
+//     {type:'score-saliency', layer, head, query, key, values: Float64Array [P], total, score}
+//                                                    x[p] . ds/dx[p] (zero after the query), s the score
+//     {type:'atp-exact', kind, layer, index, target, contrast, value, metric, metricPatched}
+//                                                    value = metricPatched - metric (the clean run's)
 //     {type:'cache', entries, bytes, urls, cleared, stored}  after clear-cache / cache-info / a
 //                                                    converted model's write (stored: it is cached)
 //     {type:'error', kind, message}                  kind: an ErrorKind value
@@ -155,6 +168,8 @@ export const Msg = Object.freeze({
   quantLens: 'quant-lens',        // also the worker's reply
   saliency: 'saliency',           // also the worker's reply
   atp: 'atp',                     // also the worker's reply
+  scoreSaliency: 'score-saliency',  // also the worker's reply
+  atpExact: 'atp-exact',          // also the worker's reply
   clearCache: 'clear-cache',
   cacheInfo: 'cache-info',
   // worker -> page
@@ -192,6 +207,8 @@ export const ErrorKind = Object.freeze({
   pathPatch: 'path-patch',
   saliency: 'saliency',
   atp: 'atp',
+  scoreSaliency: 'score-saliency',
+  atpExact: 'atp-exact',
 });
 
 // Between the engine's worker and the download worker of a streamed conversion (worker-fetch.js,

@@ -1,6 +1,7 @@
 // Attention: the grid of every block x head strip for the picked token, and one head's full
 // map. A knocked-out head (experiments) is struck through in the grid.
 import {Heatmap, fmt, pieceAt, showPiece, viridisCss} from './viz.js';
+import {renderChips} from './view-saliency.js';
 
 // The grid's cells as last built: {from (the data they were drawn from), cells: [{el, l, h, words}]}.
 const grids = new WeakMap();
@@ -92,7 +93,7 @@ const maps = new WeakMap();  // canvas -> its Heatmap
 export function renderHead(canvas, d) {
   let heat = maps.get(canvas);
   if (!heat) {
-    heat = new Heatmap(canvas, d.readout, {onPick: (r) => heat.pickHandler?.(r)});
+    heat = new Heatmap(canvas, d.readout, {onPick: (r, c) => heat.pickHandler?.(r, c)});
     maps.set(canvas, heat);
   }
   heat.pickHandler = d.onPick;
@@ -110,4 +111,19 @@ export function renderHead(canvas, d) {
     describe: (r, c, v) => Number.isNaN(v) ? `${label(r)} (position ${r}) cannot see position ${c} (later token)` :
         `${label(r)} (position ${r}) → ${label(c)} (position ${c}): ${fmt(v)}`,
   });
+}
+
+// "Why this head attends here": the worker's 'score-saliency' reply, each token coloured by its
+// gradient x input to the head's attention score from the query to the key (as the saliency
+// view colours them). data: {why, pieces, ids, summary, readout}
+export function renderWhy(box, d) {
+  const w = d.why;
+  renderChips(box, w.values, d.pieces, d.readout);
+  d.summary.textContent = `Why block ${w.layer}, head ${w.head} attends from ${pieceAt(d.pieces, d.ids, w.query)} ` +
+      `(position ${w.query}) to ${pieceAt(d.pieces, d.ids, w.key)} (position ${w.key}): each token's ` +
+      `gradient × input (its embedding plus position, times the gradient) of the attention score, the scaled ` +
+      `q·k before the softmax, ${fmt(w.score)}. Orange raises the score, blue lowers it; tokens after the ` +
+      `query cannot reach it. Total ${fmt(w.total)}.` +
+      (w.layer === 0 ? ' In block 0 a token reaches the score only through ln_1, which ignores how large its ' +
+                       'input is, so these values stay near zero: compare them with a later block\'s.' : '');
 }

@@ -391,6 +391,17 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
     }
   }
 
+  function handleScoreSaliency(msg) {
+    try {
+      if (!info) throw new Error('Generate some text first.');
+      const s = engine.scoreSaliency(msg.layer | 0, msg.head | 0, msg.query | 0, msg.key | 0);
+      post({type: Msg.scoreSaliency, layer: s.layer, head: s.head, query: s.query, key: s.key, values: s.values,
+            total: s.total, score: s.score}, [s.values.buffer]);
+    } catch (e) {
+      post({type: Msg.error, kind: ErrorKind.scoreSaliency, message: errorMessage(e)});
+    }
+  }
+
   function handleAtp(msg) {
     const started = performance.now();
     try {
@@ -403,6 +414,19 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
            [a.heads.buffer, a.residPre.buffer]);
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.atp, message: errorMessage(e)});
+    }
+  }
+
+  function handleAtpExact(msg) {
+    try {
+      if (!info) throw new Error('Load a model first.');
+      const clean = Array.from(engine.tokenize(msg.clean || '')), corrupted = Array.from(engine.tokenize(msg.corrupted || ''));
+      const kind = msg.kind === 'head' ? 'head' : 'resid';
+      const r = engine.atpExact(clean, corrupted, kind, msg.layer | 0, msg.index | 0, msg.target ?? -1, msg.contrast ?? -1);
+      post({type: Msg.atpExact, kind, layer: msg.layer | 0, index: msg.index | 0, target: r.target, contrast: r.contrast,
+            value: r.value, metric: r.metric, metricPatched: r.metricPatched});
+    } catch (e) {
+      post({type: Msg.error, kind: ErrorKind.atpExact, message: errorMessage(e)});
     }
   }
 
@@ -469,6 +493,8 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
     attribute: handleAttribute,
     saliency: handleSaliency,
     atp: handleAtp,
+    scoreSaliency: handleScoreSaliency,
+    atpExact: handleAtpExact,
     exportBlock: handleExport,
     ...createCircuits({post, engine: () => engine, info: () => info, bytesToPieces}),
     attentionMap(msg) {

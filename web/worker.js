@@ -229,6 +229,8 @@ const queued = {
   [Msg.attribute]: jobs.attribute,
   [Msg.saliency]: jobs.saliency,
   [Msg.atp]: jobs.atp,
+  [Msg.scoreSaliency]: jobs.scoreSaliency,
+  [Msg.atpExact]: jobs.atpExact,
   [Msg.exportBlock]: jobs.exportBlock,
   [Msg.heads]: jobs.heads,
   [Msg.quantLens]: jobs.quantLens,

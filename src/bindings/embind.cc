@@ -59,6 +59,11 @@
 //   engine.attributionPatching(cleanIds, corruptedIds, target, contrast) -> {target, contrast,
 //     tokens, heads: Float64Array [n_layer * n_head], residPre: Float64Array [n_layer * T],
 //     metric, metricCorrupt}
+//   engine.scoreSaliency(layer, head, query, key) -> {layer, head, query, key, values:
+//     Float64Array [T], total, score}: gradient x input of that attention score (pre-softmax)
+//   engine.atpExact(cleanIds, corruptedIds, kind ('head' | 'resid'), layer, index, target,
+//     contrast) -> {target, contrast, value, metric, metricPatched}: one attribution patching cell
+//     run exactly (head `index`'s output, or the stream entering `layer` at position `index`)
 // Probes of a captured plain run: engine.logProbs(position, ids), engine.ablatedLogProbs(
 //   [[layer, head], ...], position, target, means), engine.patchedLogProbsAt(layer, positions,
 //   stream [position(), n_embd], ids) -> Float64Array; engine.headMeans()
@@ -220,6 +225,22 @@ val AtpToJs(const AtpResult& r) {
                  {"metric", val(r.metric_clean)}, {"metricCorrupt", val(r.metric_corrupt)}});
 }
 
+val ScoreSaliencyToJs(const ScoreSaliencyResult& r) {
+  return Object({{"layer", val(r.spec.layer)}, {"head", val(r.spec.head)}, {"query", val(r.spec.query)},
+                 {"key", val(r.spec.key)}, {"values", CopyToJs(r.values)}, {"total", val(r.total)},
+                 {"score", val(r.score)}});
+}
+
+AtpCell AtpCellOf(const std::string& kind) {
+  if (kind != "head" && kind != "resid") throw Error("The cell kind must be head or resid, not '" + kind + "'.");
+  return kind == "head" ? AtpCell::kHead : AtpCell::kResidPre;
+}
+
+val ExactPatchToJs(const ExactPatchResult& r) {
+  return Object({{"target", val(r.target)}, {"contrast", val(r.contrast)}, {"value", val(r.value)},
+                 {"metric", val(r.metric_clean)}, {"metricPatched", val(r.metric_patched)}});
+}
+
 // Each method forwards one call to the Lab (see the usage above), guarded.
 #define LAB_CALL(...) Guarded([&] { RequireModel(); __VA_ARGS__; })
 
@@ -347,6 +368,14 @@ class Engine : public ErrorsByValue {
   }
   val AttributionPatching(const val& clean, const val& corrupt, int target, int contrast) {
     return LAB_CALL(return AtpToJs(lab_->AttributionPatching(List(clean), List(corrupt), target, contrast)));
+  }
+  val ScoreSaliency(int layer, int head, int query, int key) {
+    return LAB_CALL(return ScoreSaliencyToJs(lab_->ScoreSaliency(ScoreSpec{layer, head, query, key})));
+  }
+  val AtpExact(const val& clean, const val& corrupt, const std::string& kind, int layer, int index, int target,
+               int contrast) {
+    return LAB_CALL(return ExactPatchToJs(lab_->ExactPatch(List(clean), List(corrupt), AtpCellOf(kind), layer, index,
+                                                           target, contrast)));
   }
   val AttributeConversation(const val& interventions, int p, int target) {
     return LAB_CALL(return AttributionToJs(lab_->AttributeConversation(InterventionsFromJs(interventions), p, target)));
@@ -500,6 +529,8 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .function("attributeConversation", &Engine::AttributeConversation)
       .function("saliency", &Engine::Saliency)
       .function("attributionPatching", &Engine::AttributionPatching)
+      .function("scoreSaliency", &Engine::ScoreSaliency)
+      .function("atpExact", &Engine::AtpExact)
       .function("experiment", &Engine::Experiment)
       .function("startHeadSweep", &Engine::StartHeadSweep)
       .function("startPatching", &Engine::StartPatching)

@@ -80,9 +80,20 @@ SaliencyResult Saliency(Session& session, Backward& backward, const std::vector<
       backward.Run(spec, add_embed_grad);
     }
     for (double& g : grad) g /= K;
-    std::fill(scaled.begin(), scaled.end(), 0.0f);
-    backward.Forward(session, ids, iv, scaled.data());
-    r.delta = r.metric - backward.Metric(session, spec);
+    // m(0): with zeros entering block 0 every position computes the same row (LayerNorm, the MLP
+    // and int8 rounding act per row; causal attention over equal keys and values returns that
+    // value), so one position stands for all, unless a patch or a head patch sets positions apart.
+    const bool uniform =
+        iv == nullptr || (iv->patches.empty() && iv->head_patches.empty() && iv->frozen_attn.empty());
+    if (uniform) {
+      const std::vector<float> zero(C, 0.0f);
+      backward.Forward(session, {ids[0]}, iv, zero.data());
+      r.delta = r.metric - backward.Metric(session, MetricSpec{0, spec.target, spec.contrast});
+    } else {
+      std::fill(scaled.begin(), scaled.end(), 0.0f);
+      backward.Forward(session, ids, iv, scaled.data());
+      r.delta = r.metric - backward.Metric(session, spec);
+    }
   }
   r.values.assign(T, 0.0);
   for (int p = 0; p < T; ++p) {
@@ -91,6 +102,28 @@ SaliencyResult Saliency(Session& session, Backward& backward, const std::vector<
     r.values[p] = v;
     r.total += v;
   }
+  return r;
+}
+
+ScoreSaliencyResult ScoreSaliency(Session& session, Backward& backward, const std::vector<int>& ids,
+                                  const ScoreSpec& spec, const Interventions* iv) {
+  const int64_t C = session.model().config().n_embd;
+  const int T = static_cast<int>(ids.size());
+  backward.Forward(session, ids, iv);
+  ScoreSaliencyResult r;
+  r.spec = spec;
+  r.score = backward.Score(spec);  // checks the spec
+  const std::vector<float>& x = backward.embed();
+  r.values.assign(T, 0.0);
+  backward.RunScore(spec, [&](const Activation& a) {
+    if (a.layer >= 0 || std::strcmp(a.name, "embed") != 0) return;
+    for (int p = 0; p < T; ++p) {
+      double v = 0.0;
+      for (int64_t d = 0; d < C; ++d) v += double(x[p * C + d]) * a.data[p * C + d];
+      r.values[p] = v;
+    }
+  });
+  for (double v : r.values) r.total += v;
   return r;
 }
 
@@ -162,6 +195,69 @@ AtpResult AttributionPatching(Session& session, Backward& backward, const std::v
   return r;
 }
 
+ExactPatchResult ExactPatch(Session& session, const std::vector<int>& clean, const std::vector<int>& corrupt,
+                            AtpCell cell, int layer, int index, int target, int contrast,
+                            const Interventions* iv) {
+  const Config& c = session.model().config();
+  if (clean.size() != corrupt.size()) {
+    throw Error("the clean and the corrupted prompt must have the same number of tokens (" +
+                std::to_string(clean.size()) + " and " + std::to_string(corrupt.size()) + ")");
+  }
+  const int T = static_cast<int>(clean.size());
+  const int64_t C = c.n_embd, D = c.head_dim();
+  if (layer < 0 || layer >= c.n_layer) {
+    throw Error("layer " + std::to_string(layer) + " is out of range; valid layers are 0.." +
+                std::to_string(c.n_layer - 1));
+  }
+  const int n_index = cell == AtpCell::kHead ? c.n_head : T;
+  if (index < 0 || index >= n_index) {
+    throw Error(std::string(cell == AtpCell::kHead ? "head " : "position ") + std::to_string(index) +
+                " is out of range; valid ones are 0.." + std::to_string(n_index - 1));
+  }
+  if (target >= c.n_vocab || contrast >= c.n_vocab) {
+    throw Error("token id out of range; valid ids are 0.." + std::to_string(c.n_vocab - 1));
+  }
+  RunStreams bad;
+  RunOptions bad_run;
+  bad_run.observer = bad.Observer(c.n_layer);
+  bad_run.observe_scores = false;
+  bad_run.observe_probs = false;
+  bad_run.observe_all_logits = false;
+  bad_run.interventions = iv;
+  session.Reset();
+  session.Prefill(corrupt.data(), T, bad_run);
+  bad.ApplyPatches(iv, T, C);
+
+  RunOptions run;
+  run.interventions = iv;
+  session.Reset();
+  const float* logits = session.Prefill(clean.data(), T, run);
+  ExactPatchResult r;
+  r.target = target < 0 ? static_cast<int>(std::max_element(logits, logits + c.n_vocab) - logits) : target;
+  r.contrast = contrast;
+  const auto metric = [&](const float* l) {
+    return double(l[r.target]) - (contrast >= 0 ? double(l[contrast]) : 0.0);
+  };
+  r.metric_clean = metric(logits);
+
+  Interventions patched = iv != nullptr ? *iv : Interventions();
+  if (cell == AtpCell::kHead) {
+    std::vector<float> z(size_t(T) * D);
+    for (int p = 0; p < T; ++p) {
+      std::copy_n(bad.z[layer].data() + p * C + index * D, D, z.data() + size_t(p) * D);
+    }
+    patched.head_patches.push_back({layer, index, HeadPart::kOutput, 0, std::move(z)});
+  } else {
+    const float* x = bad.resid_pre[layer].data() + size_t(index) * C;
+    patched.patches.push_back({layer, index, std::vector<float>(x, x + C)});
+  }
+  run.interventions = &patched;
+  session.Reset();
+  r.metric_patched = metric(session.Prefill(clean.data(), T, run));
+  r.value = r.metric_patched - r.metric_clean;
+  return r;
+}
+
 // ---- The lab's gradient experiments ----------------------------------------------------------
 
 namespace {
@@ -198,6 +294,15 @@ SaliencyResult Lab::Saliency(const SaliencyRequest& request) {
   });
 }
 
+ScoreSaliencyResult Lab::ScoreSaliency(const ScoreSpec& spec) {
+  if (tokens_.empty()) throw Error("Generate some text first.");
+  if (!backward_) backward_.reset(new Backward(*model_, session_->pool()));
+  const std::vector<int> ids = tokens_;
+  return OnSession(*this, ids, [&] {
+    return gpt2::ScoreSaliency(*session_, *backward_, ids, spec, &interventions_);
+  });
+}
+
 AtpResult Lab::AttributionPatching(const std::vector<int>& clean, const std::vector<int>& corrupt,
                                    int target, int contrast) {
   CheckPrompt(static_cast<int>(clean.size()));
@@ -210,6 +315,16 @@ AtpResult Lab::AttributionPatching(const std::vector<int>& clean, const std::vec
   return OnSession(*this, ids, [&] {
     return gpt2::AttributionPatching(*session_, *backward_, clean, corrupt, target, contrast,
                                      &interventions_);
+  });
+}
+
+ExactPatchResult Lab::ExactPatch(const std::vector<int>& clean, const std::vector<int>& corrupt, AtpCell cell,
+                                 int layer, int index, int target, int contrast) {
+  CheckPrompt(static_cast<int>(clean.size()));
+  CheckPrompt(static_cast<int>(corrupt.size()));
+  const std::vector<int> ids = tokens_;
+  return OnSession(*this, ids, [&] {
+    return gpt2::ExactPatch(*session_, clean, corrupt, cell, layer, index, target, contrast, &interventions_);
   });
 }
 

@@ -42,6 +42,20 @@ struct SaliencyResult {
 SaliencyResult Saliency(Session& session, Backward& backward, const std::vector<int>& ids,
                         const SaliencyRequest& request, const Interventions* iv);
 
+// "Why this head attends here": gradient x input of one attention score (model/backward.h
+// ScoreSpec: s = scale q[query] . k[key] of head spec.head in block spec.layer, before softmax),
+// with x[p] = wte[id_p] + wpe[p] as saliency's kGradient: value[p] = sum_d x[p, d] ds/dx[p, d],
+// zero for p > query (attention is causal); total = sum_p value[p].
+struct ScoreSaliencyResult {
+  ScoreSpec spec;
+  std::vector<double> values;  // [T]
+  double total = 0;
+  double score = 0;  // s itself
+};
+
+ScoreSaliencyResult ScoreSaliency(Session& session, Backward& backward, const std::vector<int>& ids,
+                                  const ScoreSpec& spec, const Interventions* iv);
+
 // Attribution patching of a clean and a corrupted prompt of the same length, the metric at the
 // last position (target < 0: the clean run's most probable next token), gradients at the clean
 // run:
@@ -60,5 +74,24 @@ struct AtpResult {
 AtpResult AttributionPatching(Session& session, Backward& backward, const std::vector<int>& clean,
                               const std::vector<int>& corrupt, int target, int contrast,
                               const Interventions* iv);
+
+// One cell of AttributionPatching, run exactly: the clean run (the differentiated one) with the
+// corrupted run's value at that cell, value = m(patched) - m(clean) at the last position, which
+// the cell's estimate approximates to first order. kHead: head `index` of block `layer`, its
+// output before the projection (hook_z) at every position (HeadPatch kOutput); kResidPre: the
+// stream entering block `layer` at position `index` (a ResidPatch, after iv's own patches).
+// target < 0: the clean run's most probable next token. Throws gpt2::Error for prompts of
+// different lengths or a cell out of range.
+enum class AtpCell { kHead, kResidPre };
+
+struct ExactPatchResult {
+  int target = 0, contrast = -1;
+  double value = 0;  // metric_patched - metric_clean
+  double metric_clean = 0, metric_patched = 0;
+};
+
+ExactPatchResult ExactPatch(Session& session, const std::vector<int>& clean, const std::vector<int>& corrupt,
+                            AtpCell cell, int layer, int index, int target, int contrast,
+                            const Interventions* iv);
 
 }  // namespace gpt2

@@ -234,6 +234,12 @@ class Lab {
   // Attribution patching of two prompts of the same length.
   AtpResult AttributionPatching(const std::vector<int>& clean, const std::vector<int>& corrupt,
                                 int target, int contrast);
+  // Why head layer.head attends from `query` to `key` in the conversation: gradient x input of
+  // that attention score (lab/gradients.h ScoreSaliency).
+  ScoreSaliencyResult ScoreSaliency(const ScoreSpec& spec);
+  // One attribution patching cell run exactly (lab/gradients.h ExactPatch).
+  ExactPatchResult ExactPatch(const std::vector<int>& clean, const std::vector<int>& corrupt, AtpCell cell,
+                              int layer, int index, int target, int contrast);
 
  private:
   void Forward(const int* ids, int n, std::vector<double>* block_ms);

@@ -194,7 +194,7 @@ void Report(const ActivationObserver& observer, const char* name, int layer, con
 }  // namespace
 
 // dz [rows, C] (heads concatenated) back through each head's causal attention to dq, dk, dv
-// ([H, T, D]) and dqkv_ [rows, 3C] in the forward's q | k | v row layout.
+// ([H, T, D]) and dqkv_.
 void Backward::AttentionBackward(int l, int64_t first, int64_t rows, const float* dz,
                                  const ActivationObserver& grads) {
   const Config& c = model_.config();
@@ -219,6 +219,13 @@ void Backward::AttentionBackward(int l, int64_t first, int64_t rows, const float
   Report(grads, "q", l, dq_.data(), H, T, D);
   Report(grads, "k", l, dk_.data(), H, T, D);
   Report(grads, "v", l, dv_.data(), H, T, D);
+  QkvRows(rows);
+}
+
+// dq_, dk_, dv_ ([H, T, D]) into dqkv_ [rows, 3C] in the forward's q | k | v row layout.
+void Backward::QkvRows(int64_t rows) {
+  const Config& c = model_.config();
+  const int64_t T = T_, C = c.n_embd, H = c.n_head, D = c.head_dim();
   const float* parts[3] = {dq_.data(), dk_.data(), dv_.data()};
   for (int64_t t = 0; t < rows; ++t) {
     for (int part = 0; part < 3; ++part) {
@@ -227,6 +234,16 @@ void Backward::AttentionBackward(int l, int64_t first, int64_t rows, const float
       }
     }
   }
+}
+
+void Backward::Prepare() {
+  const Config& c = model_.config();
+  const int64_t T = T_, C = c.n_embd, F = c.n_ff, H = c.n_head, D = c.head_dim();
+  for (std::vector<float>* v : {&g_, &dx_, &dsub_, &dz_, &tmp_, &report_}) v->assign(size_t(T) * C, 0.0f);
+  dff_.assign(size_t(T) * F, 0.0f);
+  dqkv_.assign(size_t(T) * 3 * C, 0.0f);
+  for (std::vector<float>* v : {&dq_, &dk_, &dv_}) v->assign(size_t(H) * T * D, 0.0f);
+  dscores_.assign(size_t(H) * T * T, 0.0f);
 }
 
 void Backward::Run(const MetricSpec& spec, const ActivationObserver& grads) {
@@ -239,23 +256,9 @@ void Backward::Run(const MetricSpec& spec, const ActivationObserver& grads) {
   if (spec.target < 0 || spec.target >= c.n_vocab || spec.contrast >= c.n_vocab) {
     throw Error("token id out of range; valid ids are 0.." + std::to_string(c.n_vocab - 1));
   }
-  const int64_t T = T_, C = c.n_embd, F = c.n_ff, H = c.n_head, D = c.head_dim();
-  const int L = c.n_layer;
-  // Attention is causal: rows after the metric's position get no gradient.
-  const int64_t rows = spec.position + 1;
-  const Interventions& iv = iv_;
-  const bool post = iv.post_norm;
-  for (std::vector<float>* v : {&g_, &dx_, &dsub_, &dz_, &tmp_, &report_}) v->assign(size_t(T) * C, 0.0f);
-  dff_.assign(size_t(T) * F, 0.0f);
-  dqkv_.assign(size_t(T) * 3 * C, 0.0f);
-  for (std::vector<float>* v : {&dq_, &dk_, &dv_}) v->assign(size_t(H) * T * D, 0.0f);
-  dscores_.assign(size_t(H) * T * T, 0.0f);
-  std::vector<float> zeros(size_t(std::max<int64_t>(H * T * T, T * F)), 0.0f);
+  const int64_t T = T_, C = c.n_embd;
+  Prepare();
   float* g = g_.data();
-  // Rows [lo, rows) may carry gradient: at first only the metric's row; after a block's
-  // attention (keys and values of every earlier row) all of them. So the last block's MLP and
-  // output projection run on that one row.
-  int64_t lo = spec.position;
 
   // Unembedding and ln_f: dm/d ln_f[position] = W_out[target] - W_out[contrast].
   {
@@ -272,47 +275,140 @@ void Backward::Run(const MetricSpec& spec, const ActivationObserver& grads) {
     LayerNormBackwardRows(final_.data() + spec.position * C, model_.ln_f_g, d,
                           g + spec.position * C, 1, false);
   }
+  Blocks(c.n_layer - 1, spec.position, nullptr, grads);
+}
 
-  for (int l = L - 1; l >= 0; --l) {
+void Backward::CheckScore(const ScoreSpec& spec) const {
+  const Config& c = model_.config();
+  if (T_ == 0) throw Error("backward: no forward pass to go back through");
+  if (spec.layer < 0 || spec.layer >= c.n_layer) {
+    throw Error("layer " + std::to_string(spec.layer) + " is out of range; valid layers are 0.." +
+                std::to_string(c.n_layer - 1));
+  }
+  if (spec.head < 0 || spec.head >= c.n_head) {
+    throw Error("head " + std::to_string(spec.head) + " is out of range; valid heads are 0.." +
+                std::to_string(c.n_head - 1));
+  }
+  if (spec.query < 0 || spec.query >= T_) {
+    throw Error("query position " + std::to_string(spec.query) + " is out of range; valid positions are 0.." +
+                std::to_string(T_ - 1));
+  }
+  if (spec.key < 0 || spec.key > spec.query) {
+    throw Error("key position " + std::to_string(spec.key) + " is out of range; the query at " +
+                std::to_string(spec.query) + " sees positions 0.." + std::to_string(spec.query));
+  }
+  if (Interventions::Lists(iv_.skip_attn, spec.layer)) {
+    throw Error("block " + std::to_string(spec.layer) + "'s attention is skipped: it has no scores");
+  }
+}
+
+double Backward::Score(const ScoreSpec& spec) const {
+  CheckScore(spec);
+  const Config& c = model_.config();
+  const int64_t T = T_, D = c.head_dim();
+  const Saved& s = saved_[spec.layer];
+  const float* q = s.q.data() + (spec.head * T + spec.query) * D;
+  const float* k = s.k.data() + (spec.head * T + spec.key) * D;
+  double dot = 0.0;
+  for (int64_t d = 0; d < D; ++d) dot += double(q[d]) * k[d];
+  return dot * c.attn_scale();
+}
+
+void Backward::RunScore(const ScoreSpec& spec, const ActivationObserver& grads) {
+  CheckScore(spec);
+  Prepare();
+  Blocks(spec.layer, spec.query, &spec, grads);
+}
+
+// Blocks top..0 backward from the gradient in g_ (rows from `lo` on) or, with `score`, from that
+// attention score of block top (g_ is zero: nothing above the score depends on it).
+void Backward::Blocks(int top, int64_t lo, const ScoreSpec* score, const ActivationObserver& grads) {
+  const Config& c = model_.config();
+  const int64_t T = T_, C = c.n_embd, F = c.n_ff, H = c.n_head, D = c.head_dim();
+  // Attention is causal: rows after the metric's position get no gradient.
+  const int64_t rows = lo + 1;
+  const Interventions& iv = iv_;
+  const bool post = iv.post_norm;
+  std::vector<float> zeros(size_t(std::max<int64_t>(H * T * T, T * F)), 0.0f);
+  float* g = g_.data();
+  // Rows [lo, rows) may carry gradient: at first only the metric's row; after a block's
+  // attention (keys and values of every earlier row) all of them. So the last block's MLP and
+  // output projection run on that one row.
+
+  for (int l = top; l >= 0; --l) {
     const BlockWeights& w = model_.blocks[l];
     const Saved& s = saved_[l];
     const bool nores = Interventions::Lists(iv.no_residual, l);
     const bool skip_mlp = Interventions::Lists(iv.skip_mlp, l);
     const bool skip_attn = Interventions::Lists(iv.skip_attn, l);
-    Report(grads, "resid_out", l, g, T, C);
-
-    // MLP: x2 = [post-norm: ln_2]((x1 unless no residual) + f), f = fc_proj(gelu(fc(ln_2(x1)))).
-    if (post && !skip_mlp) {
-      for (int64_t i = lo * C; i < rows * C; ++i) tmp_[i] = nores ? s.mlp_out[i] : s.resid_mid[i] + s.mlp_out[i];
-      LayerNormBackwardRows(tmp_.data() + lo * C, w.ln2_g, g + lo * C, dsub_.data() + lo * C, rows - lo, false);
-      std::copy_n(dsub_.data() + lo * C, (rows - lo) * C, g + lo * C);
-    }
-    if (skip_mlp) {
-      for (const char* name : {"mlp_out", "mlp_act", "mlp_pre"}) {
-        Report(grads, name, l, zeros.data(), T, std::string(name) == "mlp_out" ? C : F);
+    const bool from_score = score != nullptr && l == score->layer;
+    if (from_score) {
+      // ds/dq[query] = scale k[key], ds/dk[key] = scale q[query] (s = scale q.k, before softmax).
+      const int64_t h = score->head, tq = score->query, tk = score->key;
+      const float scale = c.attn_scale();
+      std::fill(dq_.begin(), dq_.end(), 0.0f);
+      std::fill(dk_.begin(), dk_.end(), 0.0f);
+      std::fill(dv_.begin(), dv_.end(), 0.0f);
+      std::fill(dscores_.begin(), dscores_.end(), 0.0f);
+      for (int64_t d = 0; d < D; ++d) {
+        dq_[(h * T + tq) * D + d] = scale * s.k[(h * T + tk) * D + d];
+        dk_[(h * T + tk) * D + d] += scale * s.q[(h * T + tq) * D + d];
       }
-      Report(grads, "ln2", l, zeros.data(), T, C);
+      dscores_[(h * T + tq) * T + tk] = 1.0f;
+      Report(grads, "attn_scores", l, dscores_.data(), H, T, T);
+      Report(grads, "q", l, dq_.data(), H, T, D);
+      Report(grads, "k", l, dk_.data(), H, T, D);
+      Report(grads, "v", l, dv_.data(), H, T, D);
+      QkvRows(rows);
+      lo = 0;
     } else {
-      const int64_t n = rows - lo;
-      std::copy_n(g, rows * C, dsub_.data());  // df
-      Report(grads, "mlp_out", l, dsub_.data(), T, C);
-      Transposed(dsub_.data() + lo * C, n, w.fc_proj, dff_.data() + lo * F);
-      Report(grads, "mlp_act", l, dff_.data(), T, F);
-      GeluBackward(s.mlp_pre.data() + lo * F, dff_.data() + lo * F, dff_.data() + lo * F, n * F);
-      Report(grads, "mlp_pre", l, dff_.data(), T, F);
-      Transposed(dff_.data() + lo * F, n, w.fc, dx_.data() + lo * C);
-      Report(grads, "ln2", l, dx_.data(), T, C);
-      if (nores) std::fill_n(g, rows * C, 0.0f);
-      if (post) AddInPlace(g + lo * C, dx_.data() + lo * C, n * C);
-      else LayerNormBackwardRows(s.resid_mid.data() + lo * C, w.ln2_g, dx_.data() + lo * C, g + lo * C, n, true);
-    }
-    Report(grads, "resid_attn", l, g, T, C);
+      Report(grads, "resid_out", l, g, T, C);
 
-    // Attention: x1 = [post-norm: ln_1]((x0 unless no residual) + proj(attn(ln_1(x0)))).
-    if (post && !skip_attn) {
-      for (int64_t i = lo * C; i < rows * C; ++i) tmp_[i] = nores ? s.attn_out[i] : s.resid_pre[i] + s.attn_out[i];
-      LayerNormBackwardRows(tmp_.data() + lo * C, w.ln1_g, g + lo * C, dsub_.data() + lo * C, rows - lo, false);
-      std::copy_n(dsub_.data() + lo * C, (rows - lo) * C, g + lo * C);
+      // MLP: x2 = [post-norm: ln_2]((x1 unless no residual) + f), f = fc_proj(gelu(fc(ln_2(x1)))).
+      if (post && !skip_mlp) {
+        for (int64_t i = lo * C; i < rows * C; ++i) tmp_[i] = nores ? s.mlp_out[i] : s.resid_mid[i] + s.mlp_out[i];
+        LayerNormBackwardRows(tmp_.data() + lo * C, w.ln2_g, g + lo * C, dsub_.data() + lo * C, rows - lo, false);
+        std::copy_n(dsub_.data() + lo * C, (rows - lo) * C, g + lo * C);
+      }
+      if (skip_mlp) {
+        for (const char* name : {"mlp_out", "mlp_act", "mlp_pre"}) {
+          Report(grads, name, l, zeros.data(), T, std::string(name) == "mlp_out" ? C : F);
+        }
+        Report(grads, "ln2", l, zeros.data(), T, C);
+      } else {
+        const int64_t n = rows - lo;
+        std::copy_n(g, rows * C, dsub_.data());  // df
+        Report(grads, "mlp_out", l, dsub_.data(), T, C);
+        Transposed(dsub_.data() + lo * C, n, w.fc_proj, dff_.data() + lo * F);
+        Report(grads, "mlp_act", l, dff_.data(), T, F);
+        GeluBackward(s.mlp_pre.data() + lo * F, dff_.data() + lo * F, dff_.data() + lo * F, n * F);
+        Report(grads, "mlp_pre", l, dff_.data(), T, F);
+        Transposed(dff_.data() + lo * F, n, w.fc, dx_.data() + lo * C);
+        Report(grads, "ln2", l, dx_.data(), T, C);
+        if (nores) std::fill_n(g, rows * C, 0.0f);
+        if (post) AddInPlace(g + lo * C, dx_.data() + lo * C, n * C);
+        else LayerNormBackwardRows(s.resid_mid.data() + lo * C, w.ln2_g, dx_.data() + lo * C, g + lo * C, n, true);
+      }
+      Report(grads, "resid_attn", l, g, T, C);
+
+      // Attention: x1 = [post-norm: ln_1]((x0 unless no residual) + proj(attn(ln_1(x0)))).
+      if (post && !skip_attn) {
+        for (int64_t i = lo * C; i < rows * C; ++i) tmp_[i] = nores ? s.attn_out[i] : s.resid_pre[i] + s.attn_out[i];
+        LayerNormBackwardRows(tmp_.data() + lo * C, w.ln1_g, g + lo * C, dsub_.data() + lo * C, rows - lo, false);
+        std::copy_n(dsub_.data() + lo * C, (rows - lo) * C, g + lo * C);
+      }
+      if (!skip_attn) {
+        Report(grads, "attn_out", l, g, T, C);
+        Transposed(g + lo * C, rows - lo, w.proj, dz_.data() + lo * C);
+        Report(grads, "attn_heads", l, dz_.data(), T, C);
+        // An ablated head's output is a constant: nothing flows back through its attention.
+        for (const HeadRef& a : iv.ablate_heads) {
+          if (a.layer != l) continue;
+          for (int64_t t = 0; t < rows; ++t) std::fill_n(dz_.data() + t * C + a.head * D, D, 0.0f);
+        }
+        AttentionBackward(l, lo, rows, dz_.data(), grads);
+        lo = 0;
+      }
     }
     if (skip_attn) {
       for (const char* name : {"attn_out", "attn_heads"}) Report(grads, name, l, zeros.data(), T, C);
@@ -320,16 +416,6 @@ void Backward::Run(const MetricSpec& spec, const ActivationObserver& grads) {
       for (const char* name : {"q", "k", "v"}) Report(grads, name, l, zeros.data(), H, T, D);
       Report(grads, "ln1", l, zeros.data(), T, C);
     } else {
-      Report(grads, "attn_out", l, g, T, C);
-      Transposed(g + lo * C, rows - lo, w.proj, dz_.data() + lo * C);
-      Report(grads, "attn_heads", l, dz_.data(), T, C);
-      // An ablated head's output is a constant: nothing flows back through its attention.
-      for (const HeadRef& a : iv.ablate_heads) {
-        if (a.layer != l) continue;
-        for (int64_t t = 0; t < rows; ++t) std::fill_n(dz_.data() + t * C + a.head * D, D, 0.0f);
-      }
-      AttentionBackward(l, lo, rows, dz_.data(), grads);
-      lo = 0;
       Transposed(dqkv_.data(), rows, w.qkv, dx_.data());
       Report(grads, "ln1", l, dx_.data(), T, C);
       if (nores) std::fill_n(g, rows * C, 0.0f);

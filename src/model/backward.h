@@ -31,6 +31,12 @@
 //   before patches of block 0), and first of all "ln_f" [T, C] (ln_final.hook_normalized).
 // A skipped sublayer reports zero gradients for its insides.
 //
+// The metric may instead be one attention score of a block (ScoreSpec): s = scale q[query] .
+// k[key] of a head, the scaled score before softmax (blocks.L.attn.hook_attn_scores). Its
+// backward is the same pass started inside block L: block L reports from "attn_scores" (1 at
+// the score, 0 elsewhere) down; the blocks after L and block L's steps after its scores are not
+// reported (nothing there reaches the score).
+//
 // Products with Q8_0/Q4_0 weights multiply by the dequantized weights' transpose (kernels.h
 // MatMulTransposed), the straight-through gradient of the int8 activation rounding; attention
 // uses the f32 q, k, v before the KV cache's rounding and the forward's probabilities.
@@ -52,6 +58,13 @@ struct MetricSpec {
   int position = 0;
   int target = 0;
   int contrast = -1;  // < 0: none
+};
+
+struct ScoreSpec {
+  int layer = 0;
+  int head = 0;
+  int query = 0;  // the attending position
+  int key = 0;    // <= query
 };
 
 class Backward {
@@ -83,6 +96,12 @@ class Backward {
   // Throws gpt2::Error for a position or token out of range.
   void Run(const MetricSpec& spec, const ActivationObserver& grads);
 
+  // The same for one attention score of the last Forward (see the header comment), and that
+  // score from the kept f32 q and k. Throw gpt2::Error for a layer, head or position out of
+  // range, a key after the query, or a block whose attention is skipped.
+  void RunScore(const ScoreSpec& spec, const ActivationObserver& grads);
+  double Score(const ScoreSpec& spec) const;
+
   // Bytes of what the last Forward kept: C + 3C + C + F floats per token and block (post-norm:
   // 2C more), H x T probabilities per token and block, and the embedding and final stream.
   int64_t SavedBytes() const;
@@ -95,6 +114,10 @@ class Backward {
   void Transposed(const float* dy, int64_t rows, const WeightView& w, float* dx);
   void AttentionBackward(int layer, int64_t first, int64_t rows, const float* dz,
                          const ActivationObserver& grads);
+  void QkvRows(int64_t rows);
+  void Prepare();
+  void CheckScore(const ScoreSpec& spec) const;
+  void Blocks(int top, int64_t lo, const ScoreSpec* score, const ActivationObserver& grads);
 
   const Model& model_;
   std::unique_ptr<ThreadPool> own_pool_;  // unless given one

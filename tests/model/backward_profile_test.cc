@@ -1,7 +1,8 @@
 // What the gradients cost against a prefill of the same prompt: a profile, not a test (hidden,
 // Catch2's "[.]"). The issue's targets are in prefills of the prompt (GPT-2 small shape, Q8_0,
 // one thread, the page's int8 activations): a backward over 64 tokens at most 1.5, a full atp
-// at most 4, ig with 16 steps at most 40.
+// at most 4, ig with 16 steps at most 40; what the backward keeps at 128 tokens at most 100 MB.
+// scripts/bench-gradients.mjs runs it in wasm and prints those rows (bench.sh, at its end).
 //   build/native/gpt2_tests "[profile][gradients_profile]"
 //   node --no-experimental-fetch build/wasm/gpt2_tests.js "[profile][gradients_profile]"
 // Times are this thread's CPU time natively, wall time in wasm (std::clock), as in
@@ -80,6 +81,15 @@ TEST_CASE("Gradient costs in prefills, GPT-2 small shape, q8_0", "[.][profile][g
   ig.method = SaliencyMethod::kIntegrated;
   ig.steps = 16;
   Seconds("saliency ig, 16 steps", prefill, [&] { Saliency(session, backward, ids, ig, nullptr); });
+  const ScoreSpec score{config.n_layer / 2, 0, T - 1, T / 2};
+  backward.Forward(session, ids, nullptr);  // ig leaves its last, one-token run
+  Seconds("score backward (block 6's score)", prefill,
+          [&] { backward.RunScore(score, [](const Activation&) {}); });
+  // The issue's memory bound is at 128 tokens.
+  std::vector<int> longer(128);
+  for (int i = 0; i < 128; ++i) longer[i] = 1 + (i * 37) % 50000;
+  backward.Forward(session, longer, nullptr);
+  std::printf("saved at 128 tokens: %.1f MB\n", backward.SavedBytes() / 1e6);
   SUCCEED();
 }
 

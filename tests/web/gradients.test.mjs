@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import {execFileSync} from 'node:child_process';
 import fs from 'node:fs';
+import {createRequire} from 'node:module';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
 import {kRoot, launchBrowser, serveSite, watchConsole} from './browser.mjs';
@@ -11,6 +12,7 @@ import {closeTo, kNative, kPrompt, kSampling, makeModels, modelDir, nativeInspec
 const kSite = path.join(kRoot, 'build/site');
 const kTimeout = 60_000;
 const kGpt2 = path.join(kNative, 'gpt2');
+const kNodeModule = path.join(kRoot, 'build/wasm/web/gpt2-engine-node.cjs');
 
 describe('saliency on the page', {skip: !fs.existsSync(path.join(kSite, 'index.html')) && 'build/site not built'}, () => {
   let models, server, browser, page, T;
@@ -83,6 +85,81 @@ describe('saliency on the page', {skip: !fs.existsSync(path.join(kSite, 'index.h
     });
   }
 
+  test('the export holds the saliency computed last (npy and JSON)', async () => {
+    const s = await page.evaluate(() => {
+      const x = window.gpt2Page.state.saliency;
+      return {values: Array.from(x.values), method: x.method, steps: x.steps, position: x.position, target: x.target,
+              total: x.total};
+    });
+    const name = s.method === 'ig' ? `saliency.integrated_gradients_${s.steps}` : 'saliency.grad_x_input';
+    await page.getByTestId('export-tensor').selectOption('saliency');
+    const [npyDownload] = await Promise.all([page.waitForEvent('download'), page.getByTestId('export-npy').click()]);
+    assert.equal(npyDownload.suggestedFilename(), `${name}.npy`);
+    const bytes = fs.readFileSync(await npyDownload.path());
+    const headerLength = bytes.readUInt16LE(8);
+    const header = bytes.subarray(10, 10 + headerLength).toString('latin1');
+    assert.match(header, new RegExp(`'shape': \\(1, ${s.values.length}\\)`));
+    assert.equal(bytes.length, 10 + headerLength + 4 * s.values.length);
+    s.values.forEach((v, p) => assert.equal(bytes.readFloatLE(10 + headerLength + 4 * p), Math.fround(v), `npy ${p}`));
+    const [jsonDownload] = await Promise.all([page.waitForEvent('download'), page.getByTestId('export-json').click()]);
+    const parsed = JSON.parse(fs.readFileSync(await jsonDownload.path(), 'utf8'));
+    assert.equal(parsed.name, name);
+    assert.deepEqual(parsed.shape, [1, s.values.length]);
+    assert.deepEqual(parsed.data, s.values);
+    assert.deepEqual([parsed.position, parsed.target, parsed.method, parsed.total], [s.position, s.target, s.method, s.total]);
+    await page.getByTestId('export-tensor').selectOption('hook_resid_pre');
+  });
+
+  test('why a head attends here: the chips hold the Node binding\'s gradient x input of that score', async () => {
+    const [layer, head, key] = [1, 2, 2];
+    await page.locator(`#attention-grid [data-layer="${layer}"][data-head="${head}"]`).click();
+    await page.waitForFunction(([l, h]) => window.gpt2Page.state.attentionMap?.layer === l &&
+                                           window.gpt2Page.state.attentionMap?.head === h, [layer, head], {timeout: kTimeout});
+    const query = await page.evaluate(() => window.gpt2Page.state.picked);
+    assert.ok(query >= key, `picked ${query}`);
+    // The head's map by keyboard: its cursor starts at (picked row, key 0); Enter picks the cell.
+    await page.locator('#attention-big').focus();
+    for (let i = 0; i < key; ++i) await page.keyboard.press('ArrowRight');
+    await page.keyboard.press('Enter');
+    await page.waitForFunction(() => !document.querySelector('[data-testid=attn-why-run]').disabled, null, {timeout: kTimeout});
+    assert.match(await page.locator('#attn-why-pair').textContent(), new RegExp(`query position ${query}, key position ${key}`));
+    await page.getByTestId('attn-why-run').click();
+    await page.waitForFunction(() => window.gpt2Page.state.why || !document.querySelector('[data-testid=error]').hidden,
+                               null, {timeout: kTimeout});
+    const err = page.getByTestId('error');
+    if (await err.isVisible()) throw new Error(`page error: ${await err.textContent()}`);
+    const w = await page.evaluate(() => {
+      const x = window.gpt2Page.state.why;
+      return {values: Array.from(x.values), score: x.score, total: x.total, layer: x.layer, head: x.head, query: x.query,
+              key: x.key, ids: Array.from(window.gpt2Page.state.ids)};
+    });
+    assert.deepEqual([w.layer, w.head, w.query, w.key], [layer, head, query, key]);
+    // The same call through the bindings under Node, on the page's conversation.
+    const require = createRequire(import.meta.url);
+    const Module = await require(kNodeModule)({wasmBinary: fs.readFileSync(kNodeModule.replace(/\.cjs$/, '.wasm'))});
+    const engine = new Module.Engine();
+    const bytes = fs.readFileSync(models.model);
+    engine.beginLoad(bytes.length);
+    engine.appendChunk(bytes);
+    engine.finishLoad(1);
+    engine.prefill(w.ids);
+    const want = engine.scoreSaliency(layer, head, query, key);
+    engine.delete();
+    assert.equal(w.values.length, want.values.length);
+    const scale = Math.max(1e-6, ...Array.from(want.values, Math.abs));
+    w.values.forEach((v, p) => closeTo(v / scale, want.values[p] / scale, 1e-4, `value ${p}`));
+    for (let p = query + 1; p < w.values.length; ++p) assert.equal(w.values[p], 0);
+    closeTo(w.score, want.score, 1e-4, 'score');
+    await page.waitForFunction((n) => document.querySelectorAll('[data-testid=attn-why] .chip').length === n,
+                               w.values.length, {timeout: kTimeout});
+    const chips = page.locator('[data-testid=attn-why] .chip');
+    assert.match(await chips.nth(0).getAttribute('aria-label'), /position 0: [+-]/);
+    assert.match(await chips.nth(1).getAttribute('title'), /position 1: [+-]/);
+    await chips.nth(key).focus();
+    assert.match(await page.locator('#attn-why-readout').textContent(), new RegExp(`position ${key}`));
+    assert.match(await page.getByTestId('attn-why-summary').textContent(), /attention score, the scaled q·k before the softmax/);
+  });
+
   async function runAtp() {
     await page.evaluate(() => window.gpt2Page.set({atp: null}));
     await page.waitForFunction(() => !document.querySelector('[data-testid=atp-run]').disabled, null, {timeout: kTimeout});
@@ -144,5 +221,62 @@ describe('saliency on the page', {skip: !fs.existsSync(path.join(kSite, 'index.h
     const r = Number(await page.getByTestId('atp').getAttribute('data-correlation'));
     assert.ok(Number.isFinite(r) && r >= -1 && r <= 1, `correlation ${r}`);
     assert.match(await page.getByTestId('atp-status').textContent(), /Correlation with the exact patching/);
+  });
+
+  // Runs the cell (row, col) of a heat map by keyboard (Enter on its cursor, which the arrow keys
+  // move and clamp at the edges) and returns the 'atp-exact' reply stored for `key`.
+  async function clickExact(canvas, row, col, key) {
+    await page.locator(canvas).focus();
+    for (let i = 0; i < 8; ++i) await page.keyboard.press('ArrowUp');
+    for (let i = 0; i < 16; ++i) await page.keyboard.press('ArrowLeft');
+    for (let i = 0; i < row; ++i) await page.keyboard.press('ArrowDown');
+    for (let i = 0; i < col; ++i) await page.keyboard.press('ArrowRight');
+    await page.keyboard.press('Enter');
+    await page.waitForFunction((k) => window.gpt2Page.state.atpExact?.results[k] ||
+                                      !document.querySelector('[data-testid=error]').hidden, key, {timeout: kTimeout});
+    const err = page.getByTestId('error');
+    if (await err.isVisible()) throw new Error(`page error: ${await err.textContent()}`);
+    return page.evaluate((k) => window.gpt2Page.state.atpExact.results[k], key);
+  }
+
+  test('a clicked cell of either attribution map runs that patch exactly', async () => {
+    const s = await page.evaluate(() => {
+      const x = window.gpt2Page.state;
+      return {atp: {target: x.atp.target, contrast: x.atp.contrast, heads: Array.from(x.atp.heads), positions: x.atp.positions,
+                    nHead: x.atp.nHead, residPre: Array.from(x.atp.residPre)},
+              request: x.atpRequest, patching: {recovered: Array.from(x.patching.result.recovered),
+                                                cleanDiff: x.patching.result.cleanDiff,
+                                                corruptedDiff: x.patching.result.corruptedDiff}};
+    });
+    await page.waitForSelector('[data-testid=atp-heads]:not([hidden])', {timeout: kTimeout});
+    // A (block, position) cell: the exact patching map measured the same patch.
+    const [l, p] = [1, 3];
+    const cell = await clickExact('#atp', l, p, `resid:${l}.${p}`);
+    const unit = s.patching.cleanDiff - s.patching.corruptedDiff;
+    closeTo(cell.value, s.patching.recovered[l * s.atp.positions + p] * unit, 2e-3, 'resid cell against the exact map');
+    assert.match(await page.getByTestId('atp-exact').textContent(),
+                 new RegExp(`stream entering block ${l} at position ${p} .*changes the logit difference`));
+    // Head cells: the same call through the bindings under Node (checked against PyTorch in
+    // gradients-embind.test.mjs).
+    const require = createRequire(import.meta.url);
+    const Module = await require(kNodeModule)({wasmBinary: fs.readFileSync(kNodeModule.replace(/\.cjs$/, '.wasm'))});
+    const engine = new Module.Engine();
+    const bytes = fs.readFileSync(models.model);
+    engine.beginLoad(bytes.length);
+    engine.appendChunk(bytes);
+    engine.finishLoad(1);
+    const clean = engine.tokenize(s.request.clean), corrupted = engine.tokenize(s.request.corrupted);
+    const heads = [[1, 2], [0, 1], [1, 0]];
+    for (const [hl, hh] of heads) {
+      const got = await clickExact('#atp-heads', hl, hh, `head:${hl}.${hh}`);
+      const want = engine.atpExact(clean, corrupted, 'head', hl, hh, s.atp.target, s.atp.contrast);
+      closeTo(got.value, want.value, 1e-4, `head ${hl}.${hh}`);
+      assert.equal(Number(await page.getByTestId('atp-exact').getAttribute('data-exact')), got.value);
+      assert.match(await page.getByTestId('atp-exact').textContent(),
+                   new RegExp(`head ${hl}\\.${hh} \\(its output at every position\\).*\\(estimate `));
+    }
+    engine.delete();
+    const r = Number(await page.getByTestId('atp-exact').getAttribute('data-head-correlation'));
+    assert.ok(Number.isFinite(r) && r >= -1 && r <= 1, `head correlation ${r}`);
   });
 });
