@@ -89,6 +89,7 @@ post-norm, patch of the stream entering block 1 at position 3 with p2's, and a c
 """
 
 import argparse
+import json
 import math
 import struct
 import sys
@@ -180,7 +181,9 @@ def forward(w, ids, record=None, iv=None, embed=None, extra=None):
       skip_attn, skip_mlp, no_residual [l], post_norm bool, patches [(l, position, [C] tensor)];
       for path patching: freeze_z {l: [T, C]} (every head's output of block l replaced, TransformerLens
       hook_z), patch_z [(l, h, [T, D])] (one head's output, after freezing), patch_qkv
-      [(l, h, "q"|"k"|"v", [T, D])] (one head's input, before its attention).
+      [(l, h, "q"|"k"|"v", [T, D])] (one head's input, before its attention); stream_edits
+      [(l, point, fn)] (fn([T, C]) -> [T, C] at blocks.l.hook_<point>, point one of resid_pre,
+      attn_out, resid_mid, mlp_out, resid_post: SAE steering and clamping).
     embed ([T, C]): the stream entering block 0 instead of wte[ids] + wpe (integrated gradients).
     extra(name, tensor) receives "blkL/resid_pre" (the stream entering block L after its patches),
     which the observer does not name.
@@ -195,6 +198,12 @@ def forward(w, ids, record=None, iv=None, embed=None, extra=None):
     x = w["token_embd.weight"][idx] + w["position_embd.weight"][:T] if embed is None else embed
     rec("embed", x)
     causal = torch.tril(torch.ones(T, T, dtype=torch.bool))
+
+    def edit(l, point, t):
+        for el, ep, fn in iv.get("stream_edits", []):
+            if el == l and ep == point:
+                t = fn(t)
+        return t
 
     def ln(t, prefix):
         return F.layer_norm(t, (C,), w[prefix + ".weight"], w[prefix + ".bias"], LN_EPS)
@@ -213,6 +222,7 @@ def forward(w, ids, record=None, iv=None, embed=None, extra=None):
             if pl == l:
                 x = x.clone()
                 x[pos] = value
+        x = edit(l, "resid_pre", x)
         if extra:
             extra(b + "resid_pre", x)
         # Under post-norm the sublayer reads the stream itself; through a view of it, so that the
@@ -246,9 +256,9 @@ def forward(w, ids, record=None, iv=None, embed=None, extra=None):
                 means = iv.get("head_means")
                 heads[:, ah * D:(ah + 1) * D] = means[l][ah * D:(ah + 1) * D] if means else 0.0
         rec(b + "attn_heads", heads)
-        attn_out = F.linear(heads, w[p + "attn_output.weight"], w[p + "attn_output.bias"])
+        attn_out = edit(l, "attn_out", F.linear(heads, w[p + "attn_output.weight"], w[p + "attn_output.bias"]))
         rec(b + "attn_out", attn_out)
-        x = add(x, attn_out, l, iv.get("skip_attn", []), p + "attn_norm")
+        x = edit(l, "resid_mid", add(x, attn_out, l, iv.get("skip_attn", []), p + "attn_norm"))
         rec(b + "resid_attn", x)
         h = x.view_as(x) if post_norm else ln(x, p + "ffn_norm")
         rec(b + "ln2", h)
@@ -256,9 +266,9 @@ def forward(w, ids, record=None, iv=None, embed=None, extra=None):
         rec(b + "mlp_pre", pre)
         act = F.gelu(pre, approximate="tanh")
         rec(b + "mlp_act", act)
-        out = F.linear(act, w[p + "ffn_down.weight"], w[p + "ffn_down.bias"])
+        out = edit(l, "mlp_out", F.linear(act, w[p + "ffn_down.weight"], w[p + "ffn_down.bias"]))
         rec(b + "mlp_out", out)
-        x = add(x, out, l, iv.get("skip_mlp", []), p + "ffn_norm")
+        x = edit(l, "resid_post", add(x, out, l, iv.get("skip_mlp", []), p + "ffn_norm"))
         rec(b + "resid_out", x)
     h = ln(x, "output_norm")
     rec("ln_f", h)
@@ -637,6 +647,185 @@ def write_gradients(w, path):
     print(f"wrote {path}: {len(out.records)} records", file=sys.stderr)
 
 
+# Sparse autoencoders in SAELens's layout on the tiny model (src/sae/, tests/sae/sae_test.cc):
+# name -> (hook, architecture, k, apply_b_dec_to_input, normalize_activations, cfg layout). The
+# layouts are those the public files use: "jb" (jbloom's Reformatted releases: hook_point and
+# hook_name at the top level), "saelens6" (metadata.hook_name, TopK's k at the top level),
+# "legacy" (top-level hook_name, k in activation_fn_kwargs), "hook_point" (only hook_point).
+SAE_D = 96
+SAES = {
+    "standard": ("blocks.1.hook_resid_pre", "standard", 0, True, "none", "jb"),
+    "jumprelu": ("blocks.0.hook_resid_post", "jumprelu", 0, False, "none", "saelens6"),
+    "topk": ("blocks.1.hook_attn_out", "topk", 8, True, "none", "legacy"),
+    "layer_norm": ("blocks.0.hook_resid_mid", "standard", 0, True, "layer_norm", "hook_point"),
+    "mlp_out": ("blocks.1.hook_mlp_out", "topk", 6, False, "none", "saelens6"),
+}
+SAE_PROMPT = "p3"
+SAE_STEER = [(3, 4.0), (17, -2.5)]   # (feature, alpha)
+SAE_CLAMP = [(5, 0.0), (11, 3.0)]    # (feature, value)
+SAE_LOGIT_FEATURE = 7
+
+
+def sae_cfg(name, d_in):
+    hook, arch, k, apply_b_dec, norm, layout = SAES[name]
+    cfg = {"architecture": arch, "d_in": d_in, "d_sae": SAE_D, "dtype": "float32", "device": "cpu",
+           "apply_b_dec_to_input": apply_b_dec, "normalize_activations": norm}
+    if layout == "jb":
+        cfg.update({"model_name": "gpt2-small", "hook_point": hook, "hook_name": hook,
+                    "hook_point_layer": int(hook.split(".")[1]), "hook_point_head_index": None})
+    elif layout == "saelens6":
+        cfg["metadata"] = {"model_name": "gpt2-small", "hook_name": hook, "hook_head_index": None,
+                           "prepend_bos": True, "context_size": 128}
+        if arch == "topk":
+            cfg["k"] = k
+    elif layout == "legacy":
+        cfg.update({"hook_name": hook, "hook_layer": int(hook.split(".")[1]), "hook_head_index": None,
+                    "activation_fn_str": arch if arch == "topk" else "relu"})
+        if arch == "topk":
+            cfg["activation_fn_kwargs"] = {"k": k}
+    else:
+        cfg.update({"hook_point": hook, "hook_point_layer": int(hook.split(".")[1])})
+    return cfg
+
+
+def sae_hook_tensor(observed, hook):
+    """The tensor at blocks.L.hook_<point> of a recorded run, [T, C]."""
+    _, l, point = hook.split(".")
+    l = int(l)
+    point = point[len("hook_"):]
+    if point == "resid_pre":
+        return observed["embed"] if l == 0 else observed[f"blk{l - 1}/resid_out"]
+    names = {"resid_mid": "resid_attn", "resid_post": "resid_out", "attn_out": "attn_out",
+             "mlp_out": "mlp_out"}
+    return observed[f"blk{l}/{names[point]}"]
+
+
+def make_sae_weights(name, x):
+    """Random weights for SAE `name` whose input rows are x [T, C] (the centred stream at its hook):
+    W_enc ~ N(0, 1/d_in) and b_enc set per feature so that roughly a fifth of them fire."""
+    hook, arch, k, apply_b_dec, norm, _ = SAES[name]
+    rng = np.random.default_rng(fnv1a64("sae/" + name) & 0xFFFFFFFF)
+    d_in = x.shape[1]
+    W_enc = rng.normal(0, 1 / math.sqrt(d_in), (d_in, SAE_D)).astype(np.float32)
+    W_dec = rng.normal(0, 1 / math.sqrt(d_in), (SAE_D, d_in)).astype(np.float32)
+    b_dec = (0.05 * rng.normal(0, 1, d_in) * float(x.std())).astype(np.float32)
+    xin = sae_input(x.double(), torch.from_numpy(b_dec), apply_b_dec, norm)[0]
+    pre = (xin @ torch.from_numpy(W_enc).double()).numpy()
+    spread = pre.std(axis=0) + 1e-6
+    b_enc = (-0.8 * spread + 0.1 * spread * rng.normal(0, 1, SAE_D)).astype(np.float32)
+    weights = {"W_enc": W_enc, "b_enc": b_enc, "W_dec": W_dec, "b_dec": b_dec}
+    if arch == "jumprelu":
+        weights["threshold"] = (0.3 * spread * rng.uniform(0, 1, SAE_D)).astype(np.float32)
+    return weights
+
+
+def sae_input(x, b_dec, apply_b_dec, norm):
+    """SAELens's encoder input from the stream rows x [T, C] (TransformerLens's stream is centred):
+    (x - mean_d(x)) / (std_d + 1e-5) (layer_norm only; torch.std, unbiased), minus b_dec if
+    apply_b_dec_to_input. Returns (input, scale [T, 1])."""
+    xc = x - x.mean(dim=-1, keepdim=True)
+    scale = torch.ones(x.shape[0], 1, dtype=x.dtype)
+    if norm == "layer_norm":
+        scale = xc.std(dim=-1, keepdim=True) + 1e-5
+    xin = xc / scale
+    if apply_b_dec:
+        xin = xin - b_dec.to(x.dtype)
+    return xin, scale
+
+
+def sae_encode(name, wt, x):
+    """(features [T, d_sae], x_hat [T, C] in the centred basis, scale [T, 1]); float64."""
+    hook, arch, k, apply_b_dec, norm, _ = SAES[name]
+    W = {key: torch.from_numpy(v).double() for key, v in wt.items()}
+    xin, scale = sae_input(x.double(), W["b_dec"], apply_b_dec, norm)
+    pre = xin @ W["W_enc"] + W["b_enc"]
+    if arch == "standard":
+        f = torch.relu(pre)
+    elif arch == "jumprelu":
+        f = torch.relu(pre) * (pre > W["threshold"])
+    else:  # SAELens TopK: the k largest pre-activations, through ReLU; the rest zero
+        top = torch.topk(pre, k, dim=-1)
+        f = torch.zeros_like(pre).scatter(-1, top.indices, torch.relu(top.values))
+    x_hat = (f @ W["W_dec"] + W["b_dec"]) * scale
+    return f, x_hat, scale
+
+
+def write_safetensors(path, tensors):
+    header, offset, blobs = {}, 0, []
+    for key, value in tensors.items():
+        data = np.ascontiguousarray(value, dtype="<f4").tobytes()
+        header[key] = {"dtype": "F32", "shape": list(value.shape), "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+        blobs.append(data)
+    encoded = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    encoded += b" " * (-len(encoded) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(encoded)))
+        f.write(encoded)
+        for data in blobs:
+            f.write(data)
+
+
+def write_saes(w, directory, path):
+    """tests/data/sae/<name>/{cfg.json,sae_weights.safetensors} and golden_sae.bin:
+        sae/<name>/ids           i32 [T]    SAE_PROMPT
+        sae/<name>/features      f32 [T, d_sae]  activations at each position
+        sae/<name>/explained     f32 [T]    1 - |xc - x_hat|^2 / |xc|^2 (xc: the centred stream)
+        sae/<name>/logit_weights f32 [V]    W_dec[SAE_LOGIT_FEATURE] @ wte^T
+        sae/<name>/steer         f32 [2n]   (feature, alpha) pairs; steer/logits f32 [T, V] last row only
+        sae/<name>/clamp         f32 [2n]   (feature, value) pairs; clamp/logits f32 [V]
+        sae/<name>/both/logits   f32 [V]    steering and clamping together
+    Steering adds alpha * W_dec[F] * scale to the stream at the hook at every position; clamping
+    adds (value - f_F) * W_dec[F] * scale (scale: layer_norm's std + 1e-5, else 1)."""
+    import os
+    out = GoldenWriter()
+    ids = PROMPTS[SAE_PROMPT]
+    observed = {}
+    forward(w, ids, lambda name, t: observed.__setitem__(name, t.detach().clone()))
+    wte = w["token_embd.weight"].double()
+    for name in SAES:
+        hook, arch, k, apply_b_dec, norm, _ = SAES[name]
+        x = sae_hook_tensor(observed, hook)
+        wt = make_sae_weights(name, x)
+        os.makedirs(f"{directory}/{name}", exist_ok=True)
+        with open(f"{directory}/{name}/cfg.json", "w") as f:
+            json.dump(sae_cfg(name, N_EMBD), f, indent=2)
+            f.write("\n")
+        write_safetensors(f"{directory}/{name}/sae_weights.safetensors", wt)
+        f_act, x_hat, _ = sae_encode(name, wt, x)
+        xc = x.double() - x.double().mean(dim=-1, keepdim=True)
+        explained = 1 - ((xc - x_hat) ** 2).sum(-1) / (xc ** 2).sum(-1)
+        fired = float((f_act > 0).double().mean())
+        out.add(f"sae/{name}/ids", np.array(ids, np.int32))
+        out.add(f"sae/{name}/features", f_act.numpy().astype(np.float32))
+        out.add(f"sae/{name}/explained", explained.numpy().astype(np.float32))
+        W_dec = torch.from_numpy(wt["W_dec"]).double()
+        out.add(f"sae/{name}/logit_weights", (W_dec[SAE_LOGIT_FEATURE] @ wte.T).numpy().astype(np.float32))
+        _, l, point = hook.split(".")
+        l, point = int(l), point[len("hook_"):]
+
+        def steer(t):
+            _, _, scale = sae_encode(name, wt, t)
+            add = sum(alpha * W_dec[feat] for feat, alpha in SAE_STEER)
+            return (t.double() + scale * add).float()
+
+        def clamp(t):
+            f_now, _, scale = sae_encode(name, wt, t)
+            add = sum((value - f_now[:, feat:feat + 1]) * W_dec[feat] for feat, value in SAE_CLAMP)
+            return (t.double() + scale * add).float()
+
+        out.add(f"sae/{name}/steer", np.array([v for pair in SAE_STEER for v in pair], np.float32))
+        out.add(f"sae/{name}/clamp", np.array([v for pair in SAE_CLAMP for v in pair], np.float32))
+        for case, fns in [("steer", [steer]), ("clamp", [clamp]), ("both", [steer, clamp])]:
+            # The CLI applies steering before clamping, each from the stream as it arrives.
+            logits = forward(w, ids, iv={"stream_edits": [(l, point, fn) for fn in fns]})
+            out.add(f"sae/{name}/{case}/logits", logits[-1].numpy().astype(np.float32))
+        print(f"sae {name}: {hook}, {fired:.0%} of features fire, explained "
+              f"{float(explained.mean()):.3f}", file=sys.stderr)
+    out.write(path)
+    print(f"wrote {path}: {len(out.records)} records", file=sys.stderr)
+
+
 class GoldenWriter:
     def __init__(self):
         self.records = []
@@ -671,12 +860,19 @@ def main():
     parser.add_argument("--heads-output", default="tests/data/golden_circuits_heads.bin")
     parser.add_argument("--path-patch-output", default="tests/data/golden_path_patch.bin")
     parser.add_argument("--gradients-output", default="tests/data/golden_gradients.bin")
+    parser.add_argument("--sae-dir", default="tests/data/sae")
+    parser.add_argument("--sae-output", default="tests/data/golden_sae.bin")
+    parser.add_argument("--only-sae", action="store_true", help="write only the SAEs and golden_sae.bin")
     args = parser.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(2)
 
     weights_np = build_weights()
     w = {k: torch.from_numpy(v) for k, v in weights_np.items()}
+    if args.only_sae:
+        with torch.no_grad():
+            write_saes(w, args.sae_dir, args.sae_output)
+        return
     out = GoldenWriter()
     out.add("config", np.array([N_VOCAB, N_CTX, N_EMBD, N_HEAD, N_LAYER, N_FF, SEED], np.int32))
     for name in CHECKSUM_TENSORS:
@@ -710,6 +906,7 @@ def main():
         write_interventions(w, args.interventions_output)
         write_heads(w, args.heads_output)
         write_path_patch(w, args.path_patch_output)
+        write_saes(w, args.sae_dir, args.sae_output)
     write_gradients(w, args.gradients_output)  # autograd: outside no_grad
 
     out.write(args.output)
