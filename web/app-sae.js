@@ -5,7 +5,7 @@
 // (the experiments panel's own path) take them like the other switches, and a shared link names
 // the SAEs' sources and the edits (share.js). State lives in the store; view-features.js draws.
 import {Msg, Phase} from './protocol.js';
-import {kHfSaeBlocks, parseLabels, saeInterventions} from './sae.js';
+import {kHfSaeBlocks, parseLabels, saeInterventions, saeSourceText} from './sae.js';
 import {renderIfChanged} from './store.js';
 import * as featuresView from './view-features.js';
 import {renderResult} from './view-experiments.js';
@@ -202,7 +202,7 @@ export function createSaePanel({store, worker, $, on, hfBase, canRun, runAgain, 
   // A link's SAEs, loaded one after the other, then its edits; then() goes on with the link.
   function restoreShared(shared, then) {
     if (!shared.saes?.length) { then(); return; }
-    store.set({saeShared: {sources: shared.saes, steer: shared.saeSteer || [], clamp: shared.saeClamp || [], ids: [], then}});
+    store.set({saeShared: {sources: shared.saes, steer: shared.saeSteer || [], clamp: shared.saeClamp || [], ids: [], errors: [], then}});
     loadShared();
   }
 
@@ -218,7 +218,8 @@ export function createSaePanel({store, worker, $, on, hfBase, canRun, runAgain, 
     job.ids.push(id);
     if (job.ids.length < job.sources.length) { loadShared(); return; }
     store.set({saeShared: null});
-    const problems = [];
+    const problems = job.ids.flatMap((id, s) => (id >= 0 ? [] :
+        [`sae=${saeSourceText(job.sources[s])} (it did not load: ${job.errors[s] || 'unknown error'})`]));
     const edits = [];
     for (const [mode, list] of [['steer', job.steer], ['clamp', job.clamp]]) {
       for (const [s, feature, value] of list) {
@@ -365,9 +366,10 @@ export function createSaePanel({store, worker, $, on, hfBase, canRun, runAgain, 
         default: return false;
       }
     },
-    // An 'sae' error: a load that failed goes on with the next of a link's SAEs.
-    onError() {
+    // An 'sae' error (its message): a link's SAE that failed is named in the share note.
+    onError(message) {
       store.set({saeLoading: false, saeStatus: 'The SAE did not load.', saeProgress: {value: 0}});
+      if (state.saeShared) state.saeShared.errors[state.saeShared.ids.length] = message;
     },
     picked: requestFeatures,
     restoreShared,

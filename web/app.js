@@ -802,7 +802,7 @@ worker.onmessage = ({data: msg}) => {
       if (msg.kind === ErrorKind.heads) store.set({heads: {running: false, result: state.heads.result}});
       if (msg.kind === ErrorKind.quantLens) store.set({quant: {running: false, result: state.quant.result}});
       if (msg.kind === ErrorKind.pathPatch) store.set({pathPatch: {...state.pathPatch, running: false, pathsRunning: false}});
-      if (msg.kind === ErrorKind.sae) saePanel.onError();
+      if (msg.kind === ErrorKind.sae) saePanel.onError(msg.message);
       store.set({error: msg.message});
       break;
     default:

@@ -20,8 +20,14 @@ export function createSae({post, yieldToEvents, loader, module}) {
   // id -> {name, share, from}: where each loaded SAE came from (the engine knows the rest).
   const sources = new Map();
 
+  // Always answers (the page waits for it after each load, failed or not).
   function list(loaded = -1, note = '') {
-    const saes = engine && info ? Array.from(engine.saes(), (s) => ({...s, ...sources.get(s.id)})) : [];
+    let saes = [];
+    try {
+      if (engine && info) saes = Array.from(engine.saes(), (s) => ({...s, ...sources.get(s.id)}));
+    } catch (e) {
+      note ||= `The SAEs could not be listed: ${errorMessage(e)}`;
+    }
     post({type: Msg.saes, saes, loaded, note});
   }
 
