@@ -30,6 +30,7 @@ export const kSaeState = {
   saeShared: null,     // a link's SAEs being loaded: {sources, steer, clamp, ids, then}
 };
 
+const kHfDefault = 'https://huggingface.co';
 const kTopFeatures = 10;
 const kLogitTokens = 5;
 
@@ -241,6 +242,7 @@ export function createSaePanel({store, worker, $, on, hfBase, canRun, runAgain, 
     const shareable = state.saes.filter((x) => x.share);
     const place = new Map(shareable.map((x, i) => [x.id, i]));
     const out = {saes: shareable.map((x) => x.share), saeSteer: [], saeClamp: [], problems: []};
+    if (hfBase !== kHfDefault && out.saes.some((x) => x.startsWith('hf:'))) out.hf = hfBase;
     for (const e of saeEdits(state.interventions)) {
       if (!place.has(e.id)) {
         out.problems.push(`feature ${e.feature} of SAE ${e.id} (loaded from a file: a link cannot name it)`);

@@ -6,7 +6,8 @@
 // view. Anything malformed or outside the loaded model is ignored and named (never thrown).
 // Sparse autoencoders (sae.js): &sae=hf:1&sae=https://…/folder (each SAE's source, in order)
 //    &sae-steer=0.12:4,1.7:-2&sae-clamp=0.3:0 (SAE.FEATURE:NUMBER, SAE: its place among the `sae`s);
-// opening such a link loads the SAEs (from the cache, or their source) before generating.
+// opening such a link loads the SAEs (from the cache, or their source) before generating; &hf=BASE
+// is kept when the page has one and the link names a hf: SAE.
 
 import {decodeSaeEdits, encodeSaeEdits, parseSaeSource} from './sae.js';
 
@@ -34,6 +35,7 @@ export function encodeShare(view) {
   for (const [name, key] of kLayerLists) if (iv[key].length) q.set(name, iv[key].join(','));
   if (iv.postNorm) q.set('post-norm', '1');
   for (const source of view.saes || []) q.append('sae', source);
+  if (view.hf) q.set('hf', view.hf);  // where hf:L SAEs come from, when not huggingface.co
   if (view.saeSteer?.length) q.set('sae-steer', encodeSaeEdits(view.saeSteer));
   if (view.saeClamp?.length) q.set('sae-clamp', encodeSaeEdits(view.saeClamp));
   q.set('pick', String(view.pick));

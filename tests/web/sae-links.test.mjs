@@ -19,6 +19,9 @@ describe('SAEs in share links', () => {
                                                saeSteer: [[0, 12, 4], [1, 7, -2.5]], saeClamp: [[1, 3, 0]]}));
     assert.deepEqual(q.getAll('sae'), ['hf:3', 'https://example.org/saes/l1']);
     assert.equal(q.get('sae-steer'), '0.12:4,1.7:-2.5');
+    assert.equal(q.get('hf'), null);
+    assert.equal(new URLSearchParams(encodeShare({...kView, saes: ['hf:1'], hf: 'http://127.0.0.1:9'})).get('hf'),
+                 'http://127.0.0.1:9');
     const out = decodeShare(q);
     assert.deepEqual(out.problems, []);
     assert.deepEqual(out.saes, [{kind: 'hf', layer: 3}, {kind: 'url', folder: 'https://example.org/saes/l1'}]);
