@@ -196,3 +196,42 @@ for i, t in enumerate(texts):
     write("tokenizer_fuzzer", "text%d" % i, b"\x00" + raw)
 write("tokenizer_fuzzer", "ids_gpt2", b"\x01" + struct.pack("<6i", 15496, 995, 50256, 0, 255, 220))
 write("tokenizer_fuzzer", "ids_out_of_range", b"\x01" + struct.pack("<4i", -1, 50257, 2**31 - 1, -2**31))
+
+# --- SAE cfg.json + sae_weights.safetensors (sae_convert_fuzzer) ---------------------------------
+
+
+def sae_cfg(layout, arch="standard", d_in=32, d_sae=4, k=2, norm="none", hook="blocks.0.hook_resid_pre"):
+    cfg = {"architecture": arch, "d_in": d_in, "d_sae": d_sae, "apply_b_dec_to_input": True,
+           "normalize_activations": norm}
+    if layout == "saelens6":
+        cfg["metadata"] = {"hook_name": hook, "hook_head_index": None}
+        if arch == "topk":
+            cfg["k"] = k
+    elif layout == "legacy":
+        cfg["hook_name"] = hook
+        if arch == "topk":
+            cfg["activation_fn_kwargs"] = {"k": k}
+    else:
+        cfg["hook_point"] = hook
+    return json.dumps(cfg).encode()
+
+
+def sae_weights(d_in=32, d_sae=4, jump=False):
+    e = [("W_enc", [d_in, d_sae]), ("b_enc", [d_sae]), ("W_dec", [d_sae, d_in]), ("b_dec", [d_in])]
+    if jump:
+        e.append(("threshold", [d_sae]))
+    return safetensors(e)
+
+
+write("sae_convert_fuzzer", "standard_jb.bin", convert_input(sae_cfg("jb"), sae_weights()))
+write("sae_convert_fuzzer", "jumprelu_saelens6.bin",
+      convert_input(sae_cfg("saelens6", "jumprelu", hook="blocks.3.hook_resid_post"), sae_weights(jump=True)))
+write("sae_convert_fuzzer", "topk_legacy.bin",
+      convert_input(sae_cfg("legacy", "topk", hook="blocks.1.hook_attn_out"), sae_weights()))
+write("sae_convert_fuzzer", "topk_saelens6_layer_norm.bin",
+      convert_input(sae_cfg("saelens6", "topk", norm="layer_norm", hook="blocks.2.hook_mlp_out"), sae_weights()))
+write("sae_convert_fuzzer", "f16_fallback.bin", convert_input(sae_cfg("jb", d_in=8), sae_weights(d_in=8)))
+write("sae_convert_fuzzer", "gated.bin", convert_input(sae_cfg("jb", "gated"), sae_weights()))
+write("sae_convert_fuzzer", "hook_z.bin", convert_input(sae_cfg("jb", hook="blocks.0.attn.hook_z"), sae_weights()))
+write("sae_convert_fuzzer", "shape_mismatch.bin", convert_input(sae_cfg("jb", d_sae=5), sae_weights()))
+write("sae_convert_fuzzer", "missing_threshold.bin", convert_input(sae_cfg("saelens6", "jumprelu"), sae_weights()))

@@ -771,7 +771,9 @@ def write_saes(w, directory, path):
         sae/<name>/ids           i32 [T]    SAE_PROMPT
         sae/<name>/features      f32 [T, d_sae]  activations at each position
         sae/<name>/explained     f32 [T]    1 - |xc - x_hat|^2 / |xc|^2 (xc: the centred stream)
-        sae/<name>/logit_weights f32 [V]    W_dec[SAE_LOGIT_FEATURE] @ wte^T
+        sae/<name>/logit_weights f32 [V]    W_dec[SAE_LOGIT_FEATURE] @ W_U, W_U = diag(ln_f.weight) wte^T
+                                            (TransformerLens's W_U with ln_f folded in, as
+                                            Neuronpedia's logit weights)
         sae/<name>/steer         f32 [2n]   (feature, alpha) pairs; steer/logits f32 [T, V] last row only
         sae/<name>/clamp         f32 [2n]   (feature, value) pairs; clamp/logits f32 [V]
         sae/<name>/both/logits   f32 [V]    steering and clamping together
@@ -800,7 +802,9 @@ def write_saes(w, directory, path):
         out.add(f"sae/{name}/features", f_act.numpy().astype(np.float32))
         out.add(f"sae/{name}/explained", explained.numpy().astype(np.float32))
         W_dec = torch.from_numpy(wt["W_dec"]).double()
-        out.add(f"sae/{name}/logit_weights", (W_dec[SAE_LOGIT_FEATURE] @ wte.T).numpy().astype(np.float32))
+        gamma = w["output_norm.weight"].double()
+        out.add(f"sae/{name}/logit_weights",
+                ((W_dec[SAE_LOGIT_FEATURE] * gamma) @ wte.T).numpy().astype(np.float32))
         _, l, point = hook.split(".")
         l, point = int(l), point[len("hook_"):]
 

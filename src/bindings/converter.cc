@@ -12,6 +12,7 @@
 #include "bindings/download_buffer.h"
 #include "bindings/js_calls.h"
 #include "convert/convert.h"
+#include "convert/sae_convert.h"
 #include "format/safetensors.h"
 #include "tokenizer/tokenizer.h"
 
@@ -33,6 +34,23 @@ class Converter : public ErrorsByValue {
   void SetVocabulary(const std::string& vocab_json, const std::string& merges_text) {
     Guarded([&] { tokenizer_ = Tokenizer::FromText(vocab_json, merges_text, "vocab.json"); return 0; });
   }
+  // A SAELens SAE (convert/sae_convert.h): setSaeConfig(cfg.json text), the weights through
+  // beginCheckpoint/appendChunk, planSae(type), then convertNext/takeOutput as for GPT-2.
+  void SetSaeConfig(const std::string& json) {
+    Guarded([&] { sae_config_ = SaeConfigFromJson(json); sae_cfg_json_ = json; has_sae_config_ = true; return 0; });
+  }
+  val PlanSae(const std::string& type) {
+    return Guarded([&] {
+      if (!has_sae_config_) throw Error("planSae needs setSaeConfig first");
+      checkpoint_bytes_.RequireComplete();
+      conversion_.reset();
+      sae_.reset();
+      checkpoint_ = SafetensorsFile::Parse(checkpoint_bytes_.data(), checkpoint_bytes_.size(), "sae_weights.safetensors");
+      sae_ = std::make_unique<SaeGgufInMemory>(*checkpoint_, sae_config_, sae_cfg_json_, ParseConvertType(type),
+                                               kMaxOutputBytes);
+      return Object({{"tensors", val(sae_->num_tensors())}, {"bytes", val(static_cast<double>(sae_->size()))}});
+    });
+  }
   void BeginCheckpoint(double total_bytes) { Guarded([&] { Free(); checkpoint_bytes_.Begin(total_bytes); return 0; }); }
   void AppendChunk(const val& bytes) { Guarded([&] { checkpoint_bytes_.Append(bytes); return 0; }); }
 
@@ -41,6 +59,7 @@ class Converter : public ErrorsByValue {
       if (!has_config_ || tokenizer_ == nullptr) throw Error("plan needs setConfig and setVocabulary first");
       checkpoint_bytes_.RequireComplete();
       conversion_.reset();  // a second plan() replaces the first
+      sae_.reset();
       checkpoint_ = SafetensorsFile::Parse(checkpoint_bytes_.data(), checkpoint_bytes_.size(), "model.safetensors");
       const std::string name = Gpt2DefaultModelName(config_);
       conversion_ = std::make_unique<Gpt2GgufInMemory>(*checkpoint_, config_, tokenizer_.get(),
@@ -100,6 +119,7 @@ class Converter : public ErrorsByValue {
 
   int ConvertNext() {
     return Guarded([&] {
+      if (sae_ != nullptr) return sae_->ConvertNext();
       if (conversion_ == nullptr) throw Error("convertNext called before plan");
       return conversion_->ConvertNext();
     });
@@ -108,6 +128,12 @@ class Converter : public ErrorsByValue {
     return Guarded([&] {
       if (stream_ != nullptr) {
         val out = CopyToJs(stream_->output(), static_cast<size_t>(stream_->output_size()));
+        Free();
+        return out;
+      }
+      if (sae_ != nullptr) {
+        const uint8_t* gguf = sae_->output();
+        val out = CopyToJs(gguf, static_cast<size_t>(sae_->size()));
         Free();
         return out;
       }
@@ -133,6 +159,7 @@ class Converter : public ErrorsByValue {
     stream_.reset();
     piece_.Free();
     conversion_.reset();
+    sae_.reset();
     checkpoint_.reset();
     checkpoint_bytes_.Free();
   }
@@ -144,6 +171,10 @@ class Converter : public ErrorsByValue {
   std::unique_ptr<SafetensorsFile> checkpoint_;
   std::unique_ptr<Gpt2GgufInMemory> conversion_;  // holds the output
   std::unique_ptr<Gpt2GgufStream> stream_;        // or this one does
+  std::unique_ptr<SaeGgufInMemory> sae_;          // or this one (an SAE)
+  SaeConfig sae_config_;
+  std::string sae_cfg_json_;
+  bool has_sae_config_ = false;
   DownloadBuffer piece_{"model.safetensors piece", "nextRange"};
 };
 
@@ -159,6 +190,8 @@ EMSCRIPTEN_BINDINGS(gpt2_converter) {
       .function("beginCheckpoint", &gpt2::Converter::BeginCheckpoint)
       .function("appendChunk", &gpt2::Converter::AppendChunk)
       .function("plan", &gpt2::Converter::Plan)
+      .function("setSaeConfig", &gpt2::Converter::SetSaeConfig)
+      .function("planSae", &gpt2::Converter::PlanSae)
       .function("convertNext", &gpt2::Converter::ConvertNext)
       .function("headerEnd", &gpt2::Converter::HeaderEnd)
       .function("beginStream", &gpt2::Converter::BeginStream)

@@ -68,6 +68,14 @@
 //   layerNormStats(), sublayerNorms(), topProbs(p), logitLens(begin, end, k), finalProbs(p),
 //   blockTimes() (ms per block of the last prefill), capturedPositions(), position()
 //
+// Sparse autoencoders (lab/features.h; the SAE GGUF from gpt2-convert --sae or Converter.planSae):
+//   engine.loadSae(ggufBytes) -> {id, hook, layer, point, dSae, architecture, k, normalize, bytes}
+//   (the engine keeps its own copy); engine.dropSae(id); engine.saes() -> [those objects]
+//   engine.saeFeatures(id, position, k) -> {features: Int32Array, activations: Float32Array
+//   (descending, zeros left out), explained}; engine.saeStrip(id, feature) -> Float32Array
+//   [captured positions]; engine.saeLogitWeights(id, feature, k) -> {promoted, promotedValues,
+//   suppressed, suppressedValues} (W_dec[F] @ W_U). Interventions take
+//   sae: [{id, steer: [[feature, alpha], ...], clamp: [[feature, value], ...]}].
 // Converting a Hugging Face GPT-2 checkpoint to GGUF in the page, with gpt2-convert's own code
 // (its binding: converter.cc):
 //   const c = new Module.Converter();
@@ -76,6 +84,8 @@
 //   const {tensors, bytes, name} = c.plan('q8_0');  // parse and check everything, lay out output
 //   while (c.convertNext() < tensors) {...}          // one tensor per call
 //   const gguf = c.takeOutput();  // Uint8Array copy of the GGUF; frees the converter's memory
+// or a SAELens SAE (convert/sae_convert.h): c.setSaeConfig(cfgJsonText); beginCheckpoint/appendChunk
+//   with sae_weights.safetensors; const {tensors, bytes} = c.planSae('q8_0'); convertNext; takeOutput.
 // or streamed, never holding the checkpoint (GPT-2 medium, large, XL by HTTP Range requests):
 //   const end = c.headerEnd(first8Bytes, fileSize);     // bytes of the file before the data
 //   const {tensors, sourceBytes, name} = c.beginStream(firstEndBytes, fileSize, 'q8_0');
@@ -101,6 +111,7 @@
 #include "base/error.h"
 #include "bindings/download_buffer.h"
 #include "bindings/js_calls.h"
+#include "bindings/sae_calls.h"
 #include "convert/convert.h"
 #include "hwy/highway.h"
 #include "kernels/kernels.h"
@@ -145,6 +156,7 @@ LabInterventions InterventionsFromJs(const val& spec) {
   }
   iv.head_means = List<float>(spec["headMeans"]);
   out.mean_ablation = spec["meanAblation"].isTrue();
+  out.sae = SaeInterventionsFromJs(spec["sae"]);
   return out;
 }
 
@@ -419,6 +431,12 @@ class Engine : public ErrorsByValue {
                     return ComparisonToJs(CompareWithLab(*lab_, *second_, List(ids))));
   }
   val DetectHeads(const val& ids) { return LAB_CALL(return HeadScoresToJs(gpt2::DetectHeads(*lab_, List(ids)))); }
+  val LoadSae(const val& bytes) { return LAB_CALL(return SaeInfoToJs(*lab_, lab_->LoadSae(BytesFromJs(bytes)))); }
+  void DropSae(int id) { LAB_CALL(lab_->DropSae(id); return 0); }
+  val Saes() const { return LAB_CALL(return SaeListToJs(*lab_)); }
+  val SaeFeatures(int id, int p, int k) { return LAB_CALL(return SaeFeaturesToJs(lab_->SaeFeatures(id, p, k))); }
+  val SaeStrip(int id, int feature) { return LAB_CALL(return CopyToJs(lab_->SaeStrip(id, feature))); }
+  val SaeLogitWeights(int id, int f, int k) const { return LAB_CALL(return SaeLogitWeightsToJs(lab_->SaeLogitWeightsOf(id, f, k))); }
 
  private:
   void RequireModel() const {
@@ -512,5 +530,11 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .function("detectHeads", &Engine::DetectHeads)
       .function("quantizeSecond", &Engine::QuantizeSecond)
       .function("dropSecond", &Engine::DropSecond)
-      .function("compareSecond", &Engine::CompareSecond);
+      .function("compareSecond", &Engine::CompareSecond)
+      .function("loadSae", &Engine::LoadSae)
+      .function("dropSae", &Engine::DropSae)
+      .function("saes", &Engine::Saes)
+      .function("saeFeatures", &Engine::SaeFeatures)
+      .function("saeStrip", &Engine::SaeStrip)
+      .function("saeLogitWeights", &Engine::SaeLogitWeights);
 }

@@ -185,6 +185,7 @@ std::vector<float> Lab::PromptHeadMeans() {
 
 void Lab::Resolve(const LabInterventions& in, MeansOf means, Interventions* out) {
   Interventions iv = in.iv;
+  for (const SaeIntervention& s : in.sae) iv.stream_edits.push_back(SaeEdit(s));
   if (iv.head_means.empty() && in.mean_ablation && !iv.ablate_heads.empty()) {
     if (means == MeansOf::kCapture) {
       iv.head_means = capture_.HeadMeans();
@@ -202,13 +203,15 @@ void Lab::SetInterventions(const LabInterventions& iv, MeansOf means) {
   interventions_ = std::move(resolved);
 }
 
-int Lab::Rerun() {
+int Lab::Rerun() { return RerunFrom(config().n_layer); }
+
+int Lab::RerunFrom(int block) {
   const int P = position(), L = config().n_layer;
   if (P == 0) throw Error("Nothing to re-run: run a prompt first.");
   if (capture_.n_positions() != P) {
     throw Error("Re-running needs the activations of every position: turn on capture and run the prompt again.");
   }
-  const int first = std::min(cache_first_changed_, interventions_.FirstChangedBlock(L));
+  const int first = std::min({cache_first_changed_, interventions_.FirstChangedBlock(L), block});
   // The cache and the capture are already those of this run (e.g. the plain run before a
   // heads sweep): running the unembedding of every position again would only repeat them.
   if (first >= L && !probed_ && logits_ != nullptr) return L;

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "format/gguf.h"
+#include "lab/features.h"
 #include "lab/path_patch.h"
 #include "lab/gradients.h"
 #include "model/attribution.h"
@@ -61,6 +62,7 @@ enum class MeansOf {
 struct LabInterventions {
   Interventions iv;
   bool mean_ablation = false;
+  std::vector<SaeIntervention> sae;  // steering and clamping of loaded SAEs, as stream edits
 };
 
 // The plain and the intervened model at one position, and what each writes from the prompt
@@ -235,8 +237,29 @@ class Lab {
   AtpResult AttributionPatching(const std::vector<int>& clean, const std::vector<int>& corrupt,
                                 int target, int contrast);
 
+  // --- Sparse autoencoders (lab/features.h; defined in features.cc) ----------------------
+  // Takes the SAE GGUF's bytes (convert/sae_convert.h); returns its id. Throws unless its d_in
+  // is the model's width.
+  int LoadSae(std::vector<uint8_t> bytes);
+  void DropSae(int id);  // later interventions may no longer name it; those set keep it alive
+  const Sae& sae(int id) const;
+  const LoadedSae& loaded_sae(int id) const;
+  std::vector<int> sae_ids() const;  // in load order
+  // Read at the captured conversation as it ran (under the interventions set); an SAE whose hook
+  // the capture does not keep has its stream captured by re-running from its block once.
+  SaeFeatureList SaeFeatures(int id, int position, int k);
+  std::vector<float> SaeStrip(int id, int feature);  // [captured positions]
+  SaeLogitWeights SaeLogitWeightsOf(int id, int feature, int k) const;
+  // The stream edit of an SAE's steering and clamping (throws for a feature out of range).
+  StreamEdit SaeEdit(const SaeIntervention& s) const;
+
  private:
   void Forward(const int* ids, int n, std::vector<double>* block_ms);
+  // Rerun() from block `block` at the latest.
+  int RerunFrom(int block);
+  // The features [captured positions, d_sae] of SAE `id` at the capture (features.cc).
+  const LoadedSae& EncodeCapture(int id);
+  LoadedSae& FindSae(int id);
   std::vector<float> PromptHeadMeans();
   void Resolve(const LabInterventions& iv, MeansOf means, Interventions* out);
   void RequireConversation(const char* what) const;
@@ -264,6 +287,8 @@ class Lab {
   std::vector<int> tokens_;  // the ids the session has run
   std::vector<int> prompt_;  // the prompt of the last generation (its mean ablation's positions)
   std::vector<int> conversation_;  // prompt_ and the ids sampled since
+  std::vector<std::unique_ptr<LoadedSae>> saes_;
+  int next_sae_id_ = 1;
 
   // Generation
   std::unique_ptr<TokenLoop> loop_;

@@ -31,7 +31,7 @@ Attribution AttributeLogit(Session& session, const std::vector<int>& ids,
   const Interventions* iv = request.interventions;
   if (iv != nullptr && !iv->KeepsResidualSum()) {
     throw Error("direct logit attribution needs the residual stream to be a sum of writes; "
-                "no residual, post-norm and patches change that (ablations and skips are fine)");
+                "no residual, post-norm, patches and stream edits (SAE steering) change that (ablations and skips are fine)");
   }
   Attribution out;
   out.position = request.position < 0 ? T - 1 : request.position;

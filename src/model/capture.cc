@@ -102,6 +102,7 @@ void RowStats(const float* x, int C, float* out) {
 
 void CaptureStore::Init(const Model& model) {
   model_ = &model;
+  kept_.clear();
   const Config& c = model.config();
   n_layer_ = c.n_layer;
   n_head_ = c.n_head;
@@ -123,6 +124,26 @@ void CaptureStore::Clear() {
   top_ids_.clear();
   top_probs_.clear();
   top_done_.clear();
+  for (KeptStream& k : kept_) {
+    k.rows.clear();
+    k.filled = 0;
+  }
+}
+
+void CaptureStore::KeepStream(const std::string& name, int layer) {
+  for (const KeptStream& k : kept_) {
+    if (k.name == name && k.layer == layer) return;
+  }
+  kept_.push_back({name, layer, {}, 0});
+}
+
+const std::vector<float>* CaptureStore::Stream(const std::string& name, int layer) const {
+  for (const KeptStream& k : kept_) {
+    if (k.name == name && k.layer == layer) {
+      return n_positions_ > 0 && k.filled >= n_positions_ ? &k.rows : nullptr;
+    }
+  }
+  return nullptr;
 }
 
 void CaptureStore::Resize(int end) {
@@ -169,6 +190,7 @@ void CaptureStore::Commit() {
 
 void CaptureStore::Abort() {
   pending_end_ = n_positions_;
+  for (KeptStream& k : kept_) k.filled = std::min(k.filled, n_positions_);
   Resize(n_positions_);
 }
 
@@ -189,6 +211,14 @@ void CaptureStore::CopyHeads(std::vector<float>& dst, const Activation& a) {
 
 void CaptureStore::Observe(const Activation& a) {
   const std::string name = a.name;
+  for (KeptStream& k : kept_) {
+    // Rows are kept only contiguously from position 0, as the rest of the store.
+    if (k.layer != a.layer || k.name != name || a.pos0 > k.filled) continue;
+    const int end = a.pos0 + static_cast<int>(a.shape[0]);
+    Grow(k.rows, std::max<size_t>(k.rows.size(), size_t(end) * n_embd_), size_t(n_ctx_) * n_embd_);
+    CopyRows(k.rows, a, n_embd_);
+    k.filled = std::max(k.filled, end);
+  }
   static const char* const kSublayerTensors[4] = {"ln1", "attn_out", "ln2", "mlp_out"};
   for (int k = 0; k < 4; ++k) {
     if (name != kSublayerTensors[k]) continue;

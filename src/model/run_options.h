@@ -25,8 +25,16 @@
 //                 value"). Such a block neither reads nor writes the KV cache, and runs ln_1 and
 //                 the qkv product only if asked (`inputs`) for an observer; the given rows must
 //                 cover every row run.
+//   stream edit:  a function rewrites the rows of one block's tensor at a stream point
+//                 (TransformerLens blocks.L.hook_resid_pre, hook_attn_out, hook_resid_mid,
+//                 hook_mlp_out, hook_resid_post) before the model uses them, as a TransformerLens
+//                 hook returning a new value: resid_pre after the patches, attn_out and mlp_out
+//                 before their add, resid_mid and resid_post after it; the observer reports the
+//                 edited tensor. The model knows nothing of what edits it (the SAE's steering and
+//                 clamping, src/sae/sae.h, are such functions).
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "model/config.h"
@@ -64,6 +72,17 @@ struct FrozenAttention {
   bool inputs = false;       // with an observer, also compute and report ln_1, q, k and v
 };
 
+// The points of a block's stream a StreamEdit may rewrite.
+enum class StreamPoint { kResidPre, kResidMid, kResidPost, kAttnOut, kMlpOut };
+
+struct StreamEdit {
+  int layer;
+  StreamPoint point;
+  // Rewrites x [rows, n_embd], the rows of absolute positions [pos0, pos0 + rows), in place.
+  // Called from the forward pass: must not throw.
+  std::function<void(int pos0, int rows, float* x)> edit;
+};
+
 struct Interventions {
   std::vector<HeadRef> ablate_heads;
   // Empty: zero ablation. Otherwise [n_layer, n_embd], the replacement for each ablated head's
@@ -76,10 +95,12 @@ struct Interventions {
   std::vector<ResidPatch> patches;
   std::vector<HeadPatch> head_patches;
   std::vector<FrozenAttention> frozen_attn;  // at most one per block
+  std::vector<StreamEdit> stream_edits;       // applied in order at each point
 
   bool empty() const {
     return ablate_heads.empty() && skip_attn.empty() && skip_mlp.empty() && no_residual.empty() &&
-           !post_norm && patches.empty() && head_patches.empty() && frozen_attn.empty();
+           !post_norm && patches.empty() && head_patches.empty() && frozen_attn.empty() &&
+           stream_edits.empty();
   }
   // Throws gpt2::Error naming the valid range of the first layer, head or size out of range.
   void Validate(const Config& c) const;
@@ -98,7 +119,16 @@ struct Interventions {
   }
   // Whether the final residual stream is still the sum of every component's write (embedding,
   // heads, biases, MLPs), which direct logit attribution needs.
-  bool KeepsResidualSum() const { return no_residual.empty() && !post_norm && patches.empty(); }
+  // A stream edit adds its own write, which is none of the components.
+  bool KeepsResidualSum() const {
+    return no_residual.empty() && !post_norm && patches.empty() && stream_edits.empty();
+  }
+  // Runs the stream edits of (layer, point) over x [rows, C], rows from absolute position pos0.
+  void EditStream(int layer, StreamPoint point, int pos0, int rows, float* x) const {
+    for (const StreamEdit& e : stream_edits) {
+      if (e.layer == layer && e.point == point) e.edit(pos0, rows, x);
+    }
+  }
   // Whether `layer` is in one of the layer lists above.
   static bool Lists(const std::vector<int>& layers, int layer) {
     for (int l : layers) {

@@ -285,6 +285,10 @@ void Interventions::Validate(const Config& c) const {
       }
     }
   }
+  for (const StreamEdit& e : stream_edits) {
+    check_layer(e.layer, "stream edit");
+    if (!e.edit) throw Error("stream edit: no function");
+  }
   for (const ResidPatch& p : patches) {
     check_layer(p.layer, "patch");
     if (p.position < 0 || p.position >= c.n_ctx) {
@@ -308,6 +312,8 @@ int Interventions::FirstChangedBlock(int n_layer) const {
   for (const ResidPatch& p : patches) first = std::min(first, p.layer);
   for (const HeadPatch& p : head_patches) first = std::min(first, p.layer);
   for (const FrozenAttention& f : frozen_attn) first = std::min(first, f.layer);
+  // An edit at block L's stream changes block L's output (resid_pre: its input) onward.
+  for (const StreamEdit& e : stream_edits) first = std::min(first, e.layer);
   return first;
 }
 
@@ -405,6 +411,7 @@ const float* Session::RunBlocks(int first_block, int end_block, int pos0, int T,
     const auto start = run.block_ms != nullptr ? std::chrono::steady_clock::now()
                                                : std::chrono::steady_clock::time_point();
     if (iv != nullptr && !iv->patches.empty()) PatchResidual(l, pos0, T, *iv);
+    if (iv != nullptr) iv->EditStream(l, StreamPoint::kResidPre, pos0, T, x);
     if (l == L - 1 && T > 1 && !run.observer) {
       // Only the last row leaves this call (its logits, or its residual stream for a probe),
       // and of the other rows of the last block only the keys and values are ever read again:
@@ -487,7 +494,9 @@ void Session::AttentionStep(int l, int pos0, int T_int, const RunOptions& run) {
   ParallelMatMul(b.pool, b.matmul_input, b.heads.data(), T, w.proj, w.proj_b, b.tmp.data(),
                  b.activations);
   const bool skip = iv != nullptr && Interventions::Lists(iv->skip_attn, l);
+  if (iv != nullptr) iv->EditStream(l, StreamPoint::kAttnOut, pos0, T_int, b.tmp.data());
   WriteSublayer(iv, l, skip, b.tmp.data(), w.ln1_g, w.ln1_b, x, T, C, c.ln_eps);
+  if (iv != nullptr) iv->EditStream(l, StreamPoint::kResidMid, pos0, T_int, x);
   if (run.observer) {
     Report(run.observer, "attn_out", l, pos0, b.tmp.data(), T, C);
     Report(run.observer, "resid_attn", l, pos0, x, T, C);
@@ -584,7 +593,9 @@ void Session::MlpStep(int l, int pos0, int T_int, const RunOptions& run) {
   ParallelMatMul(b.pool, b.matmul_input, b.ff.data(), T, w.fc_proj, w.fc_proj_b, b.tmp.data(),
                  b.activations);
   const bool skip = iv != nullptr && Interventions::Lists(iv->skip_mlp, l);
+  if (iv != nullptr) iv->EditStream(l, StreamPoint::kMlpOut, pos0, T_int, b.tmp.data());
   WriteSublayer(iv, l, skip, b.tmp.data(), w.ln2_g, w.ln2_b, x, T, C, c.ln_eps);
+  if (iv != nullptr) iv->EditStream(l, StreamPoint::kResidPost, pos0, T_int, x);
   if (observing) {
     Report(run.observer, "mlp_out", l, pos0, b.tmp.data(), T, C);
     Report(run.observer, "resid_out", l, pos0, x, T, C);

@@ -3,6 +3,7 @@
 //
 //   gpt2-convert --input DIR --output FILE.gguf --type f32|f16|q8_0|q4_0 [--name NAME]
 //   gpt2-convert --input IN.gguf --output FILE.gguf --type ...   (re-encode a GGUF: convert/requantize.h)
+//   gpt2-convert --sae DIR --output S.gguf [--type ...]          (a SAELens SAE: convert/sae_convert.h)
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -11,22 +12,26 @@
 #include "base/error.h"
 #include "convert/convert.h"
 #include "convert/requantize.h"
+#include "convert/sae_convert.h"
 
 namespace {
 
 void Usage(std::ostream& out) {
   out << "usage: gpt2-convert --input DIR --output FILE.gguf [--type f32|f16|q8_0|q4_0] [--name NAME] [--quiet]\n"
+         "       gpt2-convert --sae DIR --output S.gguf [--type f32|f16|q8_0|q4_0] [--quiet]\n"
          "  DIR holds model.safetensors, config.json and vocab.json + merges.txt\n"
          "  (or encoder.json + vocab.bpe). The default type is q8_0.\n"
          "  --input IN.gguf re-encodes a GPT-2 GGUF (e.g. F32 or F16) with --type's matrices.\n"
          "  NAME is written as general.name; by default \"GPT-2 small\" (medium, large, XL) for\n"
-         "  the shapes OpenAI released, none for other shapes.\n";
+         "  the shapes OpenAI released, none for other shapes.\n"
+         "  --sae DIR converts a SAELens sparse autoencoder (cfg.json + sae_weights.safetensors);\n"
+         "  --type applies to its encoder only (decoder, biases and threshold stay f32).\n";
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string input, output, type = "q8_0", name;
+  std::string input, output, type = "q8_0", name, sae;
   bool quiet = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -40,6 +45,7 @@ int main(int argc, char** argv) {
     };
     if (arg == "--input") value(&input);
     else if (arg == "--output") value(&output);
+    else if (arg == "--sae") value(&sae);
     else if (arg == "--type") value(&type);
     else if (arg == "--name") value(&name);
     else if (arg == "--quiet") quiet = true;
@@ -50,11 +56,19 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (input.empty() || output.empty()) {
+  if ((input.empty() == sae.empty()) || output.empty()) {
     Usage(std::cerr);
     return 2;
   }
   try {
+    if (!sae.empty()) {
+      if (!name.empty()) {
+        std::cerr << "gpt2-convert: --name is for GPT-2 checkpoints, not --sae\n";
+        return 2;
+      }
+      gpt2::ConvertSaeDir(sae, output, gpt2::ParseConvertType(type), quiet ? nullptr : &std::cout);
+      return 0;
+    }
     const bool gguf = input.size() > 5 && input.compare(input.size() - 5, 5, ".gguf") == 0;
     if (gguf && !name.empty()) {
       std::cerr << "gpt2-convert: --name is for checkpoints; a GGUF keeps its own general.name\n";

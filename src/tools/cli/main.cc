@@ -25,6 +25,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8_stream.h"
 #include "tools/cli/args.h"
+#include "tools/cli/features_cmd.h"
 #include "tools/cli/gradients_cmd.h"
 #include "tools/cli/inspect_json.h"
 #include "tools/cli/path_patch_cmd.h"
@@ -59,12 +60,16 @@ constexpr char kUsage[] =
     "                [--method grad|ig] [--steps K] [--json FILE] [--threads N] [INTERVENTIONS]\n"
     "  gpt2 atp --model M.gguf --clean TEXT --corrupt TEXT [--target ID] [--contrast ID]\n"
     "           [--json FILE] [--threads N] [INTERVENTIONS]\n"
+    "  gpt2 features --model M.gguf --sae S.gguf --prompt TEXT [--top K] [--bos] [--json FILE]\n"
+    "                [--threads N]   per position p<TAB>feature<TAB>activation, K most active\n"
     "INTERVENTIONS (combine freely; layers and heads count from 0):\n"
     "  --ablate-heads L.H[,L.H...]  zero the heads' outputs before the output projection\n"
     "  --skip-attn L[,L...]         the blocks' attention adds nothing to the stream\n"
     "  --skip-mlp L[,L...]          the blocks' MLP adds nothing to the stream\n"
     "  --no-residual L[,L...]       x = attn(ln_1(x)); x = mlp(ln_2(x)) in those blocks\n"
     "  --post-norm                  x = ln_1(x + attn(x)); x = ln_2(x + mlp(x)) in every block\n"
+    "  --sae S.gguf --steer F:ALPHA[,F:ALPHA...]   add ALPHA * W_dec[F] at the SAE's hook\n"
+    "  --sae S.gguf --clamp F:VALUE[,F:VALUE...]   set feature F to VALUE there (keeping the error)\n"
     "generate, inspect, attribute, bench, saliency and atp also take\n"
     "  --activations int8|f32|fastest  how products with Q8_0/Q4_0 weights take their input:\n"
     "                               int8 as llama.cpp and the page do (the same numbers there),\n"
@@ -409,6 +414,7 @@ int Main(int argc, char** argv) {
   }
   if (command == "heads") return HeadsCommand(argc, argv);
   if (command == "compare") return CompareCommand(argc, argv);
+  if (command == "features") return FeaturesCommand(argc, argv);
   if (command == "saliency" || command == "atp") {
     const Args args = [&] {
       try {

@@ -1,9 +1,15 @@
 #include "tools/common/intervention_flags.h"
 
+#include <cmath>
+#include <memory>
+#include <utility>
+
+#include "sae/sae.h"
+
 namespace gpt2 {
 
-const char* const kInterventionFlags[5] = {"ablate-heads", "skip-attn", "skip-mlp", "no-residual",
-                                           "post-norm"};
+const char* const kInterventionFlags[8] = {"ablate-heads", "skip-attn", "skip-mlp", "no-residual",
+                                           "post-norm", "sae", "steer", "clamp"};
 
 namespace {
 
@@ -50,6 +56,36 @@ std::vector<int> Layers(const Args& args, const std::string& flag, const Config&
   return layers;
 }
 
+// F:X[,F:X...] for the SAE's features.
+std::vector<std::pair<int, float>> FeatureValues(const Args& args, const std::string& flag, const Sae& sae) {
+  std::vector<std::pair<int, float>> out;
+  if (!args.Has(flag)) return out;
+  const char* what = flag == "steer" ? "F:ALPHA" : "F:VALUE";
+  for (const std::string& part : SplitCommas(args.Get(flag))) {
+    const size_t colon = part.find(':');
+    if (colon == std::string::npos) throw UsageError("--" + flag + ": '" + part + "' is not " + what + " (e.g. 42:5)");
+    const int f = ParseIndex(part.substr(0, colon));
+    if (f < 0) throw UsageError("--" + flag + ": '" + part.substr(0, colon) + "' is not a feature number");
+    if (f >= sae.d_sae()) {
+      throw UsageError("--" + flag + ": feature " + std::to_string(f) + " is out of range; valid features are 0.." +
+                       std::to_string(sae.d_sae() - 1));
+    }
+    const std::string number = part.substr(colon + 1);
+    size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(number, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (number.empty() || used != number.size() || !std::isfinite(v)) {
+      throw UsageError("--" + flag + ": '" + number + "' is not a number");
+    }
+    out.push_back({f, static_cast<float>(v)});
+  }
+  return out;
+}
+
 }  // namespace
 
 Interventions InterventionsFromArgs(const Args& args, const Config& c) {
@@ -70,6 +106,23 @@ Interventions InterventionsFromArgs(const Args& args, const Config& c) {
   iv.skip_mlp = Layers(args, "skip-mlp", c);
   iv.no_residual = Layers(args, "no-residual", c);
   iv.post_norm = args.Has("post-norm");
+  if ((args.Has("steer") || args.Has("clamp")) && !args.Has("sae")) {
+    throw UsageError("--steer and --clamp need --sae S.gguf");
+  }
+  if (args.Has("sae")) {
+    std::shared_ptr<const Sae> sae;
+    try {
+      sae = LoadSaeFile(args.Get("sae"), c.n_embd);
+    } catch (const Error& e) {
+      throw UsageError(std::string("--sae: ") + e.what());
+    }
+    if (sae->config().layer >= c.n_layer) {
+      throw UsageError("--sae: the SAE reads " + sae->config().hook_name + " but the model has blocks 0.." +
+                       std::to_string(c.n_layer - 1));
+    }
+    const auto steer = FeatureValues(args, "steer", *sae), clamp = FeatureValues(args, "clamp", *sae);
+    if (!steer.empty() || !clamp.empty()) iv.stream_edits.push_back(Sae::Edit(sae, steer, clamp));
+  }
   return iv;
 }
 

@@ -1,0 +1,135 @@
+#include "convert/sae_convert.h"
+
+#include <cstring>
+#include <memory>
+#include <ostream>
+
+#include "base/error.h"
+#include "base/text.h"
+#include "convert/gpt2_gguf.h"
+#include "format/safetensors.h"
+
+namespace gpt2 {
+
+SaeGgufConversion::SaeGgufConversion(const SafetensorsFile& weights, const SaeConfig& c,
+                                     const std::string& cfg_json, TensorType type) {
+  const int64_t d_in = c.d_in, d_sae = c.d_sae;
+  const bool jump = c.architecture == SaeArchitecture::kJumpRelu;
+  struct Want {
+    const char* name;
+    std::vector<int64_t> shape;
+    bool transpose;
+    bool quantized;
+  };
+  std::vector<Want> want = {{"W_enc", {d_in, d_sae}, true, true},
+                            {"b_enc", {d_sae}, false, false},
+                            {"W_dec", {d_sae, d_in}, false, false},
+                            {"b_dec", {d_in}, false, false}};
+  if (jump) want.push_back({"threshold", {d_sae}, false, false});
+  for (const SafetensorsTensor& t : weights.tensors()) {
+    bool known = false;
+    for (const Want& w : want) known = known || t.name == w.name;
+    if (!known) {
+      throw Error("sae_weights.safetensors tensor '" + t.name + "' is not part of a " +
+                  SaeArchitectureName(c.architecture) + " SAE (expected W_enc, b_enc, W_dec, b_dec" +
+                  (jump ? ", threshold)" : ")"));
+    }
+  }
+  for (const Want& w : want) {
+    const SafetensorsTensor* t = weights.Find(w.name);
+    if (t == nullptr) throw Error(std::string("sae_weights.safetensors has no tensor '") + w.name + "'");
+    if (t->shape != w.shape) {
+      throw Error("SAE tensor '" + t->name + "' has shape " + ShapeString(t->shape) + " but cfg.json implies " +
+                  ShapeString(w.shape));
+    }
+    if (SafetensorsDtypeSize(t->dtype) == 0 || (t->dtype != "F32" && t->dtype != "F16" && t->dtype != "BF16")) {
+      throw Error("SAE tensor '" + t->name + "' has dtype " + t->dtype + "; expected F32, F16 or BF16");
+    }
+    Planned p;
+    p.gguf_name = std::string("sae.") + w.name;
+    p.source = t;
+    p.transpose = w.transpose;
+    if (w.shape.size() == 1) {
+      p.ne = {w.shape[0]};
+    } else {
+      p.ne = w.transpose ? std::vector<int64_t>{w.shape[0], w.shape[1]} : std::vector<int64_t>{w.shape[1], w.shape[0]};
+    }
+    p.type = TensorType::kF32;
+    if (w.quantized) {
+      const bool blocks = type == TensorType::kQ8_0 || type == TensorType::kQ4_0;
+      p.type = blocks && p.ne[0] % TypeBlockSize(type) != 0 ? TensorType::kF16 : type;
+    }
+    tensors_.push_back(std::move(p));
+  }
+  GgufWriter writer;
+  AddSaeMetadata(writer, c, cfg_json);
+  for (const Planned& p : tensors_) writer.AddTensorInfo(p.gguf_name, p.type, p.ne);
+  layout_ = writer.MakeLayout();
+}
+
+void SaeGgufConversion::WriteHeader(uint8_t* file) const {
+  std::memcpy(file, layout_.header.data(), layout_.header.size());
+}
+
+void SaeGgufConversion::EncodeTensor(int i, uint8_t* file, std::ostream* log) const {
+  if (i < 0 || i >= num_tensors()) throw Error("SAE tensor index " + std::to_string(i) + " is out of range");
+  const Planned& p = tensors_[i];
+  std::vector<float> values = ReadAsF32(*p.source);
+  const int64_t cols = p.ne[0], rows = p.ne.size() > 1 ? p.ne[1] : 1;
+  if (p.transpose) {
+    // W_enc is [d_in, d_sae]; a feature's row holds its d_in weights.
+    std::vector<float> t(values.size());
+    for (int64_t r = 0; r < cols; ++r) {
+      for (int64_t f = 0; f < rows; ++f) t[f * cols + r] = values[r * rows + f];
+    }
+    values.swap(t);
+  }
+  EncodeRowsInto(values.data(), rows, cols, p.type, file + layout_.offsets[i]);
+  const uint64_t end = i + 1 < num_tensors() ? layout_.offsets[i + 1] : layout_.size;
+  const uint64_t used = layout_.offsets[i] + layout_.nbytes[i];
+  std::memset(file + used, 0, static_cast<size_t>(end - used));
+  if (log) {
+    *log << "  " << p.gguf_name << "  " << GgmlTypeName(static_cast<uint32_t>(p.type)) << "  " << ShapeString(p.ne)
+         << "\n";
+  }
+}
+
+SaeGgufInMemory::SaeGgufInMemory(const SafetensorsFile& weights, const SaeConfig& config,
+                                 const std::string& cfg_json, TensorType type, uint64_t max_bytes)
+    : conversion_(weights, config, cfg_json, type) {
+  if (size() > max_bytes) throw Error("The converted SAE would not fit in WebAssembly memory.");
+  output_.resize(static_cast<size_t>(size()));
+  conversion_.WriteHeader(output_.data());
+}
+
+int SaeGgufInMemory::ConvertNext() {
+  if (done_ < num_tensors()) conversion_.EncodeTensor(done_++, output_.data(), nullptr);
+  return done_;
+}
+
+const uint8_t* SaeGgufInMemory::output() const {
+  if (done_ != num_tensors()) throw Error("takeOutput called before every SAE tensor was converted");
+  return output_.data();
+}
+
+void ConvertSaeDir(const std::string& input_dir, const std::string& output_path, TensorType type,
+                   std::ostream* log) {
+  const std::string dir = input_dir.empty() ? "." : input_dir;
+  const std::string cfg_json = ReadWholeFile(dir + "/cfg.json", "SAE cfg.json");
+  const SaeConfig config = SaeConfigFromJson(cfg_json);
+  const std::string weights_path = dir + "/sae_weights.safetensors";
+  std::unique_ptr<MappedFile> mapped = MappedFile::Open(weights_path);
+  std::unique_ptr<SafetensorsFile> weights = SafetensorsFile::Parse(mapped->data(), mapped->size(), weights_path);
+  if (log) {
+    *log << "converting " << weights_path << " (" << SaeArchitectureName(config.architecture) << " SAE at "
+         << config.hook_name << ", " << config.d_sae << " features) to " << output_path << "\n";
+  }
+  const SaeGgufConversion conversion(*weights, config, cfg_json, type);
+  std::vector<uint8_t> file(static_cast<size_t>(conversion.layout().size));
+  conversion.WriteHeader(file.data());
+  for (int i = 0; i < conversion.num_tensors(); ++i) conversion.EncodeTensor(i, file.data(), log);
+  WriteFileAtomically(output_path, file.data(), file.size());
+  if (log) *log << "wrote " << conversion.num_tensors() << " tensors to " << output_path << "\n";
+}
+
+}  // namespace gpt2

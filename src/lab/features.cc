@@ -1,0 +1,150 @@
+// The Lab's sparse autoencoders (lab/features.h, declared in lab.h).
+#include "lab/features.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/error.h"
+#include "lab/lab.h"
+
+namespace gpt2 {
+
+void TopFeatures(const float* f, int n, int k, std::vector<int>* ids, std::vector<float>* values) {
+  std::vector<int> order;
+  for (int i = 0; i < n; ++i) {
+    if (f[i] != 0) order.push_back(i);
+  }
+  const int keep = std::min<int>(std::max(k, 0), static_cast<int>(order.size()));
+  std::partial_sort(order.begin(), order.begin() + keep, order.end(),
+                    [f](int a, int b) { return f[a] > f[b] || (f[a] == f[b] && a < b); });
+  ids->assign(order.begin(), order.begin() + keep);
+  values->clear();
+  for (int i : *ids) values->push_back(f[i]);
+}
+
+namespace {
+
+// The observer's name of the tensor at an SAE's hook point that the capture does not keep.
+const char* KeptStreamName(StreamPoint p) {
+  switch (p) {
+    case StreamPoint::kResidMid: return "resid_attn";
+    case StreamPoint::kAttnOut: return "attn_out";
+    case StreamPoint::kMlpOut: return "mlp_out";
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+int Lab::LoadSae(std::vector<uint8_t> bytes) {
+  auto loaded = std::make_unique<LoadedSae>();
+  loaded->bytes = std::move(bytes);
+  std::shared_ptr<const GgufFile> file = GgufFile::Parse(loaded->bytes.data(), loaded->bytes.size());
+  auto sae = std::make_shared<const Sae>(file, config().n_embd);
+  const SaeConfig& c = sae->config();
+  if (c.layer >= config().n_layer) {
+    throw Error("the SAE reads " + c.hook_name + " but the model has blocks 0.." + std::to_string(config().n_layer - 1));
+  }
+  if (const char* name = KeptStreamName(c.point)) capture_.KeepStream(name, c.layer);
+  loaded->sae = std::move(sae);
+  loaded->id = next_sae_id_++;
+  saes_.push_back(std::move(loaded));
+  return saes_.back()->id;
+}
+
+LoadedSae& Lab::FindSae(int id) {
+  for (auto& s : saes_) {
+    if (s->id == id) return *s;
+  }
+  throw Error("no SAE is loaded with id " + std::to_string(id));
+}
+
+const LoadedSae& Lab::loaded_sae(int id) const { return const_cast<Lab*>(this)->FindSae(id); }
+const Sae& Lab::sae(int id) const { return *loaded_sae(id).sae; }
+
+void Lab::DropSae(int id) {
+  FindSae(id);
+  saes_.erase(std::remove_if(saes_.begin(), saes_.end(), [id](const auto& s) { return s->id == id; }), saes_.end());
+}
+
+std::vector<int> Lab::sae_ids() const {
+  std::vector<int> ids;
+  for (const auto& s : saes_) ids.push_back(s->id);
+  return ids;
+}
+
+StreamEdit Lab::SaeEdit(const SaeIntervention& s) const { return Sae::Edit(loaded_sae(s.id).sae, s.steer, s.clamp); }
+
+const LoadedSae& Lab::EncodeCapture(int id) {
+  LoadedSae& s = FindSae(id);
+  const SaeConfig& c = s.sae->config();
+  RequireConversation("Reading SAE features needs the activations of the whole conversation: turn on capture and run it again.");
+  const int P = capture_.n_positions(), C = c.d_in, S = c.d_sae;
+  const std::vector<float>* rows = nullptr;
+  if (c.point == StreamPoint::kResidPre) rows = &capture_.Residual(c.layer);
+  if (c.point == StreamPoint::kResidPost) rows = &capture_.Residual(c.layer + 1);
+  if (rows == nullptr) {
+    const char* name = KeptStreamName(c.point);
+    rows = capture_.Stream(name, c.layer);
+    if (rows == nullptr) {
+      // Loaded after the conversation ran: its stream is captured by running again from its block.
+      RerunFrom(c.layer);
+      rows = capture_.Stream(name, c.layer);
+      if (rows == nullptr) throw Error("the SAE's stream " + c.hook_name + " could not be captured");
+    }
+  }
+  // Encode from the first row that differs from the rows encoded last (a generation step adds
+  // one; an intervention re-run changes them all).
+  const int had = static_cast<int>(s.scales.size());
+  int same = 0;
+  while (same < std::min(had, P) &&
+         std::memcmp(s.encoded_input.data() + size_t(same) * C, rows->data() + size_t(same) * C, sizeof(float) * C) == 0) {
+    ++same;
+  }
+  s.encoded_input.assign(rows->begin(), rows->begin() + size_t(P) * C);
+  s.features.resize(size_t(P) * S);
+  s.scales.resize(P);
+  if (same < P) s.sae->Encode(rows->data() + size_t(same) * C, P - same, s.features.data() + size_t(same) * S,
+                              s.scales.data() + same);
+  return s;
+}
+
+SaeFeatureList Lab::SaeFeatures(int id, int position, int k) {
+  const LoadedSae& s = EncodeCapture(id);
+  const int P = static_cast<int>(s.scales.size()), C = s.sae->config().d_in, S = s.sae->d_sae();
+  if (position < 0 || position >= P) {
+    throw Error("position " + std::to_string(position) + " is out of range; valid positions are 0.." + std::to_string(P - 1));
+  }
+  SaeFeatureList out;
+  const float* f = s.features.data() + size_t(position) * S;
+  TopFeatures(f, S, k, &out.features, &out.activations);
+  out.explained = s.sae->Explained(s.encoded_input.data() + size_t(position) * C, f, s.scales[position]);
+  return out;
+}
+
+std::vector<float> Lab::SaeStrip(int id, int feature) {
+  sae(id).CheckFeature(feature);
+  const LoadedSae& s = EncodeCapture(id);
+  const int P = static_cast<int>(s.scales.size()), S = s.sae->d_sae();
+  std::vector<float> strip(P);
+  for (int p = 0; p < P; ++p) strip[p] = s.features[size_t(p) * S + feature];
+  return strip;
+}
+
+SaeLogitWeights Lab::SaeLogitWeightsOf(int id, int feature, int k) const {
+  const std::vector<float> w = sae(id).LogitWeights(*model_, feature);
+  const int V = static_cast<int>(w.size());
+  k = std::min(std::max(k, 0), V);
+  std::vector<int> order(V);
+  for (int i = 0; i < V; ++i) order[i] = i;
+  SaeLogitWeights out;
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int a, int b) { return w[a] > w[b] || (w[a] == w[b] && a < b); });
+  for (int i = 0; i < k; ++i) out.promoted.push_back(order[i]), out.promoted_values.push_back(w[order[i]]);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int a, int b) { return w[a] < w[b] || (w[a] == w[b] && a < b); });
+  for (int i = 0; i < k; ++i) out.suppressed.push_back(order[i]), out.suppressed_values.push_back(w[order[i]]);
+  return out;
+}
+
+}  // namespace gpt2

@@ -1,0 +1,188 @@
+#include "sae/sae.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "base/error.h"
+#include "model/model.h"
+
+namespace gpt2 {
+
+namespace {
+
+const GgufTensor& Bind(const GgufFile& f, const std::string& name, int64_t ne0, int64_t ne1, bool f32) {
+  const GgufTensor* t = f.FindTensor(name);
+  if (t == nullptr) throw Error("SAE GGUF has no tensor '" + name + "'");
+  const int want_dims = ne1 > 0 ? 2 : 1;
+  if (t->n_dims != want_dims || t->ne[0] != ne0 || (ne1 > 0 && t->ne[1] != ne1)) {
+    throw Error("SAE tensor '" + name + "' has the wrong shape for its configuration");
+  }
+  if (f32 && t->type != TensorType::kF32) throw Error("SAE tensor '" + name + "' must be F32");
+  return *t;
+}
+
+}  // namespace
+
+Sae::Sae(std::shared_ptr<const GgufFile> file, int d_model) : file_(std::move(file)) {
+  config_ = SaeConfigFromGguf(*file_);
+  const SaeConfig& c = config_;
+  if (c.d_in != d_model) {
+    throw Error("the SAE reads vectors of " + std::to_string(c.d_in) + " numbers (d_in) but the model's stream has " +
+                std::to_string(d_model) + "; it was trained on another model");
+  }
+  const GgufTensor& enc = Bind(*file_, "sae.W_enc", c.d_in, c.d_sae, false);
+  w_enc_ = WeightView{enc.type, enc.data, c.d_sae, c.d_in};
+  b_enc_ = reinterpret_cast<const float*>(Bind(*file_, "sae.b_enc", c.d_sae, 0, true).data);
+  w_dec_ = reinterpret_cast<const float*>(Bind(*file_, "sae.W_dec", c.d_in, c.d_sae, true).data);
+  b_dec_ = reinterpret_cast<const float*>(Bind(*file_, "sae.b_dec", c.d_in, 0, true).data);
+  if (c.architecture == SaeArchitecture::kJumpRelu) {
+    threshold_ = reinterpret_cast<const float*>(Bind(*file_, "sae.threshold", c.d_sae, 0, true).data);
+  }
+  const size_t expected = c.architecture == SaeArchitecture::kJumpRelu ? 5 : 4;
+  if (file_->tensors().size() != expected) throw Error("SAE GGUF has tensors its architecture does not use");
+}
+
+void Sae::CheckFeature(int feature) const {
+  if (feature < 0 || feature >= config_.d_sae) {
+    throw Error("SAE feature " + std::to_string(feature) + " is out of range; valid features are 0.." +
+                std::to_string(config_.d_sae - 1));
+  }
+}
+
+void Sae::Prepare(const float* x, int n, float* in, float* scale) const {
+  const int C = config_.d_in;
+  for (int t = 0; t < n; ++t) {
+    const float* row = x + int64_t(t) * C;
+    double mean = 0;
+    for (int i = 0; i < C; ++i) mean += row[i];
+    mean /= C;
+    double s = 1;
+    if (config_.normalize == SaeNormalize::kLayerNorm) {
+      double var = 0;
+      for (int i = 0; i < C; ++i) var += (row[i] - mean) * (row[i] - mean);
+      s = std::sqrt(var / std::max(C - 1, 1)) + 1e-5;
+    }
+    scale[t] = static_cast<float>(s);
+    float* out = in + int64_t(t) * C;
+    for (int i = 0; i < C; ++i) {
+      const double v = (row[i] - mean) / s - (config_.apply_b_dec_to_input ? b_dec_[i] : 0.0f);
+      out[i] = static_cast<float>(v);
+    }
+  }
+}
+
+void Sae::Encode(const float* x, int n, float* features, float* scale) const {
+  const int C = config_.d_in, S = config_.d_sae;
+  std::vector<float> in(size_t(n) * C), scales(n);
+  Prepare(x, n, in.data(), scales.data());
+  if (scale != nullptr) std::copy(scales.begin(), scales.end(), scale);
+  MatMul(in.data(), n, w_enc_, b_enc_, features, 0, S);
+  std::vector<int> order;
+  for (int t = 0; t < n; ++t) {
+    float* f = features + int64_t(t) * S;
+    switch (config_.architecture) {
+      case SaeArchitecture::kStandard:
+        for (int i = 0; i < S; ++i) f[i] = std::max(f[i], 0.0f);
+        break;
+      case SaeArchitecture::kJumpRelu:
+        for (int i = 0; i < S; ++i) f[i] = f[i] > threshold_[i] ? std::max(f[i], 0.0f) : 0.0f;
+        break;
+      case SaeArchitecture::kTopK: {
+        order.resize(S);
+        for (int i = 0; i < S; ++i) order[i] = i;
+        const int k = config_.k;
+        std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                          [f](int a, int b) { return f[a] > f[b] || (f[a] == f[b] && a < b); });
+        std::vector<float> keep(k);
+        for (int j = 0; j < k; ++j) keep[j] = std::max(f[order[j]], 0.0f);
+        std::fill(f, f + S, 0.0f);
+        for (int j = 0; j < k; ++j) f[order[j]] = keep[j];
+        break;
+      }
+    }
+  }
+}
+
+double Sae::Explained(const float* x, const float* features, float scale) const {
+  const int C = config_.d_in, S = config_.d_sae;
+  std::vector<double> x_hat(b_dec_, b_dec_ + C);
+  for (int i = 0; i < S; ++i) {
+    if (features[i] == 0) continue;
+    const float* row = DecoderRow(i);
+    for (int j = 0; j < C; ++j) x_hat[j] += double(features[i]) * row[j];
+  }
+  double mean = 0;
+  for (int j = 0; j < C; ++j) mean += x[j];
+  mean /= C;
+  double err = 0, norm = 0;
+  for (int j = 0; j < C; ++j) {
+    const double xc = x[j] - mean;
+    const double d = xc - x_hat[j] * scale;
+    err += d * d;
+    norm += xc * xc;
+  }
+  return norm > 0 ? 1 - err / norm : 0;
+}
+
+std::vector<float> Sae::LogitWeights(const Model& model, int feature) const {
+  CheckFeature(feature);
+  const int C = config_.d_in;
+  std::vector<float> v(C);
+  const float* row = DecoderRow(feature);
+  for (int j = 0; j < C; ++j) v[j] = row[j] * model.ln_f_g[j];
+  std::vector<float> logits(model.config().n_vocab);
+  MatMul(v.data(), 1, model.output, nullptr, logits.data(), 0, model.output.rows);
+  return logits;
+}
+
+StreamEdit Sae::Edit(std::shared_ptr<const Sae> sae, const std::vector<std::pair<int, float>>& steer,
+                     const std::vector<std::pair<int, float>>& clamp) {
+  for (const auto& s : steer) sae->CheckFeature(s.first);
+  for (const auto& c : clamp) sae->CheckFeature(c.first);
+  StreamEdit e;
+  e.layer = sae->config().layer;
+  e.point = sae->config().point;
+  // The scratch is the edit's own: a forward pass calls it from one thread at a time.
+  auto scratch = std::make_shared<std::vector<float>>();
+  e.edit = [sae, steer, clamp, scratch](int pos0, int rows, float* x) {
+    const int C = sae->config().d_in, S = sae->d_sae();
+    std::vector<float>& buf = *scratch;
+    const bool encode = !clamp.empty();
+    buf.resize(size_t(rows) * (C + 1 + (encode ? S : 0)));
+    float* scale = buf.data();
+    float* in = scale + rows;  // Prepare's input for the scale alone
+    float* f = in + size_t(rows) * C;
+    if (!steer.empty()) {
+      sae->Prepare(x, rows, in, scale);
+      for (int t = 0; t < rows; ++t) {
+        for (const auto& s : steer) {
+          const float* d = sae->DecoderRow(s.first);
+          const float a = s.second * scale[t];
+          for (int j = 0; j < C; ++j) x[int64_t(t) * C + j] += a * d[j];
+        }
+      }
+    }
+    if (encode) {
+      sae->Encode(x, rows, f, scale);
+      for (int t = 0; t < rows; ++t) {
+        for (const auto& c : clamp) {
+          const float* d = sae->DecoderRow(c.first);
+          const float a = (c.second - f[int64_t(t) * S + c.first]) * scale[t];
+          for (int j = 0; j < C; ++j) x[int64_t(t) * C + j] += a * d[j];
+        }
+      }
+    }
+  };
+  return e;
+}
+
+std::shared_ptr<const Sae> LoadSaeFile(const std::string& path, int d_model) {
+  std::shared_ptr<MappedFile> mapping = MappedFile::Open(path);
+  std::unique_ptr<GgufFile> parsed = GgufFile::Parse(mapping->data(), mapping->size());
+  // The parsed file points into the mapping: it keeps the mapping alive.
+  std::shared_ptr<const GgufFile> file(parsed.release(), [mapping](const GgufFile* f) { delete f; });
+  return std::make_shared<const Sae>(std::move(file), d_model);
+}
+
+}  // namespace gpt2

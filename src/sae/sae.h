@@ -1,0 +1,80 @@
+// A sparse autoencoder bound to its GGUF (convert/sae_convert.h's tensors, sae_config.h's
+// metadata), as Model binds GPT-2's weights: encoding rows of the stream at its hook, decoding,
+// the share of the stream it explains, and steering and clamping as a stream edit
+// (model/run_options.h StreamEdit; the model knows nothing of SAEs, this code nothing of SIMD:
+// the encoder is the engine's MatMul).
+//
+// SAELens's math on TransformerLens's GPT-2, whose stream is centred (each position's vector
+// minus its mean over d_model), for a row x of our (uncentred) stream at the hook:
+//   xc    = x - mean_d(x)
+//   s     = std_d(xc) + 1e-5 (torch.std, unbiased) with normalize_activations "layer_norm", else 1
+//   pre   = (xc / s - b_dec * apply_b_dec_to_input) @ W_enc + b_enc
+//   f     = relu(pre)                                   standard
+//           relu(pre) * (pre > threshold)               jumprelu
+//           relu of the k largest pre, 0 elsewhere      topk (ties to the lower feature)
+//   x_hat = (f @ W_dec + b_dec) * s                     (the reconstruction of xc)
+//   explained = 1 - |xc - x_hat|^2 / |xc|^2
+// Steering adds alpha * W_dec[F] * s to x, clamping (value - f_F) * W_dec[F] * s (the SAE's error
+// is kept: x' = x + (value - f_F) * W_dec[F] in the SAE's units).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "format/gguf.h"
+#include "kernels/kernels.h"
+#include "model/run_options.h"
+#include "sae/sae_config.h"
+
+namespace gpt2 {
+
+class Model;
+
+class Sae {
+ public:
+  // Binds every tensor by name and checks shapes and types; d_model: the model's width, which
+  // d_in must equal (gpt2::Error naming both otherwise). The file must outlive the Sae.
+  Sae(std::shared_ptr<const GgufFile> file, int d_model);
+
+  const SaeConfig& config() const { return config_; }
+  int d_sae() const { return config_.d_sae; }
+  const GgufFile& file() const { return *file_; }
+  // Throws gpt2::Error naming the range 0..d_sae-1.
+  void CheckFeature(int feature) const;
+
+  // Rows x [n, d_in] of the stream at the hook -> features [n, d_sae]; scale [n] (s above, may be
+  // null).
+  void Encode(const float* x, int n, float* features, float* scale) const;
+  // explained (above) of row x [d_in] with its features [d_sae] and scale.
+  double Explained(const float* x, const float* features, float scale) const;
+  const float* DecoderRow(int feature) const { return w_dec_ + int64_t(feature) * config_.d_in; }  // [d_in]
+  // W_dec[feature] @ W_U [n_vocab]: with TransformerLens's W_U, ln_f's weight folded in
+  // (diag(ln_f.weight) wte^T), as Neuronpedia's logit weights; the model's own unembedding.
+  std::vector<float> LogitWeights(const Model& model, int feature) const;
+
+  // Steering (feature, alpha) and clamping (feature, value), steering first, as a stream edit at
+  // the SAE's hook. The edit holds the Sae (shared) and its own scratch. Throws for a feature out
+  // of range.
+  static StreamEdit Edit(std::shared_ptr<const Sae> sae, const std::vector<std::pair<int, float>>& steer,
+                         const std::vector<std::pair<int, float>>& clamp);
+
+ private:
+  // xc / s - b_dec * apply into in [n, d_in], s into scale [n].
+  void Prepare(const float* x, int n, float* in, float* scale) const;
+
+  std::shared_ptr<const GgufFile> file_;
+  SaeConfig config_;
+  WeightView w_enc_;             // [d_sae rows, d_in cols]
+  const float* b_enc_ = nullptr;      // [d_sae]
+  const float* w_dec_ = nullptr;      // [d_sae, d_in]
+  const float* b_dec_ = nullptr;      // [d_in]
+  const float* threshold_ = nullptr;  // [d_sae], jumprelu only
+};
+
+// An SAE GGUF file mapped into memory (native tools), owned by the returned Sae.
+std::shared_ptr<const Sae> LoadSaeFile(const std::string& path, int d_model);
+
+}  // namespace gpt2

@@ -1,0 +1,218 @@
+#include "sae/sae_config.h"
+
+#include <cstdint>
+
+#include "base/error.h"
+#include "format/gguf.h"
+#include "format/json.h"
+
+namespace gpt2 {
+
+namespace {
+
+using Kind = JsonValue::Kind;
+
+const char kWhat[] = "SAE cfg.json";
+
+bool IsNull(const JsonValue* v) { return v == nullptr || v->kind == Kind::kNull; }
+
+const std::string* OptionalString(const JsonValue& root, const char* key) {
+  const JsonValue* v = root.Find(key);
+  if (IsNull(v)) return nullptr;
+  if (v->kind != Kind::kString) throw Error(std::string(kWhat) + " \"" + key + "\" must be a string");
+  return &v->str;
+}
+
+int PositiveInt(const JsonValue& root, const char* key) {
+  const JsonValue* v = root.Find(key);
+  if (IsNull(v)) throw Error(std::string(kWhat) + " has no \"" + key + "\"");
+  if (v->kind != Kind::kNumber || !v->is_integer || v->integer <= 0 || v->integer > (int64_t{1} << 24)) {
+    throw Error(std::string(kWhat) + " \"" + key + "\" must be a positive integer (at most 2^24)");
+  }
+  return static_cast<int>(v->integer);
+}
+
+const char* const kPointNames[] = {"resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out"};
+const StreamPoint kPoints[] = {StreamPoint::kResidPre, StreamPoint::kResidMid, StreamPoint::kResidPost,
+                               StreamPoint::kAttnOut, StreamPoint::kMlpOut};
+
+}  // namespace
+
+void ParseSaeHook(const std::string& hook, int* layer, StreamPoint* point) {
+  const std::string unsupported =
+      "SAE hook '" + hook +
+      "' is not supported; expected blocks.L.hook_resid_pre, hook_resid_mid, hook_resid_post, "
+      "hook_attn_out or hook_mlp_out";
+  const std::string prefix = "blocks.";
+  if (hook.compare(0, prefix.size(), prefix) != 0) throw Error(unsupported);
+  size_t i = prefix.size();
+  int64_t l = 0;
+  const size_t digits = i;
+  while (i < hook.size() && hook[i] >= '0' && hook[i] <= '9' && i - digits < 6) l = l * 10 + (hook[i++] - '0');
+  if (i == digits || i >= hook.size() || hook[i] != '.') throw Error(unsupported);
+  const std::string rest = hook.substr(i + 1);
+  for (int p = 0; p < 5; ++p) {
+    if (rest == std::string("hook_") + kPointNames[p]) {
+      *layer = static_cast<int>(l);
+      *point = kPoints[p];
+      return;
+    }
+  }
+  throw Error(unsupported);
+}
+
+const char* SaeArchitectureName(SaeArchitecture a) {
+  switch (a) {
+    case SaeArchitecture::kStandard: return "standard";
+    case SaeArchitecture::kJumpRelu: return "jumprelu";
+    case SaeArchitecture::kTopK: return "topk";
+  }
+  return "?";
+}
+
+const char* SaeNormalizeName(SaeNormalize n) { return n == SaeNormalize::kLayerNorm ? "layer_norm" : "none"; }
+
+SaeConfig SaeConfigFromJson(const std::string& text) {
+  const JsonValue root = ParseJson(text, kWhat);
+  if (root.kind != Kind::kObject) throw Error(std::string(kWhat) + " is not a JSON object");
+  const JsonValue* metadata = root.Find("metadata");
+  if (!IsNull(metadata) && metadata->kind != Kind::kObject) {
+    throw Error(std::string(kWhat) + " \"metadata\" must be an object");
+  }
+  SaeConfig c;
+  // The hook: SAELens 6 nests it under metadata; earlier releases keep hook_name, older ones
+  // hook_point, at the top level (jbloom's Reformatted files write both).
+  std::string hook;
+  const std::string* candidates[3] = {
+      IsNull(metadata) ? nullptr : OptionalString(*metadata, "hook_name"), OptionalString(root, "hook_name"),
+      OptionalString(root, "hook_point")};
+  for (const std::string* h : candidates) {
+    if (h == nullptr) continue;
+    if (!hook.empty() && *h != hook) {
+      throw Error(std::string(kWhat) + " names two hooks, '" + hook + "' and '" + *h + "'");
+    }
+    hook = *h;
+  }
+  if (hook.empty()) throw Error(std::string(kWhat) + " has no hook_name (nor metadata.hook_name, hook_point)");
+  ParseSaeHook(hook, &c.layer, &c.point);
+  c.hook_name = hook;
+  for (const char* head : {"hook_head_index", "hook_point_head_index"}) {
+    const JsonValue* top = root.Find(head);
+    const JsonValue* nested = IsNull(metadata) ? nullptr : metadata->Find(head);
+    if (!IsNull(top) || !IsNull(nested)) {
+      throw Error(std::string(kWhat) + " sets " + head + ": SAEs on one attention head are not supported");
+    }
+  }
+
+  c.d_in = PositiveInt(root, "d_in");
+  c.d_sae = PositiveInt(root, "d_sae");
+
+  const std::string* arch = OptionalString(root, "architecture");
+  if (arch == nullptr || *arch == "standard") {
+    c.architecture = SaeArchitecture::kStandard;
+  } else if (*arch == "jumprelu") {
+    c.architecture = SaeArchitecture::kJumpRelu;
+  } else if (*arch == "topk") {
+    c.architecture = SaeArchitecture::kTopK;
+  } else {
+    throw Error(std::string(kWhat) + " architecture \"" + *arch +
+                "\" is not supported; expected standard, jumprelu or topk");
+  }
+  // Older standard SAEs name their activation function; only ReLU is the standard one (a TopK
+  // written as activation_fn "topk" with architecture "standard" is TopK).
+  for (const char* key : {"activation_fn_str", "activation_fn"}) {
+    const std::string* fn = OptionalString(root, key);
+    if (fn == nullptr) continue;
+    if (*fn == "topk" && c.architecture == SaeArchitecture::kStandard) c.architecture = SaeArchitecture::kTopK;
+    const bool fits = (*fn == "relu" && c.architecture != SaeArchitecture::kTopK) ||
+                      (*fn == "topk" && c.architecture == SaeArchitecture::kTopK);
+    if (!fits) {
+      throw Error(std::string(kWhat) + " " + key + " \"" + *fn + "\" is not supported with architecture " +
+                  SaeArchitectureName(c.architecture));
+    }
+  }
+  if (c.architecture == SaeArchitecture::kTopK) {
+    const JsonValue* k = root.Find("k");
+    if (IsNull(k)) {
+      const JsonValue* kwargs = root.Find("activation_fn_kwargs");
+      if (!IsNull(kwargs) && kwargs->kind == Kind::kObject) k = kwargs->Find("k");
+    }
+    if (IsNull(k)) throw Error(std::string(kWhat) + " is a TopK SAE without k (top-level or activation_fn_kwargs.k)");
+    if (k->kind != Kind::kNumber || !k->is_integer || k->integer < 1 || k->integer > c.d_sae) {
+      throw Error(std::string(kWhat) + " TopK k must be an integer in 1.." + std::to_string(c.d_sae));
+    }
+    c.k = static_cast<int>(k->integer);
+    const JsonValue* rescale = root.Find("rescale_acts_by_decoder_norm");
+    if (!IsNull(rescale) && rescale->kind == Kind::kBool && rescale->boolean) {
+      throw Error(std::string(kWhat) + " sets rescale_acts_by_decoder_norm, which is not supported");
+    }
+  }
+
+  if (const JsonValue* b = root.Find("apply_b_dec_to_input"); !IsNull(b)) {
+    if (b->kind != Kind::kBool) throw Error(std::string(kWhat) + " apply_b_dec_to_input must be true or false");
+    c.apply_b_dec_to_input = b->boolean;
+  }
+  if (const JsonValue* n = root.Find("normalize_activations"); !IsNull(n)) {
+    if (n->kind == Kind::kBool && !n->boolean) {
+      c.normalize = SaeNormalize::kNone;
+    } else if (n->kind == Kind::kString && n->str == "none") {
+      c.normalize = SaeNormalize::kNone;
+    } else if (n->kind == Kind::kString && n->str == "layer_norm") {
+      c.normalize = SaeNormalize::kLayerNorm;
+    } else {
+      throw Error(std::string(kWhat) + " normalize_activations " +
+                  (n->kind == Kind::kString ? "\"" + n->str + "\"" : std::string("of this value")) +
+                  " is not supported; expected \"none\" or \"layer_norm\"");
+    }
+  }
+  const std::string* reshape = OptionalString(root, "reshape_activations");
+  if (reshape != nullptr && *reshape != "none") {
+    throw Error(std::string(kWhat) + " reshape_activations \"" + *reshape + "\" is not supported");
+  }
+  return c;
+}
+
+void AddSaeMetadata(GgufWriter& w, const SaeConfig& c, const std::string& cfg_json) {
+  w.AddString("general.architecture", "sae");
+  w.AddString("sae.hook_name", c.hook_name);
+  w.AddString("sae.architecture", SaeArchitectureName(c.architecture));
+  w.AddU32("sae.k", static_cast<uint32_t>(c.k));
+  w.AddBool("sae.apply_b_dec_to_input", c.apply_b_dec_to_input);
+  w.AddString("sae.normalize_activations", SaeNormalizeName(c.normalize));
+  w.AddU32("sae.d_in", static_cast<uint32_t>(c.d_in));
+  w.AddU32("sae.d_sae", static_cast<uint32_t>(c.d_sae));
+  w.AddString("sae.cfg_json", cfg_json);
+}
+
+SaeConfig SaeConfigFromGguf(const GgufFile& f) {
+  const GgufValue* arch = f.Find("general.architecture");
+  if (arch == nullptr || arch->type != GgufValueType::kString || arch->str != "sae") {
+    throw Error("not an SAE GGUF (general.architecture is not \"sae\"; convert one with gpt2-convert --sae)");
+  }
+  SaeConfig c;
+  c.hook_name = f.GetString("sae.hook_name");
+  ParseSaeHook(c.hook_name, &c.layer, &c.point);
+  const std::string a = f.GetString("sae.architecture");
+  if (a == "standard") c.architecture = SaeArchitecture::kStandard;
+  else if (a == "jumprelu") c.architecture = SaeArchitecture::kJumpRelu;
+  else if (a == "topk") c.architecture = SaeArchitecture::kTopK;
+  else throw Error("SAE GGUF sae.architecture \"" + a + "\" is not supported");
+  const GgufValue* apply = f.Find("sae.apply_b_dec_to_input");
+  if (apply == nullptr || apply->type != GgufValueType::kBool) throw Error("SAE GGUF has no sae.apply_b_dec_to_input");
+  c.apply_b_dec_to_input = apply->u != 0;
+  const std::string n = f.GetString("sae.normalize_activations");
+  if (n == "none") c.normalize = SaeNormalize::kNone;
+  else if (n == "layer_norm") c.normalize = SaeNormalize::kLayerNorm;
+  else throw Error("SAE GGUF sae.normalize_activations \"" + n + "\" is not supported");
+  const uint32_t d_in = f.GetU32("sae.d_in"), d_sae = f.GetU32("sae.d_sae"), k = f.GetU32("sae.k");
+  if (d_in < 1 || d_in > (1u << 24) || d_sae < 1 || d_sae > (1u << 24)) throw Error("SAE GGUF d_in or d_sae out of range");
+  c.d_in = static_cast<int>(d_in);
+  c.d_sae = static_cast<int>(d_sae);
+  if (c.architecture == SaeArchitecture::kTopK && (k < 1 || k > d_sae)) {
+    throw Error("SAE GGUF sae.k must be in 1.." + std::to_string(d_sae));
+  }
+  c.k = c.architecture == SaeArchitecture::kTopK ? static_cast<int>(k) : 0;
+  return c;
+}
+
+}  // namespace gpt2
