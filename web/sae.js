@@ -28,13 +28,15 @@ export function saeCacheKey(weightsUrl) {
 
 const mb = (bytes) => `${Math.round(bytes / 1e6)} MB`;
 
-// Bytes while converting an SAE of d_in x d_sae (its f32 checkpoint held whole, beside its Q8_0
-// output, as the converter's beginCheckpoint/appendChunk takes it) and once loaded (the Q8_0
-// GGUF the engine keeps a copy of, plus the f32 vectors). One matrix each way: W_enc, W_dec.
+// Bytes while converting an SAE of d_in x d_sae (its f32 checkpoint held whole, beside its
+// output, as the converter's beginCheckpoint/appendChunk takes it) and once loaded (the GGUF the
+// engine keeps a copy of): gpt2-convert --sae's Q8_0 quantizes W_enc only; W_dec, the biases
+// (and a JumpReLU threshold) stay f32.
 export function saeBytes(dIn, dSae) {
-  const matrices = 2 * dIn * dSae, vectors = 3 * dSae + 2 * dIn;
-  const loaded = Math.ceil(matrices * 34 / 32 + vectors * 4);
-  return {checkpoint: (matrices + vectors) * 4, loaded, peak: (matrices + vectors) * 4 + loaded};
+  const matrix = dIn * dSae, vectors = 2 * dSae + dIn;
+  const loaded = Math.ceil(matrix * 34 / 32 + (matrix + vectors) * 4);
+  const checkpoint = (2 * matrix + vectors) * 4;
+  return {checkpoint, loaded, peak: checkpoint + loaded};
 }
 
 // Whether one more SAE fits beside the model and the SAEs loaded: '' when it does, else a clear

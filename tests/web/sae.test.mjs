@@ -28,16 +28,19 @@ const skip = (!fs.existsSync(path.join(kSite, 'index.html')) && 'build/site not 
              (!fs.existsSync(kSaeData) && 'tests/data/sae missing');
 const kTop = 10;  // the page's features per token (app-sae.js)
 
-// `gpt2 features`: {p: [[feature, activation], ...]} for every prompt position.
+// `gpt2 features`: {p: [[feature, activation], ...]} for every prompt position (its printed
+// lines), and explained[p] (its --json).
 function nativeFeatures(model, sae) {
-  const out = execFileSync(kGpt2, ['features', '--model', model, '--sae', sae, '--prompt', kPrompt, '--top', String(kTop)],
-                           {encoding: 'utf8'});
+  const json = path.join(path.dirname(sae), 'features.json');
+  const out = execFileSync(kGpt2, ['features', '--model', model, '--sae', sae, '--prompt', kPrompt, '--top', String(kTop),
+                                   '--threads', '1', '--json', json], {encoding: 'utf8'});
   const byPosition = {};
   for (const line of out.trimEnd().split('\n')) {
     const [p, f, a] = line.split('\t');
     (byPosition[p] ||= []).push([Number(f), Number(a)]);
   }
-  return byPosition;
+  const explained = JSON.parse(fs.readFileSync(json, 'utf8')).positions.map((x) => x.explained);
+  return {byPosition, explained};
 }
 
 function nativeGenerateWith(model, flags, s = kSampling) {
@@ -125,7 +128,7 @@ const saeKeys = (page) => page.evaluate(async () =>
   (await (await caches.open('gpt2-models-v1')).keys()).map((r) => r.url).filter((u) => u.endsWith('.q8_0.gguf')));
 
 describe('sparse autoencoders in the page', {skip}, () => {
-  let models, dir, site, saeGguf, features, plain, T;
+  let models, dir, site, saeGguf, features, explained, plain, T;
   const saeFiles = {};
   const consoleLines = [];
 
@@ -144,7 +147,7 @@ describe('sparse autoencoders in the page', {skip}, () => {
     }
     saeGguf = path.join(dir, 'sae-standard-q8_0.gguf');
     execFileSync(path.join(kNative, 'gpt2-convert'), ['--sae', kSaeData, '--output', saeGguf, '--type', 'q8_0'], {stdio: 'pipe'});
-    features = nativeFeatures(models.model, saeGguf);
+    ({byPosition: features, explained} = nativeFeatures(models.model, saeGguf));
     plain = nativeInspect(models.model);
     T = plain.ids.length;
     site = await serveSite({site: kSite, models: dir});
@@ -171,9 +174,11 @@ describe('sparse autoencoders in the page', {skip}, () => {
       assert.ok(hf.requests.some((q) => new RegExp(`^GET /cdn/[0-9a-f]{64}/${kHook}/sae_weights\\.safetensors`).test(q)),
                 hf.requests.join('\n'));
       assert.equal((await saeKeys(page)).length, 1, 'the conversion is cached');
-      for (const p of [0, 3, T - 1]) sameFeatures(await pageFeatures(page, p), features[p], `position ${p}`);
-      const explained = Number(await page.getByTestId('sae-explained').getAttribute('data-explained'));
-      assert.ok(explained <= 1 && Number.isFinite(explained), `explained share ${explained}`);
+      for (const p of [0, 3, T - 1]) {
+        sameFeatures(await pageFeatures(page, p), features[p], `position ${p}`);
+        closeTo(await page.getByTestId('sae-explained').getAttribute('data-explained'), explained[p], 2e-3,
+                `explained share at ${p}`);
+      }
       // A feature's strip: where the CLI lists it, the same activation; elsewhere no more than the
       // CLI's last listed one (it is not among that position's top).
       const f = features[T - 1][0][0];
@@ -218,6 +223,7 @@ describe('sparse autoencoders in the page', {skip}, () => {
       assert.match(await page.getByTestId('exp-summary').textContent(), new RegExp(`feature ${f} steered by 8`));
       const steered = await generatePage(page);
       assert.deepEqual(steered, nativeGenerateWith(models.model, ['--sae', saeGguf, '--steer', `${f}:8`]));
+      assert.notDeepEqual(steered, nativeGenerateWith(models.model, []), 'the steering changes the text');
       // The link names the SAE and the steering; opened, it loads both and generates the same.
       await page.getByTestId('share').click();
       const link = await page.getByTestId('share-url').inputValue();
@@ -246,6 +252,7 @@ describe('sparse autoencoders in the page', {skip}, () => {
       assert.equal(await pageError(page), '');
       const clamped = nativeInspectWith(models.model, ['--sae', saeGguf, '--clamp', `${f}:0`]);
       const before = probsAt(plain, T - 1), afterProbs = probsAt(clamped, T - 1);
+      assert.ok(kl(before, afterProbs) > 1e-3, 'the clamp changes the prediction');
       closeTo(await page.getByTestId('sae-exp-kl').getAttribute('data-kl'), kl(before, afterProbs), 2e-3, 'KL');
       const list = await page.locator('[data-testid=sae-exp-after] li').evaluateAll(
           (lis) => lis.map((li) => ({id: Number(li.dataset.id), prob: Number(li.dataset.prob)})));
@@ -273,7 +280,7 @@ describe('sparse autoencoders in the page', {skip}, () => {
         if (ranges) {
           assert.equal(await pageError(page), '');
           assert.match(status, /ready/);
-          assert.ok(hf.requests.some((q) => /sae_weights\.safetensors \(bytes=20000-\)$/.test(q)), hf.requests.join('\n'));
+          assert.ok(hf.requests.some((q) => /sae_weights\.safetensors \(bytes=\d+-\)$/.test(q)), hf.requests.join('\n'));
           sameFeatures(await pageFeatures(page, T - 1), features[T - 1], 'resumed SAE');
           assert.equal((await saeKeys(page)).length, 1);
         } else {
