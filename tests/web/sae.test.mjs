@@ -295,6 +295,58 @@ describe('sparse autoencoders in the page', {skip}, () => {
     }
   });
 
+  test('several SAEs at once, each with its labels; a new model drops them', async () => {
+    const topk = path.join(dir, 'sae-topk-q8_0.gguf');
+    execFileSync(path.join(kNative, 'gpt2-convert'), ['--sae', path.join(kRoot, 'tests/data/sae/topk'), '--output', topk,
+                                                      '--type', 'q8_0'], {stdio: 'pipe'});
+    const topkFeatures = nativeFeatures(models.model, topk).byPosition;
+    // Neuronpedia's export for the standard SAE: a label for every feature.
+    fs.writeFileSync(path.join(dir, 'labels.jsonl'), Array.from({length: 96}, (_, i) =>
+      JSON.stringify({modelId: 'tiny', layer: '1-res', index: String(i), description: `standard feature ${i}`})).join('\n'));
+    const topkLabels = path.join(dir, 'topk-labels.jsonl');
+    fs.writeFileSync(topkLabels, Array.from({length: 96}, (_, i) => JSON.stringify({index: i, description: `top-k ${i}`})).join('\n'));
+    const browser = await launchBrowser();
+    try {
+      const page = await openPage(browser, site, '&model=models/tiny-q8_0.gguf', consoleLines);
+      await generatePage(page);
+      await page.getByTestId('sae-url').fill('models/sae/standard');
+      await page.getByTestId('sae-url').press('Enter');
+      await waitSae(page);
+      await page.getByTestId('sae-labels-url').fill('models/labels.jsonl');
+      await page.getByTestId('sae-labels-load').click();
+      await page.waitForFunction(() => /96 labels/.test(document.querySelector('[data-testid=sae-labels-status]').textContent));
+      const [first] = features[T - 1][0];
+      await pageFeatures(page, T - 1);
+      assert.match(await page.getByTestId(`sae-feature-${first}`).textContent(), new RegExp(`standard feature ${first}$`));
+      // The top-k SAE from its two files, converted in the page: now both are loaded.
+      await page.evaluate(() => { window.gpt2Page.set({saeStatus: ''}); window.gpt2Page.flush(); });
+      await page.getByTestId('sae-file').setInputFiles([path.join(kRoot, 'tests/data/sae/topk/cfg.json'),
+                                                        path.join(kRoot, 'tests/data/sae/topk/sae_weights.safetensors')]);
+      assert.match(await waitSae(page), /blocks\.1\.hook_attn_out, 96 features, topk \(k 8\).*from the file/);
+      assert.equal(await page.locator('[data-testid=sae-list] li').count(), 2);
+      const ids = await page.evaluate(() => window.gpt2Page.state.saes.map((x) => x.id));
+      assert.equal(await page.getByTestId(`sae-show-${ids[1]}`).isChecked(), true, 'the new SAE is shown');
+      sameFeatures(await pageFeatures(page, T - 1), topkFeatures[T - 1], 'top-k SAE');
+      assert.ok(topkFeatures[T - 1].length <= 8);
+      await page.getByTestId('sae-labels-file').setInputFiles(topkLabels);
+      await page.waitForFunction(() => /96 labels from topk-labels\.jsonl/.test(document.querySelector('[data-testid=sae-labels-status]').textContent));
+      assert.match(await page.getByTestId(`sae-feature-${topkFeatures[T - 1][0][0]}`).textContent(), /top-k \d+$/);
+      // Back to the first: its features and labels.
+      await page.getByTestId(`sae-show-${ids[0]}`).check();
+      await page.waitForFunction((id) => window.gpt2Page.state.saeFeatures?.id === id, ids[0]);
+      assert.match(await page.getByTestId(`sae-feature-${first}`).textContent(), /standard feature/);
+      await page.getByTestId(`sae-drop-${ids[1]}`).click();
+      await page.waitForFunction(() => document.querySelectorAll('[data-testid=sae-list] li').length === 1);
+      // Another model: the SAEs go with the one they read.
+      await page.getByTestId('model-url').fill('models/tiny-q8_0.gguf');
+      await page.getByTestId('load').click();
+      await page.waitForFunction(() => /dropped with the model/.test(document.querySelector('[data-testid=sae-status]').textContent));
+      assert.equal(await page.locator('[data-testid=sae-list] li').count(), 0);
+    } finally {
+      await browser.close();
+    }
+  });
+
   test('a bad cfg.json shows the converter\'s error; a .gguf loads from a local file', async () => {
     const browser = await launchBrowser();
     try {
