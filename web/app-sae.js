@@ -42,12 +42,16 @@ export function saeEdits(iv) {
     ...clamp.map(([feature, value]) => ({id, feature, mode: 'clamp', value}))]);
 }
 
+// Whether the interventions change the model (the features are read from the run under them).
+const changed = (iv) => !!(iv.ablateHeads?.length || iv.skipAttn?.length || iv.skipMlp?.length || iv.noResidual?.length ||
+                           iv.postNorm || iv.sae?.length);
+
 function withEdits(iv, edits) {
   const {sae, ...rest} = iv;
   return edits.length ? {...rest, sae: saeInterventions(edits)} : rest;
 }
 
-const mb = (bytes) => (bytes / (1024 * 1024)).toFixed(1) + ' MB';
+const mb = (bytes) => (bytes < 1 << 20 ? `${Math.ceil(bytes / 1024)} kB` : `${(bytes / (1024 * 1024)).toFixed(1)} MB`);
 
 // store, worker: app.js's; $: getElementById; on(element, type, handler): app.js's handler that
 // draws at once; hfBase: the page's Hugging Face; canRun(s): whether a run may start now;
@@ -342,6 +346,7 @@ export function createSaePanel({store, worker, $, on, hfBase, canRun, runAgain, 
     renderIfChanged(featuresView.render, $('sae-features'), {
       sae, result, labels, selected: s.saeSelected, where: result ? where(result.position) : '',
       steered: edits.filter((e) => e.id === s.saeActive).map((e) => e.feature).join(),
+      changed: changed(s.interventions),
     });
     const strip = s.saeStrip && s.saeStrip.id === s.saeActive && s.saeStrip.feature === s.saeSelected ? s.saeStrip : null;
     renderIfChanged(featuresView.renderStrip, $('sae-strip'), {strip, label: labels?.get(s.saeSelected) || '',
