@@ -198,6 +198,7 @@ export function createSaePanel({store, worker, $, on, hfBase, canRun, runAgain, 
     const labels = Object.fromEntries(Object.entries(state.saeLabels).filter(([id]) => ids.has(Number(id))));
     store.set({...patch, saeLabels: labels,
                interventions: withEdits(state.interventions, saeEdits(state.interventions).filter((e) => ids.has(e.id)))});
+    if (just && just.from !== 'file') worker.postMessage({type: Msg.cacheInfo});  // it may be cached now
     if (state.saeShared) nextShared(loaded);
     else if (loaded >= 0 || active !== -1) requestFeatures(state.picked);
   }

@@ -347,6 +347,28 @@ describe('sparse autoencoders in the page', {skip}, () => {
     }
   });
 
+  test('the threaded engine (cross-origin isolated) reads the same features and steers alike', async () => {
+    const isolated = await serveSite({site: kSite, models: dir, isolate: true});
+    const browser = await launchBrowser();
+    try {
+      const page = await openPage(browser, isolated, '&model=models/tiny-q8_0.gguf&threads=2', consoleLines);
+      assert.equal(await page.getByTestId('stats').getAttribute('data-isolated'), 'true');
+      await generatePage(page);
+      await page.getByTestId('sae-url').fill('models/sae/standard');
+      await page.getByTestId('sae-load-url').click();
+      assert.match(await waitSae(page), /ready/);
+      sameFeatures(await pageFeatures(page, T - 1), features[T - 1], 'threaded engine');
+      const f = features[T - 1][0][0];
+      await page.getByTestId('sae-edit-feature').fill(String(f));
+      await page.getByTestId('sae-edit-value').fill('8');
+      await page.getByTestId('sae-edit-add').click();
+      assert.deepEqual(await generatePage(page), nativeGenerateWith(models.model, ['--sae', saeGguf, '--steer', `${f}:8`]));
+    } finally {
+      await browser.close();
+      await isolated.close();
+    }
+  });
+
   test('a bad cfg.json shows the converter\'s error; a .gguf loads from a local file', async () => {
     const browser = await launchBrowser();
     try {
