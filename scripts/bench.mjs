@@ -24,10 +24,12 @@
 //
 //   node scripts/bench.mjs [--runs 5] [--types q8_0,q4_0,f32] [--prompt-tokens 128]
 //                          [--decode-tokens 64] [--skip-native] [--skip-browser] [--skip-experiments]
-//                          [--skip-compare] [--skip-ours] [--skip-family] [--max-load 0.5]
+//                          [--skip-compare] [--skip-ours] [--skip-family] [--skip-sae] [--max-load 0.5]
 // (--skip-compare: in the browser, only the page's experiments, not the ours/wllama runs.)
 //   f) the GPT-2 family (scripts/bench-family.mjs): XL against small in the page's wasm engine,
 //      and converting GPT-2 medium natively, streamed under Node and in the page.
+//   g) sparse autoencoders (scripts/bench-sae.mjs): encoding a GPT-2-small SAE (24,576 features,
+//      Q8_0) over a prompt against its prefill, a steered re-run, converting the SAE in wasm.
 //                          [--engine build/wasm/web/gpt2-engine.js] [--site build/site]
 // Needs `bash scripts/build.sh` first (native tools and build/wasm/web).
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -619,5 +621,10 @@ console.log(`\n(${results.seconds.toFixed(0)} s; results in ${path.relative(kRoo
 if (!flag('skip-family')) {
   console.log('\nThe GPT-2 family (scripts/bench-family.mjs):');
   spawnSync(process.execPath, ['--no-experimental-fetch', path.join(kRoot, 'scripts/bench-family.mjs'),
+                               '--runs', String(Math.min(kRuns, 3))], {stdio: 'inherit'});
+}
+if (!flag('skip-sae')) {
+  console.log('\nSparse autoencoders (scripts/bench-sae.mjs):');
+  spawnSync(process.execPath, ['--no-experimental-fetch', path.join(kRoot, 'scripts/bench-sae.mjs'),
                                '--runs', String(Math.min(kRuns, 3))], {stdio: 'inherit'});
 }

@@ -1,5 +1,6 @@
 #include "convert/sae_convert.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <ostream>
@@ -71,20 +72,45 @@ void SaeGgufConversion::WriteHeader(uint8_t* file) const {
   std::memcpy(file, layout_.header.data(), layout_.header.size());
 }
 
+namespace {
+
+// n elements of t from element `first`, widened to f32 (F32, F16, BF16).
+void ReadElements(const SafetensorsTensor& t, int64_t first, int64_t n, std::vector<float>* out) {
+  SafetensorsTensor piece = t;
+  const size_t size = SafetensorsDtypeSize(t.dtype);
+  piece.data = t.data + size_t(first) * size;
+  piece.shape = {n};
+  piece.nbytes = size_t(n) * size;
+  *out = ReadAsF32(piece);
+}
+
+}  // namespace
+
+// A piece at a time, so that converting GPT-2 small's 151 MB SAE in the page holds the input and
+// the output and no full f32 copy of a matrix (W_enc alone is 75 MB).
 void SaeGgufConversion::EncodeTensor(int i, uint8_t* file, std::ostream* log) const {
   if (i < 0 || i >= num_tensors()) throw Error("SAE tensor index " + std::to_string(i) + " is out of range");
   const Planned& p = tensors_[i];
-  std::vector<float> values = ReadAsF32(*p.source);
   const int64_t cols = p.ne[0], rows = p.ne.size() > 1 ? p.ne[1] : 1;
-  if (p.transpose) {
-    // W_enc is [d_in, d_sae]; a feature's row holds its d_in weights.
-    std::vector<float> t(values.size());
-    for (int64_t r = 0; r < cols; ++r) {
-      for (int64_t f = 0; f < rows; ++f) t[f * cols + r] = values[r * rows + f];
+  const size_t row_bytes = RowBytes(p.type, cols);
+  uint8_t* dst = file + layout_.offsets[i];
+  // Rows per piece: a multiple of every block size, ~1 MB of f32 for GPT-2 small's SAEs.
+  constexpr int64_t kRows = 256;
+  std::vector<float> block, values;
+  for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+    const int64_t n = std::min(kRows, rows - r0);
+    if (p.transpose) {
+      // W_enc is [d_in, d_sae]: output row f (a feature) is column f of the source.
+      block.resize(size_t(n) * cols);
+      for (int64_t c = 0; c < cols; ++c) {
+        ReadElements(*p.source, c * rows + r0, n, &values);
+        for (int64_t j = 0; j < n; ++j) block[size_t(j) * cols + c] = values[j];
+      }
+    } else {
+      ReadElements(*p.source, r0 * cols, n * cols, &block);
     }
-    values.swap(t);
+    EncodeRowsInto(block.data(), n, cols, p.type, dst + size_t(r0) * row_bytes);
   }
-  EncodeRowsInto(values.data(), rows, cols, p.type, file + layout_.offsets[i]);
   const uint64_t end = i + 1 < num_tensors() ? layout_.offsets[i + 1] : layout_.size;
   const uint64_t used = layout_.offsets[i] + layout_.nbytes[i];
   std::memset(file + used, 0, static_cast<size_t>(end - used));

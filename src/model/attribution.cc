@@ -31,7 +31,7 @@ Attribution AttributeLogit(Session& session, const std::vector<int>& ids,
   const Interventions* iv = request.interventions;
   if (iv != nullptr && !iv->KeepsResidualSum()) {
     throw Error("direct logit attribution needs the residual stream to be a sum of writes; "
-                "no residual, post-norm, patches and stream edits (SAE steering) change that (ablations and skips are fine)");
+                "no residual, post-norm and patches change that (ablations and skips are fine)");
   }
   Attribution out;
   out.position = request.position < 0 ? T - 1 : request.position;
@@ -94,6 +94,12 @@ Attribution AttributeLogit(Session& session, const std::vector<int>& ids,
 
   out.components.push_back({"embed", dla(embed.data())});
   std::vector<float> z(C), write(C);
+  // What the stream edits wrote: the final stream less every component's write (float64).
+  std::vector<double> rest(final_stream.begin(), final_stream.end());
+  auto take = [&](const float* comp) {
+    for (int i = 0; i < C; ++i) rest[i] -= comp[i];
+  };
+  take(embed.data());
   for (int l = 0; l < c.n_layer; ++l) {
     const BlockWeights& w = model.blocks[l];
     const bool attn_on = iv == nullptr || !Interventions::Lists(iv->skip_attn, l);
@@ -105,9 +111,16 @@ Attribution AttributeLogit(Session& session, const std::vector<int>& ids,
       MatMul(z.data(), 1, w.proj, nullptr, write.data(), 0, C, QuantActivations::kFloat);
       out.components.push_back({std::to_string(l) + "." + std::to_string(h),
                                 attn_on ? dla(write.data()) : 0.0});
+      if (attn_on) take(write.data());
     }
     out.components.push_back({"attn_bias." + std::to_string(l), attn_on ? dla(w.proj_b) : 0.0});
     out.components.push_back({"mlp." + std::to_string(l), mlp_on ? dla(mlp[l].data()) : 0.0});
+    if (attn_on) take(w.proj_b);
+    if (mlp_on) take(mlp[l].data());
+  }
+  if (iv != nullptr && !iv->stream_edits.empty()) {
+    std::vector<float> edits(rest.begin(), rest.end());
+    out.components.push_back({"stream_edits", dla(edits.data())});
   }
   double bias = 0;
   for (int i = 0; i < C; ++i) bias += double(model.ln_f_b[i]) * u[i];

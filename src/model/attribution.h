@@ -29,13 +29,16 @@ struct AttributionRequest {
 };
 
 struct AttributionComponent {
-  std::string name;  // "embed", "L.H", "attn_bias.L", "mlp.L", "ln_f_bias"
+  // "embed", "L.H", "attn_bias.L", "mlp.L", "stream_edits" (only under stream edits, e.g. SAE
+  // steering: the final stream less every other write), "ln_f_bias"
+  std::string name;
   double value;
 };
 
 struct Attribution {
   int position = 0, target = 0, contrast = -1;
-  // In residual order: embed; per block L the heads L.0..L.(H-1), attn_bias.L, mlp.L; ln_f_bias.
+  // In residual order: embed; per block L the heads L.0..L.(H-1), attn_bias.L, mlp.L;
+  // stream_edits (under stream edits); ln_f_bias.
   std::vector<AttributionComponent> components;
   double logit = 0;  // the model's logit (difference) at `position`, from the forward pass
   const float* last_logits = nullptr;  // the session's, as Prefill returned them

@@ -119,10 +119,8 @@ struct Interventions {
   }
   // Whether the final residual stream is still the sum of every component's write (embedding,
   // heads, biases, MLPs), which direct logit attribution needs.
-  // A stream edit adds its own write, which is none of the components.
-  bool KeepsResidualSum() const {
-    return no_residual.empty() && !post_norm && patches.empty() && stream_edits.empty();
-  }
+  // (Stream edits keep it a sum: their writes are one more term, see model/attribution.h.)
+  bool KeepsResidualSum() const { return no_residual.empty() && !post_norm && patches.empty(); }
   // Runs the stream edits of (layer, point) over x [rows, C], rows from absolute position pos0.
   void EditStream(int layer, StreamPoint point, int pos0, int rows, float* x) const {
     for (const StreamEdit& e : stream_edits) {

@@ -20,6 +20,7 @@
 #include "convert/sae_convert.h"
 #include "format/safetensors.h"
 #include "lab/lab.h"
+#include "model/attribution.h"
 #include "sae/sae.h"
 #include "sae/sae_config.h"
 #include "tools/common/synthetic_model.h"
@@ -329,6 +330,29 @@ TEST_CASE("an SAE loaded after the run reads its hook; a wrong width is refused"
   gpt2::Lab other(std::move(loaded), 1);
   CHECK_THROWS_WITH(other.LoadSae(ConvertSae("standard", gpt2::TensorType::kF32)), Catch::Contains("64"));
   CHECK_THROWS_WITH(other.DropSae(7), Catch::Contains("no SAE"));
+}
+
+}  // namespace gpt2_test
+
+namespace gpt2_test {
+
+TEST_CASE("direct logit attribution under SAE steering: the edit is one more term of the sum", "[sae]") {
+  TinySaeLab t;
+  const int id = t.lab->LoadSae(ConvertSae("standard", gpt2::TensorType::kF32));
+  gpt2::Interventions iv;
+  iv.stream_edits.push_back(t.lab->SaeEdit({id, {{3, 4.0f}}, {{5, 0.0f}}}));
+  gpt2::Session session(t.lab->model());
+  gpt2::AttributionRequest request;
+  request.interventions = &iv;
+  const gpt2::Attribution a = gpt2::AttributeLogit(session, Ids("standard"), request);
+  double sum = 0;
+  bool edit = false;
+  for (const gpt2::AttributionComponent& c : a.components) {
+    sum += c.value;
+    edit = edit || c.name == "stream_edits";
+  }
+  CHECK(edit);
+  CHECK(std::fabs(sum - a.logit) < 1e-3 * std::max(1.0, std::fabs(a.logit)));
 }
 
 }  // namespace gpt2_test

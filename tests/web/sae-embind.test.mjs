@@ -129,4 +129,32 @@ describe('Embind SAEs under Node', {skip: !fs.existsSync(kModulePath) && 'build/
     engine.setInterventions({});
     engine.dropSae(info.id);
   });
+
+  test('the CLI refuses bad SAE input with exit status 2 and a message', () => {
+    const g = ['generate', '--model', models.model, '--prompt', kPrompt, '--n', '2'];
+    for (const args of [[...g, '--steer', '3:1'],
+                        [...g, '--sae', gguf.standard, '--steer', '96:1'],
+                        [...g, '--sae', gguf.standard, '--clamp', '3'],
+                        [...g, '--sae', gguf.standard, '--clamp', '3:x'],
+                        [...g, '--sae', models.model, '--steer', '3:1'],
+                        ['inspect', '--model', models.model, '--prompt', kPrompt, '--json', path.join(dir, 'x.json'),
+                         '--sae', gguf.standard, '--steer', '-1:2'],
+                        ['features', '--model', models.model, '--sae', gguf.standard, '--prompt', kPrompt, '--top', '0'],
+                        ['features', '--model', models.model, '--sae', path.join(dir, 'missing.gguf'), '--prompt', kPrompt],
+                        ['features', '--model', models.model, '--prompt', kPrompt]]) {
+      let status = 0, stderr = '';
+      try {
+        execFileSync(path.join(kNative, 'gpt2'), args, {stdio: 'pipe'});
+      } catch (e) {
+        status = e.status;
+        stderr = String(e.stderr);
+      }
+      assert.equal(status, 2, args.join(' '));
+      assert.match(stderr, /gpt2: error: ./, args.join(' '));
+    }
+    // Steering and clamping are accepted by inspect and attribute too.
+    const out = tool('gpt2', ['attribute', '--model', models.model, '--prompt', kPrompt, '--sae', gguf.standard,
+                              '--steer', '3:4', '--clamp', '5:0', '--threads', '1']);
+    assert.match(out, /stream_edits/);
+  });
 });

@@ -67,9 +67,9 @@ int FeaturesCommand(int argc, char** argv) {
     throw UsageError("--prompt: " + std::to_string(ids.size()) + " tokens, but the model's context holds " +
                      std::to_string(lab.config().n_ctx));
   }
-  const std::unique_ptr<MappedFile> sae_file = MappedFile::Open(args.Get("sae"));
   int id = 0;
   try {
+    const std::unique_ptr<MappedFile> sae_file = MappedFile::Open(args.Get("sae"));
     id = lab.LoadSae(std::vector<uint8_t>(sae_file->data(), sae_file->data() + sae_file->size()));
   } catch (const Error& e) {
     throw UsageError(std::string("--sae: ") + e.what());
