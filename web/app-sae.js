@@ -5,7 +5,7 @@
 // (the experiments panel's own path) take them like the other switches, and a shared link names
 // the SAEs' sources and the edits (share.js). State lives in the store; view-features.js draws.
 import {Msg, Phase} from './protocol.js';
-import {kHfSaeBlocks, parseLabels, saeInterventions, saeSourceText} from './sae.js';
+import {kHfSaeBlocks, labelsText, parseLabels, saeInterventions, saeSourceText} from './sae.js';
 import {renderIfChanged} from './store.js';
 import * as featuresView from './view-features.js';
 import {renderResult} from './view-experiments.js';
@@ -150,17 +150,26 @@ export function createSaePanel({store, worker, $, on, hfBase, canRun, runAgain, 
     loadLabels(async () => {
       const r = await fetch(new URL(url, document.baseURI));
       if (!r.ok) throw new Error(`the server answered ${r.status} ${r.statusText || ''}`.trim());
-      return r.text();
+      return labelsText(await r.arrayBuffer());
     }, url);
   });
   on($('sae-labels-file'), 'change', (e) => {
     const file = e.target.files?.[0];
     e.target.value = '';
-    if (file) loadLabels(() => file.text(), file.name);
+    if (file) loadLabels(async () => labelsText(await file.arrayBuffer()), file.name);
   });
   on($('sae-features'), 'click', (e) => {
     const b = e.target.closest('button[data-feature]');
     if (b) selectFeature(Number(b.dataset.feature));
+  });
+  // Up and down move between the features (Tab leaves the list).
+  on($('sae-features'), 'keydown', (e) => {
+    if (e.key !== 'ArrowDown' && e.key !== 'ArrowUp') return;
+    const buttons = [...$('sae-features').querySelectorAll('button[data-feature]')];
+    const i = buttons.indexOf(e.target);
+    if (i < 0) return;
+    e.preventDefault();
+    buttons[Math.max(0, Math.min(buttons.length - 1, i + (e.key === 'ArrowDown' ? 1 : -1)))].focus();
   });
   on($('sae-edit-add'), 'click', addEdit);
   on($('sae-edits'), 'click', (e) => {

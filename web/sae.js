@@ -69,6 +69,14 @@ export function cfgShape(text) {
   }
 }
 
+// A labels file's text from its bytes: Neuronpedia publishes its exports gzipped (.jsonl.gz),
+// so gzip's magic number means decompress first (DecompressionStream, in browsers and Node).
+export async function labelsText(bytes) {
+  const b = new Uint8Array(bytes);
+  if (b[0] !== 0x1f || b[1] !== 0x8b) return new TextDecoder('utf-8').decode(b);
+  return new Response(new Blob([b]).stream().pipeThrough(new DecompressionStream('gzip'))).text();
+}
+
 // Neuronpedia's explanations export: JSON lines (or one JSON array) of objects with `index` (a
 // feature, a number or a string of digits) and `description`. -> Map feature -> description;
 // the first description of a feature is kept. A file with no such line is an error.

@@ -3,8 +3,9 @@
 // the memory check. A malformed part of a link is named in `problems`, never thrown.
 import assert from 'node:assert/strict';
 import {describe, test} from 'node:test';
+import zlib from 'node:zlib';
 import {kWasmMaxBytes} from '../../web/hf.js';
-import {cfgShape, hfSaeUrl, parseLabels, saeBytes, saeCacheKey, saeFolderUrls, saeInterventions,
+import {cfgShape, hfSaeUrl, labelsText, parseLabels, saeBytes, saeCacheKey, saeFolderUrls, saeInterventions,
         saeRefusal} from '../../web/sae.js';
 import {decodeShare, encodeShare} from '../../web/share.js';
 
@@ -86,6 +87,12 @@ describe("Neuronpedia's labels export", () => {
     const labels = parseLabels(lines);
     assert.deepEqual([...labels], [[12, 'the word cat'], [3, 'numbers']]);
     assert.deepEqual([...parseLabels('[{"index": 0, "description": "first"}]')], [[0, 'first']]);
+  });
+
+  test('gzipped as Neuronpedia publishes it, or plain', async () => {
+    const text = '{"index": "7", "description": "seven"}\n';
+    assert.equal(await labelsText(zlib.gzipSync(Buffer.from(text))), text);
+    assert.equal(await labelsText(Buffer.from(text)), text);
   });
 
   test('anything else is a clear error', () => {

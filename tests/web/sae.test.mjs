@@ -13,6 +13,7 @@ import assert from 'node:assert/strict';
 import {execFileSync} from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import zlib from 'node:zlib';
 import {after, before, describe, test} from 'node:test';
 import {kRoot, launchBrowser, serveSite, watchConsole} from './browser.mjs';
 import {startFakeHf} from './fake-hf.mjs';
@@ -303,8 +304,10 @@ describe('sparse autoencoders in the page', {skip}, () => {
     // Neuronpedia's export for the standard SAE: a label for every feature.
     fs.writeFileSync(path.join(dir, 'labels.jsonl'), Array.from({length: 96}, (_, i) =>
       JSON.stringify({modelId: 'tiny', layer: '1-res', index: String(i), description: `standard feature ${i}`})).join('\n'));
-    const topkLabels = path.join(dir, 'topk-labels.jsonl');
-    fs.writeFileSync(topkLabels, Array.from({length: 96}, (_, i) => JSON.stringify({index: i, description: `top-k ${i}`})).join('\n'));
+    // ... and for the top-k one gzipped, as Neuronpedia publishes its exports.
+    const topkLabels = path.join(dir, 'topk-labels.jsonl.gz');
+    fs.writeFileSync(topkLabels, zlib.gzipSync(Array.from({length: 96}, (_, i) =>
+      JSON.stringify({index: i, description: `top-k ${i}`})).join('\n')));
     const browser = await launchBrowser();
     try {
       const page = await openPage(browser, site, '&model=models/tiny-q8_0.gguf', consoleLines);
@@ -318,6 +321,13 @@ describe('sparse autoencoders in the page', {skip}, () => {
       const [first] = features[T - 1][0];
       await pageFeatures(page, T - 1);
       assert.match(await page.getByTestId(`sae-feature-${first}`).textContent(), new RegExp(`standard feature ${first}$`));
+      // By keyboard: down to the second feature, Enter opens its strip.
+      const second = features[T - 1][1][0];
+      await page.getByTestId(`sae-feature-${first}`).focus();
+      await page.keyboard.press('ArrowDown');
+      await page.keyboard.press('Enter');
+      await page.waitForSelector(`[data-testid=sae-strip-chips][data-feature="${second}"]`, {timeout: kTimeout});
+      assert.equal(await page.getByTestId('sae-edit-feature').inputValue(), String(second), 'the feature to steer');
       // The top-k SAE from its two files, converted in the page: now both are loaded.
       await page.evaluate(() => { window.gpt2Page.set({saeStatus: ''}); window.gpt2Page.flush(); });
       await page.getByTestId('sae-file').setInputFiles([path.join(kRoot, 'tests/data/sae/topk/cfg.json'),
@@ -329,7 +339,7 @@ describe('sparse autoencoders in the page', {skip}, () => {
       sameFeatures(await pageFeatures(page, T - 1), topkFeatures[T - 1], 'top-k SAE');
       assert.ok(topkFeatures[T - 1].length <= 8);
       await page.getByTestId('sae-labels-file').setInputFiles(topkLabels);
-      await page.waitForFunction(() => /96 labels from topk-labels\.jsonl/.test(document.querySelector('[data-testid=sae-labels-status]').textContent));
+      await page.waitForFunction(() => /96 labels from topk-labels\.jsonl\.gz/.test(document.querySelector('[data-testid=sae-labels-status]').textContent));
       assert.match(await page.getByTestId(`sae-feature-${topkFeatures[T - 1][0][0]}`).textContent(), /top-k \d+$/);
       // Back to the first: its features and labels.
       await page.getByTestId(`sae-show-${ids[0]}`).check();
