@@ -39,9 +39,19 @@ export function createSae({post, yieldToEvents, loader, module}) {
     if (refusal) throw new Error(refusal);
   }
 
+  // Before the weights are read: an SAE of another model's width cannot load (the engine checks
+  // again when it does).
+  function checkFits(dIn) {
+    if (dIn !== info.n_embd) {
+      throw new Error(`This SAE reads vectors of width ${dIn} (its cfg.json's d_in), but the loaded model's stream ` +
+                      `has width ${info.n_embd}: it was trained on another model.`);
+    }
+  }
+
   // cfg.json's text and the safetensors' bytes (fed by feed(converter, total)) to a Q8_0 GGUF.
   async function convert(cfgText, total, feed) {
     const shape = cfgShape(cfgText);
+    if (shape) checkFits(shape.dIn);
     if (shape) checkRoom(saeBytes(shape.dIn, shape.dSae).peak);
     const converter = new (module().Converter)();
     try {
@@ -88,6 +98,8 @@ export function createSae({post, yieldToEvents, loader, module}) {
       const cfg = await loader.fetchPartInfo(cfgUrl, null, false, abort.signal);
       post({type: Msg.saeProgress, phase: Phase.download, loaded: 0, total: 0, file: 'cfg.json'});
       const cfgText = await cfg.response.text();
+      const shape = cfgShape(cfgText);
+      if (shape) checkFits(shape.dIn);  // before asking for the weights
       const {response} = await loader.fetchPartInfo(weightsUrl, null, false, abort.signal);
       let total = loader.contentLength(response);
       let body = response.body;

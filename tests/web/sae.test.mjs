@@ -137,7 +137,8 @@ describe('sparse autoencoders in the page', {skip}, () => {
     models = makeModels('sae');
     dir = modelDir('sae');
     // The folder a URL load reads, and one whose cfg.json names an architecture no one supports.
-    for (const [name, edit] of [['standard', null], ['bad-cfg', (cfg) => ({...cfg, architecture: 'gated'})]]) {
+    for (const [name, edit] of [['standard', null], ['bad-cfg', (cfg) => ({...cfg, architecture: 'gated'})],
+                                ['wide', (cfg) => ({...cfg, d_in: 768})]]) {
       fs.mkdirSync(path.join(dir, 'sae', name), {recursive: true});
       for (const file of ['cfg.json', 'sae_weights.safetensors']) {
         let bytes = fs.readFileSync(path.join(kSaeData, file));
@@ -387,8 +388,13 @@ describe('sparse autoencoders in the page', {skip}, () => {
       await page.getByTestId('sae-url').fill('models/sae/bad-cfg');
       await page.getByTestId('sae-load-url').click();
       await waitSae(page);
-      assert.match(await pageError(page), /gated/);
+      assert.match(await pageError(page), /SAE cfg\.json architecture "gated" is not supported/);
       assert.deepEqual(await saeKeys(page), []);
+      // An SAE of another model's width is refused from its cfg.json, before its weights download.
+      await page.getByTestId('sae-url').fill('models/sae/wide');
+      await page.getByTestId('sae-load-url').click();
+      await waitSae(page);
+      assert.match(await pageError(page), /width 768 \(its cfg\.json's d_in\), but the loaded model's stream has width 64/);
       await page.getByTestId('sae-file').setInputFiles(saeGguf);
       assert.match(await waitSae(page), /from the file/);
       sameFeatures(await pageFeatures(page, T - 1), features[T - 1], 'SAE from a file');
