@@ -40,19 +40,20 @@ export function createSae({post, yieldToEvents, loader, module}) {
   }
 
   // Before the weights are read: an SAE of another model's width cannot load (the engine checks
-  // again when it does).
-  function checkFits(dIn) {
-    if (dIn !== info.n_embd) {
-      throw new Error(`This SAE reads vectors of width ${dIn} (its cfg.json's d_in), but the loaded model's stream ` +
-                      `has width ${info.n_embd}: it was trained on another model.`);
+  // again when it does), nor one the memory cannot hold. A cfg.json without a usable d_in and
+  // d_sae goes on to the converter, which names what is wrong.
+  function checkCfg(cfgText) {
+    const shape = cfgShape(cfgText);
+    if (!shape) return;
+    if (shape.dIn !== info.n_embd) {
+      throw new Error(`This SAE reads vectors of width ${shape.dIn} (its cfg.json's d_in), but the loaded model's ` +
+                      `stream has width ${info.n_embd}: it was trained on another model.`);
     }
+    checkRoom(saeBytes(shape.dIn, shape.dSae).peak);
   }
 
   // cfg.json's text and the safetensors' bytes (fed by feed(converter, total)) to a Q8_0 GGUF.
   async function convert(cfgText, total, feed) {
-    const shape = cfgShape(cfgText);
-    if (shape) checkFits(shape.dIn);
-    if (shape) checkRoom(saeBytes(shape.dIn, shape.dSae).peak);
     const converter = new (module().Converter)();
     try {
       converter.setSaeConfig(cfgText);
@@ -98,8 +99,7 @@ export function createSae({post, yieldToEvents, loader, module}) {
       const cfg = await loader.fetchPartInfo(cfgUrl, null, false, abort.signal);
       post({type: Msg.saeProgress, phase: Phase.download, loaded: 0, total: 0, file: 'cfg.json'});
       const cfgText = await cfg.response.text();
-      const shape = cfgShape(cfgText);
-      if (shape) checkFits(shape.dIn);  // before asking for the weights
+      checkCfg(cfgText);  // before asking for the weights
       const {response} = await loader.fetchPartInfo(weightsUrl, null, false, abort.signal);
       let total = loader.contentLength(response);
       let body = response.body;
@@ -154,7 +154,9 @@ export function createSae({post, yieldToEvents, loader, module}) {
                       'sae_weights.safetensors together.');
     }
     if (!(weights.size > 0)) throw new Error(`${weights.name} is empty.`);
-    const gg = await convert(await cfg.text(), weights.size, async (converter) => {
+    const cfgText = await cfg.text();
+    checkCfg(cfgText);
+    const gg = await convert(cfgText, weights.size, async (converter) => {
       const loaded = await loader.pump(converter, weights.stream(), Phase.file, 0, weights.size, null, weights.name);
       if (loaded !== weights.size) throw new Error(`Could only read ${loaded} of ${weights.size} bytes of ${weights.name}.`);
     });

@@ -138,7 +138,7 @@ describe('sparse autoencoders in the page', {skip}, () => {
     dir = modelDir('sae');
     // The folder a URL load reads, and one whose cfg.json names an architecture no one supports.
     for (const [name, edit] of [['standard', null], ['bad-cfg', (cfg) => ({...cfg, architecture: 'gated'})],
-                                ['wide', (cfg) => ({...cfg, d_in: 768})]]) {
+                                ['wide', (cfg) => ({...cfg, d_in: 768})], ['huge', (cfg) => ({...cfg, d_sae: 1e8})]]) {
       fs.mkdirSync(path.join(dir, 'sae', name), {recursive: true});
       for (const file of ['cfg.json', 'sae_weights.safetensors']) {
         let bytes = fs.readFileSync(path.join(kSaeData, file));
@@ -395,6 +395,11 @@ describe('sparse autoencoders in the page', {skip}, () => {
       await page.getByTestId('sae-load-url').click();
       await waitSae(page);
       assert.match(await pageError(page), /width 768 \(its cfg\.json's d_in\), but the loaded model's stream has width 64/);
+      // One that would not fit in the engine's memory beside the model is refused the same way.
+      await page.getByTestId('sae-url').fill('models/sae/huge');
+      await page.getByTestId('sae-load-url').click();
+      await waitSae(page);
+      assert.match(await pageError(page), /This SAE needs about \d+ MB while it loads; beside the model \(\d+ MB\) that is more than/);
       await page.getByTestId('sae-file').setInputFiles(saeGguf);
       assert.match(await waitSae(page), /from the file/);
       sameFeatures(await pageFeatures(page, T - 1), features[T - 1], 'SAE from a file');
