@@ -2,12 +2,13 @@
 // sae_weights.safetensors, as [u16 little-endian length of the JSON][JSON][safetensors]. Parses
 // the cfg (every layout of sae/sae_config.h), converts to an SAE GGUF in memory (Q8_0 or Q4_0
 // by the weights' first byte), which must parse back and give the same configuration, and binds
-// it as an Sae. The only acceptable failure is gpt2::Error.
+// it as an Sae that encodes, steers and clamps two rows. The only acceptable failure is gpt2::Error.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "convert/sae_convert.h"
@@ -34,8 +35,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::unique_ptr<gpt2::GgufFile> gguf = gpt2::GgufFile::Parse(conversion.output(), conversion.size());
     const gpt2::SaeConfig back = gpt2::SaeConfigFromGguf(*gguf);  // must not throw: we wrote it
     if (back.hook_name != config.hook_name || back.d_sae != config.d_sae || back.k != config.k) std::abort();
-    gpt2::Sae sae(std::shared_ptr<const gpt2::GgufFile>(std::move(gguf)), config.d_in);
-    if (sae.config().d_sae != config.d_sae) std::abort();
+    auto sae = std::make_shared<const gpt2::Sae>(std::shared_ptr<const gpt2::GgufFile>(std::move(gguf)), config.d_in);
+    if (sae->config().d_sae != config.d_sae) std::abort();
+    // Encode two rows (weights may be NaN or huge: the top-k must still stay in bounds) and run
+    // the steering and clamping edit over them.
+    std::vector<float> x(size_t(2) * config.d_in), f(size_t(2) * config.d_sae), scale(2);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) - 3.0f;
+    sae->Encode(x.data(), 2, f.data(), scale.data());
+    sae->Explained(x.data(), f.data(), scale[0]);
+    gpt2::Sae::Edit(sae, {{0, 2.0f}}, {{config.d_sae - 1, 1.0f}}).edit(0, 2, x.data());
   } catch (const gpt2::Error&) {
   }
   return 0;

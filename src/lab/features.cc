@@ -2,6 +2,7 @@
 #include "lab/features.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "base/error.h"
@@ -102,10 +103,23 @@ const LoadedSae& Lab::EncodeCapture(int id) {
     ++same;
   }
   s.encoded_input.assign(rows->begin(), rows->begin() + size_t(P) * C);
-  s.features.resize(size_t(P) * S);
+  s.active.resize(P);
   s.scales.resize(P);
-  if (same < P) s.sae->Encode(rows->data() + size_t(same) * C, P - same, s.features.data() + size_t(same) * S,
-                              s.scales.data() + same);
+  // A few rows at a time through a dense buffer (the matmul's output).
+  constexpr int kRows = 16;
+  std::vector<float> dense;
+  for (int p0 = same; p0 < P; p0 += kRows) {
+    const int n = std::min(kRows, P - p0);
+    dense.resize(size_t(n) * S);
+    s.sae->Encode(rows->data() + size_t(p0) * C, n, dense.data(), s.scales.data() + p0);
+    for (int t = 0; t < n; ++t) {
+      std::vector<std::pair<int, float>>& a = s.active[p0 + t];
+      a.clear();
+      for (int f = 0; f < S; ++f) {
+        if (dense[size_t(t) * S + f] != 0) a.push_back({f, dense[size_t(t) * S + f]});
+      }
+    }
+  }
   return s;
 }
 
@@ -115,19 +129,24 @@ SaeFeatureList Lab::SaeFeatures(int id, int position, int k) {
   if (position < 0 || position >= P) {
     throw Error("position " + std::to_string(position) + " is out of range; valid positions are 0.." + std::to_string(P - 1));
   }
+  std::vector<float> f(S, 0.0f);
+  for (const auto& a : s.active[position]) f[a.first] = a.second;
   SaeFeatureList out;
-  const float* f = s.features.data() + size_t(position) * S;
-  TopFeatures(f, S, k, &out.features, &out.activations);
-  out.explained = s.sae->Explained(s.encoded_input.data() + size_t(position) * C, f, s.scales[position]);
+  TopFeatures(f.data(), S, k, &out.features, &out.activations);
+  out.explained = s.sae->Explained(s.encoded_input.data() + size_t(position) * C, f.data(), s.scales[position]);
   return out;
 }
 
 std::vector<float> Lab::SaeStrip(int id, int feature) {
   sae(id).CheckFeature(feature);
   const LoadedSae& s = EncodeCapture(id);
-  const int P = static_cast<int>(s.scales.size()), S = s.sae->d_sae();
-  std::vector<float> strip(P);
-  for (int p = 0; p < P; ++p) strip[p] = s.features[size_t(p) * S + feature];
+  const int P = static_cast<int>(s.scales.size());
+  std::vector<float> strip(P, 0.0f);
+  for (int p = 0; p < P; ++p) {
+    const auto& a = s.active[p];
+    const auto it = std::lower_bound(a.begin(), a.end(), std::make_pair(feature, -HUGE_VALF));
+    if (it != a.end() && it->first == feature) strip[p] = it->second;
+  }
   return strip;
 }
 

@@ -114,6 +114,10 @@ class CaptureStore {
   // begin, top_k] (LogitLens in model.h). Throws gpt2::Error for a window outside the store.
   void LogitLensWindow(const Model& model, int begin, int end, int top_k, std::vector<int>* ids,
                        std::vector<float>* probs) const;
+  // [n_layer, C]: each block's "attn_heads" averaged over the captured positions, the values
+  // Interventions::head_means wants for mean ablation. Throws if nothing is captured.
+  std::vector<float> HeadMeans() const;
+
   // Also keep block `layer`'s [T, C] tensor `name` (observer.h: "attn_out", "resid_attn",
   // "mlp_out", ...) for every position, from the next forward pass on (a reader of a hook the
   // store does not otherwise keep: an SAE at blocks.L.hook_mlp_out). Kept until Init.
@@ -121,10 +125,6 @@ class CaptureStore {
   // [n_positions, C], or nullptr until every captured position of it has been observed (run the
   // conversation again from block `layer` to fill it).
   const std::vector<float>* Stream(const std::string& name, int layer) const;
-
-  // [n_layer, C]: each block's "attn_heads" averaged over the captured positions, the values
-  // Interventions::head_means wants for mean ablation. Throws if nothing is captured.
-  std::vector<float> HeadMeans() const;
 
  private:
   void Observe(const Activation& a);
