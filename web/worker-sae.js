@@ -86,6 +86,7 @@ export function createSae({post, yieldToEvents, loader, module}) {
     if (hit) {
       const bytes = new Uint8Array(await hit.arrayBuffer());
       post({type: Msg.saeProgress, phase: Phase.cache, loaded: bytes.length, total: bytes.length});
+      checkRoom(bytes.length);
       try {
         return {sae: engine.loadSae(bytes), from: 'cache', note: ''};
       } catch (e) {
