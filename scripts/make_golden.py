@@ -23,6 +23,8 @@ from the repository root:
                            [--heads-output tests/data/golden_circuits_heads.bin]
                            [--path-patch-output tests/data/golden_path_patch.bin]
                            [--gradients-output tests/data/golden_gradients.bin]
+                           [--sae-dir tests/data/sae] [--sae-output tests/data/golden_sae.bin]
+                           [--only-sae]
 
 File format (all little-endian), read by tests/model/golden_file.h:
     8 bytes  magic "GPT2GOLD"
@@ -49,6 +51,8 @@ golden_gradients.bin, same format, torch autograd on prompt p3 (write_gradients(
     saliency/<grad|ig>/values f32 [T], saliency/<grad|ig>/total_delta f32 [2]  (ig: 16 steps)
     atp/heads f32 [L, H], atp/resid_pre f32 [L, T], atp/metrics f32 [2] (clean, corrupt),
     atp/query i32 [2] (target, contrast) with corrupt_ids as the corrupted prompt
+tests/data/sae/<name>/{cfg.json,sae_weights.safetensors} and golden_sae.bin, same format: small
+random SAEs in SAELens's layout on this model and SAELens's math on them (write_saes()).
 Records:
     config                 i32 [7]  n_vocab, n_ctx, n_embd, n_head, n_layer, n_ff, seed
     checksum/<tensor>      f32 [10] sum, sum of squares (accumulated in float64), then the first
