@@ -29,6 +29,7 @@ import * as sweepView from './view-sweep.js';
 import * as atpView from './view-atp.js';
 import * as saliencyView from './view-saliency.js';
 import * as tokensView from './view-tokens.js';
+import {createSaePanel, kSaeState} from './app-sae.js';
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -130,6 +131,7 @@ const store = createStore({
   autoLoadPending: true,  // a cached model may still load without a click
   sharedPending: true,    // the link's view is restored once, with the first model
   pendingPick: undefined, // the link's picked position, applied when its generation ends
+  ...kSaeState,           // the SAE panel's (app-sae.js)
 }, render);
 const state = store.state;
 // ?debug=1 lets tests read the state (e.g. every attention row) without it living in the DOM.
@@ -255,6 +257,7 @@ function render(s) {
   renderIfChanged(lensView.renderDetail, $('lens-detail'), {lens: s.lens, note: s.lensNote, open: s.lensOpen,
                                                             pieces: s.pieces, ids: s.ids});
   renderExperiments(s);
+  saePanel.render(s);
   $('heads-run').disabled = !s.info || busy(s);
   renderIfChanged(headsView.render, $('heads'), {heads: s.heads, layer: s.layer, head: s.head, status: $('heads-status')});
   $('quant-run').disabled = !s.info || busy(s);
@@ -385,6 +388,7 @@ function renderExperiments(s) {
     ...iv.ablateHeads.map(([a, h]) => `head ${a}.${h} knocked out${iv.meanAblation ? ' to its mean' : ''}`),
     ...iv.skipAttn.map((b) => `block ${b} attention skipped`), ...iv.skipMlp.map((b) => `block ${b} MLP skipped`),
     ...iv.noResidual.map((b) => `block ${b} without residual`), ...(iv.postNorm ? ['post-norm'] : []),
+    ...saePanel.words(iv),
   ];
   $('exp-summary').textContent = words.length ? `Changes: ${words.join(', ')}.` : 'No changes: the plain model.';
   const a = s.acts, P = a?.positions;
@@ -586,6 +590,7 @@ function pick(position, {focus = false} = {}) {
   store.set({picked: position, focusSeq: state.focusSeq + (focus ? 1 : 0),
              target: position === state.picked ? state.target : null});
   worker.postMessage({type: Msg.inspect, position, layer: state.layer, head: state.head});
+  saePanel.picked(position);
 }
 
 function chooseLayerHead(layer, head) {
@@ -733,6 +738,9 @@ function onExperiment(r) {
 
 const shared = decodeShare(params);  // the link's view, as opened
 
+const saePanel = createSaePanel({store, worker, $, on, hfBase, canRun: (s) => !busy(s), runAgain, where: label,
+                                 addShareNote});
+
 function addShareNote(problems) {
   if (!problems.length) return;
   const before = state.shareNote ? state.shareNote.replace(/\.$/, '') + ', ' : 'Ignored from the link: ';
@@ -751,18 +759,23 @@ function restoreShared(info) {
     else if (shared.sampling[name] !== undefined) sampling[name] = kSamplingDefaults[name];
   }
   store.set({sampling, interventions: view.interventions, layer: view.block ?? state.layer, head: view.head ?? state.head});
-  if (view.restore) {
-    store.set({pendingPick: view.pick});
-    generate();
-  }
+  // The link's SAEs load (and its steering is set) before its text is generated again.
+  saePanel.restoreShared(view, () => {
+    if (view.restore) {
+      store.set({pendingPick: view.pick});
+      generate();
+    }
+  });
 }
 
 function share() {
+  const {problems: saeProblems, ...saes} = saePanel.shareView();
   const view = {
     model: state.modelUrl, prompt: state.promptText, interventions: state.interventions,
     sampling: {...state.sampling},
-    pick: state.picked, block: state.layer, head: state.head,
+    pick: state.picked, block: state.layer, head: state.head, ...saes,
   };
+  addShareNote(saeProblems);
   const url = new URL(location.href);
   url.search = encodeShare(view);
   history.replaceState(null, '', url);
@@ -833,9 +846,11 @@ worker.onmessage = ({data: msg}) => {
       if (msg.kind === ErrorKind.heads) store.set({heads: {running: false, result: state.heads.result}});
       if (msg.kind === ErrorKind.quantLens) store.set({quant: {running: false, result: state.quant.result}});
       if (msg.kind === ErrorKind.pathPatch) store.set({pathPatch: {...state.pathPatch, running: false, pathsRunning: false}});
+      if (msg.kind === ErrorKind.sae) saePanel.onError(msg.message);
       store.set({error: msg.message});
       break;
     default:
+      saePanel.onMessage(msg);
       break;
   }
 };

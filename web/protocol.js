@@ -70,6 +70,18 @@
 //                                    its output at every position from the corrupted prompt's run)
 //                                    or 'resid' (the stream entering block `layer` at position
 //                                    `index`), patched into the clean prompt's run
+//     {type:'sae-load', source}      a sparse autoencoder into the loaded model (worker-sae.js):
+//                                    source {kind:'hf', hf, layer}: jbloom's block-L resid_pre SAE
+//                                    from hf/jbloom/GPT2-Small-SAEs-Reformatted (sae.js); {kind:
+//                                    'url', folder}: folder/cfg.json + folder/sae_weights.safetensors;
+//                                    {kind:'files', files}: a .gguf from gpt2-convert --sae, or a
+//                                    cfg.json and a .safetensors. Converted to Q8_0 by the engine's
+//                                    Converter and cached as a GGUF (the first two)
+//     {type:'sae-drop', id}
+//     {type:'sae-features', id, position, k, logitK}  the SAE's k most active features at a captured
+//                                    position of the conversation, each with the logitK tokens its
+//                                    decoder direction promotes and suppresses most
+//     {type:'sae-strip', id, feature}  a feature's activation at every captured position
 //     {type:'clear-cache'}
 //     {type:'cache-info'}            answered with 'cache' at once, even while a job runs
 //   worker -> page
@@ -144,6 +156,19 @@
 //                                                    x[p] . ds/dx[p] (zero after the query), s the score
 //     {type:'atp-exact', kind, layer, index, target, contrast, value, metric, metricPatched}
 //                                                    value = metricPatched - metric (the clean run's)
+//     {type:'sae-progress', phase, loaded, total, file}  as 'progress', for an SAE's load
+//     {type:'saes', saes: [{id, hook, layer, point, dSae, architecture, k, normalize, bytes, name,
+//       share, from}], loaded, note}                 the SAEs loaded (engine.saes() with where each
+//                                                    came from: share: its link text, '' for a
+//                                                    local file; from: 'network' | 'cache' |
+//                                                    'file' | 'hf'); loaded: the id just loaded, or
+//                                                    -1; note: what the page should say (e.g. all
+//                                                    dropped because another model loaded)
+//     {type:'sae-features', id, position, features: Int32Array, activations: Float32Array,
+//       explained, logits: [{promoted, promotedValues, suppressed, suppressedValues}], pieces}
+//                                                    engine.saeFeatures and saeLogitWeights per
+//                                                    feature; pieces: {token id: text}
+//     {type:'sae-strip', id, feature, values: Float32Array [positions]}
 //     {type:'cache', entries, bytes, urls, cleared, stored}  after clear-cache / cache-info / a
 //                                                    converted model's write (stored: it is cached)
 //     {type:'error', kind, message}                  kind: an ErrorKind value
@@ -170,6 +195,10 @@ export const Msg = Object.freeze({
   atp: 'atp',                     // also the worker's reply
   scoreSaliency: 'score-saliency',  // also the worker's reply
   atpExact: 'atp-exact',          // also the worker's reply
+  saeLoad: 'sae-load',
+  saeDrop: 'sae-drop',
+  saeFeatures: 'sae-features',    // also the worker's reply
+  saeStrip: 'sae-strip',          // also the worker's reply
   clearCache: 'clear-cache',
   cacheInfo: 'cache-info',
   // worker -> page
@@ -187,6 +216,8 @@ export const Msg = Object.freeze({
   patchingProgress: 'patching-progress',
   pathPatchProgress: 'path-patch-progress',
   attribution: 'attribution',
+  saeProgress: 'sae-progress',
+  saes: 'saes',
   cache: 'cache',
   error: 'error',
 });
@@ -209,6 +240,7 @@ export const ErrorKind = Object.freeze({
   atp: 'atp',
   scoreSaliency: 'score-saliency',
   atpExact: 'atp-exact',
+  sae: 'sae',
 });
 
 // Between the engine's worker and the download worker of a streamed conversion (worker-fetch.js,

@@ -4,6 +4,12 @@
 //    &ablate=1.2,0.3&skip-attn=1&skip-mlp=0,2&no-residual=3&post-norm=1&pick=5&block=1&head=3
 // Opening a link with `pick` generates the text again once the model is loaded and restores the
 // view. Anything malformed or outside the loaded model is ignored and named (never thrown).
+// Sparse autoencoders (sae.js): &sae=hf:1&sae=https://…/folder (each SAE's source, in order)
+//    &sae-steer=0.12:4,1.7:-2&sae-clamp=0.3:0 (SAE.FEATURE:NUMBER, SAE: its place among the `sae`s);
+// opening such a link loads the SAEs (from the cache, or their source) before generating; &hf=BASE
+// is kept when the page has one and the link names a hf: SAE.
+
+import {decodeSaeEdits, encodeSaeEdits, parseSaeSource} from './sae.js';
 
 // The sampling settings: URL parameter (also the input's id), the worker's name, the input's
 // label (index.html), valid range (max-tokens is further capped by the model's context). app.js
@@ -28,6 +34,10 @@ export function encodeShare(view) {
   if (iv.ablateHeads.length) q.set('ablate', iv.ablateHeads.map(([l, h]) => `${l}.${h}`).join(','));
   for (const [name, key] of kLayerLists) if (iv[key].length) q.set(name, iv[key].join(','));
   if (iv.postNorm) q.set('post-norm', '1');
+  for (const source of view.saes || []) q.append('sae', source);
+  if (view.hf) q.set('hf', view.hf);  // where hf:L SAEs come from, when not huggingface.co
+  if (view.saeSteer?.length) q.set('sae-steer', encodeSaeEdits(view.saeSteer));
+  if (view.saeClamp?.length) q.set('sae-clamp', encodeSaeEdits(view.saeClamp));
   q.set('pick', String(view.pick));
   q.set('block', String(view.block));
   q.set('head', String(view.head));
@@ -68,6 +78,21 @@ export function decodeShare(q) {
   if (q.has('post-norm')) {
     if (q.get('post-norm') === '1' || q.get('post-norm') === '0') out.interventions.postNorm = q.get('post-norm') === '1';
     else bad('post-norm', 'expected 1 or 0');
+  }
+  out.saes = [];
+  for (const source of q.getAll('sae')) {
+    try { out.saes.push(parseSaeSource(source)); } catch (e) { out.problems.push(`sae=${source} (${e.message})`); }
+  }
+  for (const [name, key] of [['sae-steer', 'saeSteer'], ['sae-clamp', 'saeClamp']]) {
+    if (!q.has(name)) continue;
+    try {
+      const edits = decodeSaeEdits(q.get(name));
+      const outside = edits.filter(([s]) => s >= out.saes.length);
+      if (outside.length) bad(name, `names SAE ${outside[0][0]}, but the link has ${out.saes.length}`);
+      else out[key] = edits;
+    } catch (e) {
+      bad(name, e.message);
+    }
   }
   for (const name of ['pick', 'block', 'head']) {
     if (!q.has(name)) continue;

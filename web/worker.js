@@ -4,6 +4,7 @@
 //   worker-load.js     download, Cache API copy, resume per part, manifests, local files
 //   worker-convert.js  GPT-2 small from Hugging Face, converted to GGUF in the engine
 //   worker-jobs.js     generation, inspection, experiments, sweeps, patching, attribution, export
+//   worker-sae.js      sparse autoencoders: loaded (converted, cached) into the model, read
 //
 // Two builds of the engine: gpt2-engine.js (single-threaded, works everywhere) and
 // gpt2-engine-mt.js (pthreads over a SharedArrayBuffer). Browsers only give a page
@@ -18,6 +19,7 @@ import {startEngineModule} from './relaxed-simd.js';
 import {createHfConverter} from './worker-convert.js';
 import {createJobs} from './worker-jobs.js';
 import {createLoader} from './worker-load.js';
+import {createSae} from './worker-sae.js';
 
 let Module = null;
 let engine = null;  // serves the loaded model (the jobs hold it too, through attach)
@@ -39,6 +41,9 @@ const loader = createLoader({post});
 const hfConverter = createHfConverter({post, yieldToEvents, loader});
 let queuedCount = 0;  // messages in the queue, not yet started
 const jobs = createJobs({post, yieldToEvents, busy: () => queuedCount > 0});
+// The SAEs' downloads report their progress apart from the model's.
+const saeLoader = createLoader({post: (m) => post(m.type === Msg.progress ? {...m, type: Msg.saeProgress} : m)});
+const sae = createSae({post, yieldToEvents, loader: saeLoader, module: () => Module});
 
 // ---- Start ----------------------------------------------------------------------------------
 
@@ -144,6 +149,7 @@ function makeRoom(total) {
     engine = new Module.Engine();
     info = null;
     jobs.attach(engine, null);
+    sae.attach(engine, null);
   }
 }
 
@@ -169,6 +175,7 @@ async function handleLoad(msg) {
     info = loaded.info;
     modelSource = {source: loaded.source, name: loaded.name};
     jobs.attach(engine, info);
+    sae.attach(engine, info);
     jobs.warmUp();
     post({type: Msg.model, info, source: loaded.source, name: loaded.name, cacheWarning: loaded.note,
           storing: !!loaded.store});
@@ -234,6 +241,10 @@ const queued = {
   [Msg.exportBlock]: jobs.exportBlock,
   [Msg.heads]: jobs.heads,
   [Msg.quantLens]: jobs.quantLens,
+  [Msg.saeLoad]: sae.load,
+  [Msg.saeDrop]: sae.drop,
+  [Msg.saeFeatures]: sae.features,
+  [Msg.saeStrip]: sae.strip,
 };
 
 // Messages that only read the captured run: the logit lens window they interrupt stays valid.

@@ -10,6 +10,9 @@ import http from 'node:http';
 import path from 'node:path';
 
 export const kRepoPath = '/openai-community/gpt2/resolve/main';
+// jbloom's GPT-2 small SAEs (web/sae.js): saes {'blocks.L.hook_resid_pre/cfg.json': Buffer, ...};
+// their .safetensors go through the CDN redirect as LFS files do.
+export const kSaeRepoPath = '/jbloom/GPT2-Small-SAEs-Reformatted/resolve/main';
 const repoPath = (repo) => `/openai-community/${repo}/resolve/main`;
 
 // A Hugging Face GPT-2 checkpoint: by default 1 block, 2 heads, width 32, 64 positions;
@@ -74,8 +77,8 @@ const sha256 = (b) => crypto.createHash('sha256').update(b).digest('hex');
 // whether a whole file or a range; ranges: the CDN answers `Range: bytes=N-` and `bytes=N-M`
 // (with If-Range) with 206, as Hugging Face's does. repo: the repository served (gpt2,
 // gpt2-medium, ...).
-export function startFakeHf({files, lfs = ['model.safetensors'], tamper = {}, drop = {}, ranges = false,
-                             repo = 'gpt2'}) {
+export function startFakeHf({files = {}, lfs = ['model.safetensors'], tamper = {}, drop = {}, ranges = false,
+                             repo = 'gpt2', saes = {}}) {
   const requests = [];
   const dropped = new Set();
   const cors = {'Access-Control-Allow-Origin': '*',
@@ -89,12 +92,13 @@ export function startFakeHf({files, lfs = ['model.safetensors'], tamper = {}, dr
       return;
     }
     const url = new URL(req.url, 'http://x');
-    if (url.pathname.startsWith(repoPath(repo) + '/')) {
-      const name = url.pathname.slice(repoPath(repo).length + 1);
-      const body = files[name];
+    const sae = url.pathname.startsWith(kSaeRepoPath + '/');
+    if (url.pathname.startsWith(repoPath(repo) + '/') || sae) {
+      const name = url.pathname.slice((sae ? kSaeRepoPath : repoPath(repo)).length + 1);
+      const body = sae ? saes[name] : files[name];
       if (!body) { res.writeHead(404, {...cors, 'Content-Type': 'text/plain'}); res.end('Entry not found'); return; }
       const stated = tamper[name]?.sha256 ?? sha256(body);
-      if (lfs.includes(name)) {
+      if (lfs.includes(name) || (sae && name.endsWith('.safetensors'))) {
         res.writeHead(302, {...cors, Location: `/cdn/${stated}/${name}`, 'X-Linked-Size': String(body.length),
                             'X-Linked-ETag': `"${stated}"`, ETag: `"${stated}"`, 'Content-Length': 0});
         res.end();
@@ -106,9 +110,9 @@ export function startFakeHf({files, lfs = ['model.safetensors'], tamper = {}, dr
       return;
     }
     const cdn = url.pathname.match(/^\/cdn\/([0-9a-f]{64})\/(.+)$/);
-    if (cdn && files[cdn[2]]) {
+    if (cdn && (files[cdn[2]] || saes[cdn[2]])) {
       const name = cdn[2];
-      const body = tamper[name]?.body ?? files[name];
+      const body = tamper[name]?.body ?? files[name] ?? saes[name];
       const etag = `"${cdn[1]}"`;
       const range = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range || '');
       const ifRange = req.headers['if-range'];
@@ -142,7 +146,7 @@ export function startFakeHf({files, lfs = ['model.safetensors'], tamper = {}, dr
   return new Promise((resolve) => {
     server.listen(0, '127.0.0.1', () => {
       const origin = `http://127.0.0.1:${server.address().port}`;
-      resolve({url: origin + repoPath(repo), requests,
+      resolve({url: origin + repoPath(repo), origin, requests,
                close: () => new Promise((r) => { server.closeAllConnections?.(); server.close(r); })});
     });
   });

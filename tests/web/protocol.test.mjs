@@ -31,7 +31,9 @@ describe('the message protocol', () => {
   });
 
   test('every message the page sends has a handler in the worker', () => {
-    const page = fs.readFileSync(path.join(kWeb, 'app.js'), 'utf8');
+    // app.js and its panels (app-*.js) send them.
+    const page = fs.readdirSync(kWeb).filter((f) => /^app(-[\w-]+)?\.js$/.test(f))
+        .map((f) => fs.readFileSync(path.join(kWeb, f), 'utf8')).join('\n');
     const worker = fs.readFileSync(path.join(kWeb, 'worker.js'), 'utf8');
     const sent = [...new Set([...page.matchAll(/postMessage\(\{type: Msg\.(\w+)/g)].map((m) => m[1]))];
     assert.ok(sent.length >= 10, `the page sends ${sent.length} kinds of message`);
