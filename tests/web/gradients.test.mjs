@@ -236,6 +236,9 @@ describe('saliency on the page', {skip: !fs.existsSync(path.join(kSite, 'index.h
                                       !document.querySelector('[data-testid=error]').hidden, key, {timeout: kTimeout});
     const err = page.getByTestId('error');
     if (await err.isVisible()) throw new Error(`page error: ${await err.textContent()}`);
+    // The reply is in the state; the view draws it on the next frame.
+    await page.waitForFunction((k) => document.querySelector('[data-testid=atp-exact]').dataset.exact ===
+                                      String(window.gpt2Page.state.atpExact.results[k].value), key, {timeout: kTimeout});
     return page.evaluate((k) => window.gpt2Page.state.atpExact.results[k], key);
   }
 
