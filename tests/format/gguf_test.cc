@@ -86,17 +86,24 @@ std::vector<uint8_t> Build(const FileSpec& spec) {
   return f.b;
 }
 
-// Parses a copy held in a buffer of exactly `bytes.size()` bytes, so that AddressSanitizer
-// flags any read past the end.
-std::unique_ptr<GgufFile> ParseCopy(const std::vector<uint8_t>& bytes, size_t size) {
-  std::unique_ptr<uint8_t[]> copy(size ? new uint8_t[size] : nullptr);
-  if (size) std::memcpy(copy.get(), bytes.data(), size);
-  auto f = GgufFile::Parse(copy.get(), size);
-  // Tensor pointers would dangle once `copy` goes; the tests that use them call Parse directly.
-  return f;
+// A file parsed from a copy held in a buffer of exactly its size, so that AddressSanitizer flags
+// any read past the end; the copy lives as long as the file, which reads its arrays and tensor
+// data from it.
+struct ParsedCopy {
+  std::unique_ptr<uint8_t[]> bytes;
+  std::unique_ptr<GgufFile> file;
+  const GgufFile* operator->() const { return file.get(); }
+};
+
+ParsedCopy ParseCopy(const std::vector<uint8_t>& bytes, size_t size) {
+  ParsedCopy p;
+  p.bytes.reset(size ? new uint8_t[size] : nullptr);
+  if (size) std::memcpy(p.bytes.get(), bytes.data(), size);
+  p.file = GgufFile::Parse(p.bytes.get(), size);
+  return p;
 }
 
-std::unique_ptr<GgufFile> Parse(const std::vector<uint8_t>& bytes) {
+ParsedCopy Parse(const std::vector<uint8_t>& bytes) {
   return ParseCopy(bytes, bytes.size());
 }
 
