@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "lab/lab.h"
+#include "lab/prompt_pair.h"
 
 namespace gpt2 {
 
@@ -131,10 +132,7 @@ AtpResult AttributionPatching(Session& session, Backward& backward, const std::v
                               const std::vector<int>& corrupt, int target, int contrast,
                               const Interventions* iv) {
   const Config& c = session.model().config();
-  if (clean.size() != corrupt.size()) {
-    throw Error("the clean and the corrupted prompt must have the same number of tokens (" +
-                std::to_string(clean.size()) + " and " + std::to_string(corrupt.size()) + ")");
-  }
+  CheckPromptPair(clean, corrupt, "attribution patching");
   const int T = static_cast<int>(clean.size());
   const int L = c.n_layer, H = c.n_head;
   const int64_t C = c.n_embd, D = c.head_dim();
@@ -199,10 +197,7 @@ ExactPatchResult ExactPatch(Session& session, const std::vector<int>& clean, con
                             AtpCell cell, int layer, int index, int target, int contrast,
                             const Interventions* iv) {
   const Config& c = session.model().config();
-  if (clean.size() != corrupt.size()) {
-    throw Error("the clean and the corrupted prompt must have the same number of tokens (" +
-                std::to_string(clean.size()) + " and " + std::to_string(corrupt.size()) + ")");
-  }
+  CheckPromptPair(clean, corrupt, "an exact patch");
   const int T = static_cast<int>(clean.size());
   const int64_t C = c.n_embd, D = c.head_dim();
   if (layer < 0 || layer >= c.n_layer) {

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "base/error.h"
+#include "lab/prompt_pair.h"
 
 namespace gpt2 {
 
@@ -473,12 +474,7 @@ HeadSweepStart Lab::StartHeadSweep(int position, int target, const LabInterventi
 
 PatchingStart Lab::StartPatching(const std::vector<int>& clean, const std::vector<int>& corrupted,
                                  const LabInterventions& iv) {
-  if (clean.empty() || corrupted.empty()) throw Error("Type a clean and a corrupted prompt.");
-  if (clean.size() != corrupted.size()) {
-    throw Error("The clean prompt is " + std::to_string(clean.size()) + " tokens and the corrupted one " +
-                std::to_string(corrupted.size()) +
-                ": patching needs the same number of tokens (change a word for another of one token).");
-  }
+  CheckPromptPair(clean, corrupted, "patching");
   CheckPrompt(static_cast<int>(clean.size()));
   const int L = config().n_layer, T = static_cast<int>(clean.size());
   BeginJob(Job::kPatching, iv);

@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "lab/lab.h"
+#include "lab/prompt_pair.h"
 
 namespace gpt2 {
 
@@ -95,12 +96,7 @@ PathPatchStart Lab::PreparePathPatch(Job kind, const std::vector<int>& clean, co
                                      const std::vector<PathReceiver>& receivers, int target, int contrast,
                                      const LabInterventions& iv) {
   const Config& c = config();
-  if (clean.empty() || corrupted.empty()) throw Error("Type a clean and a corrupted prompt.");
-  if (clean.size() != corrupted.size()) {
-    throw Error("The clean prompt is " + std::to_string(clean.size()) + " tokens and the corrupted one " +
-                std::to_string(corrupted.size()) +
-                ": path patching needs the same number of tokens (change a word for another of one token).");
-  }
+  CheckPromptPair(clean, corrupted, "path patching");
   CheckPrompt(static_cast<int>(clean.size()));
   for (int id : clean) RequireToken(id);
   for (int id : corrupted) RequireToken(id);
