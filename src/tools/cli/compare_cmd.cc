@@ -19,6 +19,7 @@
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/cli/args.h"
+#include "tools/cli/json_out.h"
 #include "tools/common/intervention_flags.h"
 
 namespace gpt2 {
@@ -42,32 +43,25 @@ OpenModel Open(const std::string& path) {
 }
 
 void WriteCompareJson(const std::string& path, const std::vector<int>& ids, const Comparison& r) {
-  std::ofstream out(path + ".tmp", std::ios::binary);
-  if (!out) throw Error("cannot write '" + path + "'");
-  auto list = [&](const std::vector<int>& v) {
-    out << '[';
-    for (size_t i = 0; i < v.size(); ++i) out << (i ? "," : "") << v[i];
-    out << ']';
-  };
-  char buf[64];
-  auto num = [&](double v) {
-    std::snprintf(buf, sizeof buf, "%.9g", v);
-    return std::string(buf);
-  };
-  out << "{\"ids\":";
-  list(ids);
-  out << ",\"positions\":" << r.positions << ",\"blocks\":[";
-  for (size_t l = 0; l < r.blocks.size(); ++l) {
-    out << (l ? "," : "") << "{\"layer\":" << l << ",\"cos\":" << num(r.blocks[l].cos)
-        << ",\"rel\":" << num(r.blocks[l].rel) << ",\"kl\":" << num(r.blocks[l].kl) << "}";
-  }
-  out << "],\"top1\":{\"agree\":" << r.agree << ",\"positions\":" << r.positions << ",\"a\":";
-  list(r.top_a);
-  out << ",\"b\":";
-  list(r.top_b);
-  out << "}}\n";
-  out.close();
-  if (!out || std::rename((path + ".tmp").c_str(), path.c_str()) != 0) throw Error("cannot write '" + path + "'");
+  WriteJsonFile(path, [&](std::ostream& out) {
+    out << "{\"ids\":";
+    JsonArray(out, ids);
+    out << ",\"positions\":" << r.positions << ",\"blocks\":[";
+    for (size_t l = 0; l < r.blocks.size(); ++l) {
+      out << (l ? "," : "") << "{\"layer\":" << l << ",\"cos\":";
+      JsonNumber(out, r.blocks[l].cos);
+      out << ",\"rel\":";
+      JsonNumber(out, r.blocks[l].rel);
+      out << ",\"kl\":";
+      JsonNumber(out, r.blocks[l].kl);
+      out << "}";
+    }
+    out << "],\"top1\":{\"agree\":" << r.agree << ",\"positions\":" << r.positions << ",\"a\":";
+    JsonArray(out, r.top_a);
+    out << ",\"b\":";
+    JsonArray(out, r.top_b);
+    out << "}}\n";
+  });
 }
 
 }  // namespace

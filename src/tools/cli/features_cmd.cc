@@ -9,7 +9,7 @@
 #include "tools/cli/features_cmd.h"
 
 #include <cstdio>
-#include <fstream>
+#include <sstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -19,17 +19,17 @@
 #include "format/gguf.h"
 #include "lab/lab.h"
 #include "tools/cli/args.h"
+#include "tools/cli/json_out.h"
 #include "tools/common/intervention_flags.h"
 
 namespace gpt2 {
 
 namespace {
 
-
 std::string Number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
+  std::ostringstream s;
+  JsonNumber(s, v);
+  return s.str();
 }
 
 }  // namespace
@@ -94,11 +94,7 @@ int FeaturesCommand(int argc, char** argv) {
   }
   json += "]}\n";
   if (args.Has("json")) {
-    const std::string path = args.Get("json");
-    std::ofstream out(path + ".tmp", std::ios::binary);
-    out << json;
-    out.close();
-    if (!out || std::rename((path + ".tmp").c_str(), path.c_str()) != 0) throw Error("cannot write '" + path + "'");
+    WriteJsonFile(args.Get("json"), [&](std::ostream& out) { out << json; });
   }
   return 0;
 }

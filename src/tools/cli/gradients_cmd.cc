@@ -19,6 +19,7 @@
 #include "base/error.h"
 #include "lab/gradients.h"
 #include "model/backward.h"
+#include "tools/cli/json_out.h"
 #include "tools/common/intervention_flags.h"
 
 namespace gpt2 {
@@ -56,36 +57,6 @@ std::vector<int> Prompt(const Args& args, const std::string& flag, const Tokeniz
                      std::to_string(c.n_ctx));
   }
   return ids;
-}
-
-void JsonNumber(std::ostream& out, double v) {
-  if (!std::isfinite(v)) {
-    out << "null";
-    return;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.9g", v);
-  out << buf;
-}
-
-void JsonArray(std::ostream& out, const double* v, size_t n) {
-  out << '[';
-  for (size_t i = 0; i < n; ++i) {
-    if (i) out << ',';
-    JsonNumber(out, v[i]);
-  }
-  out << ']';
-}
-
-template <typename Write>
-void WriteJsonFile(const std::string& path, Write write) {
-  std::ofstream out(path + ".tmp", std::ios::binary);
-  if (!out) throw Error("cannot write '" + path + "'");
-  write(out);
-  out.close();
-  if (!out || std::rename((path + ".tmp").c_str(), path.c_str()) != 0) {
-    throw Error("cannot write '" + path + "'");
-  }
 }
 
 int RunSaliency(const Args& args, const Model& model, const Tokenizer& tokenizer, int n_threads,

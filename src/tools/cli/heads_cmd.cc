@@ -19,6 +19,7 @@
 #include "lab/head_scores.h"
 #include "lab/lab.h"
 #include "tools/cli/args.h"
+#include "tools/cli/json_out.h"
 #include "tools/common/intervention_flags.h"
 
 namespace gpt2 {
@@ -49,35 +50,33 @@ std::vector<int> ParseIds(const std::string& text) {
 }
 
 void WriteHeadsJson(const std::string& path, const std::vector<int>& ids, const HeadScores& s) {
-  std::ofstream out(path + ".tmp", std::ios::binary);
-  if (!out) throw Error("cannot write '" + path + "'");
-  auto list = [&](const std::vector<int>& v) {
-    out << '[';
-    for (size_t i = 0; i < v.size(); ++i) out << (i ? "," : "") << v[i];
-    out << ']';
-  };
-  char buf[64];
-  auto num = [&](double v) {
-    std::snprintf(buf, sizeof buf, "%.9g", v);
-    return std::string(buf);
-  };
   const UniformScores u = UniformHeadScores(s.repeat);
-  out << "{\"ids\":";
-  list(ids);
-  out << ",\"sequence\":";
-  list(RepeatedSequence(ids));
-  out << ",\"n_layer\":" << s.n_layer << ",\"n_head\":" << s.n_head << ",\"uniform\":{\"prev\":" << num(u.prev)
-      << ",\"dup\":" << num(u.dup) << ",\"induction\":" << num(u.induction) << "},\"heads\":[";
-  for (int l = 0; l < s.n_layer; ++l) {
-    for (int h = 0; h < s.n_head; ++h) {
-      const size_t i = size_t(l) * s.n_head + h;
-      out << (i ? "," : "") << "{\"layer\":" << l << ",\"head\":" << h << ",\"prev\":" << num(s.prev[i])
-          << ",\"dup\":" << num(s.dup[i]) << ",\"induction\":" << num(s.induction[i]) << "}";
+  WriteJsonFile(path, [&](std::ostream& out) {
+    out << "{\"ids\":";
+    JsonArray(out, ids);
+    out << ",\"sequence\":";
+    JsonArray(out, RepeatedSequence(ids));
+    out << ",\"n_layer\":" << s.n_layer << ",\"n_head\":" << s.n_head << ",\"uniform\":{\"prev\":";
+    JsonNumber(out, u.prev);
+    out << ",\"dup\":";
+    JsonNumber(out, u.dup);
+    out << ",\"induction\":";
+    JsonNumber(out, u.induction);
+    out << "},\"heads\":[";
+    for (int l = 0; l < s.n_layer; ++l) {
+      for (int h = 0; h < s.n_head; ++h) {
+        const size_t i = size_t(l) * s.n_head + h;
+        out << (i ? "," : "") << "{\"layer\":" << l << ",\"head\":" << h << ",\"prev\":";
+        JsonNumber(out, s.prev[i]);
+        out << ",\"dup\":";
+        JsonNumber(out, s.dup[i]);
+        out << ",\"induction\":";
+        JsonNumber(out, s.induction[i]);
+        out << "}";
+      }
     }
-  }
-  out << "]}\n";
-  out.close();
-  if (!out || std::rename((path + ".tmp").c_str(), path.c_str()) != 0) throw Error("cannot write '" + path + "'");
+    out << "]}\n";
+  });
 }
 
 }  // namespace

@@ -5,51 +5,17 @@
 #include <cstdio>
 
 #include "kernels/kernels.h"
+#include "tools/cli/json_out.h"
 
 namespace gpt2 {
 
 namespace {
 
-void WriteString(std::ostream& out, const std::string& s) {
-  out << '"';
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') out << '\\' << c;
-    else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out << buf;
-    } else out << c;
-  }
-  out << '"';
-}
-
-// Shortest text that reads back as the same float; non-finite values as null.
-void WriteFloat(std::ostream& out, float v) {
-  if (!std::isfinite(v)) {
-    out << "null";
-    return;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  out << buf;
-}
-
-template <typename T>
-void WriteArray(std::ostream& out, const std::vector<T>& values) {
-  out << '[';
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (i) out << ',';
-    if constexpr (std::is_floating_point<T>::value) WriteFloat(out, values[i]);
-    else out << values[i];
-  }
-  out << ']';
-}
-
 void WriteTop(std::ostream& out, const std::vector<int>& ids, const std::vector<float>& probs) {
   out << "\"top_ids\":";
-  WriteArray(out, ids);
+  JsonArray(out, ids);
   out << ",\"top_probs\":";
-  WriteArray(out, probs);
+  JsonArray(out, probs);
 }
 
 }  // namespace
@@ -67,27 +33,27 @@ void WriteInspectJson(std::ostream& out, const Model& model, const Tokenizer& to
         << interventions.ablate_heads[i].head << ']';
   }
   out << "],\"skip_attn\":";
-  WriteArray(out, interventions.skip_attn);
+  JsonArray(out, interventions.skip_attn);
   out << ",\"skip_mlp\":";
-  WriteArray(out, interventions.skip_mlp);
+  JsonArray(out, interventions.skip_mlp);
   out << ",\"no_residual\":";
-  WriteArray(out, interventions.no_residual);
+  JsonArray(out, interventions.no_residual);
   out << ",\"post_norm\":" << (interventions.post_norm ? "true" : "false") << "},\n\"ids\":";
-  WriteArray(out, ids);
+  JsonArray(out, ids);
   out << ",\n\"tokens\":[";
   for (int i = 0; i < T; ++i) {
     if (i) out << ',';
-    WriteString(out, tokenizer.TokenBytes(ids[i]));
+    JsonString(out, tokenizer.TokenBytes(ids[i]));
   }
   out << "],\n\"tensors\":[";
   for (size_t i = 0; i < recorder.tensors().size(); ++i) {
     const RecordedTensor& t = recorder.tensors()[i];
     out << (i ? ",\n" : "\n") << "{\"name\":";
-    WriteString(out, t.name);
+    JsonString(out, t.name);
     out << ",\"layer\":" << t.layer << ",\"pos0\":" << t.pos0 << ",\"shape\":";
-    WriteArray(out, t.shape);
+    JsonArray(out, t.shape);
     out << ",\"data\":";
-    WriteArray(out, t.data);
+    JsonArray(out, t.data);
     out << '}';
   }
   out << "],\n\"logit_lens\":[";
@@ -125,13 +91,13 @@ void WriteAttributionJson(std::ostream& out, const Attribution& a) {
       << ",\n\"components\":[";
   for (size_t i = 0; i < a.components.size(); ++i) {
     out << (i ? ",\n" : "\n") << "{\"name\":";
-    WriteString(out, a.components[i].name);
+    JsonString(out, a.components[i].name);
     out << ",\"value\":";
-    WriteFloat(out, static_cast<float>(a.components[i].value));
+    JsonNumber(out, static_cast<float>(a.components[i].value));
     out << '}';
   }
   out << "],\n\"logit\":";
-  WriteFloat(out, static_cast<float>(a.logit));
+  JsonNumber(out, static_cast<float>(a.logit));
   out << "}\n";
 }
 

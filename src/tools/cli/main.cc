@@ -28,6 +28,7 @@
 #include "tools/cli/features_cmd.h"
 #include "tools/cli/gradients_cmd.h"
 #include "tools/cli/inspect_json.h"
+#include "tools/cli/json_out.h"
 #include "tools/cli/path_patch_cmd.h"
 #include "tools/common/intervention_flags.h"
 
@@ -246,13 +247,9 @@ int Inspect(const Args& args) {
   session.Prefill(ids.data(), static_cast<int>(ids.size()), run);
   const int top_k = static_cast<int>(args.GetInt("top-k", 10));
   const std::string out_path = args.Get("json");
-  std::ofstream out(out_path + ".tmp", std::ios::binary);
-  if (!out) throw Error("cannot write '" + out_path + "'");
-  WriteInspectJson(out, *m.model, *m.tokenizer, ids, recorder, top_k, interventions);
-  out.close();
-  if (!out || std::rename((out_path + ".tmp").c_str(), out_path.c_str()) != 0) {
-    throw Error("cannot write '" + out_path + "'");
-  }
+  WriteJsonFile(out_path, [&](std::ostream& out) {
+    WriteInspectJson(out, *m.model, *m.tokenizer, ids, recorder, top_k, interventions);
+  });
   std::cerr << "gpt2: wrote " << recorder.tensors().size() << " tensors and the logit lens for "
             << ids.size() << " tokens to " << out_path << "\n";
   return 0;
@@ -300,14 +297,7 @@ int Attribute(const Args& args) {
   }
   std::printf("logit\t%.7g\n", a.logit);
   if (args.Has("json")) {
-    const std::string out_path = args.Get("json");
-    std::ofstream out(out_path + ".tmp", std::ios::binary);
-    if (!out) throw Error("cannot write '" + out_path + "'");
-    WriteAttributionJson(out, a);
-    out.close();
-    if (!out || std::rename((out_path + ".tmp").c_str(), out_path.c_str()) != 0) {
-      throw Error("cannot write '" + out_path + "'");
-    }
+    WriteJsonFile(args.Get("json"), [&](std::ostream& out) { WriteAttributionJson(out, a); });
   }
   return 0;
 }
