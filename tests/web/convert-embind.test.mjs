@@ -5,25 +5,20 @@
 import assert from 'node:assert/strict';
 import {execFileSync} from 'node:child_process';
 import fs from 'node:fs';
-import {createRequire} from 'node:module';
 import path from 'node:path';
 import {before, describe, test} from 'node:test';
 import {kRoot} from './browser.mjs';
 import {makeCheckpoint} from './fake-hf.mjs';
-import {kNative, modelDir} from './fixtures.mjs';
+import {kNative, kNodeModule, modelDir, nodeModule} from './fixtures.mjs';
 
-const kModulePath = path.join(kRoot, 'build/wasm/web/gpt2-engine-node.cjs');
 const kConvert = path.join(kNative, 'gpt2-convert');
-const skip = (!fs.existsSync(kModulePath) && 'build/wasm not built') ||
+const skip = (!fs.existsSync(kNodeModule) && 'build/wasm not built') ||
              (!fs.existsSync(kConvert) && 'build/native not built');
 const kPeakLimit = 1.2e9;  // bytes of wasm memory, the bound
 
 // A fresh module per checkpoint: wasm memory never shrinks, so the heap's size after a
 // conversion is its peak during it.
-async function loadModule() {
-  const factory = createRequire(import.meta.url)(kModulePath);
-  return factory({wasmBinary: fs.readFileSync(kModulePath.replace(/\.cjs$/, '.wasm'))});
-}
+const loadModule = nodeModule;
 
 function writeCheckpoint(dir, files) {
   fs.mkdirSync(dir, {recursive: true});

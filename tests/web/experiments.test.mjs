@@ -4,32 +4,14 @@
 import assert from 'node:assert/strict';
 import {execFileSync} from 'node:child_process';
 import fs from 'node:fs';
-import {createRequire} from 'node:module';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
 import {kRoot, launchBrowser, serveSite, watchConsole} from './browser.mjs';
-import {closeTo, kNative, kPrompt, kSampling, makeModels, modelDir, nativeGenerate, nativeInspect, norm, row, tensor} from './fixtures.mjs';
+import {closeTo, kNative, kPrompt, kSampling, makeModels, modelDir, nativeGenerate, nativeInspect, nodeEngine, norm, row, tensor} from './fixtures.mjs';
 
 const kSite = path.join(kRoot, 'build/site');
 const kTimeout = 60_000;
 const kGpt2 = path.join(kNative, 'gpt2');
-
-function nativeInspectWith(model, flags) {
-  const json = path.join(path.dirname(model), `inspect-${flags.join('_')}.json`);
-  execFileSync(kGpt2, ['inspect', '--model', model, '--prompt', kPrompt, '--json', json, '--threads', '1',
-                       '--activations', 'int8', ...flags],
-               {stdio: 'pipe'});
-  return JSON.parse(fs.readFileSync(json, 'utf8'));
-}
-
-function nativeGenerateWith(model, flags, s = kSampling) {
-  const out = execFileSync(kGpt2, [
-    'generate', '--model', model, '--prompt', kPrompt, '--n', String(s.maxTokens), '--temp', String(s.temperature),
-    '--top-k', String(s.topK), '--top-p', String(s.topP), '--seed', String(s.seed), '--threads', '1', '--print-ids',
-    '--activations', 'int8', ...flags], {encoding: 'utf8'});
-  const lines = out.trimEnd().split('\n');
-  return lines[lines.length - 1].trim().split(/\s+/).map(Number);
-}
 
 function nativeLogProbs(inspect, p) {
   const t = inspect.tensors.find((x) => x.name === 'logits');
@@ -89,13 +71,7 @@ function sameTop(list, fin, what) {
 // The page's engine built for Node, loaded with `model`, and the mean head outputs of a plain
 // run of kPrompt (what the page's "knock out to the mean" uses).
 async function nodeEngineWithMeans(model) {
-  const modulePath = path.join(kRoot, 'build/wasm/web/gpt2-engine-node.cjs');
-  const Module = await createRequire(import.meta.url)(modulePath)({wasmBinary: fs.readFileSync(modulePath.replace(/\.cjs$/, '.wasm'))});
-  const engine = new Module.Engine();
-  const bytes = fs.readFileSync(model);
-  engine.beginLoad(bytes.length);
-  engine.appendChunk(bytes);
-  engine.finishLoad(1);
+  const {engine} = await nodeEngine(model);
   engine.setCapture(true);
   engine.prefill(engine.tokenize(kPrompt));
   return {engine, means: engine.headMeans()};
@@ -233,7 +209,7 @@ describe('the Experiments panel', {skip: !fs.existsSync(path.join(kSite, 'index.
     await page.waitForSelector('[data-testid=attention-grid] .attn-cell.knocked-out[data-layer="1"][data-head="2"]');
     assert.match(await page.getByTestId('exp-summary').textContent(), /head 1\.2 knocked out/);
     const kl = await runAgain(page);
-    const ablated = nativeInspectWith(models.model, ['--ablate-heads', '1.2']);
+    const ablated = nativeInspect(models.model, kPrompt, ['--ablate-heads', '1.2']);
     sameTop(await listOf(page, 'exp-before'), plain.final[T - 1], 'before');
     sameTop(await listOf(page, 'exp-after'), ablated.final[T - 1], 'after');
     assert.ok(kl > 0, `KL ${kl} > 0`);
@@ -241,7 +217,7 @@ describe('the Experiments panel', {skip: !fs.existsSync(path.join(kSite, 'index.
     // Same seed: the plain text is `gpt2 generate`'s, the changed one `gpt2 generate --ablate-heads 1.2`'s.
     const textIds = async (id) => (await page.getByTestId(id).getAttribute('data-ids')).split(' ').map(Number);
     assert.deepEqual(await textIds('exp-text-before'), nativeGenerate(models.model));
-    const changed = nativeGenerateWith(models.model, ['--ablate-heads', '1.2']);
+    const changed = nativeGenerate(models.model, kPrompt, kSampling, 1, ['--ablate-heads', '1.2']);
     assert.deepEqual(await textIds('exp-text-after'), changed);
     const plainIds = nativeGenerate(models.model);
     let parts = 0;
@@ -342,7 +318,7 @@ describe('the Experiments panel', {skip: !fs.existsSync(path.join(kSite, 'index.
     await page.waitForFunction(() => document.querySelector('[data-testid=exp-diagram] .step:nth-child(2)').dataset.step === 'attn');
     assert.deepEqual(await order(), ['x in', 'attn', 'add1', 'ln_1', 'mlp', 'add2', 'ln_2', 'x out']);
     await runAgain(page);
-    sameTop(await listOf(page, 'exp-after'), nativeInspectWith(models.model, ['--post-norm']).final[T - 1], 'post-norm');
+    sameTop(await listOf(page, 'exp-after'), nativeInspect(models.model, kPrompt, ['--post-norm']).final[T - 1], 'post-norm');
 
     await page.getByTestId('exp-reset').click();
     await page.locator('#layer-select').selectOption('1');
@@ -350,10 +326,10 @@ describe('the Experiments panel', {skip: !fs.existsSync(path.join(kSite, 'index.
     assert.match(await page.getByTestId('exp-summary').textContent(), /block 1 without residual/);
     await page.waitForSelector('[data-testid=exp-diagram] .step.off[data-step="add1"]');
     await runAgain(page);
-    sameTop(await listOf(page, 'exp-after'), nativeInspectWith(models.model, ['--no-residual', '1']).final[T - 1],
+    sameTop(await listOf(page, 'exp-after'), nativeInspect(models.model, kPrompt, ['--no-residual', '1']).final[T - 1],
             'no residual');
     assert.deepEqual((await page.getByTestId('exp-text-after').getAttribute('data-ids')).split(' ').map(Number),
-                     nativeGenerateWith(models.model, ['--no-residual', '1']));
+                     nativeGenerate(models.model, kPrompt, kSampling, 1, ['--no-residual', '1']));
     await page.getByTestId('exp-reset').click();
   });
 
@@ -370,7 +346,7 @@ describe('the Experiments panel', {skip: !fs.existsSync(path.join(kSite, 'index.
     const brute = [];
     for (let l = 0; l < L; ++l) {
       for (let h = 0; h < H; ++h) {
-        const lp = nativeLogProbs(nativeInspectWith(models.model, ['--ablate-heads', `${l}.${h}`]), T - 1)[target];
+        const lp = nativeLogProbs(nativeInspect(models.model, kPrompt, ['--ablate-heads', `${l}.${h}`]), T - 1)[target];
         brute.push({layer: l, head: h, drop: base - lp});
       }
     }

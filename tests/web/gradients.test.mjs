@@ -3,16 +3,14 @@
 import assert from 'node:assert/strict';
 import {execFileSync} from 'node:child_process';
 import fs from 'node:fs';
-import {createRequire} from 'node:module';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
 import {kRoot, launchBrowser, serveSite, watchConsole} from './browser.mjs';
-import {closeTo, kNative, kPrompt, kSampling, makeModels, modelDir, nativeInspect} from './fixtures.mjs';
+import {closeTo, kNative, kPrompt, kSampling, makeModels, modelDir, nativeInspect, nodeEngine} from './fixtures.mjs';
 
 const kSite = path.join(kRoot, 'build/site');
 const kTimeout = 60_000;
 const kGpt2 = path.join(kNative, 'gpt2');
-const kNodeModule = path.join(kRoot, 'build/wasm/web/gpt2-engine-node.cjs');
 
 describe('saliency on the page', {skip: !fs.existsSync(path.join(kSite, 'index.html')) && 'build/site not built'}, () => {
   let models, server, browser, page, T;
@@ -135,13 +133,7 @@ describe('saliency on the page', {skip: !fs.existsSync(path.join(kSite, 'index.h
     });
     assert.deepEqual([w.layer, w.head, w.query, w.key], [layer, head, query, key]);
     // The same call through the bindings under Node, on the page's conversation.
-    const require = createRequire(import.meta.url);
-    const Module = await require(kNodeModule)({wasmBinary: fs.readFileSync(kNodeModule.replace(/\.cjs$/, '.wasm'))});
-    const engine = new Module.Engine();
-    const bytes = fs.readFileSync(models.model);
-    engine.beginLoad(bytes.length);
-    engine.appendChunk(bytes);
-    engine.finishLoad(1);
+    const {engine} = await nodeEngine(models.model);
     engine.prefill(w.ids);
     const want = engine.scoreSaliency(layer, head, query, key);
     engine.delete();
@@ -261,13 +253,7 @@ describe('saliency on the page', {skip: !fs.existsSync(path.join(kSite, 'index.h
                  new RegExp(`stream entering block ${l} at position ${p} .*changes the logit difference`));
     // Head cells: the same call through the bindings under Node (checked against PyTorch in
     // gradients-embind.test.mjs).
-    const require = createRequire(import.meta.url);
-    const Module = await require(kNodeModule)({wasmBinary: fs.readFileSync(kNodeModule.replace(/\.cjs$/, '.wasm'))});
-    const engine = new Module.Engine();
-    const bytes = fs.readFileSync(models.model);
-    engine.beginLoad(bytes.length);
-    engine.appendChunk(bytes);
-    engine.finishLoad(1);
+    const {engine} = await nodeEngine(models.model);
     const clean = engine.tokenize(s.request.clean), corrupted = engine.tokenize(s.request.corrupted);
     const heads = [[1, 2], [0, 1], [1, 0]];
     for (const [hl, hh] of heads) {

@@ -6,11 +6,10 @@
 import assert from 'node:assert/strict';
 import {execFileSync} from 'node:child_process';
 import fs from 'node:fs';
-import {createRequire} from 'node:module';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
 import {kRoot, launchBrowser, watchConsole} from './browser.mjs';
-import {kNative, kPrompt, kSampling, makeModels, modelDir, nativeGenerate} from './fixtures.mjs';
+import {kNative, kPrompt, kSampling, makeModels, modelDir, nativeGenerate, nodeEngine} from './fixtures.mjs';
 import {startHostileServer} from './hostile-server.mjs';
 
 const kSite = path.join(kRoot, 'build/site');
@@ -369,14 +368,7 @@ describe('the page under bad conditions', {skip: !fs.existsSync(path.join(kSite,
   // then (page and CLI ids are compared on short runs elsewhere); what this test asks is that the
   // twentieth generation in one page still equals a fresh start.
   function freshEngineGenerate(model, prompt, {temperature, topK, topP, seed}, nCtx) {
-    const modulePath = path.join(kRoot, 'build/wasm/web/gpt2-engine-node.cjs');
-    const factory = createRequire(import.meta.url)(modulePath);
-    return factory({wasmBinary: fs.readFileSync(modulePath.replace(/\.cjs$/, '.wasm'))}).then((Module) => {
-      const engine = new Module.Engine();
-      const bytes = fs.readFileSync(model);
-      engine.beginLoad(bytes.length);
-      engine.appendChunk(bytes);
-      engine.finishLoad(1);
+    return nodeEngine(model).then(({engine}) => {
       engine.setSampling(temperature, topK, topP, seed);
       const ids = Array.from(engine.tokenize(prompt));
       engine.prefill(ids);

@@ -5,36 +5,19 @@
 import assert from 'node:assert/strict';
 import {execFileSync} from 'node:child_process';
 import fs from 'node:fs';
-import {createRequire} from 'node:module';
 import path from 'node:path';
 import {before, describe, test} from 'node:test';
-import {kRoot} from './browser.mjs';
-import {closeTo, kNative, kPrompt, makeModels, tensor} from './fixtures.mjs';
+import {closeTo, kNative, kNodeModule, kPrompt, makeModels, nativeInspect, nodeEngine, tensor} from './fixtures.mjs';
 
-const kModulePath = path.join(kRoot, 'build/wasm/web/gpt2-engine-node.cjs');
 const kGpt2 = path.join(kNative, 'gpt2');
 
-function nativeInspectWith(model, flags) {
-  const json = path.join(path.dirname(model), 'inspect-intervened.json');
-  execFileSync(kGpt2, ['inspect', '--model', model, '--prompt', kPrompt, '--json', json, '--threads', '1',
-                       '--activations', 'int8', ...flags], {stdio: 'pipe'});
-  return JSON.parse(fs.readFileSync(json, 'utf8'));
-}
-
 describe('Embind interventions and attribution under Node',
-         {skip: !fs.existsSync(kModulePath) && 'build/wasm not built'}, () => {
+         {skip: !fs.existsSync(kNodeModule) && 'build/wasm not built'}, () => {
   let Module, models, engine, info, ids;
 
   before(async () => {
     models = makeModels('node-interventions');
-    const require = createRequire(import.meta.url);
-    const factory = require(kModulePath);
-    Module = await factory({wasmBinary: fs.readFileSync(kModulePath.replace(/\.cjs$/, '.wasm'))});
-    engine = new Module.Engine();
-    const bytes = fs.readFileSync(models.model);
-    engine.beginLoad(bytes.length);
-    engine.appendChunk(bytes);
-    info = engine.finishLoad(1);
+    ({Module, engine, info} = await nodeEngine(models.model));
     ids = Array.from(engine.tokenize(kPrompt));
   });
 
@@ -48,7 +31,7 @@ describe('Embind interventions and attribution under Node',
     engine.setInterventions({ablateHeads: [[1, 2]], skipMlp: [1]});
     assert.equal(engine.firstChangedBlock(), 1);
     assert.equal(engine.rerun(), 1);  // block 0 is reused
-    const native = nativeInspectWith(models.model, ['--ablate-heads', '1.2', '--skip-mlp', '1']);
+    const native = nativeInspect(models.model, kPrompt, ['--ablate-heads', '1.2', '--skip-mlp', '1']);
     const top = engine.topProbs(T - 1);
     assert.deepEqual(Array.from(top.ids).slice(0, 3), native.final[T - 1].top_ids.slice(0, 3));
     closeTo(top.probs[0], native.final[T - 1].top_probs[0], 2e-3, 'intervened top prob');
@@ -76,7 +59,7 @@ describe('Embind interventions and attribution under Node',
     engine.reset();
     engine.setCapture(true);
     engine.prefill(ids);
-    const native = nativeInspectWith(models.model, ['--post-norm']);
+    const native = nativeInspect(models.model, kPrompt, ['--post-norm']);
     const t = native.tensors.find((x) => x.name === 'logits');
     const V = t.shape[1];
     for (const p of [0, T - 1]) {
@@ -160,11 +143,11 @@ describe('Embind interventions and attribution under Node',
     engine.reset();
     engine.prefill(ids);
     const target = engine.topProbs(T - 1).ids[1];
-    closeTo(engine.logProbs(T - 1, [target])[0], logSoftmax(nativeInspectWith(models.model, []), T - 1)(target),
+    closeTo(engine.logProbs(T - 1, [target])[0], logSoftmax(nativeInspect(models.model, kPrompt, []), T - 1)(target),
             1e-4, 'baseline');
     // Mixed blocks and positions: each probe re-runs what the one before it changed.
     for (const [l, h, p] of [[1, 2, T - 1], [0, 3, 2], [1, 0, 4], [0, 1, T - 1], [1, 1, 0]]) {
-      const want = logSoftmax(nativeInspectWith(models.model, ['--ablate-heads', `${l}.${h}`]), p)(target);
+      const want = logSoftmax(nativeInspect(models.model, kPrompt, ['--ablate-heads', `${l}.${h}`]), p)(target);
       closeTo(engine.ablatedLogProbs([[l, h]], p, target, zero)[0], want, 1e-4, `head ${l}.${h} at ${p}`);
     }
     assert.throws(() => engine.step(198), /call rerun\(\) before running on/);
@@ -221,10 +204,10 @@ describe('Embind interventions and attribution under Node',
       const got = engine.ablatedLogProbs(heads, p, target, zero);
       assert.equal(got.length, heads.length);
       heads.forEach(([l, h], i) => {
-        const want = logSoftmax(nativeInspectWith(models.model, ['--ablate-heads', `${l}.${h}`]), p, target);
+        const want = logSoftmax(nativeInspect(models.model, kPrompt, ['--ablate-heads', `${l}.${h}`]), p, target);
         closeTo(got[i], want, 1e-4, `head ${l}.${h} at ${p}`);
       });
-      closeTo(engine.logProbs(p, [target])[0], logSoftmax(nativeInspectWith(models.model, []), p, target), 1e-4,
+      closeTo(engine.logProbs(p, [target])[0], logSoftmax(nativeInspect(models.model, kPrompt, []), p, target), 1e-4,
               `baseline at ${p}`);
     }
     // Patching block by block, positions going down (each probe re-runs only its rows and the

@@ -3,29 +3,19 @@
 // the window computed in one call; a message that changes the capture drops the unfinished one.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import {createRequire} from 'node:module';
-import path from 'node:path';
 import {before, describe, test} from 'node:test';
-import {kRoot} from './browser.mjs';
-import {makeModels} from './fixtures.mjs';
+import {kNodeModule, makeModels, nodeEngine} from './fixtures.mjs';
 import {Msg} from '../../web/protocol.js';
 import {createJobs} from '../../web/worker-jobs.js';
 
-const kModulePath = path.join(kRoot, 'build/wasm/web/gpt2-engine-node.cjs');
 
-describe('logit lens in pieces', {skip: !fs.existsSync(kModulePath) && 'build/wasm not built'}, () => {
+describe('logit lens in pieces', {skip: !fs.existsSync(kNodeModule) && 'build/wasm not built'}, () => {
   let engine, info;
   const ids = [464, 2068, 7586, 21831, 18045, 625, 262, 16931];
 
   before(async () => {
     const models = makeModels('node');
-    const factory = createRequire(import.meta.url)(kModulePath);
-    const Module = await factory({wasmBinary: fs.readFileSync(kModulePath.replace(/\.cjs$/, '.wasm'))});
-    engine = new Module.Engine();
-    const bytes = fs.readFileSync(models.model);
-    engine.beginLoad(bytes.length);
-    engine.appendChunk(bytes);
-    info = engine.finishLoad(1);
+    ({engine, info} = await nodeEngine(models.model));
     assert.ok(info.n_layer >= 2, 'the test needs a window of more than one piece');
   });
 

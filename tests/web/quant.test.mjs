@@ -5,11 +5,10 @@
 import assert from 'node:assert/strict';
 import {execFileSync, spawnSync} from 'node:child_process';
 import fs from 'node:fs';
-import {createRequire} from 'node:module';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
 import {kRoot, launchBrowser, serveSite, waitLoaded, watchConsole} from './browser.mjs';
-import {closeTo, kNative, kPrompt, modelDir} from './fixtures.mjs';
+import {closeTo, kNative, kNodeModule, kPrompt, modelDir, nodeEngine} from './fixtures.mjs';
 
 const kSite = path.join(kRoot, 'build/site');
 const kTimeout = 120_000;
@@ -124,7 +123,6 @@ describe('gpt2 compare against inspect', {skip: !fs.existsSync(kGpt2) && 'build/
   });
 });
 
-const kNodeModule = path.join(kRoot, 'build/wasm/web/gpt2-engine-node.cjs');
 
 describe('the twin in the engine under Node', {skip: (!fs.existsSync(kNodeModule) && 'build/wasm not built') ||
                                                     (!fs.existsSync(kGpt2) && 'build/native not built')}, () => {
@@ -132,12 +130,7 @@ describe('the twin in the engine under Node', {skip: (!fs.existsSync(kNodeModule
     const dir = modelDir('quant');
     fs.mkdirSync(dir, {recursive: true});
     const f32 = makeF32(dir);
-    const Module = await createRequire(import.meta.url)(kNodeModule)({wasmBinary: fs.readFileSync(kNodeModule.replace(/\.cjs$/, '.wasm'))});
-    const engine = new Module.Engine();
-    const bytes = fs.readFileSync(f32);
-    engine.beginLoad(bytes.length);
-    engine.appendChunk(bytes);
-    engine.finishLoad(1);
+    const {Module, engine} = await nodeEngine(f32);
     const ids = Array.from(engine.tokenize(kPrompt));
     assert.throws(() => engine.compareSecond(ids), /Make the second model first/);
     const before = Module.memoryStats().mallocBytes;

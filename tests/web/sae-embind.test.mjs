@@ -5,13 +5,11 @@
 import assert from 'node:assert/strict';
 import {execFileSync} from 'node:child_process';
 import fs from 'node:fs';
-import {createRequire} from 'node:module';
 import path from 'node:path';
 import {before, describe, test} from 'node:test';
 import {kRoot} from './browser.mjs';
-import {closeTo, kNative, kPrompt, kSampling, makeModels, modelDir} from './fixtures.mjs';
+import {closeTo, kNative, kNodeModule, kPrompt, kSampling, makeModels, modelDir, nodeEngine} from './fixtures.mjs';
 
-const kModulePath = path.join(kRoot, 'build/wasm/web/gpt2-engine-node.cjs');
 const kSaeDir = path.join(kRoot, 'tests/data/sae');
 // Native and WASM sum the int8 products in different orders.
 const kTolerance = 1e-3;
@@ -20,21 +18,14 @@ function tool(name, args) {
   return execFileSync(path.join(kNative, name), args, {encoding: 'utf8'});
 }
 
-describe('Embind SAEs under Node', {skip: !fs.existsSync(kModulePath) && 'build/wasm not built'}, () => {
+describe('Embind SAEs under Node', {skip: !fs.existsSync(kNodeModule) && 'build/wasm not built'}, () => {
   let Module, engine, models, dir;
   const gguf = {};
 
   before(async () => {
     models = makeModels('node-sae');
     dir = modelDir('node-sae');
-    const require = createRequire(import.meta.url);
-    const factory = require(kModulePath);
-    Module = await factory({wasmBinary: fs.readFileSync(kModulePath.replace(/\.cjs$/, '.wasm'))});
-    engine = new Module.Engine();
-    const bytes = fs.readFileSync(models.model);
-    engine.beginLoad(bytes.length);
-    engine.appendChunk(bytes);
-    engine.finishLoad(1);
+    ({Module, engine} = await nodeEngine(models.model));
     for (const name of ['standard', 'topk', 'layer_norm']) {
       gguf[name] = path.join(dir, `sae-${name}-q8_0.gguf`);
       tool('gpt2-convert', ['--sae', path.join(kSaeDir, name), '--output', gguf[name], '--type', 'q8_0', '--quiet']);

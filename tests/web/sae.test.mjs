@@ -17,7 +17,7 @@ import zlib from 'node:zlib';
 import {after, before, describe, test} from 'node:test';
 import {kRoot, launchBrowser, serveSite, watchConsole} from './browser.mjs';
 import {startFakeHf} from './fake-hf.mjs';
-import {closeTo, kNative, kPrompt, kSampling, makeModels, modelDir, nativeInspect} from './fixtures.mjs';
+import {closeTo, kNative, kPrompt, kSampling, makeModels, modelDir, nativeGenerate, nativeInspect} from './fixtures.mjs';
 
 const kSite = path.join(kRoot, 'build/site');
 const kTimeout = 90_000;
@@ -42,22 +42,6 @@ function nativeFeatures(model, sae) {
   }
   const explained = JSON.parse(fs.readFileSync(json, 'utf8')).positions.map((x) => x.explained);
   return {byPosition, explained};
-}
-
-function nativeGenerateWith(model, flags, s = kSampling) {
-  const out = execFileSync(kGpt2, [
-    'generate', '--model', model, '--prompt', kPrompt, '--n', String(s.maxTokens), '--temp', String(s.temperature),
-    '--top-k', String(s.topK), '--top-p', String(s.topP), '--seed', String(s.seed), '--threads', '1', '--print-ids',
-    '--activations', 'int8', ...flags], {encoding: 'utf8'});
-  const lines = out.trimEnd().split('\n');
-  return lines[lines.length - 1].trim().split(/\s+/).map(Number);
-}
-
-function nativeInspectWith(model, flags) {
-  const json = path.join(path.dirname(model), `inspect-${flags.join('_').replace(/[^\w.-]/g, '')}.json`);
-  execFileSync(kGpt2, ['inspect', '--model', model, '--prompt', kPrompt, '--json', json, '--threads', '1',
-                       '--activations', 'int8', ...flags], {stdio: 'pipe'});
-  return JSON.parse(fs.readFileSync(json, 'utf8'));
 }
 
 // The next-token distribution at position p from an inspect JSON's logits (float64).
@@ -224,8 +208,8 @@ describe('sparse autoencoders in the page', {skip}, () => {
       await page.getByTestId('sae-edit-add').click();
       assert.match(await page.getByTestId('exp-summary').textContent(), new RegExp(`feature ${f} steered by 8`));
       const steered = await generatePage(page);
-      assert.deepEqual(steered, nativeGenerateWith(models.model, ['--sae', saeGguf, '--steer', `${f}:8`]));
-      assert.notDeepEqual(steered, nativeGenerateWith(models.model, []), 'the steering changes the text');
+      assert.deepEqual(steered, nativeGenerate(models.model, kPrompt, kSampling, 1, ['--sae', saeGguf, '--steer', `${f}:8`]));
+      assert.notDeepEqual(steered, nativeGenerate(models.model, kPrompt, kSampling, 1, []), 'the steering changes the text');
       // The link names the SAE and the steering; opened, it loads both and generates the same.
       await page.getByTestId('share').click();
       const link = await page.getByTestId('share-url').inputValue();
@@ -252,7 +236,7 @@ describe('sparse autoencoders in the page', {skip}, () => {
       await page.waitForFunction(() => document.querySelector('[data-testid=sae-exp-kl]').dataset.kl !== undefined ||
                                        !document.querySelector('[data-testid=error]').hidden, null, {timeout: kTimeout});
       assert.equal(await pageError(page), '');
-      const clamped = nativeInspectWith(models.model, ['--sae', saeGguf, '--clamp', `${f}:0`]);
+      const clamped = nativeInspect(models.model, kPrompt, ['--sae', saeGguf, '--clamp', `${f}:0`]);
       const before = probsAt(plain, T - 1), afterProbs = probsAt(clamped, T - 1);
       assert.ok(kl(before, afterProbs) > 1e-3, 'the clamp changes the prediction');
       closeTo(await page.getByTestId('sae-exp-kl').getAttribute('data-kl'), kl(before, afterProbs), 2e-3, 'KL');
@@ -263,7 +247,7 @@ describe('sparse autoencoders in the page', {skip}, () => {
       assert.deepEqual(list.slice(0, 3).map((x) => x.id), order.slice(0, 3), 'the clamped top 3');
       const textIds = async (id) => (await page.getByTestId(id).getAttribute('data-ids')).split(' ').map(Number);
       assert.deepEqual(await textIds('sae-exp-text-after'),
-                       nativeGenerateWith(models.model, ['--sae', saeGguf, '--clamp', `${f}:0`]));
+                       nativeGenerate(models.model, kPrompt, kSampling, 1, ['--sae', saeGguf, '--clamp', `${f}:0`]));
     } finally {
       await browser.close();
     }
@@ -373,7 +357,7 @@ describe('sparse autoencoders in the page', {skip}, () => {
       await page.getByTestId('sae-edit-feature').fill(String(f));
       await page.getByTestId('sae-edit-value').fill('8');
       await page.getByTestId('sae-edit-add').click();
-      assert.deepEqual(await generatePage(page), nativeGenerateWith(models.model, ['--sae', saeGguf, '--steer', `${f}:8`]));
+      assert.deepEqual(await generatePage(page), nativeGenerate(models.model, kPrompt, kSampling, 1, ['--sae', saeGguf, '--steer', `${f}:8`]));
     } finally {
       await browser.close();
       await isolated.close();
