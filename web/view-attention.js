@@ -3,21 +3,24 @@
 import {Heatmap, fmt, pieceAt, showPiece, viridisCss} from './viz.js';
 import {renderChips} from './view-saliency.js';
 
-// The grid's cells as last built: {from (the data they were drawn from), cells: [{el, l, h, words}]}.
+// The grid's cells as last built: {from (the data they were drawn from), shape ("L x H"), cells:
+// [{el, ctx, l, h, words, ...the state written last}]}.
 const grids = new WeakMap();
 
 // data: {attention: [L] Float32Array [H, p + 1], position, nLayer, nHead, layer, head, pieces,
-// ids, ablated: ["l.h", ...], knockMode}. The 144 strips are drawn again only when the
-// attention shown changes; choosing a head or knocking one out only marks the cells (redrawing
-// every canvas made each such click a long task while a job ran).
+// ids, ablated: ["l.h", ...], knockMode}. The cells are made once per model shape; a new token
+// only redraws their strips (grid.dataset.position: the token drawn). Choosing a head or knocking
+// one out only marks the cells.
 export function render(grid, d) {
-  const last = grids.get(grid);
-  const same = last && ['attention', 'position', 'nLayer', 'nHead', 'pieces', 'ids'].every((k) => last.from[k] === d[k]);
-  const built = same ? last : build(grid, d);
-  grids.set(grid, {...built, from: d});
+  let built = grids.get(grid);
+  const shape = `${d.nLayer}x${d.nHead}`;
+  if (!built || built.shape !== shape) built = {shape, from: {}, cells: build(grid, d)};
+  if (!['attention', 'position', 'pieces', 'ids'].every((k) => built.from[k] === d[k])) draw(grid, built.cells, d);
+  built.from = d;
+  grids.set(grid, built);
   grid.classList.toggle('knock-mode', !!d.knockMode);
-  // Only the cells whose state changed are written: at GPT-2 XL's 1,200 heads, rewriting every
-  // cell's classes and labels made the browser restyle the whole grid on each click.
+  // Only the cells whose state changed are written: rewriting every cell's classes and labels
+  // made the browser restyle the whole grid on each click.
   for (const cell of built.cells) {
     const {el, l, h, words} = cell;
     const knocked = d.ablated.includes(`${l}.${h}`);
@@ -41,7 +44,7 @@ export function render(grid, d) {
 }
 
 function build(grid, d) {
-  const {nLayer: L, nHead: H, position: p} = d;
+  const {nLayer: L, nHead: H} = d;
   grid.style.setProperty('--heads', H);
   const children = [], cells = [];
   const corner = document.createElement('div');
@@ -59,31 +62,48 @@ function build(grid, d) {
     label.textContent = `block ${l}`;
     children.push(label);
     for (let h = 0; h < H; ++h) {
-      const row = d.attention[l].subarray(h * (p + 1), (h + 1) * (p + 1));
-      let best = 0;
-      for (let k = 1; k <= p; ++k) if (row[k] > row[best]) best = k;
       const cell = document.createElement('button');
       cell.type = 'button';
       cell.className = 'attn-cell';
       cell.dataset.layer = l;
       cell.dataset.head = h;
-      const c = document.createElement('canvas');
-      c.width = Math.max(24, Math.min(96, (p + 1) * 4));
-      c.height = 14;
-      const ctx = c.getContext('2d');
-      const w = c.width / (p + 1);
-      for (let k = 0; k <= p; ++k) {
-        ctx.fillStyle = viridisCss(row[k]);  // probabilities: absolute scale 0..1
-        ctx.fillRect(k * w, 0, Math.ceil(w), c.height);
-      }
-      cell.append(c);
+      // A CSS gradient, not a canvas: every canvas is a layer of its own for the compositor, and
+      // 1,200 of them (GPT-2 XL) cost ~150 ms on every frame, however little changed.
+      const strip = document.createElement('span');
+      strip.className = 'strip';
+      cell.append(strip);
       children.push(cell);
-      cells.push({el: cell, l, h, words: `block ${l}, head ${h}: attends most to ${pieceAt(d.pieces, d.ids, best)} ` +
-                                         `(position ${best}) with ${fmt(row[best], 3)}`});
+      cells.push({el: cell, strip, l, h, words: ''});
     }
   }
   grid.replaceChildren(...children);
-  return {cells};
+  return cells;
+}
+
+// Each cell's strip: the head's attention from the picked token to every position so far, one
+// segment per position up to kSegments (beyond, a segment shows the largest weight it covers).
+const kSegments = 96;
+function draw(grid, cells, d) {
+  const p = d.position, n = p + 1;
+  const S = Math.min(n, kSegments);
+  const edges = Array.from({length: S + 1}, (_, j) => Math.floor((j * n) / S));
+  const at = Array.from({length: S + 1}, (_, j) => `${((100 * j) / S).toFixed(3)}%`);
+  for (const cell of cells) {
+    const {l, h} = cell;
+    const row = d.attention[l].subarray(h * n, (h + 1) * n);
+    let best = 0;
+    for (let k = 1; k <= p; ++k) if (row[k] > row[best]) best = k;
+    const stops = [];
+    for (let j = 0; j < S; ++j) {
+      let v = row[edges[j]];
+      for (let k = edges[j] + 1; k < edges[j + 1]; ++k) v = Math.max(v, row[k]);
+      stops.push(`${viridisCss(v)} ${at[j]} ${at[j + 1]}`);  // probabilities: absolute scale 0..1
+    }
+    cell.strip.style.background = `linear-gradient(90deg, ${stops.join(', ')})`;
+    cell.words = `block ${l}, head ${h}: attends most to ${pieceAt(d.pieces, d.ids, best)} ` +
+                 `(position ${best}) with ${fmt(row[best], 3)}`;
+  }
+  grid.dataset.position = p;
 }
 
 const maps = new WeakMap();  // canvas -> its Heatmap

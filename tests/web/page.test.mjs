@@ -144,7 +144,7 @@ describe('the page in headless Chromium', {skip: !fs.existsSync(path.join(kSite,
     await page.keyboard.press('Home');
     await page.waitForFunction(() => document.querySelector('[data-testid=tokens] .chip[data-position="0"]').classList.contains('picked'));
     await page.waitForFunction(() => window.gpt2Page.state.acts.position === 0 &&
-                                     document.querySelector('.attn-cell canvas').width === 24);
+                                     document.querySelector('[data-testid=attention-grid]').dataset.position === '0');
     assert.equal(await page.locator('[data-values]').count(), 0, 'no test data in the production DOM');
     await page.keyboard.press('End');
     await page.waitForTimeout(300);
