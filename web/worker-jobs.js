@@ -7,6 +7,7 @@
 
 import {ErrorKind, Msg, errorMessage} from './protocol.js';
 import {createCircuits} from './worker-circuits.js';
+import {topIndices} from './top.js';
 
 // The logit lens costs n_layer * positions * n_embd * n_vocab multiply-adds; keep a window
 // around ~3e9 (a few seconds of wasm SIMD) and at most this many positions.
@@ -137,9 +138,7 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
       const b = Math.min(bins - 1, Math.floor(((view[i] - lo) / (hi - lo)) * bins));
       hist[b]++;
     }
-    const order = Array.from({length: n}, (_, i) => i);
-    order.sort((a, b) => Math.abs(view[b]) - Math.abs(view[a]) || a - b);
-    const top = order.slice(0, 12).map((i) => ({neuron: i, value: view[i]}));
+    const top = topIndices(n, 12, (i) => Math.abs(view[i])).map((i) => ({neuron: i, value: view[i]}));
     return {hist, lo, hi, min, max, mean: sum / n, active, n, top};
   }
 
@@ -215,7 +214,7 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
   }
 
   function topOf(dist, k) {
-    const order = Array.from(dist.keys()).sort((a, b) => dist[b] - dist[a] || a - b).slice(0, k);
+    const order = topIndices(dist.length, k, (i) => dist[i]);
     return {ids: order, probs: order.map((i) => dist[i])};
   }
 
