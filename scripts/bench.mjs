@@ -627,7 +627,7 @@ if (!flag('skip-gradients')) {
 }
 if (!flag('skip-family')) {
   console.log('\nThe GPT-2 family (scripts/bench-family.mjs):');
-  spawnSync(process.execPath, ['--no-experimental-fetch', path.join(kRoot, 'scripts/bench-family.mjs'),
+  spawnSync(process.execPath, [path.join(kRoot, 'scripts/bench-family.mjs'),  // playwright-core needs Node's fetch
                                '--runs', String(Math.min(kRuns, 3))], {stdio: 'inherit'});
 }
 if (!flag('skip-sae')) {

@@ -166,6 +166,7 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
     const t = lensTask;
     const step = Math.max(1, Math.floor(lensPiece / ((t.end - t.begin) * info.n_embd * info.n_vocab)));
     while (t.next < info.n_layer) {
+      if (busy()) return;
       const to = Math.min(info.n_layer, t.next + step);
       const r = engine.logitLens(t.begin, t.end, t.topK, t.next, to);
       for (const id of r.ids) t.ids.push(id);
@@ -173,7 +174,6 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
       t.next = to;
       await yieldToEvents();
       if (lensTask !== t) return;
-      if (t.next < info.n_layer && busy()) return;
     }
     lensTask = null;
     const uniq = [...new Set(t.ids.filter((i) => i >= 0))];

@@ -32,12 +32,12 @@ describe('logit lens in pieces', {skip: !fs.existsSync(kNodeModule) && 'build/wa
   }
   const lensReplies = (posted) => posted.filter((m) => m.type === Msg.lens);
 
-  test('interrupted after the first block, finished in the background: equals one whole call', async () => {
+  test('interrupted by a waiting message, finished in the background: equals one whole call', async () => {
     const {jobs, posted, state} = makeJobs();
     state.busy = true;
     await jobs.inspect({position: 5});
     assert.ok(posted.some((m) => m.type === Msg.lensStart), 'the window was started');
-    assert.equal(lensReplies(posted).length, 0, 'a waiting message stops the window after its first piece');
+    assert.equal(lensReplies(posted).length, 0, 'a waiting message goes first: the window waits');
     state.busy = false;
     await jobs.background();
     const [lens] = lensReplies(posted);
