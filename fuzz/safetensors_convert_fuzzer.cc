@@ -15,14 +15,15 @@
 #include "base/error.h"
 #include "format/gguf.h"
 #include "format/safetensors.h"
+#include "json_and_bytes.h"
 #include "convert/convert.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
-  const size_t json_size = std::min<size_t>(data[0] | (data[1] << 8), size - 2);
-  const std::string json(reinterpret_cast<const char*>(data + 2), json_size);
-  const uint8_t* st = data + 2 + json_size;
-  const size_t st_size = size - 2 - json_size;
+  const JsonAndBytes input = SplitJsonAndBytes(data, size);
+  const std::string& json = input.json;
+  const uint8_t* st = input.bytes;
+  const size_t st_size = input.size;
   try {
     std::unique_ptr<gpt2::SafetensorsFile> file = gpt2::SafetensorsFile::Parse(st, st_size);
     for (const gpt2::SafetensorsTensor& t : file->tensors()) {
