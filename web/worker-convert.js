@@ -258,17 +258,7 @@ export function createHfConverter({post, yieldToEvents, loader}) {
     if (loaded !== total) {
       throw new Error(`The download of model.safetensors is incomplete: received ${loaded} of ${total} bytes.`);
     }
-    const plan = converter.plan(weights);
-    let lastPost = 0;
-    for (let done = 0; done < plan.tensors;) {
-      done = converter.convertNext();
-      const now = performance.now();
-      if (now - lastPost > 50 || done === plan.tensors) {
-        post({type: Msg.progress, phase: Phase.convert, loaded: done, total: plan.tensors});
-        lastPost = now;
-        await yieldToEvents();
-      }
-    }
+    await loader.convertAll(converter, converter.plan(weights).tensors, yieldToEvents);
   }
 
   return {getGpt2};

@@ -289,10 +289,25 @@ export function createLoader({post}) {
     return {entries: keys.length, bytes, urls: keys.map((k) => k.url)};
   }
 
+  // Runs a Converter's plan: every tensor, one per call, with 'progress' (Phase.convert, in
+  // tensors) and queued messages let in at most every 50 ms (yieldToEvents).
+  async function convertAll(converter, tensors, yieldToEvents) {
+    let lastPost = 0;
+    for (let done = 0; done < tensors;) {
+      done = converter.convertNext();
+      const now = performance.now();
+      if (now - lastPost > 50 || done === tensors) {
+        post({type: Msg.progress, phase: Phase.convert, loaded: done, total: tensors});
+        lastPost = now;
+        await yieldToEvents();
+      }
+    }
+  }
+
   async function clearCache() {
     await caches.delete(kCacheName);
   }
 
-  return {openCache, fetchPartInfo, fetchRange, resumePart, contentLength, bodyReader, kMaxResumes, pump, downloadInto, loadFromUrl, loadFromFile,
-          cacheSummary, clearCache};
+  return {openCache, fetchPartInfo, fetchRange, resumePart, contentLength, bodyReader, kMaxResumes, pump, convertAll,
+          downloadInto, loadFromUrl, loadFromFile, cacheSummary, clearCache};
 }

@@ -59,17 +59,8 @@ export function createSae({post, yieldToEvents, loader, module}) {
       converter.setSaeConfig(cfgText);
       converter.beginCheckpoint(total);
       await feed(converter);
-      const plan = converter.planSae('q8_0');
-      let lastPost = 0;
-      for (let done = 0; done < plan.tensors;) {
-        done = converter.convertNext();
-        const now = performance.now();
-        if (now - lastPost > 50 || done === plan.tensors) {
-          post({type: Msg.saeProgress, phase: Phase.convert, loaded: done, total: plan.tensors});
-          lastPost = now;
-          await yieldToEvents();
-        }
-      }
+      // Its 'progress' reaches the page as 'sae-progress' (worker.js gives this module such a loader).
+      await loader.convertAll(converter, converter.planSae('q8_0').tensors, yieldToEvents);
       return converter.takeOutput();
     } finally {
       converter.delete();
