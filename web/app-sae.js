@@ -9,6 +9,7 @@ import {kHfSaeBlocks, labelsText, parseLabels, saeInterventions, saeSourceText} 
 import {renderIfChanged} from './store.js';
 import * as featuresView from './view-features.js';
 import {renderResult} from './view-experiments.js';
+import {mb} from './viz.js';
 
 // The store's SAE fields, merged into app.js's initial state.
 export const kSaeState = {
@@ -51,7 +52,6 @@ function withEdits(iv, edits) {
   return edits.length ? {...rest, sae: saeInterventions(edits)} : rest;
 }
 
-const mb = (bytes) => (bytes < 1 << 20 ? `${Math.ceil(bytes / 1024)} kB` : `${(bytes / (1024 * 1024)).toFixed(1)} MB`);
 
 // store, worker: app.js's; $: getElementById; on(element, type, handler): app.js's handler that
 // draws at once; hfBase: the page's Hugging Face; canRun(s): whether a run may start now;

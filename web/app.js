@@ -10,7 +10,7 @@ import {encodeNpy} from './npy.js';
 import {checkAgainstModel, decodeShare, encodeShare, kSamplingFields} from './share.js';
 import {ErrorKind, Msg, Phase} from './protocol.js';
 import {createStore, renderIfChanged} from './store.js';
-import {drawLegend, heatmapOf, pieceAt, showPiece} from './viz.js';
+import {drawLegend, heatmapOf, mb, pieceAt, showPiece} from './viz.js';
 import * as anatomyView from './view-anatomy.js';
 import * as attentionView from './view-attention.js';
 import * as attributionView from './view-attribution.js';
@@ -138,10 +138,6 @@ const state = store.state;
 if (params.get('debug')) window.gpt2Page = store;
 
 // ---- Small helpers ------------------------------------------------------------------------
-
-function mb(bytes) {
-  return (bytes / (1024 * 1024)).toFixed(1) + ' MB';
-}
 
 function numberInput(text, {label, min, max, integer}) {
   let v = Number(text);

@@ -48,6 +48,9 @@ export function drawLegend(canvas) {
   }
 }
 
+// A size for the page's text: kB below 1 MiB, else MiB with one decimal (written "MB").
+export const mb = (bytes) => (bytes < 1 << 20 ? `${Math.ceil(bytes / 1024)} kB` : `${(bytes / (1024 * 1024)).toFixed(1)} MB`);
+
 export function fmt(v, digits = 4) {
   if (v === undefined || v === null || Number.isNaN(v)) return '–';
   if (v !== 0 && (Math.abs(v) < 1e-3 || Math.abs(v) >= 1e5)) return v.toExponential(2);
