@@ -7,35 +7,14 @@ import fs from 'node:fs';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
 import {kRoot, launchBrowser, serveSite, watchConsole} from './browser.mjs';
-import {closeTo, kNative, kPrompt, kSampling, makeModels, modelDir, nativeGenerate, nativeInspect, nodeEngine, norm, row, tensor} from './fixtures.mjs';
+import {closeTo, inspectLogProbs, inspectProbs, klDivergence, kNative, kPrompt, kSampling, makeModels, modelDir, nativeGenerate, nativeInspect, nodeEngine, norm, row, tensor} from './fixtures.mjs';
 
 const kSite = path.join(kRoot, 'build/site');
 const kTimeout = 60_000;
 const kGpt2 = path.join(kNative, 'gpt2');
 
-function nativeLogProbs(inspect, p) {
-  const t = inspect.tensors.find((x) => x.name === 'logits');
-  const V = t.shape[1];
-  const row = t.data.slice(p * V, (p + 1) * V);
-  const max = Math.max(...row);
-  const lse = max + Math.log(row.reduce((s, x) => s + Math.exp(x - max), 0));
-  return row.map((x) => x - lse);
-}
-
 // KL(plain || changed) over the whole vocabulary at position p, from the CLI's logits (float64).
-function nativeKl(plain, changed, p) {
-  const probs = (inspect) => {
-    const t = inspect.tensors.find((x) => x.name === 'logits');
-    const V = t.shape[1];
-    const row = t.data.slice(p * V, (p + 1) * V);
-    const max = Math.max(...row);
-    const e = row.map((x) => Math.exp(x - max));
-    const sum = e.reduce((a, b) => a + b, 0);
-    return e.map((x) => x / sum);
-  };
-  const a = probs(plain), b = probs(changed);
-  return a.reduce((s, x, i) => s + (x > 0 ? x * Math.log(x / b[i]) : 0), 0);
-}
+const nativeKl = (plain, changed, p) => klDivergence(inspectProbs(plain, p), inspectProbs(changed, p));
 
 // A .npy file read the way numpy.lib.format does: magic, version 1.0, header dict, data.
 function parseNpy(bytes) {
@@ -342,11 +321,11 @@ describe('the Experiments panel', {skip: !fs.existsSync(path.join(kSite, 'index.
     const shown = await page.locator('[data-testid=sweep-results] li').evaluateAll(
         (lis) => lis.map((li) => ({layer: Number(li.dataset.layer), head: Number(li.dataset.head), drop: Number(li.dataset.drop)})));
     const {n_layer: L, n_head: H} = plain.config;
-    const base = nativeLogProbs(plain, T - 1)[target];
+    const base = inspectLogProbs(plain, T - 1)[target];
     const brute = [];
     for (let l = 0; l < L; ++l) {
       for (let h = 0; h < H; ++h) {
-        const lp = nativeLogProbs(nativeInspect(models.model, kPrompt, ['--ablate-heads', `${l}.${h}`]), T - 1)[target];
+        const lp = inspectLogProbs(nativeInspect(models.model, kPrompt, ['--ablate-heads', `${l}.${h}`]), T - 1)[target];
         brute.push({layer: l, head: h, drop: base - lp});
       }
     }

@@ -99,6 +99,21 @@ export function nativeInspect(model, prompt = kPrompt, flags = []) {
   return JSON.parse(fs.readFileSync(json, 'utf8'));
 }
 
+// log P(every token) after position p, from an inspect JSON's logits (float64).
+export function inspectLogProbs(inspect, p) {
+  const t = inspect.tensors.find((x) => x.name === 'logits');
+  const V = t.shape[1];
+  const row = t.data.slice(p * V, (p + 1) * V);
+  const max = Math.max(...row);
+  const lse = max + Math.log(row.reduce((s, x) => s + Math.exp(x - max), 0));
+  return row.map((x) => x - lse);
+}
+export const inspectProbs = (inspect, p) => inspectLogProbs(inspect, p).map(Math.exp);
+
+// KL(p || q) in nats; a token q gives no probability (underflow) is floored at 1e-30, as the
+// page's worker does.
+export const klDivergence = (p, q) => p.reduce((s, x, i) => s + (x > 0 ? x * Math.log(x / Math.max(q[i], 1e-30)) : 0), 0);
+
 export function tensor(inspect, name, layer) {
   const t = inspect.tensors.find((x) => x.name === name && x.layer === layer);
   if (!t) throw new Error(`inspect JSON has no tensor ${name} (layer ${layer})`);

@@ -7,7 +7,7 @@ import {execFileSync} from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import {before, describe, test} from 'node:test';
-import {closeTo, kNative, kNodeModule, kPrompt, makeModels, nativeInspect, nodeEngine, tensor} from './fixtures.mjs';
+import {closeTo, inspectLogProbs, kNative, kNodeModule, kPrompt, makeModels, nativeInspect, nodeEngine, tensor} from './fixtures.mjs';
 
 const kGpt2 = path.join(kNative, 'gpt2');
 
@@ -130,10 +130,8 @@ describe('Embind interventions and attribution under Node',
   test('probes (one step of the heads sweep or of patching) equal native inspect and full re-runs', () => {
     const T = ids.length, L = info.n_layer, C = info.n_embd, zero = new Float32Array(0);
     const logSoftmax = (inspect, p) => {
-      const t = inspect.tensors.find((x) => x.name === 'logits');
-      const V = t.shape[1], row = t.data.slice(p * V, (p + 1) * V), max = Math.max(...row);
-      const lse = max + Math.log(row.reduce((s, x) => s + Math.exp(x - max), 0));
-      return (id) => row[id] - lse;
+      const lp = inspectLogProbs(inspect, p);
+      return (id) => lp[id];
     };
     engine.setInterventions({});
     engine.reset();
@@ -193,11 +191,7 @@ describe('Embind interventions and attribution under Node',
     engine.reset();
     engine.prefill(ids);
     const target = engine.topProbs(T - 1).ids[1], other = engine.topProbs(T - 1).ids[2];
-    const logits = (x) => x.tensors.find((y) => y.name === 'logits');
-    const logSoftmax = (x, p, id) => {
-      const t = logits(x), V = t.shape[1], row = t.data.slice(p * V, (p + 1) * V), max = Math.max(...row);
-      return row[id] - max - Math.log(row.reduce((s, v) => s + Math.exp(v - max), 0));
-    };
+    const logSoftmax = (x, p, id) => inspectLogProbs(x, p)[id];
     // A sweep's order (the last block down) at two positions, the baseline read in between.
     for (const p of [T - 1, 3]) {
       const heads = [[L - 1, 0], [L - 1, 3], [0, 1], [0, 2]];

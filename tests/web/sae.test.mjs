@@ -17,7 +17,7 @@ import zlib from 'node:zlib';
 import {after, before, describe, test} from 'node:test';
 import {kRoot, launchBrowser, serveSite, watchConsole} from './browser.mjs';
 import {startFakeHf} from './fake-hf.mjs';
-import {closeTo, kNative, kPrompt, kSampling, makeModels, modelDir, nativeGenerate, nativeInspect} from './fixtures.mjs';
+import {closeTo, inspectProbs, klDivergence, kNative, kPrompt, kSampling, makeModels, modelDir, nativeGenerate, nativeInspect} from './fixtures.mjs';
 
 const kSite = path.join(kRoot, 'build/site');
 const kTimeout = 90_000;
@@ -44,18 +44,6 @@ function nativeFeatures(model, sae) {
   return {byPosition, explained};
 }
 
-// The next-token distribution at position p from an inspect JSON's logits (float64).
-function probsAt(inspect, p) {
-  const t = inspect.tensors.find((x) => x.name === 'logits');
-  const V = t.shape[1];
-  const row = t.data.slice(p * V, (p + 1) * V);
-  const max = Math.max(...row);
-  const e = row.map((x) => Math.exp(x - max));
-  const sum = e.reduce((a, b) => a + b, 0);
-  return e.map((x) => x / sum);
-}
-
-const kl = (a, b) => a.reduce((s, x, i) => s + (x > 0 ? x * Math.log(x / Math.max(b[i], 1e-30)) : 0), 0);
 
 async function pageError(page) {
   const err = page.getByTestId('error');
@@ -237,9 +225,9 @@ describe('sparse autoencoders in the page', {skip}, () => {
                                        !document.querySelector('[data-testid=error]').hidden, null, {timeout: kTimeout});
       assert.equal(await pageError(page), '');
       const clamped = nativeInspect(models.model, kPrompt, ['--sae', saeGguf, '--clamp', `${f}:0`]);
-      const before = probsAt(plain, T - 1), afterProbs = probsAt(clamped, T - 1);
-      assert.ok(kl(before, afterProbs) > 1e-3, 'the clamp changes the prediction');
-      closeTo(await page.getByTestId('sae-exp-kl').getAttribute('data-kl'), kl(before, afterProbs), 2e-3, 'KL');
+      const before = inspectProbs(plain, T - 1), afterProbs = inspectProbs(clamped, T - 1);
+      assert.ok(klDivergence(before, afterProbs) > 1e-3, 'the clamp changes the prediction');
+      closeTo(await page.getByTestId('sae-exp-kl').getAttribute('data-kl'), klDivergence(before, afterProbs), 2e-3, 'KL');
       const list = await page.locator('[data-testid=sae-exp-after] li').evaluateAll(
           (lis) => lis.map((li) => ({id: Number(li.dataset.id), prob: Number(li.dataset.prob)})));
       for (const {id, prob} of list.slice(0, 5)) closeTo(prob, afterProbs[id], 2e-3, `clamped probability of ${id}`);
