@@ -11,7 +11,7 @@
 //   node --no-experimental-fetch scripts/bench-sae.mjs [--runs 3]
 import fs from 'node:fs';
 
-import {arg, benchModel, cpuMs, engineFactory, loadEngine, median, printMachine} from './node-engine.mjs';
+import {arg, benchModel, cpuTimed, engineFactory, loadEngine, median, printMachine} from './node-engine.mjs';
 
 const kRuns = Number(arg('runs', '3'));
 const kTokens = 64, kDIn = 768, kDSae = 24576, kLayer = 6;
@@ -48,16 +48,11 @@ function saeSafetensors() {
 
 printMachine();
 const {Module, engine} = await loadEngine(engineFactory(), fs.readFileSync(file));
-const cpu = (f) => {
-  const c0 = process.cpuUsage();
-  const r = f();
-  return {ms: cpuMs(process.cpuUsage(c0)), r};
-};
 
 // Conversion in the page's way, the wasm heap measured before and after (memory never shrinks).
 const weights = saeSafetensors();
 const heap0 = Module.memoryStats().heapBytes;
-const conversion = cpu(() => {
+const conversion = cpuTimed(() => {
   const c = new Module.Converter();
   c.setSaeConfig(JSON.stringify({architecture: 'standard', d_in: kDIn, d_sae: kDSae, apply_b_dec_to_input: true,
                                  normalize_activations: 'none', hook_name: `blocks.${kLayer}.hook_resid_pre`}));
@@ -82,7 +77,7 @@ const prefill = median(Array.from({length: kRuns + 1}, () => {
   engine.setInterventions({});
   engine.reset();
   engine.setCapture(false);
-  return cpu(() => engine.prefill(ids)).ms;
+  return cpuTimed(() => engine.prefill(ids)).ms;
 }).slice(1));
 
 // Encoding: the first read of a fresh capture encodes every position (later reads of the same
@@ -92,7 +87,7 @@ const encode = median(Array.from({length: kRuns}, (_, run) => {
   engine.reset();
   engine.setCapture(true);
   engine.prefill([500 + run, ...ids.slice(1)]);
-  return cpu(() => {
+  return cpuTimed(() => {
     fired = engine.saeFeatures(sae.id, kTokens - 1, kDSae).features.length;
   }).ms;
 }));
@@ -106,7 +101,7 @@ const steered = median(Array.from({length: kRuns}, () => {
   engine.setCapture(true);
   engine.prefill(ids);
   engine.setInterventions({sae: [{id: sae.id, steer: [[123, 8]]}]});
-  return cpu(() => engine.rerun()).ms;
+  return cpuTimed(() => engine.rerun()).ms;
 }));
 console.log(`a steered re-run (block ${kLayer} on) of ${kTokens} tokens, capture on: ${steered.toFixed(0)} CPU ms = ` +
             `${(steered / prefill).toFixed(2)} prefills (target <= 1)`);

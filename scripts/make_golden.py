@@ -560,8 +560,8 @@ def metric_of(logits, position, target, contrast):
     return m - logits[position, contrast] if contrast >= 0 else m
 
 
-def hook_gradients(w, ids, position, target, contrast, iv=None, embed=None):
-    """(m, {name: dm/d tensor}) for every recorded tensor; unused tensors get zeros."""
+def gradient_keeper():
+    """({name: tensor}, keep(name, tensor)): a forward() recorder whose tensors keep their .grad."""
     kept = {}
 
     def keep(name, t):
@@ -569,6 +569,12 @@ def hook_gradients(w, ids, position, target, contrast, iv=None, embed=None):
             t.retain_grad()
         kept[name] = t
 
+    return kept, keep
+
+
+def hook_gradients(w, ids, position, target, contrast, iv=None, embed=None):
+    """(m, {name: dm/d tensor}) for every recorded tensor; unused tensors get zeros."""
+    kept, keep = gradient_keeper()
     T = len(ids)
     if embed is None:
         embed = w["token_embd.weight"][torch.tensor(ids)] + w["position_embd.weight"][:T]
@@ -609,13 +615,7 @@ SCORE_CASES = {"plain": ((1, 2, 11, 4), None), "block0": ((0, 1, 9, 3), None),
 
 def score_gradients(w, ids, layer, head, query, key, iv=None):
     """(s, ds/d embed [T, C], [ds/d resid_pre_l for l <= layer], values [T]) of one attention score."""
-    kept = {}
-
-    def keep(name, t):
-        if t.requires_grad and not t.is_leaf:
-            t.retain_grad()
-        kept[name] = t
-
+    kept, keep = gradient_keeper()
     T = len(ids)
     x = (w["token_embd.weight"][torch.tensor(ids)] + w["position_embd.weight"][:T]).detach()
     x0 = x.clone().requires_grad_(True)

@@ -43,6 +43,13 @@ export function benchModel(shape = 'gpt2') {
 // This process's CPU time (user + system) in ms from a process.cpuUsage() difference.
 export const cpuMs = (u) => (u.user + u.system) / 1e3;
 
+// f() and the CPU time it took: {ms, r}.
+export function cpuTimed(f) {
+  const c0 = process.cpuUsage();
+  const r = f();
+  return {ms: cpuMs(process.cpuUsage(c0)), r};
+}
+
 // The Emscripten module factory and its wasm bytes, read once (--module picks another build;
 // --relaxed its relaxed SIMD twin, which Node 20 runs with --experimental-wasm-relaxed-simd).
 export function engineFactory() {

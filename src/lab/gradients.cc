@@ -12,9 +12,8 @@ namespace gpt2 {
 
 namespace {
 
-int ArgMax(const std::vector<float>& x) {
-  return static_cast<int>(std::max_element(x.begin(), x.end()) - x.begin());
-}
+int ArgMax(const float* x, int n) { return static_cast<int>(std::max_element(x, x + n) - x); }
+int ArgMax(const std::vector<float>& x) { return ArgMax(x.data(), static_cast<int>(x.size())); }
 
 // What attribution patching reads of a run: per block the heads' outputs (hook_z) and the stream
 // entering it (hook_resid_pre: "embed" or the block before's "resid_out", then its patches).
@@ -228,7 +227,7 @@ ExactPatchResult ExactPatch(Session& session, const std::vector<int>& clean, con
   session.Reset();
   const float* logits = session.Prefill(clean.data(), T, run);
   ExactPatchResult r;
-  r.target = target < 0 ? static_cast<int>(std::max_element(logits, logits + c.n_vocab) - logits) : target;
+  r.target = target < 0 ? ArgMax(logits, c.n_vocab) : target;
   r.contrast = contrast;
   const auto metric = [&](const float* l) {
     return double(l[r.target]) - (contrast >= 0 ? double(l[contrast]) : 0.0);

@@ -9,7 +9,6 @@
 #include "tools/cli/features_cmd.h"
 
 #include <cstdio>
-#include <sstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -23,16 +22,6 @@
 #include "tools/common/intervention_flags.h"
 
 namespace gpt2 {
-
-namespace {
-
-std::string Number(double v) {
-  std::ostringstream s;
-  JsonNumber(s, v);
-  return s.str();
-}
-
-}  // namespace
 
 int FeaturesCommand(int argc, char** argv) {
   const Args args = [&] {
@@ -77,24 +66,30 @@ int FeaturesCommand(int argc, char** argv) {
   lab.SetCapture(true);
   lab.Run(ids);
 
-  std::string json = "{\"hook\":\"" + lab.sae(id).config().hook_name + "\",\"d_sae\":" +
-                     std::to_string(lab.sae(id).d_sae()) + ",\"ids\":[";
-  for (size_t i = 0; i < ids.size(); ++i) json += (i ? "," : "") + std::to_string(ids[i]);
-  json += "],\"positions\":[";
+  std::vector<SaeFeatureList> lists;
   for (int p = 0; p < static_cast<int>(ids.size()); ++p) {
-    const SaeFeatureList f = lab.SaeFeatures(id, p, static_cast<int>(top));
-    std::string feats, acts;
-    for (size_t i = 0; i < f.features.size(); ++i) {
-      std::printf("%d\t%d\t%.6f\n", p, f.features[i], f.activations[i]);
-      feats += (i ? "," : "") + std::to_string(f.features[i]);
-      acts += (i ? "," : "") + Number(f.activations[i]);
-    }
-    json += (p ? ",{" : "{") + std::string("\"position\":") + std::to_string(p) + ",\"features\":[" + feats +
-            "],\"activations\":[" + acts + "],\"explained\":" + Number(f.explained) + "}";
+    lists.push_back(lab.SaeFeatures(id, p, static_cast<int>(top)));
+    const SaeFeatureList& f = lists.back();
+    for (size_t i = 0; i < f.features.size(); ++i) std::printf("%d\t%d\t%.6f\n", p, f.features[i], f.activations[i]);
   }
-  json += "]}\n";
   if (args.Has("json")) {
-    WriteJsonFile(args.Get("json"), [&](std::ostream& out) { out << json; });
+    WriteJsonFile(args.Get("json"), [&](std::ostream& out) {
+      out << "{\"hook\":";
+      JsonString(out, lab.sae(id).config().hook_name);
+      out << ",\"d_sae\":" << lab.sae(id).d_sae() << ",\"ids\":";
+      JsonArray(out, ids);
+      out << ",\"positions\":[";
+      for (size_t p = 0; p < lists.size(); ++p) {
+        out << (p ? ",{" : "{") << "\"position\":" << p << ",\"features\":";
+        JsonArray(out, lists[p].features);
+        out << ",\"activations\":";
+        JsonArray(out, lists[p].activations);
+        out << ",\"explained\":";
+        JsonNumber(out, lists[p].explained);
+        out << "}";
+      }
+      out << "]}\n";
+    });
   }
   return 0;
 }
