@@ -1,29 +1,35 @@
 // Attention: the grid of every block x head strip for the picked token, and one head's full
 // map. A knocked-out head (experiments) is struck through in the grid.
-import {Heatmap, fmt, pieceAt, showPiece, viridisCss} from './viz.js';
+import {Heatmap, fmt, pieceAt, showPiece, viridis} from './viz.js';
 import {renderChips} from './view-saliency.js';
 
 // The grid's cells as last built: {from (the data they were drawn from), shape ("L x H"), cells:
-// [{el, ctx, l, h, words, ...the state written last}]}.
+// [{el, strip, l, h, words, ...the state written last}], canvas, rects (each strip's place on it)}.
 const grids = new WeakMap();
 
 // data: {attention: [L] Float32Array [H, p + 1], position, nLayer, nHead, layer, head, pieces,
-// ids, ablated: ["l.h", ...], knockMode}. The cells are made once per model shape; a new token
-// only redraws their strips (grid.dataset.position: the token drawn). Choosing a head or knocking
+// ids, ablated: "l.h,l.h,...", knockMode}. The cells are made once per model shape; a new token
+// only redraws the strips (grid.dataset.position: the token drawn). Choosing a head or knocking
 // one out only marks the cells.
 export function render(grid, d) {
   let built = grids.get(grid);
   const shape = `${d.nLayer}x${d.nHead}`;
-  if (!built || built.shape !== shape) built = {shape, from: {}, cells: build(grid, d)};
-  if (!['attention', 'position', 'pieces', 'ids'].every((k) => built.from[k] === d[k])) draw(grid, built.cells, d);
+  if (!built || built.shape !== shape) built = build(grid, d, shape);
+  const dataChanged = !['attention', 'position', 'pieces', 'ids'].every((k) => built.from[k] === d[k]);
+  if (dataChanged) {
+    built.colours = describe(built.cells, d);
+    grid.dataset.position = d.position;
+  }
+  const ablatedChanged = built.from.ablated !== d.ablated;
   built.from = d;
-  grids.set(grid, built);
+  built.ablated = new Set(d.ablated ? d.ablated.split(',') : []);
+  if (dataChanged || ablatedChanged) paint(grid, built);
   grid.classList.toggle('knock-mode', !!d.knockMode);
   // Only the cells whose state changed are written: rewriting every cell's classes and labels
   // made the browser restyle the whole grid on each click.
   for (const cell of built.cells) {
     const {el, l, h, words} = cell;
-    const knocked = d.ablated.includes(`${l}.${h}`);
+    const knocked = built.ablated.has(`${l}.${h}`);
     const chosen = l === d.layer && h === d.head;
     const text = words + (knocked ? ' (knocked out)' : '') +
         (d.knockMode ? `. Click to ${knocked ? 'restore' : 'knock out'} this head.` : '');
@@ -43,10 +49,16 @@ export function render(grid, d) {
   }
 }
 
-function build(grid, d) {
+function build(grid, d, shape) {
   const {nLayer: L, nHead: H} = d;
   grid.style.setProperty('--heads', H);
-  const children = [], cells = [];
+  // Every strip is drawn on one canvas behind the cells. Strips as canvases of their own made
+  // 1,200 compositor layers at GPT-2 XL, and as CSS gradients 1,200 gradients to repaint on every
+  // frame that touched the grid; one canvas is one layer and one bitmap.
+  const canvas = document.createElement('canvas');
+  canvas.className = 'attn-canvas';
+  canvas.setAttribute('aria-hidden', 'true');
+  const children = [canvas], cells = [];
   const corner = document.createElement('div');
   corner.className = 'corner';
   children.push(corner);
@@ -67,9 +79,7 @@ function build(grid, d) {
       cell.className = 'attn-cell';
       cell.dataset.layer = l;
       cell.dataset.head = h;
-      // A CSS gradient, not a canvas: every canvas is a layer of its own for the compositor, and
-      // 1,200 of them (GPT-2 XL) cost ~150 ms on every frame, however little changed.
-      const strip = document.createElement('span');
+      const strip = document.createElement('span');  // holds the strip's place on the canvas
       strip.className = 'strip';
       cell.append(strip);
       children.push(cell);
@@ -77,33 +87,76 @@ function build(grid, d) {
     }
   }
   grid.replaceChildren(...children);
-  return cells;
+  grids.get(grid)?.observer.disconnect();
+  const built = {shape, from: {}, cells, canvas, rects: null, colours: null};
+  // The strips' places change with the grid's width (its columns stretch) and when it is first
+  // shown; the canvas is measured and repainted then, not on every token.
+  built.observer = new ResizeObserver(() => {
+    built.rects = null;
+    paint(grid, built);
+  });
+  built.observer.observe(grid);
+  built.observer.observe(cells[0].el);
+  grids.set(grid, built);
+  return built;
 }
 
 // Each cell's strip: the head's attention from the picked token to every position so far, one
 // segment per position up to kSegments (beyond, a segment shows the largest weight it covers).
+// Returns the strips' colours, a row of RGBA pixels per cell; sets what each cell says.
 const kSegments = 96;
-function draw(grid, cells, d) {
+function describe(cells, d) {
   const p = d.position, n = p + 1;
   const S = Math.min(n, kSegments);
   const edges = Array.from({length: S + 1}, (_, j) => Math.floor((j * n) / S));
-  const at = Array.from({length: S + 1}, (_, j) => `${((100 * j) / S).toFixed(3)}%`);
-  for (const cell of cells) {
+  const colours = new ImageData(S, cells.length);
+  cells.forEach((cell, i) => {
     const {l, h} = cell;
     const row = d.attention[l].subarray(h * n, (h + 1) * n);
     let best = 0;
     for (let k = 1; k <= p; ++k) if (row[k] > row[best]) best = k;
-    const stops = [];
     for (let j = 0; j < S; ++j) {
       let v = row[edges[j]];
       for (let k = edges[j] + 1; k < edges[j + 1]; ++k) v = Math.max(v, row[k]);
-      stops.push(`${viridisCss(v)} ${at[j]} ${at[j + 1]}`);  // probabilities: absolute scale 0..1
+      colours.data.set([...viridis(v), 255], (i * S + j) * 4);  // probabilities: absolute scale 0..1
     }
-    cell.strip.style.background = `linear-gradient(90deg, ${stops.join(', ')})`;
     cell.words = `block ${l}, head ${h}: attends most to ${pieceAt(d.pieces, d.ids, best)} ` +
                  `(position ${best}) with ${fmt(row[best], 3)}`;
+  });
+  return colours;
+}
+
+function paint(grid, built) {
+  const {canvas, cells, colours} = built;
+  if (!colours) return;
+  if (!built.rects) {
+    // The canvas must not hold the grid wider than its cells while they are measured.
+    canvas.style.width = canvas.style.height = '0';
+    const g = grid.getBoundingClientRect();
+    const x0 = g.left + grid.clientLeft - grid.scrollLeft, y0 = g.top + grid.clientTop - grid.scrollTop;
+    built.rects = cells.map(({strip}) => {
+      const r = strip.getBoundingClientRect();
+      return [r.left - x0, r.top - y0, r.width, r.height];
+    });
+    const scale = window.devicePixelRatio || 1;
+    canvas.style.width = `${grid.scrollWidth}px`;
+    canvas.style.height = `${grid.scrollHeight}px`;
+    canvas.width = Math.round(grid.scrollWidth * scale);
+    canvas.height = Math.round(grid.scrollHeight * scale);
+    built.scale = scale;
   }
-  grid.dataset.position = p;
+  const sprite = new OffscreenCanvas(colours.width, colours.height);
+  sprite.getContext('2d').putImageData(colours, 0, 0);
+  const ctx = canvas.getContext('2d');
+  ctx.setTransform(built.scale, 0, 0, built.scale, 0, 0);
+  ctx.clearRect(0, 0, canvas.width, canvas.height);
+  ctx.imageSmoothingEnabled = false;
+  cells.forEach(({l, h}, i) => {
+    const [x, y, w, hgt] = built.rects[i];
+    ctx.globalAlpha = built.ablated.has(`${l}.${h}`) ? 0.55 : 1;  // as a knocked-out cell's opacity
+    ctx.drawImage(sprite, 0, i, colours.width, 1, x, y, w, hgt);
+  });
+  ctx.globalAlpha = 1;
 }
 
 const maps = new WeakMap();  // canvas -> its Heatmap
