@@ -2,8 +2,24 @@
 // unembedding), for a window of positions; and one cell's top 10.
 import {fmt, pieceAt, probList, showPiece, textOn, viridisCss} from './viz.js';
 
-// data: {lens: {begin, end, topK, nLayer, ids, probs, pieces}, picked, pieces, ids, open: {layer, position}}
+const tables = new WeakMap();  // box -> {lens, pieces, ids} the table was built from
+
+// data: {lens: {begin, end, topK, nLayer, ids, probs, pieces}, picked, pieces, ids, open: {layer, position}}.
+// The table is built once per lens window; a new pick or open cell only moves the marks (at GPT-2
+// XL a rebuild is ~600 buttons and their layout on every click).
 export function render(box, d) {
+  const last = tables.get(box);
+  if (!last || last.lens !== d.lens || last.pieces !== d.pieces || last.ids !== d.ids || !box.firstChild) {
+    build(box, d);
+    tables.set(box, {lens: d.lens, pieces: d.pieces, ids: d.ids});
+  }
+  const {begin} = d.lens;
+  box.querySelectorAll('thead th').forEach((th, i) => th.classList.toggle('picked', i > 0 && begin + i - 1 === d.picked));
+  box.querySelector('.lens-cell.open')?.classList.remove('open');
+  if (d.open) box.querySelector(`.lens-cell[data-layer="${d.open.layer}"][data-position="${d.open.position}"]`)?.classList.add('open');
+}
+
+function build(box, d) {
   const {begin, end, topK, nLayer: L, ids, probs, pieces} = d.lens;
   const T = end - begin;
   const table = document.createElement('table');
@@ -14,7 +30,6 @@ export function render(box, d) {
     const th = document.createElement('th');
     th.textContent = showPiece(d.pieces[begin + t] ?? `#${d.ids[begin + t]}`);
     th.title = `position ${begin + t}`;
-    if (begin + t === d.picked) th.className = 'picked';
     head.append(th);
   }
   const body = table.createTBody();
@@ -28,7 +43,7 @@ export function render(box, d) {
       const id = ids[base], prob = probs[base];
       const b = document.createElement('button');
       b.type = 'button';
-      b.className = 'lens-cell' + (d.open && d.open.layer === l && d.open.position === begin + t ? ' open' : '');
+      b.className = 'lens-cell';
       b.dataset.layer = l;
       b.dataset.position = begin + t;
       b.dataset.id = id;

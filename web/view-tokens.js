@@ -21,25 +21,39 @@ function makeChip(d, i) {
   return chip;
 }
 
-const drawn = new WeakMap();  // box -> what its chips show, to append rather than rebuild
+const drawn = new WeakMap();  // box -> what its chips show, to append or re-mark rather than rebuild
+
+function mark(chip, d) {
+  const i = Number(chip.dataset.position);
+  chip.classList.toggle('picked', i === d.picked);
+  chip.setAttribute('aria-selected', i === d.picked ? 'true' : 'false');
+  chip.tabIndex = i === Math.max(0, d.picked) ? 0 : -1;
+}
 
 // data: {ids, pieces, promptLength, picked, captured, focusSeq}; a new focusSeq moves keyboard
 // focus to the picked chip (the person picked it with a click or a key).
 export function render(box, d) {
-  const key = `${d.picked}|${d.captured}|${d.promptLength}|${d.pieces.filter((p) => p != null).length}`;
+  const key = `${d.captured}|${d.promptLength}|${d.pieces.filter((p) => p != null).length}`;
   const last = drawn.get(box);
   const focusAsked = !last || last.focusSeq !== d.focusSeq;
-  drawn.set(box, {key, n: d.ids.length, focusSeq: d.focusSeq});
+  drawn.set(box, {key, n: d.ids.length, focusSeq: d.focusSeq, picked: d.picked});
+  const same = last && last.key === key && box.children.length === last.n;
   // While tokens stream in only the new chips are added: rebuilding all of them every frame
   // cost the page a third of a core, which on a 2-core machine is taken from the engine.
-  if (last && last.key === key && last.n <= d.ids.length && box.children.length === last.n) {
+  if (same && last.picked === d.picked && last.n <= d.ids.length) {
     const fresh = [];
     for (let i = last.n; i < d.ids.length; i++) fresh.push(makeChip(d, i));
     box.append(...fresh);
     return;
   }
   const hadFocus = box.contains(document.activeElement);
-  box.replaceChildren(...d.ids.map((_, i) => makeChip(d, i)));
+  if (same && last.n === d.ids.length) {
+    // Only the pick moved: re-mark the two chips (and the first, which holds the tab stop when
+    // nothing is picked) instead of rebuilding every chip.
+    for (const i of new Set([last.picked, d.picked, 0])) if (box.children[i]) mark(box.children[i], d);
+  } else {
+    box.replaceChildren(...d.ids.map((_, i) => makeChip(d, i)));
+  }
   // Re-rendering replaces the chips: keep keyboard focus on the picked one.
   if (hadFocus || focusAsked) box.querySelector('.chip[tabindex="0"]')?.focus();
   const chip = box.querySelector('.chip.picked');

@@ -73,6 +73,75 @@ describe('a GPT-2 XL-shaped model (48 blocks x 25 heads) in the page', {skip}, (
     assert.ok((await page.getByTestId('probs').textContent()).includes('%'));
   });
 
+  test('the grid draws each head\'s strip where its cell is, and knocks out only the head clicked', async () => {
+    // Every strip is drawn on one canvas behind the cells: each segment's pixel must be the colour
+    // of that head's attention to that position, under the cell that names the head.
+    const drawn = await page.evaluate(async () => {
+      const {viridis} = await import('./viz.js');
+      const grid = document.querySelector('[data-testid=attention-grid]');
+      const canvas = grid.querySelector('canvas');
+      const ctx = canvas.getContext('2d');
+      const a = window.gpt2Page.state.acts, n = a.position + 1;
+      const scale = canvas.width / canvas.getBoundingClientRect().width;
+      const c0 = canvas.getBoundingClientRect();
+      const out = [];
+      for (const [l, h] of [[0, 0], [1, 2], [11, 2], [30, 17], [47, 24]]) {
+        const strip = grid.querySelector(`.attn-cell[data-layer="${l}"][data-head="${h}"] .strip`).getBoundingClientRect();
+        for (let k = 0; k < n; ++k) {
+          const x = (strip.left - c0.left + (k + 0.5) * strip.width / n) * scale;
+          const y = (strip.top - c0.top + strip.height / 2) * scale;
+          const got = Array.from(ctx.getImageData(Math.floor(x), Math.floor(y), 1, 1).data.slice(0, 3));
+          out.push({l, h, k, got, want: viridis(a.attention[l][h * n + k])});
+        }
+      }
+      return out;
+    });
+    assert.ok(drawn.length >= 5 * 2);
+    for (const {l, h, k, got, want} of drawn) {
+      assert.ok(got.every((c, i) => Math.abs(c - want[i]) <= 1), `head ${l}.${h} position ${k}: drew ${got}, wants ${want}`);
+    }
+
+    // Head 11.2 knocked out: "1.2" is a substring of "11.2", and must stay as it was.
+    await page.getByTestId('exp-knock-mode').check();
+    await page.locator('[data-testid=attention-grid] .attn-cell[data-layer="11"][data-head="2"]').click();
+    await page.waitForSelector('[data-testid=attention-grid] .attn-cell.knocked-out[data-layer="11"][data-head="2"]');
+    const knocked = await page.locator('[data-testid=attention-grid] .attn-cell.knocked-out').evaluateAll(
+        (cells) => cells.map((c) => `${c.dataset.layer}.${c.dataset.head}`));
+    assert.deepEqual(knocked, ['11.2']);
+    await page.locator('[data-testid=attention-grid] .attn-cell[data-layer="11"][data-head="2"]').click();
+    await page.waitForFunction(() => !document.querySelector('.attn-cell.knocked-out'));
+    await page.getByTestId('exp-knock-mode').uncheck();
+  });
+
+  test('a new pick moves the marks: one picked chip, one picked lens column, one open lens cell', async () => {
+    // The chips and the lens table are re-marked, not rebuilt, when only the pick moves.
+    for (const position of [1, 3]) {
+      await page.locator(`[data-testid=tokens] .chip[data-position="${position}"]`).click();
+      await page.waitForFunction((p) => {
+        const lens = window.gpt2Page.state.lens;
+        return lens && p >= lens.begin && p < lens.end && window.gpt2Page.state.lensOpen?.position === p &&
+               document.querySelector('[data-testid=logit-lens] .lens-cell.open');
+      }, position, {timeout: kTimeout});
+      const marks = await page.evaluate(() => {
+        const chips = [...document.querySelectorAll('[data-testid=tokens] .chip')];
+        const at = (els) => els.map((c) => Number(c.dataset.position));
+        return {
+          picked: at(chips.filter((c) => c.classList.contains('picked'))),
+          selected: at(chips.filter((c) => c.getAttribute('aria-selected') === 'true')),
+          tabStops: at(chips.filter((c) => c.tabIndex === 0)),
+          lensColumns: [...document.querySelectorAll('[data-testid=logit-lens] thead th.picked')].map((th) => th.title),
+          open: [...document.querySelectorAll('[data-testid=logit-lens] .lens-cell.open')].map(
+              (b) => `${b.dataset.layer}@${b.dataset.position}`),
+        };
+      });
+      assert.deepEqual(marks, {picked: [position], selected: [position], tabStops: [position],
+                               lensColumns: [`position ${position}`], open: [`47@${position}`]});
+    }
+    await page.locator('[data-testid=logit-lens] .lens-cell[data-layer="20"][data-position="3"]').click();
+    assert.deepEqual(await page.locator('[data-testid=logit-lens] .lens-cell.open').evaluateAll(
+        (cells) => cells.map((b) => `${b.dataset.layer}@${b.dataset.position}`)), ['20@3']);
+  });
+
   test('the heads ranking counts 1,200 heads and cancels; patching covers every block', async () => {
     // The whole ranking (1,200 re-runs) is timed in scripts/bench.sh; here its progress and cancel.
     await page.getByTestId('sweep-run').click();
