@@ -800,8 +800,10 @@ worker.onmessage = ({data: msg}) => {
     case Msg.prompt: onPrompt(msg); break;
     case Msg.token: onToken(msg); break;
     case Msg.stats: onStats(msg); break;
-    case Msg.activations: if (!state.awaitingPrompt) onActivations(msg); break;
-    case Msg.attentionMap: if (!state.awaitingPrompt) store.set({attentionMap: msg}); break;
+    // The answers to a click on a token or a head are drawn when they arrive, not at the next
+    // animation frame: the frame then only lays out and paints them.
+    case Msg.activations: if (!state.awaitingPrompt) { onActivations(msg); store.flush(); } break;
+    case Msg.attentionMap: if (!state.awaitingPrompt) { store.set({attentionMap: msg}); store.flush(); } break;
     case Msg.lensStart:
       if (!state.awaitingPrompt) store.set({lensNote: `Computing the logit lens for positions ${msg.begin}–${msg.end - 1}…`});
       break;

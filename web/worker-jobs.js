@@ -13,10 +13,10 @@ import {topIndices} from './top.js';
 // around ~3e9 (a few seconds of wasm SIMD) and at most this many positions.
 const kLensBudget = 3e9;
 const kLensMaxPositions = 64;
-// The window runs in pieces of about this many multiply-adds (~0.1 s), a message that arrives
-// meanwhile first: a click on a head after a token pick answers at once, not after the whole
-// window (GPT-2 XL: 48 unembeddings of one position, ~1.2 s).
-const kLensPiece = 2e8;
+// The window runs in pieces of about this many multiply-adds (one block of GPT-2 XL at one
+// position), a message that arrives meanwhile first: a click on a head after a token pick waits
+// for one piece, not the whole window (GPT-2 XL: 48 unembeddings of one position).
+const kLensPiece = 1e8;
 
 // post(msg, transfer): to the page; yieldToEvents(): lets queued messages (stop, cancel) arrive;
 // busy(): whether a message waits in the dispatcher's queue; lensPiece: kLensPiece (tests make
