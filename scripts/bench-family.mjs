@@ -5,7 +5,8 @@
 //      decode steps; decode as weight bytes streamed per second (every weight is read once per
 //      token) and prefill as multiply-adds per second, XL over small; the wasm heap after loading
 //      against the file plus its KV cache;
-//   b) converting GPT-2 medium: a Hugging Face-layout F32 checkpoint of medium's shape (1.4 GB)
+//   b) converting GPT-2 medium (or --convert gpt2-xl: 6.4 GB, written to disk once and served from
+//      it): a Hugging Face-layout F32 checkpoint of that shape (medium's is 1.4 GB)
 //      converted to Q8_0 by native gpt2-convert, by the page's streamed conversion under Node
 //      (the Converter binding fed the pieces it asks for: its wasm heap's peak against the
 //      output), and in headless Chromium by the page itself from a local fake Hugging Face that
@@ -14,9 +15,10 @@
 //      answer (input event to the frame that shows it) in the attention grid (1,200 heads), on a
 //      token, and in the logit lens.
 //
-//   node --no-experimental-fetch scripts/bench-family.mjs [--runs 3] [--prompt 64] [--tokens 16]
+//   node scripts/bench-family.mjs [--runs 3] [--prompt 64] [--tokens 16] [--convert gpt2-medium|gpt2-xl]
 //        [--skip-decode] [--skip-convert] [--skip-browser] [--skip-clicks]
 import {execFileSync} from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -25,6 +27,7 @@ import {arg, benchModel, cpuMs, engineFactory, loadEngine, median, printMachine,
 const kRuns = Number(arg('runs', '3'));
 const kPrompt = Number(arg('prompt', '64'));
 const kTokens = Number(arg('tokens', '16'));
+const kConvert = arg('convert', 'gpt2-medium');  // the size converted in b)
 const flag = (name) => process.argv.includes(`--${name}`);
 const kDir = path.join(repoRoot, 'build/bench/family');
 const tool = (name) => path.join(repoRoot, 'build/native', name);
@@ -77,14 +80,18 @@ if (!flag('skip-decode')) {
 }
 
 if (!flag('skip-convert')) {
-  const {makeCheckpoint, startFakeHf} = await import('../tests/web/fake-hf.mjs');
-  const dir = path.join(kDir, 'hf-medium');
-  if (!fs.existsSync(path.join(dir, 'model.safetensors'))) {
-    fs.mkdirSync(dir, {recursive: true});
-    const files = makeCheckpoint(repoRoot, {nLayer: 24, nEmbd: 1024, nHead: 16, nCtx: 1024});
-    for (const [name, bytes] of Object.entries(files)) fs.writeFileSync(path.join(dir, name), bytes);
+  const {writeCheckpoint, startFakeHf} = await import('../tests/web/fake-hf.mjs');
+  const shape = {'gpt2-medium': {nLayer: 24, nEmbd: 1024, nHead: 16}, 'gpt2-xl': {nLayer: 48, nEmbd: 1600, nHead: 25}}[kConvert];
+  if (!shape) throw new Error(`--convert takes gpt2-medium or gpt2-xl, not ${kConvert}`);
+  const dir = path.join(kDir, `hf-${kConvert.replace('gpt2-', '')}`);
+  const written = path.join(dir, 'files.json');  // the checkpoint's hash, once written whole
+  if (!fs.existsSync(written)) {
+    const files = writeCheckpoint(repoRoot, dir, {...shape, nCtx: 1024});
+    fs.writeFileSync(written, JSON.stringify(files['model.safetensors']));
   }
-  const out = path.join(kDir, 'medium-q8_0.gguf');
+  const files = Object.fromEntries(['config.json', 'vocab.json', 'merges.txt'].map((name) => [name, fs.readFileSync(path.join(dir, name))]));
+  files['model.safetensors'] = JSON.parse(fs.readFileSync(written, 'utf8'));
+  const out = path.join(kDir, `${kConvert.replace('gpt2-', '')}-q8_0.gguf`);
   const nativeMs = [];
   for (let run = 0; run < kRuns; ++run) {
     const t0 = performance.now();
@@ -92,7 +99,8 @@ if (!flag('skip-convert')) {
     nativeMs.push(performance.now() - t0);
   }
   const native = fs.readFileSync(out);
-  console.log(`gpt2-convert, medium to Q8_0: ${nativeMs.map((x) => x.toFixed(0)).join(', ')} ms ` +
+  const nativeHash = crypto.createHash('sha256').update(native).digest('hex');
+  console.log(`gpt2-convert, ${kConvert} to Q8_0: ${nativeMs.map((x) => x.toFixed(0)).join(', ')} ms ` +
               `(median ${median(nativeMs).toFixed(0)}), ${mb(native.length)}`);
 
   // The page's streamed conversion under Node: pieces read from the file as the worker fetches them.
@@ -128,33 +136,41 @@ if (!flag('skip-convert')) {
 
   if (!flag('skip-browser')) {
     const {launchBrowser, serveSite, waitCached, waitLoaded} = await import('../tests/web/browser.mjs');
-    const files = Object.fromEntries(['config.json', 'vocab.json', 'merges.txt', 'model.safetensors']
-        .map((name) => [name, fs.readFileSync(path.join(dir, name))]));
-    const hf = await startFakeHf({files, ranges: true, repo: 'gpt2-medium'});
+    const hf = await startFakeHf({files, ranges: true, repo: kConvert});
     const site = await serveSite({site: path.join(repoRoot, 'build/site')});
     try {
-      const pageMs = [], cachedMs = [];
+      const pageMs = [], cachedMs = [], memory = [], equal = [];
       for (let run = 0; run < kRuns; ++run) {
         const browser = await launchBrowser();  // a fresh profile (no cached conversion) each run
         const page = await browser.context.newPage();
         await page.goto(`${site.url}?hf=${encodeURIComponent(new URL(hf.url).origin)}`);
         await page.waitForFunction(() => !document.querySelector('[data-testid=get-gpt2]').disabled, null, {timeout: 120_000});
-        await page.getByTestId('hf-model').selectOption('gpt2-medium');
+        await page.getByTestId('hf-model').selectOption(kConvert);
         const t0 = performance.now();
         await page.getByTestId('get-gpt2').click();
         try {
           await waitLoaded(page, 600_000);
           pageMs.push(performance.now() - t0);
+          memory.push(Number(await page.locator('#model-info').getAttribute('data-memory-bytes')));
           await waitCached(page, 600_000);
           cachedMs.push(performance.now() - t0);
+          // What the page converted and cached, byte for byte gpt2-convert's file?
+          equal.push(await page.evaluate(async () => {
+            const cache = await caches.open('gpt2-models-v1');
+            const key = (await cache.keys()).find((r) => r.url.endsWith('-q8_0.gguf'));
+            const bytes = await (await cache.match(key)).arrayBuffer();
+            return [...new Uint8Array(await crypto.subtle.digest('SHA-256', bytes))].map((b) => b.toString(16).padStart(2, '0')).join('');
+          }) === nativeHash);
         } finally {
           await browser.close();
         }
       }
-      console.log(`the page, medium from the local fake Hugging Face to Q8_0 (click to model ready, parse included): ` +
+      console.log(`the page, ${kConvert} from the local fake Hugging Face to Q8_0 (click to model ready, parse included): ` +
                   `${pageMs.map((x) => x.toFixed(0)).join(', ')} ms; median ${(median(pageMs) / median(nativeMs)).toFixed(2)}x ` +
                   `gpt2-convert (target <= 1.5x); written into the browser's cache by ` +
-                  `${cachedMs.map((x) => x.toFixed(0)).join(', ')} ms (${(median(cachedMs) / median(nativeMs)).toFixed(2)}x)`);
+                  `${cachedMs.map((x) => x.toFixed(0)).join(', ')} ms (${(median(cachedMs) / median(nativeMs)).toFixed(2)}x); ` +
+                  `the engine's wasm memory after it: ${memory.map(mb).join(', ')}, ${mb(Math.max(...memory) - native.length)} ` +
+                  `above the output (conversion bound: output + 300 MB); cached file byte-equal to gpt2-convert's: ${equal.join(', ')}`);
     } finally {
       await site.close();
       await hf.close();
@@ -173,6 +189,9 @@ if (!flag('skip-clicks')) {
     await page.goto(`${site.url}?model=models/${path.basename(file)}&threads=1`);
     await waitLoaded(page, 600_000);
     const loadMs = performance.now() - t0;
+    const memory = Number(await page.locator('#model-info').getAttribute('data-memory-bytes'));
+    const kv = 2 * 48 * 1024 * 1600 * (34 / 32);  // the 8-bit cache at full context
+    const fileBytes = fs.statSync(file).size;
     await page.getByTestId('prompt').fill('The quick brown fox jumps over the lazy dog');
     await page.getByTestId('max-tokens').fill('4');
     await page.getByTestId('generate').click();
@@ -206,7 +225,8 @@ if (!flag('skip-clicks')) {
       times.gridAfterPick.push(await click(`[data-testid=attention-grid] [data-layer="${l}"][data-head="${h}"]`, '#attn-big-title'));
     }
     const f = (xs) => `median ${median(xs).toFixed(0)} ms, max ${Math.max(...xs).toFixed(0)} ms`;
-    console.log(`the page on GPT-2 XL's shape (Q8_0, ${mb(fs.statSync(file).size)}): loaded in ${(loadMs / 1e3).toFixed(1)} s; ` +
+    console.log(`the page on GPT-2 XL's shape (Q8_0, ${mb(fileBytes)}): loaded in ${(loadMs / 1e3).toFixed(1)} s, the engine's ` +
+                `wasm memory then ${mb(memory)} = ${(memory / (fileBytes + kv)).toFixed(3)} x (file + KV cache, target <= 1.1); ` +
                 `a click answers (target <= 100 ms): attention grid ${f(times.grid)}; the logit lens ${f(times.lens)}; ` +
                 `a token ${f(times.token)}; the grid right after a token pick ${f(times.gridAfterPick)}`);
   } finally {

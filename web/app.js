@@ -88,6 +88,7 @@ const store = createStore({
   awaitingPrompt: false,
   interventions: kNoInterventions,
   knockMode: false,
+  memoryBytes: 0,  // the engine's WebAssembly memory after the last load
   experimenting: false,
   experiment: null, // last 'experiment' reply
   target: null,     // the token id the heads are ranked for (null: the one that came next)
@@ -202,7 +203,8 @@ const openAttributedHead = (l, h) => { if (h < state.info.n_head) chooseLayerHea
 function render(s) {
   renderStatus(s);
   renderIfChanged((_, d) => modelView.render({name: $('model-name'), note: $('model-note'), info: $('model-info')}, d),
-                  $('model-info'), {info: s.info, source: s.modelSource, threads: s.info ? threadMode() : ''});
+                  $('model-info'), {info: s.info, source: s.modelSource, threads: s.info ? threadMode() : '',
+                                   memoryBytes: s.memoryBytes});
   renderIfChanged(renderOutput, $('output'), {prompt: s.promptText, text: s.generatedText});
   $('output-ids').textContent = s.sampled.join(' ');
   renderIfChanged(tokensView.render, $('tokens'), {ids: s.ids, pieces: s.pieces, promptLength: s.promptLength,
@@ -499,13 +501,13 @@ function onProgress({phase, loaded, total, file}) {
              progressText: phase === Phase.parse || !total ? `${verb}…` : `${verb}: ${amount} (${pct}%)`});
 }
 
-function onModel({info, source, name, cacheWarning, storing}) {
+function onModel({info, source, name, cacheWarning, storing, memoryBytes}) {
   const from = {network: 'downloaded and cached', cache: 'from the browser cache (no download)',
                 file: `from ${name}`, hf: storing ? 'downloaded from Hugging Face and converted; saving it in this browser…'
                                                   : 'downloaded from Hugging Face and converted'}[source];
   if (info.threads) store.set({threads: info.threads});
   store.set({
-    loading: false, info, selectSizes: {blocks: info.n_layer, heads: info.n_head},
+    loading: false, info, memoryBytes: memoryBytes ?? state.memoryBytes, selectSizes: {blocks: info.n_layer, heads: info.n_head},
     progress: {...state.progress, value: 100, source},
     progressText: `Model ready (${mb(info.file_bytes)}, ${from}).`,
     statsText: state.generating ? state.statsText : `Engine: ${engineMode()}.`,

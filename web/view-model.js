@@ -1,4 +1,6 @@
 // The loaded model, in words: its name (with a note for the small offline model) and its shape.
+import {kWasmMaxBytes} from './hf.js';
+import {mb} from './viz.js';
 
 // The models this project makes, by file name, in words. The small one gets a note: its odd
 // text is expected, not a bug.
@@ -23,7 +25,8 @@ const kKnownModels = {
   },
 };
 
-// els: {name, note, info}; data: {info (the engine's), source (URL or file name), threads (in words)}
+// els: {name, note, info}; data: {info (the engine's), source (URL or file name), threads (in words),
+// memoryBytes (the engine's WebAssembly memory after loading)}
 export function render(els, d) {
   if (!d.info) {
     els.name.hidden = true;
@@ -55,11 +58,13 @@ export function render(els, d) {
     ['Weights', info.weight_type],
     ['SIMD', info.simd],
     ['Threads', d.threads],
+    ['Engine memory', d.memoryBytes ? `${mb(d.memoryBytes)} of WebAssembly memory after loading (at most ${mb(kWasmMaxBytes)})` : ''],
   ];
-  els.info.replaceChildren(...rows.flatMap(([k, v]) => {
+  els.info.replaceChildren(...rows.filter(([, v]) => v !== '').flatMap(([k, v]) => {
     const dt = document.createElement('dt'); dt.textContent = k;
     const dd = document.createElement('dd'); dd.textContent = v;
     return [dt, dd];
   }));
+  els.info.dataset.memoryBytes = d.memoryBytes || '';
   els.info.hidden = false;
 }

@@ -177,8 +177,10 @@ async function handleLoad(msg) {
     jobs.attach(engine, info);
     sae.attach(engine, info);
     jobs.warmUp();
+    // The module's memory never shrinks, so its size here is the most the load (a conversion
+    // included) has used.
     post({type: Msg.model, info, source: loaded.source, name: loaded.name, cacheWarning: loaded.note,
-          storing: !!loaded.store});
+          storing: !!loaded.store, memoryBytes: Module.HEAP8.buffer.byteLength});
     if (loaded.store) storeInBackground(loaded.store);
   } catch (e) {
     post({type: Msg.error, kind: ErrorKind.load, message: explainLoadError(e)});

