@@ -83,10 +83,8 @@ void Sae::Encode(const float* x, int n, float* features, float* scale) const {
     float* f = features + int64_t(t) * S;
     switch (config_.architecture) {
       case SaeArchitecture::kStandard:
-        for (int i = 0; i < S; ++i) f[i] = std::max(f[i], 0.0f);
-        break;
       case SaeArchitecture::kJumpRelu:
-        for (int i = 0; i < S; ++i) f[i] = f[i] > threshold_[i] ? std::max(f[i], 0.0f) : 0.0f;
+        for (int i = 0; i < S; ++i) f[i] = Activate(f[i], i);
         break;
       case SaeArchitecture::kTopK: {
         order.resize(S);
@@ -101,6 +99,33 @@ void Sae::Encode(const float* x, int n, float* features, float* scale) const {
         break;
       }
     }
+  }
+}
+
+void Sae::EncodeFeatures(const float* x, int n, const int* features, int count, float* acts, float* scale) const {
+  const int C = config_.d_in, S = config_.d_sae;
+  if (config_.architecture == SaeArchitecture::kTopK) {
+    std::vector<float> all(size_t(n) * S);
+    Encode(x, n, all.data(), scale);
+    for (int t = 0; t < n; ++t) {
+      for (int j = 0; j < count; ++j) acts[int64_t(t) * count + j] = all[int64_t(t) * S + features[j]];
+    }
+    return;
+  }
+  std::vector<float> in(size_t(n) * C), group(size_t(n) * kMatMulRowGrain);
+  Prepare(x, n, in.data(), scale);
+  const size_t row_bytes = RowBytes(w_enc_.type, C);
+  int have = -1;  // the first row of the group in `group`
+  for (int j = 0; j < count; ++j) {
+    const int f = features[j];
+    const int first = f / kMatMulRowGrain * kMatMulRowGrain;
+    const int rows = std::min<int>(kMatMulRowGrain, S - first);
+    if (first != have) {
+      const WeightView w{w_enc_.type, static_cast<const uint8_t*>(w_enc_.data) + row_bytes * first, rows, C};
+      MatMul(in.data(), n, w, b_enc_ + first, group.data(), 0, rows);
+      have = first;
+    }
+    for (int t = 0; t < n; ++t) acts[int64_t(t) * count + j] = Activate(group[int64_t(t) * rows + f - first], f);
   }
 }
 
@@ -145,14 +170,16 @@ StreamEdit Sae::Edit(std::shared_ptr<const Sae> sae, const std::vector<std::pair
   e.point = sae->config().point;
   // The scratch is the edit's own: a forward pass calls it from one thread at a time.
   auto scratch = std::make_shared<std::vector<float>>();
-  e.edit = [sae, steer, clamp, scratch](int pos0, int rows, float* x) {
-    const int C = sae->config().d_in, S = sae->d_sae();
+  std::vector<int> features;
+  for (const auto& c : clamp) features.push_back(c.first);
+  e.edit = [sae, steer, clamp, features, scratch](int pos0, int rows, float* x) {
+    const int C = sae->config().d_in;
     std::vector<float>& buf = *scratch;
-    const bool encode = !clamp.empty();
-    buf.resize(size_t(rows) * (C + 1 + (encode ? S : 0)));
+    const int K = static_cast<int>(clamp.size());
+    buf.resize(size_t(rows) * (C + 1 + K));
     float* scale = buf.data();
     float* in = scale + rows;  // Prepare's input for the scale alone
-    float* f = in + size_t(rows) * C;
+    float* f = in + size_t(rows) * C;  // [rows, K]: the clamped features' activations
     if (!steer.empty()) {
       sae->Prepare(x, rows, in, scale);
       for (int t = 0; t < rows; ++t) {
@@ -163,13 +190,13 @@ StreamEdit Sae::Edit(std::shared_ptr<const Sae> sae, const std::vector<std::pair
         }
       }
     }
-    if (encode) {
-      sae->Encode(x, rows, f, scale);
+    if (K > 0) {
+      sae->EncodeFeatures(x, rows, features.data(), K, f, scale);
       for (int t = 0; t < rows; ++t) {
-        for (const auto& c : clamp) {
-          const float* d = sae->DecoderRow(c.first);
-          const float a = (c.second - f[int64_t(t) * S + c.first]) * scale[t];
-          for (int j = 0; j < C; ++j) x[int64_t(t) * C + j] += a * d[j];
+        for (int j = 0; j < K; ++j) {
+          const float* d = sae->DecoderRow(clamp[j].first);
+          const float a = (clamp[j].second - f[int64_t(t) * K + j]) * scale[t];
+          for (int i = 0; i < C; ++i) x[int64_t(t) * C + i] += a * d[i];
         }
       }
     }

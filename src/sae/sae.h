@@ -18,6 +18,7 @@
 // is kept: x' = x + (value - f_F) * W_dec[F] in the SAE's units).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -48,6 +49,11 @@ class Sae {
   // Rows x [n, d_in] of the stream at the hook -> features [n, d_sae]; scale [n] (s above, may be
   // null).
   void Encode(const float* x, int n, float* features, float* scale) const;
+  // Encode's activations of `features` [count] alone, acts [n, count], bit for bit (the encoder's
+  // rows in whole kMatMulRowGrain groups, which MatMul rounds as in one call over all rows).
+  // Standard and JumpReLU SAEs compute only the groups holding those features; a TopK SAE,
+  // whose survivors depend on every feature, encodes all of them.
+  void EncodeFeatures(const float* x, int n, const int* features, int count, float* acts, float* scale) const;
   // explained (above) of row x [d_in] with its features [d_sae] and scale.
   double Explained(const float* x, const float* features, float scale) const;
   const float* DecoderRow(int feature) const { return w_dec_ + int64_t(feature) * config_.d_in; }  // [d_in]
@@ -64,6 +70,11 @@ class Sae {
  private:
   // xc / s - b_dec * apply into in [n, d_in], s into scale [n].
   void Prepare(const float* x, int n, float* in, float* scale) const;
+  // relu (standard) or relu with JumpReLU's threshold of `feature`, from its pre-activation.
+  float Activate(float pre, int feature) const {
+    if (threshold_ != nullptr && !(pre > threshold_[feature])) return 0.0f;
+    return std::max(pre, 0.0f);
+  }
 
   std::shared_ptr<const GgufFile> file_;
   SaeConfig config_;

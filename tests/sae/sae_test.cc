@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -353,6 +354,61 @@ TEST_CASE("direct logit attribution under SAE steering: the edit is one more ter
   }
   CHECK(edit);
   CHECK(std::fabs(sum - a.logit) < 1e-3 * std::max(1.0, std::fabs(a.logit)));
+}
+
+}  // namespace gpt2_test
+
+namespace gpt2_test {
+
+TEST_CASE("SAE: the clamped features' rows alone equal the full encode, bit for bit", "[sae]") {
+  // The full encode is the reference: EncodeFeatures computes only the encoder rows of the
+  // clamped features (standard, JumpReLU) and must give the same bits, in any order, with
+  // repeats and features from several row groups; TopK encodes everything.
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const char* name : kSaes) {
+    for (const gpt2::TensorType type : {gpt2::TensorType::kF32, gpt2::TensorType::kQ8_0}) {
+      INFO(name << " " << gpt2::GgmlTypeName(static_cast<uint32_t>(type)));
+      const std::vector<uint8_t> bytes = ConvertSae(name, type);
+      auto sae = std::make_shared<const gpt2::Sae>(
+          std::shared_ptr<const gpt2::GgufFile>(gpt2::GgufFile::Parse(bytes.data(), bytes.size())), 64);
+      const int n = 9, C = sae->config().d_in, S = sae->d_sae();
+      std::vector<float> x(size_t(n) * C);
+      for (float& v : x) v = 3.0f * normal(rng) + 0.5f;
+      std::vector<float> all(size_t(n) * S), scale(n);
+      sae->Encode(x.data(), n, all.data(), scale.data());
+      std::vector<int> features = {S - 1, 0, 1, S / 2, S - 1, 47, 48};
+      for (int f = S - 1; f >= 0; --f) features.push_back(f);  // every feature, from the back
+      const int K = static_cast<int>(features.size());
+      std::vector<float> acts(size_t(n) * K), scale_rows(n);
+      sae->EncodeFeatures(x.data(), n, features.data(), K, acts.data(), scale_rows.data());
+      int nonzero = 0;
+      for (int t = 0; t < n; ++t) {
+        REQUIRE(scale_rows[t] == scale[t]);
+        for (int j = 0; j < K; ++j) {
+          const float want = all[size_t(t) * S + features[j]], got = acts[size_t(t) * K + j];
+          INFO("row " << t << " feature " << features[j]);
+          REQUIRE(std::memcmp(&want, &got, sizeof(float)) == 0);
+          nonzero += got != 0;
+        }
+      }
+      CHECK(nonzero > 0);
+      CHECK(nonzero < n * K);
+
+      // The clamping edit against the same formula over the full encode.
+      const std::vector<std::pair<int, float>> clamp = {{3, 2.5f}, {S - 1, 0.0f}, {50, 1.0f}};
+      std::vector<float> edited = x;
+      gpt2::Sae::Edit(sae, {}, clamp).edit(0, n, edited.data());
+      for (int t = 0; t < n; ++t) {
+        std::vector<float> want(x.begin() + size_t(t) * C, x.begin() + size_t(t + 1) * C);
+        for (const auto& c : clamp) {
+          const float a = (c.second - all[size_t(t) * S + c.first]) * scale[t];
+          for (int i = 0; i < C; ++i) want[i] += a * sae->DecoderRow(c.first)[i];
+        }
+        REQUIRE(std::memcmp(want.data(), edited.data() + size_t(t) * C, sizeof(float) * C) == 0);
+      }
+    }
+  }
 }
 
 }  // namespace gpt2_test
