@@ -108,11 +108,11 @@ const LoadedSae& Lab::EncodeCapture(int id) {
   // Rows through a dense buffer (the matmul's output), 64 at a time: fewer passes over the
   // encoder (GPT-2 small's is 20 MB as Q8_0) for 6 MB of scratch.
   constexpr int kRows = 64;
-  std::vector<float> dense;
+  std::vector<float>& dense = s.dense;
   for (int p0 = same; p0 < P; p0 += kRows) {
     const int n = std::min(kRows, P - p0);
     dense.resize(size_t(n) * S);
-    s.sae->Encode(rows->data() + size_t(p0) * C, n, dense.data(), s.scales.data() + p0);
+    s.sae->Encode(rows->data() + size_t(p0) * C, n, dense.data(), s.scales.data() + p0, s.scratch);
     for (int t = 0; t < n; ++t) {
       std::vector<std::pair<int, float>>& a = s.active[p0 + t];
       a.clear();

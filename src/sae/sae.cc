@@ -72,13 +72,17 @@ void Sae::Prepare(const float* x, int n, float* in, float* scale) const {
   }
 }
 
-void Sae::Encode(const float* x, int n, float* features, float* scale) const {
+void Sae::Encode(const float* x, int n, float* features, float* scale, SaeScratch& scratch) const {
   const int C = config_.d_in, S = config_.d_sae;
-  std::vector<float> in(size_t(n) * C), scales(n);
-  Prepare(x, n, in.data(), scales.data());
-  if (scale != nullptr) std::copy(scales.begin(), scales.end(), scale);
-  MatMul(in.data(), n, w_enc_, b_enc_, features, 0, S);
-  std::vector<int> order;
+  scratch.in.resize(size_t(n) * C);
+  if (scale == nullptr) {
+    scratch.scales.resize(n);
+    scale = scratch.scales.data();
+  }
+  Prepare(x, n, scratch.in.data(), scale);
+  MatMul(scratch.in.data(), n, w_enc_, b_enc_, features, 0, S);
+  std::vector<int>& order = scratch.order;
+  std::vector<float>& keep = scratch.kept;
   for (int t = 0; t < n; ++t) {
     float* f = features + int64_t(t) * S;
     switch (config_.architecture) {
@@ -92,7 +96,7 @@ void Sae::Encode(const float* x, int n, float* features, float* scale) const {
         const int k = config_.k;
         std::partial_sort(order.begin(), order.begin() + k, order.end(),
                           [f](int a, int b) { return f[a] > f[b] || (f[a] == f[b] && a < b); });
-        std::vector<float> keep(k);
+        keep.resize(k);
         for (int j = 0; j < k; ++j) keep[j] = std::max(f[order[j]], 0.0f);
         std::fill(f, f + S, 0.0f);
         for (int j = 0; j < k; ++j) f[order[j]] = keep[j];
@@ -102,18 +106,27 @@ void Sae::Encode(const float* x, int n, float* features, float* scale) const {
   }
 }
 
-void Sae::EncodeFeatures(const float* x, int n, const int* features, int count, float* acts, float* scale) const {
+void Sae::EncodeFeatures(const float* x, int n, const int* features, int count, float* acts, float* scale,
+                         SaeScratch& scratch) const {
   const int C = config_.d_in, S = config_.d_sae;
+  std::vector<float>& all = scratch.products;
   if (config_.architecture == SaeArchitecture::kTopK) {
-    std::vector<float> all(size_t(n) * S);
-    Encode(x, n, all.data(), scale);
+    all.resize(size_t(n) * S);
+    Encode(x, n, all.data(), scale, scratch);
     for (int t = 0; t < n; ++t) {
       for (int j = 0; j < count; ++j) acts[int64_t(t) * count + j] = all[int64_t(t) * S + features[j]];
     }
     return;
   }
-  std::vector<float> in(size_t(n) * C), group(size_t(n) * kMatMulRowGrain);
-  Prepare(x, n, in.data(), scale);
+  scratch.in.resize(size_t(n) * C);
+  all.resize(size_t(n) * kMatMulRowGrain);
+  const float* in = scratch.in.data();
+  float* group = all.data();
+  if (scale == nullptr) {
+    scratch.scales.resize(n);
+    scale = scratch.scales.data();
+  }
+  Prepare(x, n, scratch.in.data(), scale);
   const size_t row_bytes = RowBytes(w_enc_.type, C);
   int have = -1;  // the first row of the group in `group`
   for (int j = 0; j < count; ++j) {
@@ -122,7 +135,7 @@ void Sae::EncodeFeatures(const float* x, int n, const int* features, int count, 
     const int rows = std::min<int>(kMatMulRowGrain, S - first);
     if (first != have) {
       const WeightView w{w_enc_.type, static_cast<const uint8_t*>(w_enc_.data) + row_bytes * first, rows, C};
-      MatMul(in.data(), n, w, b_enc_ + first, group.data(), 0, rows);
+      MatMul(in, n, w, b_enc_ + first, group, 0, rows);
       have = first;
     }
     for (int t = 0; t < n; ++t) acts[int64_t(t) * count + j] = Activate(group[int64_t(t) * rows + f - first], f);
@@ -169,19 +182,24 @@ StreamEdit Sae::Edit(std::shared_ptr<const Sae> sae, const std::vector<std::pair
   e.layer = sae->config().layer;
   e.point = sae->config().point;
   // The scratch is the edit's own: a forward pass calls it from one thread at a time.
-  auto scratch = std::make_shared<std::vector<float>>();
+  struct Scratch {
+    std::vector<float> scale, acts;  // [rows], [rows, clamped features]
+    SaeScratch sae;
+  };
+  auto scratch = std::make_shared<Scratch>();
   std::vector<int> features;
   for (const auto& c : clamp) features.push_back(c.first);
   e.edit = [sae, steer, clamp, features, scratch](int pos0, int rows, float* x) {
     const int C = sae->config().d_in;
-    std::vector<float>& buf = *scratch;
     const int K = static_cast<int>(clamp.size());
-    buf.resize(size_t(rows) * (C + 1 + K));
-    float* scale = buf.data();
-    float* in = scale + rows;  // Prepare's input for the scale alone
-    float* f = in + size_t(rows) * C;  // [rows, K]: the clamped features' activations
+    scratch->scale.resize(rows);
+    scratch->acts.resize(size_t(rows) * K);
+    float* scale = scratch->scale.data();
+    float* f = scratch->acts.data();
     if (!steer.empty()) {
-      sae->Prepare(x, rows, in, scale);
+      std::vector<float>& in = scratch->sae.in;  // Prepare's output, for the scale alone
+      in.resize(size_t(rows) * C);
+      sae->Prepare(x, rows, in.data(), scale);
       for (int t = 0; t < rows; ++t) {
         for (const auto& s : steer) {
           const float* d = sae->DecoderRow(s.first);
@@ -191,7 +209,7 @@ StreamEdit Sae::Edit(std::shared_ptr<const Sae> sae, const std::vector<std::pair
       }
     }
     if (K > 0) {
-      sae->EncodeFeatures(x, rows, features.data(), K, f, scale);
+      sae->EncodeFeatures(x, rows, features.data(), K, f, scale, scratch->sae);
       for (int t = 0; t < rows; ++t) {
         for (int j = 0; j < K; ++j) {
           const float* d = sae->DecoderRow(clamp[j].first);

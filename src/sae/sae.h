@@ -34,6 +34,17 @@ namespace gpt2 {
 
 class Model;
 
+// The working memory of Sae::Encode and EncodeFeatures, owned by the caller and reused (its
+// buffers only grow, so a token loop does not allocate): an Sae is shared, read-only, by the
+// lab and every edit built from it, which may run on other threads.
+struct SaeScratch {
+  std::vector<float> in;        // [n, d_in]: the prepared rows
+  std::vector<float> scales;    // [n], when the caller wants no scale
+  std::vector<float> products;  // EncodeFeatures: [n, kMatMulRowGrain], or TopK's [n, d_sae]
+  std::vector<int> order;       // TopK: features by pre-activation
+  std::vector<float> kept;      // TopK: the k survivors' activations
+};
+
 class Sae {
  public:
   // Binds every tensor by name and checks shapes and types; d_model: the model's width, which
@@ -48,12 +59,13 @@ class Sae {
 
   // Rows x [n, d_in] of the stream at the hook -> features [n, d_sae]; scale [n] (s above, may be
   // null).
-  void Encode(const float* x, int n, float* features, float* scale) const;
+  void Encode(const float* x, int n, float* features, float* scale, SaeScratch& scratch) const;
   // Encode's activations of `features` [count] alone, acts [n, count], bit for bit (the encoder's
   // rows in whole kMatMulRowGrain groups, which MatMul rounds as in one call over all rows).
   // Standard and JumpReLU SAEs compute only the groups holding those features; a TopK SAE,
-  // whose survivors depend on every feature, encodes all of them.
-  void EncodeFeatures(const float* x, int n, const int* features, int count, float* acts, float* scale) const;
+  // whose survivors depend on every feature, encodes all of them. scale [n] as Encode's.
+  void EncodeFeatures(const float* x, int n, const int* features, int count, float* acts, float* scale,
+                      SaeScratch& scratch) const;
   // explained (above) of row x [d_in] with its features [d_sae] and scale.
   double Explained(const float* x, const float* features, float scale) const;
   const float* DecoderRow(int feature) const { return w_dec_ + int64_t(feature) * config_.d_in; }  // [d_in]

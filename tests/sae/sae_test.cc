@@ -376,12 +376,13 @@ TEST_CASE("SAE: the clamped features' rows alone equal the full encode, bit for 
       std::vector<float> x(size_t(n) * C);
       for (float& v : x) v = 3.0f * normal(rng) + 0.5f;
       std::vector<float> all(size_t(n) * S), scale(n);
-      sae->Encode(x.data(), n, all.data(), scale.data());
+      gpt2::SaeScratch scratch;
+      sae->Encode(x.data(), n, all.data(), scale.data(), scratch);
       std::vector<int> features = {S - 1, 0, 1, S / 2, S - 1, 47, 48};
       for (int f = S - 1; f >= 0; --f) features.push_back(f);  // every feature, from the back
       const int K = static_cast<int>(features.size());
       std::vector<float> acts(size_t(n) * K), scale_rows(n);
-      sae->EncodeFeatures(x.data(), n, features.data(), K, acts.data(), scale_rows.data());
+      sae->EncodeFeatures(x.data(), n, features.data(), K, acts.data(), scale_rows.data(), scratch);
       int nonzero = 0;
       for (int t = 0; t < n; ++t) {
         REQUIRE(scale_rows[t] == scale[t]);
