@@ -5,6 +5,8 @@
 #include <limits>
 #include <numeric>
 
+#include "model/top_k.h"
+
 namespace gpt2 {
 
 uint64_t Rng::Next() {
@@ -34,15 +36,8 @@ int Sampler::Sample(const float* logits, int n_vocab) {
     }
     return best;
   }
-  order_.resize(n_vocab);
-  std::iota(order_.begin(), order_.end(), 0);
-  int kept = n_vocab;
-  if (params_.top_k > 0 && params_.top_k < n_vocab) {
-    kept = params_.top_k;
-    std::partial_sort(order_.begin(), order_.begin() + kept, order_.end(), before);
-  } else {
-    std::sort(order_.begin(), order_.end(), before);
-  }
+  int kept = params_.top_k > 0 && params_.top_k < n_vocab ? params_.top_k : n_vocab;
+  LargestIndices(logits, n_vocab, kept, &order_);  // the same order as `before`
   // Softmax over the kept tokens in double, at the given temperature.
   probs_.resize(kept);
   const double inv_t = 1.0 / params_.temperature;

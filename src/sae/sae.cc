@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "model/model.h"
+#include "model/top_k.h"
 
 namespace gpt2 {
 
@@ -91,11 +92,8 @@ void Sae::Encode(const float* x, int n, float* features, float* scale, SaeScratc
         for (int i = 0; i < S; ++i) f[i] = Activate(f[i], i);
         break;
       case SaeArchitecture::kTopK: {
-        order.resize(S);
-        for (int i = 0; i < S; ++i) order[i] = i;
         const int k = config_.k;
-        std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                          [f](int a, int b) { return f[a] > f[b] || (f[a] == f[b] && a < b); });
+        LargestIndices(f, S, k, &order);
         keep.resize(k);
         for (int j = 0; j < k; ++j) keep[j] = std::max(f[order[j]], 0.0f);
         std::fill(f, f + S, 0.0f);
