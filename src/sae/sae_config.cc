@@ -39,11 +39,11 @@ struct Named {
   Enum value;
   const char* name;
 };
-const Named<StreamPoint> kPoints[] = {{StreamPoint::kResidPre, "hook_resid_pre"},
-                                      {StreamPoint::kResidMid, "hook_resid_mid"},
-                                      {StreamPoint::kResidPost, "hook_resid_post"},
-                                      {StreamPoint::kAttnOut, "hook_attn_out"},
-                                      {StreamPoint::kMlpOut, "hook_mlp_out"}};
+const Named<StreamPoint> kPoints[] = {{StreamPoint::kResidPre, "resid_pre"},
+                                      {StreamPoint::kResidMid, "resid_mid"},
+                                      {StreamPoint::kResidPost, "resid_post"},
+                                      {StreamPoint::kAttnOut, "attn_out"},
+                                      {StreamPoint::kMlpOut, "mlp_out"}};
 const Named<SaeArchitecture> kArchitectures[] = {{SaeArchitecture::kStandard, "standard"},
                                                  {SaeArchitecture::kJumpRelu, "jumprelu"},
                                                  {SaeArchitecture::kTopK, "topk"}};
@@ -84,9 +84,12 @@ void ParseSaeHook(const std::string& hook, int* layer, StreamPoint* point) {
   const size_t digits = i;
   while (i < hook.size() && hook[i] >= '0' && hook[i] <= '9' && i - digits < 6) l = l * 10 + (hook[i++] - '0');
   if (i == digits || i >= hook.size() || hook[i] != '.') throw Error(unsupported);
-  if (!FromName(kPoints, hook.substr(i + 1), point)) throw Error(unsupported);
+  const std::string rest = hook.substr(i + 1);
+  if (rest.compare(0, 5, "hook_") != 0 || !FromName(kPoints, rest.substr(5), point)) throw Error(unsupported);
   *layer = static_cast<int>(l);
 }
+
+const char* SaeStreamPointName(StreamPoint p) { return NameOf(kPoints, p); }
 
 const char* SaeArchitectureName(SaeArchitecture a) { return NameOf(kArchitectures, a); }
 
