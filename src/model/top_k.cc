@@ -1,18 +1,13 @@
 #include "model/top_k.h"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
+#include <cstdint>
 #include <numeric>
 
 namespace gpt2 {
 
 void KeepLargest(const float* x, int k, std::vector<int>* order) {
-  auto key = [x](int i) { return std::isnan(x[i]) ? -std::numeric_limits<float>::infinity() : x[i]; };
-  auto before = [key](int a, int b) {
-    const float ka = key(a), kb = key(b);
-    return ka > kb || (ka == kb && a < b);
-  };
+  auto before = [x](int a, int b) { return RanksBefore(x, a, b); };
   const size_t keep = static_cast<size_t>(std::min<int64_t>(std::max(k, 0), static_cast<int64_t>(order->size())));
   // The whole order (the sampler without top-k): introsort beats partial_sort's heap sort.
   if (keep == order->size()) std::sort(order->begin(), order->end(), before);

@@ -73,15 +73,19 @@ void Sae::Prepare(const float* x, int n, float* in, float* scale) const {
   }
 }
 
-void Sae::Encode(const float* x, int n, float* features, float* scale, SaeScratch& scratch) const {
-  const int C = config_.d_in, S = config_.d_sae;
-  scratch.in.resize(size_t(n) * C);
+const float* Sae::Prepare(const float* x, int n, float* scale, SaeScratch& scratch) const {
+  scratch.in.resize(size_t(n) * config_.d_in);
   if (scale == nullptr) {
     scratch.scales.resize(n);
     scale = scratch.scales.data();
   }
   Prepare(x, n, scratch.in.data(), scale);
-  MatMul(scratch.in.data(), n, w_enc_, b_enc_, features, 0, S);
+  return scratch.in.data();
+}
+
+void Sae::Encode(const float* x, int n, float* features, float* scale, SaeScratch& scratch) const {
+  const int S = config_.d_sae;
+  MatMul(Prepare(x, n, scale, scratch), n, w_enc_, b_enc_, features, 0, S);
   std::vector<int>& order = scratch.order;
   std::vector<float>& keep = scratch.kept;
   for (int t = 0; t < n; ++t) {
@@ -116,15 +120,9 @@ void Sae::EncodeFeatures(const float* x, int n, const int* features, int count, 
     }
     return;
   }
-  scratch.in.resize(size_t(n) * C);
+  const float* in = Prepare(x, n, scale, scratch);
   all.resize(size_t(n) * kMatMulRowGrain);
-  const float* in = scratch.in.data();
   float* group = all.data();
-  if (scale == nullptr) {
-    scratch.scales.resize(n);
-    scale = scratch.scales.data();
-  }
-  Prepare(x, n, scratch.in.data(), scale);
   const size_t row_bytes = RowBytes(w_enc_.type, C);
   int have = -1;  // the first row of the group in `group`
   for (int j = 0; j < count; ++j) {
@@ -195,9 +193,7 @@ StreamEdit Sae::Edit(std::shared_ptr<const Sae> sae, const std::vector<std::pair
     float* scale = scratch->scale.data();
     float* f = scratch->acts.data();
     if (!steer.empty()) {
-      std::vector<float>& in = scratch->sae.in;  // Prepare's output, for the scale alone
-      in.resize(size_t(rows) * C);
-      sae->Prepare(x, rows, in.data(), scale);
+      sae->Prepare(x, rows, scale, scratch->sae);  // for the scale alone
       for (int t = 0; t < rows; ++t) {
         for (const auto& s : steer) {
           const float* d = sae->DecoderRow(s.first);

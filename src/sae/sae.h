@@ -82,6 +82,8 @@ class Sae {
  private:
   // xc / s - b_dec * apply into in [n, d_in], s into scale [n].
   void Prepare(const float* x, int n, float* in, float* scale) const;
+  // The same into scratch.in (returned), the scale into `scale` or, if null, scratch.scales.
+  const float* Prepare(const float* x, int n, float* scale, SaeScratch& scratch) const;
   // relu (standard) or relu with JumpReLU's threshold of `feature`, from its pre-activation.
   float Activate(float pre, int feature) const {
     if (threshold_ != nullptr && !(pre > threshold_[feature])) return 0.0f;
