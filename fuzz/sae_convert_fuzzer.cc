@@ -42,7 +42,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // the steering and clamping edit over them.
     std::vector<float> x(size_t(2) * config.d_in), f(size_t(2) * config.d_sae), scale(2);
     for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) - 3.0f;
-    sae->Encode(x.data(), 2, f.data(), scale.data());
+    gpt2::SaeScratch scratch;
+    sae->Encode(x.data(), 2, f.data(), scale.data(), scratch);
     sae->Explained(x.data(), f.data(), scale[0]);
     gpt2::Sae::Edit(sae, {{0, 2.0f}}, {{config.d_sae - 1, 1.0f}}).edit(0, 2, x.data());
   } catch (const gpt2::Error&) {

@@ -116,6 +116,8 @@
 #include "base/error.h"
 #include "bindings/download_buffer.h"
 #include "bindings/js_calls.h"
+#include "bindings/requests_from_js.h"
+#include "bindings/result_to_js.h"
 #include "bindings/sae_calls.h"
 #include "convert/convert.h"
 #include "hwy/highway.h"
@@ -132,126 +134,6 @@ namespace gpt2 {
 namespace {
 
 using emscripten::val;
-
-std::vector<HeadRef> HeadList(const val& v) {  // [[layer, head], ...]
-  std::vector<HeadRef> heads;
-  const int n = Given(v) ? v["length"].as<int>() : 0;
-  for (int i = 0; i < n; ++i) {
-    const std::vector<int> pair = List(v[i]);
-    if (pair.size() != 2) throw Error("heads are given as [layer, head] pairs");
-    heads.push_back({pair[0], pair[1]});
-  }
-  return heads;
-}
-
-LabInterventions InterventionsFromJs(const val& spec) {
-  LabInterventions out;
-  if (!Given(spec)) return out;
-  Interventions& iv = out.iv;
-  iv.ablate_heads = HeadList(spec["ablateHeads"]);
-  iv.skip_attn = List(spec["skipAttn"]);
-  iv.skip_mlp = List(spec["skipMlp"]);
-  iv.no_residual = List(spec["noResidual"]);
-  iv.post_norm = spec["postNorm"].isTrue();
-  const val patches = spec["patches"];
-  const int n = Given(patches) ? patches["length"].as<int>() : 0;
-  for (int i = 0; i < n; ++i) {
-    const val p = patches[i];
-    iv.patches.push_back({p["layer"].as<int>(), p["position"].as<int>(), List<float>(p["value"])});
-  }
-  iv.head_means = List<float>(spec["headMeans"]);
-  out.mean_ablation = spec["meanAblation"].isTrue();
-  out.sae = SaeInterventionsFromJs(spec["sae"]);
-  return out;
-}
-
-SamplingParams Sampling(double temperature, int top_k, double top_p, double seed) {
-  if (!(seed >= 0)) {  // a JS number: integers up to 2^53 are exact
-    throw Error("Sampling settings out of range: temperature >= 0, top-k >= 0, 0 < top-p <= 1, seed >= 0.");
-  }
-  return {static_cast<float>(temperature), top_k, static_cast<float>(top_p), static_cast<uint64_t>(seed)};
-}
-
-SamplingParams SamplingFromJs(const val& s) {
-  return Sampling(s["temperature"].as<double>(), s["topK"].as<int>(), s["topP"].as<double>(), s["seed"].as<double>());
-}
-
-val AttributionToJs(const Attribution& a) {
-  val names = val::array();
-  std::vector<double> values;
-  for (const AttributionComponent& c : a.components) {
-    names.call<void>("push", val(c.name));
-    values.push_back(c.value);
-  }
-  return Object({{"position", val(a.position)}, {"target", val(a.target)}, {"contrast", val(a.contrast)},
-                 {"names", names}, {"values", CopyToJs(values)}, {"logit", val(a.logit)}});
-}
-
-// {repeat, nLayer, nHead, prev, dup, induction: Float64Array [n_layer * n_head], uniform: {prev, dup,
-// induction}} (lab/head_scores.h).
-val HeadScoresToJs(const HeadScores& s) {
-  const UniformScores u = UniformHeadScores(s.repeat);
-  return Object({{"repeat", val(s.repeat)}, {"nLayer", val(s.n_layer)}, {"nHead", val(s.n_head)},
-                 {"prev", CopyToJs(s.prev)}, {"dup", CopyToJs(s.dup)}, {"induction", CopyToJs(s.induction)},
-                 {"uniform", Object({{"prev", val(u.prev)}, {"dup", val(u.dup)}, {"induction", val(u.induction)}})}});
-}
-
-// {positions, agree, cos, rel, kl: Float64Array [n_layer], topA, topB: Int32Array [positions],
-// headDrift: Float64Array [n_layer * n_head], attribution: {target, names, a, b: Float64Array}}
-// (lab/compare.h).
-val ComparisonToJs(const Comparison& r) {
-  std::vector<double> cos, rel, kl, a, b;
-  for (const BlockDrift& d : r.blocks) cos.push_back(d.cos), rel.push_back(d.rel), kl.push_back(d.kl);
-  val names = val::array();
-  for (size_t i = 0; i < r.attribution_a.components.size(); ++i) {
-    names.call<void>("push", val(r.attribution_a.components[i].name));
-    a.push_back(r.attribution_a.components[i].value);
-    b.push_back(r.attribution_b.components[i].value);
-  }
-  return Object({{"positions", val(r.positions)}, {"agree", val(r.agree)}, {"cos", CopyToJs(cos)},
-                 {"rel", CopyToJs(rel)}, {"kl", CopyToJs(kl)}, {"topA", CopyToJs(r.top_a)}, {"topB", CopyToJs(r.top_b)},
-                 {"headDrift", CopyToJs(r.head_drift)},
-                 {"attribution", Object({{"target", val(r.attribution_a.target)}, {"names", names},
-                                         {"a", CopyToJs(a)}, {"b", CopyToJs(b)}})}});
-}
-
-SaliencyRequest SaliencyRequestOf(int p, int target, int contrast, const std::string& method, int steps) {
-  if (method != "grad" && method != "ig") throw Error("The saliency method must be grad or ig, not '" + method + "'.");
-  SaliencyRequest r;
-  r.position = p;
-  r.target = target;
-  r.contrast = contrast;
-  r.method = method == "ig" ? SaliencyMethod::kIntegrated : SaliencyMethod::kGradient;
-  r.steps = steps;
-  return r;
-}
-
-val SaliencyToJs(const SaliencyResult& r) {
-  return Object({{"position", val(r.position)}, {"target", val(r.target)}, {"contrast", val(r.contrast)},
-                 {"values", CopyToJs(r.values)}, {"total", val(r.total)}, {"delta", val(r.delta)}});
-}
-
-val AtpToJs(const AtpResult& r) {
-  return Object({{"target", val(r.target)}, {"contrast", val(r.contrast)}, {"tokens", val(r.tokens)},
-                 {"heads", CopyToJs(r.heads)}, {"residPre", CopyToJs(r.resid_pre)},
-                 {"metric", val(r.metric_clean)}, {"metricCorrupt", val(r.metric_corrupt)}});
-}
-
-val ScoreSaliencyToJs(const ScoreSaliencyResult& r) {
-  return Object({{"layer", val(r.spec.layer)}, {"head", val(r.spec.head)}, {"query", val(r.spec.query)},
-                 {"key", val(r.spec.key)}, {"values", CopyToJs(r.values)}, {"total", val(r.total)},
-                 {"score", val(r.score)}});
-}
-
-AtpCell AtpCellOf(const std::string& kind) {
-  if (kind != "head" && kind != "resid") throw Error("The cell kind must be head or resid, not '" + kind + "'.");
-  return kind == "head" ? AtpCell::kHead : AtpCell::kResidPre;
-}
-
-val ExactPatchToJs(const ExactPatchResult& r) {
-  return Object({{"target", val(r.target)}, {"contrast", val(r.contrast)}, {"value", val(r.value)},
-                 {"metric", val(r.metric_clean)}, {"metricPatched", val(r.metric_patched)}});
-}
 
 // Each method forwards one call to the Lab (see the usage above), guarded.
 #define LAB_CALL(...) Guarded([&] { RequireModel(); __VA_ARGS__; })
@@ -393,60 +275,36 @@ class Engine : public ErrorsByValue {
     return LAB_CALL(return AttributionToJs(lab_->AttributeConversation(InterventionsFromJs(interventions), p, target)));
   }
   val Experiment(const val& prompt, const val& interventions, int p, const val& settings) {
-    return LAB_CALL(const ExperimentResult r = lab_->Experiment(List(prompt), InterventionsFromJs(interventions), p,
-                                                                SamplingFromJs(settings),
-                                                                settings["maxTokens"].as<int>());
-                    return Object({{"position", val(r.position)}, {"fromBlock", val(r.from_block)},
-                                   {"before", CopyToJs(r.before)}, {"after", CopyToJs(r.after)},
-                                   {"textBefore", CopyToJs(r.text_before)}, {"textAfter", CopyToJs(r.text_after)}}));
+    return LAB_CALL(return ExperimentToJs(lab_->Experiment(List(prompt), InterventionsFromJs(interventions), p,
+                                                           SamplingFromJs(settings), settings["maxTokens"].as<int>())));
   }
   val StartHeadSweep(int p, int target, const val& interventions) {
-    return LAB_CALL(const HeadSweepStart s = lab_->StartHeadSweep(p, target, InterventionsFromJs(interventions));
-                    return Object({{"position", val(s.position)}, {"target", val(s.target)},
-                                   {"base", val(s.base)}, {"total", val(s.total)}}));
+    return LAB_CALL(return HeadSweepStartToJs(lab_->StartHeadSweep(p, target, InterventionsFromJs(interventions))));
   }
   val StartPatching(const val& clean, const val& corrupted, const val& interventions) {
-    return LAB_CALL(const PatchingStart s = lab_->StartPatching(List(clean), List(corrupted),
-                                                                InterventionsFromJs(interventions));
-                    return Object({{"positions", val(s.positions)}, {"total", val(s.total)},
-                                   {"answer", val(s.answer)}, {"other", val(s.other)},
-                                   {"cleanDiff", val(s.clean_diff)}, {"corruptedDiff", val(s.corrupted_diff)}}));
+    return LAB_CALL(return PatchingStartToJs(
+        lab_->StartPatching(List(clean), List(corrupted), InterventionsFromJs(interventions))));
   }
   val StartPathPatch(const val& clean, const val& corrupted, const std::string& receivers, int target, int contrast,
                      const val& interventions) {
-    return LAB_CALL(const PathPatchStart s = lab_->StartPathPatch(List(clean), List(corrupted),
-                                                                  ParsePathReceivers(receivers, lab_->config()), target,
-                                                                  contrast, InterventionsFromJs(interventions));
-                    return Object({{"positions", val(s.positions)}, {"total", val(s.total)},
-                                   {"target", val(s.target)}, {"contrast", val(s.contrast)},
-                                   {"clean", val(s.clean)}, {"corrupt", val(s.corrupt)}}));
+    return LAB_CALL(return PathPatchStartToJs(lab_->StartPathPatch(List(clean), List(corrupted),
+                                                                   ParsePathReceivers(receivers, lab_->config()),
+                                                                   target, contrast, InterventionsFromJs(interventions))));
   }
   val StartSenderPaths(const val& clean, const val& corrupted, int layer, int head, int target, int contrast,
                        const val& interventions) {
-    return LAB_CALL(const PathPatchStart s = lab_->StartSenderPaths(List(clean), List(corrupted), {layer, head}, target,
-                                                                    contrast, InterventionsFromJs(interventions));
-                    return Object({{"positions", val(s.positions)}, {"total", val(s.total)},
-                                   {"target", val(s.target)}, {"contrast", val(s.contrast)},
-                                   {"clean", val(s.clean)}, {"corrupt", val(s.corrupt)}}));
+    return LAB_CALL(return PathPatchStartToJs(lab_->StartSenderPaths(List(clean), List(corrupted), {layer, head}, target,
+                                                                     contrast, InterventionsFromJs(interventions))));
   }
   val PathPatch(const val& clean, const val& corrupted, int layer, int head, const std::string& receivers, int target,
                 int contrast) {
-    return LAB_CALL(const PathPatchResult r = lab_->PathPatch(List(clean), List(corrupted), {layer, head},
-                                                              ParsePathReceivers(receivers, lab_->config()), target,
-                                                              contrast);
-                    return Object({{"patched", val(r.patched)}, {"clean", val(r.clean)}, {"corrupt", val(r.corrupt)},
-                                   {"target", val(r.target)}, {"contrast", val(r.contrast)}}));
+    return LAB_CALL(return PathPatchToJs(lab_->PathPatch(List(clean), List(corrupted), {layer, head},
+                                                         ParsePathReceivers(receivers, lab_->config()), target,
+                                                         contrast)));
   }
   int ContinueJob() { return LAB_CALL(return lab_->ContinueJob()); }
   val JobResults(int from) const {
-    return LAB_CALL(std::vector<int> layers, indices; std::vector<double> values;
-                    const std::vector<JobCell>& cells = lab_->job_results();
-                    for (size_t i = std::max(0, from); i < cells.size(); ++i) {
-                      layers.push_back(cells[i].layer); indices.push_back(cells[i].index);
-                      values.push_back(cells[i].value);
-                    }
-                    return Object({{"layers", CopyToJs(layers)}, {"indices", CopyToJs(indices)},
-                                   {"values", CopyToJs(values)}}));
+    return LAB_CALL(return JobCellsToJs(lab_->job_results(), from));
   }
   void EndJob() { LAB_CALL(lab_->EndJob(); return 0); }
   val DefaultHeadIds() const { return LAB_CALL(return CopyToJs(gpt2::DefaultHeadIds(lab_->config().n_vocab))); }

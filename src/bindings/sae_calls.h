@@ -54,11 +54,10 @@ inline std::vector<SaeIntervention> SaeInterventionsFromJs(const val& v) {
 
 // {id, hook, layer, point, dSae, architecture, k, normalize, bytes}
 inline val SaeInfoToJs(const Lab& lab, int id) {
-  static const char* const kPoints[] = {"resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out"};
   const LoadedSae& s = lab.loaded_sae(id);
   const SaeConfig& c = s.sae->config();
   return Object({{"id", val(id)}, {"hook", val(c.hook_name)}, {"layer", val(c.layer)},
-                 {"point", val(std::string(kPoints[static_cast<int>(c.point)]))}, {"dSae", val(c.d_sae)},
+                 {"point", val(std::string(SaeStreamPointName(c.point)))}, {"dSae", val(c.d_sae)},
                  {"architecture", val(std::string(SaeArchitectureName(c.architecture)))}, {"k", val(c.k)},
                  {"normalize", val(std::string(SaeNormalizeName(c.normalize)))},
                  {"bytes", val(static_cast<double>(s.bytes.size()))}});

@@ -72,20 +72,6 @@ void SaeGgufConversion::WriteHeader(uint8_t* file) const {
   std::memcpy(file, layout_.header.data(), layout_.header.size());
 }
 
-namespace {
-
-// n elements of t from element `first`, widened to f32 (F32, F16, BF16).
-void ReadElements(const SafetensorsTensor& t, int64_t first, int64_t n, std::vector<float>* out) {
-  SafetensorsTensor piece = t;
-  const size_t size = SafetensorsDtypeSize(t.dtype);
-  piece.data = t.data + size_t(first) * size;
-  piece.shape = {n};
-  piece.nbytes = size_t(n) * size;
-  *out = ReadAsF32(piece);
-}
-
-}  // namespace
-
 // A piece at a time, so that converting GPT-2 small's 151 MB SAE in the page holds the input and
 // the output and no full f32 copy of a matrix (W_enc alone is 75 MB).
 void SaeGgufConversion::EncodeTensor(int i, uint8_t* file, std::ostream* log) const {
@@ -96,18 +82,27 @@ void SaeGgufConversion::EncodeTensor(int i, uint8_t* file, std::ostream* log) co
   uint8_t* dst = file + layout_.offsets[i];
   // Rows per piece: a multiple of every block size, ~1 MB of f32 for GPT-2 small's SAEs.
   constexpr int64_t kRows = 256;
-  std::vector<float> block, values;
+  // The transpose reads the source in blocks of kTile rows (each the piece's n contiguous
+  // features) into `tile`, then writes the tile's columns into `block`: both stay in cache
+  // (32 KB and kTile floats per output row), where one source row at a time wrote `block` a
+  // column at a time across its whole 768 KB.
+  constexpr int64_t kTile = 32;
+  std::vector<float> block, tile;
   for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
     const int64_t n = std::min(kRows, rows - r0);
+    block.resize(size_t(n) * cols);
     if (p.transpose) {
       // W_enc is [d_in, d_sae]: output row f (a feature) is column f of the source.
-      block.resize(size_t(n) * cols);
-      for (int64_t c = 0; c < cols; ++c) {
-        ReadElements(*p.source, c * rows + r0, n, &values);
-        for (int64_t j = 0; j < n; ++j) block[size_t(j) * cols + c] = values[j];
+      tile.resize(size_t(kTile) * n);
+      for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+        const int64_t m = std::min(kTile, cols - c0);
+        for (int64_t c = 0; c < m; ++c) ReadAsF32(*p.source, (c0 + c) * rows + r0, n, tile.data() + size_t(c) * n);
+        for (int64_t j = 0; j < n; ++j) {
+          for (int64_t c = 0; c < m; ++c) block[size_t(j) * cols + c0 + c] = tile[size_t(c) * n + j];
+        }
       }
     } else {
-      ReadElements(*p.source, r0 * cols, n * cols, &block);
+      ReadAsF32(*p.source, r0 * cols, n * cols, block.data());
     }
     EncodeRowsInto(block.data(), n, cols, p.type, dst + size_t(r0) * row_bytes);
   }

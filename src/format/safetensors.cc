@@ -197,20 +197,24 @@ const SafetensorsTensor* SafetensorsFile::Find(const std::string& name) const {
   return nullptr;
 }
 
-std::vector<float> ReadAsF32(const SafetensorsTensor& tensor) {
-  const size_t n = static_cast<size_t>(tensor.NumElements());
-  std::vector<float> out(n);
+void ReadAsF32(const SafetensorsTensor& tensor, int64_t first, int64_t n, float* out) {
   if (tensor.dtype == "F32") {
-    std::memcpy(out.data(), tensor.data, n * sizeof(float));  // little-endian host, as the file
+    std::memcpy(out, tensor.data + size_t(first) * sizeof(float), size_t(n) * sizeof(float));  // little-endian host, as the file
   } else if (tensor.dtype == "F16" || tensor.dtype == "BF16") {
     const bool bf16 = tensor.dtype == "BF16";
-    for (size_t i = 0; i < n; ++i) {
-      uint16_t h = static_cast<uint16_t>(tensor.data[2 * i] | (tensor.data[2 * i + 1] << 8));
+    const uint8_t* in = tensor.data + size_t(first) * 2;
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t h = static_cast<uint16_t>(in[2 * i] | (in[2 * i + 1] << 8));
       out[i] = bf16 ? Bf16ToF32(h) : F16ToF32(h);
     }
   } else {
     throw Error("tensor '" + tensor.name + "' has dtype " + tensor.dtype + "; expected F32, F16 or BF16");
   }
+}
+
+std::vector<float> ReadAsF32(const SafetensorsTensor& tensor) {
+  std::vector<float> out(static_cast<size_t>(tensor.NumElements()));
+  ReadAsF32(tensor, 0, static_cast<int64_t>(out.size()), out.data());
   return out;
 }
 

@@ -73,5 +73,8 @@ size_t SafetensorsDtypeSize(const std::string& dtype);
 // The tensor's values widened to float32 (exact for F16 and BF16). Throws gpt2::Error for any
 // other dtype: "tensor 'h.0.attn.c_attn.weight' has dtype I32; expected F32, F16 or BF16".
 std::vector<float> ReadAsF32(const SafetensorsTensor& tensor);
+// Elements [first, first + n) of the tensor (flat, row-major) widened into out [n], the same
+// way; the caller keeps the range inside the tensor.
+void ReadAsF32(const SafetensorsTensor& tensor, int64_t first, int64_t n, float* out);
 
 }  // namespace gpt2

@@ -7,18 +7,16 @@
 
 #include "base/error.h"
 #include "lab/lab.h"
+#include "model/top_k.h"
 
 namespace gpt2 {
 
 void TopFeatures(const float* f, int n, int k, std::vector<int>* ids, std::vector<float>* values) {
-  std::vector<int> order;
+  ids->clear();
   for (int i = 0; i < n; ++i) {
-    if (f[i] != 0) order.push_back(i);
+    if (f[i] != 0) ids->push_back(i);
   }
-  const int keep = std::min<int>(std::max(k, 0), static_cast<int>(order.size()));
-  std::partial_sort(order.begin(), order.begin() + keep, order.end(),
-                    [f](int a, int b) { return f[a] > f[b] || (f[a] == f[b] && a < b); });
-  ids->assign(order.begin(), order.begin() + keep);
+  KeepLargest(f, k, ids);
   values->clear();
   for (int i : *ids) values->push_back(f[i]);
 }
@@ -108,11 +106,11 @@ const LoadedSae& Lab::EncodeCapture(int id) {
   // Rows through a dense buffer (the matmul's output), 64 at a time: fewer passes over the
   // encoder (GPT-2 small's is 20 MB as Q8_0) for 6 MB of scratch.
   constexpr int kRows = 64;
-  std::vector<float> dense;
+  std::vector<float>& dense = s.dense;
   for (int p0 = same; p0 < P; p0 += kRows) {
     const int n = std::min(kRows, P - p0);
     dense.resize(size_t(n) * S);
-    s.sae->Encode(rows->data() + size_t(p0) * C, n, dense.data(), s.scales.data() + p0);
+    s.sae->Encode(rows->data() + size_t(p0) * C, n, dense.data(), s.scales.data() + p0, s.scratch);
     for (int t = 0; t < n; ++t) {
       std::vector<std::pair<int, float>>& a = s.active[p0 + t];
       a.clear();
@@ -154,16 +152,13 @@ std::vector<float> Lab::SaeStrip(int id, int feature) {
 SaeLogitWeights Lab::SaeLogitWeightsOf(int id, int feature, int k) const {
   const std::vector<float> w = sae(id).LogitWeights(*model_, feature);
   const int V = static_cast<int>(w.size());
-  k = std::min(std::max(k, 0), V);
-  std::vector<int> order(V);
-  for (int i = 0; i < V; ++i) order[i] = i;
+  std::vector<float> negated(V);
+  for (int i = 0; i < V; ++i) negated[i] = -w[i];  // the smallest first, equal ones by lower id
   SaeLogitWeights out;
-  std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                    [&](int a, int b) { return w[a] > w[b] || (w[a] == w[b] && a < b); });
-  for (int i = 0; i < k; ++i) out.promoted.push_back(order[i]), out.promoted_values.push_back(w[order[i]]);
-  std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                    [&](int a, int b) { return w[a] < w[b] || (w[a] == w[b] && a < b); });
-  for (int i = 0; i < k; ++i) out.suppressed.push_back(order[i]), out.suppressed_values.push_back(w[order[i]]);
+  LargestIndices(w.data(), V, k, &out.promoted);
+  LargestIndices(negated.data(), V, k, &out.suppressed);
+  for (int i : out.promoted) out.promoted_values.push_back(w[i]);
+  for (int i : out.suppressed) out.suppressed_values.push_back(w[i]);
   return out;
 }
 

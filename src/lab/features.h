@@ -48,6 +48,8 @@ struct LoadedSae {
   std::vector<float> encoded_input;  // [rows, d_in]: the stream rows encoded
   std::vector<std::vector<std::pair<int, float>>> active;  // [rows]: nonzero features, ascending
   std::vector<float> scales;         // [rows]
+  std::vector<float> dense;          // the encoder's output for a few rows, reused
+  SaeScratch scratch;
 };
 
 }  // namespace gpt2

@@ -329,7 +329,13 @@ void Backward::Blocks(int top, int64_t lo, const ScoreSpec* score, const Activat
   const int64_t rows = lo + 1;
   const Interventions& iv = iv_;
   const bool post = iv.post_norm;
-  std::vector<float> zeros(size_t(std::max<int64_t>(H * T * T, T * F)), 0.0f);
+  // What a skipped sublayer reports: kept between passes (XL's scores at 1024 tokens are 100 MB)
+  // and never written, so it stays zero; sized only when something is skipped.
+  if (!iv.skip_attn.empty() || !iv.skip_mlp.empty()) {
+    const size_t need = size_t(std::max<int64_t>(H * T * T, T * F));
+    if (zeros_.size() < need) zeros_.resize(need, 0.0f);
+  }
+  const float* zeros = zeros_.data();
   float* g = g_.data();
   // Rows [lo, rows) may carry gradient: at first only the metric's row; after a block's
   // attention (keys and values of every earlier row) all of them. So the last block's MLP and
@@ -372,9 +378,9 @@ void Backward::Blocks(int top, int64_t lo, const ScoreSpec* score, const Activat
       }
       if (skip_mlp) {
         for (const char* name : {"mlp_out", "mlp_act", "mlp_pre"}) {
-          Report(grads, name, l, zeros.data(), T, std::string(name) == "mlp_out" ? C : F);
+          Report(grads, name, l, zeros, T, std::string(name) == "mlp_out" ? C : F);
         }
-        Report(grads, "ln2", l, zeros.data(), T, C);
+        Report(grads, "ln2", l, zeros, T, C);
       } else {
         const int64_t n = rows - lo;
         std::copy_n(g, rows * C, dsub_.data());  // df
@@ -411,10 +417,10 @@ void Backward::Blocks(int top, int64_t lo, const ScoreSpec* score, const Activat
       }
     }
     if (skip_attn) {
-      for (const char* name : {"attn_out", "attn_heads"}) Report(grads, name, l, zeros.data(), T, C);
-      Report(grads, "attn_scores", l, zeros.data(), H, T, T);
-      for (const char* name : {"q", "k", "v"}) Report(grads, name, l, zeros.data(), H, T, D);
-      Report(grads, "ln1", l, zeros.data(), T, C);
+      for (const char* name : {"attn_out", "attn_heads"}) Report(grads, name, l, zeros, T, C);
+      Report(grads, "attn_scores", l, zeros, H, T, T);
+      for (const char* name : {"q", "k", "v"}) Report(grads, name, l, zeros, H, T, D);
+      Report(grads, "ln1", l, zeros, T, C);
     } else {
       Transposed(dqkv_.data(), rows, w.qkv, dx_.data());
       Report(grads, "ln1", l, dx_.data(), T, C);

@@ -130,6 +130,7 @@ class Backward {
   std::vector<float> final_;        // [T, C] the stream entering ln_f
   // Scratch of Run, reused.
   std::vector<float> g_, dx_, dsub_, dff_, dz_, dqkv_, dq_, dk_, dv_, dscores_, tmp_, report_;
+  std::vector<float> zeros_;  // [max(H T T, T F)] zeros for skipped sublayers, only grown
 };
 
 }  // namespace gpt2

@@ -5,6 +5,8 @@
 #include <limits>
 #include <numeric>
 
+#include "model/top_k.h"
+
 namespace gpt2 {
 
 uint64_t Rng::Next() {
@@ -17,32 +19,20 @@ uint64_t Rng::Next() {
 double Rng::NextDouble() { return static_cast<double>(Next() >> 11) * (1.0 / 9007199254740992.0); }
 
 int Sampler::Sample(const float* logits, int n_vocab) {
-  // Higher logit first; equal logits by lower id, so every build orders them the same way.
-  // NaN (from a model file with NaN or huge weights) ranks as -inf: `>` on NaNs is no strict
-  // weak order, and std::sort given one may read out of bounds.
+  // Higher logit first; equal logits by lower id, so every build orders them the same way; NaN
+  // (from a model file with NaN or huge weights) ranks as -inf (model/top_k.h).
   auto key = [logits](int i) {
     return std::isnan(logits[i]) ? -std::numeric_limits<float>::infinity() : logits[i];
-  };
-  auto before = [key](int a, int b) {
-    const float ka = key(a), kb = key(b);
-    return ka > kb || (ka == kb && a < b);
   };
   if (params_.temperature <= 0.0f || params_.top_k == 1) {
     int best = 0;
     for (int i = 1; i < n_vocab; ++i) {
-      if (before(i, best)) best = i;
+      if (RanksBefore(logits, i, best)) best = i;
     }
     return best;
   }
-  order_.resize(n_vocab);
-  std::iota(order_.begin(), order_.end(), 0);
-  int kept = n_vocab;
-  if (params_.top_k > 0 && params_.top_k < n_vocab) {
-    kept = params_.top_k;
-    std::partial_sort(order_.begin(), order_.begin() + kept, order_.end(), before);
-  } else {
-    std::sort(order_.begin(), order_.end(), before);
-  }
+  int kept = params_.top_k > 0 && params_.top_k < n_vocab ? params_.top_k : n_vocab;
+  LargestIndices(logits, n_vocab, kept, &order_);
   // Softmax over the kept tokens in double, at the given temperature.
   probs_.resize(kept);
   const double inv_t = 1.0 / params_.temperature;

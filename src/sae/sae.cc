@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "model/model.h"
+#include "model/top_k.h"
 
 namespace gpt2 {
 
@@ -72,35 +73,68 @@ void Sae::Prepare(const float* x, int n, float* in, float* scale) const {
   }
 }
 
-void Sae::Encode(const float* x, int n, float* features, float* scale) const {
-  const int C = config_.d_in, S = config_.d_sae;
-  std::vector<float> in(size_t(n) * C), scales(n);
-  Prepare(x, n, in.data(), scales.data());
-  if (scale != nullptr) std::copy(scales.begin(), scales.end(), scale);
-  MatMul(in.data(), n, w_enc_, b_enc_, features, 0, S);
-  std::vector<int> order;
+const float* Sae::Prepare(const float* x, int n, float* scale, SaeScratch& scratch) const {
+  scratch.in.resize(size_t(n) * config_.d_in);
+  if (scale == nullptr) {
+    scratch.scales.resize(n);
+    scale = scratch.scales.data();
+  }
+  Prepare(x, n, scratch.in.data(), scale);
+  return scratch.in.data();
+}
+
+void Sae::Encode(const float* x, int n, float* features, float* scale, SaeScratch& scratch) const {
+  const int S = config_.d_sae;
+  MatMul(Prepare(x, n, scale, scratch), n, w_enc_, b_enc_, features, 0, S);
+  std::vector<int>& order = scratch.order;
+  std::vector<float>& keep = scratch.kept;
   for (int t = 0; t < n; ++t) {
     float* f = features + int64_t(t) * S;
     switch (config_.architecture) {
       case SaeArchitecture::kStandard:
-        for (int i = 0; i < S; ++i) f[i] = std::max(f[i], 0.0f);
-        break;
       case SaeArchitecture::kJumpRelu:
-        for (int i = 0; i < S; ++i) f[i] = f[i] > threshold_[i] ? std::max(f[i], 0.0f) : 0.0f;
+        for (int i = 0; i < S; ++i) f[i] = Activate(f[i], i);
         break;
       case SaeArchitecture::kTopK: {
-        order.resize(S);
-        for (int i = 0; i < S; ++i) order[i] = i;
         const int k = config_.k;
-        std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                          [f](int a, int b) { return f[a] > f[b] || (f[a] == f[b] && a < b); });
-        std::vector<float> keep(k);
+        LargestIndices(f, S, k, &order);
+        keep.resize(k);
         for (int j = 0; j < k; ++j) keep[j] = std::max(f[order[j]], 0.0f);
         std::fill(f, f + S, 0.0f);
         for (int j = 0; j < k; ++j) f[order[j]] = keep[j];
         break;
       }
     }
+  }
+}
+
+void Sae::EncodeFeatures(const float* x, int n, const int* features, int count, float* acts, float* scale,
+                         SaeScratch& scratch) const {
+  const int C = config_.d_in, S = config_.d_sae;
+  std::vector<float>& all = scratch.products;
+  if (config_.architecture == SaeArchitecture::kTopK) {
+    all.resize(size_t(n) * S);
+    Encode(x, n, all.data(), scale, scratch);
+    for (int t = 0; t < n; ++t) {
+      for (int j = 0; j < count; ++j) acts[int64_t(t) * count + j] = all[int64_t(t) * S + features[j]];
+    }
+    return;
+  }
+  const float* in = Prepare(x, n, scale, scratch);
+  all.resize(size_t(n) * kMatMulRowGrain);
+  float* group = all.data();
+  const size_t row_bytes = RowBytes(w_enc_.type, C);
+  int have = -1;  // the first row of the group in `group`
+  for (int j = 0; j < count; ++j) {
+    const int f = features[j];
+    const int first = f / kMatMulRowGrain * kMatMulRowGrain;
+    const int rows = std::min<int>(kMatMulRowGrain, S - first);
+    if (first != have) {
+      const WeightView w{w_enc_.type, static_cast<const uint8_t*>(w_enc_.data) + row_bytes * first, rows, C};
+      MatMul(in, n, w, b_enc_ + first, group, 0, rows);
+      have = first;
+    }
+    for (int t = 0; t < n; ++t) acts[int64_t(t) * count + j] = Activate(group[int64_t(t) * rows + f - first], f);
   }
 }
 
@@ -144,17 +178,22 @@ StreamEdit Sae::Edit(std::shared_ptr<const Sae> sae, const std::vector<std::pair
   e.layer = sae->config().layer;
   e.point = sae->config().point;
   // The scratch is the edit's own: a forward pass calls it from one thread at a time.
-  auto scratch = std::make_shared<std::vector<float>>();
-  e.edit = [sae, steer, clamp, scratch](int pos0, int rows, float* x) {
-    const int C = sae->config().d_in, S = sae->d_sae();
-    std::vector<float>& buf = *scratch;
-    const bool encode = !clamp.empty();
-    buf.resize(size_t(rows) * (C + 1 + (encode ? S : 0)));
-    float* scale = buf.data();
-    float* in = scale + rows;  // Prepare's input for the scale alone
-    float* f = in + size_t(rows) * C;
+  struct Scratch {
+    std::vector<float> scale, acts;  // [rows], [rows, clamped features]
+    SaeScratch sae;
+  };
+  auto scratch = std::make_shared<Scratch>();
+  std::vector<int> features;
+  for (const auto& c : clamp) features.push_back(c.first);
+  e.edit = [sae, steer, clamp, features, scratch](int pos0, int rows, float* x) {
+    const int C = sae->config().d_in;
+    const int K = static_cast<int>(clamp.size());
+    scratch->scale.resize(rows);
+    scratch->acts.resize(size_t(rows) * K);
+    float* scale = scratch->scale.data();
+    float* f = scratch->acts.data();
     if (!steer.empty()) {
-      sae->Prepare(x, rows, in, scale);
+      sae->Prepare(x, rows, scale, scratch->sae);  // for the scale alone
       for (int t = 0; t < rows; ++t) {
         for (const auto& s : steer) {
           const float* d = sae->DecoderRow(s.first);
@@ -163,13 +202,13 @@ StreamEdit Sae::Edit(std::shared_ptr<const Sae> sae, const std::vector<std::pair
         }
       }
     }
-    if (encode) {
-      sae->Encode(x, rows, f, scale);
+    if (K > 0) {
+      sae->EncodeFeatures(x, rows, features.data(), K, f, scale, scratch->sae);
       for (int t = 0; t < rows; ++t) {
-        for (const auto& c : clamp) {
-          const float* d = sae->DecoderRow(c.first);
-          const float a = (c.second - f[int64_t(t) * S + c.first]) * scale[t];
-          for (int j = 0; j < C; ++j) x[int64_t(t) * C + j] += a * d[j];
+        for (int j = 0; j < K; ++j) {
+          const float* d = sae->DecoderRow(clamp[j].first);
+          const float a = (clamp[j].second - f[int64_t(t) * K + j]) * scale[t];
+          for (int i = 0; i < C; ++i) x[int64_t(t) * C + i] += a * d[i];
         }
       }
     }

@@ -18,6 +18,7 @@
 // is kept: x' = x + (value - f_F) * W_dec[F] in the SAE's units).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -33,6 +34,17 @@ namespace gpt2 {
 
 class Model;
 
+// The working memory of Sae::Encode and EncodeFeatures, owned by the caller and reused (its
+// buffers only grow, so a token loop does not allocate): an Sae is shared, read-only, by the
+// lab and every edit built from it, which may run on other threads.
+struct SaeScratch {
+  std::vector<float> in;        // [n, d_in]: the prepared rows
+  std::vector<float> scales;    // [n], when the caller wants no scale
+  std::vector<float> products;  // EncodeFeatures: [n, kMatMulRowGrain], or TopK's [n, d_sae]
+  std::vector<int> order;       // TopK: features by pre-activation
+  std::vector<float> kept;      // TopK: the k survivors' activations
+};
+
 class Sae {
  public:
   // Binds every tensor by name and checks shapes and types; d_model: the model's width, which
@@ -47,7 +59,13 @@ class Sae {
 
   // Rows x [n, d_in] of the stream at the hook -> features [n, d_sae]; scale [n] (s above, may be
   // null).
-  void Encode(const float* x, int n, float* features, float* scale) const;
+  void Encode(const float* x, int n, float* features, float* scale, SaeScratch& scratch) const;
+  // Encode's activations of `features` [count] alone, acts [n, count], bit for bit (the encoder's
+  // rows in whole kMatMulRowGrain groups, which MatMul rounds as in one call over all rows).
+  // Standard and JumpReLU SAEs compute only the groups holding those features; a TopK SAE,
+  // whose survivors depend on every feature, encodes all of them. scale [n] as Encode's.
+  void EncodeFeatures(const float* x, int n, const int* features, int count, float* acts, float* scale,
+                      SaeScratch& scratch) const;
   // explained (above) of row x [d_in] with its features [d_sae] and scale.
   double Explained(const float* x, const float* features, float scale) const;
   const float* DecoderRow(int feature) const { return w_dec_ + int64_t(feature) * config_.d_in; }  // [d_in]
@@ -64,6 +82,13 @@ class Sae {
  private:
   // xc / s - b_dec * apply into in [n, d_in], s into scale [n].
   void Prepare(const float* x, int n, float* in, float* scale) const;
+  // The same into scratch.in (returned), the scale into `scale` or, if null, scratch.scales.
+  const float* Prepare(const float* x, int n, float* scale, SaeScratch& scratch) const;
+  // relu (standard) or relu with JumpReLU's threshold of `feature`, from its pre-activation.
+  float Activate(float pre, int feature) const {
+    if (threshold_ != nullptr && !(pre > threshold_[feature])) return 0.0f;
+    return std::max(pre, 0.0f);
+  }
 
   std::shared_ptr<const GgufFile> file_;
   SaeConfig config_;

@@ -1,5 +1,6 @@
 #include "sae/sae_config.h"
 
+#include <cstddef>
 #include <cstdint>
 
 #include "base/error.h"
@@ -32,9 +33,42 @@ int PositiveInt(const JsonValue& root, const char* key) {
   return static_cast<int>(v->integer);
 }
 
-const char* const kPointNames[] = {"resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out"};
-const StreamPoint kPoints[] = {StreamPoint::kResidPre, StreamPoint::kResidMid, StreamPoint::kResidPost,
-                               StreamPoint::kAttnOut, StreamPoint::kMlpOut};
+// The names of each enumeration, written once for cfg.json, the GGUF metadata and messages.
+template <typename Enum>
+struct Named {
+  Enum value;
+  const char* name;
+};
+const Named<StreamPoint> kPoints[] = {{StreamPoint::kResidPre, "resid_pre"},
+                                      {StreamPoint::kResidMid, "resid_mid"},
+                                      {StreamPoint::kResidPost, "resid_post"},
+                                      {StreamPoint::kAttnOut, "attn_out"},
+                                      {StreamPoint::kMlpOut, "mlp_out"}};
+const Named<SaeArchitecture> kArchitectures[] = {{SaeArchitecture::kStandard, "standard"},
+                                                 {SaeArchitecture::kJumpRelu, "jumprelu"},
+                                                 {SaeArchitecture::kTopK, "topk"}};
+const Named<SaeNormalize> kNormalizations[] = {{SaeNormalize::kNone, "none"},
+                                               {SaeNormalize::kLayerNorm, "layer_norm"}};
+
+// The value named `name` in `table` into *value; false if none is.
+template <typename Enum, size_t N>
+bool FromName(const Named<Enum> (&table)[N], const std::string& name, Enum* value) {
+  for (const Named<Enum>& e : table) {
+    if (name == e.name) {
+      *value = e.value;
+      return true;
+    }
+  }
+  return false;
+}
+
+template <typename Enum, size_t N>
+const char* NameOf(const Named<Enum> (&table)[N], Enum value) {
+  for (const Named<Enum>& e : table) {
+    if (e.value == value) return e.name;
+  }
+  return "?";
+}
 
 }  // namespace
 
@@ -51,26 +85,15 @@ void ParseSaeHook(const std::string& hook, int* layer, StreamPoint* point) {
   while (i < hook.size() && hook[i] >= '0' && hook[i] <= '9' && i - digits < 6) l = l * 10 + (hook[i++] - '0');
   if (i == digits || i >= hook.size() || hook[i] != '.') throw Error(unsupported);
   const std::string rest = hook.substr(i + 1);
-  for (int p = 0; p < 5; ++p) {
-    if (rest == std::string("hook_") + kPointNames[p]) {
-      *layer = static_cast<int>(l);
-      *point = kPoints[p];
-      return;
-    }
-  }
-  throw Error(unsupported);
+  if (rest.compare(0, 5, "hook_") != 0 || !FromName(kPoints, rest.substr(5), point)) throw Error(unsupported);
+  *layer = static_cast<int>(l);
 }
 
-const char* SaeArchitectureName(SaeArchitecture a) {
-  switch (a) {
-    case SaeArchitecture::kStandard: return "standard";
-    case SaeArchitecture::kJumpRelu: return "jumprelu";
-    case SaeArchitecture::kTopK: return "topk";
-  }
-  return "?";
-}
+const char* SaeStreamPointName(StreamPoint p) { return NameOf(kPoints, p); }
 
-const char* SaeNormalizeName(SaeNormalize n) { return n == SaeNormalize::kLayerNorm ? "layer_norm" : "none"; }
+const char* SaeArchitectureName(SaeArchitecture a) { return NameOf(kArchitectures, a); }
+
+const char* SaeNormalizeName(SaeNormalize n) { return NameOf(kNormalizations, n); }
 
 SaeConfig SaeConfigFromJson(const std::string& text) {
   const JsonValue root = ParseJson(text, kWhat);
@@ -108,13 +131,7 @@ SaeConfig SaeConfigFromJson(const std::string& text) {
   c.d_sae = PositiveInt(root, "d_sae");
 
   const std::string* arch = OptionalString(root, "architecture");
-  if (arch == nullptr || *arch == "standard") {
-    c.architecture = SaeArchitecture::kStandard;
-  } else if (*arch == "jumprelu") {
-    c.architecture = SaeArchitecture::kJumpRelu;
-  } else if (*arch == "topk") {
-    c.architecture = SaeArchitecture::kTopK;
-  } else {
+  if (arch != nullptr && !FromName(kArchitectures, *arch, &c.architecture)) {
     throw Error(std::string(kWhat) + " architecture \"" + *arch +
                 "\" is not supported; expected standard, jumprelu or topk");
   }
@@ -155,11 +172,7 @@ SaeConfig SaeConfigFromJson(const std::string& text) {
   if (const JsonValue* n = root.Find("normalize_activations"); !IsNull(n)) {
     if (n->kind == Kind::kBool && !n->boolean) {
       c.normalize = SaeNormalize::kNone;
-    } else if (n->kind == Kind::kString && n->str == "none") {
-      c.normalize = SaeNormalize::kNone;
-    } else if (n->kind == Kind::kString && n->str == "layer_norm") {
-      c.normalize = SaeNormalize::kLayerNorm;
-    } else {
+    } else if (n->kind != Kind::kString || !FromName(kNormalizations, n->str, &c.normalize)) {
       throw Error(std::string(kWhat) + " normalize_activations " +
                   (n->kind == Kind::kString ? "\"" + n->str + "\"" : std::string("of this value")) +
                   " is not supported; expected \"none\" or \"layer_norm\"");
@@ -193,17 +206,16 @@ SaeConfig SaeConfigFromGguf(const GgufFile& f) {
   c.hook_name = f.GetString("sae.hook_name");
   ParseSaeHook(c.hook_name, &c.layer, &c.point);
   const std::string a = f.GetString("sae.architecture");
-  if (a == "standard") c.architecture = SaeArchitecture::kStandard;
-  else if (a == "jumprelu") c.architecture = SaeArchitecture::kJumpRelu;
-  else if (a == "topk") c.architecture = SaeArchitecture::kTopK;
-  else throw Error("SAE GGUF sae.architecture \"" + a + "\" is not supported");
+  if (!FromName(kArchitectures, a, &c.architecture)) {
+    throw Error("SAE GGUF sae.architecture \"" + a + "\" is not supported");
+  }
   const GgufValue* apply = f.Find("sae.apply_b_dec_to_input");
   if (apply == nullptr || apply->type != GgufValueType::kBool) throw Error("SAE GGUF has no sae.apply_b_dec_to_input");
   c.apply_b_dec_to_input = apply->u != 0;
   const std::string n = f.GetString("sae.normalize_activations");
-  if (n == "none") c.normalize = SaeNormalize::kNone;
-  else if (n == "layer_norm") c.normalize = SaeNormalize::kLayerNorm;
-  else throw Error("SAE GGUF sae.normalize_activations \"" + n + "\" is not supported");
+  if (!FromName(kNormalizations, n, &c.normalize)) {
+    throw Error("SAE GGUF sae.normalize_activations \"" + n + "\" is not supported");
+  }
   const uint32_t d_in = f.GetU32("sae.d_in"), d_sae = f.GetU32("sae.d_sae"), k = f.GetU32("sae.k");
   if (d_in < 1 || d_in > (1u << 24) || d_sae < 1 || d_sae > (1u << 24)) throw Error("SAE GGUF d_in or d_sae out of range");
   c.d_in = static_cast<int>(d_in);

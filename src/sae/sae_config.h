@@ -44,6 +44,7 @@ SaeConfig SaeConfigFromJson(const std::string& json_text);
 // "blocks.L.hook_<point>" -> (layer, point); throws naming the five hook points accepted.
 void ParseSaeHook(const std::string& hook_name, int* layer, StreamPoint* point);
 
+const char* SaeStreamPointName(StreamPoint p);       // "resid_pre", ..., "mlp_out" (hook_<name>)
 const char* SaeArchitectureName(SaeArchitecture a);  // "standard", "jumprelu", "topk"
 const char* SaeNormalizeName(SaeNormalize n);        // "none", "layer_norm"
 

@@ -7,12 +7,14 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
+#include "../convert/convert_test_util.h"
 #include "../model/golden_file.h"
 #include "../test_paths.h"
 #include "base/error.h"
@@ -353,6 +355,112 @@ TEST_CASE("direct logit attribution under SAE steering: the edit is one more ter
   }
   CHECK(edit);
   CHECK(std::fabs(sum - a.logit) < 1e-3 * std::max(1.0, std::fabs(a.logit)));
+}
+
+}  // namespace gpt2_test
+
+namespace gpt2_test {
+
+TEST_CASE("SAE: the clamped features' rows alone equal the full encode, bit for bit", "[sae]") {
+  // The full encode is the reference: EncodeFeatures computes only the encoder rows of the
+  // clamped features (standard, JumpReLU) and must give the same bits, in any order, with
+  // repeats and features from several row groups; TopK encodes everything.
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const char* name : kSaes) {
+    for (const gpt2::TensorType type : {gpt2::TensorType::kF32, gpt2::TensorType::kQ8_0}) {
+      INFO(name << " " << gpt2::GgmlTypeName(static_cast<uint32_t>(type)));
+      const std::vector<uint8_t> bytes = ConvertSae(name, type);
+      auto sae = std::make_shared<const gpt2::Sae>(
+          std::shared_ptr<const gpt2::GgufFile>(gpt2::GgufFile::Parse(bytes.data(), bytes.size())), 64);
+      const int n = 9, C = sae->config().d_in, S = sae->d_sae();
+      std::vector<float> x(size_t(n) * C);
+      for (float& v : x) v = 3.0f * normal(rng) + 0.5f;
+      std::vector<float> all(size_t(n) * S), scale(n);
+      gpt2::SaeScratch scratch;
+      sae->Encode(x.data(), n, all.data(), scale.data(), scratch);
+      std::vector<int> features = {S - 1, 0, 1, S / 2, S - 1, 47, 48};
+      for (int f = S - 1; f >= 0; --f) features.push_back(f);  // every feature, from the back
+      const int K = static_cast<int>(features.size());
+      std::vector<float> acts(size_t(n) * K), scale_rows(n);
+      sae->EncodeFeatures(x.data(), n, features.data(), K, acts.data(), scale_rows.data(), scratch);
+      int nonzero = 0;
+      for (int t = 0; t < n; ++t) {
+        REQUIRE(scale_rows[t] == scale[t]);
+        for (int j = 0; j < K; ++j) {
+          const float want = all[size_t(t) * S + features[j]], got = acts[size_t(t) * K + j];
+          INFO("row " << t << " feature " << features[j]);
+          REQUIRE(std::memcmp(&want, &got, sizeof(float)) == 0);
+          nonzero += got != 0;
+        }
+      }
+      CHECK(nonzero > 0);
+      CHECK(nonzero < n * K);
+
+      // The clamping edit against the same formula over the full encode.
+      const std::vector<std::pair<int, float>> clamp = {{3, 2.5f}, {S - 1, 0.0f}, {50, 1.0f}};
+      std::vector<float> edited = x;
+      gpt2::Sae::Edit(sae, {}, clamp).edit(0, n, edited.data());
+      for (int t = 0; t < n; ++t) {
+        std::vector<float> want(x.begin() + size_t(t) * C, x.begin() + size_t(t + 1) * C);
+        for (const auto& c : clamp) {
+          const float a = (c.second - all[size_t(t) * S + c.first]) * scale[t];
+          for (int i = 0; i < C; ++i) want[i] += a * sae->DecoderRow(c.first)[i];
+        }
+        REQUIRE(std::memcmp(want.data(), edited.data() + size_t(t) * C, sizeof(float) * C) == 0);
+      }
+    }
+  }
+}
+
+}  // namespace gpt2_test
+
+namespace gpt2_test {
+
+TEST_CASE("SAE converter: W_enc over several pieces and source row blocks is the exact transpose", "[sae]") {
+  // Shapes that cross the converter's 256-row pieces and 32-row source blocks with remainders,
+  // each source dtype; the reference is the source read element by element and, for Q8_0, ggml's
+  // quantize_row_q8_0_ref written out in tests/convert (convert_test_util.h).
+  const struct {
+    int d_in, d_sae;
+    const char* dtype;
+    gpt2::TensorType type;
+  } cases[] = {{100, 600, "BF16", gpt2::TensorType::kF32}, {64, 257, "F16", gpt2::TensorType::kF32},
+               {40, 513, "F32", gpt2::TensorType::kF32}, {96, 300, "F32", gpt2::TensorType::kQ8_0}};
+  for (const auto& c : cases) {
+    INFO(c.d_in << " x " << c.d_sae << " " << c.dtype);
+    std::vector<convert_test::HfTensor> t = {
+        {"W_enc", {c.d_in, c.d_sae}, convert_test::Values(1, size_t(c.d_in) * c.d_sae, 0.5f)},
+        {"b_enc", {c.d_sae}, convert_test::Values(2, c.d_sae, 0.1f)},
+        {"W_dec", {c.d_sae, c.d_in}, convert_test::Values(3, size_t(c.d_sae) * c.d_in, 0.5f)},
+        {"b_dec", {c.d_in}, convert_test::Values(4, c.d_in, 0.1f)}};
+    std::vector<convert_test::StEntry> entries;
+    for (convert_test::HfTensor& h : t) entries.push_back(convert_test::Encode(&h, c.dtype, ""));
+    const std::vector<uint8_t> st_bytes = convert_test::WriteSafetensors(entries);
+    std::unique_ptr<gpt2::SafetensorsFile> st = gpt2::SafetensorsFile::Parse(st_bytes.data(), st_bytes.size());
+    const std::string json = R"({"hook_name": "blocks.0.hook_resid_pre", "d_in": )" + std::to_string(c.d_in) +
+                             R"(, "d_sae": )" + std::to_string(c.d_sae) + "}";
+    gpt2::SaeGgufInMemory conversion(*st, gpt2::SaeConfigFromJson(json), json, c.type, uint64_t{1} << 30);
+    while (conversion.ConvertNext() < conversion.num_tensors()) {
+    }
+    std::unique_ptr<gpt2::GgufFile> file = gpt2::GgufFile::Parse(conversion.output(), conversion.size());
+    const gpt2::GgufTensor* w = file->FindTensor("sae.W_enc");
+    REQUIRE(w != nullptr);
+    REQUIRE(w->type == c.type);
+    const std::vector<float>& want = t[0].values;  // [d_in, d_sae], as the stored halves decode
+    std::vector<float> row(c.d_in);
+    for (int f = 0; f < c.d_sae; ++f) {
+      for (int i = 0; i < c.d_in; ++i) row[i] = want[size_t(i) * c.d_sae + f];
+      INFO("feature " << f);
+      if (c.type == gpt2::TensorType::kF32) {
+        REQUIRE(std::memcmp(reinterpret_cast<const float*>(w->data) + size_t(f) * c.d_in, row.data(),
+                            sizeof(float) * c.d_in) == 0);
+      } else {
+        const std::vector<uint8_t> q = convert_test::RefQuantizeQ8_0(row.data(), c.d_in);
+        REQUIRE(std::memcmp(w->data + q.size() * f, q.data(), q.size()) == 0);
+      }
+    }
+  }
 }
 
 }  // namespace gpt2_test

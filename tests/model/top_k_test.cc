@@ -1,0 +1,45 @@
+// model/top_k.h against a stable sort of every index (the definition written out): descending,
+// equal values by lower index, NaN below -inf's equals by index, k clamped.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "model/top_k.h"
+
+namespace gpt2_test {
+
+TEST_CASE("KeepLargest: descending, ties to the lower index, NaN last, k clamped", "[sampling]") {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  std::mt19937 rng(3);
+  for (int n : {1, 2, 7, 100, 1000}) {
+    std::vector<float> x(n);
+    for (float& v : x) v = static_cast<float>(static_cast<int>(rng() % 9) - 4);  // many ties
+    if (n > 2) x[1] = nan, x[n - 1] = -inf;
+    std::vector<int> want(n);
+    std::iota(want.begin(), want.end(), 0);
+    auto rank = [&](int i) { return std::isnan(x[i]) ? -inf : x[i]; };
+    std::stable_sort(want.begin(), want.end(), [&](int a, int b) { return rank(a) > rank(b); });
+    for (int k : {-1, 0, 1, 3, n - 1, n, n + 5}) {
+      INFO("n " << n << " k " << k);
+      std::vector<int> got;
+      gpt2::LargestIndices(x.data(), n, k, &got);
+      const int keep = std::min(std::max(k, 0), n);
+      CHECK(got == std::vector<int>(want.begin(), want.begin() + keep));
+      // Candidates: the odd indices only.
+      std::vector<int> odd, want_odd;
+      for (int i = 1; i < n; i += 2) odd.push_back(i);
+      for (int i : want) {
+        if (i % 2 == 1 && static_cast<int>(want_odd.size()) < k) want_odd.push_back(i);
+      }
+      gpt2::KeepLargest(x.data(), k, &odd);
+      CHECK(odd == want_odd);
+    }
+  }
+}
+
+}  // namespace gpt2_test
