@@ -89,6 +89,7 @@ const store = createStore({
   interventions: kNoInterventions,
   knockMode: false,
   memoryBytes: 0,  // the engine's WebAssembly memory after the last load
+  restoring: false, // a job ended and the worker runs the text again to capture it
   experimenting: false,
   experiment: null, // last 'experiment' reply
   target: null,     // the token id the heads are ranked for (null: the one that came next)
@@ -321,7 +322,8 @@ function renderStatus(s) {
   }
   $('progress-text').textContent = s.progressText;
   const stats = $('stats');
-  stats.textContent = s.statsText;
+  stats.textContent = s.restoring ? 'The job is done; running the text again to show its activations…' : s.statsText;
+  stats.dataset.restoring = s.restoring;
   for (const k of ['reason', 'generated', 'tokensPerSecond', 'prefillMs']) {
     if (s.statsData[k] === undefined) delete stats.dataset[k];
     else stats.dataset[k] = s.statsData[k];
@@ -810,6 +812,7 @@ worker.onmessage = ({data: msg}) => {
       if (!state.awaitingPrompt) store.set({lensNote: `Computing the logit lens for positions ${msg.begin}–${msg.end - 1}…`});
       break;
     case Msg.lens: if (!state.awaitingPrompt) onLens(msg); break;
+    case Msg.restoring: store.set({restoring: msg.on}); store.flush(); break;
     case Msg.experiment: onExperiment(msg); break;
     case Msg.heads: onHeads(msg); break;
     case Msg.quantLens: onQuantLens(msg); break;

@@ -107,6 +107,9 @@
 //     {type:'activations', ...}                      see inspect() in worker-jobs.js
 //     {type:'attention-map', layer, head, positions, map}
 //     {type:'lens-start', begin, end}; {type:'lens', begin, end, topK, nLayer, ids, probs, pieces}
+//     {type:'restoring', on}         a job (head sweep, patching, path patching) ended and the lab
+//                                    runs the conversation again to capture it (on: true), then
+//                                    has (false): a request that reads the capture waits for it
 //     {type:'experiment', position, nLayer, fromBlock, kl, before: {ids, probs}, after: {ids,
 //       probs, probsBefore}, text: {before: ids, after: ids}, pieces: {id: text}}
 //                                                    top 10 at position before and after (probsBefore:
@@ -211,6 +214,7 @@ export const Msg = Object.freeze({
   activations: 'activations',
   lensStart: 'lens-start',
   lens: 'lens',
+  restoring: 'restoring',
   sweepProgress: 'sweep-progress',
   sweep: 'sweep',
   patchingProgress: 'patching-progress',

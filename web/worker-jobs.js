@@ -265,11 +265,16 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
     return done;
   }
 
+  // The lab gives the conversation back (runs it again to capture it: a prefill of the text,
+  // seconds at GPT-2 XL), which the page says while it lasts.
   function endJob(kind) {
+    post({type: Msg.restoring, on: true});
     try {
       engine.endJob();
     } catch (e) {
       post({type: Msg.error, kind, message: errorMessage(e)});
+    } finally {
+      post({type: Msg.restoring, on: false});
     }
   }
 

@@ -160,9 +160,17 @@ describe('a GPT-2 XL-shaped model (48 blocks x 25 heads) in the page', {skip}, (
 
     await page.getByTestId('patch-clean').fill('John gave a drink to');
     await page.getByTestId('patch-corrupted').fill('Mary gave a drink to');
+    // What the status line says meanwhile: once the job ends, that the text runs again.
+    await page.evaluate(() => {
+      window.statsSeen = [];
+      new MutationObserver(() => window.statsSeen.push(document.querySelector('[data-testid=stats]').textContent))
+          .observe(document.querySelector('[data-testid=stats]'), {childList: true, characterData: true, subtree: true});
+    });
     await page.getByTestId('patch-run').click();
     await page.waitForFunction(() => window.gpt2Page.state.patching.result ||
                                      !document.querySelector('[data-testid=error]').hidden, null, {timeout: kTimeout});
+    await page.waitForFunction(() => document.querySelector('[data-testid=stats]').dataset.restoring === 'false');
+    assert.ok((await page.evaluate(() => window.statsSeen)).some((t) => /running the text again/.test(t)));
     assert.equal(await page.getByTestId('error').isVisible(), false);
     const result = await page.evaluate(() => window.gpt2Page.state.patching.result);
     assert.equal(result.nLayer, 48);
