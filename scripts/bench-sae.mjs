@@ -105,4 +105,11 @@ const steered = median(Array.from({length: kRuns}, () => {
 }));
 console.log(`a steered re-run (block ${kLayer} on) of ${kTokens} tokens, capture on: ${steered.toFixed(0)} CPU ms = ` +
             `${(steered / prefill).toFixed(2)} prefills (target <= 1)`);
+// What a token pick asks for the features view: the top 10 features' logit weights (W_dec[F] @
+// W_U, the top 5 each way), in one product, against one product a feature.
+const top = Array.from(engine.saeFeatures(sae.id, kTokens - 1, 10).features);
+const batched = median(Array.from({length: kRuns}, () => cpuTimed(() => engine.saeLogitWeights(sae.id, top, 5)).ms));
+const single = median(Array.from({length: kRuns}, () => cpuTimed(() => top.forEach((f) => engine.saeLogitWeights(sae.id, [f], 5))).ms));
+console.log(`the logit weights of a token's top ${top.length} features: ${batched.toFixed(1)} CPU ms in one product, ` +
+            `${single.toFixed(1)} ms one product a feature (${(single / batched).toFixed(1)}x)`);
 engine.delete();

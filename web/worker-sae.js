@@ -207,11 +207,9 @@ export function createSae({post, yieldToEvents, loader, module}) {
       const id = msg.id, k = Math.max(1, msg.k | 0 || 10), logitK = Math.max(1, msg.logitK | 0 || 5);
       const r = engine.saeFeatures(id, msg.position | 0, k);
       const features = Int32Array.from(r.features), activations = Float32Array.from(r.activations);
-      const logits = Array.from(features, (f) => {
-        const w = engine.saeLogitWeights(id, f, logitK);
-        return {promoted: Array.from(w.promoted), promotedValues: Array.from(w.promotedValues),
-                suppressed: Array.from(w.suppressed), suppressedValues: Array.from(w.suppressedValues)};
-      });
+      const logits = engine.saeLogitWeights(id, features, logitK).map((w) => (
+        {promoted: Array.from(w.promoted), promotedValues: Array.from(w.promotedValues),
+         suppressed: Array.from(w.suppressed), suppressedValues: Array.from(w.suppressedValues)}));
       const ids = logits.flatMap((l) => [...l.promoted, ...l.suppressed]);
       post({type: Msg.saeFeatures, id, position: msg.position | 0, features, activations, explained: r.explained, logits,
             pieces: pieces(ids)}, [features.buffer, activations.buffer]);

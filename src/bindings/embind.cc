@@ -78,8 +78,9 @@
 //   (the engine keeps its own copy); engine.dropSae(id); engine.saes() -> [those objects]
 //   engine.saeFeatures(id, position, k) -> {features: Int32Array, activations: Float32Array
 //   (descending, zeros left out), explained}; engine.saeStrip(id, feature) -> Float32Array
-//   [captured positions]; engine.saeLogitWeights(id, feature, k) -> {promoted, promotedValues,
-//   suppressed, suppressedValues} (W_dec[F] @ W_U). Interventions take
+//   [captured positions]; engine.saeLogitWeights(id, [feature, ...], k) -> [{promoted,
+//   promotedValues, suppressed, suppressedValues}, ...] (W_dec[F] @ W_U, one product for all the
+//   features). Interventions take
 //   sae: [{id, steer: [[feature, alpha], ...], clamp: [[feature, value], ...]}].
 // Converting a Hugging Face GPT-2 checkpoint to GGUF in the page, with gpt2-convert's own code
 // (its binding: converter.cc):
@@ -324,7 +325,9 @@ class Engine : public ErrorsByValue {
   val Saes() const { return LAB_CALL(return SaeListToJs(*lab_)); }
   val SaeFeatures(int id, int p, int k) { return LAB_CALL(return SaeFeaturesToJs(lab_->SaeFeatures(id, p, k))); }
   val SaeStrip(int id, int feature) { return LAB_CALL(return CopyToJs(lab_->SaeStrip(id, feature))); }
-  val SaeLogitWeights(int id, int f, int k) const { return LAB_CALL(return SaeLogitWeightsToJs(lab_->SaeLogitWeightsOf(id, f, k))); }
+  val SaeLogitWeights(int id, const val& features, int k) const {
+    return LAB_CALL(return SaeLogitWeightsToJs(lab_->SaeLogitWeightsOf(id, List<int>(features), k)));
+  }
 
  private:
   void RequireModel() const {

@@ -75,10 +75,14 @@ inline val SaeFeaturesToJs(const SaeFeatureList& f) {
                  {"explained", val(f.explained)}});
 }
 
-// {promoted: Int32Array, promotedValues: Float32Array, suppressed, suppressedValues}
-inline val SaeLogitWeightsToJs(const SaeLogitWeights& w) {
-  return Object({{"promoted", CopyToJs(w.promoted)}, {"promotedValues", CopyToJs(w.promoted_values)},
-                 {"suppressed", CopyToJs(w.suppressed)}, {"suppressedValues", CopyToJs(w.suppressed_values)}});
+// [{promoted: Int32Array, promotedValues: Float32Array, suppressed, suppressedValues}, ...]
+inline val SaeLogitWeightsToJs(const std::vector<SaeLogitWeights>& list) {
+  val out = val::array();
+  for (const SaeLogitWeights& w : list) {
+    out.call<void>("push", Object({{"promoted", CopyToJs(w.promoted)}, {"promotedValues", CopyToJs(w.promoted_values)},
+                                   {"suppressed", CopyToJs(w.suppressed)}, {"suppressedValues", CopyToJs(w.suppressed_values)}}));
+  }
+  return out;
 }
 
 }  // namespace gpt2

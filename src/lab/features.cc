@@ -149,16 +149,19 @@ std::vector<float> Lab::SaeStrip(int id, int feature) {
   return strip;
 }
 
-SaeLogitWeights Lab::SaeLogitWeightsOf(int id, int feature, int k) const {
-  const std::vector<float> w = sae(id).LogitWeights(*model_, feature);
-  const int V = static_cast<int>(w.size());
+std::vector<SaeLogitWeights> Lab::SaeLogitWeightsOf(int id, const std::vector<int>& features, int k) const {
+  const std::vector<float> all = sae(id).LogitWeights(*model_, features);
+  const int V = config().n_vocab;
   std::vector<float> negated(V);
-  for (int i = 0; i < V; ++i) negated[i] = -w[i];  // the smallest first, equal ones by lower id
-  SaeLogitWeights out;
-  LargestIndices(w.data(), V, k, &out.promoted);
-  LargestIndices(negated.data(), V, k, &out.suppressed);
-  for (int i : out.promoted) out.promoted_values.push_back(w[i]);
-  for (int i : out.suppressed) out.suppressed_values.push_back(w[i]);
+  std::vector<SaeLogitWeights> out(features.size());
+  for (size_t f = 0; f < features.size(); ++f) {
+    const float* w = all.data() + f * V;
+    for (int i = 0; i < V; ++i) negated[i] = -w[i];  // the smallest first, equal ones by lower id
+    LargestIndices(w, V, k, &out[f].promoted);
+    LargestIndices(negated.data(), V, k, &out[f].suppressed);
+    for (int i : out[f].promoted) out[f].promoted_values.push_back(w[i]);
+    for (int i : out[f].suppressed) out[f].suppressed_values.push_back(w[i]);
+  }
   return out;
 }
 

@@ -255,7 +255,7 @@ class Lab {
   // the capture does not keep has its stream captured by re-running from its block once.
   SaeFeatureList SaeFeatures(int id, int position, int k);
   std::vector<float> SaeStrip(int id, int feature);  // [captured positions]
-  SaeLogitWeights SaeLogitWeightsOf(int id, int feature, int k) const;
+  std::vector<SaeLogitWeights> SaeLogitWeightsOf(int id, const std::vector<int>& features, int k) const;
   // The stream edit of an SAE's steering and clamping (throws for a feature out of range).
   StreamEdit SaeEdit(const SaeIntervention& s) const;
 

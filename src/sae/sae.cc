@@ -159,14 +159,17 @@ double Sae::Explained(const float* x, const float* features, float scale) const 
   return norm > 0 ? 1 - err / norm : 0;
 }
 
-std::vector<float> Sae::LogitWeights(const Model& model, int feature) const {
-  CheckFeature(feature);
+std::vector<float> Sae::LogitWeights(const Model& model, const std::vector<int>& features) const {
+  for (int f : features) CheckFeature(f);
   const int C = config_.d_in;
-  std::vector<float> v(C);
-  const float* row = DecoderRow(feature);
-  for (int j = 0; j < C; ++j) v[j] = row[j] * model.ln_f_g[j];
-  std::vector<float> logits(model.config().n_vocab);
-  MatMul(v.data(), 1, model.output, nullptr, logits.data(), 0, model.output.rows);
+  const int64_t F = static_cast<int64_t>(features.size());
+  std::vector<float> v(F * C);
+  for (int64_t i = 0; i < F; ++i) {
+    const float* row = DecoderRow(features[i]);
+    for (int j = 0; j < C; ++j) v[i * C + j] = row[j] * model.ln_f_g[j];
+  }
+  std::vector<float> logits(F * model.config().n_vocab);
+  if (F > 0) MatMul(v.data(), F, model.output, nullptr, logits.data(), 0, model.output.rows);
   return logits;
 }
 

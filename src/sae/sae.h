@@ -69,9 +69,10 @@ class Sae {
   // explained (above) of row x [d_in] with its features [d_sae] and scale.
   double Explained(const float* x, const float* features, float scale) const;
   const float* DecoderRow(int feature) const { return w_dec_ + int64_t(feature) * config_.d_in; }  // [d_in]
-  // W_dec[feature] @ W_U [n_vocab]: with TransformerLens's W_U, ln_f's weight folded in
-  // (diag(ln_f.weight) wte^T), as Neuronpedia's logit weights; the model's own unembedding.
-  std::vector<float> LogitWeights(const Model& model, int feature) const;
+  // W_dec[f] @ W_U [n_vocab] for each f of features, as [features.size(), n_vocab]: with
+  // TransformerLens's W_U, ln_f's weight folded in (diag(ln_f.weight) wte^T), as Neuronpedia's
+  // logit weights; the model's own unembedding, one product for all of them.
+  std::vector<float> LogitWeights(const Model& model, const std::vector<int>& features) const;
 
   // Steering (feature, alpha) and clamping (feature, value), steering first, as a stream edit at
   // the SAE's hook. The edit holds the Sae (shared) and its own scratch. Throws for a feature out

@@ -232,12 +232,26 @@ TEST_CASE("SAE activations, explained share and logit weights equal PyTorch's", 
     CHECK(fired > 0);
     CHECK(fired < T * S / 2);
     const std::vector<float>& logit_want = Golden().F32(std::string("sae/") + name + "/logit_weights");
-    const std::vector<float> logit_got = t.lab->sae(id).LogitWeights(t.lab->model(), 7);
-    CHECK(CheckTensor(std::string(name) + " logit weights", logit_got.data(), logit_want.data(),
-                      static_cast<int64_t>(logit_want.size()), kF32Tolerance));
-    const gpt2::SaeLogitWeights lw = t.lab->SaeLogitWeightsOf(id, 7, 5);
-    CHECK(lw.promoted[0] == std::max_element(logit_want.begin(), logit_want.end()) - logit_want.begin());
-    CHECK(lw.suppressed[0] == std::min_element(logit_want.begin(), logit_want.end()) - logit_want.begin());
+    const int64_t V = static_cast<int64_t>(logit_want.size());
+    const std::vector<float> logit_got = t.lab->sae(id).LogitWeights(t.lab->model(), {7});
+    CHECK(CheckTensor(std::string(name) + " logit weights", logit_got.data(), logit_want.data(), V, kF32Tolerance));
+    // Several features in one product: feature 7's row is PyTorch's wherever it stands, and each
+    // row is that feature's own product.
+    const std::vector<int> several = {3, 7, 0, 95};
+    const std::vector<float> rows = t.lab->sae(id).LogitWeights(t.lab->model(), several);
+    REQUIRE(rows.size() == several.size() * V);
+    CHECK(CheckTensor(std::string(name) + " logit weights, batched", rows.data() + V, logit_want.data(), V, kF32Tolerance));
+    for (size_t i = 0; i < several.size(); ++i) {
+      const std::vector<float> one = t.lab->sae(id).LogitWeights(t.lab->model(), {several[i]});
+      CHECK(CheckTensor(std::string(name) + " logit weights row " + std::to_string(i), rows.data() + i * V, one.data(), V,
+                        kF32Tolerance));
+    }
+    const std::vector<gpt2::SaeLogitWeights> lw = t.lab->SaeLogitWeightsOf(id, {0, 7}, 5);
+    REQUIRE(lw.size() == 2);
+    CHECK(lw[1].promoted[0] == std::max_element(logit_want.begin(), logit_want.end()) - logit_want.begin());
+    CHECK(lw[1].suppressed[0] == std::min_element(logit_want.begin(), logit_want.end()) - logit_want.begin());
+    CHECK(t.lab->SaeLogitWeightsOf(id, {}, 5).empty());
+    CHECK_THROWS_WITH(t.lab->SaeLogitWeightsOf(id, {7, S}, 5), Catch::Contains("0..95"));
     CHECK_THROWS_WITH(t.lab->SaeStrip(id, S), Catch::Contains("0..95"));
     t.lab->DropSae(id);
   }

@@ -88,7 +88,7 @@ describe('Embind SAEs under Node', {skip: !fs.existsSync(kNodeModule) && 'build/
         }
       }
       assert.equal(line, lines.length, `${name}: every line of gpt2 features`);
-      const w = engine.saeLogitWeights(info.id, 7, 5);
+      const [w] = engine.saeLogitWeights(info.id, [7], 5);
       assert.equal(w.promoted.length, 5);
       for (let i = 1; i < 5; ++i) {
         assert.ok(w.promotedValues[i] <= w.promotedValues[i - 1]);
