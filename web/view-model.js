@@ -58,7 +58,8 @@ export function render(els, d) {
     ['Weights', info.weight_type],
     ['SIMD', info.simd],
     ['Threads', d.threads],
-    ['Engine memory', d.memoryBytes ? `${mb(d.memoryBytes)} of WebAssembly memory after loading (at most ${mb(kWasmMaxBytes)})` : ''],
+    ['Engine memory', d.memoryBytes ? `${mb(d.memoryBytes)} of WebAssembly memory after loading (it may grow to ` +
+                                      `${(kWasmMaxBytes / 2 ** 30).toFixed(0)} GiB)` : ''],
   ];
   els.info.replaceChildren(...rows.filter(([, v]) => v !== '').flatMap(([k, v]) => {
     const dt = document.createElement('dt'); dt.textContent = k;
