@@ -1,10 +1,11 @@
 // Attention: the grid of every block x head strip for the picked token, and one head's full
 // map. A knocked-out head (experiments) is struck through in the grid.
-import {Heatmap, fmt, pieceAt, showPiece, viridis} from './viz.js';
+import {Heatmap, fmt, pieceAt, pixelImage, showPiece, viridis} from './viz.js';
 import {renderChips} from './view-saliency.js';
 
 // The grid's cells as last built: {from (the data they were drawn from), shape ("L x H"), cells:
-// [{el, strip, l, h, words, ...the state written last}], canvas, rects (each strip's place on it)}.
+// [{el, strip, l, h, words, ...the state written last}], canvas, image (the strips, a row a cell),
+// rects (each strip's place on the canvas)}.
 const grids = new WeakMap();
 
 // data: {attention: [L] Float32Array [H, p + 1], position, nLayer, nHead, layer, head, pieces,
@@ -17,7 +18,7 @@ export function render(grid, d) {
   if (!built || built.shape !== shape) built = build(grid, d, shape);
   const dataChanged = !['attention', 'position', 'pieces', 'ids'].every((k) => built.from[k] === d[k]);
   if (dataChanged) {
-    built.colours = describe(built.cells, d);
+    built.image = describe(built.cells, d);
     grid.dataset.position = d.position;
   }
   const ablatedChanged = built.from.ablated !== d.ablated;
@@ -88,7 +89,7 @@ function build(grid, d, shape) {
   }
   grid.replaceChildren(...children);
   grids.get(grid)?.observer.disconnect();
-  const built = {shape, from: {}, cells, canvas, rects: null, colours: null};
+  const built = {shape, from: {}, cells, canvas, rects: null, image: null};
   // The strips' places change with the grid's width (its columns stretch) and when it is first
   // shown; the canvas is measured and repainted then, not on every token.
   built.observer = new ResizeObserver(() => {
@@ -103,13 +104,13 @@ function build(grid, d, shape) {
 
 // Each cell's strip: the head's attention from the picked token to every position so far, one
 // segment per position up to kSegments (beyond, a segment shows the largest weight it covers).
-// Returns the strips' colours, a row of RGBA pixels per cell; sets what each cell says.
+// Returns the strips as an image, a row of pixels per cell; sets what each cell says.
 const kSegments = 96;
 function describe(cells, d) {
   const p = d.position, n = p + 1;
   const S = Math.min(n, kSegments);
   const edges = Array.from({length: S + 1}, (_, j) => Math.floor((j * n) / S));
-  const colours = new ImageData(S, cells.length);
+  const values = new Float32Array(S * cells.length);
   cells.forEach((cell, i) => {
     const {l, h} = cell;
     const row = d.attention[l].subarray(h * n, (h + 1) * n);
@@ -118,17 +119,17 @@ function describe(cells, d) {
     for (let j = 0; j < S; ++j) {
       let v = row[edges[j]];
       for (let k = edges[j] + 1; k < edges[j + 1]; ++k) v = Math.max(v, row[k]);
-      colours.data.set([...viridis(v), 255], (i * S + j) * 4);  // probabilities: absolute scale 0..1
+      values[i * S + j] = v;
     }
     cell.words = `block ${l}, head ${h}: attends most to ${pieceAt(d.pieces, d.ids, best)} ` +
                  `(position ${best}) with ${fmt(row[best], 3)}`;
   });
-  return colours;
+  return pixelImage(S, cells.length, (i) => viridis(values[i]));  // probabilities: absolute scale 0..1
 }
 
 function paint(grid, built) {
-  const {canvas, cells, colours} = built;
-  if (!colours) return;
+  const {canvas, cells, image} = built;
+  if (!image) return;
   if (!built.rects) {
     // The canvas must not hold the grid wider than its cells while they are measured.
     canvas.style.width = canvas.style.height = '0';
@@ -145,8 +146,6 @@ function paint(grid, built) {
     canvas.height = Math.round(grid.scrollHeight * scale);
     built.scale = scale;
   }
-  const sprite = new OffscreenCanvas(colours.width, colours.height);
-  sprite.getContext('2d').putImageData(colours, 0, 0);
   const ctx = canvas.getContext('2d');
   ctx.setTransform(built.scale, 0, 0, built.scale, 0, 0);
   ctx.clearRect(0, 0, canvas.width, canvas.height);
@@ -154,7 +153,7 @@ function paint(grid, built) {
   cells.forEach(({l, h}, i) => {
     const [x, y, w, hgt] = built.rects[i];
     ctx.globalAlpha = built.ablated.has(`${l}.${h}`) ? 0.55 : 1;  // as a knocked-out cell's opacity
-    ctx.drawImage(sprite, 0, i, colours.width, 1, x, y, w, hgt);
+    ctx.drawImage(image, 0, i, image.width, 1, x, y, w, hgt);
   });
   ctx.globalAlpha = 1;
 }
