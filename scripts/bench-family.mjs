@@ -38,6 +38,29 @@ fs.mkdirSync(kDir, {recursive: true});
 printMachine();
 
 
+// One click in the page (a plain click, or at a Heatmap's cell [row, col]) and the time from it
+// to the frame after the element `changed` shows its effect (its text changed).
+function clickAndWait(page, selector, changed, cell) {
+  return page.evaluate(async ({selector, changed, cell}) => {
+    const el = document.querySelector(selector);
+    const watch = document.querySelector(changed);
+    if (!el || !watch) throw new Error(`nothing at ${el ? changed : selector}`);
+    const before = watch.textContent;
+    const t = performance.now();
+    if (cell) {
+      const r = el.getBoundingClientRect(), scale = r.width / el.width;
+      const cw = (el.width - 64) / Number(el.dataset.cols), ch = el.height / Number(el.dataset.rows);
+      el.dispatchEvent(new MouseEvent('click', {bubbles: true, clientX: r.left + (64 + (cell[1] + 0.5) * cw) * scale,
+                                                clientY: r.top + (cell[0] + 0.5) * ch * scale}));
+    } else {
+      el.click();
+    }
+    while (watch.textContent === before && performance.now() - t < 5000) await new Promise((r) => setTimeout(r, 1));
+    await new Promise((r) => requestAnimationFrame(() => r()));
+    return performance.now() - t;
+  }, {selector, changed, cell});
+}
+
 if (!flag('skip-decode')) {
   const create = engineFactory();
   const shapes = ['gpt2', 'gpt2-xl'];
@@ -199,17 +222,7 @@ if (!flag('skip-clicks')) {
     await page.waitForFunction(() => document.querySelector('[data-testid=stats]').dataset.reason, null, {timeout: 600_000});
     await page.waitForFunction(() => document.querySelectorAll('[data-testid=attention-grid] [data-layer][data-head]').length === 1200 &&
                                      document.querySelector('[data-testid=logit-lens] [data-layer="47"]'), null, {timeout: 600_000});
-    // One click and the time to the frame after the view shows it.
-    const click = (selector, changed) => page.evaluate(async ({selector, changed}) => {
-      const el = document.querySelector(selector);
-      const watch = document.querySelector(changed);
-      const before = watch.textContent;
-      const t = performance.now();
-      el.click();
-      while (watch.textContent === before && performance.now() - t < 5000) await new Promise((r) => setTimeout(r, 1));
-      await new Promise((r) => requestAnimationFrame(() => r()));
-      return performance.now() - t;
-    }, {selector, changed});
+    const click = (selector, changed) => clickAndWait(page, selector, changed);
     // Each kind in a row of its own: a token pick makes the worker compute the lens of its window,
     // which a following click that needs the worker would wait behind (reported apart below).
     const times = {grid: [], lens: [], token: [], gridAfterPick: []};
@@ -275,26 +288,7 @@ if (!flag('skip-views')) {
     await state(() => window.gpt2Page.state.patching.result && !window.gpt2Page.state.patching.running);
     await state(() => document.querySelector('[data-testid=sweep-results] li button') &&
                       document.querySelector('[data-testid=heads-grid]') && !document.querySelector('[data-testid=patching]').hidden);
-    // One click (a plain click, or one at a heat map's cell) and the time to the frame after
-    // `changed` shows it.
-    const click = (selector, changed, cell) => page.evaluate(async ({selector, changed, cell}) => {
-      const el = document.querySelector(selector);
-      const watch = document.querySelector(changed);
-      if (!el || !watch) throw new Error(`nothing at ${el ? changed : selector}`);
-      const before = watch.textContent;
-      const t = performance.now();
-      if (cell) {
-        const r = el.getBoundingClientRect(), scale = r.width / el.width;
-        const cw = (el.width - 64) / Number(el.dataset.cols), ch = el.height / Number(el.dataset.rows);
-        el.dispatchEvent(new MouseEvent('click', {bubbles: true, clientX: r.left + (64 + (cell[1] + 0.5) * cw) * scale,
-                                                  clientY: r.top + (cell[0] + 0.5) * ch * scale}));
-      } else {
-        el.click();
-      }
-      while (watch.textContent === before && performance.now() - t < 5000) await new Promise((r) => setTimeout(r, 1));
-      await new Promise((r) => requestAnimationFrame(() => r()));
-      return performance.now() - t;
-    }, {selector, changed, cell});
+    const click = (selector, changed, cell) => clickAndWait(page, selector, changed, cell);
     // The first click after an experiment waits for the lab to give the conversation back (EndJob
     // runs the text again to capture it): reported apart.
     const afterJob = await click('[data-testid=sweep-results] li:nth-child(2) button', '#attn-big-title');
