@@ -188,7 +188,7 @@ def build_weights():
     return w
 
 
-def forward(w, ids, record=None, iv=None, embed=None, extra=None):
+def forward(w, ids, record=None, iv=None, embed=None):
     """GPT-2 forward over ids (positions 0..T-1); returns logits [T, V].
 
     ggml matrices are [out, in], which is F.linear's weight layout (HF's Conv1D is [in, out]).
@@ -197,13 +197,13 @@ def forward(w, ids, record=None, iv=None, embed=None, extra=None):
       ablate_heads [(l, h)], head_means {l: [C] tensor} (mean ablation; zero without it),
       skip_attn, skip_mlp, no_residual [l], post_norm bool, patches [(l, position, [C] tensor)];
       for path patching: freeze_z {l: [T, C]} (every head's output of block l replaced, TransformerLens
-      hook_z), patch_z [(l, h, [T, D])] (one head's output, after freezing), patch_qkv
-      [(l, h, "q"|"k"|"v", [T, D])] (one head's input, before its attention); stream_edits
+      hook_z), patch_z [(l, h, [n, D], pos0)] (one head's output at positions pos0..pos0+n-1, after
+      freezing), patch_qkv [(l, h, "q"|"k"|"v", [n, D], pos0)] (one head's input, before its
+      attention; pos0 may be left out: 0); stream_edits
       [(l, point, fn)] (fn([T, C]) -> [T, C] at blocks.l.hook_<point>, point one of resid_pre,
       attn_out, resid_mid, mlp_out, resid_post: SAE steering and clamping).
     embed ([T, C]): the stream entering block 0 instead of wte[ids] + wpe (integrated gradients).
-    extra(name, tensor) receives "blkL/resid_pre" (the stream entering block L after its patches),
-    which the observer does not name.
+    "blkL/resid_pre" is the stream entering block L after its patches and stream edits.
     """
     rec = record or (lambda name, t: None)
     iv = iv or {}
@@ -240,8 +240,7 @@ def forward(w, ids, record=None, iv=None, embed=None, extra=None):
                 x = x.clone()
                 x[pos] = value
         x = edit(l, "resid_pre", x)
-        if extra:
-            extra(b + "resid_pre", x)
+        rec(b + "resid_pre", x)
         # Under post-norm the sublayer reads the stream itself; through a view of it, so that the
         # gradient kept at "ln1" is the sublayer's share alone (the value is the same).
         h = x.view_as(x) if post_norm else ln(x, p + "attn_norm")
@@ -251,9 +250,12 @@ def forward(w, ids, record=None, iv=None, embed=None, extra=None):
         q = q.view(T, H, D).transpose(0, 1)  # [H, T, D]
         k = k.view(T, H, D).transpose(0, 1)
         v = v.view(T, H, D).transpose(0, 1)
-        for pl, ph, part, value in iv.get("patch_qkv", []):
+        if any(pl == l for pl, *_ in iv.get("patch_qkv", [])):
+            q, k, v = q.clone(), k.clone(), v.clone()  # split's views cannot be written in place
+        for pl, ph, part, value, *pos0 in iv.get("patch_qkv", []):
             if pl == l:
-                {"q": q, "k": k, "v": v}[part][ph] = value
+                p0 = pos0[0] if pos0 else 0
+                {"q": q, "k": k, "v": v}[part][ph, p0:p0 + value.shape[0]] = value
         rec(b + "q", q)
         rec(b + "k", k)
         rec(b + "v", v)
@@ -264,10 +266,13 @@ def forward(w, ids, record=None, iv=None, embed=None, extra=None):
         rec(b + "attn_probs", probs)
         heads = (probs @ v).transpose(0, 1).contiguous().view(T, C)
         if l in iv.get("freeze_z", {}):
-            heads = iv["freeze_z"][l].clone()
-        for pl, ph, value in iv.get("patch_z", []):
+            # A constant, whose own gradient (dm/dz) is still kept: the clone of a leaf that
+            # requires it, which passes nothing further back.
+            heads = iv["freeze_z"][l].clone().requires_grad_(True).clone()
+        for pl, ph, value, *pos0 in iv.get("patch_z", []):
             if pl == l:
-                heads[:, ph * D:(ph + 1) * D] = value
+                p0 = pos0[0] if pos0 else 0
+                heads[p0:p0 + value.shape[0], ph * D:(ph + 1) * D] = value
         for al, ah in iv.get("ablate_heads", []):
             if al == l:
                 means = iv.get("head_means")
@@ -579,7 +584,7 @@ def hook_gradients(w, ids, position, target, contrast, iv=None, embed=None):
     if embed is None:
         embed = w["token_embd.weight"][torch.tensor(ids)] + w["position_embd.weight"][:T]
     x0 = embed.detach().clone().requires_grad_(True)
-    logits = forward(w, ids, keep, iv, embed=x0, extra=keep)
+    logits = forward(w, ids, keep, iv, embed=x0)
     m = metric_of(logits, position, target, contrast)
     m.backward()
     grads = {name: (t.grad if t.grad is not None else torch.zeros_like(t)).detach().clone()
@@ -587,22 +592,22 @@ def hook_gradients(w, ids, position, target, contrast, iv=None, embed=None):
     return float(m), grads
 
 
-def saliency(w, ids, position, target, contrast, method, steps=IG_STEPS):
-    """Per-token values, total and delta of `gpt2 saliency` (lab/gradients.h)."""
+def saliency(w, ids, position, target, contrast, method, steps=IG_STEPS, iv=None):
+    """Per-token values, total and delta of `gpt2 saliency` (lab/gradients.h), under iv."""
     T = len(ids)
     x = (w["token_embd.weight"][torch.tensor(ids)] + w["position_embd.weight"][:T]).detach()
-    m, g = hook_gradients(w, ids, position, target, contrast)
+    m, g = hook_gradients(w, ids, position, target, contrast, iv)
     if method == "grad":
         grad, delta = g["embed"], m
     else:
         grad = torch.zeros_like(x)
         for k in range(steps):
             alpha = (k + 0.5) / steps
-            _, gk = hook_gradients(w, ids, position, target, contrast, embed=alpha * x)
+            _, gk = hook_gradients(w, ids, position, target, contrast, iv, embed=alpha * x)
             grad += gk["embed"]
         grad /= steps
         with torch.no_grad():
-            base = float(metric_of(forward(w, ids, embed=torch.zeros_like(x)), position, target, contrast))
+            base = float(metric_of(forward(w, ids, iv=iv, embed=torch.zeros_like(x)), position, target, contrast))
         delta = m - base
     values = (x.double() * grad.double()).sum(dim=1)
     return values.numpy(), float(values.sum()), delta
@@ -619,7 +624,7 @@ def score_gradients(w, ids, layer, head, query, key, iv=None):
     T = len(ids)
     x = (w["token_embd.weight"][torch.tensor(ids)] + w["position_embd.weight"][:T]).detach()
     x0 = x.clone().requires_grad_(True)
-    forward(w, ids, keep, iv, embed=x0, extra=keep)
+    forward(w, ids, keep, iv, embed=x0)
     s = kept[f"blk{layer}/attn_scores"][head, query, key]
     s.backward()
     resid = [kept[f"blk{l}/resid_pre"] for l in range(layer + 1)]
@@ -636,7 +641,7 @@ def exact_patch(w, clean, corrupt, kind, layer, index, target, contrast):
     D = N_EMBD // N_HEAD
     bad = {}
     with torch.no_grad():
-        forward(w, corrupt, lambda n, t: bad.__setitem__(n, t.clone()), extra=lambda n, t: bad.__setitem__(n, t.clone()))
+        forward(w, corrupt, lambda n, t: bad.__setitem__(n, t.clone()))
         m_clean = float(metric_of(forward(w, clean), len(clean) - 1, target, contrast))
         if kind == 0:
             iv = {"patch_z": [(layer, index, bad[f"blk{layer}/attn_heads"][:, index * D:(index + 1) * D])]}
@@ -646,19 +651,17 @@ def exact_patch(w, clean, corrupt, kind, layer, index, target, contrast):
     return m - m_clean, m_clean, m
 
 
-def attribution_patching(w, clean, corrupt, target, contrast):
-    """Heads [L, H], resid_pre [L, T], metric, metric_corrupt of `gpt2 atp`."""
+def attribution_patching(w, clean, corrupt, target, contrast, iv=None):
+    """Heads [L, H], resid_pre [L, T], metric, metric_corrupt of `gpt2 atp` (both runs under iv)."""
     T = len(clean)
     D = N_EMBD // N_HEAD
     bad = {}
     with torch.no_grad():
-        logits_bad = forward(w, corrupt, lambda n, t: bad.__setitem__(n, t.clone()),
-                             extra=lambda n, t: bad.__setitem__(n, t.clone()))
+        logits_bad = forward(w, corrupt, lambda n, t: bad.__setitem__(n, t.clone()), iv)
     good = {}
-    m, g = hook_gradients(w, clean, T - 1, target, contrast)
+    m, g = hook_gradients(w, clean, T - 1, target, contrast, iv)
     with torch.no_grad():
-        forward(w, clean, lambda n, t: good.__setitem__(n, t.clone()),
-                extra=lambda n, t: good.__setitem__(n, t.clone()))
+        forward(w, clean, lambda n, t: good.__setitem__(n, t.clone()), iv)
     heads = np.zeros((N_LAYER, N_HEAD), np.float32)
     resid = np.zeros((N_LAYER, T), np.float32)
     for l in range(N_LAYER):
@@ -717,8 +720,137 @@ def write_gradients(w, path):
         values = exact_patch(w, ids, GRADIENT_CORRUPT, kind, layer, index, top, contrast)
         out.add(f"exact/{name}/query", np.array([kind, layer, index, top, contrast], np.int32))
         out.add(f"exact/{name}/values", np.array(values, np.float32))
+    write_gradient_cases(w, ids, clean, top, out)
     out.write(path)
     print(f"wrote {path}: {len(out.records)} records", file=sys.stderr)
+
+
+# The interventions the backward differentiates beyond intervention_cases(): head patches (a
+# head's output or q/k/v at some positions), a frozen block, and SAE steering and clamping at
+# each stream point (the SAEs of SAES, their weights as write_saes makes them). Each case's head
+# patches and frozen blocks are written with it, so the test builds them from the file:
+#   grad/<case>/head_patches   i32 [n, 4]  layer, head, part (0 z, 1 q, 2 k, 3 v), pos0
+#   grad/<case>/head_patch/<i> f32 [rows, D]
+#   grad/<case>/frozen         i32 [n]     blocks whose every head's output is given
+#   grad/<case>/frozen/<i>     f32 [T, C]
+# and its gradients as the other grad/ cases; the SAE edits (name, steer, clamp) are GRADIENT_SAE_CASES.
+# saliency/<case>/<method>/values, total_delta and atp/<case>/heads, resid_pre, metrics, query as
+# the plain ones, under the case's interventions, for the cases of GRADIENT_EXPERIMENT_CASES.
+GRADIENT_HEAD_PATCHES = {  # case -> [(layer, head, part, pos0, rows)]; rows -1: to the end
+    "patch_z": [(1, 2, 0, 2, 4)],
+    "patch_q": [(1, 1, 1, 4, 3)],
+    "patch_k": [(1, 0, 2, 0, 5)],
+    "patch_v": [(0, 3, 3, 2, -1)],
+    "everything": [(0, 2, 2, 1, 4)],
+}
+GRADIENT_FROZEN = {"freeze": [0], "everything": [1]}
+GRADIENT_SAE_CASES = {  # case -> [(sae, steer, clamp)]
+    "sae_standard": [("standard", True, True)],
+    "sae_layer_norm": [("layer_norm", True, True)],
+    "sae_topk": [("topk", False, True)],
+    "sae_jumprelu": [("jumprelu", False, True)],
+    "sae_mlp_out": [("mlp_out", True, True)],
+    "everything": [("layer_norm", True, True)],
+}
+GRADIENT_OTHER = {"everything": {"skip_mlp": [0], "ablate_heads": [(1, 3)]}}
+GRADIENT_EXPERIMENT_CASES = ["sae_layer_norm", "sae_standard", "patch_k", "freeze", "everything"]
+PART_NAMES = ["z", "q", "k", "v"]
+
+
+def sae_steer_fn(name, wt, pairs):
+    """SAE steering as a stream edit: x + scale * sum alpha W_dec[F] (float64 inside)."""
+    W_dec = torch.from_numpy(wt["W_dec"]).double()
+
+    def steer(t):
+        _, _, scale = sae_encode(name, wt, t)
+        add = sum(alpha * W_dec[feat] for feat, alpha in pairs)
+        return (t.double() + scale * add).float()
+    return steer
+
+
+def sae_clamp_fn(name, wt, pairs):
+    """SAE clamping as a stream edit: x + scale * sum (value - f_F(x)) W_dec[F] (float64 inside)."""
+    W_dec = torch.from_numpy(wt["W_dec"]).double()
+
+    def clamp(t):
+        f_now, _, scale = sae_encode(name, wt, t)
+        add = sum((value - f_now[:, feat:feat + 1]) * W_dec[feat] for feat, value in pairs)
+        return (t.double() + scale * add).float()
+    return clamp
+
+
+def gradient_cases(w, ids, clean, out):
+    """name -> iv of the cases above, writing each one's head patches and frozen blocks to out."""
+    T, D = len(ids), N_EMBD // N_HEAD
+    rng = np.random.default_rng(fnv1a64("gradient_cases") & 0xFFFFFFFF)
+    names = sorted(set(GRADIENT_HEAD_PATCHES) | set(GRADIENT_FROZEN) | set(GRADIENT_SAE_CASES))
+    cases = {}
+    for name in names:
+        iv = {k: (list(v) if isinstance(v, list) else v) for k, v in GRADIENT_OTHER.get(name, {}).items()}
+        patches = GRADIENT_HEAD_PATCHES.get(name, [])
+        if patches:
+            out.add(f"grad/{name}/head_patches", np.array([p[:4] for p in patches], np.int32))
+        for i, (layer, head, part, pos0, rows) in enumerate(patches):
+            rows = T - pos0 if rows < 0 else rows
+            scale = float(clean[f"blk{layer}/{'attn_heads' if part == 0 else PART_NAMES[part]}"].std())
+            value = (scale * rng.normal(0, 1, (rows, D))).astype(np.float32)
+            out.add(f"grad/{name}/head_patch/{i}", value)
+            if part == 0:
+                iv.setdefault("patch_z", []).append((layer, head, torch.from_numpy(value), pos0))
+            else:
+                iv.setdefault("patch_qkv", []).append((layer, head, PART_NAMES[part], torch.from_numpy(value), pos0))
+        frozen = GRADIENT_FROZEN.get(name, [])
+        if frozen:
+            out.add(f"grad/{name}/frozen", np.array(frozen, np.int32))
+        for i, layer in enumerate(frozen):
+            value = (0.8 * clean[f"blk{layer}/attn_heads"].numpy()[::-1].copy()).astype(np.float32)
+            out.add(f"grad/{name}/frozen/{i}", value)
+            iv.setdefault("freeze_z", {})[layer] = torch.from_numpy(value)
+        for sae, steer, clamp in GRADIENT_SAE_CASES.get(name, []):
+            hook = SAES[sae][0]
+            wt = make_sae_weights(sae, sae_hook_tensor(clean, hook))
+            _, l, point = hook.split(".")
+            point = point[len("hook_"):]
+            if steer:
+                iv.setdefault("stream_edits", []).append((int(l), point, sae_steer_fn(sae, wt, SAE_STEER)))
+            if clamp:
+                iv.setdefault("stream_edits", []).append((int(l), point, sae_clamp_fn(sae, wt, SAE_CLAMP)))
+        cases[name] = iv
+    return cases
+
+
+SCORE_IV_CASES = {"patch_k": (1, 0, 9, 3), "sae_standard": (1, 2, 10, 6)}
+
+
+def write_gradient_cases(w, ids, clean, top, out):
+    T = len(ids)
+    cases = gradient_cases(w, ids, clean, out)
+    for name, iv in cases.items():
+        m, g = hook_gradients(w, ids, T - 1, top, ATTRIBUTION_CONTRAST, iv)
+        out.add(f"grad/{name}/query", np.array([T - 1, top, ATTRIBUTION_CONTRAST], np.int32))
+        out.add(f"grad/{name}/metric", np.array([m], np.float32))
+        out.add(f"grad/{name}/embed", g["embed"].numpy())
+        out.add(f"grad/{name}/ln_f", g["ln_f"].numpy())
+        for l in range(N_LAYER):
+            for hook in GRADIENT_HOOKS:
+                out.add(f"grad/{name}/blk{l}/{hook}", g[f"blk{l}/{hook}"].numpy())
+    for name in GRADIENT_EXPERIMENT_CASES:
+        iv = cases[name]
+        for method in ["grad", "ig"]:
+            values, total, delta = saliency(w, ids, T - 1, top, -1, method, iv=iv)
+            out.add(f"saliency/{name}/{method}/values", values.astype(np.float32))
+            out.add(f"saliency/{name}/{method}/total_delta", np.array([total, delta], np.float32))
+        heads, resid, m, m_bad = attribution_patching(w, ids, GRADIENT_CORRUPT, top, -1, iv)
+        out.add(f"atp/{name}/heads", heads)
+        out.add(f"atp/{name}/resid_pre", resid)
+        out.add(f"atp/{name}/metrics", np.array([m, m_bad], np.float32))
+    for name, query in SCORE_IV_CASES.items():
+        s, embed_grad, resid_grad, values = score_gradients(w, ids, *query, cases[name])
+        out.add(f"score/{name}/query", np.array(query, np.int32))
+        out.add(f"score/{name}/score", np.array([s], np.float32))
+        out.add(f"score/{name}/embed", embed_grad.numpy())
+        out.add(f"score/{name}/resid_pre", resid_grad.numpy())
+        out.add(f"score/{name}/values", values.astype(np.float32))
 
 
 # Sparse autoencoders in SAELens's layout on the tiny model (src/sae/, tests/sae/sae_test.cc):
@@ -882,15 +1014,8 @@ def write_saes(w, directory, path):
         _, l, point = hook.split(".")
         l, point = int(l), point[len("hook_"):]
 
-        def steer(t):
-            _, _, scale = sae_encode(name, wt, t)
-            add = sum(alpha * W_dec[feat] for feat, alpha in SAE_STEER)
-            return (t.double() + scale * add).float()
-
-        def clamp(t):
-            f_now, _, scale = sae_encode(name, wt, t)
-            add = sum((value - f_now[:, feat:feat + 1]) * W_dec[feat] for feat, value in SAE_CLAMP)
-            return (t.double() + scale * add).float()
+        steer = sae_steer_fn(name, wt, SAE_STEER)
+        clamp = sae_clamp_fn(name, wt, SAE_CLAMP)
 
         out.add(f"sae/{name}/steer", np.array([v for pair in SAE_STEER for v in pair], np.float32))
         out.add(f"sae/{name}/clamp", np.array([v for pair in SAE_CLAMP for v in pair], np.float32))

@@ -16,29 +16,19 @@ int ArgMax(const float* x, int n) { return static_cast<int>(std::max_element(x, 
 int ArgMax(const std::vector<float>& x) { return ArgMax(x.data(), static_cast<int>(x.size())); }
 
 // What attribution patching reads of a run: per block the heads' outputs (hook_z) and the stream
-// entering it (hook_resid_pre: "embed" or the block before's "resid_out", then its patches).
+// entering it (hook_resid_pre, after its patches and edits).
 struct RunStreams {
   std::vector<std::vector<float>> z, resid_pre;  // [L][T, C]
 
   ActivationObserver Observer(int n_layer) {
     z.assign(n_layer, {});
     resid_pre.assign(n_layer, {});
-    return [this, n_layer](const Activation& a) {
+    return [this](const Activation& a) {
       const size_t n = size_t(a.shape[0]) * a.shape[1];
-      if (a.layer < 0 && std::strcmp(a.name, "embed") == 0) {
-        resid_pre[0].assign(a.data, a.data + n);
-      } else if (std::strcmp(a.name, "attn_heads") == 0) {
-        z[a.layer].assign(a.data, a.data + n);
-      } else if (std::strcmp(a.name, "resid_out") == 0 && a.layer + 1 < n_layer) {
-        resid_pre[a.layer + 1].assign(a.data, a.data + n);
-      }
+      if (a.layer < 0) return;
+      if (std::strcmp(a.name, "attn_heads") == 0) z[a.layer].assign(a.data, a.data + n);
+      else if (std::strcmp(a.name, "resid_pre") == 0) resid_pre[a.layer].assign(a.data, a.data + n);
     };
-  }
-  void ApplyPatches(const Interventions* iv, int T, int64_t C) {
-    if (iv == nullptr) return;
-    for (const ResidPatch& p : iv->patches) {
-      if (p.position < T) std::copy(p.value.begin(), p.value.end(), resid_pre[p.layer].begin() + p.position * C);
-    }
   }
 };
 
@@ -149,12 +139,10 @@ AtpResult AttributionPatching(Session& session, Backward& backward, const std::v
   session.Reset();
   const float* bad_logits = session.Prefill(corrupt.data(), T, bad_run);
   std::vector<float> logits(bad_logits, bad_logits + c.n_vocab);
-  bad.ApplyPatches(iv, T, C);
 
   RunStreams good;
   const ActivationObserver good_observer = good.Observer(L);
   backward.Forward(session, clean, iv, nullptr, &good_observer);
-  good.ApplyPatches(iv, T, C);
   std::vector<float> clean_logits;
   backward.Logits(session, T - 1, clean_logits);
   r.target = target < 0 ? ArgMax(clean_logits) : target;
@@ -220,7 +208,6 @@ ExactPatchResult ExactPatch(Session& session, const std::vector<int>& clean, con
   bad_run.interventions = iv;
   session.Reset();
   session.Prefill(corrupt.data(), T, bad_run);
-  bad.ApplyPatches(iv, T, C);
 
   RunOptions run;
   run.interventions = iv;

@@ -16,11 +16,12 @@
 
 namespace gpt2 {
 
+// What the backward reads of one block, kept by Keep as the forward reports it.
 struct Backward::Saved {
-  std::vector<float> resid_pre;  // [T, C] the stream entering the block, after patches
-  std::vector<float> q, k, v;    // [H, T, D]
+  std::vector<float> resid_pre;  // [T, C] entering the block, after its patches and edits (ln_1's input)
+  std::vector<float> q, k, v;    // [H, T, D], after head patches
   std::vector<float> probs;      // [H, T, T]
-  std::vector<float> resid_mid;  // [T, C] after the attention's residual write
+  std::vector<float> resid_mid;  // [T, C] after the attention's write and its edits (ln_2's input)
   std::vector<float> mlp_pre;    // [T, F]
   std::vector<float> attn_out, mlp_out;  // [T, C], post-norm only (the sums before its norms)
 };
@@ -43,7 +44,8 @@ void Backward::Keep(const Activation& a, const ActivationObserver* also) {
     return;
   }
   Saved& s = saved_[a.layer];
-  if (name == "q") keep(s.q);
+  if (name == "resid_pre") keep(s.resid_pre);
+  else if (name == "q") keep(s.q);
   else if (name == "k") keep(s.k);
   else if (name == "v") keep(s.v);
   else if (name == "attn_probs") keep(s.probs);
@@ -51,7 +53,16 @@ void Backward::Keep(const Activation& a, const ActivationObserver* also) {
   else if (name == "mlp_pre") keep(s.mlp_pre);
   else if (name == "attn_out" && iv_.post_norm) keep(s.attn_out);
   else if (name == "mlp_out" && iv_.post_norm) keep(s.mlp_out);
-  else if (name == "resid_out") keep(a.layer + 1 < c.n_layer ? saved_[a.layer + 1].resid_pre : final_);
+  else if (name == "resid_out" && a.layer == c.n_layer - 1) keep(final_);
+}
+
+void Backward::CheckDifferentiable(const Interventions& iv) {
+  for (const StreamEdit& e : iv.stream_edits) {
+    if (!e.backward) {
+      throw Error("gradients cannot go through the stream edit " + (e.name.empty() ? std::string("(unnamed)") : e.name) +
+                  ": it has no backward; remove it to compute gradients");
+    }
+  }
 }
 
 void Backward::Forward(Session& session, const std::vector<int>& ids, const Interventions* iv,
@@ -59,14 +70,28 @@ void Backward::Forward(Session& session, const std::vector<int>& ids, const Inte
   const Config& c = model_.config();
   const int T = static_cast<int>(ids.size());
   if (T <= 0) throw Error("nothing to run: the prompt has no tokens");
-  if (iv != nullptr) iv->Validate(c);
+  if (iv != nullptr) {
+    iv->Validate(c);
+    CheckDifferentiable(*iv);
+  }
   iv_ = iv != nullptr ? *iv : Interventions();
   saved_.resize(c.n_layer);
+  // The forward runs the edits wrapped, so that each one's input rows are kept for its backward.
+  Interventions run_iv = iv_;
+  edit_in_.assign(iv_.stream_edits.size(), std::vector<float>(size_t(T) * c.n_embd));
+  for (size_t i = 0; i < run_iv.stream_edits.size(); ++i) {
+    const int64_t C = c.n_embd;
+    std::vector<float>* in = &edit_in_[i];
+    run_iv.stream_edits[i].edit = [in, C, edit = iv_.stream_edits[i].edit](int pos0, int rows, float* x) {
+      std::copy_n(x, size_t(rows) * C, in->data() + size_t(pos0) * C);
+      edit(pos0, rows, x);
+    };
+  }
   RunOptions run;
   run.observer = [this, also](const Activation& a) { Keep(a, also); };
   run.observe_scores = false;
   run.observe_all_logits = false;
-  run.interventions = iv;
+  run.interventions = iv != nullptr ? &run_iv : nullptr;
   const bool same_ids = T_ == T && ids_ == ids && session.position() == T;
   T_ = 0;  // until this forward completes
   if (resid_in == nullptr) {
@@ -82,13 +107,6 @@ void Backward::Forward(Session& session, const std::vector<int>& ids, const Inte
     embed_.assign(resid_in, resid_in + size_t(T) * c.n_embd);
     RerunRange range{0, T, 0, /*final_stream=*/true};
     session.Rerun(range, resid_in, run);
-  }
-  saved_[0].resid_pre = embed_;
-  for (const ResidPatch& p : iv_.patches) {
-    if (p.position < T) {
-      std::copy(p.value.begin(), p.value.end(),
-                saved_[p.layer].resid_pre.begin() + size_t(p.position) * c.n_embd);
-    }
   }
   ids_ = ids;
   T_ = T;
@@ -194,7 +212,7 @@ void Report(const ActivationObserver& observer, const char* name, int layer, con
 }  // namespace
 
 // dz [rows, C] (heads concatenated) back through each head's causal attention to dq, dk, dv
-// ([H, T, D]) and dqkv_.
+// ([H, T, D], reported), then past block l's head-input patches into dqkv_.
 void Backward::AttentionBackward(int l, int64_t first, int64_t rows, const float* dz,
                                  const ActivationObserver& grads) {
   const Config& c = model_.config();
@@ -215,24 +233,48 @@ void Backward::AttentionBackward(int l, int64_t first, int64_t rows, const float
                             dv_.data() + h * T * D, D, dscores_.data() + (h * T + t) * T);
     }
   });
+  ReportHeadInputs(l, grads);
+  QkvRows(l, rows);
+}
+
+void Backward::ReportHeadInputs(int l, const ActivationObserver& grads) {
+  const Config& c = model_.config();
+  const int64_t T = T_, H = c.n_head, D = c.head_dim();
   Report(grads, "attn_scores", l, dscores_.data(), H, T, T);
   Report(grads, "q", l, dq_.data(), H, T, D);
   Report(grads, "k", l, dk_.data(), H, T, D);
   Report(grads, "v", l, dv_.data(), H, T, D);
-  QkvRows(rows);
 }
 
-// dq_, dk_, dv_ ([H, T, D]) into dqkv_ [rows, 3C] in the forward's q | k | v row layout.
-void Backward::QkvRows(int64_t rows) {
+// dq_, dk_, dv_ ([H, T, D]) into dqkv_ [rows, 3C] in the forward's q | k | v row layout; a head
+// input patched with given values (HeadPatch) passes nothing back to the product.
+void Backward::QkvRows(int l, int64_t rows) {
   const Config& c = model_.config();
   const int64_t T = T_, C = c.n_embd, H = c.n_head, D = c.head_dim();
-  const float* parts[3] = {dq_.data(), dk_.data(), dv_.data()};
+  float* parts[3] = {dq_.data(), dk_.data(), dv_.data()};
+  for (const HeadPatch& p : iv_.head_patches) {
+    if (p.layer != l || p.part == HeadPart::kOutput) continue;
+    float* d = parts[p.part == HeadPart::kQuery ? 0 : p.part == HeadPart::kKey ? 1 : 2];
+    const int64_t end = std::min<int64_t>(T, p.pos0 + int64_t(p.values.size()) / D);
+    for (int64_t t = std::max<int64_t>(p.pos0, 0); t < end; ++t) std::fill_n(d + (p.head * T + t) * D, D, 0.0f);
+  }
   for (int64_t t = 0; t < rows; ++t) {
     for (int part = 0; part < 3; ++part) {
       for (int64_t h = 0; h < H; ++h) {
         std::copy_n(parts[part] + (h * T + t) * D, D, dqkv_.data() + t * 3 * C + part * C + h * D);
       }
     }
+  }
+}
+
+// The vector-Jacobian products of block l's stream edits at `point`, the last applied first, on
+// the gradient rows [lo, rows) of g [T, C] (the rows before lo carry none).
+void Backward::EditsBackward(int l, StreamPoint point, int64_t lo, int64_t rows, float* g) const {
+  const int64_t C = model_.config().n_embd;
+  for (size_t i = iv_.stream_edits.size(); i-- > 0;) {
+    const StreamEdit& e = iv_.stream_edits[i];
+    if (e.layer != l || e.point != point || rows <= lo) continue;
+    e.backward(int(lo), int(rows - lo), edit_in_[i].data() + lo * C, g + lo * C);
   }
 }
 
@@ -300,6 +342,10 @@ void Backward::CheckScore(const ScoreSpec& spec) const {
   if (Interventions::Lists(iv_.skip_attn, spec.layer)) {
     throw Error("block " + std::to_string(spec.layer) + "'s attention is skipped: it has no scores");
   }
+  if (iv_.Frozen(spec.layer) != nullptr) {
+    throw Error("block " + std::to_string(spec.layer) +
+                "'s attention is frozen (its heads' outputs are given): it has no scores");
+  }
 }
 
 double Backward::Score(const ScoreSpec& spec) const {
@@ -321,120 +367,176 @@ void Backward::RunScore(const ScoreSpec& spec, const ActivationObserver& grads) 
 }
 
 // Blocks top..0 backward from the gradient in g_ (rows from `lo` on) or, with `score`, from that
-// attention score of block top (g_ is zero: nothing above the score depends on it).
+// attention score of block top (g_ is zero: nothing above the score depends on it). Each block
+// is its forward's steps (session.cc RunBlocks) in reverse: MlpStep, AttentionStep, then the
+// stream entering it.
 void Backward::Blocks(int top, int64_t lo, const ScoreSpec* score, const ActivationObserver& grads) {
   const Config& c = model_.config();
-  const int64_t T = T_, C = c.n_embd, F = c.n_ff, H = c.n_head, D = c.head_dim();
-  // Attention is causal: rows after the metric's position get no gradient.
+  const int64_t T = T_, F = c.n_ff, H = c.n_head;
+  // Attention is causal: rows after the metric's position get no gradient. Rows [lo, rows) may
+  // carry gradient: at first only the metric's row; after a block's attention (keys and values
+  // of every earlier row) all of them. So the last block's MLP and output projection run on that
+  // one row.
   const int64_t rows = lo + 1;
-  const Interventions& iv = iv_;
-  const bool post = iv.post_norm;
-  // What a skipped sublayer reports: kept between passes (XL's scores at 1024 tokens are 100 MB)
-  // and never written, so it stays zero; sized only when something is skipped.
-  if (!iv.skip_attn.empty() || !iv.skip_mlp.empty()) {
+  // What a skipped or frozen step reports: kept between passes (XL's scores at 1024 tokens are
+  // 100 MB) and never written, so it stays zero; sized only when something needs it.
+  if (!iv_.skip_attn.empty() || !iv_.skip_mlp.empty() || !iv_.frozen_attn.empty()) {
     const size_t need = size_t(std::max<int64_t>(H * T * T, T * F));
     if (zeros_.size() < need) zeros_.resize(need, 0.0f);
   }
-  const float* zeros = zeros_.data();
-  float* g = g_.data();
-  // Rows [lo, rows) may carry gradient: at first only the metric's row; after a block's
-  // attention (keys and values of every earlier row) all of them. So the last block's MLP and
-  // output projection run on that one row.
-
   for (int l = top; l >= 0; --l) {
-    const BlockWeights& w = model_.blocks[l];
-    const Saved& s = saved_[l];
-    const bool nores = Interventions::Lists(iv.no_residual, l);
-    const bool skip_mlp = Interventions::Lists(iv.skip_mlp, l);
-    const bool skip_attn = Interventions::Lists(iv.skip_attn, l);
-    const bool from_score = score != nullptr && l == score->layer;
-    if (from_score) {
-      // ds/dq[query] = scale k[key], ds/dk[key] = scale q[query] (s = scale q.k, before softmax).
-      const int64_t h = score->head, tq = score->query, tk = score->key;
-      const float scale = c.attn_scale();
-      std::fill(dq_.begin(), dq_.end(), 0.0f);
-      std::fill(dk_.begin(), dk_.end(), 0.0f);
-      std::fill(dv_.begin(), dv_.end(), 0.0f);
-      std::fill(dscores_.begin(), dscores_.end(), 0.0f);
-      for (int64_t d = 0; d < D; ++d) {
-        dq_[(h * T + tq) * D + d] = scale * s.k[(h * T + tk) * D + d];
-        dk_[(h * T + tk) * D + d] += scale * s.q[(h * T + tq) * D + d];
-      }
-      dscores_[(h * T + tq) * T + tk] = 1.0f;
-      Report(grads, "attn_scores", l, dscores_.data(), H, T, T);
-      Report(grads, "q", l, dq_.data(), H, T, D);
-      Report(grads, "k", l, dk_.data(), H, T, D);
-      Report(grads, "v", l, dv_.data(), H, T, D);
-      QkvRows(rows);
+    bool attended;
+    if (score != nullptr && l == score->layer) {
+      ScoreBackward(*score, rows, grads);
+      attended = true;
       lo = 0;
     } else {
-      Report(grads, "resid_out", l, g, T, C);
-
-      // MLP: x2 = [post-norm: ln_2]((x1 unless no residual) + f), f = fc_proj(gelu(fc(ln_2(x1)))).
-      if (post && !skip_mlp) {
-        for (int64_t i = lo * C; i < rows * C; ++i) tmp_[i] = nores ? s.mlp_out[i] : s.resid_mid[i] + s.mlp_out[i];
-        LayerNormBackwardRows(tmp_.data() + lo * C, w.ln2_g, g + lo * C, dsub_.data() + lo * C, rows - lo, false);
-        std::copy_n(dsub_.data() + lo * C, (rows - lo) * C, g + lo * C);
-      }
-      if (skip_mlp) {
-        for (const char* name : {"mlp_out", "mlp_act", "mlp_pre"}) {
-          Report(grads, name, l, zeros, T, std::string(name) == "mlp_out" ? C : F);
-        }
-        Report(grads, "ln2", l, zeros, T, C);
-      } else {
-        const int64_t n = rows - lo;
-        std::copy_n(g, rows * C, dsub_.data());  // df
-        Report(grads, "mlp_out", l, dsub_.data(), T, C);
-        Transposed(dsub_.data() + lo * C, n, w.fc_proj, dff_.data() + lo * F);
-        Report(grads, "mlp_act", l, dff_.data(), T, F);
-        GeluBackward(s.mlp_pre.data() + lo * F, dff_.data() + lo * F, dff_.data() + lo * F, n * F);
-        Report(grads, "mlp_pre", l, dff_.data(), T, F);
-        Transposed(dff_.data() + lo * F, n, w.fc, dx_.data() + lo * C);
-        Report(grads, "ln2", l, dx_.data(), T, C);
-        if (nores) std::fill_n(g, rows * C, 0.0f);
-        if (post) AddInPlace(g + lo * C, dx_.data() + lo * C, n * C);
-        else LayerNormBackwardRows(s.resid_mid.data() + lo * C, w.ln2_g, dx_.data() + lo * C, g + lo * C, n, true);
-      }
-      Report(grads, "resid_attn", l, g, T, C);
-
-      // Attention: x1 = [post-norm: ln_1]((x0 unless no residual) + proj(attn(ln_1(x0)))).
-      if (post && !skip_attn) {
-        for (int64_t i = lo * C; i < rows * C; ++i) tmp_[i] = nores ? s.attn_out[i] : s.resid_pre[i] + s.attn_out[i];
-        LayerNormBackwardRows(tmp_.data() + lo * C, w.ln1_g, g + lo * C, dsub_.data() + lo * C, rows - lo, false);
-        std::copy_n(dsub_.data() + lo * C, (rows - lo) * C, g + lo * C);
-      }
-      if (!skip_attn) {
-        Report(grads, "attn_out", l, g, T, C);
-        Transposed(g + lo * C, rows - lo, w.proj, dz_.data() + lo * C);
-        Report(grads, "attn_heads", l, dz_.data(), T, C);
-        // An ablated head's output is a constant: nothing flows back through its attention.
-        for (const HeadRef& a : iv.ablate_heads) {
-          if (a.layer != l) continue;
-          for (int64_t t = 0; t < rows; ++t) std::fill_n(dz_.data() + t * C + a.head * D, D, 0.0f);
-        }
-        AttentionBackward(l, lo, rows, dz_.data(), grads);
-        lo = 0;
-      }
+      Report(grads, "resid_out", l, g_.data(), T, c.n_embd);
+      MlpStepBackward(l, lo, rows, grads);
+      attended = AttentionStepBackward(l, lo, rows, grads);
+      if (attended) lo = 0;
     }
-    if (skip_attn) {
-      for (const char* name : {"attn_out", "attn_heads"}) Report(grads, name, l, zeros, T, C);
-      Report(grads, "attn_scores", l, zeros, H, T, T);
-      for (const char* name : {"q", "k", "v"}) Report(grads, name, l, zeros, H, T, D);
-      Report(grads, "ln1", l, zeros, T, C);
-    } else {
-      Transposed(dqkv_.data(), rows, w.qkv, dx_.data());
-      Report(grads, "ln1", l, dx_.data(), T, C);
-      if (nores) std::fill_n(g, rows * C, 0.0f);
-      if (post) AddInPlace(g, dx_.data(), rows * C);
-      else LayerNormBackwardRows(s.resid_pre.data(), w.ln1_g, dx_.data(), g, rows, true);
-    }
-    Report(grads, "resid_pre", l, g, T, C);
-    // A patched position's stream was replaced by a constant.
-    for (const ResidPatch& p : iv.patches) {
-      if (p.layer == l && p.position < rows) std::fill_n(g + int64_t(p.position) * C, C, 0.0f);
-    }
+    Ln1Backward(l, rows, attended, grads);
+    ResidPreBackward(l, rows, grads);
   }
-  Report(grads, "embed", -1, g, T, C);
+  Report(grads, "embed", -1, g_.data(), T, c.n_embd);
+}
+
+// The score's own gradient: ds/dq[query] = scale k[key], ds/dk[key] = scale q[query] (s = scale
+// q.k, before softmax), into dqkv_.
+void Backward::ScoreBackward(const ScoreSpec& score, int64_t rows, const ActivationObserver& grads) {
+  const Config& c = model_.config();
+  const int64_t T = T_, D = c.head_dim();
+  const int64_t h = score.head, tq = score.query, tk = score.key;
+  const float scale = c.attn_scale();
+  const Saved& s = saved_[score.layer];
+  std::fill(dq_.begin(), dq_.end(), 0.0f);
+  std::fill(dk_.begin(), dk_.end(), 0.0f);
+  std::fill(dv_.begin(), dv_.end(), 0.0f);
+  std::fill(dscores_.begin(), dscores_.end(), 0.0f);
+  for (int64_t d = 0; d < D; ++d) {
+    dq_[(h * T + tq) * D + d] = scale * s.k[(h * T + tk) * D + d];
+    dk_[(h * T + tk) * D + d] += scale * s.q[(h * T + tq) * D + d];
+  }
+  dscores_[(h * T + tq) * T + tk] = 1.0f;
+  ReportHeadInputs(score.layer, grads);
+  QkvRows(score.layer, rows);
+}
+
+// MlpStep's backward: g_ holds dm/d(resid_out) on rows [lo, rows); leaves dm/d(resid_mid).
+//   x2 = edits_resid_post([post-norm: ln_2]((x1 unless no residual) + edits_mlp_out(f))),
+//   f = fc_proj(gelu(fc(ln_2(x1)))), or x2 = edits_resid_post(x1) when the MLP is skipped.
+void Backward::MlpStepBackward(int l, int64_t lo, int64_t rows, const ActivationObserver& grads) {
+  const Config& c = model_.config();
+  const int64_t T = T_, C = c.n_embd, F = c.n_ff, n = rows - lo;
+  const BlockWeights& w = model_.blocks[l];
+  const Saved& s = saved_[l];
+  const bool post = iv_.post_norm;
+  const bool nores = Interventions::Lists(iv_.no_residual, l);
+  float* g = g_.data();
+  EditsBackward(l, StreamPoint::kResidPost, lo, rows, g);
+  if (Interventions::Lists(iv_.skip_mlp, l)) {
+    for (const char* name : {"mlp_out", "ln2"}) Report(grads, name, l, zeros_.data(), T, C);
+    for (const char* name : {"mlp_act", "mlp_pre"}) Report(grads, name, l, zeros_.data(), T, F);
+    Report(grads, "resid_attn", l, g, T, C);
+    return;
+  }
+  if (post) {
+    for (int64_t i = lo * C; i < rows * C; ++i) tmp_[i] = nores ? s.mlp_out[i] : s.resid_mid[i] + s.mlp_out[i];
+    LayerNormBackwardRows(tmp_.data() + lo * C, w.ln2_g, g + lo * C, dsub_.data() + lo * C, n, false);
+    std::copy_n(dsub_.data() + lo * C, n * C, g + lo * C);
+  }
+  std::copy_n(g, rows * C, dsub_.data());  // d(edited f)
+  Report(grads, "mlp_out", l, dsub_.data(), T, C);
+  EditsBackward(l, StreamPoint::kMlpOut, lo, rows, dsub_.data());
+  Transposed(dsub_.data() + lo * C, n, w.fc_proj, dff_.data() + lo * F);
+  Report(grads, "mlp_act", l, dff_.data(), T, F);
+  GeluBackward(s.mlp_pre.data() + lo * F, dff_.data() + lo * F, dff_.data() + lo * F, n * F);
+  Report(grads, "mlp_pre", l, dff_.data(), T, F);
+  Transposed(dff_.data() + lo * F, n, w.fc, dx_.data() + lo * C);
+  Report(grads, "ln2", l, dx_.data(), T, C);
+  if (nores) std::fill_n(g, rows * C, 0.0f);
+  if (post) AddInPlace(g + lo * C, dx_.data() + lo * C, n * C);
+  else LayerNormBackwardRows(s.resid_mid.data() + lo * C, w.ln2_g, dx_.data() + lo * C, g + lo * C, n, true);
+  Report(grads, "resid_attn", l, g, T, C);
+}
+
+// AttentionStep's backward up to the heads' inputs: g_ holds dm/d(resid_mid) on rows [lo, rows);
+// leaves in g_ what reaches the stream entering the block by the residual path, and, when the
+// block attended (returned), the gradient of its qkv product in dqkv_ (rows [0, rows)).
+//   x1 = edits_resid_mid([post-norm: ln_1]((x0 unless no residual) + edits_attn_out(proj(z)))),
+//   z = the heads' outputs, after patches and ablation (constants: no gradient passes them), or
+//   the given ones of a frozen block; x1 = edits_resid_mid(x0) when the attention is skipped.
+bool Backward::AttentionStepBackward(int l, int64_t lo, int64_t rows, const ActivationObserver& grads) {
+  const Config& c = model_.config();
+  const int64_t T = T_, C = c.n_embd, H = c.n_head, D = c.head_dim(), n = rows - lo;
+  const BlockWeights& w = model_.blocks[l];
+  const Saved& s = saved_[l];
+  const bool post = iv_.post_norm;
+  const bool nores = Interventions::Lists(iv_.no_residual, l);
+  float* g = g_.data();
+  EditsBackward(l, StreamPoint::kResidMid, lo, rows, g);
+  if (Interventions::Lists(iv_.skip_attn, l)) {
+    for (const char* name : {"attn_out", "attn_heads"}) Report(grads, name, l, zeros_.data(), T, C);
+    Report(grads, "attn_scores", l, zeros_.data(), H, T, T);
+    for (const char* name : {"q", "k", "v"}) Report(grads, name, l, zeros_.data(), H, T, D);
+    return false;
+  }
+  if (post) {
+    for (int64_t i = lo * C; i < rows * C; ++i) tmp_[i] = nores ? s.attn_out[i] : s.resid_pre[i] + s.attn_out[i];
+    LayerNormBackwardRows(tmp_.data() + lo * C, w.ln1_g, g + lo * C, dsub_.data() + lo * C, n, false);
+    std::copy_n(dsub_.data() + lo * C, n * C, g + lo * C);
+  }
+  Report(grads, "attn_out", l, g, T, C);
+  std::copy_n(g, rows * C, dsub_.data());
+  EditsBackward(l, StreamPoint::kAttnOut, lo, rows, dsub_.data());
+  Transposed(dsub_.data() + lo * C, n, w.proj, dz_.data() + lo * C);
+  Report(grads, "attn_heads", l, dz_.data(), T, C);
+  if (nores) std::fill_n(g, rows * C, 0.0f);
+  // Ablated and patched heads' outputs are constants: nothing flows back through their attention.
+  for (const HeadRef& a : iv_.ablate_heads) {
+    if (a.layer != l) continue;
+    for (int64_t t = 0; t < rows; ++t) std::fill_n(dz_.data() + t * C + a.head * D, D, 0.0f);
+  }
+  for (const HeadPatch& p : iv_.head_patches) {
+    if (p.layer != l || p.part != HeadPart::kOutput) continue;
+    const int64_t end = std::min<int64_t>(rows, p.pos0 + int64_t(p.values.size()) / D);
+    for (int64_t t = std::max<int64_t>(p.pos0, 0); t < end; ++t) std::fill_n(dz_.data() + t * C + p.head * D, D, 0.0f);
+  }
+  if (iv_.Frozen(l) != nullptr) {
+    Report(grads, "attn_scores", l, zeros_.data(), H, T, T);
+    for (const char* name : {"q", "k", "v"}) Report(grads, name, l, zeros_.data(), H, T, D);
+    return false;
+  }
+  AttentionBackward(l, lo, rows, dz_.data(), grads);
+  return true;
+}
+
+// ln_1 and the qkv product backward (dqkv_ into g_), when the block attended.
+void Backward::Ln1Backward(int l, int64_t rows, bool attended, const ActivationObserver& grads) {
+  const Config& c = model_.config();
+  const int64_t T = T_, C = c.n_embd;
+  if (!attended) {
+    Report(grads, "ln1", l, zeros_.data(), T, C);
+    return;
+  }
+  const BlockWeights& w = model_.blocks[l];
+  Transposed(dqkv_.data(), rows, w.qkv, dx_.data());
+  Report(grads, "ln1", l, dx_.data(), T, C);
+  if (iv_.post_norm) AddInPlace(g_.data(), dx_.data(), rows * C);
+  else LayerNormBackwardRows(saved_[l].resid_pre.data(), w.ln1_g, dx_.data(), g_.data(), rows, true);
+}
+
+// The stream entering block l: g_ is dm/d(resid_pre) as the block read it; back through its edits
+// to the stream as patched, and a patched position (a constant) passes nothing further back.
+void Backward::ResidPreBackward(int l, int64_t rows, const ActivationObserver& grads) {
+  const int64_t C = model_.config().n_embd;
+  float* g = g_.data();
+  Report(grads, "resid_pre", l, g, T_, C);
+  EditsBackward(l, StreamPoint::kResidPre, 0, rows, g);
+  for (const ResidPatch& p : iv_.patches) {
+    if (p.layer == l && p.position < rows) std::fill_n(g + int64_t(p.position) * C, C, 0.0f);
+  }
 }
 
 }  // namespace gpt2

@@ -27,9 +27,18 @@
 //     "q", "k", "v" [H, T, D], "ln1" [T, C]
 //     "resid_pre" [T, C]   (blocks.l.hook_resid_pre: the stream entering the block, after any
 //                          patch there; a patched position passes no gradient further back)
+//   (edits at a point report the gradient of the edited tensor, then pass through their own
+//   backward: the forward's observer also reports the edited tensors)
 //   then (layer -1) "embed" [T, C] (hook_embed + hook_pos_embed: the stream entering block 0
 //   before patches of block 0), and first of all "ln_f" [T, C] (ln_final.hook_normalized).
 // A skipped sublayer reports zero gradients for its insides.
+//
+// Every intervention of run_options.h is differentiated exactly, none treated as the identity:
+// ablated, patched (HeadPatch) and frozen heads' outputs and patched head inputs and streams are
+// constants, so no gradient passes them (their own gradient is still reported); a frozen block
+// reports zeros for its scores, q, k, v and ln1. A stream edit goes back through its own
+// vector-Jacobian product (StreamEdit::backward: the SAE's steering and clamping, sae.h), taken at
+// the rows it received in the forward; Forward refuses an edit without one, naming it.
 //
 // The metric may instead be one attention score of a block (ScoreSpec): s = scale q[query] .
 // k[key] of a head, the scaled score before softmax (blocks.L.attn.hook_attn_scores). Its
@@ -76,7 +85,8 @@ class Backward {
   Backward(const Backward&) = delete;
   Backward& operator=(const Backward&) = delete;
 
-  // Runs `session` (reset first) over ids [0, T) under `iv` (null: the plain model), keeping
+  // Runs `session` (reset first) over ids [0, T) under `iv` (null: the plain model; an edit
+  // without a backward is refused with gpt2::Error naming it), keeping
   // what Run needs; `also` (if set) receives the forward's activations too. With resid_in
   // ([T, C]) the blocks run over that stream entering block 0 instead of the embedding (the
   // session runs the ids once plainly first unless it holds them already, as left by the last
@@ -108,16 +118,26 @@ class Backward {
 
  private:
   struct Saved;
+  static void CheckDifferentiable(const Interventions& iv);
   void Keep(const Activation& a, const ActivationObserver* also);
   void LayerNormBackwardRows(const float* x, const float* gamma, const float* dy, float* dx,
                              int64_t rows, bool accumulate) const;
   void Transposed(const float* dy, int64_t rows, const WeightView& w, float* dx);
-  void AttentionBackward(int layer, int64_t first, int64_t rows, const float* dz,
-                         const ActivationObserver& grads);
-  void QkvRows(int64_t rows);
   void Prepare();
   void CheckScore(const ScoreSpec& spec) const;
+  // The blocks' backward, each a forward step's (session.cc) in reverse; backward.cc says what
+  // each takes and leaves in g_.
   void Blocks(int top, int64_t lo, const ScoreSpec* score, const ActivationObserver& grads);
+  void MlpStepBackward(int l, int64_t lo, int64_t rows, const ActivationObserver& grads);
+  bool AttentionStepBackward(int l, int64_t lo, int64_t rows, const ActivationObserver& grads);
+  void AttentionBackward(int layer, int64_t first, int64_t rows, const float* dz,
+                         const ActivationObserver& grads);
+  void ScoreBackward(const ScoreSpec& score, int64_t rows, const ActivationObserver& grads);
+  void ReportHeadInputs(int l, const ActivationObserver& grads);
+  void QkvRows(int l, int64_t rows);
+  void Ln1Backward(int l, int64_t rows, bool attended, const ActivationObserver& grads);
+  void ResidPreBackward(int l, int64_t rows, const ActivationObserver& grads);
+  void EditsBackward(int l, StreamPoint point, int64_t lo, int64_t rows, float* g) const;
 
   const Model& model_;
   std::unique_ptr<ThreadPool> own_pool_;  // unless given one
@@ -128,6 +148,7 @@ class Backward {
   std::vector<float> embed_;        // [T, C]
   std::vector<Saved> saved_;        // per block
   std::vector<float> final_;        // [T, C] the stream entering ln_f
+  std::vector<std::vector<float>> edit_in_;  // [stream edit][T, C]: the rows as they entered it
   // Scratch of Run, reused.
   std::vector<float> g_, dx_, dsub_, dff_, dz_, dqkv_, dq_, dk_, dv_, dscores_, tmp_, report_;
   std::vector<float> zeros_;  // [max(H T T, T F)] zeros for skipped sublayers, only grown

@@ -9,6 +9,8 @@
 // n_keys = pos0 + T keys visible (C = n_embd, H = n_head, D = head_dim, F = n_ff, V = n_vocab),
 // with the TransformerLens hook each one equals (the page and the golden files use our names):
 //   per block (layer = l = 0..n_layer-1):
+//     "resid_pre" [T, C]    the stream entering the block, after its patches and stream edits
+//                                                         blocks.l.hook_resid_pre
 //     "ln1" [T, C]          LayerNorm 1 output            blocks.l.ln1.hook_normalized
 //     "q", "k", "v" [H, T, D]                             blocks.l.attn.hook_q/k/v (as [T, H, D])
 //     "attn_scores" [H, T, n_keys]   q.k / sqrt(D); causally masked entries are -inf

@@ -35,6 +35,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "model/config.h"
@@ -81,6 +82,13 @@ struct StreamEdit {
   // Rewrites x [rows, n_embd], the rows of absolute positions [pos0, pos0 + rows), in place.
   // Called from the forward pass: must not throw.
   std::function<void(int pos0, int rows, float* x)> edit;
+  // The edit's vector-Jacobian product, for the backward pass (model/backward.h): given the rows
+  // x_in [rows, n_embd] as they entered the edit and g [rows, n_embd] = dm/d(edited rows), makes g
+  // dm/d(x_in) in place. Empty: the edit cannot be differentiated, and a backward pass through it
+  // refuses, naming it (never treating it as the identity).
+  std::function<void(int pos0, int rows, const float* x_in, float* g)> backward;
+  // What the edit is, for messages ("SAE clamp of feature 12 at blocks.3.hook_resid_pre").
+  std::string name;
 };
 
 struct Interventions {

@@ -412,6 +412,7 @@ const float* Session::RunBlocks(int first_block, int end_block, int pos0, int T,
                                                : std::chrono::steady_clock::time_point();
     if (iv != nullptr && !iv->patches.empty()) PatchResidual(l, pos0, T, *iv);
     if (iv != nullptr) iv->EditStream(l, StreamPoint::kResidPre, pos0, T, x);
+    if (run.observer) Report(run.observer, "resid_pre", l, pos0, x, T, C);
     if (l == L - 1 && T > 1 && !run.observer) {
       // Only the last row leaves this call (its logits, or its residual stream for a probe),
       // and of the other rows of the last block only the keys and values are ever read again:

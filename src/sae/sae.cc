@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "model/model.h"
+#include "format/quant.h"
 #include "model/top_k.h"
 
 namespace gpt2 {
@@ -173,6 +174,118 @@ std::vector<float> Sae::LogitWeights(const Model& model, const std::vector<int>&
   return logits;
 }
 
+void Sae::Steer(const std::vector<std::pair<int, float>>& steer, int rows, float* x, float* scale,
+                SaeScratch& scratch) const {
+  const int C = config_.d_in;
+  Prepare(x, rows, scale, scratch);  // for the scale alone
+  for (int t = 0; t < rows; ++t) {
+    for (const auto& s : steer) {
+      const float* d = DecoderRow(s.first);
+      const float a = s.second * scale[t];
+      for (int j = 0; j < C; ++j) x[int64_t(t) * C + j] += a * d[j];
+    }
+  }
+}
+
+void Sae::Clamp(const std::vector<std::pair<int, float>>& clamp, const std::vector<int>& features, int rows,
+                float* x, float* acts, float* scale, SaeScratch& scratch) const {
+  const int C = config_.d_in;
+  const int K = static_cast<int>(clamp.size());
+  EncodeFeatures(x, rows, features.data(), K, acts, scale, scratch);
+  for (int t = 0; t < rows; ++t) {
+    for (int j = 0; j < K; ++j) {
+      const float* d = DecoderRow(clamp[j].first);
+      const float a = (clamp[j].second - acts[int64_t(t) * K + j]) * scale[t];
+      for (int i = 0; i < C; ++i) x[int64_t(t) * C + i] += a * d[i];
+    }
+  }
+}
+
+// The gradient of s(x) (Prepare's scale) for a row x [C], into ds [C], and s itself: with
+// xc = x - mean(x) and sd = sqrt(sum xc^2 / (C - 1)), ds/dx = xc / ((C - 1) sd) under layer_norm
+// (the centring drops out: sum xc = 0); s = 1 and ds/dx = 0 otherwise.
+double Sae::ScaleGradient(const float* x, double* xc, double* ds) const {
+  const int C = config_.d_in;
+  double mean = 0;
+  for (int i = 0; i < C; ++i) mean += x[i];
+  mean /= C;
+  double var = 0;
+  for (int i = 0; i < C; ++i) {
+    xc[i] = x[i] - mean;
+    var += xc[i] * xc[i];
+  }
+  if (config_.normalize != SaeNormalize::kLayerNorm) {
+    std::fill(ds, ds + C, 0.0);
+    return 1.0;
+  }
+  const double n = std::max(C - 1, 1);
+  const double sd = std::sqrt(var / n);
+  for (int i = 0; i < C; ++i) ds[i] = sd > 0 ? xc[i] / (n * sd) : 0.0;
+  return sd + 1e-5;
+}
+
+// The vector-Jacobian product of Steer then Clamp (see Edit), row by row in double:
+//   steering  x1 = x0 + s(x0) sum_i alpha_i d_i:
+//             g0 = g1 + (sum_i alpha_i g1.d_i) ds(x0)
+//   clamping  x2 = x1 + sum_j (v_j - f_j(x1)) s(x1) d_j, f_j = act(pre_j), pre_j = in(x1).w_j + b_j,
+//             in = xc / s - b_dec (apply_b_dec_to_input):
+//             g1 = g2 + sum_j (g2.d_j) [(v_j - f_j) ds(x1) - s(x1) df_j/dx1],
+//             df_j/dx1 = [f_j > 0] (wc_j / s - (xc.w_j / s^2) ds(x1)), wc_j = w_j - mean(w_j)
+// (the activation's slope is 1 where the feature fires, for ReLU, JumpReLU and TopK alike:
+// f = pre there). The encoder rows are dequantized, the straight-through gradient of its type.
+void Sae::EditBackward(const std::vector<std::pair<int, float>>& steer,
+                       const std::vector<std::pair<int, float>>& clamp, const std::vector<int>& features,
+                       int rows, const float* x_in, float* g, EditScratch& scratch) const {
+  const int C = config_.d_in;
+  const int K = static_cast<int>(clamp.size());
+  scratch.x.assign(x_in, x_in + int64_t(rows) * C);
+  scratch.scale.resize(rows);
+  scratch.acts.resize(size_t(rows) * K);
+  if (!steer.empty()) Steer(steer, rows, scratch.x.data(), scratch.scale.data(), scratch.sae);
+  if (K > 0) EncodeFeatures(scratch.x.data(), rows, features.data(), K, scratch.acts.data(), scratch.scale.data(),
+                            scratch.sae);
+  std::vector<double> xc(C), ds(C), delta(C);
+  std::vector<float> w(C);
+  const size_t row_bytes = RowBytes(w_enc_.type, C);
+  for (int t = 0; t < rows; ++t) {
+    float* gt = g + int64_t(t) * C;
+    if (K > 0) {
+      const double s = ScaleGradient(scratch.x.data() + int64_t(t) * C, xc.data(), ds.data());
+      std::fill(delta.begin(), delta.end(), 0.0);
+      for (int j = 0; j < K; ++j) {
+        const float* d = DecoderRow(clamp[j].first);
+        double gd = 0;
+        for (int i = 0; i < C; ++i) gd += double(gt[i]) * d[i];
+        const double f = scratch.acts[int64_t(t) * K + j];
+        const double on_scale = (clamp[j].second - f) * gd;
+        for (int i = 0; i < C; ++i) delta[i] += on_scale * ds[i];
+        if (!(f > 0)) continue;
+        DequantizeRow(w_enc_.type, static_cast<const uint8_t*>(w_enc_.data) + row_bytes * clamp[j].first,
+                      w.data(), C);
+        double w_mean = 0, xw = 0;
+        for (int i = 0; i < C; ++i) {
+          w_mean += w[i];
+          xw += xc[i] * w[i];
+        }
+        w_mean /= C;
+        for (int i = 0; i < C; ++i) delta[i] -= s * gd * ((w[i] - w_mean) / s - xw / (s * s) * ds[i]);
+      }
+      for (int i = 0; i < C; ++i) gt[i] = static_cast<float>(gt[i] + delta[i]);
+    }
+    if (!steer.empty() && config_.normalize == SaeNormalize::kLayerNorm) {
+      ScaleGradient(x_in + int64_t(t) * C, xc.data(), ds.data());
+      double along = 0;
+      for (const auto& st : steer) {
+        const float* d = DecoderRow(st.first);
+        double gd = 0;
+        for (int i = 0; i < C; ++i) gd += double(gt[i]) * d[i];
+        along += st.second * gd;
+      }
+      for (int i = 0; i < C; ++i) gt[i] = static_cast<float>(gt[i] + along * ds[i]);
+    }
+  }
+}
+
 StreamEdit Sae::Edit(std::shared_ptr<const Sae> sae, const std::vector<std::pair<int, float>>& steer,
                      const std::vector<std::pair<int, float>>& clamp) {
   for (const auto& s : steer) sae->CheckFeature(s.first);
@@ -180,41 +293,23 @@ StreamEdit Sae::Edit(std::shared_ptr<const Sae> sae, const std::vector<std::pair
   StreamEdit e;
   e.layer = sae->config().layer;
   e.point = sae->config().point;
-  // The scratch is the edit's own: a forward pass calls it from one thread at a time.
-  struct Scratch {
-    std::vector<float> scale, acts;  // [rows], [rows, clamped features]
-    SaeScratch sae;
-  };
-  auto scratch = std::make_shared<Scratch>();
+  e.name = "SAE";
+  for (const auto& s : steer) e.name += " steering of feature " + std::to_string(s.first) + ",";
+  for (const auto& c : clamp) e.name += " clamp of feature " + std::to_string(c.first) + ",";
+  e.name.back() = ' ';
+  e.name += "at " + sae->config().hook_name;
+  // The scratch is the edit's own: a forward (or backward) pass calls it from one thread at a time.
+  auto scratch = std::make_shared<EditScratch>();
   std::vector<int> features;
   for (const auto& c : clamp) features.push_back(c.first);
-  e.edit = [sae, steer, clamp, features, scratch](int pos0, int rows, float* x) {
-    const int C = sae->config().d_in;
-    const int K = static_cast<int>(clamp.size());
+  e.edit = [sae, steer, clamp, features, scratch](int, int rows, float* x) {
     scratch->scale.resize(rows);
-    scratch->acts.resize(size_t(rows) * K);
-    float* scale = scratch->scale.data();
-    float* f = scratch->acts.data();
-    if (!steer.empty()) {
-      sae->Prepare(x, rows, scale, scratch->sae);  // for the scale alone
-      for (int t = 0; t < rows; ++t) {
-        for (const auto& s : steer) {
-          const float* d = sae->DecoderRow(s.first);
-          const float a = s.second * scale[t];
-          for (int j = 0; j < C; ++j) x[int64_t(t) * C + j] += a * d[j];
-        }
-      }
-    }
-    if (K > 0) {
-      sae->EncodeFeatures(x, rows, features.data(), K, f, scale, scratch->sae);
-      for (int t = 0; t < rows; ++t) {
-        for (int j = 0; j < K; ++j) {
-          const float* d = sae->DecoderRow(clamp[j].first);
-          const float a = (clamp[j].second - f[int64_t(t) * K + j]) * scale[t];
-          for (int i = 0; i < C; ++i) x[int64_t(t) * C + i] += a * d[i];
-        }
-      }
-    }
+    scratch->acts.resize(size_t(rows) * clamp.size());
+    if (!steer.empty()) sae->Steer(steer, rows, x, scratch->scale.data(), scratch->sae);
+    if (!clamp.empty()) sae->Clamp(clamp, features, rows, x, scratch->acts.data(), scratch->scale.data(), scratch->sae);
+  };
+  e.backward = [sae, steer, clamp, features, scratch](int, int rows, const float* x_in, float* g) {
+    sae->EditBackward(steer, clamp, features, rows, x_in, g, *scratch);
   };
   return e;
 }

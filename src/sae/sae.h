@@ -75,12 +75,30 @@ class Sae {
   std::vector<float> LogitWeights(const Model& model, const std::vector<int>& features) const;
 
   // Steering (feature, alpha) and clamping (feature, value), steering first, as a stream edit at
-  // the SAE's hook. The edit holds the Sae (shared) and its own scratch. Throws for a feature out
-  // of range.
+  // the SAE's hook, with its exact vector-Jacobian product for the backward pass (steering under
+  // layer_norm scales with the stream; clamping subtracts the feature's own dependence on it). The
+  // edit holds the Sae (shared) and its own scratch. Throws for a feature out of range.
   static StreamEdit Edit(std::shared_ptr<const Sae> sae, const std::vector<std::pair<int, float>>& steer,
                          const std::vector<std::pair<int, float>>& clamp);
 
  private:
+  // Steering's and clamping's working memory, the edit's own.
+  struct EditScratch {
+    std::vector<float> x, scale, acts;  // [rows, d_in], [rows], [rows, clamped features]
+    SaeScratch sae;
+  };
+  // Edit's two steps in place on x [rows, d_in]: steering adds alpha s(x) W_dec[F]; clamping adds
+  // (value - f_F(x)) s(x) W_dec[F] (acts [rows, clamped features] receives f).
+  void Steer(const std::vector<std::pair<int, float>>& steer, int rows, float* x, float* scale,
+             SaeScratch& scratch) const;
+  void Clamp(const std::vector<std::pair<int, float>>& clamp, const std::vector<int>& features, int rows,
+             float* x, float* acts, float* scale, SaeScratch& scratch) const;
+  // Edit's vector-Jacobian product: g [rows, d_in] = dm/d(edited rows) becomes dm/d(x_in).
+  void EditBackward(const std::vector<std::pair<int, float>>& steer,
+                    const std::vector<std::pair<int, float>>& clamp, const std::vector<int>& features, int rows,
+                    const float* x_in, float* g, EditScratch& scratch) const;
+  // s(x) of one row, with xc [d_in] = x - mean(x) and ds [d_in] = ds/dx.
+  double ScaleGradient(const float* x, double* xc, double* ds) const;
   // xc / s - b_dec * apply into in [n, d_in], s into scale [n].
   void Prepare(const float* x, int n, float* in, float* scale) const;
   // The same into scratch.in (returned), the scale into `scale` or, if null, scratch.scales.

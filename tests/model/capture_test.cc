@@ -292,7 +292,7 @@ TEST_CASE("the recorder keeps every reported tensor", "[model][capture]") {
   const int ids[] = {464, 2068, 7586};
   session.Prefill(ids, 3, {recorder.Observer()});
   const int L = Tiny().config().n_layer;
-  CHECK(recorder.tensors().size() == size_t(14 * L + 3));
+  CHECK(recorder.tensors().size() == size_t(15 * L + 3));
   const gpt2::RecordedTensor* probs = recorder.Find("attn_probs", 1);
   REQUIRE(probs != nullptr);
   CHECK(probs->shape == std::vector<int64_t>{4, 3, 3});

@@ -172,7 +172,7 @@ TEST_CASE("forward pass matches PyTorch tensor by tensor", "[model][golden]") {
           session.Prefill(ids.data(), static_cast<int>(ids.size()), {recorder.Observer()});
       const std::map<std::string, ObservedTensor> seen = ByGoldenName(recorder);
       const std::vector<std::string> names = ObservedNames(prompt);
-      CHECK(names.size() == 2 * 14 + 3);  // 14 per block, embed, ln_f, logits
+      CHECK(names.size() == 2 * 15 + 3);  // 15 per block, embed, ln_f, logits
       for (const std::string& name : names) {
         INFO(name);
         auto it = seen.find(name);

@@ -17,6 +17,7 @@
 #include "../convert/convert_test_util.h"
 #include "../model/golden_file.h"
 #include "../test_paths.h"
+#include "sae_test_util.h"
 #include "base/error.h"
 #include "base/text.h"
 #include "convert/sae_convert.h"
@@ -38,20 +39,7 @@ const GoldenFile& Golden() {
   return golden;
 }
 
-std::string Cfg(const std::string& name) { return gpt2::ReadWholeFile(DataPath("sae/" + name + "/cfg.json"), "cfg"); }
-
-// The SAE converted in memory as the page converts it.
-std::vector<uint8_t> ConvertSae(const std::string& name, gpt2::TensorType type) {
-  const std::string json = Cfg(name);
-  const std::string weights =
-      gpt2::ReadWholeFile(DataPath("sae/" + name + "/sae_weights.safetensors"), "weights");
-  std::unique_ptr<gpt2::SafetensorsFile> file = gpt2::SafetensorsFile::Parse(
-      reinterpret_cast<const uint8_t*>(weights.data()), weights.size(), "sae_weights.safetensors");
-  gpt2::SaeGgufInMemory conversion(*file, gpt2::SaeConfigFromJson(json), json, type, uint64_t{1} << 30);
-  while (conversion.ConvertNext() < conversion.num_tensors()) {
-  }
-  return std::vector<uint8_t>(conversion.output(), conversion.output() + conversion.size());
-}
+std::string Cfg(const std::string& name) { return SaeCfg(name); }
 
 struct TinySaeLab {
   std::vector<uint8_t> bytes = gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), gpt2::TensorType::kF32, nullptr);
