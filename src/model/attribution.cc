@@ -54,15 +54,14 @@ Attribution AttributeLogit(Session& session, const std::vector<int>& ids,
   RunOptions run;
   run.interventions = iv;
   run.observer = [&](const Activation& a) {
-    const std::string name = a.name;
     auto row = [&](std::vector<float>& dst) {
       dst.assign(a.data + int64_t(p) * a.shape[1], a.data + int64_t(p + 1) * a.shape[1]);
     };
-    if (name == "embed") row(embed);
-    else if (name == "attn_heads") row(heads[a.layer]);
-    else if (name == "mlp_out") row(mlp[a.layer]);
-    else if (name == "resid_out" && a.layer == c.n_layer - 1) row(final_stream);
-    else if (name == "logits") row(logits);
+    if (a.hook == Hook::kEmbed) row(embed);
+    else if (a.hook == Hook::kAttnHeads) row(heads[a.layer]);
+    else if (a.hook == Hook::kMlpOut) row(mlp[a.layer]);
+    else if (a.hook == Hook::kResidPost && a.layer == c.n_layer - 1) row(final_stream);
+    else if (a.hook == Hook::kLogits) row(logits);
     if (request.observer) request.observer(a);
   };
   session.Reset();

@@ -38,22 +38,24 @@ void Backward::Keep(const Activation& a, const ActivationObserver* also) {
   const Config& c = model_.config();
   const size_t n = size_t(a.shape[0]) * a.shape[1] * (a.n_dims == 3 ? a.shape[2] : 1);
   auto keep = [&](std::vector<float>& v) { v.assign(a.data, a.data + n); };
-  const std::string name = a.name;
   if (a.layer < 0) {
-    if (name == "embed") keep(embed_);
+    if (a.hook == Hook::kEmbed) keep(embed_);
     return;
   }
   Saved& s = saved_[a.layer];
-  if (name == "resid_pre") keep(s.resid_pre);
-  else if (name == "q") keep(s.q);
-  else if (name == "k") keep(s.k);
-  else if (name == "v") keep(s.v);
-  else if (name == "attn_probs") keep(s.probs);
-  else if (name == "resid_attn") keep(s.resid_mid);
-  else if (name == "mlp_pre") keep(s.mlp_pre);
-  else if (name == "attn_out" && iv_.post_norm) keep(s.attn_out);
-  else if (name == "mlp_out" && iv_.post_norm) keep(s.mlp_out);
-  else if (name == "resid_out" && a.layer == c.n_layer - 1) keep(final_);
+  switch (a.hook) {
+    case Hook::kResidPre: keep(s.resid_pre); break;
+    case Hook::kQ: keep(s.q); break;
+    case Hook::kK: keep(s.k); break;
+    case Hook::kV: keep(s.v); break;
+    case Hook::kAttnProbs: keep(s.probs); break;
+    case Hook::kResidMid: keep(s.resid_mid); break;
+    case Hook::kMlpPre: keep(s.mlp_pre); break;
+    case Hook::kAttnOut: if (iv_.post_norm) keep(s.attn_out); break;
+    case Hook::kMlpOut: if (iv_.post_norm) keep(s.mlp_out); break;
+    case Hook::kResidPost: if (a.layer == c.n_layer - 1) keep(final_); break;
+    default: break;
+  }
 }
 
 void Backward::CheckDifferentiable(const Interventions& iv) {
@@ -195,10 +197,11 @@ void Backward::Transposed(const float* dy, int64_t rows, const WeightView& w, fl
 
 namespace {
 
-void Report(const ActivationObserver& observer, const char* name, int layer, const float* data,
+void Report(const ActivationObserver& observer, Hook hook, int layer, const float* data,
             int64_t d0, int64_t d1, int64_t d2 = 0) {
   Activation a;
-  a.name = name;
+  a.hook = hook;
+  a.name = HookName(hook);
   a.layer = layer;
   a.pos0 = 0;
   a.n_dims = d2 ? 3 : 2;
@@ -240,10 +243,10 @@ void Backward::AttentionBackward(int l, int64_t first, int64_t rows, const float
 void Backward::ReportHeadInputs(int l, const ActivationObserver& grads) {
   const Config& c = model_.config();
   const int64_t T = T_, H = c.n_head, D = c.head_dim();
-  Report(grads, "attn_scores", l, dscores_.data(), H, T, T);
-  Report(grads, "q", l, dq_.data(), H, T, D);
-  Report(grads, "k", l, dk_.data(), H, T, D);
-  Report(grads, "v", l, dv_.data(), H, T, D);
+  Report(grads, Hook::kAttnScores, l, dscores_.data(), H, T, T);
+  Report(grads, Hook::kQ, l, dq_.data(), H, T, D);
+  Report(grads, Hook::kK, l, dk_.data(), H, T, D);
+  Report(grads, Hook::kV, l, dv_.data(), H, T, D);
 }
 
 // dq_, dk_, dv_ ([H, T, D]) into dqkv_ [rows, 3C] in the forward's q | k | v row layout; a head
@@ -313,7 +316,7 @@ void Backward::Run(const MetricSpec& spec, const ActivationObserver& grads) {
                     tmp_.data(), C);
       for (int64_t i = 0; i < C; ++i) d[i] -= tmp_[i];
     }
-    Report(grads, "ln_f", -1, report_.data(), T, C);
+    Report(grads, Hook::kLnFinal, -1, report_.data(), T, C);
     LayerNormBackwardRows(final_.data() + spec.position * C, model_.ln_f_g, d,
                           g + spec.position * C, 1, false);
   }
@@ -391,7 +394,7 @@ void Backward::Blocks(int top, int64_t lo, const ScoreSpec* score, const Activat
       attended = true;
       lo = 0;
     } else {
-      Report(grads, "resid_out", l, g_.data(), T, c.n_embd);
+      Report(grads, Hook::kResidPost, l, g_.data(), T, c.n_embd);
       MlpStepBackward(l, lo, rows, grads);
       attended = AttentionStepBackward(l, lo, rows, grads);
       if (attended) lo = 0;
@@ -399,7 +402,7 @@ void Backward::Blocks(int top, int64_t lo, const ScoreSpec* score, const Activat
     Ln1Backward(l, rows, attended, grads);
     ResidPreBackward(l, rows, grads);
   }
-  Report(grads, "embed", -1, g_.data(), T, c.n_embd);
+  Report(grads, Hook::kEmbed, -1, g_.data(), T, c.n_embd);
 }
 
 // The score's own gradient: ds/dq[query] = scale k[key], ds/dk[key] = scale q[query] (s = scale
@@ -436,9 +439,9 @@ void Backward::MlpStepBackward(int l, int64_t lo, int64_t rows, const Activation
   float* g = g_.data();
   EditsBackward(l, StreamPoint::kResidPost, lo, rows, g);
   if (Interventions::Lists(iv_.skip_mlp, l)) {
-    for (const char* name : {"mlp_out", "ln2"}) Report(grads, name, l, zeros_.data(), T, C);
-    for (const char* name : {"mlp_act", "mlp_pre"}) Report(grads, name, l, zeros_.data(), T, F);
-    Report(grads, "resid_attn", l, g, T, C);
+    for (Hook h : {Hook::kMlpOut, Hook::kLn2}) Report(grads, h, l, zeros_.data(), T, C);
+    for (Hook h : {Hook::kMlpAct, Hook::kMlpPre}) Report(grads, h, l, zeros_.data(), T, F);
+    Report(grads, Hook::kResidMid, l, g, T, C);
     return;
   }
   if (post) {
@@ -447,18 +450,18 @@ void Backward::MlpStepBackward(int l, int64_t lo, int64_t rows, const Activation
     std::copy_n(dsub_.data() + lo * C, n * C, g + lo * C);
   }
   std::copy_n(g, rows * C, dsub_.data());  // d(edited f)
-  Report(grads, "mlp_out", l, dsub_.data(), T, C);
+  Report(grads, Hook::kMlpOut, l, dsub_.data(), T, C);
   EditsBackward(l, StreamPoint::kMlpOut, lo, rows, dsub_.data());
   Transposed(dsub_.data() + lo * C, n, w.fc_proj, dff_.data() + lo * F);
-  Report(grads, "mlp_act", l, dff_.data(), T, F);
+  Report(grads, Hook::kMlpAct, l, dff_.data(), T, F);
   GeluBackward(s.mlp_pre.data() + lo * F, dff_.data() + lo * F, dff_.data() + lo * F, n * F);
-  Report(grads, "mlp_pre", l, dff_.data(), T, F);
+  Report(grads, Hook::kMlpPre, l, dff_.data(), T, F);
   Transposed(dff_.data() + lo * F, n, w.fc, dx_.data() + lo * C);
-  Report(grads, "ln2", l, dx_.data(), T, C);
+  Report(grads, Hook::kLn2, l, dx_.data(), T, C);
   if (nores) std::fill_n(g, rows * C, 0.0f);
   if (post) AddInPlace(g + lo * C, dx_.data() + lo * C, n * C);
   else LayerNormBackwardRows(s.resid_mid.data() + lo * C, w.ln2_g, dx_.data() + lo * C, g + lo * C, n, true);
-  Report(grads, "resid_attn", l, g, T, C);
+  Report(grads, Hook::kResidMid, l, g, T, C);
 }
 
 // AttentionStep's backward up to the heads' inputs: g_ holds dm/d(resid_mid) on rows [lo, rows);
@@ -477,9 +480,9 @@ bool Backward::AttentionStepBackward(int l, int64_t lo, int64_t rows, const Acti
   float* g = g_.data();
   EditsBackward(l, StreamPoint::kResidMid, lo, rows, g);
   if (Interventions::Lists(iv_.skip_attn, l)) {
-    for (const char* name : {"attn_out", "attn_heads"}) Report(grads, name, l, zeros_.data(), T, C);
-    Report(grads, "attn_scores", l, zeros_.data(), H, T, T);
-    for (const char* name : {"q", "k", "v"}) Report(grads, name, l, zeros_.data(), H, T, D);
+    for (Hook h : {Hook::kAttnOut, Hook::kAttnHeads}) Report(grads, h, l, zeros_.data(), T, C);
+    Report(grads, Hook::kAttnScores, l, zeros_.data(), H, T, T);
+    for (Hook h : {Hook::kQ, Hook::kK, Hook::kV}) Report(grads, h, l, zeros_.data(), H, T, D);
     return false;
   }
   if (post) {
@@ -487,11 +490,11 @@ bool Backward::AttentionStepBackward(int l, int64_t lo, int64_t rows, const Acti
     LayerNormBackwardRows(tmp_.data() + lo * C, w.ln1_g, g + lo * C, dsub_.data() + lo * C, n, false);
     std::copy_n(dsub_.data() + lo * C, n * C, g + lo * C);
   }
-  Report(grads, "attn_out", l, g, T, C);
+  Report(grads, Hook::kAttnOut, l, g, T, C);
   std::copy_n(g, rows * C, dsub_.data());
   EditsBackward(l, StreamPoint::kAttnOut, lo, rows, dsub_.data());
   Transposed(dsub_.data() + lo * C, n, w.proj, dz_.data() + lo * C);
-  Report(grads, "attn_heads", l, dz_.data(), T, C);
+  Report(grads, Hook::kAttnHeads, l, dz_.data(), T, C);
   if (nores) std::fill_n(g, rows * C, 0.0f);
   // Ablated and patched heads' outputs are constants: nothing flows back through their attention.
   for (const HeadRef& a : iv_.ablate_heads) {
@@ -504,8 +507,8 @@ bool Backward::AttentionStepBackward(int l, int64_t lo, int64_t rows, const Acti
     for (int64_t t = std::max<int64_t>(p.pos0, 0); t < end; ++t) std::fill_n(dz_.data() + t * C + p.head * D, D, 0.0f);
   }
   if (iv_.Frozen(l) != nullptr) {
-    Report(grads, "attn_scores", l, zeros_.data(), H, T, T);
-    for (const char* name : {"q", "k", "v"}) Report(grads, name, l, zeros_.data(), H, T, D);
+    Report(grads, Hook::kAttnScores, l, zeros_.data(), H, T, T);
+    for (Hook h : {Hook::kQ, Hook::kK, Hook::kV}) Report(grads, h, l, zeros_.data(), H, T, D);
     return false;
   }
   AttentionBackward(l, lo, rows, dz_.data(), grads);
@@ -517,12 +520,12 @@ void Backward::Ln1Backward(int l, int64_t rows, bool attended, const ActivationO
   const Config& c = model_.config();
   const int64_t T = T_, C = c.n_embd;
   if (!attended) {
-    Report(grads, "ln1", l, zeros_.data(), T, C);
+    Report(grads, Hook::kLn1, l, zeros_.data(), T, C);
     return;
   }
   const BlockWeights& w = model_.blocks[l];
   Transposed(dqkv_.data(), rows, w.qkv, dx_.data());
-  Report(grads, "ln1", l, dx_.data(), T, C);
+  Report(grads, Hook::kLn1, l, dx_.data(), T, C);
   if (iv_.post_norm) AddInPlace(g_.data(), dx_.data(), rows * C);
   else LayerNormBackwardRows(saved_[l].resid_pre.data(), w.ln1_g, dx_.data(), g_.data(), rows, true);
 }
@@ -532,7 +535,7 @@ void Backward::Ln1Backward(int l, int64_t rows, bool attended, const ActivationO
 void Backward::ResidPreBackward(int l, int64_t rows, const ActivationObserver& grads) {
   const int64_t C = model_.config().n_embd;
   float* g = g_.data();
-  Report(grads, "resid_pre", l, g, T_, C);
+  Report(grads, Hook::kResidPre, l, g, T_, C);
   EditsBackward(l, StreamPoint::kResidPre, 0, rows, g);
   for (const ResidPatch& p : iv_.patches) {
     if (p.layer == l && p.position < rows) std::fill_n(g + int64_t(p.position) * C, C, 0.0f);

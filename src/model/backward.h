@@ -14,7 +14,7 @@
 // 128 tokens that is 12 x 128 x (9 x 768 + 12 x 128) x 4 bytes = 50 MB (SavedBytes()).
 //
 // Backward::Run then reports the gradients, dm/d(tensor), to an ActivationObserver under the
-// observer's names (observer.h, TransformerLens hooks in brackets), every one [T, ...] over the
+// observer's hooks (hooks.h, TransformerLens hooks in brackets), every one [T, ...] over the
 // whole prompt (rows after the metric's position are zero: attention is causal):
 //   per block l, in the order computed (last block first):
 //     "resid_out" [T, C]   (blocks.l.hook_resid_post)

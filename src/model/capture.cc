@@ -219,9 +219,10 @@ void CaptureStore::Observe(const Activation& a) {
     CopyRows(k.rows, a, n_embd_);
     k.filled = std::max(k.filled, end);
   }
-  static const char* const kSublayerTensors[4] = {"ln1", "attn_out", "ln2", "mlp_out"};
+  // The four sublayer tensors whose row norms the store keeps, in its column order.
+  static const Hook kSublayerTensors[4] = {Hook::kLn1, Hook::kAttnOut, Hook::kLn2, Hook::kMlpOut};
   for (int k = 0; k < 4; ++k) {
-    if (name != kSublayerTensors[k]) continue;
+    if (a.hook != kSublayerTensors[k]) continue;
     for (int64_t t = 0; t < a.shape[0]; ++t) {
       double s = 0;
       for (int i = 0; i < n_embd_; ++i) s += static_cast<double>(a.data[t * n_embd_ + i]) * a.data[t * n_embd_ + i];
@@ -229,28 +230,40 @@ void CaptureStore::Observe(const Activation& a) {
     }
     return;
   }
-  if (name == "embed") {
-    CopyRows(resid_[0], a, n_embd_);
-  } else if (name == "resid_out") {
-    CopyRows(resid_[a.layer + 1], a, n_embd_);
-  } else if (name == "resid_attn") {
-    for (int64_t t = 0; t < a.shape[0]; ++t) {
-      RowStats(a.data + t * n_embd_, n_embd_, resid_attn_stats_[a.layer].data() + (a.pos0 + t) * 2);
+  switch (a.hook) {
+    case Hook::kEmbed:
+      CopyRows(resid_[0], a, n_embd_);
+      break;
+    case Hook::kResidPost:
+      CopyRows(resid_[a.layer + 1], a, n_embd_);
+      break;
+    case Hook::kResidMid:
+      for (int64_t t = 0; t < a.shape[0]; ++t) {
+        RowStats(a.data + t * n_embd_, n_embd_, resid_attn_stats_[a.layer].data() + (a.pos0 + t) * 2);
+      }
+      break;
+    case Hook::kMlpAct:
+      CopyRows(mlp_act_[a.layer], a, n_ff_);
+      break;
+    case Hook::kAttnHeads: {
+      double* sum = pending_head_sum_.data() + static_cast<size_t>(a.layer) * n_embd_;
+      for (int64_t t = 0; t < a.shape[0]; ++t) {
+        for (int i = 0; i < n_embd_; ++i) sum[i] += a.data[t * n_embd_ + i];
+      }
+      break;
     }
-  } else if (name == "mlp_act") {
-    CopyRows(mlp_act_[a.layer], a, n_ff_);
-  } else if (name == "attn_heads") {
-    double* sum = pending_head_sum_.data() + static_cast<size_t>(a.layer) * n_embd_;
-    for (int64_t t = 0; t < a.shape[0]; ++t) {
-      for (int i = 0; i < n_embd_; ++i) sum[i] += a.data[t * n_embd_ + i];
+    case Hook::kQ:
+      CopyHeads(q_[a.layer], a);
+      break;
+    case Hook::kK: {
+      const int64_t n = a.shape[1], D = a.shape[2];
+      for (int64_t h = 0; h < a.shape[0]; ++h) {
+        keys_.Store(a.layer, h, a.pos0, n, a.data + h * n * D, nullptr, D);
+      }
+      break;
     }
-  } else if (name == "q") {
-    CopyHeads(q_[a.layer], a);
-  } else if (name == "k") {
-    const int64_t n = a.shape[1], D = a.shape[2];
-    for (int64_t h = 0; h < a.shape[0]; ++h) {
-      keys_.Store(a.layer, h, a.pos0, n, a.data + h * n * D, nullptr, D);
-    }
+    default:
+      break;
   }
 }
 

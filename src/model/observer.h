@@ -5,7 +5,7 @@
 // Observers are passed per call in RunOptions (model/run_options.h); the page, the CLI and the
 // tests keep what they need with model/capture.h's Recorder or CaptureStore.
 //
-// Names and shapes, for a forward over T new tokens starting at position pos0 with
+// Names (hooks.h: the enum a consumer switches on, our name and TransformerLens's) and shapes, for a forward over T new tokens starting at position pos0 with
 // n_keys = pos0 + T keys visible (C = n_embd, H = n_head, D = head_dim, F = n_ff, V = n_vocab),
 // with the TransformerLens hook each one equals (the page and the golden files use our names):
 //   per block (layer = l = 0..n_layer-1):
@@ -46,10 +46,13 @@
 #include <cstdint>
 #include <functional>
 
+#include "model/hooks.h"
+
 namespace gpt2 {
 
 struct Activation {
-  const char* name;
+  Hook hook;
+  const char* name;  // HookName(hook)
   int layer;        // -1 for tensors outside the blocks
   int pos0;         // position of the first of the T rows
   int n_dims;

@@ -75,6 +75,8 @@ struct FrozenAttention {
 
 // The points of a block's stream a StreamEdit may rewrite.
 enum class StreamPoint { kResidPre, kResidMid, kResidPost, kAttnOut, kMlpOut };
+// The observed tensor (hooks.h) at a stream point.
+Hook StreamPointHook(StreamPoint p);
 
 struct StreamEdit {
   int layer;

@@ -132,10 +132,11 @@ void ParallelMatMul(ThreadPool& pool, MatMulInput& in, const float* x, int64_t T
   pool.ParallelFor(n_chunks, [&](int64_t chunk) { run(bound(chunk), bound(chunk + 1)); });
 }
 
-void Report(const ActivationObserver& observer, const char* name, int layer, int pos0,
+void Report(const ActivationObserver& observer, Hook hook, int layer, int pos0,
             const float* data, int64_t d0, int64_t d1, int64_t d2 = 0) {
   Activation a;
-  a.name = name;
+  a.hook = hook;
+  a.name = HookName(hook);
   a.layer = layer;
   a.pos0 = pos0;
   a.n_dims = d2 ? 3 : 2;
@@ -412,7 +413,7 @@ const float* Session::RunBlocks(int first_block, int end_block, int pos0, int T,
                                                : std::chrono::steady_clock::time_point();
     if (iv != nullptr && !iv->patches.empty()) PatchResidual(l, pos0, T, *iv);
     if (iv != nullptr) iv->EditStream(l, StreamPoint::kResidPre, pos0, T, x);
-    if (run.observer) Report(run.observer, "resid_pre", l, pos0, x, T, C);
+    if (run.observer) Report(run.observer, Hook::kResidPre, l, pos0, x, T, C);
     if (l == L - 1 && T > 1 && !run.observer) {
       // Only the last row leaves this call (its logits, or its residual stream for a probe),
       // and of the other rows of the last block only the keys and values are ever read again:
@@ -451,7 +452,7 @@ void Session::Embed(const int* ids, int pos0, int T, const RunOptions& run) {
                   b.tmp.data(), C);
     AddInPlace(x + t * C, b.tmp.data(), C);
   }
-  if (run.observer) Report(run.observer, "embed", -1, pos0, x, T, C);
+  if (run.observer) Report(run.observer, Hook::kEmbed, -1, pos0, x, T, C);
 }
 
 void Session::PatchResidual(int layer, int pos0, int T, const Interventions& iv) {
@@ -499,8 +500,8 @@ void Session::AttentionStep(int l, int pos0, int T_int, const RunOptions& run) {
   WriteSublayer(iv, l, skip, b.tmp.data(), w.ln1_g, w.ln1_b, x, T, C, c.ln_eps);
   if (iv != nullptr) iv->EditStream(l, StreamPoint::kResidMid, pos0, T_int, x);
   if (run.observer) {
-    Report(run.observer, "attn_out", l, pos0, b.tmp.data(), T, C);
-    Report(run.observer, "resid_attn", l, pos0, x, T, C);
+    Report(run.observer, Hook::kAttnOut, l, pos0, b.tmp.data(), T, C);
+    Report(run.observer, Hook::kResidMid, l, pos0, x, T, C);
   }
 }
 
@@ -549,8 +550,8 @@ void Session::ReportAttention(int l, int pos0, int T_int, const RunOptions& run,
   const Config& c = model_.config();
   Buffers& b = *buffers_;
   const int64_t T = T_int, C = c.n_embd, H = c.n_head, D = c.head_dim(), n_keys = pos0 + T;
-  static const char* const kQkvNames[3] = {"q", "k", "v"};
-  if (inputs) Report(run.observer, "ln1", l, pos0, b.xn.data(), T, C);
+  static const Hook kQkv[3] = {Hook::kQ, Hook::kK, Hook::kV};
+  if (inputs) Report(run.observer, Hook::kLn1, l, pos0, b.xn.data(), T, C);
   if (inputs) b.observed.resize(std::max<size_t>(size_t(H) * T * D, b.observed.size()));
   for (int part = 0; part < 3 && inputs; ++part) {
     for (int64_t h = 0; h < H; ++h) {
@@ -559,15 +560,15 @@ void Session::ReportAttention(int l, int pos0, int T_int, const RunOptions& run,
                     b.observed.data() + (h * T + t) * D);
       }
     }
-    Report(run.observer, kQkvNames[part], l, pos0, b.observed.data(), H, T, D);
+    Report(run.observer, kQkv[part], l, pos0, b.observed.data(), H, T, D);
   }
   if (run.observe_scores && attended) {
-    Report(run.observer, "attn_scores", l, pos0, b.obs_scores.data(), H, T, n_keys);
+    Report(run.observer, Hook::kAttnScores, l, pos0, b.obs_scores.data(), H, T, n_keys);
   }
   if (run.observe_probs && attended) {
-    Report(run.observer, "attn_probs", l, pos0, b.obs_probs.data(), H, T, n_keys);
+    Report(run.observer, Hook::kAttnProbs, l, pos0, b.obs_probs.data(), H, T, n_keys);
   }
-  Report(run.observer, "attn_heads", l, pos0, b.heads.data(), T, C);
+  Report(run.observer, Hook::kAttnHeads, l, pos0, b.heads.data(), T, C);
 }
 
 // Pre-LN: x += fc_proj(gelu(fc(ln_2(x)))); interventions as in AttentionStep.
@@ -586,10 +587,10 @@ void Session::MlpStep(int l, int pos0, int T_int, const RunOptions& run) {
   ParallelMatMul(b.pool, b.matmul_input, b.xn.data(), T, w.fc, w.fc_b, b.ff.data(), b.activations,
                  !observing);
   if (observing) {
-    Report(run.observer, "ln2", l, pos0, b.xn.data(), T, C);
-    Report(run.observer, "mlp_pre", l, pos0, b.ff.data(), T, F);
+    Report(run.observer, Hook::kLn2, l, pos0, b.xn.data(), T, C);
+    Report(run.observer, Hook::kMlpPre, l, pos0, b.ff.data(), T, F);
     Gelu(b.ff.data(), T * F);
-    Report(run.observer, "mlp_act", l, pos0, b.ff.data(), T, F);
+    Report(run.observer, Hook::kMlpAct, l, pos0, b.ff.data(), T, F);
   }
   ParallelMatMul(b.pool, b.matmul_input, b.ff.data(), T, w.fc_proj, w.fc_proj_b, b.tmp.data(),
                  b.activations);
@@ -598,8 +599,8 @@ void Session::MlpStep(int l, int pos0, int T_int, const RunOptions& run) {
   WriteSublayer(iv, l, skip, b.tmp.data(), w.ln2_g, w.ln2_b, x, T, C, c.ln_eps);
   if (iv != nullptr) iv->EditStream(l, StreamPoint::kResidPost, pos0, T_int, x);
   if (observing) {
-    Report(run.observer, "mlp_out", l, pos0, b.tmp.data(), T, C);
-    Report(run.observer, "resid_out", l, pos0, x, T, C);
+    Report(run.observer, Hook::kMlpOut, l, pos0, b.tmp.data(), T, C);
+    Report(run.observer, Hook::kResidPost, l, pos0, x, T, C);
   }
 }
 
@@ -616,12 +617,12 @@ const float* Session::Unembed(int pos0, int T_int, int64_t last, const RunOption
     return b.logits.data();
   }
   for (int64_t t = 0; t < T; ++t) LayerNorm(x + t * C, model_.ln_f_g, model_.ln_f_b, c.ln_eps, C, b.xn.data() + t * C);
-  Report(run.observer, "ln_f", -1, pos0, b.xn.data(), T, C);
+  Report(run.observer, Hook::kLnFinal, -1, pos0, b.xn.data(), T, C);
   if (run.observe_all_logits) {
     b.observed.resize(std::max<size_t>(size_t(T) * c.n_vocab, b.observed.size()));
     ParallelMatMul(b.pool, b.matmul_input, b.xn.data(), T, model_.output, nullptr,
                    b.observed.data(), b.activations);
-    Report(run.observer, "logits", -1, pos0, b.observed.data(), T, c.n_vocab);
+    Report(run.observer, Hook::kLogits, -1, pos0, b.observed.data(), T, c.n_vocab);
     std::copy_n(b.observed.data() + (T - 1) * c.n_vocab, c.n_vocab, b.logits.data());
   } else {
     ParallelMatMul(b.pool, b.matmul_input, b.xn.data() + (T - 1) * C, 1, model_.output, nullptr,

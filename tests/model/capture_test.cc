@@ -355,5 +355,30 @@ TEST_CASE("the capture store takes a long prompt in chunks with one pass's value
   }
 }
 
+TEST_CASE("the hook table names every observed tensor, ours and TransformerLens's", "[model][capture]") {
+  for (int i = 0; i < gpt2::kNumHooks; ++i) {
+    const gpt2::Hook h = static_cast<gpt2::Hook>(i);
+    REQUIRE(gpt2::Info(h).hook == h);  // the table is in the enum's order
+    gpt2::Hook found;
+    REQUIRE(gpt2::FindHook(gpt2::HookName(h), &found));
+    REQUIRE(found == h);
+  }
+  CHECK(gpt2::LensName(gpt2::Hook::kResidMid, 3) == "blocks.3.hook_resid_mid");
+  CHECK(gpt2::LensName(gpt2::Hook::kAttnHeads, 0) == "blocks.0.attn.hook_z");
+  CHECK(gpt2::LensName(gpt2::Hook::kLnFinal, -1) == "ln_final.hook_normalized");
+  gpt2::Hook none;
+  CHECK_FALSE(gpt2::FindHook("resid_mid", &none));  // TransformerLens's name, not ours
+  // Every tensor a forward reports carries its hook, named by the table.
+  gpt2::Session session(Tiny());
+  const int ids[] = {464, 2068};
+  int reports = 0;
+  session.Prefill(ids, 2, {[&](const gpt2::Activation& a) {
+                    ++reports;
+                    REQUIRE(std::string(a.name) == gpt2::HookName(a.hook));
+                    REQUIRE((a.layer >= 0) == gpt2::Info(a.hook).per_block);
+                  }});
+  CHECK(reports == 15 * Tiny().config().n_layer + 3);
+}
+
 }  // namespace
 }  // namespace gpt2_test

@@ -59,7 +59,7 @@ void WriteInspectJson(std::ostream& out, const Model& model, const Tokenizer& to
   out << "],\n\"logit_lens\":[";
   std::vector<std::vector<float>> residuals;
   for (int l = 0; l < c.n_layer; ++l) {
-    const RecordedTensor* r = recorder.Find("resid_out", l);
+    const RecordedTensor* r = recorder.Find(HookName(Hook::kResidPost), l);
     if (r != nullptr) residuals.push_back(r->data);
   }
   const std::vector<LensEntry> lens = LogitLens(model, residuals, T, 0, top_k);
@@ -70,7 +70,7 @@ void WriteInspectJson(std::ostream& out, const Model& model, const Tokenizer& to
     out << '}';
   }
   out << "],\n\"final\":[";
-  const RecordedTensor* logits = recorder.Find("logits", -1);
+  const RecordedTensor* logits = recorder.Find(HookName(Hook::kLogits), -1);
   if (logits != nullptr) {
     const int k = std::min(top_k, c.n_vocab);
     std::vector<int> ids_k(k);

@@ -323,8 +323,8 @@ int Bench(const Args& args) {
   RunOptions keep;  // copies the stream entering block `first`, nothing else
   if (!interventions.empty()) {
     keep.observer = [&](const Activation& a) {
-      const bool wanted = first == 0 ? std::string(a.name) == "embed"
-                                     : (a.layer == first - 1 && std::string(a.name) == "resid_out");
+      const bool wanted = first == 0 ? a.hook == Hook::kEmbed
+                                     : (a.layer == first - 1 && a.hook == Hook::kResidPost);
       if (wanted) resid_in.assign(a.data, a.data + a.shape[0] * a.shape[1]);
     };
   }
