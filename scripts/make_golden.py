@@ -5,7 +5,8 @@ This is the independent reference for our forward pass: it rebuilds the syntheti
 the formula in src/tools/common/synthetic_model.h with numpy (uint64 arithmetic, no C++ of ours),
 runs GPT-2 written from torch ops (F.layer_norm, F.linear, F.gelu(approximate="tanh"),
 torch.softmax with a causal mask, float32 throughout, as Hugging Face GPT2LMHeadModel and
-karpathy/llm.c's train_gpt2.py do) and dumps every tensor src/model/observer.h names.
+karpathy/llm.c's train_gpt2.py do) and dumps every tensor src/model/observer.h names
+(src/model/hooks.h's table), blkL/resid_pre included.
 
 golden_circuits_heads.bin, same format, head detection (src/lab/head_scores.h) on the same model:
     default_ids            i32 [50] the ids `gpt2 heads` draws without --ids (SplitMix64 seeded 2028,
@@ -42,10 +43,13 @@ golden_gradients.bin, same format, torch autograd on prompt p3 (write_gradients(
     ids, corrupt_ids, patch_source_ids  i32 [T]
     grad/<case>/query      i32 [3]  position, target, contrast (-1: none) of
                                     m = logit[position, target] - logit[position, contrast];
-                                    cases "plain", "contrast" and those of intervention_cases()
+                                    cases "plain", "contrast", those of intervention_cases() and
+                                    of gradient_cases() (head patches, frozen attention, SAE
+                                    steering and clamping: see write_gradient_cases())
     grad/<case>/metric     f32 [1]
     grad/<case>/embed, ln_f, blkL/<hook>  dm/d(tensor), shapes as the observer's; hooks
-                                    resid_pre (the stream entering the block, after patches),
+                                    resid_pre (the stream entering the block, after patches and
+                                    stream edits),
                                     ln1, q, k, v, attn_scores, attn_heads, attn_out, resid_attn,
                                     ln2, mlp_pre, mlp_act, mlp_out, resid_out
     saliency/<grad|ig>/values f32 [T], saliency/<grad|ig>/total_delta f32 [2]  (ig: 16 steps)
@@ -674,6 +678,18 @@ def attribution_patching(w, clean, corrupt, target, contrast, iv=None):
     return heads, resid, m, m_bad
 
 
+def write_hook_gradients(w, ids, out, name, position, target, contrast, iv):
+    """grad/<name>/query, metric and the gradient at every hook."""
+    m, g = hook_gradients(w, ids, position, target, contrast, iv)
+    out.add(f"grad/{name}/query", np.array([position, target, contrast], np.int32))
+    out.add(f"grad/{name}/metric", np.array([m], np.float32))
+    out.add(f"grad/{name}/embed", g["embed"].numpy())
+    out.add(f"grad/{name}/ln_f", g["ln_f"].numpy())
+    for l in range(N_LAYER):
+        for hook in GRADIENT_HOOKS:
+            out.add(f"grad/{name}/blk{l}/{hook}", g[f"blk{l}/{hook}"].numpy())
+
+
 def write_gradients(w, path):
     out = GoldenWriter()
     ids = PROMPTS[GRADIENT_PROMPT]
@@ -690,14 +706,7 @@ def write_gradients(w, path):
     for name, iv in intervention_cases(w, clean).items():
         cases[name] = (T - 1, top, ATTRIBUTION_CONTRAST, iv)
     for name, (position, target, contrast, iv) in cases.items():
-        m, g = hook_gradients(w, ids, position, target, contrast, iv)
-        out.add(f"grad/{name}/query", np.array([position, target, contrast], np.int32))
-        out.add(f"grad/{name}/metric", np.array([m], np.float32))
-        out.add(f"grad/{name}/embed", g["embed"].numpy())
-        out.add(f"grad/{name}/ln_f", g["ln_f"].numpy())
-        for l in range(N_LAYER):
-            for hook in GRADIENT_HOOKS:
-                out.add(f"grad/{name}/blk{l}/{hook}", g[f"blk{l}/{hook}"].numpy())
+        write_hook_gradients(w, ids, out, name, position, target, contrast, iv)
     for method in ["grad", "ig"]:
         values, total, delta = saliency(w, ids, T - 1, top, -1, method)
         out.add(f"saliency/{method}/values", values.astype(np.float32))
@@ -826,14 +835,7 @@ def write_gradient_cases(w, ids, clean, top, out):
     T = len(ids)
     cases = gradient_cases(w, ids, clean, out)
     for name, iv in cases.items():
-        m, g = hook_gradients(w, ids, T - 1, top, ATTRIBUTION_CONTRAST, iv)
-        out.add(f"grad/{name}/query", np.array([T - 1, top, ATTRIBUTION_CONTRAST], np.int32))
-        out.add(f"grad/{name}/metric", np.array([m], np.float32))
-        out.add(f"grad/{name}/embed", g["embed"].numpy())
-        out.add(f"grad/{name}/ln_f", g["ln_f"].numpy())
-        for l in range(N_LAYER):
-            for hook in GRADIENT_HOOKS:
-                out.add(f"grad/{name}/blk{l}/{hook}", g[f"blk{l}/{hook}"].numpy())
+        write_hook_gradients(w, ids, out, name, T - 1, top, ATTRIBUTION_CONTRAST, iv)
     for name in GRADIENT_EXPERIMENT_CASES:
         iv = cases[name]
         for method in ["grad", "ig"]:
