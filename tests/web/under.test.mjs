@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
 import {kRoot, launchBrowser, serveSite, watchConsole} from './browser.mjs';
+import {canonical} from '../../web/interventions.js';
 import {closeTo, kNative, kNodeModule, kPrompt, kSampling, makeModels, modelDir, nodeEngine} from './fixtures.mjs';
 
 const kSite = path.join(kRoot, 'build/site');
@@ -173,5 +174,37 @@ describe('the interventions the page shows are the ones every tool runs under', 
     await page.getByTestId('exp-reset').click();
     sameSaliency(await pageSaliency(), plain.saliency, 'plain saliency after Reset');
     assert.match(await page.getByTestId('saliency-under').textContent(), /^Computed under: plain model\.$/);
+  });
+});
+
+// The worker's part alone (web/worker-under.js) on the engine under Node: what it sets is what a
+// generation under the same interventions holds, mean ablation's prompt means included.
+describe('worker-under.js on the engine under Node', {skip: !fs.existsSync(kNodeModule) && 'build/wasm not built'}, () => {
+  test('ensure() after a plain generation equals generating under the interventions', async () => {
+    const {createUnder} = await import('../../web/worker-under.js');
+    const models = makeModels('under');
+    const {engine} = await nodeEngine(models.model);
+    try {
+      const ids = Array.from(engine.tokenize(kPrompt));
+      const P = ids.length, settings = {temperature: 0, topK: 0, topP: 1, seed: 1, maxTokens: 0, capture: true};
+      const topUnder = (iv) => {
+        engine.startGeneration(ids, settings, iv);
+        return Array.from(engine.topProbs(P - 1).probs);
+      };
+      const under = createUnder();
+      under.attach(engine);
+      for (const iv of [{ablateHeads: [[1, 2]], meanAblation: true}, {ablateHeads: [[0, 1]], skipMlp: [0]}, {}]) {
+        const want = topUnder(iv);
+        topUnder({});
+        under.ran({});
+        const {under: spec, rerun} = under.ensure(iv, {capture: true});
+        assert.equal(rerun, Object.keys(iv).length > 0, 'the capture ran again when they changed');
+        assert.deepEqual(spec, canonical(iv));
+        Array.from(engine.topProbs(P - 1).probs).forEach((p, k) => closeTo(p, want[k], 1e-6, `${JSON.stringify(iv)}: top ${k}`));
+        assert.equal(under.ensure(iv, {capture: true}).rerun, false, 'nothing to do the second time');
+      }
+    } finally {
+      engine.delete();
+    }
   });
 });
