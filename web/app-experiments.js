@@ -215,6 +215,7 @@ export function createExperimentsPanel({store, worker, $, on, compute, busy, sam
                                                          readout: $('atp-heads-readout'),
                                                          onPick: pickAtpHead});
     renderIfChanged(atpView.renderExact, $('atp-exact'), {atp: s.atp, exact: s.atpExact});
+    showUnder('atp-exact-under', s.atpExact?.results[s.atpExact.order.at(-1)], ' (the cell run exactly last)');
     showUnder('atp-under', s.atp);
     renderIfChanged(patchingView.render, $('patching'), {job: s.patching, readout: $('patching-readout'),
                                                          status: $('patching-status')});
