@@ -54,10 +54,12 @@ function withEdits(iv, edits) {
 
 
 // store, worker: app.js's; $: getElementById; on(element, type, handler): app.js's handler that
-// draws at once; hfBase: the page's Hugging Face; canRun(s): whether a run may start now;
+// draws at once; compute(msg): sends a request that computes on the model with the store's
+// interventions; hfBase: the page's Hugging Face; canRun(s): whether a run may start now;
 // runAgain(): the experiments panel's "Run again"; where(p): a position in words;
-// addShareNote(problems): what a link held that the page ignored.
-export function createSaePanel({store, worker, $, on, hfBase, canRun, runAgain, where, addShareNote}) {
+// showUnder(id, result): writes what a result was computed under; addShareNote(problems): what a
+// link held that the page ignored.
+export function createSaePanel({store, worker, $, on, compute, hfBase, canRun, runAgain, where, showUnder, addShareNote}) {
   const state = store.state;
 
   function load(source) {
@@ -67,8 +69,8 @@ export function createSaePanel({store, worker, $, on, hfBase, canRun, runAgain, 
 
   function requestFeatures(position) {
     if (state.saeActive < 0 || position < 0 || state.captured === 0) return;
-    worker.postMessage({type: Msg.saeFeatures, id: state.saeActive, position, k: kTopFeatures, logitK: kLogitTokens});
-    if (state.saeSelected >= 0) worker.postMessage({type: Msg.saeStrip, id: state.saeActive, feature: state.saeSelected});
+    compute({type: Msg.saeFeatures, id: state.saeActive, position, k: kTopFeatures, logitK: kLogitTokens});
+    if (state.saeSelected >= 0) compute({type: Msg.saeStrip, id: state.saeActive, feature: state.saeSelected});
   }
 
   function setEdits(edits) {
@@ -95,7 +97,7 @@ export function createSaePanel({store, worker, $, on, hfBase, canRun, runAgain, 
 
   function selectFeature(feature) {
     store.set({saeSelected: feature, saeStrip: null, saeEditFeature: String(feature)});
-    worker.postMessage({type: Msg.saeStrip, id: state.saeActive, feature});
+    compute({type: Msg.saeStrip, id: state.saeActive, feature});
   }
 
   async function loadLabels(read, what) {
@@ -356,12 +358,14 @@ export function createSaePanel({store, worker, $, on, hfBase, canRun, runAgain, 
     renderIfChanged(featuresView.render, $('sae-features'), {
       sae, result, labels, selected: s.saeSelected, where: result ? where(result.position) : '',
       steered: edits.filter((e) => e.id === s.saeActive).map((e) => e.feature).join(),
-      changed: changed(s.interventions),
+      changed: changed(result?.under || {}),
     });
+    showUnder('sae-features-under', result);
     const strip = s.saeStrip && s.saeStrip.id === s.saeActive && s.saeStrip.feature === s.saeSelected ? s.saeStrip : null;
     renderIfChanged(featuresView.renderStrip, $('sae-strip'), {strip, label: labels?.get(s.saeSelected) || '',
                                                                pieces: s.pieces, picked: s.picked,
                                                                readout: $('sae-strip-readout')});
+    showUnder('sae-strip-under', strip);
     $('sae-edit-add').disabled = !sae;
     renderIfChanged(drawEdits, $('sae-edits'), {sae: s.interventions.sae, saes: s.saes});
     $('sae-run-again').disabled = !s.info || !canRun(s) || s.captured === 0;
@@ -369,6 +373,7 @@ export function createSaePanel({store, worker, $, on, hfBase, canRun, runAgain, 
       before: $('sae-exp-before'), after: $('sae-exp-after'), kl: $('sae-exp-kl'), textBefore: $('sae-exp-text-before'),
       textAfter: $('sae-exp-text-after'),
     }, d.r), $('sae-exp-before'), {r: s.experiment});
+    showUnder('sae-exp-under', s.experiment, '', 'the plain model against ');
   }
 
   return {

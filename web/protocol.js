@@ -2,6 +2,15 @@
 // written down once: both sides import the names from here, so a message is renamed or added
 // in one place. Every message is an object with a `type`, one of Msg's values.
 //
+// The interventions have one owner, the page's store (interventions.js). Every request that
+// computes on the model (those in kComputes) carries `interventions`, the store's at the time it
+// was sent: engine.setInterventions's spec (src/bindings/embind.cc), {} = plain; meanAblation:
+// knocked-out heads take their mean output over the prompt in the plain model. The worker makes
+// the engine run under them (worker-under.js: set again when the engine holds others, the
+// conversation run again when the request reads its capture), and the reply carries `under`:
+// what it was computed under, in canonical form (the jobs, head detection and the quantization
+// lens: the plain model), which the page writes beside the result.
+//
 //   page -> worker
 //     {type:'load', url}             a .gguf URL, or a .json manifest {"parts":[...],"size":N}
 //     {type:'load', file}            a File from <input type=file> or drag and drop
@@ -13,16 +22,13 @@
 //                                    converted to `weights` ('q8_0' | 'q4_0' | 'f16') by the
 //                                    engine's Converter (gpt2-convert's code) and cached as a GGUF
 //     {type:'generate', prompt, temperature, topK, topP, seed, maxTokens, capture, interventions}
-//                                    interventions: engine.setInterventions's spec (src/bindings/
-//                                    embind.cc), applied to this and every later run; {} = plain;
-//                                    meanAblation: knocked-out heads take their mean output over
-//                                    the prompt in the plain model (promptHeadMeans)
 //     {type:'experiment', interventions, position, prompt, temperature, topK, topP, seed, maxTokens}
 //                                    "Run again": the plain and the intervened model side by side
 //                                    at `position` and in the text they generate with the same seed;
 //                                    the capture is left holding the intervened conversation
 //     {type:'stop'}
-//     {type:'inspect', position, layer, head, lens}   activations for the token at `position`
+//     {type:'inspect', position, layer, head, lens, interventions}   activations for the token at
+//                                    `position` (and the logit lens, and with layer: the head's map)
 //     {type:'head-sweep', position, target, interventions}  "which heads matter": knock out each
 //                                    head in turn (plain model otherwise; zeroed, or with
 //                                    interventions.meanAblation replaced by its mean over the prompt)
@@ -40,10 +46,11 @@
 //                                    of a later block (its q, k and v together)
 //     {type:'cancel-job'}            cancels a head sweep, patching or path patching job: received at once, it stops
 //                                    the job after the engine call running (about 4 prefills of work)
-//     {type:'export', layer}         the chosen block's captured tensors, by TransformerLens names
+//     {type:'export', layer, interventions}   the chosen block's captured tensors, by TransformerLens
+//                                    names
 //     {type:'attribute', position, target, interventions}  direct logit attribution of the
 //                                    conversation at `position` for `target` (re-runs it)
-//     {type:'attention-map', layer, head}  one head's full [P, P] attention
+//     {type:'attention-map', layer, head, interventions}  one head's full [P, P] attention
 //     {type:'heads', text}           head detection (gpt2 heads): the plain model on [50256, ids, ids],
 //                                    ids: `gpt2 heads`'s default ids, or with `text` its distinct tokens
 //                                    in order (at most what fits the context); the conversation
@@ -52,20 +59,22 @@
 //                                    re-encoded as `weights` ('q8_0' | 'q4_0' | 'f16') by gpt2-convert's
 //                                    code (made once, kept beside it until another model loads), on
 //                                    the prompt's tokens; the conversation becomes the prompt, captured
-//     {type:'saliency', position, target, contrast, method, steps}  each token's attribution to
+//     {type:'saliency', position, target, contrast, method, steps, interventions}  each token's
+//                                    attribution to
 //                                    m = logit[position, target] - logit[position, contrast] of the
 //                                    conversation ('grad': gradient x input, 'ig': integrated
 //                                    gradients with `steps` steps; -1: the last position, the most
-//                                    probable target, no contrast), under the interventions set
-//                                    last; the conversation is captured again after
-//     {type:'atp', clean, corrupted, target, contrast}  attribution patching of two prompts of the
+//                                    probable target, no contrast); the conversation is captured
+//                                    again after
+//     {type:'atp', clean, corrupted, target, contrast, interventions}  attribution patching of two
+//                                    prompts of the
 //                                    same token length: every head's and every (block, position)
 //                                    patch's first-order estimate from one backward pass
-//     {type:'score-saliency', layer, head, query, key}  why head layer.head attends from `query`
-//                                    to `key`: gradient x input of that pre-softmax attention score
-//                                    over the conversation's tokens, under the interventions set
-//                                    last; the conversation is captured again after
-//     {type:'atp-exact', clean, corrupted, target, contrast, kind, layer, index}  one cell of
+//     {type:'score-saliency', layer, head, query, key, interventions}  why head layer.head attends
+//                                    from `query` to `key`: gradient x input of that pre-softmax
+//                                    attention score over the conversation's tokens; the
+//                                    conversation is captured again after
+//     {type:'atp-exact', clean, corrupted, target, contrast, kind, layer, index, interventions}  one cell of
 //                                    'atp' run exactly: kind 'head' (head `index` of block `layer`,
 //                                    its output at every position from the corrupted prompt's run)
 //                                    or 'resid' (the stream entering block `layer` at position
@@ -78,13 +87,13 @@
 //                                    cfg.json and a .safetensors. Converted to Q8_0 by the engine's
 //                                    Converter and cached as a GGUF (the first two)
 //     {type:'sae-drop', id}
-//     {type:'sae-features', id, position, k, logitK}  the SAE's k most active features at a captured
+//     {type:'sae-features', id, position, k, logitK, interventions}  the SAE's k most active features at a captured
 //                                    position of the conversation, each with the logitK tokens its
 //                                    decoder direction promotes and suppresses most
-//     {type:'sae-strip', id, feature}  a feature's activation at every captured position
+//     {type:'sae-strip', id, feature, interventions}  a feature's activation at every captured position
 //     {type:'clear-cache'}
 //     {type:'cache-info'}            answered with 'cache' at once, even while a job runs
-//   worker -> page
+//   worker -> page (each reply to a request in kComputes also carries `under`, see above)
 //     {type:'ready', threads, isolated, note, relaxed}  the wasm module is compiled; threads the
 //                                                    kernels will use, isolated: the page is
 //                                                    cross-origin isolated (so threads are possible);
@@ -225,6 +234,14 @@ export const Msg = Object.freeze({
   cache: 'cache',
   error: 'error',
 });
+
+// The requests that compute on the model: each carries `interventions` (the page sends them
+// through one function, app.js compute) and its reply `under`.
+export const kComputes = Object.freeze([
+  Msg.generate, Msg.inspect, Msg.attentionMap, Msg.experiment, Msg.headSweep, Msg.patching, Msg.pathPatch,
+  Msg.pathPatchPaths, Msg.exportBlock, Msg.attribute, Msg.saliency, Msg.atp, Msg.scoreSaliency, Msg.atpExact,
+  Msg.saeFeatures, Msg.saeStrip,
+]);
 
 // The `kind` of an 'error' message: which request failed, so the page can end what it waits for.
 export const ErrorKind = Object.freeze({

@@ -18,7 +18,8 @@ const el = (tag, cls, text) => {
 // data: {sae (the SAE's entry in the worker's 'saes' list), result (its 'sae-features' reply at
 // the picked token, or null), labels (Map feature -> description, or null), selected (the feature
 // whose strip is open, or -1), steered (this SAE's features steered or clamped, comma-separated),
-// where (the picked token in words), changed (interventions are set: the text ran under them)}
+// where (the picked token in words), changed (the features were read under interventions, named
+// beside them)}
 export function render(box, d) {
   const {sae, result} = d;
   if (!sae || !result) {
@@ -31,7 +32,7 @@ export function render(box, d) {
   summary.dataset.explained = result.explained;
   const n = result.features.length;
   summary.textContent = `${sae.hook} at ${d.where}: the SAE explains ${(result.explained * 100).toFixed(1)}% of the ` +
-      `stream (1 − ‖x − x̂‖² / ‖x‖²)${d.changed ? ', read from the text as it last ran, under the changes set' : ''}. ` +
+      `stream (1 − ‖x − x̂‖² / ‖x‖²)${d.changed ? ', read under the changes named below' : ''}. ` +
       `${n ? `Its ${n} most active feature${n > 1 ? 's' : ''}:` : 'No feature is active here.'}`;
   const list = el('ol', 'sae-features');
   list.setAttribute('aria-label', `Most active features at ${d.where}`);

@@ -28,7 +28,7 @@ function build(box, L) {
   const table = document.createElement('table');
   table.className = 'ln-table';
   const head = table.createTHead().insertRow();
-  for (const t of ['LayerNorm', 'input mean', 'input std', '']) {
+  for (const t of ['LayerNorm', 'input mean', 'input std', 'std, scaled to the largest']) {
     const th = document.createElement('th');
     th.textContent = t;
     head.append(th);

@@ -25,7 +25,9 @@ function build(box, d) {
   const table = document.createElement('table');
   table.className = 'lens-table';
   const head = table.createTHead().insertRow();
-  head.append(document.createElement('th'));
+  const corner = document.createElement('th');
+  corner.textContent = 'block \\ token';  // a header says what it heads (axe: empty-table-header)
+  head.append(corner);
   for (let t = 0; t < T; ++t) {
     const th = document.createElement('th');
     th.textContent = showPiece(d.pieces[begin + t] ?? `#${d.ids[begin + t]}`);

@@ -24,9 +24,13 @@ export function viridisCss(t) {
   return `rgb(${r},${g},${b})`;
 }
 
-// Text colour that stays readable on a viridis background.
+// Text colour that stays readable on a viridis background: black or white, whichever contrasts
+// more (WCAG 2's relative luminance; viridis keeps the better one at 4.5:1 or more everywhere).
 export function textOn(t) {
-  return t > 0.55 ? '#000' : '#fff';
+  const linear = (c) => (c <= 10.31 ? c / 3294.6 : ((c / 255 + 0.055) / 1.055) ** 2.4);
+  const [r, g, b] = viridis(t).map(linear);
+  const luminance = 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  return (luminance + 0.05) / 0.05 >= 1.05 / (luminance + 0.05) ? '#000' : '#fff';
 }
 
 // A diverging map for signed values, zero white: blue below, orange above (PuOr's ends, readable

@@ -2,13 +2,15 @@
 // (src/lab/head_scores.h through src/bindings/embind.cc). worker-jobs.js creates this part and
 // hands it the engine it holds; protocol.js documents the messages.
 
+import {canonical} from './interventions.js';
 import {ErrorKind, Msg, errorMessage} from './protocol.js';
 
 const kEndOfText = 50256;
 
 // engine(), info(): the loaded engine and its model's info (null while none is loaded);
-// bytesToPieces(ids): each id's text.
-export function createCircuits({post, engine, info, bytesToPieces}) {
+// bytesToPieces(ids): each id's text; under: what the engine computes under (worker-under.js).
+// Both run the plain model, whatever the page's interventions, and say so (`under`).
+export function createCircuits({post, engine, info, bytesToPieces, under}) {
   // `gpt2 heads`'s ids, or the distinct tokens of `text` in order, as many as fit twice in the
   // context after <|endoftext|>.
   function headIds(text) {
@@ -28,8 +30,9 @@ export function createCircuits({post, engine, info, bytesToPieces}) {
       const ids = headIds(msg.text);
       engine().setInterventions({});
       const s = engine().detectHeads(ids);
+      under.ran({});
       const sequence = [kEndOfText, ...ids, ...ids];
-      post({type: Msg.heads, ids, sequence, pieces: bytesToPieces(sequence), repeat: s.repeat, nLayer: s.nLayer,
+      post({type: Msg.heads, under: canonical({}), ids, sequence, pieces: bytesToPieces(sequence), repeat: s.repeat, nLayer: s.nLayer,
             nHead: s.nHead, prev: s.prev, dup: s.dup, induction: s.induction, uniform: s.uniform,
             ms: performance.now() - started}, [s.prev.buffer, s.dup.buffer, s.induction.buffer]);
     } catch (e) {
@@ -55,8 +58,9 @@ export function createCircuits({post, engine, info, bytesToPieces}) {
         second = {engine: engine(), weights: msg.weights, bytes: made.file_bytes};
       }
       const r = engine().compareSecond(ids);
+      under.ran({});  // the lab runs A plain (lab/compare.h)
       const a = r.attribution;
-      post({type: Msg.quantLens, weights: msg.weights, ids, pieces: bytesToPieces(ids), nLayer: info().n_layer,
+      post({type: Msg.quantLens, under: canonical({}), weights: msg.weights, ids, pieces: bytesToPieces(ids), nLayer: info().n_layer,
             nHead: info().n_head, positions: r.positions, agree: r.agree, cos: r.cos, rel: r.rel, kl: r.kl,
             topA: r.topA, topB: r.topB, headDrift: r.headDrift,
             attribution: {target: a.target, targetPiece: bytesToPieces([a.target])[0], names: Array.from(a.names),

@@ -7,6 +7,8 @@
 
 import {ErrorKind, Msg, errorMessage} from './protocol.js';
 import {createCircuits} from './worker-circuits.js';
+import {createUnder} from './worker-under.js';
+import {canonical} from './interventions.js';
 import {topIndices} from './top.js';
 
 // The logit lens costs n_layer * positions * n_embd * n_vocab multiply-adds; keep a window
@@ -17,11 +19,15 @@ const kLensMaxPositions = 64;
 // position), a message that arrives meanwhile first: a click on a head after a token pick waits
 // for one piece, not the whole window (GPT-2 XL: 48 unembeddings of one position).
 const kLensPiece = 1e8;
+// What the jobs (head sweep, patching, path patching) run under: the plain model, whatever the
+// page's interventions (which they give back at their end).
+const kPlain = canonical({});
 
 // post(msg, transfer): to the page; yieldToEvents(): lets queued messages (stop, cancel) arrive;
 // busy(): whether a message waits in the dispatcher's queue; lensPiece: kLensPiece (tests make
-// the pieces one block).
-export function createJobs({post, yieldToEvents, busy = () => false, lensPiece = kLensPiece}) {
+// the pieces one block); under: what the engine computes under (worker-under.js, shared with the
+// SAEs' part).
+export function createJobs({post, yieldToEvents, busy = () => false, lensPiece = kLensPiece, under = createUnder()}) {
   let engine = null;
   let info = null;
   let stopRequested = false;
@@ -68,6 +74,7 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
       promptIds = Array.from(engine.tokenize(msg.prompt));
       const t0 = performance.now();
       engine.startGeneration(promptIds, sampling(msg), msg.interventions || {});  // checks, runs the prompt
+      under.ran(msg.interventions || {});
       prefillMs = performance.now() - t0;
       blockMs = engine.blockTimes();
       post({type: Msg.prompt, ids: promptIds, pieces: bytesToPieces(promptIds)});
@@ -84,10 +91,11 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
       const tail = decoder.decode();
       if (tail) post({type: Msg.token, id: -1, text: tail, index: -1});
     } catch (e) {
+      under.forget();
       post({type: Msg.error, kind: ErrorKind.generate, message: errorMessage(e)});
     }
-    post({type: Msg.stats, promptTokens: promptIds.length, prefillMs, blockMs, generated,
-          decodeMs, tokensPerSecond: generated > 0 && decodeMs > 0 ? generated / (decodeMs / 1000) : 0,
+    post({type: Msg.stats, under: canonical(msg.interventions), promptTokens: promptIds.length, prefillMs, blockMs,
+          generated, decodeMs, tokensPerSecond: generated > 0 && decodeMs > 0 ? generated / (decodeMs / 1000) : 0,
           reason, captured: engine.capturedPositions()});
   }
 
@@ -95,7 +103,7 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
 
   // Everything the page's views need for one picked token (position p), copied out of wasm
   // memory (views die when memory grows) and transferred.
-  function inspect(position) {
+  function inspect(position, spec) {
     const P = engine.capturedPositions();
     if (P === 0) throw new Error('No activations were captured: tick "capture activations" and generate.');
     const p = Math.max(0, Math.min(P - 1, position | 0));
@@ -114,7 +122,7 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
     const top = engine.topProbs(p);
     const transfer = [...attention.map((a) => a.buffer), residualNorms.buffer, lnStats.buffer, sublayerNorms.buffer];
     const tokens = Array.from(engine.conversation().subarray(0, P + 1));
-    post({type: Msg.activations, position: p, positions: P, tokens, pieces: bytesToPieces(tokens),
+    post({type: Msg.activations, under: spec, position: p, positions: P, tokens, pieces: bytesToPieces(tokens),
           attention, residualNorms, lnStats, sublayerNorms, mlp, topIds: Array.from(top.ids), topProbs: Array.from(top.probs),
           topPieces: bytesToPieces(Array.from(top.ids).filter((i) => i >= 0))}, transfer);
     return p;
@@ -145,7 +153,7 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
   // The window being computed: {begin, end, topK, next (block), ids, probs}; null when none.
   let lensTask = null;
 
-  async function lens(position) {
+  async function lens(position, spec) {
     const P = engine.capturedPositions();
     const p = Math.max(0, Math.min(P - 1, position | 0));
     const perPosition = info.n_layer * info.n_embd * info.n_vocab;
@@ -154,7 +162,7 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
     const end = Math.min(P, Math.max(p + 1, width));
     const begin = Math.max(0, end - width);
     if (!lensTask || lensTask.begin !== begin || lensTask.end !== end) {
-      lensTask = {begin, end, topK: 10, next: 0, ids: [], probs: []};
+      lensTask = {begin, end, topK: 10, next: 0, ids: [], probs: [], under: spec};
       post({type: Msg.lensStart, begin, end});
     }
     await continueLens();
@@ -178,12 +186,12 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
     lensTask = null;
     const uniq = [...new Set(t.ids.filter((i) => i >= 0))];
     const pieces = Object.fromEntries(uniq.map((id, k) => [id, bytesToPieces([id])[0]]));
-    post({type: Msg.lens, begin: t.begin, end: t.end, topK: t.topK, nLayer: info.n_layer, ids: t.ids,
+    post({type: Msg.lens, under: t.under, begin: t.begin, end: t.end, topK: t.topK, nLayer: info.n_layer, ids: t.ids,
           probs: t.probs, pieces});
   }
 
   // [P, P] attention of one head (row = query, column = key; NaN above the diagonal).
-  function attentionMap(layer, head) {
+  function attentionMap(layer, head, spec) {
     const P = engine.capturedPositions();
     const H = info.n_head;
     const l = Math.max(0, Math.min(info.n_layer - 1, layer | 0));
@@ -192,15 +200,24 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
     for (let q = 0; q < P; ++q) {
       map.set(engine.headAttention(l, h, q), q * P);  // a view: read before the next engine call
     }
-    post({type: Msg.attentionMap, layer: l, head: h, positions: P, map}, [map.buffer]);
+    post({type: Msg.attentionMap, under: spec, layer: l, head: h, positions: P, map}, [map.buffer]);
+  }
+
+  // Reads of the capture run under the request's interventions: the conversation runs again under
+  // them first when it was captured under others (which ends a logit lens window under way).
+  function underCapture(msg) {
+    const {under: spec, rerun} = under.ensure(msg.interventions, {capture: true});
+    if (rerun) lensTask = null;
+    return spec;
   }
 
   async function handleInspect(msg) {
     try {
-      if (msg.layer !== undefined && engine.capturedPositions() > 0) attentionMap(msg.layer, msg.head);
-      const p = inspect(msg.position);
+      const spec = underCapture(msg);
+      if (msg.layer !== undefined && engine.capturedPositions() > 0) attentionMap(msg.layer, msg.head, spec);
+      const p = inspect(msg.position, spec);
       await yieldToEvents();
-      if (msg.lens !== false) await lens(p);
+      if (msg.lens !== false) await lens(p, spec);
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.inspect, message: errorMessage(e)});
     }
@@ -235,16 +252,18 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
       if (!info) throw new Error('Generate some text first, then run the experiment.');
       const promptIds = Array.from(engine.tokenize(msg.prompt));
       const r = engine.experiment(promptIds, msg.interventions || {}, msg.position | 0, sampling(msg));
+      under.ran(msg.interventions || {});
       const before = Float64Array.from(r.before), after = Float64Array.from(r.after);
       const textBefore = Array.from(r.textBefore), textAfter = Array.from(r.textAfter);
       const topBefore = topOf(before, 10), topAfter = topOf(after, 10);
       const ids = new Set([...topBefore.ids, ...topAfter.ids, ...textBefore, ...textAfter]);
       const pieces = Object.fromEntries([...ids].map((id) => [id, bytesToPieces([id])[0]]));
-      post({type: Msg.experiment, position: r.position, nLayer: info.n_layer, fromBlock: r.fromBlock,
-            kl: klDivergence(before, after), before: topBefore,
+      post({type: Msg.experiment, under: canonical(msg.interventions), position: r.position, nLayer: info.n_layer,
+            fromBlock: r.fromBlock, kl: klDivergence(before, after), before: topBefore,
             after: {...topAfter, probsBefore: topAfter.ids.map((i) => before[i])},
             text: {before: textBefore, after: textAfter}, pieces});
     } catch (e) {
+      under.forget();
       post({type: Msg.error, kind: ErrorKind.experiment, message: errorMessage(e)});
     }
   }
@@ -267,11 +286,13 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
 
   // The lab gives the conversation back (runs it again to capture it: a prefill of the text,
   // seconds at GPT-2 XL), which the page says while it lasts.
-  function endJob(kind) {
+  function endJob(kind, msg) {
     post({type: Msg.restoring, on: true});
     try {
       engine.endJob();
+      under.ran(msg.interventions || {});
     } catch (e) {
+      under.forget();
       post({type: Msg.error, kind, message: errorMessage(e)});
     } finally {
       post({type: Msg.restoring, on: false});
@@ -290,12 +311,12 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
       await runJob(s.total, Msg.sweepProgress, ({layers, indices, values}) => values.forEach((logProb, i) =>
         heads.push({layer: layers[i], head: indices[i], logProb, drop: s.base - logProb})));
       heads.sort((a, b) => b.drop - a.drop || a.layer - b.layer || a.head - b.head);
-      post({type: Msg.sweep, position: s.position, target: s.target, base: s.base, heads, done: heads.length,
+      post({type: Msg.sweep, under: kPlain, meanAblation: !!msg.interventions?.meanAblation, position: s.position, target: s.target, base: s.base, heads, done: heads.length,
             total: s.total, cancelled: cancelJob, ms: performance.now() - started});
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.sweep, message: errorMessage(e)});
     } finally {
-      if (info) endJob(ErrorKind.sweep);
+      if (info) endJob(ErrorKind.sweep, msg);
     }
   }
 
@@ -314,14 +335,14 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
       const done = await runJob(s.total, Msg.patchingProgress, ({layers, indices, values}) => values.forEach((v, i) => {
         recovered[layers[i] * T + indices[i]] = v;
       }));
-      post({type: Msg.patching, nLayer: L, positions: T, answer: s.answer, other: s.other, cleanDiff: s.cleanDiff,
+      post({type: Msg.patching, under: kPlain, nLayer: L, positions: T, answer: s.answer, other: s.other, cleanDiff: s.cleanDiff,
             corruptedDiff: s.corruptedDiff, recovered, done, total: s.total, cancelled: cancelJob,
             ms: performance.now() - started, pieces: bytesToPieces(corrupted),
             answerPieces: bytesToPieces([s.answer, s.other])}, [recovered.buffer]);
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.patching, message: errorMessage(e)});
     } finally {
-      if (info) endJob(ErrorKind.patching);
+      if (info) endJob(ErrorKind.patching, msg);
     }
   }
 
@@ -339,13 +360,13 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
       const done = await runJob(s.total, Msg.pathPatchProgress, ({layers, indices, values: v}) => v.forEach((x, i) => {
         values[layers[i] * info.n_head + indices[i]] = x;
       }));
-      post({type: Msg.pathPatch, nLayer: info.n_layer, nHead: info.n_head, receivers, target: s.target,
+      post({type: Msg.pathPatch, under: kPlain, nLayer: info.n_layer, nHead: info.n_head, receivers, target: s.target,
             targetPiece: bytesToPieces([s.target])[0], clean: s.clean, corrupt: s.corrupt, values, done,
             total: s.total, cancelled: cancelJob, ms: performance.now() - started}, [values.buffer]);
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.pathPatch, message: errorMessage(e)});
     } finally {
-      if (info) endJob(ErrorKind.pathPatch);
+      if (info) endJob(ErrorKind.pathPatch, msg);
     }
   }
 
@@ -359,11 +380,11 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
       const paths = [];
       const done = await runJob(s.total, Msg.pathPatchProgress, ({layers, indices, values}) => values.forEach((value, i) =>
         paths.push({receiver: layers[i] === info.n_layer ? 'logits' : `${layers[i]}.${indices[i]}`, value})), {paths: true});
-      post({type: Msg.pathPatchPaths, layer: msg.layer, head: msg.head, paths, done, total: s.total, cancelled: cancelJob});
+      post({type: Msg.pathPatchPaths, under: kPlain, layer: msg.layer, head: msg.head, paths, done, total: s.total, cancelled: cancelJob});
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.pathPatch, message: errorMessage(e)});
     } finally {
-      if (info) endJob(ErrorKind.pathPatch);
+      if (info) endJob(ErrorKind.pathPatch, msg);
     }
   }
 
@@ -373,22 +394,32 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
     try {
       if (!info) throw new Error('Generate some text first.');
       const a = engine.attributeConversation(msg.interventions || {}, msg.position | 0, msg.target | 0);
-      post({type: Msg.attribution, position: a.position, target: a.target, names: Array.from(a.names),
+      under.ran(msg.interventions || {});
+      post({type: Msg.attribution, under: canonical(msg.interventions), position: a.position, target: a.target, names: Array.from(a.names),
             values: a.values, logit: a.logit}, [a.values.buffer]);
     } catch (e) {
+      under.forget();
       post({type: Msg.error, kind: ErrorKind.attribute, message: errorMessage(e)});
     }
   }
 
   // Gradients of the conversation's metric (engine.saliency), and attribution patching of a
-  // clean/corrupted pair; the engine runs the conversation again after each, captured.
+  // clean/corrupted pair, under the request's interventions; the engine runs the conversation
+  // again after each, captured under them. Returns run()'s result with `under`.
+  function gradient(msg, run) {
+    const {under: spec} = under.ensure(msg.interventions);
+    const result = run();
+    under.ran(spec);
+    return Object.assign(result, {under: spec});
+  }
+
   function handleSaliency(msg) {
     try {
       if (!info) throw new Error('Generate some text first.');
       const method = msg.method === 'ig' ? 'ig' : 'grad';
       const steps = msg.steps === undefined ? 16 : msg.steps | 0;
-      const s = engine.saliency(msg.position ?? -1, msg.target ?? -1, msg.contrast ?? -1, method, steps);
-      post({type: Msg.saliency, position: s.position, target: s.target, contrast: s.contrast, method, steps,
+      const s = gradient(msg, () => engine.saliency(msg.position ?? -1, msg.target ?? -1, msg.contrast ?? -1, method, steps));
+      post({type: Msg.saliency, under: s.under, position: s.position, target: s.target, contrast: s.contrast, method, steps,
             values: s.values, total: s.total, delta: s.delta}, [s.values.buffer]);
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.saliency, message: errorMessage(e)});
@@ -398,8 +429,8 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
   function handleScoreSaliency(msg) {
     try {
       if (!info) throw new Error('Generate some text first.');
-      const s = engine.scoreSaliency(msg.layer | 0, msg.head | 0, msg.query | 0, msg.key | 0);
-      post({type: Msg.scoreSaliency, layer: s.layer, head: s.head, query: s.query, key: s.key, values: s.values,
+      const s = gradient(msg, () => engine.scoreSaliency(msg.layer | 0, msg.head | 0, msg.query | 0, msg.key | 0));
+      post({type: Msg.scoreSaliency, under: s.under, layer: s.layer, head: s.head, query: s.query, key: s.key, values: s.values,
             total: s.total, score: s.score}, [s.values.buffer]);
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.scoreSaliency, message: errorMessage(e)});
@@ -411,8 +442,8 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
     try {
       if (!info) throw new Error('Load a model first.');
       const clean = Array.from(engine.tokenize(msg.clean || '')), corrupted = Array.from(engine.tokenize(msg.corrupted || ''));
-      const a = engine.attributionPatching(clean, corrupted, msg.target ?? -1, msg.contrast ?? -1);
-      post({type: Msg.atp, nLayer: info.n_layer, nHead: info.n_head, positions: a.tokens, target: a.target,
+      const a = gradient(msg, () => engine.attributionPatching(clean, corrupted, msg.target ?? -1, msg.contrast ?? -1));
+      post({type: Msg.atp, under: a.under, nLayer: info.n_layer, nHead: info.n_head, positions: a.tokens, target: a.target,
             contrast: a.contrast, heads: a.heads, residPre: a.residPre, metric: a.metric,
             metricCorrupt: a.metricCorrupt, pieces: bytesToPieces(clean), ms: performance.now() - started},
            [a.heads.buffer, a.residPre.buffer]);
@@ -426,8 +457,9 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
       if (!info) throw new Error('Load a model first.');
       const clean = Array.from(engine.tokenize(msg.clean || '')), corrupted = Array.from(engine.tokenize(msg.corrupted || ''));
       const kind = msg.kind === 'head' ? 'head' : 'resid';
-      const r = engine.atpExact(clean, corrupted, kind, msg.layer | 0, msg.index | 0, msg.target ?? -1, msg.contrast ?? -1);
-      post({type: Msg.atpExact, kind, layer: msg.layer | 0, index: msg.index | 0, target: r.target, contrast: r.contrast,
+      const r = gradient(msg, () => engine.atpExact(clean, corrupted, kind, msg.layer | 0, msg.index | 0, msg.target ?? -1,
+                                                    msg.contrast ?? -1));
+      post({type: Msg.atpExact, under: r.under, kind, layer: msg.layer | 0, index: msg.index | 0, target: r.target, contrast: r.contrast,
             value: r.value, metric: r.metric, metricPatched: r.metricPatched});
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.atpExact, message: errorMessage(e)});
@@ -440,6 +472,7 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
   // TransformerLens's ActivationCache names them (batch dimension 1).
   function handleExport(msg) {
     try {
+      const spec = underCapture(msg);
       const P = engine.capturedPositions();
       if (P === 0) throw new Error('Nothing to export: generate with "capture activations" on first.');
       const l = msg.layer | 0, H = info.n_head, C = info.n_embd, F = info.n_ff;
@@ -457,7 +490,7 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
         {name: `blocks.${l}.mlp.hook_post`, shape: [1, P, F], data: mlp},
         {name: `blocks.${l}.hook_resid_post`, shape: [1, P, C], data: engine.residual(l + 1).slice()},
       ];
-      post({type: Msg.exportBlock, layer: l, tensors}, tensors.map((t) => t.data.buffer));
+      post({type: Msg.exportBlock, under: spec, layer: l, tensors}, tensors.map((t) => t.data.buffer));
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.exportBlock, message: errorMessage(e)});
     }
@@ -466,6 +499,7 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
   return {
     // The engine the jobs run on and its model's info (null while none is loaded).
     attach(newEngine, newInfo) {
+      if (newEngine !== engine) under.attach(newEngine);
       engine = newEngine;
       info = newInfo;
     },
@@ -500,9 +534,9 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
     scoreSaliency: handleScoreSaliency,
     atpExact: handleAtpExact,
     exportBlock: handleExport,
-    ...createCircuits({post, engine: () => engine, info: () => info, bytesToPieces}),
+    ...createCircuits({post, engine: () => engine, info: () => info, bytesToPieces, under}),
     attentionMap(msg) {
-      try { attentionMap(msg.layer, msg.head); } catch (e) {
+      try { attentionMap(msg.layer, msg.head, underCapture(msg)); } catch (e) {
         post({type: Msg.error, kind: ErrorKind.inspect, message: errorMessage(e)});
       }
     },

@@ -13,8 +13,9 @@ import {cfgShape, hfSaeUrl, saeBytes, saeCacheKey, saeFolderUrls, saeRefusal, sa
 
 // post(msg, transfer): to the page; yieldToEvents(): lets queued messages arrive between
 // tensors; loader: a createLoader whose progress goes out as 'sae-progress' (worker.js);
-// module(): the engine's wasm module (its Converter class).
-export function createSae({post, yieldToEvents, loader, module}) {
+// module(): the engine's wasm module (its Converter class); under: what the engine computes under
+// (worker-under.js): the reads run under the request's interventions.
+export function createSae({post, yieldToEvents, loader, module, under}) {
   let engine = null;
   let info = null;
   // id -> {name, share, from}: where each loaded SAE came from (the engine knows the rest).
@@ -205,13 +206,14 @@ export function createSae({post, yieldToEvents, loader, module}) {
     try {
       if (!info) throw new Error('Load a model first.');
       const id = msg.id, k = Math.max(1, msg.k | 0 || 10), logitK = Math.max(1, msg.logitK | 0 || 5);
+      const {under: spec} = under.ensure(msg.interventions, {capture: true});
       const r = engine.saeFeatures(id, msg.position | 0, k);
       const features = Int32Array.from(r.features), activations = Float32Array.from(r.activations);
       const logits = engine.saeLogitWeights(id, features, logitK).map((w) => (
         {promoted: Array.from(w.promoted), promotedValues: Array.from(w.promotedValues),
          suppressed: Array.from(w.suppressed), suppressedValues: Array.from(w.suppressedValues)}));
       const ids = logits.flatMap((l) => [...l.promoted, ...l.suppressed]);
-      post({type: Msg.saeFeatures, id, position: msg.position | 0, features, activations, explained: r.explained, logits,
+      post({type: Msg.saeFeatures, under: spec, id, position: msg.position | 0, features, activations, explained: r.explained, logits,
             pieces: pieces(ids)}, [features.buffer, activations.buffer]);
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.sae, message: errorMessage(e)});
@@ -221,8 +223,9 @@ export function createSae({post, yieldToEvents, loader, module}) {
   function handleStrip(msg) {
     try {
       if (!info) throw new Error('Load a model first.');
+      const {under: spec} = under.ensure(msg.interventions, {capture: true});
       const values = Float32Array.from(engine.saeStrip(msg.id, msg.feature | 0));
-      post({type: Msg.saeStrip, id: msg.id, feature: msg.feature | 0, values}, [values.buffer]);
+      post({type: Msg.saeStrip, under: spec, id: msg.id, feature: msg.feature | 0, values}, [values.buffer]);
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.sae, message: errorMessage(e)});
     }

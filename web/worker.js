@@ -5,6 +5,8 @@
 //   worker-convert.js  GPT-2 small from Hugging Face, converted to GGUF in the engine
 //   worker-jobs.js     generation, inspection, experiments, sweeps, patching, attribution, export
 //   worker-sae.js      sparse autoencoders: loaded (converted, cached) into the model, read
+//   worker-under.js    which interventions the engine holds: set again before a request that
+//                      carries others (the page's store owns them), the capture run again for reads
 //
 // Two builds of the engine: gpt2-engine.js (single-threaded, works everywhere) and
 // gpt2-engine-mt.js (pthreads over a SharedArrayBuffer). Browsers only give a page
@@ -20,6 +22,7 @@ import {createHfConverter} from './worker-convert.js';
 import {createJobs} from './worker-jobs.js';
 import {createLoader} from './worker-load.js';
 import {createSae} from './worker-sae.js';
+import {createUnder} from './worker-under.js';
 
 let Module = null;
 let engine = null;  // serves the loaded model (the jobs hold it too, through attach)
@@ -40,10 +43,12 @@ function yieldToEvents() {
 const loader = createLoader({post});
 const hfConverter = createHfConverter({post, yieldToEvents, loader});
 let queuedCount = 0;  // messages in the queue, not yet started
-const jobs = createJobs({post, yieldToEvents, busy: () => queuedCount > 0});
+// What the engine computes under, known to the jobs and the SAEs' part alike (the jobs attach it).
+const under = createUnder();
+const jobs = createJobs({post, yieldToEvents, busy: () => queuedCount > 0, under});
 // The SAEs' downloads report their progress apart from the model's.
 const saeLoader = createLoader({post: (m) => post(m.type === Msg.progress ? {...m, type: Msg.saeProgress} : m)});
-const sae = createSae({post, yieldToEvents, loader: saeLoader, module: () => Module});
+const sae = createSae({post, yieldToEvents, loader: saeLoader, module: () => Module, under});
 
 // ---- Start ----------------------------------------------------------------------------------
 

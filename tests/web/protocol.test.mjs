@@ -1,12 +1,14 @@
 // The page and the worker name their messages only through web/protocol.js: no message type,
 // error kind or progress phase is spelled out as a string literal in another module, and every
-// message the page sends has a handler in the worker's dispatcher (web/worker.js).
+// message the page sends has a handler in the worker's dispatcher (web/worker.js), and every
+// request that computes on the model goes through compute(), which adds the store's
+// interventions (issue 35: the store is their one owner).
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import {describe, test} from 'node:test';
 import {kRoot} from './browser.mjs';
-import {ErrorKind, Msg, Phase} from '../../web/protocol.js';
+import {ErrorKind, Msg, Phase, kComputes} from '../../web/protocol.js';
 
 const kWeb = path.join(kRoot, 'web');
 const sources = fs.readdirSync(kWeb).filter((f) => f.endsWith('.js') && f !== 'protocol.js' && f !== 'sw.js')
@@ -35,11 +37,24 @@ describe('the message protocol', () => {
     const page = fs.readdirSync(kWeb).filter((f) => /^app(-[\w-]+)?\.js$/.test(f))
         .map((f) => fs.readFileSync(path.join(kWeb, f), 'utf8')).join('\n');
     const worker = fs.readFileSync(path.join(kWeb, 'worker.js'), 'utf8');
-    const sent = [...new Set([...page.matchAll(/postMessage\(\{type: Msg\.(\w+)/g)].map((m) => m[1]))];
+    const sent = [...new Set([...page.matchAll(/(?:postMessage|compute)\(\{\s*type: Msg\.(\w+)/g)].map((m) => m[1]))];
     assert.ok(sent.length >= 10, `the page sends ${sent.length} kinds of message`);
     const handled = new Set([...worker.matchAll(/^\s+\[Msg\.(\w+)\]:/gm)].map((m) => m[1]));
     assert.deepEqual(sent.filter((name) => !handled.has(name)), []);
     for (const name of sent) assert.ok(name in Msg, `Msg.${name} exists`);
+  });
+
+  test('the requests that compute on the model carry the store\'s interventions (compute), the others not', () => {
+    const page = fs.readdirSync(kWeb).filter((f) => /^app(-[\w-]+)?\.js$/.test(f))
+        .map((f) => fs.readFileSync(path.join(kWeb, f), 'utf8')).join('\n');
+    const names = (re) => new Set([...page.matchAll(re)].map((m) => Msg[m[1]]));
+    const posted = names(/postMessage\(\{\s*type: Msg\.(\w+)/g);
+    const computed = names(/compute\(\{\s*type: Msg\.(\w+)/g);
+    assert.deepEqual(kComputes.filter((t) => posted.has(t)), [], 'sent without the interventions');
+    assert.deepEqual([...computed].filter((t) => !kComputes.includes(t)), [], 'sent with interventions it does not use');
+    assert.deepEqual(kComputes.filter((t) => !computed.has(t)), [], 'never sent');
+    // compute() itself: the one place the page adds them.
+    assert.match(page, /const compute = \(msg\) => worker\.postMessage\(\{\.\.\.msg, interventions: state\.interventions\}\);/);
   });
 
   test('the names are unique per direction', () => {
