@@ -13,10 +13,11 @@ export const kNative = path.join(kRoot, 'build/native');
 export const kNodeModule = path.join(kRoot, 'build/wasm/web/gpt2-engine-node.cjs');
 
 // A fresh module of it (a fresh wasm heap). The wasm bytes are handed over: Node 20's global
-// fetch would otherwise be tried on a file path (Emscripten 3.1.6).
-export function nodeModule() {
+// fetch would otherwise be tried on a file path (Emscripten 3.1.6). twin '-relaxed': its relaxed
+// SIMD twin (scripts/relax-wasm.mjs), which Node 20 runs with --experimental-wasm-relaxed-simd.
+export function nodeModule(twin = '') {
   const factory = createRequire(import.meta.url)(kNodeModule);
-  return factory({wasmBinary: fs.readFileSync(kNodeModule.replace(/\.cjs$/, '.wasm'))});
+  return factory({wasmBinary: fs.readFileSync(kNodeModule.replace(/\.cjs$/, `${twin}.wasm`))});
 }
 
 // A fresh module with the model file at `model` loaded for one thread: {Module, engine, info}.
