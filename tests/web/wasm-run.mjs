@@ -10,7 +10,7 @@
 // unembedding of the captured stream, the logits the step sampled from; their log equals
 // logProbs's, which costs a pass over the vocabulary per id, to 6e-8 on the top 64).
 import fs from 'node:fs';
-import {nodeModule} from './fixtures.mjs';
+import {nodeModule} from './node-engine.mjs';
 
 const [model, variant, outPrefix, requestJson] = process.argv.slice(2);
 if (!requestJson || !['plain', 'relaxed'].includes(variant)) {
