@@ -18,8 +18,9 @@ import {before, describe, test} from 'node:test';
 import {kRoot} from './browser.mjs';
 import {kNodeModule, kWork, nativeGenerate, nativeInspect} from './fixtures.mjs';
 
-const kModel = path.join(kRoot, 'weights/gpt2-tiny-q8_0.gguf');
+const kTiny = path.join(kRoot, 'weights/gpt2-tiny-q8_0.gguf');
 const kDir = path.join(kWork, 'reproducible');
+const kModel = path.join(kDir, 'gpt2-tiny-q8_0.gguf');  // a copy: nativeInspect writes beside it
 const kN = 40;  // tokens per run, the page's default: the builds part after ~16 on its defaults
 // How far two builds' log-probabilities of the same tokens lie apart. Their float parts
 // (LayerNorm, GELU, softmax, the scales of the int8 products) round differently per SIMD target,
@@ -39,6 +40,7 @@ const kCases = [
 ];
 
 const skip = (!fs.existsSync(kNodeModule) && 'build/wasm not built') ||
+             (!fs.existsSync(kTiny) && 'weights/gpt2-tiny-q8_0.gguf missing') ||
              (!fs.existsSync(path.join(kRoot, 'build/native/gpt2')) && 'build/native not built');
 
 // SplitMix64 (Steele, Lea, Flood 2014) as src/model/sampler.h states it: the draws in [0, 1).
@@ -120,7 +122,6 @@ export function decide(row, s, u) {
 
 // The page's engine under Node: {ids, promptIds, simd, rows(p)} (wasm-run.mjs).
 function wasmRun(variant, name, prompt, sampling, n) {
-  fs.mkdirSync(kDir, {recursive: true});
   const out = path.join(kDir, `${name}-${variant}`);
   execFileSync(process.execPath, [
     ...(variant === 'relaxed' ? ['--experimental-wasm-relaxed-simd'] : []),
@@ -165,6 +166,8 @@ function maxDifference(rowsA, rowsB, positions, top = 64) {
 describe('what a seed reproduces on the offline model', {skip}, () => {
   const runs = {};
   before(() => {
+    fs.mkdirSync(kDir, {recursive: true});
+    fs.copyFileSync(kTiny, kModel);
     for (const c of kCases) {
       runs[c.name] = {plain: wasmRun('plain', c.sampling.seed + '-' + c.sampling.temperature, c.prompt, c.sampling, kN),
                       relaxed: wasmRun('relaxed', c.sampling.seed + '-' + c.sampling.temperature, c.prompt, c.sampling, kN),
@@ -195,7 +198,8 @@ describe('what a seed reproduces on the offline model', {skip}, () => {
         const ids = {native, plain: plain.ids, relaxed: relaxed.ids};
         const s = firstDifference(ids[a], ids[b]);
         const near = margins[marginsOf].findIndex((m) => m <= kLogitRounding);
-        t.diagnostic(`${c.name}: ${a} and ${b} part at step ${s < 0 ? 'none' : s}; the first step within ` +
+        const at = s < 0 ? 'none' : `${s} (margin ${margins[marginsOf][s].toExponential(2)})`;
+        t.diagnostic(`${c.name}: ${a} and ${b} part at step ${at}; the first step within ` +
                      `rounding is ${near < 0 ? 'none' : `${near} (margin ${margins[marginsOf][near].toExponential(2)})`}`);
         if (s < 0) continue;
         assert.ok(margins[marginsOf][s] <= kLogitRounding,
