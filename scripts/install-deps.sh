@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs what building and testing need on Debian 12: compilers (clang and its compiler-rt for
 # the libFuzzer targets; ccache, so native builds of unchanged code are not compiled again),
-# Highway, Catch2, Emscripten, Unicode data, Chromium for the browser tests, and the npm
-# packages in package-lock.json.
+# Highway, Catch2, Emscripten, Unicode data, Chromium and Firefox ESR for the browser tests, and
+# the npm packages in package-lock.json (the browser drivers among them, which never download a
+# browser: the tests drive these two).
 # Safe to run again: it skips apt-get when everything is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(g++ clang-14 libclang-rt-14-dev cmake make ccache libhwy-dev catch2 emscripten chromium unicode-data python3)
+packages=(g++ clang-14 libclang-rt-14-dev cmake make ccache libhwy-dev catch2 emscripten chromium firefox-esr
+          unicode-data python3)
 # Node and npm may come from Debian or from another nodejs package (whose npm is built in).
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
 command -v npm >/dev/null 2>&1 || packages+=(npm)
@@ -24,5 +26,5 @@ if ((${#missing[@]})); then
 fi
 
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  npm ci --no-audit --no-fund
+  PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund
 fi

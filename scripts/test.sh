@@ -2,7 +2,8 @@
 # Runs every test: native Catch2 suite (and again, whole, under AddressSanitizer and
 # UndefinedBehaviorSanitizer), 30 s of each libFuzzer target, the same suite compiled to
 # WebAssembly under Node (and the thread pool in the pthreads build), and the browser tests in
-# headless Chromium. Installs what it needs first.
+# headless Chromium, their core suite (tests/web/browsers.test.mjs) in Firefox ESR too. Installs
+# what it needs first.
 #
 # Every configuration is built once (native, wasm + site, sanitizers, fuzzers), both cores at a
 # time; then the suites, each of which keeps one core busy, run in two lanes side by side:
@@ -61,7 +62,7 @@ lane2() {
   bash scripts/fuzz.sh 30
 
   if [ -d tests/web ] && ls tests/web/*.test.mjs >/dev/null 2>&1; then
-    echo "== browser tests (headless Chromium)"
+    echo "== browser tests (headless Chromium; the core suite in Firefox ESR too)"
     node --test tests/web/
   fi
 }

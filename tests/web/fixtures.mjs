@@ -4,20 +4,12 @@
 // independent build of the engine (native Highway targets vs WebAssembly SIMD128).
 import {execFileSync} from 'node:child_process';
 import fs from 'node:fs';
-import {createRequire} from 'node:module';
 import path from 'node:path';
 import {kRoot, watchConsole} from './browser.mjs';
+import {kNodeModule, nodeModule} from './node-engine.mjs';
 
 export const kNative = path.join(kRoot, 'build/native');
-// The page's engine (the same embind.cc) built for Node.
-export const kNodeModule = path.join(kRoot, 'build/wasm/web/gpt2-engine-node.cjs');
-
-// A fresh module of it (a fresh wasm heap). The wasm bytes are handed over: Node 20's global
-// fetch would otherwise be tried on a file path (Emscripten 3.1.6).
-export function nodeModule() {
-  const factory = createRequire(import.meta.url)(kNodeModule);
-  return factory({wasmBinary: fs.readFileSync(kNodeModule.replace(/\.cjs$/, '.wasm'))});
-}
+export {kNodeModule, nodeModule};  // node-engine.mjs: the page's engine built for Node
 
 // A fresh module with the model file at `model` loaded for one thread: {Module, engine, info}.
 export async function nodeEngine(model) {
