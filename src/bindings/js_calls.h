@@ -1,5 +1,6 @@
-// What every exported class of src/bindings needs: JS values to and from C++ ones, and
-// ErrorsByValue, which hands a C++ error to engine-errors.js instead of throwing through wasm.
+// What every exported class of src/bindings needs: JS values to and from C++ ones (Shape: a C++
+// struct as a plain JS object, declared once as an Embind value_object), and ErrorsByValue,
+// which hands a C++ error to engine-errors.js instead of throwing through wasm.
 #pragma once
 
 #include <emscripten/bind.h>
@@ -22,6 +23,8 @@ template <typename T>
 inline T FailedResult() {  // what a failing call returns; the caller reads the error from takeError()
   return T{};
 }
+template <>
+inline void FailedResult<void>() {}
 template <>
 inline val FailedResult<val>() {
   return val::undefined();
@@ -46,6 +49,33 @@ inline val Object(std::initializer_list<std::pair<const char*, val>> fields) {
   for (const auto& field : fields) out.set(field.first, field.second);
   return out;
 }
+
+// A C++ struct returned to JS as a plain object (Embind's value_object), its fields named once:
+//   Shape<SaliencyResult>("SaliencyResult").field("total", &SaliencyResult::total)
+//       .array<&SaliencyResult::values>("values")          // a fresh Float64Array
+//       .computed("names", +[](const X& x) { return ...; }) // anything derived
+template <typename T>
+class Shape {
+ public:
+  explicit Shape(const char* name) : object_(name) {}
+  template <typename F>
+  Shape& field(const char* name, F T::*member) {
+    object_.field(name, member);
+    return *this;
+  }
+  template <auto kMember>
+  Shape& array(const char* name) {
+    return computed(name, +[](const T& o) { return CopyToJs(o.*kMember); });
+  }
+  template <typename R>
+  Shape& computed(const char* name, R (*get)(const T&)) {
+    object_.field(name, get, +[](T&, R) {});  // results only: JS never sends one back
+    return *this;
+  }
+
+ private:
+  emscripten::value_object<T> object_;
+};
 
 inline bool Given(const val& v) { return !v.isUndefined() && !v.isNull(); }
 

@@ -13,6 +13,7 @@
 //   scope.End();                       // also done, never throwing, if the experiment throws
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <utility>
@@ -72,6 +73,11 @@ class Conversation {
   // there), or -1; the page shows it after the tokens.
   int unrun() const { return unrun_; }
   void set_unrun(int id) { unrun_ = id; }
+  // After running the same ids again from the start: the prompt and the unrun token they had.
+  void KeepMarks(int prompt_length, int unrun) {
+    prompt_length_ = std::min(prompt_length, static_cast<int>(tokens_.size()));
+    unrun_ = unrun;
+  }
   const float* logits() const { return logits_; }  // [n_vocab] of the last run, or null
   const std::vector<double>& block_ms() const { return block_ms_; }  // [n_layer] of the last Run
   // Counts the times the conversation started over (Reset): a generation stepping it stops when

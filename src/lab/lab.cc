@@ -71,11 +71,4 @@ void Lab::EndJob() {
   job->End();
 }
 
-Attribution Lab::AttributeConversation(const LabInterventions& iv, int position, int target) {
-  if (conv_.tokens().empty()) throw Error("Generate some text first.");
-  const std::vector<int> ids = conv_.tokens();  // mean ablation may run the prompt in between
-  SetInterventions(iv, MeansOf::kPrompt);
-  return gpt2::Attribute(conv_, ids, position, target, -1);
-}
-
 }  // namespace gpt2

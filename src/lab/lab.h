@@ -145,8 +145,9 @@ class Lab {
   Attribution Attribute(const std::vector<int>& ids, int position, int target, int contrast) {
     return gpt2::Attribute(conv_, ids, position, target, contrast);
   }
-  // The same for the conversation run (tokens()) under iv (means over the prompt).
-  Attribution AttributeConversation(const LabInterventions& iv, int position, int target);
+  Attribution AttributeConversation(const LabInterventions& iv, int position, int target) {
+    return gpt2::AttributeConversation(conv_, saes_.WithEdits(iv), position, target);
+  }
   SaliencyResult Saliency(const SaliencyRequest& request) { return gpt2::Saliency(conv_, request); }
   AtpResult AttributionPatching(const std::vector<int>& clean, const std::vector<int>& corrupt, int target,
                                 int contrast) {
