@@ -126,23 +126,15 @@ class Converter : public ErrorsByValue {
   }
   val TakeOutput() {
     return Guarded([&] {
-      if (stream_ != nullptr) {
-        val out = CopyToJs(stream_->output(), static_cast<size_t>(stream_->output_size()));
-        Free();
-        return out;
+      if (stream_ == nullptr && sae_ == nullptr && conversion_ == nullptr) {
+        throw Error("takeOutput called before every tensor was converted");
       }
-      if (sae_ != nullptr) {
-        const uint8_t* gguf = sae_->output();
-        val out = CopyToJs(gguf, static_cast<size_t>(sae_->size()));
-        Free();
-        return out;
-      }
-      if (conversion_ == nullptr) throw Error("takeOutput called before every tensor was converted");
-      const uint8_t* gguf = conversion_->output();
+      const uint8_t* gguf = stream_ ? stream_->output() : sae_ ? sae_->output() : conversion_->output();
+      const size_t size = stream_ ? stream_->output_size() : sae_ ? sae_->size() : conversion_->size();
       // The checkpoint goes first, so the copy's transient JS memory is not on top of it.
       checkpoint_.reset();
       checkpoint_bytes_.Free();
-      val out = CopyToJs(gguf, static_cast<size_t>(conversion_->size()));
+      val out = CopyToJs(gguf, size);
       Free();
       return out;
     });

@@ -254,24 +254,10 @@ val SaeInfos(const Lab& l) {
   return ArrayOf(all);
 }
 
-// {layers, indices: Int32Array, values: Float64Array}: a job's cells from `from` on.
-val JobCellsToJs(const std::vector<JobCell>& cells, int from) {
-  std::vector<int> layers, indices;
-  std::vector<double> values;
-  for (size_t i = std::max(0, from); i < cells.size(); ++i) {
-    layers.push_back(cells[i].layer);
-    indices.push_back(cells[i].index);
-    values.push_back(cells[i].value);
-  }
-  return Object({{"layers", CopyToJs(layers)}, {"indices", CopyToJs(indices)}, {"values", CopyToJs(values)}});
-}
-
 int EndOfTextId() { return kEndOfText; }
 
-// {heapBytes, mallocBytes, stackAddress}: wasm memory's size, the bytes malloc has handed out and
-// not taken back (dlmalloc's mallinfo), and the address of a local here (the stack grows down, so
-// a smaller one means frames were left on the stack). For tests that check a loop of calls leaks
-// nothing (tests/web/embind.test.mjs) and for the page's long-session test.
+// {heapBytes, mallocBytes (dlmalloc's, in use), stackAddress (of a local: smaller means frames
+// were left on the stack)}: for the tests that check a loop of calls leaks nothing.
 val MemoryStats() {
   const struct mallinfo m = mallinfo();
   volatile int local = 0;
@@ -284,19 +270,6 @@ val ComponentNames(const Attribution& a) {
   val names = val::array();
   for (const AttributionComponent& c : a.components) names.call<void>("push", val(c.name));
   return names;
-}
-
-val ComponentValues(const Attribution& a) {
-  std::vector<double> values;
-  for (const AttributionComponent& c : a.components) values.push_back(c.value);
-  return CopyToJs(values);
-}
-
-template <double BlockDrift::*kField>
-val Drift(const Comparison& r) {  // one figure of every block, Float64Array [n_layer]
-  std::vector<double> out;
-  for (const BlockDrift& d : r.blocks) out.push_back(d.*kField);
-  return CopyToJs(out);
 }
 
 }  // namespace
@@ -316,7 +289,8 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
 
   // Results.
   Shape<Attribution>("Attribution").field("position", &Attribution::position).field("target", &Attribution::target)
-      .field("contrast", &Attribution::contrast).computed("names", &ComponentNames).computed("values", &ComponentValues)
+      .field("contrast", &Attribution::contrast).computed("names", &ComponentNames)
+      .computed("values", +[](const Attribution& a) { return Column(a.components, &AttributionComponent::value); })
       .field("logit", &Attribution::logit);
   Shape<ExperimentResult>("ExperimentResult").field("position", &ExperimentResult::position)
       .field("fromBlock", &ExperimentResult::from_block).array<&ExperimentResult::before>("before")
@@ -360,12 +334,14 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .array<&HeadScores::induction>("induction")
       .computed("uniform", +[](const HeadScores& s) { return UniformHeadScores(s.repeat); });
   Shape<Comparison>("Comparison").field("positions", &Comparison::positions).field("agree", &Comparison::agree)
-      .computed("cos", &Drift<&BlockDrift::cos>).computed("rel", &Drift<&BlockDrift::rel>)
-      .computed("kl", &Drift<&BlockDrift::kl>).array<&Comparison::top_a>("topA").array<&Comparison::top_b>("topB")
+      .computed("cos", +[](const Comparison& r) { return Column(r.blocks, &BlockDrift::cos); })
+      .computed("rel", +[](const Comparison& r) { return Column(r.blocks, &BlockDrift::rel); })
+      .computed("kl", +[](const Comparison& r) { return Column(r.blocks, &BlockDrift::kl); }).array<&Comparison::top_a>("topA").array<&Comparison::top_b>("topB")
       .array<&Comparison::head_drift>("headDrift")
       .computed("attribution", +[](const Comparison& r) {  // {target, names, a, b}: A's and B's values
         return Object({{"target", val(r.attribution_a.target)}, {"names", ComponentNames(r.attribution_a)},
-                       {"a", ComponentValues(r.attribution_a)}, {"b", ComponentValues(r.attribution_b)}});
+                       {"a", Column(r.attribution_a.components, &AttributionComponent::value)},
+                       {"b", Column(r.attribution_b.components, &AttributionComponent::value)}});
       });
   Shape<SaeInfo>("SaeInfo").field("id", &SaeInfo::id).field("hook", &SaeInfo::hook).field("layer", &SaeInfo::layer)
       .field("point", &SaeInfo::point).field("dSae", &SaeInfo::d_sae).field("architecture", &SaeInfo::architecture)
@@ -460,7 +436,10 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .LAB_METHOD("startSenderPaths", (, val clean, val corrupted, int layer, int head, int target, int contrast, val iv),
                   l.StartSenderPaths(List(clean), List(corrupted), {layer, head}, target, contrast, InterventionsFromJs(iv)))
       .LAB_METHOD("continueJob", (), l.ContinueJob())
-      .LAB_METHOD("jobResults", (, int from), JobCellsToJs(l.job_results(), from))
+      .LAB_METHOD("jobResults", (, int from),  // the cells from `from` on
+                  Object({{"layers", Column(l.job_results(), &JobCell::layer, from)},
+                          {"indices", Column(l.job_results(), &JobCell::index, from)},
+                          {"values", Column(l.job_results(), &JobCell::value, from)}}))
       .LAB_METHOD("endJob", (), l.EndJob())
       // Circuits: head detection (lab/head_scores.h), the quantization lens (lab/compare.h).
       .LAB_METHOD("defaultHeadIds", (), CopyToJs(DefaultHeadIds(l.config().n_vocab)))

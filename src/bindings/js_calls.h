@@ -6,6 +6,7 @@
 #include <emscripten/bind.h>
 #include <emscripten/val.h>
 
+#include <algorithm>
 #include <exception>
 #include <initializer_list>
 #include <new>
@@ -37,6 +38,13 @@ val CopyToJs(const T* data, size_t n) {
 template <typename T>
 val CopyToJs(const std::vector<T>& v) {
   return CopyToJs(v.data(), v.size());
+}
+// A typed array of one member of each item from `from` on: Column(cells, &JobCell::value).
+template <typename T, typename F>
+val Column(const std::vector<T>& items, F T::*member, int from = 0) {
+  std::vector<F> out;
+  for (size_t i = std::max(0, from); i < items.size(); ++i) out.push_back(items[i].*member);
+  return CopyToJs(out);
 }
 template <typename T>
 val ViewToJs(const T* data, size_t n) {

@@ -191,6 +191,8 @@ class Conversation::Scope {
   // none, whatever ran last stays); the capture setting as it was. Returns the first block run
   // again (0: from the start; n_layer: nothing). Once only.
   int End();
+  // Gives nothing back (the conversation is being thrown away).
+  void Dismiss() { ended_ = true; }
 
  private:
   Conversation& c_;

@@ -45,6 +45,7 @@ class Job {
   // The conversation again, captured, under the page's interventions (with no conversation to
   // give back, the job's last run stays).
   void End() { scope_.End(); }
+  void Dismiss() { scope_.Dismiss(); }  // ends it giving nothing back
 
  protected:
   // Remembers the conversation and resolves the page's interventions to give it back under

@@ -56,6 +56,9 @@ class Lab {
  public:
   // loaded.file's bytes must outlive the Lab.
   Lab(LoadedGguf loaded, int n_threads);
+  ~Lab() {
+    if (job_) job_->Dismiss();  // no conversation to give back to
+  }
   Lab(const Lab&) = delete;
   Lab& operator=(const Lab&) = delete;
 
