@@ -163,7 +163,7 @@ class Engine : public ErrorsByValue {
   std::string TakeError() { return TakeLastError(); }
 
   void BeginLoad(double total_bytes) {
-    Guarded([&] { second.reset(); lab_.reset(); file_bytes_.Begin(total_bytes); return 0; });
+    Guarded([&] { second_.reset(); lab_.reset(); file_bytes_.Begin(total_bytes); return 0; });
   }
   void AppendChunk(const val& bytes) { Guarded([&] { file_bytes_.Append(bytes); return 0; }); }
   val FinishLoad(int n_threads) {
@@ -207,23 +207,24 @@ class Engine : public ErrorsByValue {
   }
   const Lab* lab() const { return lab_.get(); }
 
-  val QuantizeSecond(const std::string& type) {  // the loaded model re-encoded, held beside it
-    second.reset();
-    second = SecondModel::Requantized(lab_->file(), ParseConvertType(type));
-    return Object({{"weight_type", val(std::string(second->matrix_type()))},
-                   {"file_bytes", val(double(second->file_bytes()))}});
+  // The quantization lens's other model: the loaded one re-encoded, held beside it.
+  val QuantizeSecond(const std::string& type) {
+    second_.reset();
+    second_ = SecondModel::Requantized(lab_->file(), ParseConvertType(type));
+    return Object({{"weight_type", val(std::string(second_->matrix_type()))},
+                   {"file_bytes", val(double(second_->file_bytes()))}});
   }
   SecondModel& Second() {
-    if (!second) throw Error("Make the second model first (quantizeSecond).");
-    return *second;
+    if (!second_) throw Error("Make the second model first (quantizeSecond).");
+    return *second_;
   }
-
-  std::unique_ptr<SecondModel> second;  // the quantization lens's other model (after lab_: freed first)
+  void DropSecond() { second_.reset(); }
 
  private:
   // Declared first so it is destroyed last: the Lab's GgufFile and Model point into it.
   DownloadBuffer file_bytes_{"The model", "beginLoad"};
   std::unique_ptr<Lab> lab_;
+  std::unique_ptr<SecondModel> second_;  // after lab_: freed first
 };
 
 void StartGeneration(Lab& l, const std::vector<int>& ids, const val& settings, const val& iv) {
@@ -445,7 +446,7 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .LAB_METHOD("defaultHeadIds", (), CopyToJs(DefaultHeadIds(l.config().n_vocab)))
       .LAB_METHOD("detectHeads", (, val ids), DetectHeads(l.conv(), List(ids)))
       .LAB_METHOD("quantizeSecond", (, std::string type), e.QuantizeSecond(type))
-      .function("dropSecond", +[](Engine& e) { e.second.reset(); })
+      .function("dropSecond", &Engine::DropSecond)
       .LAB_METHOD("compareSecond", (, val ids), CompareOnConversation(l.conv(), e.Second(), List(ids)))
       // Sparse autoencoders (lab/features.h; the GGUF from gpt2-convert --sae or planSae).
       .LAB_METHOD("loadSae", (, val bytes), SaeInfoOf(l, l.LoadSae(BytesFromJs(bytes))))
