@@ -284,6 +284,7 @@ const float* Conversation::Probe(const Interventions& iv, int first_block, int b
 
 Conversation::Scope::Scope(Conversation& c)
     : c_(c), ids_(c.tokens_), prompt_length_(c.prompt_length_), unrun_(c.unrun_), capture_on_(c.capture_on_),
+      captured_(!c.tokens_.empty() && c.capture_.n_positions() == static_cast<int>(c.tokens_.size())),
       restore_iv_(c.interventions_) {}
 
 Conversation::Scope::~Scope() {
@@ -302,13 +303,20 @@ int Conversation::Scope::End() {
   ended_ = true;
   c_.interventions_ = std::move(restore_iv_);
   if (c_.unrecorded_) c_.Reset();
+  c_.capture_on_ = capture_on_;
   int from = L;
   if (!ids_.empty()) {
-    from = c_.Recapture(ids_);
+    const bool held = c_.tokens_ == ids_ && c_.capture_.n_positions() == c_.position();
+    if (captured_ || capture_on_ || held) {
+      from = c_.Recapture(ids_);
+    } else {  // as it was: uncaptured (a long conversation's capture may not fit)
+      c_.Reset();
+      c_.Run(ids_);
+      from = 0;
+    }
     c_.prompt_length_ = prompt_length_;
     c_.unrun_ = unrun_;
   }
-  c_.capture_on_ = capture_on_;
   return from;
 }
 

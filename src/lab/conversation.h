@@ -6,8 +6,9 @@
 //
 // An experiment that runs something else on the session (another prompt, a probe, a backward
 // pass) gives the conversation back through one Scope: it remembers the ids, and its End()
-// runs them again, captured, under the interventions to give back, re-running only the blocks
-// that differ when the capture still holds them (Rerun), else from the start:
+// runs them again, captured (unless they were not, with capture off), under the interventions
+// to give back, re-running only the blocks that differ when the capture still holds them
+// (Rerun), else from the start:
 //   Conversation::Scope scope(c);      // or c.WithRestore([&] { ...; return result; })
 //   ... run anything, c.UnrecordedSession() included ...
 //   scope.End();                       // also done, never throwing, if the experiment throws
@@ -187,9 +188,10 @@ class Conversation::Scope {
   // The interventions End gives the conversation back under (default: those at the start).
   void RestoreUnder(Interventions iv) { restore_iv_ = std::move(iv); }
   const std::vector<int>& ids() const { return ids_; }
-  // Gives the conversation back: its ids run again, captured, under the interventions (with
-  // none, whatever ran last stays); the capture setting as it was. Returns the first block run
-  // again (0: from the start; n_layer: nothing). Once only.
+  // Gives the conversation back: its ids run again under the interventions (with none, whatever
+  // ran last stays), captured unless it was not and the capture setting is off; the capture
+  // setting as it was. Returns the first block run again (0: from the start; n_layer: nothing).
+  // Once only.
   int End();
   // Gives nothing back (the conversation is being thrown away).
   void Dismiss() { ended_ = true; }
@@ -198,7 +200,7 @@ class Conversation::Scope {
   Conversation& c_;
   std::vector<int> ids_;
   int prompt_length_, unrun_;
-  bool capture_on_;
+  bool capture_on_, captured_;
   Interventions restore_iv_;
   bool ended_ = false;
 };
