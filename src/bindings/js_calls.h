@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <new>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -19,17 +20,6 @@
 namespace gpt2 {
 
 using emscripten::val;
-
-template <typename T>
-inline T FailedResult() {  // what a failing call returns; the caller reads the error from takeError()
-  return T{};
-}
-template <>
-inline void FailedResult<void>() {}
-template <>
-inline val FailedResult<val>() {
-  return val::undefined();
-}
 
 template <typename T>
 val CopyToJs(const T* data, size_t n) {
@@ -120,7 +110,10 @@ class ErrorsByValue {
     } catch (const std::exception& e) {
       error_ = std::string("Internal error: ") + e.what();
     }
-    return FailedResult<decltype(f())>();
+    // What a failing call returns; the caller reads the error from takeError().
+    using Result = decltype(f());
+    if constexpr (std::is_same_v<Result, val>) return val::undefined();
+    else return Result();
   }
 
  private:
