@@ -337,7 +337,8 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
   Shape<Comparison>("Comparison").field("positions", &Comparison::positions).field("agree", &Comparison::agree)
       .computed("cos", +[](const Comparison& r) { return Column(r.blocks, &BlockDrift::cos); })
       .computed("rel", +[](const Comparison& r) { return Column(r.blocks, &BlockDrift::rel); })
-      .computed("kl", +[](const Comparison& r) { return Column(r.blocks, &BlockDrift::kl); }).array<&Comparison::top_a>("topA").array<&Comparison::top_b>("topB")
+      .computed("kl", +[](const Comparison& r) { return Column(r.blocks, &BlockDrift::kl); })
+      .array<&Comparison::top_a>("topA").array<&Comparison::top_b>("topB")
       .array<&Comparison::head_drift>("headDrift")
       .computed("attribution", +[](const Comparison& r) {  // {target, names, a, b}: A's and B's values
         return Object({{"target", val(r.attribution_a.target)}, {"names", ComponentNames(r.attribution_a)},
@@ -399,7 +400,8 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .LAB_METHOD("logitLens", (, int begin, int end, int k, int layer_begin, int layer_end),
                   LogitLensOf(l, begin, end, k, layer_begin, layer_end))
       .LAB_METHOD("finalProbs", (, int p), CopyToJs(l.FinalProbs(p)))
-      .function("blockTimes", +[](Engine& e) { return CopyToJs(e.lab() ? e.lab()->block_ms() : std::vector<double>()); })
+      .function("blockTimes",
+                +[](Engine& e) { return CopyToJs(e.lab() ? e.lab()->block_ms() : std::vector<double>()); })
       // Interventions, probes, experiments.
       .LAB_METHOD("setInterventions", (, val iv), l.SetInterventions(InterventionsFromJs(iv), MeansOf::kCapture))
       .function("firstChangedBlock", +[](Engine& e) { return e.lab() ? e.lab()->FirstChangedBlock() : 0; })
@@ -410,7 +412,8 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
                   CopyToJs(l.AblatedLogProbs(HeadList(heads), p, target, List<float>(means))))
       .LAB_METHOD("patchedLogProbsAt", (, int layer, val positions, val stream, val ids),
                   CopyToJs(l.PatchedLogProbs(layer, List(positions), List<float>(stream), List(ids))))
-      .LAB_METHOD("attribute", (, val ids, int p, int target, int contrast), l.Attribute(List(ids), p, target, contrast))
+      .LAB_METHOD("attribute", (, val ids, int p, int target, int contrast),
+                  l.Attribute(List(ids), p, target, contrast))
       .LAB_METHOD("attributeConversation", (, val iv, int p, int target),
                   l.AttributeConversation(InterventionsFromJs(iv), p, target))
       .LAB_METHOD("saliency", (, int p, int target, int contrast, std::string method, int steps),
@@ -419,9 +422,11 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
                   l.AttributionPatching(List(clean), List(corrupt), target, contrast))
       .LAB_METHOD("scoreSaliency", (, int layer, int head, int query, int key),
                   l.ScoreSaliency(ScoreSpec{layer, head, query, key}))
-      .LAB_METHOD("atpExact", (, val clean, val corrupt, std::string kind, int layer, int index, int target, int contrast),
+      .LAB_METHOD("atpExact",
+                  (, val clean, val corrupt, std::string kind, int layer, int index, int target, int contrast),
                   l.ExactPatch(List(clean), List(corrupt), AtpCellOf(kind), layer, index, target, contrast))
-      .LAB_METHOD("experiment", (, val prompt, val iv, int p, val settings), Experiment(l, List(prompt), iv, p, settings))
+      .LAB_METHOD("experiment", (, val prompt, val iv, int p, val settings),
+                  Experiment(l, List(prompt), iv, p, settings))
       .LAB_METHOD("pathPatch", (, val clean, val corrupted, int layer, int head, std::string receivers, int target,
                                 int contrast),
                   l.PathPatch(List(clean), List(corrupted), {layer, head}, ParsePathReceivers(receivers, l.config()),
@@ -431,11 +436,14 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .LAB_METHOD("startHeadSweep", (, int p, int target, val iv), l.StartHeadSweep(p, target, InterventionsFromJs(iv)))
       .LAB_METHOD("startPatching", (, val clean, val corrupted, val iv),
                   l.StartPatching(List(clean), List(corrupted), InterventionsFromJs(iv)))
-      .LAB_METHOD("startPathPatch", (, val clean, val corrupted, std::string receivers, int target, int contrast, val iv),
+      .LAB_METHOD("startPathPatch",
+                  (, val clean, val corrupted, std::string receivers, int target, int contrast, val iv),
                   l.StartPathPatch(List(clean), List(corrupted), ParsePathReceivers(receivers, l.config()), target,
                                    contrast, InterventionsFromJs(iv)))
-      .LAB_METHOD("startSenderPaths", (, val clean, val corrupted, int layer, int head, int target, int contrast, val iv),
-                  l.StartSenderPaths(List(clean), List(corrupted), {layer, head}, target, contrast, InterventionsFromJs(iv)))
+      .LAB_METHOD("startSenderPaths", (, val clean, val corrupted, int layer, int head, int target, int contrast,
+                                       val iv),
+                  l.StartSenderPaths(List(clean), List(corrupted), {layer, head}, target, contrast,
+                                     InterventionsFromJs(iv)))
       .LAB_METHOD("continueJob", (), l.ContinueJob())
       .LAB_METHOD("jobResults", (, int from),  // the cells from `from` on
                   Object({{"layers", Column(l.job_results(), &JobCell::layer, from)},

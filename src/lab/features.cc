@@ -83,7 +83,8 @@ namespace {
 const LoadedSae& EncodeCapture(Conversation& conversation, LoadedSae& s) {
   const SaeConfig& c = s.sae->config();
   const CaptureStore& capture = conversation.capture();
-  conversation.RequireCaptured("Reading SAE features needs the activations of the whole conversation: turn on capture and run it again.");
+  conversation.RequireCaptured(
+      "Reading SAE features needs the activations of the whole conversation: turn on capture and run it again.");
   const int P = capture.n_positions(), C = c.d_in, S = c.d_sae;
   const std::vector<float>* rows = nullptr;
   if (c.point == StreamPoint::kResidPre) rows = &capture.Residual(c.layer);

@@ -287,7 +287,9 @@ void PathPatchSweep::Measure(size_t begin, size_t end) {
   std::vector<HeadRef> senders;
   for (size_t i = begin; i < end; ++i) senders.push_back({cells_[i].layer, cells_[i].index});
   const std::vector<double> m = Metrics(senders);
-  for (size_t i = begin; i < end; ++i) results_.push_back({cells_[i].layer, cells_[i].index, m[i - begin] - start_.clean});
+  for (size_t i = begin; i < end; ++i) {
+    results_.push_back({cells_[i].layer, cells_[i].index, m[i - begin] - start_.clean});
+  }
 }
 
 SenderPathsJob::SenderPathsJob(Conversation& c, const std::vector<int>& clean, const std::vector<int>& corrupted,
