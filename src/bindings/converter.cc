@@ -42,10 +42,7 @@ class Converter : public ErrorsByValue {
   val PlanSae(const std::string& type) {
     return Guarded([&] {
       if (!has_sae_config_) throw Error("planSae needs setSaeConfig first");
-      checkpoint_bytes_.RequireComplete();
-      conversion_.reset();
-      sae_.reset();
-      checkpoint_ = SafetensorsFile::Parse(checkpoint_bytes_.data(), checkpoint_bytes_.size(), "sae_weights.safetensors");
+      ParseCheckpoint("sae_weights.safetensors");
       sae_ = std::make_unique<SaeGgufInMemory>(*checkpoint_, sae_config_, sae_cfg_json_, ParseConvertType(type),
                                                kMaxOutputBytes);
       return Object({{"tensors", val(sae_->num_tensors())}, {"bytes", val(static_cast<double>(sae_->size()))}});
@@ -57,10 +54,7 @@ class Converter : public ErrorsByValue {
   val Plan(const std::string& type) {
     return Guarded([&] {
       if (!has_config_ || tokenizer_ == nullptr) throw Error("plan needs setConfig and setVocabulary first");
-      checkpoint_bytes_.RequireComplete();
-      conversion_.reset();  // a second plan() replaces the first
-      sae_.reset();
-      checkpoint_ = SafetensorsFile::Parse(checkpoint_bytes_.data(), checkpoint_bytes_.size(), "model.safetensors");
+      ParseCheckpoint("model.safetensors");
       const std::string name = Gpt2DefaultModelName(config_);
       conversion_ = std::make_unique<Gpt2GgufInMemory>(*checkpoint_, config_, tokenizer_.get(),
                                                        ParseConvertType(type), name, kMaxOutputBytes);
@@ -73,7 +67,7 @@ class Converter : public ErrorsByValue {
   // headerEnd(first bytes, file size): how many of the file's first bytes beginStream needs.
   double HeaderEnd(const val& first, double file_size) {
     return Guarded([&] {
-      const std::vector<uint8_t> bytes = emscripten::convertJSArrayToNumberVector<uint8_t>(first);
+      const std::vector<uint8_t> bytes = List<uint8_t>(first);
       return static_cast<double>(
           SafetensorsFile::HeaderEnd(bytes.data(), bytes.size(), static_cast<uint64_t>(file_size), "model.safetensors"));
     });
@@ -82,7 +76,7 @@ class Converter : public ErrorsByValue {
     return Guarded([&] {
       if (!has_config_ || tokenizer_ == nullptr) throw Error("beginStream needs setConfig and setVocabulary first");
       Free();
-      const std::vector<uint8_t> bytes = emscripten::convertJSArrayToNumberVector<uint8_t>(prefix);
+      const std::vector<uint8_t> bytes = List<uint8_t>(prefix);
       const std::string name = Gpt2DefaultModelName(config_);
       stream_ = std::make_unique<Gpt2GgufStream>(bytes.data(), bytes.size(), static_cast<uint64_t>(file_size),
                                                  config_, tokenizer_.get(), ParseConvertType(type), name,
@@ -126,23 +120,15 @@ class Converter : public ErrorsByValue {
   }
   val TakeOutput() {
     return Guarded([&] {
-      if (stream_ != nullptr) {
-        val out = CopyToJs(stream_->output(), static_cast<size_t>(stream_->output_size()));
-        Free();
-        return out;
+      if (stream_ == nullptr && sae_ == nullptr && conversion_ == nullptr) {
+        throw Error("takeOutput called before every tensor was converted");
       }
-      if (sae_ != nullptr) {
-        const uint8_t* gguf = sae_->output();
-        val out = CopyToJs(gguf, static_cast<size_t>(sae_->size()));
-        Free();
-        return out;
-      }
-      if (conversion_ == nullptr) throw Error("takeOutput called before every tensor was converted");
-      const uint8_t* gguf = conversion_->output();
+      const uint8_t* gguf = stream_ ? stream_->output() : sae_ ? sae_->output() : conversion_->output();
+      const size_t size = stream_ ? stream_->output_size() : sae_ ? sae_->size() : conversion_->size();
       // The checkpoint goes first, so the copy's transient JS memory is not on top of it.
       checkpoint_.reset();
       checkpoint_bytes_.Free();
-      val out = CopyToJs(gguf, static_cast<size_t>(conversion_->size()));
+      val out = CopyToJs(gguf, size);
       Free();
       return out;
     });
@@ -152,6 +138,13 @@ class Converter : public ErrorsByValue {
   // The converted file must fit the module's memory beside what else is there.
   static constexpr uint64_t kMaxOutputBytes = kWasmMemoryBudget;
 
+  // The checkpoint appended, parsed; a second plan replaces the first.
+  void ParseCheckpoint(const char* name) {
+    checkpoint_bytes_.RequireComplete();
+    conversion_.reset();
+    sae_.reset();
+    checkpoint_ = SafetensorsFile::Parse(checkpoint_bytes_.data(), checkpoint_bytes_.size(), name);
+  }
   void RequireStream() const {
     if (stream_ == nullptr) throw Error("nextRange and feedPiece need beginStream first");
   }

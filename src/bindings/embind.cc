@@ -1,125 +1,34 @@
-// The whole JavaScript surface of the engine, in one file (as whisper.cpp's
-// examples/whisper.wasm keeps its Embind bindings). It only forwards: the conversation and the
-// experiments are src/lab/lab.h's Lab, the converter src/convert/convert.h; here JS values become
-// C++ ones and C++ errors become JS ones. The page's Web Worker (web/worker-jobs.js) is the caller.
-//
-// Every method throws a JS Error carrying the engine's message on failure (the C++ side returns
-// the error by value, engine-errors.js throws it, see ErrorsByValue).
-//   const engine = new Module.Engine();
-//   engine.beginLoad(totalBytes); engine.appendChunk(uint8Array) ...;  // the file, in pieces
-//   const info = engine.finishLoad(nThreads);   // parse GGUF, bind weights, read the tokenizer
-//   engine.tokenize(text) -> Int32Array; engine.detokenize(ids), engine.tokenBytes(id) -> bytes
-// Generation, one token per call so the caller can read "stop" in between (Lab::NextToken):
+// The whole JavaScript surface of the engine, declared once at the bottom of this file: every
+// method of Engine (one LAB_METHOD line each, forwarding to src/lab/lab.h's Lab) and the fields
+// of every result (a Shape: a plain JS object; `array` fields are fresh typed arrays). Requests
+// are read just below. The page's Web Worker (web/worker-jobs.js and its parts) is the caller.
+// Every method throws a JS Error with the engine's message on failure (returned by value:
+// ErrorsByValue in js_calls.h, rethrown by engine-errors.js).
+//   engine.beginLoad(totalBytes); engine.appendChunk(uint8Array) ...; engine.finishLoad(nThreads)
 //   engine.startGeneration(ids, {temperature, topK, topP, seed, maxTokens, capture}, interventions)
 //   for (let id = engine.nextToken(false); id >= 0; id = engine.nextToken(stopRequested)) {...}
-//   engine.stopReason()   // 'max-tokens' | 'end-of-text' | 'stopped' | 'context-full'
-//   engine.conversation() // Int32Array: the prompt and every sampled token
-// By hand (tests, warm-up, benchmarks): engine.reset(); engine.setCapture(on);
-//   engine.setSampling(temp, topK, topP, seed); engine.prefill(ids); engine.sample(); engine.step(id)
 // Interventions: {ablateHeads: [[layer, head], ...], meanAblation, headMeans: Float32Array
-//   [n_layer, n_embd], skipAttn: [layer, ...], skipMlp, noResidual, postNorm,
-//   patches: [{layer, position, value: Float32Array[n_embd]}]}, every field optional, {}: plain.
-//   engine.setInterventions(spec)  // later runs; meanAblation: means over the captured positions
-//   engine.rerun()                 // the conversation again under them, reusing the cache; returns
-//                                  // the first block re-run; engine.firstChangedBlock()
-// The jobs take the page's interventions (meanAblation: means over the generation's prompt in the
-// plain model) and give the conversation back captured under them:
-//   engine.experiment(promptIds, interventions, position, settings)
-//     -> {position, fromBlock, before, after: Float32Array [n_vocab], textBefore, textAfter}
-//   engine.startHeadSweep(position, target, interventions) -> {position, target, base, total}
-//   engine.startPatching(cleanIds, corruptedIds, interventions)
-//     -> {positions, total, answer, other, cleanDiff, corruptedDiff}
-//   engine.startPathPatch(cleanIds, corruptedIds, receivers, target, contrast, interventions)
-//     -> {positions, total, target, contrast, clean, corrupt}: path patching's sweep (src/lab/
-//     path_patch.h), every head a sender; receivers 'logits' or 'L.H.q|k|v,...'; target -1: the
-//     clean run's top token; contrast -1: none; cells: (layer, head, m_patched - m_clean)
-//   engine.startSenderPaths(cleanIds, corruptedIds, layer, head, target, contrast, interventions)
-//     -> as startPathPatch: one sender's paths alone, cells (n_layer, 0) for the logits, then
-//     every later head (its q, k and v together)
-//   engine.pathPatch(cleanIds, corruptedIds, layer, head, receivers, target, contrast)
-//     -> {patched, clean, corrupt, target, contrast}: one sender
-//   while (engine.continueJob() < total && !cancelled) {...}   // ~4 prefills of work per call
-//   engine.jobResults(from) -> {layers, indices: Int32Array, values: Float64Array}; engine.endJob()
-//   engine.attributeConversation(interventions, position, target), engine.attribute(ids, position,
-//     target, contrast) -> {position, target, contrast, names, values: Float64Array, logit}
-// Head detection (lab/head_scores.h): engine.defaultHeadIds() -> Int32Array [50] (`gpt2 heads`'s);
-//   engine.detectHeads(ids) -> {repeat, nLayer, nHead, prev, dup, induction: Float64Array
-//   [n_layer * n_head], uniform: {prev, dup, induction}}; the conversation becomes [50256, ids, ids],
-//   captured, run under the interventions set last
-// The quantization lens (lab/compare.h): engine.quantizeSecond('q8_0' | 'q4_0' | 'f16' | 'f32')
-//   -> {weight_type, file_bytes}: the loaded model re-encoded by gpt2-convert's code, held beside it
-//   (its bytes owned, freed by dropSecond() or the next load); engine.compareSecond(ids) ->
-//   {positions, agree, cos, rel, kl, topA, topB, headDrift, attribution: {target, names, a, b}};
-//   the conversation becomes ids, captured, plain
-// Gradients (src/lab/gradients.h) under the interventions set last; the conversation is run
-// again afterwards, captured:
-//   engine.saliency(position, target, contrast, method ('grad' | 'ig'), steps) (-1: the last
-//     position, the most probable target, no contrast) -> {position, target, contrast, values:
-//     Float64Array [T], total, delta}
-//   engine.attributionPatching(cleanIds, corruptedIds, target, contrast) -> {target, contrast,
-//     tokens, heads: Float64Array [n_layer * n_head], residPre: Float64Array [n_layer * T],
-//     metric, metricCorrupt}
-//   engine.scoreSaliency(layer, head, query, key) -> {layer, head, query, key, values:
-//     Float64Array [T], total, score}: gradient x input of that attention score (pre-softmax)
-//   engine.atpExact(cleanIds, corruptedIds, kind ('head' | 'resid'), layer, index, target,
-//     contrast) -> {target, contrast, value, metric, metricPatched}: one attribution patching cell
-//     run exactly (head `index`'s output, or the stream entering `layer` at position `index`)
-// Probes of a captured plain run: engine.logProbs(position, ids), engine.ablatedLogProbs(
-//   [[layer, head], ...], position, target, means), engine.patchedLogProbsAt(layer, positions,
-//   stream [position(), n_embd], ids) -> Float64Array; engine.headMeans()
-// Reading the capture (src/model/capture.h): attention(layer, p) VIEW [n_head, p + 1],
-//   headAttention(layer, head, p) VIEW [p + 1], mlpActivations(layer, p) VIEW [n_ff],
-//   residual(index) VIEW [P, n_embd] (0: embedding, l + 1: after block l), residualNorms(),
-//   layerNormStats(), sublayerNorms(), topProbs(p), logitLens(begin, end, k, layerBegin, layerEnd), finalProbs(p),
-//   blockTimes() (ms per block of the last prefill), capturedPositions(), position()
-//
-// Sparse autoencoders (lab/features.h; the SAE GGUF from gpt2-convert --sae or Converter.planSae):
-//   engine.loadSae(ggufBytes) -> {id, hook, layer, point, dSae, architecture, k, normalize, bytes}
-//   (the engine keeps its own copy); engine.dropSae(id); engine.saes() -> [those objects]
-//   engine.saeFeatures(id, position, k) -> {features: Int32Array, activations: Float32Array
-//   (descending, zeros left out), explained}; engine.saeStrip(id, feature) -> Float32Array
-//   [captured positions]; engine.saeLogitWeights(id, [feature, ...], k) -> [{promoted,
-//   promotedValues, suppressed, suppressedValues}, ...] (W_dec[F] @ W_U, one product for all the
-//   features). Interventions take
-//   sae: [{id, steer: [[feature, alpha], ...], clamp: [[feature, value], ...]}].
-// Converting a Hugging Face GPT-2 checkpoint to GGUF in the page, with gpt2-convert's own code
-// (its binding: converter.cc):
-//   const c = new Module.Converter();
-//   c.setConfig(configJsonText); c.setVocabulary(vocabJsonText, mergesText);
-//   c.beginCheckpoint(totalBytes); for (chunk of download) c.appendChunk(chunk);
-//   const {tensors, bytes, name} = c.plan('q8_0');  // parse and check everything, lay out output
-//   while (c.convertNext() < tensors) {...}          // one tensor per call
-//   const gguf = c.takeOutput();  // Uint8Array copy of the GGUF; frees the converter's memory
-// or a SAELens SAE (convert/sae_convert.h): c.setSaeConfig(cfgJsonText); beginCheckpoint/appendChunk
-//   with sae_weights.safetensors; const {tensors, bytes} = c.planSae('q8_0'); convertNext; takeOutput.
-// or streamed, never holding the checkpoint (GPT-2 medium, large, XL by HTTP Range requests):
-//   const end = c.headerEnd(first8Bytes, fileSize);     // bytes of the file before the data
-//   const {tensors, sourceBytes, name} = c.beginStream(firstEndBytes, fileSize, 'q8_0');
-//   for (let r; (r = c.nextRange()) !== null;) {        // {offset, bytes} of the file
-//     for (chunk of that range) c.appendPiece(chunk);
-//     const {fed, tensorsDone, outputBytes} = c.feedPiece();
-//   }
-//   const gguf = c.takeOutput();
-//
-// A VIEW is a typed array over wasm memory, valid only until the next call into the engine (a
-// call may grow memory, which detaches it; in the pthreads build it cannot be transferred):
-// copy it with slice() first. Everything else returns a fresh copy.
+//   [n_layer, n_embd], skipAttn: [layer, ...], skipMlp, noResidual, postNorm, patches: [{layer,
+//   position, value: Float32Array [n_embd]}], sae: [{id, steer: [[feature, alpha], ...], clamp:
+//   [[feature, value], ...]}]}, every field optional. setInterventions: for later runs (means
+//   over the capture); the jobs and experiments take the page's (means over the prompt) and give
+//   the conversation back captured under them (src/lab/conversation.h's Scope). A job: start...,
+//   then continueJob() until it returns s.total or the page cancels, jobResults(from), endJob().
+// A VIEW (attention, headAttention, mlpActivations, residual) is a typed array over wasm memory,
+// valid until the next call into the engine (which may grow memory): copy it with slice().
 #include <emscripten/bind.h>
 #include <emscripten/heap.h>
 #include <emscripten/val.h>
 #include <malloc.h>
 
+#include <algorithm>
 #include <memory>
-#include <new>
 #include <string>
 #include <vector>
 
 #include "base/error.h"
 #include "bindings/download_buffer.h"
 #include "bindings/js_calls.h"
-#include "bindings/requests_from_js.h"
-#include "bindings/result_to_js.h"
-#include "bindings/sae_calls.h"
 #include "convert/convert.h"
 #include "hwy/highway.h"
 #include "kernels/kernels.h"
@@ -136,9 +45,117 @@ namespace {
 
 using emscripten::val;
 
-// Each method forwards one call to the Lab (see the usage above), guarded.
-#define LAB_CALL(...) Guarded([&] { RequireModel(); __VA_ARGS__; })
+// --- Requests ------------------------------------------------------------------------------
 
+// [[a, b], ...]; `what` says how, in the error for anything else.
+template <typename T>
+std::vector<std::vector<T>> Pairs(const val& v, const std::string& what) {
+  std::vector<std::vector<T>> out;
+  const int n = Given(v) ? v["length"].as<int>() : 0;
+  for (int i = 0; i < n; ++i) {
+    out.push_back(List<T>(v[i]));
+    if (out.back().size() != 2 || out.back()[0] != static_cast<int>(out.back()[0])) throw Error(what);
+  }
+  return out;
+}
+
+std::vector<HeadRef> HeadList(const val& v) {
+  std::vector<HeadRef> heads;
+  for (const auto& p : Pairs<int>(v, "heads are given as [layer, head] pairs")) heads.push_back({p[0], p[1]});
+  return heads;
+}
+
+std::vector<std::pair<int, float>> FeaturePairs(const val& v, const char* what) {
+  std::vector<std::pair<int, float>> out;
+  for (const auto& p : Pairs<double>(v, std::string("SAE ") + what + " is given as [feature, number] pairs")) {
+    out.push_back({static_cast<int>(p[0]), static_cast<float>(p[1])});
+  }
+  return out;
+}
+
+// The interventions object (top of this file): each field optional, so read by hand.
+LabInterventions InterventionsFromJs(const val& spec) {
+  LabInterventions out;
+  if (!Given(spec)) return out;
+  Interventions& iv = out.iv;
+  iv.ablate_heads = HeadList(spec["ablateHeads"]);
+  iv.skip_attn = List(spec["skipAttn"]);
+  iv.skip_mlp = List(spec["skipMlp"]);
+  iv.no_residual = List(spec["noResidual"]);
+  iv.post_norm = spec["postNorm"].isTrue();
+  const val patches = spec["patches"], sae = spec["sae"];
+  for (int i = 0, n = Given(patches) ? patches["length"].as<int>() : 0; i < n; ++i) {
+    const val p = patches[i];
+    iv.patches.push_back({p["layer"].as<int>(), p["position"].as<int>(), List<float>(p["value"])});
+  }
+  iv.head_means = List<float>(spec["headMeans"]);
+  out.mean_ablation = spec["meanAblation"].isTrue();
+  for (int i = 0, n = Given(sae) ? sae["length"].as<int>() : 0; i < n; ++i) {
+    out.sae.push_back({sae[i]["id"].as<int>(), FeaturePairs(sae[i]["steer"], "steering"),
+                       FeaturePairs(sae[i]["clamp"], "clamping")});
+  }
+  return out;
+}
+
+SamplingParams Sampling(double temperature, int top_k, double top_p, double seed) {
+  if (!(seed >= 0)) {  // a JS number: integers up to 2^53 are exact
+    throw Error("Sampling settings out of range: temperature >= 0, top-k >= 0, 0 < top-p <= 1, seed >= 0.");
+  }
+  return {static_cast<float>(temperature), top_k, static_cast<float>(top_p), static_cast<uint64_t>(seed)};
+}
+
+// {temperature, topK, topP, seed, maxTokens} (startGeneration's also has capture).
+struct SamplingSettings {
+  double temperature = 0, top_p = 0, seed = 0;
+  int top_k = 0, max_tokens = 0;
+  SamplingParams params() const { return Sampling(temperature, top_k, top_p, seed); }
+};
+
+SaliencyRequest SaliencyRequestOf(int p, int target, int contrast, const std::string& method, int steps) {
+  if (method != "grad" && method != "ig") throw Error("The saliency method must be grad or ig, not '" + method + "'.");
+  return {p, target, contrast, method == "ig" ? SaliencyMethod::kIntegrated : SaliencyMethod::kGradient, steps};
+}
+
+AtpCell AtpCellOf(const std::string& kind) {
+  if (kind != "head" && kind != "resid") throw Error("The cell kind must be head or resid, not '" + kind + "'.");
+  return kind == "head" ? AtpCell::kHead : AtpCell::kResidPre;
+}
+
+std::vector<uint8_t> BytesFromJs(const val& bytes) {  // a Uint8Array copied in one set()
+  if (!Given(bytes)) throw Error("no bytes given");
+  std::vector<uint8_t> out(bytes["length"].as<size_t>());
+  val(emscripten::typed_memory_view(out.size(), out.data())).call<void>("set", bytes);
+  return out;
+}
+
+// --- Results that are not a lab type ---------------------------------------------------------
+
+struct SaeInfo {
+  int id = 0, layer = 0, d_sae = 0, k = 0;
+  std::string hook, point, architecture, normalize;
+  double bytes = 0;
+};
+
+SaeInfo SaeInfoOf(const Lab& lab, int id) {
+  const LoadedSae& s = lab.loaded_sae(id);
+  const SaeConfig& c = s.sae->config();
+  return {id, c.layer, c.d_sae, c.k, c.hook_name, SaeStreamPointName(c.point), SaeArchitectureName(c.architecture),
+          SaeNormalizeName(c.normalize), static_cast<double>(s.bytes.size())};
+}
+
+template <typename T>
+val ArrayOf(const std::vector<T>& items) {  // a JS array of Shapes
+  val out = val::array();
+  for (const T& item : items) out.call<void>("push", val(item));
+  return out;
+}
+
+val Bytes(const std::string& bytes) {  // raw bytes, maybe partial UTF-8
+  return CopyToJs(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+}
+
+// Holds the model's file, its Lab and the lens's second model; the methods of the JS API are the
+// lambdas registered at the bottom, each forwarding one call to the Lab through With().
 class Engine : public ErrorsByValue {
  public:
   Engine() = default;
@@ -149,7 +166,6 @@ class Engine : public ErrorsByValue {
     Guarded([&] { second_.reset(); lab_.reset(); file_bytes_.Begin(total_bytes); return 0; });
   }
   void AppendChunk(const val& bytes) { Guarded([&] { file_bytes_.Append(bytes); return 0; }); }
-
   val FinishLoad(int n_threads) {
     return Guarded([&] {
       file_bytes_.RequireComplete();
@@ -157,13 +173,11 @@ class Engine : public ErrorsByValue {
       return Info();
     });
   }
-
   val Info() const {
     if (!lab_) return val::null();
     const Config& c = lab_->config();
-    const GgufFile& file = lab_->file();
-    const GgufValue* name = file.Find("general.name");
-    const GgufTensor* qkv = file.FindTensor("blk.0.attn_qkv.weight");
+    const GgufValue* name = lab_->file().Find("general.name");
+    const GgufTensor* qkv = lab_->file().FindTensor("blk.0.attn_qkv.weight");
 #ifdef __EMSCRIPTEN_PTHREADS__
     const bool pthreads = true;
 #else
@@ -175,7 +189,7 @@ class Engine : public ErrorsByValue {
         {"kv_value_bytes", val(c.kv_bytes_per_value())},
         {"parameters", val(static_cast<double>(lab_->model().ParameterCount()))},
         {"flops_per_token", val(lab_->model().ForwardFlopsPerToken())},
-        {"file_bytes", val(static_cast<double>(file_bytes_.size()))}, {"gguf_version", val(file.version())},
+        {"file_bytes", val(static_cast<double>(file_bytes_.size()))}, {"gguf_version", val(lab_->file().version())},
         {"name", val(name != nullptr && name->type == GgufValueType::kString ? name->str : std::string())},
         {"weight_type", val(std::string(qkv != nullptr ? GgmlTypeName(static_cast<uint32_t>(qkv->type)) : ""))},
         {"simd", val(std::string(RelaxedSimdKernels() ? "wasm-relaxed-simd" : "wasm-simd128"))},
@@ -183,172 +197,68 @@ class Engine : public ErrorsByValue {
         {"threads", val(lab_->session().n_threads())}, {"pthreads", val(pthreads)}});
   }
 
-  // --- Tokenizer and the conversation by hand ------------------------------------------------
-  val Tokenize(const std::string& text) const { return LAB_CALL(return CopyToJs(lab_->tokenizer().Encode(text))); }
-  val Detokenize(const val& ids) const { return LAB_CALL(return Bytes(lab_->tokenizer().Decode(List(ids)))); }
-  val TokenBytes(int id) const { return LAB_CALL(return Bytes(lab_->tokenizer().TokenBytes(id))); }
-  void Reset() { LAB_CALL(lab_->Reset(); return 0); }
-  void SetCapture(bool on) { LAB_CALL(lab_->SetCapture(on); return 0); }
-  void SetSampling(double temperature, int top_k, double top_p, double seed) {
-    LAB_CALL(lab_->SetSampling(Sampling(temperature, top_k, top_p, seed)); return 0);
+  // f(lab) guarded: its error, or that no model is loaded, reported by value.
+  template <typename F>
+  auto With(F f) -> decltype(f(std::declval<Lab&>())) {
+    return Guarded([&] {
+      if (!lab_) throw Error("No model is loaded yet.");
+      return f(*lab_);
+    });
   }
-  void Prefill(const val& ids) { LAB_CALL(lab_->Run(List(ids)); return 0); }
-  void Step(int id) { LAB_CALL(lab_->Step(id); return 0); }
-  int Sample() { return LAB_CALL(return lab_->Sample()); }
-  int Position() const { return lab_ ? lab_->position() : 0; }
-  int CapturedPositions() const { return lab_ ? lab_->capture().n_positions() : 0; }
+  const Lab* lab() const { return lab_.get(); }
 
-  // --- Generation ---------------------------------------------------------------------------
-  void StartGeneration(const val& ids, const val& settings, const val& interventions) {
-    LAB_CALL(lab_->StartGeneration(List(ids), InterventionsFromJs(interventions), SamplingFromJs(settings),
-                                   settings["maxTokens"].as<int>(), settings["capture"].isTrue());
-             return 0);
-  }
-  int NextToken(bool stop) { return LAB_CALL(return lab_->NextToken(stop)); }
-  std::string StopReasonText() const {
-    static const char* const kNames[] = {"max-tokens", "end-of-text", "context-full", "stopped"};
-    return lab_ ? kNames[static_cast<int>(lab_->stop_reason())] : "";
-  }
-  val Conversation() const { return LAB_CALL(return CopyToJs(lab_->conversation())); }
-
-  // --- Reading the capture --------------------------------------------------------------------
-  val Attention(int layer, int p) const {
-    return LAB_CALL(return ViewToJs(lab_->capture().Attention(layer, p), size_t(lab_->config().n_head) * (p + 1)));
-  }
-  val HeadAttention(int layer, int head, int p) const {
-    return LAB_CALL(return ViewToJs(lab_->capture().HeadAttention(layer, head, p), size_t(p) + 1));
-  }
-  val MlpActivations(int layer, int p) const {
-    return LAB_CALL(return ViewToJs(lab_->capture().MlpActivations(layer, p), size_t(lab_->config().n_ff)));
-  }
-  val Residual(int index) const {
-    return LAB_CALL(const std::vector<float>& r = lab_->capture().Residual(index);
-                    return ViewToJs(r.data(), size_t(lab_->capture().n_positions()) * lab_->config().n_embd));
-  }
-  val ResidualNorms() const { return LAB_CALL(return CopyToJs(lab_->capture().ResidualNorms())); }
-  val LayerNormStats() const { return LAB_CALL(return CopyToJs(lab_->capture().LayerNormStats())); }
-  val SublayerNorms() const { return LAB_CALL(return CopyToJs(lab_->capture().SublayerNorms())); }
-  val TopProbs(int p) const {
-    return LAB_CALL(return Object({{"ids", CopyToJs(lab_->capture().TopIds(p), CaptureStore::kTopProbs)},
-                                   {"probs", CopyToJs(lab_->capture().TopProbs(p), CaptureStore::kTopProbs)}}));
-  }
-  val LogitLens(int begin, int end, int top_k, int layer_begin, int layer_end) const {
-    return LAB_CALL(std::vector<int> ids; std::vector<float> probs;
-                    lab_->capture().LogitLensWindow(lab_->model(), begin, end, layer_begin, layer_end, top_k, &ids,
-                                                    &probs);
-                    return Object({{"ids", CopyToJs(ids)}, {"probs", CopyToJs(probs)}}));
-  }
-  val FinalProbs(int p) const { return LAB_CALL(return CopyToJs(lab_->FinalProbs(p))); }
-  val BlockTimes() const { return CopyToJs(lab_ ? lab_->block_ms() : std::vector<double>()); }
-
-  // --- Interventions, probes, jobs -------------------------------------------------------------
-  void SetInterventions(const val& spec) {
-    LAB_CALL(lab_->SetInterventions(InterventionsFromJs(spec), MeansOf::kCapture); return 0);
-  }
-  int FirstChangedBlock() const { return lab_ ? lab_->FirstChangedBlock() : 0; }
-  int Rerun() { return LAB_CALL(return lab_->Rerun()); }
-  val HeadMeans() const { return LAB_CALL(return CopyToJs(lab_->HeadMeans())); }
-  val LogProbs(int p, const val& ids) { return LAB_CALL(return CopyToJs(lab_->LogProbs(p, List(ids)))); }
-  val AblatedLogProbs(const val& heads, int p, int target, const val& means) {
-    return LAB_CALL(return CopyToJs(lab_->AblatedLogProbs(HeadList(heads), p, target, List<float>(means))));
-  }
-  val PatchedLogProbsAt(int layer, const val& positions, const val& stream, const val& ids) {
-    return LAB_CALL(return CopyToJs(lab_->PatchedLogProbs(layer, List(positions), List<float>(stream), List(ids))));
-  }
-  val Attribute(const val& ids, int p, int target, int contrast) {
-    return LAB_CALL(return AttributionToJs(lab_->Attribute(List(ids), p, target, contrast)));
-  }
-  val Saliency(int p, int target, int contrast, const std::string& method, int steps) {
-    return LAB_CALL(return SaliencyToJs(lab_->Saliency(SaliencyRequestOf(p, target, contrast, method, steps))));
-  }
-  val AttributionPatching(const val& clean, const val& corrupt, int target, int contrast) {
-    return LAB_CALL(return AtpToJs(lab_->AttributionPatching(List(clean), List(corrupt), target, contrast)));
-  }
-  val ScoreSaliency(int layer, int head, int query, int key) {
-    return LAB_CALL(return ScoreSaliencyToJs(lab_->ScoreSaliency(ScoreSpec{layer, head, query, key})));
-  }
-  val AtpExact(const val& clean, const val& corrupt, const std::string& kind, int layer, int index, int target,
-               int contrast) {
-    return LAB_CALL(return ExactPatchToJs(lab_->ExactPatch(List(clean), List(corrupt), AtpCellOf(kind), layer, index,
-                                                           target, contrast)));
-  }
-  val AttributeConversation(const val& interventions, int p, int target) {
-    return LAB_CALL(return AttributionToJs(lab_->AttributeConversation(InterventionsFromJs(interventions), p, target)));
-  }
-  val Experiment(const val& prompt, const val& interventions, int p, const val& settings) {
-    return LAB_CALL(return ExperimentToJs(lab_->Experiment(List(prompt), InterventionsFromJs(interventions), p,
-                                                           SamplingFromJs(settings), settings["maxTokens"].as<int>())));
-  }
-  val StartHeadSweep(int p, int target, const val& interventions) {
-    return LAB_CALL(return HeadSweepStartToJs(lab_->StartHeadSweep(p, target, InterventionsFromJs(interventions))));
-  }
-  val StartPatching(const val& clean, const val& corrupted, const val& interventions) {
-    return LAB_CALL(return PatchingStartToJs(
-        lab_->StartPatching(List(clean), List(corrupted), InterventionsFromJs(interventions))));
-  }
-  val StartPathPatch(const val& clean, const val& corrupted, const std::string& receivers, int target, int contrast,
-                     const val& interventions) {
-    return LAB_CALL(return PathPatchStartToJs(lab_->StartPathPatch(List(clean), List(corrupted),
-                                                                   ParsePathReceivers(receivers, lab_->config()),
-                                                                   target, contrast, InterventionsFromJs(interventions))));
-  }
-  val StartSenderPaths(const val& clean, const val& corrupted, int layer, int head, int target, int contrast,
-                       const val& interventions) {
-    return LAB_CALL(return PathPatchStartToJs(lab_->StartSenderPaths(List(clean), List(corrupted), {layer, head}, target,
-                                                                     contrast, InterventionsFromJs(interventions))));
-  }
-  val PathPatch(const val& clean, const val& corrupted, int layer, int head, const std::string& receivers, int target,
-                int contrast) {
-    return LAB_CALL(return PathPatchToJs(lab_->PathPatch(List(clean), List(corrupted), {layer, head},
-                                                         ParsePathReceivers(receivers, lab_->config()), target,
-                                                         contrast)));
-  }
-  int ContinueJob() { return LAB_CALL(return lab_->ContinueJob()); }
-  val JobResults(int from) const {
-    return LAB_CALL(return JobCellsToJs(lab_->job_results(), from));
-  }
-  void EndJob() { LAB_CALL(lab_->EndJob(); return 0); }
-  val DefaultHeadIds() const { return LAB_CALL(return CopyToJs(gpt2::DefaultHeadIds(lab_->config().n_vocab))); }
+  // The quantization lens's other model: the loaded one re-encoded, held beside it.
   val QuantizeSecond(const std::string& type) {
-    return LAB_CALL(second_.reset(); second_ = SecondModel::Requantized(lab_->file(), ParseConvertType(type));
-                    return Object({{"weight_type", val(std::string(second_->matrix_type()))},
-                                   {"file_bytes", val(double(second_->file_bytes()))}}));
+    second_.reset();
+    second_ = SecondModel::Requantized(lab_->file(), ParseConvertType(type));
+    return Object({{"weight_type", val(std::string(second_->matrix_type()))},
+                   {"file_bytes", val(double(second_->file_bytes()))}});
+  }
+  SecondModel& Second() {
+    if (!second_) throw Error("Make the second model first (quantizeSecond).");
+    return *second_;
   }
   void DropSecond() { second_.reset(); }
-  val CompareSecond(const val& ids) {
-    return LAB_CALL(if (!second_) throw Error("Make the second model first (quantizeSecond).");
-                    return ComparisonToJs(CompareWithLab(*lab_, *second_, List(ids))));
-  }
-  val DetectHeads(const val& ids) { return LAB_CALL(return HeadScoresToJs(gpt2::DetectHeads(*lab_, List(ids)))); }
-  val LoadSae(const val& bytes) { return LAB_CALL(return SaeInfoToJs(*lab_, lab_->LoadSae(BytesFromJs(bytes)))); }
-  void DropSae(int id) { LAB_CALL(lab_->DropSae(id); return 0); }
-  val Saes() const { return LAB_CALL(return SaeListToJs(*lab_)); }
-  val SaeFeatures(int id, int p, int k) { return LAB_CALL(return SaeFeaturesToJs(lab_->SaeFeatures(id, p, k))); }
-  val SaeStrip(int id, int feature) { return LAB_CALL(return CopyToJs(lab_->SaeStrip(id, feature))); }
-  val SaeLogitWeights(int id, const val& features, int k) const {
-    return LAB_CALL(return SaeLogitWeightsToJs(lab_->SaeLogitWeightsOf(id, List<int>(features), k)));
-  }
 
  private:
-  void RequireModel() const {
-    if (!lab_) throw Error("No model is loaded yet.");
-  }
-  static val Bytes(const std::string& bytes) {  // raw bytes, maybe partial UTF-8
-    return CopyToJs(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-  }
-
   // Declared first so it is destroyed last: the Lab's GgufFile and Model point into it.
   DownloadBuffer file_bytes_{"The model", "beginLoad"};
   std::unique_ptr<Lab> lab_;
-  std::unique_ptr<SecondModel> second_;  // the quantization lens's other model (after lab_: freed first)
+  std::unique_ptr<SecondModel> second_;  // after lab_: freed first
 };
+
+void StartGeneration(Lab& l, const std::vector<int>& ids, const val& settings, const val& iv) {
+  const SamplingSettings s = settings.as<SamplingSettings>();
+  l.StartGeneration(ids, InterventionsFromJs(iv), s.params(), s.max_tokens, settings["capture"].isTrue());
+}
+
+ExperimentResult Experiment(Lab& l, const std::vector<int>& prompt, const val& iv, int p, const val& settings) {
+  const SamplingSettings s = settings.as<SamplingSettings>();
+  return l.Experiment(prompt, InterventionsFromJs(iv), p, s.params(), s.max_tokens);
+}
+
+std::string StopReasonText(Engine& e) {
+  static const char* const kNames[] = {"max-tokens", "end-of-text", "context-full", "stopped"};
+  return e.lab() ? kNames[static_cast<int>(e.lab()->stop_reason())] : "";
+}
+
+val LogitLensOf(const Lab& l, int begin, int end, int k, int layer_begin, int layer_end) {  // {ids, probs}
+  std::vector<int> ids;
+  std::vector<float> probs;
+  l.capture().LogitLensWindow(l.model(), begin, end, layer_begin, layer_end, k, &ids, &probs);
+  return Object({{"ids", CopyToJs(ids)}, {"probs", CopyToJs(probs)}});
+}
+
+val SaeInfos(const Lab& l) {
+  std::vector<SaeInfo> all;
+  for (int id : l.sae_ids()) all.push_back(SaeInfoOf(l, id));
+  return ArrayOf(all);
+}
 
 int EndOfTextId() { return kEndOfText; }
 
-// {heapBytes, mallocBytes, stackAddress}: wasm memory's size, the bytes malloc has handed out and
-// not taken back (dlmalloc's mallinfo), and the address of a local here (the stack grows down, so
-// a smaller one means frames were left on the stack). For tests that check a loop of calls leaks
-// nothing (tests/web/embind.test.mjs) and for the page's long-session test.
+// {heapBytes, mallocBytes (dlmalloc's, in use), stackAddress (of a local: smaller means frames
+// were left on the stack)}: for the tests that check a loop of calls leaks nothing.
 val MemoryStats() {
   const struct mallinfo m = mallinfo();
   volatile int local = 0;
@@ -357,13 +267,96 @@ val MemoryStats() {
                  {"stackAddress", val(static_cast<double>(reinterpret_cast<uintptr_t>(&local)))}});
 }
 
+val ComponentNames(const Attribution& a) {
+  val names = val::array();
+  for (const AttributionComponent& c : a.components) names.call<void>("push", val(c.name));
+  return names;
+}
+
 }  // namespace
 }  // namespace gpt2
 
 EMSCRIPTEN_BINDINGS(gpt2_engine) {
-  using gpt2::Engine;
-  emscripten::function("endOfTextId", &gpt2::EndOfTextId);
-  emscripten::function("memoryStats", &gpt2::MemoryStats);
+  using namespace gpt2;
+  using emscripten::val;
+  emscripten::function("endOfTextId", &EndOfTextId);
+  emscripten::function("memoryStats", &MemoryStats);
+
+  // Requests.
+  emscripten::value_object<SamplingSettings>("SamplingSettings")
+      .field("temperature", &SamplingSettings::temperature).field("topK", &SamplingSettings::top_k)
+      .field("topP", &SamplingSettings::top_p).field("seed", &SamplingSettings::seed)
+      .field("maxTokens", &SamplingSettings::max_tokens);
+
+  // Results.
+  Shape<Attribution>("Attribution").field("position", &Attribution::position).field("target", &Attribution::target)
+      .field("contrast", &Attribution::contrast).computed("names", &ComponentNames)
+      .computed("values", +[](const Attribution& a) { return Column(a.components, &AttributionComponent::value); })
+      .field("logit", &Attribution::logit);
+  Shape<ExperimentResult>("ExperimentResult").field("position", &ExperimentResult::position)
+      .field("fromBlock", &ExperimentResult::from_block).array<&ExperimentResult::before>("before")
+      .array<&ExperimentResult::after>("after").array<&ExperimentResult::text_before>("textBefore")
+      .array<&ExperimentResult::text_after>("textAfter");
+  Shape<HeadSweepStart>("HeadSweepStart").field("position", &HeadSweepStart::position)
+      .field("target", &HeadSweepStart::target).field("base", &HeadSweepStart::base)
+      .field("total", &HeadSweepStart::total);
+  Shape<PatchingStart>("PatchingStart").field("positions", &PatchingStart::positions)
+      .field("total", &PatchingStart::total).field("answer", &PatchingStart::answer)
+      .field("other", &PatchingStart::other).field("cleanDiff", &PatchingStart::clean_diff)
+      .field("corruptedDiff", &PatchingStart::corrupted_diff);
+  Shape<PathPatchStart>("PathPatchStart").field("positions", &PathPatchStart::positions)
+      .field("total", &PathPatchStart::total).field("target", &PathPatchStart::target)
+      .field("contrast", &PathPatchStart::contrast).field("clean", &PathPatchStart::clean)
+      .field("corrupt", &PathPatchStart::corrupt);
+  Shape<PathPatchResult>("PathPatchResult").field("patched", &PathPatchResult::patched)
+      .field("clean", &PathPatchResult::clean).field("corrupt", &PathPatchResult::corrupt)
+      .field("target", &PathPatchResult::target).field("contrast", &PathPatchResult::contrast);
+  Shape<SaliencyResult>("SaliencyResult").field("position", &SaliencyResult::position)
+      .field("target", &SaliencyResult::target).field("contrast", &SaliencyResult::contrast)
+      .array<&SaliencyResult::values>("values").field("total", &SaliencyResult::total)
+      .field("delta", &SaliencyResult::delta);
+  Shape<AtpResult>("AtpResult").field("target", &AtpResult::target).field("contrast", &AtpResult::contrast)
+      .field("tokens", &AtpResult::tokens).array<&AtpResult::heads>("heads").array<&AtpResult::resid_pre>("residPre")
+      .field("metric", &AtpResult::metric_clean).field("metricCorrupt", &AtpResult::metric_corrupt);
+  Shape<ScoreSaliencyResult>("ScoreSaliencyResult")
+      .computed("layer", +[](const ScoreSaliencyResult& r) { return r.spec.layer; })
+      .computed("head", +[](const ScoreSaliencyResult& r) { return r.spec.head; })
+      .computed("query", +[](const ScoreSaliencyResult& r) { return r.spec.query; })
+      .computed("key", +[](const ScoreSaliencyResult& r) { return r.spec.key; })
+      .array<&ScoreSaliencyResult::values>("values").field("total", &ScoreSaliencyResult::total)
+      .field("score", &ScoreSaliencyResult::score);
+  Shape<ExactPatchResult>("ExactPatchResult").field("target", &ExactPatchResult::target)
+      .field("contrast", &ExactPatchResult::contrast).field("value", &ExactPatchResult::value)
+      .field("metric", &ExactPatchResult::metric_clean).field("metricPatched", &ExactPatchResult::metric_patched);
+  Shape<UniformScores>("UniformScores").field("prev", &UniformScores::prev).field("dup", &UniformScores::dup)
+      .field("induction", &UniformScores::induction);
+  Shape<HeadScores>("HeadScores").field("repeat", &HeadScores::repeat).field("nLayer", &HeadScores::n_layer)
+      .field("nHead", &HeadScores::n_head).array<&HeadScores::prev>("prev").array<&HeadScores::dup>("dup")
+      .array<&HeadScores::induction>("induction")
+      .computed("uniform", +[](const HeadScores& s) { return UniformHeadScores(s.repeat); });
+  Shape<Comparison>("Comparison").field("positions", &Comparison::positions).field("agree", &Comparison::agree)
+      .computed("cos", +[](const Comparison& r) { return Column(r.blocks, &BlockDrift::cos); })
+      .computed("rel", +[](const Comparison& r) { return Column(r.blocks, &BlockDrift::rel); })
+      .computed("kl", +[](const Comparison& r) { return Column(r.blocks, &BlockDrift::kl); })
+      .array<&Comparison::top_a>("topA").array<&Comparison::top_b>("topB")
+      .array<&Comparison::head_drift>("headDrift")
+      .computed("attribution", +[](const Comparison& r) {  // {target, names, a, b}: A's and B's values
+        return Object({{"target", val(r.attribution_a.target)}, {"names", ComponentNames(r.attribution_a)},
+                       {"a", Column(r.attribution_a.components, &AttributionComponent::value)},
+                       {"b", Column(r.attribution_b.components, &AttributionComponent::value)}});
+      });
+  Shape<SaeInfo>("SaeInfo").field("id", &SaeInfo::id).field("hook", &SaeInfo::hook).field("layer", &SaeInfo::layer)
+      .field("point", &SaeInfo::point).field("dSae", &SaeInfo::d_sae).field("architecture", &SaeInfo::architecture)
+      .field("k", &SaeInfo::k).field("normalize", &SaeInfo::normalize).field("bytes", &SaeInfo::bytes);
+  Shape<SaeFeatureList>("SaeFeatureList").array<&SaeFeatureList::features>("features")
+      .array<&SaeFeatureList::activations>("activations").field("explained", &SaeFeatureList::explained);
+  Shape<SaeLogitWeights>("SaeLogitWeights").array<&SaeLogitWeights::promoted>("promoted")
+      .array<&SaeLogitWeights::promoted_values>("promotedValues").array<&SaeLogitWeights::suppressed>("suppressed")
+      .array<&SaeLogitWeights::suppressed_values>("suppressedValues");
+  // The methods. LAB_METHOD(name, (, arguments...), what it returns from the Lab `l`): one line each.
+#define UNPAREN(...) __VA_ARGS__
+#define LAB_METHOD(js_name, params, ...) \
+  function(js_name, +[](Engine& e UNPAREN params) { return e.With([&](Lab& l) { return __VA_ARGS__; }); })
   emscripten::class_<Engine>("Engine")
       .constructor<>()
       .function("takeError", &Engine::TakeError)
@@ -371,63 +364,106 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .function("appendChunk", &Engine::AppendChunk)
       .function("finishLoad", &Engine::FinishLoad)
       .function("info", &Engine::Info)
-      .function("tokenize", &Engine::Tokenize)
-      .function("detokenize", &Engine::Detokenize)
-      .function("tokenBytes", &Engine::TokenBytes)
-      .function("reset", &Engine::Reset)
-      .function("setCapture", &Engine::SetCapture)
-      .function("setSampling", &Engine::SetSampling)
-      .function("prefill", &Engine::Prefill)
-      .function("step", &Engine::Step)
-      .function("sample", &Engine::Sample)
-      .function("position", &Engine::Position)
-      .function("capturedPositions", &Engine::CapturedPositions)
-      .function("startGeneration", &Engine::StartGeneration)
-      .function("nextToken", &Engine::NextToken)
-      .function("stopReason", &Engine::StopReasonText)
-      .function("conversation", &Engine::Conversation)
-      .function("attention", &Engine::Attention)
-      .function("headAttention", &Engine::HeadAttention)
-      .function("mlpActivations", &Engine::MlpActivations)
-      .function("residual", &Engine::Residual)
-      .function("residualNorms", &Engine::ResidualNorms)
-      .function("layerNormStats", &Engine::LayerNormStats)
-      .function("sublayerNorms", &Engine::SublayerNorms)
-      .function("topProbs", &Engine::TopProbs)
-      .function("logitLens", &Engine::LogitLens)
-      .function("finalProbs", &Engine::FinalProbs)
-      .function("blockTimes", &Engine::BlockTimes)
-      .function("setInterventions", &Engine::SetInterventions)
-      .function("firstChangedBlock", &Engine::FirstChangedBlock)
-      .function("rerun", &Engine::Rerun)
-      .function("headMeans", &Engine::HeadMeans)
-      .function("logProbs", &Engine::LogProbs)
-      .function("ablatedLogProbs", &Engine::AblatedLogProbs)
-      .function("patchedLogProbsAt", &Engine::PatchedLogProbsAt)
-      .function("attribute", &Engine::Attribute)
-      .function("attributeConversation", &Engine::AttributeConversation)
-      .function("saliency", &Engine::Saliency)
-      .function("attributionPatching", &Engine::AttributionPatching)
-      .function("scoreSaliency", &Engine::ScoreSaliency)
-      .function("atpExact", &Engine::AtpExact)
-      .function("experiment", &Engine::Experiment)
-      .function("startHeadSweep", &Engine::StartHeadSweep)
-      .function("startPatching", &Engine::StartPatching)
-      .function("startPathPatch", &Engine::StartPathPatch)
-      .function("startSenderPaths", &Engine::StartSenderPaths)
-      .function("pathPatch", &Engine::PathPatch)
-      .function("continueJob", &Engine::ContinueJob)
-      .function("jobResults", &Engine::JobResults)
-      .function("endJob", &Engine::EndJob)
-      .function("defaultHeadIds", &Engine::DefaultHeadIds)
-      .function("detectHeads", &Engine::DetectHeads)
-      .function("quantizeSecond", &Engine::QuantizeSecond)
+      // The tokenizer, the conversation by hand, generation.
+      .LAB_METHOD("tokenize", (, std::string text), CopyToJs(l.tokenizer().Encode(text)))
+      .LAB_METHOD("detokenize", (, val ids), Bytes(l.tokenizer().Decode(List(ids))))
+      .LAB_METHOD("tokenBytes", (, int id), Bytes(l.tokenizer().TokenBytes(id)))
+      .LAB_METHOD("reset", (), l.Reset())
+      .LAB_METHOD("setCapture", (, bool on), l.SetCapture(on))
+      .LAB_METHOD("setSampling", (, double temp, int top_k, double top_p, double seed),
+                  l.SetSampling(Sampling(temp, top_k, top_p, seed)))
+      .LAB_METHOD("prefill", (, val ids), l.Run(List(ids)))
+      .LAB_METHOD("step", (, int id), l.Step(id))
+      .LAB_METHOD("sample", (), l.Sample())
+      .function("position", +[](Engine& e) { return e.lab() ? e.lab()->position() : 0; })
+      .function("capturedPositions", +[](Engine& e) { return e.lab() ? e.lab()->capture().n_positions() : 0; })
+      .LAB_METHOD("startGeneration", (, val ids, val settings, val iv), StartGeneration(l, List(ids), settings, iv))
+      .LAB_METHOD("nextToken", (, bool stop), l.NextToken(stop))
+      .function("stopReason", &StopReasonText)
+      .LAB_METHOD("conversation", (), CopyToJs(l.conversation()))
+      // Reading the capture (src/model/capture.h). VIEWs: attention, headAttention,
+      // mlpActivations, residual (0: the embedding, l + 1: after block l).
+      .LAB_METHOD("attention", (, int layer, int p),
+                  ViewToJs(l.capture().Attention(layer, p), size_t(l.config().n_head) * (p + 1)))
+      .LAB_METHOD("headAttention", (, int layer, int head, int p),
+                  ViewToJs(l.capture().HeadAttention(layer, head, p), size_t(p) + 1))
+      .LAB_METHOD("mlpActivations", (, int layer, int p),
+                  ViewToJs(l.capture().MlpActivations(layer, p), size_t(l.config().n_ff)))
+      .LAB_METHOD("residual", (, int index),
+                  ViewToJs(l.capture().Residual(index).data(), size_t(l.capture().n_positions()) * l.config().n_embd))
+      .LAB_METHOD("residualNorms", (), CopyToJs(l.capture().ResidualNorms()))
+      .LAB_METHOD("layerNormStats", (), CopyToJs(l.capture().LayerNormStats()))
+      .LAB_METHOD("sublayerNorms", (), CopyToJs(l.capture().SublayerNorms()))
+      .LAB_METHOD("topProbs", (, int p),
+                  Object({{"ids", CopyToJs(l.capture().TopIds(p), CaptureStore::kTopProbs)},
+                          {"probs", CopyToJs(l.capture().TopProbs(p), CaptureStore::kTopProbs)}}))
+      .LAB_METHOD("logitLens", (, int begin, int end, int k, int layer_begin, int layer_end),
+                  LogitLensOf(l, begin, end, k, layer_begin, layer_end))
+      .LAB_METHOD("finalProbs", (, int p), CopyToJs(l.FinalProbs(p)))
+      .function("blockTimes",
+                +[](Engine& e) { return CopyToJs(e.lab() ? e.lab()->block_ms() : std::vector<double>()); })
+      // Interventions, probes, experiments.
+      .LAB_METHOD("setInterventions", (, val iv), l.SetInterventions(InterventionsFromJs(iv), MeansOf::kCapture))
+      .function("firstChangedBlock", +[](Engine& e) { return e.lab() ? e.lab()->FirstChangedBlock() : 0; })
+      .LAB_METHOD("rerun", (), l.Rerun())
+      .LAB_METHOD("headMeans", (), CopyToJs(l.HeadMeans()))
+      .LAB_METHOD("logProbs", (, int p, val ids), CopyToJs(l.LogProbs(p, List(ids))))
+      .LAB_METHOD("ablatedLogProbs", (, val heads, int p, int target, val means),
+                  CopyToJs(l.AblatedLogProbs(HeadList(heads), p, target, List<float>(means))))
+      .LAB_METHOD("patchedLogProbsAt", (, int layer, val positions, val stream, val ids),
+                  CopyToJs(l.PatchedLogProbs(layer, List(positions), List<float>(stream), List(ids))))
+      .LAB_METHOD("attribute", (, val ids, int p, int target, int contrast),
+                  l.Attribute(List(ids), p, target, contrast))
+      .LAB_METHOD("attributeConversation", (, val iv, int p, int target),
+                  l.AttributeConversation(InterventionsFromJs(iv), p, target))
+      .LAB_METHOD("saliency", (, int p, int target, int contrast, std::string method, int steps),
+                  l.Saliency(SaliencyRequestOf(p, target, contrast, method, steps)))
+      .LAB_METHOD("attributionPatching", (, val clean, val corrupt, int target, int contrast),
+                  l.AttributionPatching(List(clean), List(corrupt), target, contrast))
+      .LAB_METHOD("scoreSaliency", (, int layer, int head, int query, int key),
+                  l.ScoreSaliency(ScoreSpec{layer, head, query, key}))
+      .LAB_METHOD("atpExact",
+                  (, val clean, val corrupt, std::string kind, int layer, int index, int target, int contrast),
+                  l.ExactPatch(List(clean), List(corrupt), AtpCellOf(kind), layer, index, target, contrast))
+      .LAB_METHOD("experiment", (, val prompt, val iv, int p, val settings),
+                  Experiment(l, List(prompt), iv, p, settings))
+      .LAB_METHOD("pathPatch", (, val clean, val corrupted, int layer, int head, std::string receivers, int target,
+                                int contrast),
+                  l.PathPatch(List(clean), List(corrupted), {layer, head}, ParsePathReceivers(receivers, l.config()),
+                              target, contrast))
+      // Jobs. Path patching's receivers: 'logits' or 'L.H.q|k|v,...'; target -1: the clean run's
+      // top token; contrast -1: none.
+      .LAB_METHOD("startHeadSweep", (, int p, int target, val iv), l.StartHeadSweep(p, target, InterventionsFromJs(iv)))
+      .LAB_METHOD("startPatching", (, val clean, val corrupted, val iv),
+                  l.StartPatching(List(clean), List(corrupted), InterventionsFromJs(iv)))
+      .LAB_METHOD("startPathPatch",
+                  (, val clean, val corrupted, std::string receivers, int target, int contrast, val iv),
+                  l.StartPathPatch(List(clean), List(corrupted), ParsePathReceivers(receivers, l.config()), target,
+                                   contrast, InterventionsFromJs(iv)))
+      .LAB_METHOD("startSenderPaths", (, val clean, val corrupted, int layer, int head, int target, int contrast,
+                                       val iv),
+                  l.StartSenderPaths(List(clean), List(corrupted), {layer, head}, target, contrast,
+                                     InterventionsFromJs(iv)))
+      .LAB_METHOD("continueJob", (), l.ContinueJob())
+      .LAB_METHOD("jobResults", (, int from),  // the cells from `from` on
+                  Object({{"layers", Column(l.job_results(), &JobCell::layer, from)},
+                          {"indices", Column(l.job_results(), &JobCell::index, from)},
+                          {"values", Column(l.job_results(), &JobCell::value, from)}}))
+      .LAB_METHOD("endJob", (), l.EndJob())
+      // Circuits: head detection (lab/head_scores.h), the quantization lens (lab/compare.h).
+      .LAB_METHOD("defaultHeadIds", (), CopyToJs(DefaultHeadIds(l.config().n_vocab)))
+      .LAB_METHOD("detectHeads", (, val ids), DetectHeads(l.conv(), List(ids)))
+      .LAB_METHOD("quantizeSecond", (, std::string type), e.QuantizeSecond(type))
       .function("dropSecond", &Engine::DropSecond)
-      .function("compareSecond", &Engine::CompareSecond)
-      .function("loadSae", &Engine::LoadSae)
-      .function("dropSae", &Engine::DropSae)
-      .function("saes", &Engine::Saes)
-      .function("saeFeatures", &Engine::SaeFeatures)
-      .function("saeStrip", &Engine::SaeStrip)
-      .function("saeLogitWeights", &Engine::SaeLogitWeights);
+      .LAB_METHOD("compareSecond", (, val ids), CompareOnConversation(l.conv(), e.Second(), List(ids)))
+      // Sparse autoencoders (lab/features.h; the GGUF from gpt2-convert --sae or planSae).
+      .LAB_METHOD("loadSae", (, val bytes), SaeInfoOf(l, l.LoadSae(BytesFromJs(bytes))))
+      .LAB_METHOD("dropSae", (, int id), l.DropSae(id))
+      .LAB_METHOD("saes", (), SaeInfos(l))
+      .LAB_METHOD("saeFeatures", (, int id, int p, int k), l.SaeFeatures(id, p, k))
+      .LAB_METHOD("saeStrip", (, int id, int feature), CopyToJs(l.SaeStrip(id, feature)))
+      .LAB_METHOD("saeLogitWeights", (, int id, val features, int k),
+                  ArrayOf(l.SaeLogitWeightsOf(id, List<int>(features), k)));
+#undef LAB_METHOD
+#undef UNPAREN
 }

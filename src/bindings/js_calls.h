@@ -1,14 +1,17 @@
-// What every exported class of src/bindings needs: JS values to and from C++ ones, and
-// ErrorsByValue, which hands a C++ error to engine-errors.js instead of throwing through wasm.
+// What every exported class of src/bindings needs: JS values to and from C++ ones (Shape: a C++
+// struct as a plain JS object, declared once as an Embind value_object), and ErrorsByValue,
+// which hands a C++ error to engine-errors.js instead of throwing through wasm.
 #pragma once
 
 #include <emscripten/bind.h>
 #include <emscripten/val.h>
 
+#include <algorithm>
 #include <exception>
 #include <initializer_list>
 #include <new>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -19,21 +22,19 @@ namespace gpt2 {
 using emscripten::val;
 
 template <typename T>
-inline T FailedResult() {  // what a failing call returns; the caller reads the error from takeError()
-  return T{};
-}
-template <>
-inline val FailedResult<val>() {
-  return val::undefined();
-}
-
-template <typename T>
 val CopyToJs(const T* data, size_t n) {
   return val(emscripten::typed_memory_view(n, data)).call<val>("slice");
 }
 template <typename T>
 val CopyToJs(const std::vector<T>& v) {
   return CopyToJs(v.data(), v.size());
+}
+// A typed array of one member of each item from `from` on: Column(cells, &JobCell::value).
+template <typename T, typename F>
+val Column(const std::vector<T>& items, F T::*member, int from = 0) {
+  std::vector<F> out;
+  for (size_t i = std::max(0, from); i < items.size(); ++i) out.push_back(items[i].*member);
+  return CopyToJs(out);
 }
 template <typename T>
 val ViewToJs(const T* data, size_t n) {
@@ -46,6 +47,33 @@ inline val Object(std::initializer_list<std::pair<const char*, val>> fields) {
   for (const auto& field : fields) out.set(field.first, field.second);
   return out;
 }
+
+// A C++ struct returned to JS as a plain object (Embind's value_object), its fields named once:
+//   Shape<SaliencyResult>("SaliencyResult").field("total", &SaliencyResult::total)
+//       .array<&SaliencyResult::values>("values")          // a fresh Float64Array
+//       .computed("names", +[](const X& x) { return ...; }) // anything derived
+template <typename T>
+class Shape {
+ public:
+  explicit Shape(const char* name) : object_(name) {}
+  template <typename F>
+  Shape& field(const char* name, F T::*member) {
+    object_.field(name, member);
+    return *this;
+  }
+  template <auto kMember>
+  Shape& array(const char* name) {
+    return computed(name, +[](const T& o) { return CopyToJs(o.*kMember); });
+  }
+  template <typename R>
+  Shape& computed(const char* name, R (*get)(const T&)) {
+    object_.field(name, get, +[](T&, R) {});  // results only: JS never sends one back
+    return *this;
+  }
+
+ private:
+  emscripten::value_object<T> object_;
+};
 
 inline bool Given(const val& v) { return !v.isUndefined() && !v.isNull(); }
 
@@ -82,7 +110,10 @@ class ErrorsByValue {
     } catch (const std::exception& e) {
       error_ = std::string("Internal error: ") + e.what();
     }
-    return FailedResult<decltype(f())>();
+    // What a failing call returns; the caller reads the error from takeError().
+    using Result = decltype(f());
+    if constexpr (std::is_same_v<Result, val>) return val::undefined();
+    else return Result();
   }
 
  private:

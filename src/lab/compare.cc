@@ -8,7 +8,7 @@
 
 #include "base/error.h"
 #include "convert/requantize.h"
-#include "lab/lab.h"
+#include "lab/conversation.h"
 
 namespace gpt2 {
 
@@ -197,38 +197,22 @@ const char* SecondModel::matrix_type() const {
   return GgmlTypeName(static_cast<uint32_t>(model_->blocks[0].qkv.type));
 }
 
-Comparison CompareWithLab(Lab& lab, SecondModel& b, const std::vector<int>& ids) {
-  CheckSameShape(lab.config(), b.model().config());
-  lab.CheckPrompt(static_cast<int>(ids.size()));
-  for (int id : ids) {
-    if (id < 0 || id >= lab.config().n_vocab) {
-      throw Error("The token id " + std::to_string(id) + " is not in the vocabulary (0.." +
-                  std::to_string(lab.config().n_vocab - 1) + ").");
-    }
-  }
+Comparison CompareOnConversation(Conversation& conversation, SecondModel& b, const std::vector<int>& ids) {
+  CheckSameShape(conversation.config(), b.model().config());
+  conversation.CheckPrompt(static_cast<int>(ids.size()));
+  for (int id : ids) conversation.RequireToken(id);
   CompareOptions options;
   options.head_drift = true;
   options.attribution = true;
-  // The lab's session runs A; its conversation is forgotten first and captured again after.
-  lab.Reset();
   Comparison out;
   try {
-    out = CompareModels(lab.session_for_compare(), b.session(), ids, options);
+    out = CompareModels(conversation.UnrecordedSession(), b.session(), ids, options);
   } catch (...) {
-    lab.Reset();  // the session's positions again what the lab knows of
+    conversation.Reset();  // the session's positions again what the conversation knows of
     throw;
   }
-  const bool capture_on = lab.capture_on();
-  lab.SetInterventions(LabInterventions(), MeansOf::kCapture);
-  lab.Reset();
-  lab.SetCapture(true);
-  try {
-    lab.Run(ids);
-  } catch (...) {
-    lab.SetCapture(capture_on);
-    throw;
-  }
-  lab.SetCapture(capture_on);
+  conversation.SetInterventions(Interventions());
+  conversation.Restart(ids);
   return out;
 }
 

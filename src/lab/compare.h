@@ -66,7 +66,7 @@ constexpr int kLensRows = 16;
 Comparison CompareModels(Session& a, Session& b, const std::vector<int>& ids,
                          const CompareOptions& options = CompareOptions());
 
-class Lab;
+class Conversation;
 
 // The second model of the lens, beside the lab's: it owns its file's bytes (freed with it), its
 // Model and a one-thread Session (the pthreads build has threads for one pool: the lab's).
@@ -91,9 +91,9 @@ class SecondModel {
   std::unique_ptr<Session> session_;
 };
 
-// The lens between the lab's model (A) and b on ids, with head drift and attribution; then the
-// lab's conversation restarts as ids, captured under the plain model (a third prefill, so its
+// The lens between the conversation's model (A) and b on ids, with head drift and attribution;
+// then the conversation restarts as ids, captured under the plain model (a third prefill, so its
 // attention can be opened). Throws gpt2::Error before running anything for ids that do not fit.
-Comparison CompareWithLab(Lab& lab, SecondModel& b, const std::vector<int>& ids);
+Comparison CompareOnConversation(Conversation& conversation, SecondModel& b, const std::vector<int>& ids);
 
 }  // namespace gpt2

@@ -1,4 +1,4 @@
-// The Lab's sparse autoencoders (lab/features.h, declared in lab.h).
+// The lab's sparse autoencoders (lab/features.h).
 #include "lab/features.h"
 
 #include <algorithm>
@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include "base/error.h"
-#include "lab/lab.h"
 #include "model/top_k.h"
 
 namespace gpt2 {
@@ -35,60 +34,68 @@ const char* KeptStreamName(StreamPoint p) {
 
 }  // namespace
 
-int Lab::LoadSae(std::vector<uint8_t> bytes) {
+int SaeSet::Load(std::vector<uint8_t> bytes, Conversation& conversation) {
+  const Config& model = conversation.config();
   auto loaded = std::make_unique<LoadedSae>();
   loaded->bytes = std::move(bytes);
   std::shared_ptr<const GgufFile> file = GgufFile::Parse(loaded->bytes.data(), loaded->bytes.size());
-  auto sae = std::make_shared<const Sae>(file, config().n_embd);
+  auto sae = std::make_shared<const Sae>(file, model.n_embd);
   const SaeConfig& c = sae->config();
-  if (c.layer >= config().n_layer) {
-    throw Error("the SAE reads " + c.hook_name + " but the model has blocks 0.." + std::to_string(config().n_layer - 1));
+  if (c.layer >= model.n_layer) {
+    throw Error("the SAE reads " + c.hook_name + " but the model has blocks 0.." + std::to_string(model.n_layer - 1));
   }
-  if (const char* name = KeptStreamName(c.point)) capture_.KeepStream(name, c.layer);
+  if (const char* name = KeptStreamName(c.point)) conversation.capture().KeepStream(name, c.layer);
   loaded->sae = std::move(sae);
-  loaded->id = next_sae_id_++;
+  loaded->id = next_id_++;
   saes_.push_back(std::move(loaded));
   return saes_.back()->id;
 }
 
-LoadedSae& Lab::FindSae(int id) {
+LoadedSae& SaeSet::Find(int id) {
   for (auto& s : saes_) {
     if (s->id == id) return *s;
   }
   throw Error("no SAE is loaded with id " + std::to_string(id));
 }
 
-const LoadedSae& Lab::loaded_sae(int id) const { return const_cast<Lab*>(this)->FindSae(id); }
-const Sae& Lab::sae(int id) const { return *loaded_sae(id).sae; }
-
-void Lab::DropSae(int id) {
-  FindSae(id);
+void SaeSet::Drop(int id) {
+  Find(id);
   saes_.erase(std::remove_if(saes_.begin(), saes_.end(), [id](const auto& s) { return s->id == id; }), saes_.end());
 }
 
-std::vector<int> Lab::sae_ids() const {
+std::vector<int> SaeSet::ids() const {
   std::vector<int> ids;
   for (const auto& s : saes_) ids.push_back(s->id);
   return ids;
 }
 
-StreamEdit Lab::SaeEdit(const SaeIntervention& s) const { return Sae::Edit(loaded_sae(s.id).sae, s.steer, s.clamp); }
+StreamEdit SaeSet::Edit(const SaeIntervention& s) const { return Sae::Edit(Find(s.id).sae, s.steer, s.clamp); }
 
-const LoadedSae& Lab::EncodeCapture(int id) {
-  LoadedSae& s = FindSae(id);
+LabInterventions SaeSet::WithEdits(LabInterventions iv) const {
+  for (const SaeIntervention& s : iv.sae) iv.iv.stream_edits.push_back(Edit(s));
+  iv.sae.clear();
+  return iv;
+}
+
+namespace {
+
+// The features [captured positions, d_sae] of s at the conversation's capture.
+const LoadedSae& EncodeCapture(Conversation& conversation, LoadedSae& s) {
   const SaeConfig& c = s.sae->config();
-  RequireConversation("Reading SAE features needs the activations of the whole conversation: turn on capture and run it again.");
-  const int P = capture_.n_positions(), C = c.d_in, S = c.d_sae;
+  const CaptureStore& capture = conversation.capture();
+  conversation.RequireCaptured(
+      "Reading SAE features needs the activations of the whole conversation: turn on capture and run it again.");
+  const int P = capture.n_positions(), C = c.d_in, S = c.d_sae;
   const std::vector<float>* rows = nullptr;
-  if (c.point == StreamPoint::kResidPre) rows = &capture_.Residual(c.layer);
-  if (c.point == StreamPoint::kResidPost) rows = &capture_.Residual(c.layer + 1);
+  if (c.point == StreamPoint::kResidPre) rows = &capture.Residual(c.layer);
+  if (c.point == StreamPoint::kResidPost) rows = &capture.Residual(c.layer + 1);
   if (rows == nullptr) {
     const char* name = KeptStreamName(c.point);
-    rows = capture_.Stream(name, c.layer);
+    rows = capture.Stream(name, c.layer);
     if (rows == nullptr) {
       // Loaded after the conversation ran: its stream is captured by running again from its block.
-      RerunFrom(c.layer);
-      rows = capture_.Stream(name, c.layer);
+      conversation.Rerun(c.layer);
+      rows = capture.Stream(name, c.layer);
       if (rows == nullptr) throw Error("the SAE's stream " + c.hook_name + " could not be captured");
     }
   }
@@ -122,8 +129,10 @@ const LoadedSae& Lab::EncodeCapture(int id) {
   return s;
 }
 
-SaeFeatureList Lab::SaeFeatures(int id, int position, int k) {
-  const LoadedSae& s = EncodeCapture(id);
+}  // namespace
+
+SaeFeatureList SaeFeatures(Conversation& conversation, LoadedSae& loaded, int position, int k) {
+  const LoadedSae& s = EncodeCapture(conversation, loaded);
   const int P = static_cast<int>(s.scales.size()), C = s.sae->config().d_in, S = s.sae->d_sae();
   if (position < 0 || position >= P) {
     throw Error("position " + std::to_string(position) + " is out of range; valid positions are 0.." + std::to_string(P - 1));
@@ -136,9 +145,9 @@ SaeFeatureList Lab::SaeFeatures(int id, int position, int k) {
   return out;
 }
 
-std::vector<float> Lab::SaeStrip(int id, int feature) {
-  sae(id).CheckFeature(feature);
-  const LoadedSae& s = EncodeCapture(id);
+std::vector<float> SaeStrip(Conversation& conversation, LoadedSae& loaded, int feature) {
+  loaded.sae->CheckFeature(feature);
+  const LoadedSae& s = EncodeCapture(conversation, loaded);
   const int P = static_cast<int>(s.scales.size());
   std::vector<float> strip(P, 0.0f);
   for (int p = 0; p < P; ++p) {
@@ -149,9 +158,10 @@ std::vector<float> Lab::SaeStrip(int id, int feature) {
   return strip;
 }
 
-std::vector<SaeLogitWeights> Lab::SaeLogitWeightsOf(int id, const std::vector<int>& features, int k) const {
-  const std::vector<float> all = sae(id).LogitWeights(*model_, features);
-  const int V = config().n_vocab;
+std::vector<SaeLogitWeights> SaeLogitWeightsOf(const Model& model, const Sae& sae, const std::vector<int>& features,
+                                               int k) {
+  const std::vector<float> all = sae.LogitWeights(model, features);
+  const int V = model.config().n_vocab;
   std::vector<float> negated(V);
   std::vector<SaeLogitWeights> out(features.size());
   for (size_t f = 0; f < features.size(); ++f) {

@@ -1,7 +1,6 @@
-// Sparse autoencoders in the lab (issue 27): the SAEs loaded beside the model, what they read
-// at the captured conversation, and their steering and clamping as interventions. The Lab's
-// methods for them are declared in lab.h and defined in features.cc; the SAE's math is
-// src/sae/sae.h.
+// Sparse autoencoders in the lab (issue 27): the SAEs loaded beside the model (SaeSet), what
+// they read at a conversation's capture, and their steering and clamping as interventions. The
+// SAE's math is src/sae/sae.h.
 #pragma once
 
 #include <cstdint>
@@ -9,17 +8,10 @@
 #include <utility>
 #include <vector>
 
+#include "lab/conversation.h"
 #include "sae/sae.h"
 
 namespace gpt2 {
-
-// An SAE's steering and clamping as the page and the CLI state them: (feature, alpha) added as
-// alpha * W_dec[F] at every position of its hook, (feature, value) clamped (sae.h).
-struct SaeIntervention {
-  int id = 0;
-  std::vector<std::pair<int, float>> steer;
-  std::vector<std::pair<int, float>> clamp;
-};
 
 // A position's most active features, descending (zeros left out), and the share of the stream
 // the SAE explains there.
@@ -51,5 +43,32 @@ struct LoadedSae {
   std::vector<float> dense;          // the encoder's output for a few rows, reused
   SaeScratch scratch;
 };
+
+// The SAEs loaded for a conversation's model, by id.
+class SaeSet {
+ public:
+  // Takes the SAE GGUF's bytes (convert/sae_convert.h); returns its id. Throws unless its d_in
+  // is the model's width. The conversation's capture keeps the SAE's stream from then on.
+  int Load(std::vector<uint8_t> bytes, Conversation& c);
+  void Drop(int id);  // later interventions may no longer name it; those set keep it alive
+  LoadedSae& Find(int id);
+  const LoadedSae& Find(int id) const { return const_cast<SaeSet*>(this)->Find(id); }
+  std::vector<int> ids() const;  // in load order
+  // The stream edit of an SAE's steering and clamping (throws for a feature out of range).
+  StreamEdit Edit(const SaeIntervention& s) const;
+  // iv with its sae turned into stream edits after iv.iv's own.
+  LabInterventions WithEdits(LabInterventions iv) const;
+
+ private:
+  std::vector<std::unique_ptr<LoadedSae>> saes_;
+  int next_id_ = 1;
+};
+
+// Read at the captured conversation as it ran (under its interventions); an SAE whose hook the
+// capture does not keep has its stream captured by re-running from its block once.
+SaeFeatureList SaeFeatures(Conversation& c, LoadedSae& s, int position, int k);
+std::vector<float> SaeStrip(Conversation& c, LoadedSae& s, int feature);  // [captured positions]
+std::vector<SaeLogitWeights> SaeLogitWeightsOf(const Model& model, const Sae& sae, const std::vector<int>& features,
+                                               int k);
 
 }  // namespace gpt2

@@ -5,7 +5,6 @@
 #include <string>
 
 #include "base/error.h"
-#include "lab/lab.h"
 #include "lab/prompt_pair.h"
 
 namespace gpt2 {
@@ -239,73 +238,41 @@ ExactPatchResult ExactPatch(Session& session, const std::vector<int>& clean, con
   return r;
 }
 
-// ---- The lab's gradient experiments ----------------------------------------------------------
+// ---- On a conversation ----------------------------------------------------------------------
 
-namespace {
-
-// Runs experiment() on the lab's session, then the conversation `ids` again (captured if the
-// lab captures), also when the experiment throws.
-template <typename Experiment>
-auto OnSession(Lab& lab, const std::vector<int>& ids, Experiment experiment) -> decltype(experiment()) {
-  struct Restore {
-    Lab& lab;
-    const std::vector<int>& ids;
-    ~Restore() {
-      lab.Reset();
-      if (!ids.empty()) {
-        try {
-          lab.Run(ids);
-        } catch (...) {
-          lab.Reset();  // cannot happen for ids that ran before; never throw from here
-        }
-      }
-    }
-  } restore{lab, ids};
-  return experiment();
+SaliencyResult Saliency(Conversation& c, const SaliencyRequest& request) {
+  if (c.tokens().empty()) throw Error("Generate some text first.");
+  const std::vector<int> ids = c.tokens();
+  return c.WithRestore(
+      [&] { return Saliency(c.UnrecordedSession(), c.backward(), ids, request, &c.interventions()); });
 }
 
-}  // namespace
-
-SaliencyResult Lab::Saliency(const SaliencyRequest& request) {
-  if (tokens_.empty()) throw Error("Generate some text first.");
-  if (!backward_) backward_.reset(new Backward(*model_, session_->pool()));
-  const std::vector<int> ids = tokens_;
-  return OnSession(*this, ids, [&] {
-    return gpt2::Saliency(*session_, *backward_, ids, request, &interventions_);
-  });
+ScoreSaliencyResult ScoreSaliency(Conversation& c, const ScoreSpec& spec) {
+  if (c.tokens().empty()) throw Error("Generate some text first.");
+  const std::vector<int> ids = c.tokens();
+  return c.WithRestore(
+      [&] { return ScoreSaliency(c.UnrecordedSession(), c.backward(), ids, spec, &c.interventions()); });
 }
 
-ScoreSaliencyResult Lab::ScoreSaliency(const ScoreSpec& spec) {
-  if (tokens_.empty()) throw Error("Generate some text first.");
-  if (!backward_) backward_.reset(new Backward(*model_, session_->pool()));
-  const std::vector<int> ids = tokens_;
-  return OnSession(*this, ids, [&] {
-    return gpt2::ScoreSaliency(*session_, *backward_, ids, spec, &interventions_);
-  });
-}
-
-AtpResult Lab::AttributionPatching(const std::vector<int>& clean, const std::vector<int>& corrupt,
-                                   int target, int contrast) {
-  CheckPrompt(static_cast<int>(clean.size()));
-  CheckPrompt(static_cast<int>(corrupt.size()));
-  if (target >= config().n_vocab || contrast >= config().n_vocab) {
-    throw Error("token id out of range; valid ids are 0.." + std::to_string(config().n_vocab - 1));
+AtpResult AttributionPatching(Conversation& c, const std::vector<int>& clean, const std::vector<int>& corrupt,
+                              int target, int contrast) {
+  c.CheckPrompt(static_cast<int>(clean.size()));
+  c.CheckPrompt(static_cast<int>(corrupt.size()));
+  if (target >= c.config().n_vocab || contrast >= c.config().n_vocab) {
+    throw Error("token id out of range; valid ids are 0.." + std::to_string(c.config().n_vocab - 1));
   }
-  if (!backward_) backward_.reset(new Backward(*model_, session_->pool()));
-  const std::vector<int> ids = tokens_;
-  return OnSession(*this, ids, [&] {
-    return gpt2::AttributionPatching(*session_, *backward_, clean, corrupt, target, contrast,
-                                     &interventions_);
+  return c.WithRestore([&] {
+    return AttributionPatching(c.UnrecordedSession(), c.backward(), clean, corrupt, target, contrast,
+                               &c.interventions());
   });
 }
 
-ExactPatchResult Lab::ExactPatch(const std::vector<int>& clean, const std::vector<int>& corrupt, AtpCell cell,
-                                 int layer, int index, int target, int contrast) {
-  CheckPrompt(static_cast<int>(clean.size()));
-  CheckPrompt(static_cast<int>(corrupt.size()));
-  const std::vector<int> ids = tokens_;
-  return OnSession(*this, ids, [&] {
-    return gpt2::ExactPatch(*session_, clean, corrupt, cell, layer, index, target, contrast, &interventions_);
+ExactPatchResult ExactPatch(Conversation& c, const std::vector<int>& clean, const std::vector<int>& corrupt,
+                            AtpCell cell, int layer, int index, int target, int contrast) {
+  c.CheckPrompt(static_cast<int>(clean.size()));
+  c.CheckPrompt(static_cast<int>(corrupt.size()));
+  return c.WithRestore([&] {
+    return ExactPatch(c.UnrecordedSession(), clean, corrupt, cell, layer, index, target, contrast, &c.interventions());
   });
 }
 

@@ -10,6 +10,7 @@
 
 #include <vector>
 
+#include "lab/conversation.h"
 #include "model/backward.h"
 #include "model/model.h"
 #include "model/run_options.h"
@@ -93,5 +94,14 @@ struct ExactPatchResult {
 ExactPatchResult ExactPatch(Session& session, const std::vector<int>& clean, const std::vector<int>& corrupt,
                             AtpCell cell, int layer, int index, int target, int contrast,
                             const Interventions* iv);
+
+// The four on a conversation (conversation.h), under its interventions: its tokens (saliency)
+// or the prompts given, then the conversation given back (Conversation::WithRestore).
+SaliencyResult Saliency(Conversation& c, const SaliencyRequest& request);
+ScoreSaliencyResult ScoreSaliency(Conversation& c, const ScoreSpec& spec);
+AtpResult AttributionPatching(Conversation& c, const std::vector<int>& clean, const std::vector<int>& corrupt,
+                              int target, int contrast);
+ExactPatchResult ExactPatch(Conversation& c, const std::vector<int>& clean, const std::vector<int>& corrupt,
+                            AtpCell cell, int layer, int index, int target, int contrast);
 
 }  // namespace gpt2

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "base/error.h"
-#include "lab/lab.h"
+#include "lab/conversation.h"
 #include "model/config.h"
 #include "model/sampler.h"
 
@@ -80,8 +80,8 @@ UniformScores UniformHeadScores(int repeat) {
   return u;
 }
 
-HeadScores DetectHeads(Lab& lab, const std::vector<int>& ids) {
-  const Config& c = lab.config();
+HeadScores DetectHeads(Conversation& conversation, const std::vector<int>& ids) {
+  const Config& c = conversation.config();
   const int R = static_cast<int>(ids.size());
   if (R < 1) throw Error("Head detection needs at least one token id to repeat.");
   if (c.n_vocab <= kEndOfText) {
@@ -99,17 +99,8 @@ HeadScores DetectHeads(Lab& lab, const std::vector<int>& ids) {
                 " positions with <|endoftext|>, more than the model's context of " + std::to_string(c.n_ctx) +
                 ": give at most " + std::to_string((c.n_ctx - 1) / 2) + " ids.");
   }
-  const bool capture_on = lab.capture_on();
-  lab.Reset();
-  lab.SetCapture(true);
-  try {
-    lab.Run(RepeatedSequence(ids));
-  } catch (...) {
-    lab.SetCapture(capture_on);
-    throw;
-  }
-  lab.SetCapture(capture_on);
-  return ScoreHeads(lab.capture(), c.n_head, R);
+  conversation.Restart(RepeatedSequence(ids));
+  return ScoreHeads(conversation.capture(), c.n_head, R);
 }
 
 }  // namespace gpt2

@@ -23,7 +23,7 @@
 
 namespace gpt2 {
 
-class Lab;
+class Conversation;
 
 // Without --ids: R = kDefaultHeadIds ids drawn by SplitMix64 (model/sampler.h's Rng) seeded with
 // kHeadIdsSeed: id = Next() % (n_vocab - 1) (so never the last id, GPT-2's <|endoftext|> 50256),
@@ -57,10 +57,10 @@ struct UniformScores {
 };
 UniformScores UniformHeadScores(int repeat);
 
-// One captured prefill of RepeatedSequence(ids) under the lab's current interventions, scored:
-// the lab's conversation restarts as that sequence (so its attention can be looked at after),
+// One captured prefill of RepeatedSequence(ids) under the conversation's interventions, scored:
+// the conversation restarts as that sequence (so its attention can be looked at after),
 // captured whatever the capture setting; ids are checked first (at least one, each in the
 // vocabulary, 2R + 1 within the context): nothing runs when they fail.
-HeadScores DetectHeads(Lab& lab, const std::vector<int>& ids);
+HeadScores DetectHeads(Conversation& conversation, const std::vector<int>& ids);
 
 }  // namespace gpt2

@@ -1,4 +1,4 @@
-// Path patching in the lab: steps 1-3 of path_patch.h over the lab's Session.
+// Path patching: steps 1-3 of path_patch.h over a conversation's session.
 #include "lab/path_patch.h"
 
 #include <algorithm>
@@ -6,7 +6,7 @@
 #include <string>
 
 #include "base/error.h"
-#include "lab/lab.h"
+#include "lab/probes.h"
 #include "lab/prompt_pair.h"
 
 namespace gpt2 {
@@ -90,36 +90,53 @@ void CheckPathSender(HeadRef sender, const std::vector<PathReceiver>& receivers,
   }
 }
 
-// Checks, begins the job and runs step 1: both prompts, their heads' outputs, the clean streams
-// and the two metrics.
-PathPatchStart Lab::PreparePathPatch(Job kind, const std::vector<int>& clean, const std::vector<int>& corrupted,
-                                     const std::vector<PathReceiver>& receivers, int target, int contrast,
-                                     const LabInterventions& iv) {
-  const Config& c = config();
-  CheckPromptPair(clean, corrupted, "path patching");
-  CheckPrompt(static_cast<int>(clean.size()));
-  for (int id : clean) RequireToken(id);
-  for (int id : corrupted) RequireToken(id);
-  if (target >= 0) RequireToken(target);
-  if (contrast >= 0) RequireToken(contrast);
-  CheckPathReceivers(receivers, c);
-  const int L = c.n_layer, H = c.n_head, T = static_cast<int>(clean.size());
-  const size_t C = size_t(c.n_embd);
-  BeginJob(kind, iv);
+namespace {
 
-  // Step 1, the plain model: corrupted, then clean, so the session ends holding the clean run
-  // (step 3 re-runs it from the receivers' first block). The lab's conversation is gone until
-  // EndJob gives it back.
-  interventions_ = Interventions();
-  Reset();
-  path_ = PathPatchState();
-  path_.receivers = receivers;
-  path_.positions = T;
-  path_.streams.assign(L + 1, {});
-  path_.z_clean.assign(L, {});
-  path_.z_corrupt.assign(L, {});
+// The checks, before the job remembers anything.
+const LabInterventions& Checked(const Conversation& c, const std::vector<int>& clean,
+                                const std::vector<int>& corrupted, const std::vector<PathReceiver>& receivers,
+                                int target, int contrast, const LabInterventions& iv) {
+  CheckPromptPair(clean, corrupted, "path patching");
+  c.CheckPrompt(static_cast<int>(clean.size()));
+  for (int id : clean) c.RequireToken(id);
+  for (int id : corrupted) c.RequireToken(id);
+  if (target >= 0) c.RequireToken(target);
+  if (contrast >= 0) c.RequireToken(contrast);
+  CheckPathReceivers(receivers, c.config());
+  return iv;
+}
+
+// The sender's corrupted output over rows [p0, T) (z: [T, C]).
+HeadPatch SenderPatch(const std::vector<float>& z, HeadRef sender, int p0, int T, const Config& c) {
+  const size_t C = size_t(c.n_embd), D = size_t(c.head_dim());
+  HeadPatch patch{sender.layer, sender.head, HeadPart::kOutput, p0, {}};
+  for (int p = p0; p < T; ++p) {
+    const float* row = z.data() + size_t(p) * C + size_t(sender.head) * D;
+    patch.values.insert(patch.values.end(), row, row + D);
+  }
+  return patch;
+}
+
+}  // namespace
+
+// Step 1: both prompts, their heads' outputs, the clean streams and the two metrics.
+PathPatchJobBase::PathPatchJobBase(Conversation& c, const std::vector<int>& clean, const std::vector<int>& corrupted,
+                                   const std::vector<PathReceiver>& receivers, int target, int contrast,
+                                   const LabInterventions& iv)
+    : Job(c, Checked(c, clean, corrupted, receivers, target, contrast, iv)),
+      session_(c.UnrecordedSession()),
+      receivers_(receivers) {
+  const Config& config = c.config();
+  const int L = config.n_layer, H = config.n_head;
+  T_ = static_cast<int>(clean.size());
+  const size_t C = size_t(config.n_embd);
+  // The plain model, corrupted, then clean, so the session ends holding the clean run (step 3
+  // re-runs it from the receivers' first block).
+  streams_.assign(L + 1, {});
+  z_clean_.assign(L, {});
+  z_corrupt_.assign(L, {});
   std::vector<std::vector<float>> corrupt_streams(L + 1);
-  std::vector<std::vector<float>>* z = &path_.z_corrupt;
+  std::vector<std::vector<float>>* z = &z_corrupt_;
   std::vector<std::vector<float>>* streams = &corrupt_streams;
   RunOptions run;
   run.observe_scores = run.observe_probs = run.observe_all_logits = false;
@@ -130,40 +147,38 @@ PathPatchStart Lab::PreparePathPatch(Job kind, const std::vector<int>& clean, co
     if (name == "embed") (*streams)[0].assign(a.data, a.data + n);
     if (name == "resid_out") (*streams)[a.layer + 1].assign(a.data, a.data + n);
   };
-  session_->Prefill(corrupted.data(), T, run);
-  session_->Reset();
-  z = &path_.z_clean;
-  streams = &path_.streams;
-  session_->Prefill(clean.data(), T, run);
+  session_.Prefill(corrupted.data(), T_, run);
+  session_.Reset();
+  z = &z_clean_;
+  streams = &streams_;
+  session_.Prefill(clean.data(), T_, run);
 
   // Both runs' metrics from their final streams' last rows, unembedded by FinalLogits as the
   // patched rows are.
-  std::vector<float> rows(2 * C), logits(2 * size_t(c.n_vocab));
-  std::copy_n(path_.streams[L].data() + size_t(T - 1) * C, C, rows.data());
-  std::copy_n(corrupt_streams[L].data() + size_t(T - 1) * C, C, rows.data() + C);
-  session_->FinalLogits(rows.data(), 2, logits.data());
-  if (target < 0) target = int(std::max_element(logits.data(), logits.data() + c.n_vocab) - logits.data());
-  path_.target = target;
-  path_.contrast = contrast;
-  path_.clean = Metric(logits.data(), target, contrast);
-
-  PathPatchStart start;
-  start.positions = T;
-  start.total = L * H;
-  start.target = target;
-  start.contrast = contrast;
-  start.clean = path_.clean;
-  start.corrupt = Metric(logits.data() + c.n_vocab, target, contrast);
-  return start;
+  std::vector<float> rows(2 * C), logits(2 * size_t(config.n_vocab));
+  std::copy_n(streams_[L].data() + size_t(T_ - 1) * C, C, rows.data());
+  std::copy_n(corrupt_streams[L].data() + size_t(T_ - 1) * C, C, rows.data() + C);
+  session_.FinalLogits(rows.data(), 2, logits.data());
+  if (target < 0) target = int(std::max_element(logits.data(), logits.data() + config.n_vocab) - logits.data());
+  start_.positions = T_;
+  start_.total = L * H;
+  start_.target = target;
+  start_.contrast = contrast;
+  start_.clean = Metric(logits.data());
+  start_.corrupt = Metric(logits.data() + config.n_vocab);
 }
 
-PathPatchStart Lab::StartPathPatch(const std::vector<int>& clean, const std::vector<int>& corrupted,
-                                   const std::vector<PathReceiver>& receivers, int target, int contrast,
-                                   const LabInterventions& iv) {
-  const Config& c = config();
-  const PathPatchStart start = PreparePathPatch(Job::kPathPatch, clean, corrupted, receivers, target, contrast, iv);
-  const int L = c.n_layer, H = c.n_head, T = start.positions;
-  const size_t C = size_t(c.n_embd);
+double PathPatchJobBase::Metric(const float* logits) const {
+  return gpt2::Metric(logits, start_.target, start_.contrast);
+}
+
+PathPatchSweep::PathPatchSweep(Conversation& c, const std::vector<int>& clean, const std::vector<int>& corrupted,
+                               const std::vector<PathReceiver>& receivers, int target, int contrast,
+                               const LabInterventions& iv)
+    : PathPatchJobBase(c, clean, corrupted, receivers, target, contrast, iv) {
+  const Config& config = c.config();
+  const int L = config.n_layer, H = config.n_head, T = T_;
+  const size_t C = size_t(config.n_embd);
   // Layer by layer. Work per sender in prefills of the pair: step 2's blocks from the sender's
   // (for logits one row, which costs about as much as kLoneRow rows of a prefill: it reads every
   // weight for one row), step 3's blocks from the first receiver's, and its row's unembedding.
@@ -173,11 +188,11 @@ PathPatchStart Lab::StartPathPatch(const std::vector<int>& clean, const std::vec
     first_receiver = std::min(first_receiver, r.layer);
     last_receiver = std::max(last_receiver, r.layer);
   }
-  const double unembed = double(c.n_vocab) / (12.0 * L * double(C)) / T;
+  const double unembed = double(config.n_vocab) / (12.0 * L * double(C)) / T;
   std::vector<double> work;
   for (int l = 0; l < L; ++l) {
     for (int h = 0; h < H; ++h) {
-      job_cells_.push_back({l, h, 0});
+      cells_.push_back({l, h, 0});
       if (receivers.empty()) {
         work.push_back(double(L - l) / L * kLoneRow / T + unembed);
       } else if (l < last_receiver) {
@@ -187,36 +202,26 @@ PathPatchStart Lab::StartPathPatch(const std::vector<int>& clean, const std::vec
       }
     }
   }
-  job_group_ends_ = GroupsByWork(work, kJobBudget);
-  return start;
+  group_ends_ = GroupsByWork(work, kJobBudget);
 }
 
-const float* Lab::PathPatchedRow(HeadRef sender) {
-  const Config& c = config();
-  const int L = c.n_layer, T = path_.positions, ls = sender.layer, hs = sender.head;
+const float* PathPatchSweep::PatchedRow(HeadRef sender) {
+  const Config& c = c_.config();
+  const int L = c.n_layer, T = T_, ls = sender.layer;
   const size_t C = size_t(c.n_embd), D = size_t(c.head_dim());
-  const std::vector<PathReceiver>& receivers = path_.receivers;
-  // The sender's corrupted output over rows [p0, T).
-  auto sender_patch = [&](int p0) {
-    HeadPatch patch{ls, hs, HeadPart::kOutput, p0, {}};
-    for (int p = p0; p < T; ++p) {
-      const float* z = path_.z_corrupt[ls].data() + size_t(p) * C + size_t(hs) * D;
-      patch.values.insert(patch.values.end(), z, z + D);
-    }
-    return patch;
-  };
+  const std::vector<PathReceiver>& receivers = receivers_;
   RunOptions run;
   if (receivers.empty()) {
     // Step 2 for logits: every head from the sender's block on frozen, so the last position
     // needs no other row: it runs alone, and the cache is not touched.
     Interventions iv;
     for (int l = ls; l < L; ++l) {
-      const std::vector<float>& z = path_.z_clean[l];
+      const std::vector<float>& z = z_clean_[l];
       iv.frozen_attn.push_back({l, T - 1, std::vector<float>(z.end() - C, z.end())});
     }
-    iv.head_patches.push_back(sender_patch(T - 1));
+    iv.head_patches.push_back(SenderPatch(z_corrupt_[ls], sender, T - 1, T, c));
     run.interventions = &iv;
-    return session_->Rerun({T - 1, T, ls, true}, path_.streams[ls].data() + size_t(T - 1) * C, run);
+    return session_.Rerun({T - 1, T, ls, true}, streams_[ls].data() + size_t(T - 1) * C, run);
   }
   int first = L, last = -1;
   bool any_after = false;
@@ -232,9 +237,9 @@ const float* Lab::PathPatchedRow(HeadRef sender) {
   for (int l = ls; l <= last; ++l) {
     bool receiving = false;  // only the receivers' blocks need their q, k and v computed
     for (const PathReceiver& r : receivers) receiving = receiving || (r.layer == l && l > ls);
-    frozen.frozen_attn.push_back({l, 0, path_.z_clean[l], receiving});
+    frozen.frozen_attn.push_back({l, 0, z_clean_[l], receiving});
   }
-  frozen.head_patches.push_back(sender_patch(0));
+  frozen.head_patches.push_back(SenderPatch(z_corrupt_[ls], sender, 0, T, c));
   Interventions patched;  // step 3's
   run.interventions = &frozen;
   run.observe_scores = run.observe_probs = run.observe_all_logits = false;
@@ -246,30 +251,29 @@ const float* Lab::PathPatchedRow(HeadRef sender) {
       patched.head_patches.push_back({r.layer, r.head, r.part, 0, std::vector<float>(rows, rows + size_t(T) * D)});
     }
   };
-  session_->Rerun({0, T, ls, true, last + 1}, path_.streams[ls].data(), run);
+  session_.Rerun({0, T, ls, true, last + 1}, streams_[ls].data(), run);
   // Step 3: every row from the first receiver's block, always the same block, so each sender's
   // run rewrites all the cache the previous one changed.
   RunOptions rerun;
   rerun.interventions = &patched;
-  return session_->Rerun({0, T, first, true}, path_.streams[first].data(), rerun);
+  return session_.Rerun({0, T, first, true}, streams_[first].data(), rerun);
 }
 
-std::vector<double> Lab::PathPatchedMetrics(const std::vector<HeadRef>& senders) {
-  const Config& c = config();
-  if (path_.positions == 0) throw Error("No path patching has started.");
+std::vector<double> PathPatchSweep::Metrics(const std::vector<HeadRef>& senders) {
+  const Config& c = c_.config();
   for (const HeadRef& s : senders) CheckHead("sender", s.layer, s.head, c);
   const size_t C = size_t(c.n_embd), V = size_t(c.n_vocab);
-  std::vector<double> out(senders.size(), path_.clean);
+  std::vector<double> out(senders.size(), start_.clean);
   std::vector<float> rows(size_t(kProbeRows) * C), logits(size_t(kProbeRows) * V);
   std::vector<size_t> which;  // the senders whose rows are in `rows`
   auto flush = [&]() {
     if (which.empty()) return;
-    session_->FinalLogits(rows.data(), static_cast<int>(which.size()), logits.data());
-    for (size_t i = 0; i < which.size(); ++i) out[which[i]] = Metric(logits.data() + i * V, path_.target, path_.contrast);
+    session_.FinalLogits(rows.data(), static_cast<int>(which.size()), logits.data());
+    for (size_t i = 0; i < which.size(); ++i) out[which[i]] = Metric(logits.data() + i * V);
     which.clear();
   };
   for (size_t i = 0; i < senders.size(); ++i) {
-    const float* row = PathPatchedRow(senders[i]);
+    const float* row = PatchedRow(senders[i]);
     if (row == nullptr) continue;
     std::copy_n(row, C, rows.data() + which.size() * C);
     which.push_back(i);
@@ -279,104 +283,99 @@ std::vector<double> Lab::PathPatchedMetrics(const std::vector<HeadRef>& senders)
   return out;
 }
 
-PathPatchStart Lab::StartSenderPaths(const std::vector<int>& clean, const std::vector<int>& corrupted,
-                                     HeadRef sender, int target, int contrast, const LabInterventions& iv) {
-  const Config& c = config();
-  CheckPathSender(sender, {}, c);
-  PathPatchStart start = PreparePathPatch(Job::kSenderPaths, clean, corrupted, {}, target, contrast, iv);
-  const int L = c.n_layer, H = c.n_head, T = start.positions, ls = sender.layer;
-  const size_t C = size_t(c.n_embd);
+void PathPatchSweep::Measure(size_t begin, size_t end) {
+  std::vector<HeadRef> senders;
+  for (size_t i = begin; i < end; ++i) senders.push_back({cells_[i].layer, cells_[i].index});
+  const std::vector<double> m = Metrics(senders);
+  for (size_t i = begin; i < end; ++i) {
+    results_.push_back({cells_[i].layer, cells_[i].index, m[i - begin] - start_.clean});
+  }
+}
+
+SenderPathsJob::SenderPathsJob(Conversation& c, const std::vector<int>& clean, const std::vector<int>& corrupted,
+                               HeadRef sender, int target, int contrast, const LabInterventions& iv)
+    : PathPatchJobBase(c, clean, corrupted, {}, target, contrast, (CheckPathSender(sender, {}, c.config()), iv)) {
+  const Config& config = c.config();
+  const int L = config.n_layer, H = config.n_head, T = T_, ls = sender.layer;
+  const size_t C = size_t(config.n_embd);
   // Step 2 once for every receiver: every block from the sender's frozen, all rows, each later
   // block's q, k and v kept; its final row is the path to the logits.
   Interventions frozen;
-  for (int l = ls; l < L; ++l) frozen.frozen_attn.push_back({l, 0, path_.z_clean[l], l > ls});
-  HeadPatch patch{ls, sender.head, HeadPart::kOutput, 0, {}};
-  const size_t D = size_t(c.head_dim());
-  for (int p = 0; p < T; ++p) {
-    const float* z = path_.z_corrupt[ls].data() + size_t(p) * C + size_t(sender.head) * D;
-    patch.values.insert(patch.values.end(), z, z + D);
-  }
-  frozen.head_patches.push_back(std::move(patch));
-  path_.inputs.assign(L, std::vector<std::vector<float>>(3));
+  for (int l = ls; l < L; ++l) frozen.frozen_attn.push_back({l, 0, z_clean_[l], l > ls});
+  frozen.head_patches.push_back(SenderPatch(z_corrupt_[ls], sender, 0, T, config));
+  inputs_.assign(L, std::vector<std::vector<float>>(3));
   RunOptions run;
   run.interventions = &frozen;
   run.observe_scores = run.observe_probs = run.observe_all_logits = false;
   run.observer = [&](const Activation& a) {
     const std::string name = a.name;
     const int part = name == "q" ? 0 : name == "k" ? 1 : name == "v" ? 2 : -1;
-    if (part >= 0 && a.layer > ls) path_.inputs[a.layer][part].assign(a.data, a.data + size_t(T) * C);
+    if (part >= 0 && a.layer > ls) inputs_[a.layer][part].assign(a.data, a.data + size_t(T) * C);
   };
-  std::vector<float> row(C), logits(size_t(c.n_vocab));
-  std::copy_n(session_->Rerun({0, T, ls, true}, path_.streams[ls].data(), run), C, row.data());
-  session_->FinalLogits(row.data(), 1, logits.data());
-  job_results_.push_back({L, 0, Metric(logits.data(), path_.target, path_.contrast) - path_.clean});
+  std::vector<float> row(C), logits(size_t(config.n_vocab));
+  std::copy_n(session_.Rerun({0, T, ls, true}, streams_[ls].data(), run), C, row.data());
+  session_.FinalLogits(row.data(), 1, logits.data());
+  results_.push_back({L, 0, Metric(logits.data()) - start_.clean});
   // The later heads from the last block down: each step 3 runs every row from its head's block,
   // so it rewrites all the cache the previous one (in a later or the same block) changed.
   std::vector<double> work;
   for (int l = L - 1; l > ls; --l) {
     for (int h = 0; h < H; ++h) {
-      job_cells_.push_back({l, h, 0});
-      work.push_back(double(L - l) / L + double(c.n_vocab) / (12.0 * L * double(C)) / T);
+      cells_.push_back({l, h, 0});
+      work.push_back(double(L - l) / L + double(config.n_vocab) / (12.0 * L * double(C)) / T);
     }
   }
-  job_group_ends_ = GroupsByWork(work, kJobBudget);
-  start.total = static_cast<int>(job_cells_.size()) + 1;
+  group_ends_ = GroupsByWork(work, kJobBudget);
+  start_.total = static_cast<int>(cells_.size()) + 1;
   // The logits' cell is done: the job's cells count from the results already there.
-  job_cells_.insert(job_cells_.begin(), {L, 0, job_results_[0].value});
-  for (size_t& e : job_group_ends_) ++e;
-  job_next_ = 1;
-  return start;
+  cells_.insert(cells_.begin(), {L, 0, results_[0].value});
+  for (size_t& e : group_ends_) ++e;
+  next_ = 1;
 }
 
-void Lab::ContinueSenderPaths(size_t begin, size_t end) {
-  const Config& c = config();
-  const int T = path_.positions;
+void SenderPathsJob::Measure(size_t begin, size_t end) {
+  const Config& c = c_.config();
+  const int T = T_;
   const size_t C = size_t(c.n_embd), D = size_t(c.head_dim()), V = size_t(c.n_vocab);
   std::vector<float> rows, logits;
   for (size_t i = begin; i < end; ++i) {
-    const int l = job_cells_[i].layer, h = job_cells_[i].index;
+    const int l = cells_[i].layer, h = cells_[i].index;
     // Step 3: the head's q, k and v from step 2, everything after them recomputed.
     Interventions patched;
     const HeadPart parts[3] = {HeadPart::kQuery, HeadPart::kKey, HeadPart::kValue};
     for (int part = 0; part < 3; ++part) {
-      const float* values = path_.inputs[l][part].data() + size_t(h) * T * D;  // [H, T, D]
+      const float* values = inputs_[l][part].data() + size_t(h) * T * D;  // [H, T, D]
       patched.head_patches.push_back({l, h, parts[part], 0, std::vector<float>(values, values + size_t(T) * D)});
     }
     RunOptions run;
     run.interventions = &patched;
-    const float* row = session_->Rerun({0, T, l, true}, path_.streams[l].data(), run);
+    const float* row = session_.Rerun({0, T, l, true}, streams_[l].data(), run);
     rows.insert(rows.end(), row, row + C);
   }
   const int n = static_cast<int>(end - begin);
   logits.resize(size_t(n) * V);
   for (int i0 = 0; i0 < n; i0 += kProbeRows) {
     const int k = std::min(kProbeRows, n - i0);
-    session_->FinalLogits(rows.data() + size_t(i0) * C, k, logits.data() + size_t(i0) * V);
+    session_.FinalLogits(rows.data() + size_t(i0) * C, k, logits.data() + size_t(i0) * V);
   }
   for (size_t i = begin; i < end; ++i) {
-    const double m = Metric(logits.data() + (i - begin) * V, path_.target, path_.contrast);
-    job_results_.push_back({job_cells_[i].layer, job_cells_[i].index, m - path_.clean});
+    results_.push_back({cells_[i].layer, cells_[i].index, Metric(logits.data() + (i - begin) * V) - start_.clean});
   }
 }
 
-PathPatchResult Lab::PathPatch(const std::vector<int>& clean, const std::vector<int>& corrupted, HeadRef sender,
-                               const std::vector<PathReceiver>& receivers, int target, int contrast) {
-  CheckPathSender(sender, receivers, config());
+PathPatchResult PathPatch(Conversation& c, const std::vector<int>& clean, const std::vector<int>& corrupted,
+                          HeadRef sender, const std::vector<PathReceiver>& receivers, int target, int contrast) {
+  CheckPathSender(sender, receivers, c.config());
   LabInterventions keep;
-  keep.iv = interventions_;
+  keep.iv = c.interventions();
+  PathPatchSweep job(c, clean, corrupted, receivers, target, contrast, keep);
   PathPatchResult out;
-  try {
-    const PathPatchStart start = StartPathPatch(clean, corrupted, receivers, target, contrast, keep);
-    out.patched = PathPatchedMetrics({sender})[0];
-    out.clean = start.clean;
-    out.corrupt = start.corrupt;
-    out.target = start.target;
-    out.contrast = start.contrast;
-  } catch (...) {
-    EndJob();
-    throw;
-  }
-  EndJob();
+  out.patched = job.Metrics({sender})[0];
+  out.clean = job.start().clean;
+  out.corrupt = job.start().corrupt;
+  out.target = job.start().target;
+  out.contrast = job.start().contrast;
+  job.End();
   return out;
 }
 

@@ -9,8 +9,8 @@
 // The metric m = logit[last, target] - logit[last, contrast] (no contrast: the target's logit;
 // default target: the clean run's most probable next token), as `gpt2 atp` takes it.
 //
-// The Lab runs it (Lab::PathPatch, the sweep of every sender as a job: StartPathPatch,
-// ContinueJob, EndJob; and one sender's paths to each later head alone: StartSenderPaths; lab.h),
+// Here as jobs over a conversation (job.h): the sweep of every sender (PathPatchSweep), one
+// sender's paths to each later head alone (SenderPathsJob), and one sender's run (PathPatch),
 // through the model's interventions (model/run_options.h):
 // frozen attention from the sender's block on, the sender's output as a head patch, receivers'
 // inputs as head patches. With every head frozen after the sender, positions no longer meet, so
@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "lab/job.h"
 #include "model/config.h"
 #include "model/run_options.h"
 
@@ -52,18 +53,59 @@ struct PathPatchResult {
   int target = 0, contrast = -1;
 };
 
-// What the sweep keeps of step 1 (the Lab's, between its calls).
-struct PathPatchState {
-  std::vector<PathReceiver> receivers;  // empty: logits
-  int positions = 0, target = 0, contrast = -1;
-  double clean = 0;
+// Step 1 of both jobs: the plain model's clean and corrupted runs, checked first; iv: the page's
+// interventions End gives the conversation back under.
+class PathPatchJobBase : public Job {
+ public:
+  const PathPatchStart& start() const { return start_; }
+
+ protected:
+  PathPatchJobBase(Conversation& c, const std::vector<int>& clean, const std::vector<int>& corrupted,
+                   const std::vector<PathReceiver>& receivers, int target, int contrast, const LabInterventions& iv);
+  double Metric(const float* logits) const;
+
+  Session& session_;  // holds the clean run after step 1; the conversation's, unrecorded
+  PathPatchStart start_;
+  std::vector<PathReceiver> receivers_;  // empty: logits
+  int T_ = 0;
   // [n_layer + 1][T, C]: the clean stream entering block l (index n_layer: the final stream).
-  std::vector<std::vector<float>> streams;
+  std::vector<std::vector<float>> streams_;
   // [n_layer][T, C]: every head's output in each block, clean and corrupted.
-  std::vector<std::vector<float>> z_clean, z_corrupt;
-  // A sender's paths (Lab::StartSenderPaths): its step 2's q, k and v of every later block,
-  // [n_layer][3][H, T, D] (empty before the sender's block).
-  std::vector<std::vector<std::vector<float>>> inputs;
+  std::vector<std::vector<float>> z_clean_, z_corrupt_;
 };
+
+// The sweep: every head the sender in turn, layer by layer; cells (layer, head), value
+// m_patched - m_clean. total: every head.
+class PathPatchSweep : public PathPatchJobBase {
+ public:
+  PathPatchSweep(Conversation& c, const std::vector<int>& clean, const std::vector<int>& corrupted,
+                 const std::vector<PathReceiver>& receivers, int target, int contrast, const LabInterventions& iv);
+  // m_patched of each sender (the clean run's m when no receiver comes after it).
+  std::vector<double> Metrics(const std::vector<HeadRef>& senders);
+
+ private:
+  void Measure(size_t begin, size_t end) override;
+  // Steps 2-3's final stream row of a sender (nullptr when no receiver comes after it).
+  const float* PatchedRow(HeadRef sender);
+};
+
+// One sender's paths, each alone: to the logits and to every head of a later block (its q, k
+// and v together). Cells: (n_layer, 0) for the logits first (measured at the start), then
+// (layer, head) from the last block down, value m_patched - m_clean.
+class SenderPathsJob : public PathPatchJobBase {
+ public:
+  SenderPathsJob(Conversation& c, const std::vector<int>& clean, const std::vector<int>& corrupted, HeadRef sender,
+                 int target, int contrast, const LabInterventions& iv);
+
+ private:
+  void Measure(size_t begin, size_t end) override;
+  // Step 2's q, k and v of every later block, [n_layer][3][H, T, D] (empty up to the sender's).
+  std::vector<std::vector<std::vector<float>>> inputs_;
+};
+
+// One sender's run of steps 1-3 under no interventions; the conversation is given back
+// afterwards under the interventions set.
+PathPatchResult PathPatch(Conversation& c, const std::vector<int>& clean, const std::vector<int>& corrupted,
+                          HeadRef sender, const std::vector<PathReceiver>& receivers, int target, int contrast);
 
 }  // namespace gpt2

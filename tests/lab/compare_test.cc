@@ -212,7 +212,7 @@ TEST_CASE("The page's lens: the lab's model against its re-encoded twin, then th
 
   lab.SetCapture(false);
   lab.Run({1, 2, 3});
-  const gpt2::Comparison r = gpt2::CompareWithLab(lab, *twin, kIds);
+  const gpt2::Comparison r = gpt2::CompareOnConversation(lab.conv(), *twin, kIds);
   // As two fresh sessions give it.
   gpt2::Session a(lab.model()), b(*q4->model);
   gpt2::CompareOptions options;
@@ -240,9 +240,9 @@ TEST_CASE("The page's lens: the lab's model against its re-encoded twin, then th
   gpt2::Config deeper = gpt2::TinyTestConfig();
   deeper.n_layer = 3;
   gpt2::SecondModel other(gpt2::SyntheticModelBytes(deeper, gpt2::TensorType::kF32, nullptr));
-  CHECK_THROWS_WITH(gpt2::CompareWithLab(lab, other, kIds), Catch::Contains("n_layer"));
+  CHECK_THROWS_WITH(gpt2::CompareOnConversation(lab.conv(), other, kIds), Catch::Contains("n_layer"));
   CHECK(lab.tokens() == kIds);
-  CHECK_THROWS_WITH(gpt2::CompareWithLab(lab, *twin, {}), Catch::Contains("empty"));
+  CHECK_THROWS_WITH(gpt2::CompareOnConversation(lab.conv(), *twin, {}), Catch::Contains("empty"));
 }
 
 }  // namespace

@@ -64,7 +64,7 @@ TEST_CASE("Head scores equal PyTorch's on the tiny model", "[circuits][heads][go
       const std::string key = name;
       const std::vector<int> ids = Ints(HeadsGolden().I32(key + "/ids"));
       if (key == "default20") CHECK(ids == gpt2::DefaultHeadIds(lab->config().n_vocab, 20));
-      const gpt2::HeadScores s = gpt2::DetectHeads(*lab, ids);
+      const gpt2::HeadScores s = gpt2::DetectHeads(lab->conv(), ids);
       REQUIRE(s.n_layer == L);
       REQUIRE(s.n_head == H);
       CHECK(s.repeat == int(ids.size()));
@@ -88,14 +88,14 @@ TEST_CASE("Head detection rejects ids that do not fit the model before it runs a
   lab->SetCapture(false);
   lab->Run({1, 2, 3});
   const std::vector<int> before = lab->tokens();
-  CHECK_THROWS_WITH(gpt2::DetectHeads(*lab, {}), Catch::Contains("at least one token id"));
-  CHECK_THROWS_WITH(gpt2::DetectHeads(*lab, {5, 50257}), Catch::Contains("not in the vocabulary (0..50256)"));
-  CHECK_THROWS_WITH(gpt2::DetectHeads(*lab, {-1}), Catch::Contains("not in the vocabulary"));
+  CHECK_THROWS_WITH(gpt2::DetectHeads(lab->conv(), {}), Catch::Contains("at least one token id"));
+  CHECK_THROWS_WITH(gpt2::DetectHeads(lab->conv(), {5, 50257}), Catch::Contains("not in the vocabulary (0..50256)"));
+  CHECK_THROWS_WITH(gpt2::DetectHeads(lab->conv(), {-1}), Catch::Contains("not in the vocabulary"));
   // n_ctx 64: 32 ids make 65 positions.
-  CHECK_THROWS_WITH(gpt2::DetectHeads(*lab, std::vector<int>(32, 7)), Catch::Contains("at most 31 ids"));
+  CHECK_THROWS_WITH(gpt2::DetectHeads(lab->conv(), std::vector<int>(32, 7)), Catch::Contains("at most 31 ids"));
   CHECK(lab->tokens() == before);
   // A success keeps the capture setting as it was (off), the sequence captured all the same.
-  gpt2::DetectHeads(*lab, {7, 8, 9});
+  gpt2::DetectHeads(lab->conv(), {7, 8, 9});
   CHECK_FALSE(lab->capture_on());
   CHECK(lab->capture().n_positions() == 7);
 }
@@ -150,7 +150,7 @@ TEST_CASE("On the small model the documented heads come out on top", "[circuits]
       if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
       if (ids.size() == 50) break;
     }
-    const gpt2::HeadScores s = gpt2::DetectHeads(lab, ids);
+    const gpt2::HeadScores s = gpt2::DetectHeads(lab.conv(), ids);
     const std::vector<size_t> induction = Ranked(s.induction);
     INFO("prev 0.0 " << s.prev[kPrevHead] << ", induction 2.0 " << s.induction[2 * H] << ", 4th best induction "
                      << s.induction[induction[3]]);
@@ -166,7 +166,7 @@ TEST_CASE("On the small model the documented heads come out on top", "[circuits]
   SECTION("on `gpt2 heads`'s default ids") {
     // Random ids are mostly tokens the small model never read (it saw 21.6 k token types), so
     // its induction heads match them weakly; they still lead.
-    const gpt2::HeadScores s = gpt2::DetectHeads(lab, gpt2::DefaultHeadIds(lab.config().n_vocab));
+    const gpt2::HeadScores s = gpt2::DetectHeads(lab.conv(), gpt2::DefaultHeadIds(lab.config().n_vocab));
     INFO("prev 0.0 " << s.prev[kPrevHead] << ", induction 2.0 " << s.induction[2 * H]);
     CHECK(Ranked(s.prev)[0] == kPrevHead);
     CHECK(top3(s.induction) == kInductionHeads);

@@ -107,7 +107,7 @@ int HeadsCommand(int argc, char** argv) {
 
   HeadScores s;
   try {
-    s = DetectHeads(lab, ids);
+    s = DetectHeads(lab.conv(), ids);
   } catch (const Error& e) {
     // The lab checks the ids against the model before it runs anything: the caller's input.
     throw UsageError(e.what());
