@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <utility>
 
@@ -97,9 +96,9 @@ Comparison CompareModels(Session& a, Session& b, const std::vector<int>& ids, co
     run.observe_probs = head_drift;
     run.observe_whole_prompt = false;  // reports by chunks from their pos0
     run.observer = [&, m](const Activation& act) {
-      if (std::strcmp(act.name, "resid_out") == 0) {
+      if (act.hook == Hook::kResidPost) {
         std::copy_n(act.data, act.shape[0] * C, o.resid[act.layer].data() + size_t(act.pos0) * C);
-      } else if (head_drift && std::strcmp(act.name, "attn_probs") == 0) {
+      } else if (head_drift && act.hook == Hook::kAttnProbs) {
         const int64_t rows = act.shape[1], keys = act.shape[2];  // [H, rows, keys]
         for (int64_t h = 0; h < H; ++h) {
           float* tri_a = probs_a.data() + (size_t(act.layer) * H + h) * tri;

@@ -1,7 +1,6 @@
 #include "lab/gradients.h"
 
 #include <algorithm>
-#include <cstring>
 #include <string>
 
 #include "base/error.h"
@@ -25,8 +24,8 @@ struct RunStreams {
     return [this](const Activation& a) {
       const size_t n = size_t(a.shape[0]) * a.shape[1];
       if (a.layer < 0) return;
-      if (std::strcmp(a.name, "attn_heads") == 0) z[a.layer].assign(a.data, a.data + n);
-      else if (std::strcmp(a.name, "resid_pre") == 0) resid_pre[a.layer].assign(a.data, a.data + n);
+      if (a.hook == Hook::kAttnHeads) z[a.layer].assign(a.data, a.data + n);
+      else if (a.hook == Hook::kResidPre) resid_pre[a.layer].assign(a.data, a.data + n);
     };
   }
 };
@@ -53,7 +52,7 @@ SaliencyResult Saliency(Session& session, Backward& backward, const std::vector<
   const std::vector<float> x = backward.embed();  // [T, C]
   std::vector<double> grad(size_t(T) * C, 0.0);
   const auto add_embed_grad = [&](const Activation& a) {
-    if (a.layer >= 0 || std::strcmp(a.name, "embed") != 0) return;
+    if (a.layer >= 0 || a.hook != Hook::kEmbed) return;
     for (size_t i = 0; i < grad.size(); ++i) grad[i] += a.data[i];
   };
   if (request.method == SaliencyMethod::kGradient) {
@@ -105,7 +104,7 @@ ScoreSaliencyResult ScoreSaliency(Session& session, Backward& backward, const st
   const std::vector<float>& x = backward.embed();
   r.values.assign(T, 0.0);
   backward.RunScore(spec, [&](const Activation& a) {
-    if (a.layer >= 0 || std::strcmp(a.name, "embed") != 0) return;
+    if (a.layer >= 0 || a.hook != Hook::kEmbed) return;
     for (int p = 0; p < T; ++p) {
       double v = 0.0;
       for (int64_t d = 0; d < C; ++d) v += double(x[p * C + d]) * a.data[p * C + d];
@@ -155,7 +154,7 @@ AtpResult AttributionPatching(Session& session, Backward& backward, const std::v
   backward.Run(spec, [&](const Activation& a) {
     if (a.layer < 0) return;
     const int l = a.layer;
-    if (std::strcmp(a.name, "attn_heads") == 0) {
+    if (a.hook == Hook::kAttnHeads) {
       for (int h = 0; h < H; ++h) {
         double sum = 0.0;
         for (int p = 0; p < T; ++p) {
@@ -166,7 +165,7 @@ AtpResult AttributionPatching(Session& session, Backward& backward, const std::v
         }
         r.heads[size_t(l) * H + h] = sum;
       }
-    } else if (std::strcmp(a.name, "resid_pre") == 0) {
+    } else if (a.hook == Hook::kResidPre) {
       for (int p = 0; p < T; ++p) {
         double sum = 0.0;
         for (int64_t d = 0; d < C; ++d) {

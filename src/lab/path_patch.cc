@@ -141,11 +141,10 @@ PathPatchJobBase::PathPatchJobBase(Conversation& c, const std::vector<int>& clea
   RunOptions run;
   run.observe_scores = run.observe_probs = run.observe_all_logits = false;
   run.observer = [&](const Activation& a) {
-    const std::string name = a.name;
     const size_t n = size_t(a.shape[0]) * size_t(a.shape[1]);
-    if (name == "attn_heads") (*z)[a.layer].assign(a.data, a.data + n);
-    if (name == "embed") (*streams)[0].assign(a.data, a.data + n);
-    if (name == "resid_out") (*streams)[a.layer + 1].assign(a.data, a.data + n);
+    if (a.hook == Hook::kAttnHeads) (*z)[a.layer].assign(a.data, a.data + n);
+    if (a.hook == Hook::kEmbed) (*streams)[0].assign(a.data, a.data + n);
+    if (a.hook == Hook::kResidPost) (*streams)[a.layer + 1].assign(a.data, a.data + n);
   };
   session_.Prefill(corrupted.data(), T_, run);
   session_.Reset();
@@ -308,8 +307,7 @@ SenderPathsJob::SenderPathsJob(Conversation& c, const std::vector<int>& clean, c
   run.interventions = &frozen;
   run.observe_scores = run.observe_probs = run.observe_all_logits = false;
   run.observer = [&](const Activation& a) {
-    const std::string name = a.name;
-    const int part = name == "q" ? 0 : name == "k" ? 1 : name == "v" ? 2 : -1;
+    const int part = a.hook == Hook::kQ ? 0 : a.hook == Hook::kK ? 1 : a.hook == Hook::kV ? 2 : -1;
     if (part >= 0 && a.layer > ls) inputs_[a.layer][part].assign(a.data, a.data + size_t(T) * C);
   };
   std::vector<float> row(C), logits(size_t(config.n_vocab));
