@@ -25,10 +25,12 @@ namespace {
 // The observer's name of the tensor at an SAE's hook point that the capture does not keep.
 const char* KeptStreamName(StreamPoint p) {
   switch (p) {
-    case StreamPoint::kResidMid: return "resid_attn";
-    case StreamPoint::kAttnOut: return "attn_out";
-    case StreamPoint::kMlpOut: return "mlp_out";
-    default: return nullptr;
+    case StreamPoint::kResidMid:
+    case StreamPoint::kAttnOut:
+    case StreamPoint::kMlpOut:
+      return HookName(StreamPointHook(p));
+    default:  // the streams entering and leaving a block, which the capture keeps
+      return nullptr;
   }
 }
 
