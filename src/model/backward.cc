@@ -426,6 +426,16 @@ void Backward::ScoreBackward(const ScoreSpec& score, int64_t rows, const Activat
   QkvRows(score.layer, rows);
 }
 
+// Post-norm's step x' = ln((x unless no residual) + out): g_ on rows [lo, rows) from dm/dx' to
+// dm/d(the sum).
+void Backward::PostNormBackward(const std::vector<float>& x, const std::vector<float>& out, bool nores,
+                                const float* gamma, int64_t lo, int64_t rows) {
+  const int64_t C = model_.config().n_embd;
+  for (int64_t i = lo * C; i < rows * C; ++i) tmp_[i] = nores ? out[i] : x[i] + out[i];
+  LayerNormBackwardRows(tmp_.data() + lo * C, gamma, g_.data() + lo * C, dsub_.data() + lo * C, rows - lo, false);
+  std::copy_n(dsub_.data() + lo * C, (rows - lo) * C, g_.data() + lo * C);
+}
+
 // MlpStep's backward: g_ holds dm/d(resid_out) on rows [lo, rows); leaves dm/d(resid_mid).
 //   x2 = edits_resid_post([post-norm: ln_2]((x1 unless no residual) + edits_mlp_out(f))),
 //   f = fc_proj(gelu(fc(ln_2(x1)))), or x2 = edits_resid_post(x1) when the MLP is skipped.
@@ -444,11 +454,7 @@ void Backward::MlpStepBackward(int l, int64_t lo, int64_t rows, const Activation
     Report(grads, Hook::kResidMid, l, g, T, C);
     return;
   }
-  if (post) {
-    for (int64_t i = lo * C; i < rows * C; ++i) tmp_[i] = nores ? s.mlp_out[i] : s.resid_mid[i] + s.mlp_out[i];
-    LayerNormBackwardRows(tmp_.data() + lo * C, w.ln2_g, g + lo * C, dsub_.data() + lo * C, n, false);
-    std::copy_n(dsub_.data() + lo * C, n * C, g + lo * C);
-  }
+  if (post) PostNormBackward(s.resid_mid, s.mlp_out, nores, w.ln2_g, lo, rows);
   std::copy_n(g, rows * C, dsub_.data());  // d(edited f)
   Report(grads, Hook::kMlpOut, l, dsub_.data(), T, C);
   EditsBackward(l, StreamPoint::kMlpOut, lo, rows, dsub_.data());
@@ -485,11 +491,7 @@ bool Backward::AttentionStepBackward(int l, int64_t lo, int64_t rows, const Acti
     for (Hook h : {Hook::kQ, Hook::kK, Hook::kV}) Report(grads, h, l, zeros_.data(), H, T, D);
     return false;
   }
-  if (post) {
-    for (int64_t i = lo * C; i < rows * C; ++i) tmp_[i] = nores ? s.attn_out[i] : s.resid_pre[i] + s.attn_out[i];
-    LayerNormBackwardRows(tmp_.data() + lo * C, w.ln1_g, g + lo * C, dsub_.data() + lo * C, n, false);
-    std::copy_n(dsub_.data() + lo * C, n * C, g + lo * C);
-  }
+  if (post) PostNormBackward(s.resid_pre, s.attn_out, nores, w.ln1_g, lo, rows);
   Report(grads, Hook::kAttnOut, l, g, T, C);
   std::copy_n(g, rows * C, dsub_.data());
   EditsBackward(l, StreamPoint::kAttnOut, lo, rows, dsub_.data());

@@ -128,6 +128,8 @@ class Backward {
   // The blocks' backward, each a forward step's (session.cc) in reverse; backward.cc says what
   // each takes and leaves in g_.
   void Blocks(int top, int64_t lo, const ScoreSpec* score, const ActivationObserver& grads);
+  void PostNormBackward(const std::vector<float>& x, const std::vector<float>& out, bool nores,
+                        const float* gamma, int64_t lo, int64_t rows);
   void MlpStepBackward(int l, int64_t lo, int64_t rows, const ActivationObserver& grads);
   bool AttentionStepBackward(int l, int64_t lo, int64_t rows, const ActivationObserver& grads);
   void AttentionBackward(int layer, int64_t first, int64_t rows, const float* dz,

@@ -245,8 +245,16 @@ void Sae::EditBackward(const std::vector<std::pair<int, float>>& steer,
   if (K > 0) EncodeFeatures(scratch.x.data(), rows, features.data(), K, scratch.acts.data(), scratch.scale.data(),
                             scratch.sae);
   std::vector<double> xc(C), ds(C), delta(C);
-  std::vector<float> w(C);
+  // The clamped features' encoder rows, dequantized once, and each one's mean.
+  std::vector<float> w(size_t(K) * C);
+  std::vector<double> w_mean(K, 0.0);
   const size_t row_bytes = RowBytes(w_enc_.type, C);
+  for (int j = 0; j < K; ++j) {
+    float* wj = w.data() + size_t(j) * C;
+    DequantizeRow(w_enc_.type, static_cast<const uint8_t*>(w_enc_.data) + row_bytes * clamp[j].first, wj, C);
+    for (int i = 0; i < C; ++i) w_mean[j] += wj[i];
+    w_mean[j] /= C;
+  }
   for (int t = 0; t < rows; ++t) {
     float* gt = g + int64_t(t) * C;
     if (K > 0) {
@@ -260,15 +268,10 @@ void Sae::EditBackward(const std::vector<std::pair<int, float>>& steer,
         const double on_scale = (clamp[j].second - f) * gd;
         for (int i = 0; i < C; ++i) delta[i] += on_scale * ds[i];
         if (!(f > 0)) continue;
-        DequantizeRow(w_enc_.type, static_cast<const uint8_t*>(w_enc_.data) + row_bytes * clamp[j].first,
-                      w.data(), C);
-        double w_mean = 0, xw = 0;
-        for (int i = 0; i < C; ++i) {
-          w_mean += w[i];
-          xw += xc[i] * w[i];
-        }
-        w_mean /= C;
-        for (int i = 0; i < C; ++i) delta[i] -= s * gd * ((w[i] - w_mean) / s - xw / (s * s) * ds[i]);
+        const float* wj = w.data() + size_t(j) * C;
+        double xw = 0;
+        for (int i = 0; i < C; ++i) xw += xc[i] * wj[i];
+        for (int i = 0; i < C; ++i) delta[i] -= s * gd * ((wj[i] - w_mean[j]) / s - xw / (s * s) * ds[i]);
       }
       for (int i = 0; i < C; ++i) gt[i] = static_cast<float>(gt[i] + delta[i]);
     }
