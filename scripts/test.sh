@@ -18,15 +18,8 @@ start_all=$SECONDS
 bash scripts/install-deps.sh
 bash scripts/build.sh
 
-echo "== building the sanitizer suite (AddressSanitizer + UndefinedBehaviorSanitizer)"
-# -O0 (Debug): its build is on the critical path and compiles twice as fast as -O1; its run is
-# not (it runs beside the browser tests).
-launcher=()  # as in build.sh
-command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DGPT2_ASAN=ON "${launcher[@]}" >/dev/null
-cmake --build build/asan -j"$(nproc)" --target gpt2_tests
-echo "== building the fuzzers"
-FUZZ_BUILD_ONLY=1 bash scripts/fuzz.sh
+echo "== building the sanitizer suite and the fuzzers (ASan + UBSan, clang)"
+FUZZ_BUILD_ONLY=1 FUZZ_ALSO_BUILD=gpt2_tests bash scripts/fuzz.sh
 echo "(builds took $((SECONDS - start_all)) s in all)"
 
 logs=build/test-logs
@@ -41,7 +34,7 @@ lane1() {
   # Not [family]: GPT-2 XL's widths converted and run at -O0 cost half a minute here, and the
   # same code runs under the sanitizers at the other tests' widths (natively and in wasm too).
   # "~[.]" keeps the hidden profiles out, which a test spec would otherwise let in.
-  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 build/asan/gpt2_tests "~[.]~[family]"
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 build/sanitize/gpt2_tests "~[.]~[family]"
   echo "(the suite took $((SECONDS - start)) s under the sanitizers)"
 
   if [ -f build/wasm/gpt2_tests.js ]; then
