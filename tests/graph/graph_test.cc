@@ -163,8 +163,12 @@ TEST_CASE("attribution graph: every node and edge equals PyTorch autograd's; pru
   const std::vector<float>& A = Golden().F32("graph/adjacency");
   const int N = g.size();
   REQUIRE(static_cast<size_t>(N) * N == A.size());
-  // 1e-4 relative to the edge, or to the largest edge into the same target for edges near zero
-  // (a float32 forward's rounding is absolute, ~1e-7 of the stream).
+  // 1e-4 relative to the edge, or kEdgeFloor of the largest edge into the same target for edges
+  // near zero: a float32 forward's rounding is absolute, ~1e-7 of the stream, and the edge's
+  // products inherit it. WebAssembly's 4-lane sums (not AVX-512's 16) put a 3e-4 edge under a 0.55
+  // row 7e-8 off PyTorch's float64, 1.3e-7 of the row: a floor of 1e-3 asked for 1e-7, float32's
+  // epsilon itself; 1e-2 asks for 1e-6, a few ulps of the row's scale.
+  constexpr double kEdgeFloor = 1e-2;
   double worst = 0;
   int checked = 0;
   for (int t = 0; t < N; ++t) {
@@ -172,7 +176,7 @@ TEST_CASE("attribution graph: every node and edge equals PyTorch autograd's; pru
     for (int s = 0; s < N; ++s) row_max = std::max(row_max, std::fabs(double(A[int64_t(t) * N + s])));
     for (int s = 0; s < N; ++s) {
       const double want = A[int64_t(t) * N + s], got = g.edge(t, s);
-      const double err = std::fabs(got - want) / std::max(std::fabs(want), 1e-3 * row_max + 1e-30);
+      const double err = std::fabs(got - want) / std::max(std::fabs(want), kEdgeFloor * row_max + 1e-30);
       worst = std::max(worst, err);
       if (want != 0) ++checked;
       if (err > 1e-4) {
