@@ -123,6 +123,7 @@ class FrozenBackward {
     // g [P][B][C]: d(quantity b)/d(the stream at position p), the stream where the loop stands.
     const int64_t R = int64_t(P) * B;
     g_.assign(R * C, 0.0f);
+    gc_.resize(R * C);
     gz_.resize(R * C);
     gv_.resize(R * C);
     const auto at = [&](std::vector<float>& v, int p, int b) { return v.data() + (int64_t(p) * B + b) * C; };
@@ -159,28 +160,45 @@ class FrozenBackward {
         }
       }
       // Attention with frozen probabilities: z[p] = sum_q A[p, q] v[q], v = ln_1(x) W_v + b.
+      // Only the live rows go through the products: row (p, b) is zero unless target b reads at
+      // or above this block and p <= its position (causal attention carries nothing back to
+      // later positions). Batches mix positions and blocks, so the dense [P, B] rows were half
+      // zeros on a 16-token prompt (BENCHMARKS.md, "Attribution graphs").
+      live_.clear();
+      slot_.assign(R, -1);
+      for (int p = 0; p < P; ++p) {
+        for (int b = 0; b < B; ++b) {
+          if (targets[b]->layer >= l && p <= targets[b]->position) {
+            slot_[int64_t(p) * B + b] = static_cast<int>(live_.size());
+            live_.push_back(int64_t(p) * B + b);
+          }
+        }
+      }
+      const int64_t n_live = static_cast<int64_t>(live_.size());
+      if (n_live == 0) continue;
+      for (int64_t i = 0; i < n_live; ++i) std::copy_n(g_.data() + live_[i] * C, C, gc_.data() + i * C);
       const BlockWeights& bw = model_.blocks[l];
-      MatMulTransposedOn(pool_, g_.data(), R, bw.proj, gz_.data());
+      MatMulTransposedOn(pool_, gc_.data(), n_live, bw.proj, gz_.data());
       const std::vector<float>& A = f_.probs[l];
       pool_.ParallelFor(H, [&](int64_t h) {
-        for (int q = 0; q < P; ++q) {
-          for (int b = 0; b < B; ++b) {
-            float* dst = gv_.data() + (int64_t(q) * B + b) * C + h * D;
-            std::fill(dst, dst + D, 0.0f);
-            for (int p = q; p < P; ++p) {
-              const float a = A[(int64_t(h) * T + p) * T + q];
-              if (a == 0.0f) continue;
-              const float* src = gz_.data() + (int64_t(p) * B + b) * C + h * D;
-              for (int i = 0; i < D; ++i) dst[i] += a * src[i];
-            }
+        for (int64_t i = 0; i < n_live; ++i) {
+          const int q = static_cast<int>(live_[i] / B), b = static_cast<int>(live_[i] % B);
+          float* dst = gv_.data() + i * C + h * D;
+          std::fill(dst, dst + D, 0.0f);
+          for (int p = q; p <= targets[b]->position; ++p) {
+            const float a = A[(int64_t(h) * T + p) * T + q];
+            if (a == 0.0f) continue;
+            const float* src = gz_.data() + int64_t(slot_[int64_t(p) * B + b]) * C + h * D;
+            for (int j = 0; j < D; ++j) dst[j] += a * src[j];
           }
         }
       });
       const size_t row_bytes = RowBytes(bw.qkv.type, C);
       const WeightView wv{bw.qkv.type, static_cast<const uint8_t*>(bw.qkv.data) + row_bytes * 2 * C, C, C};
-      MatMulTransposedOn(pool_, gv_.data(), R, wv, gz_.data());  // gz_ now d/d(ln_1 output)
-      for (int p = 0; p < P; ++p) {
-        for (int b = 0; b < B; ++b) FrozenLnBackward(at(gz_, p, b), bw.ln1_g, f_.inv1[l][p], C, at(g_, p, b));
+      MatMulTransposedOn(pool_, gv_.data(), n_live, wv, gz_.data());  // gz_ now d/d(ln_1 output)
+      for (int64_t i = 0; i < n_live; ++i) {
+        const int p = static_cast<int>(live_[i] / B);
+        FrozenLnBackward(gz_.data() + i * C, bw.ln1_g, f_.inv1[l][p], C, g_.data() + live_[i] * C);
       }
     }
     for (int p = 0; p < P && p < T; ++p) {
@@ -200,7 +218,9 @@ class FrozenBackward {
   const Frozen& f_;
   const Sources& s_;
   int64_t n_cols_, error_col_, embed_col_;
-  std::vector<float> g_, gz_, gv_, out_;
+  std::vector<float> g_, gc_, gz_, gv_, out_;  // [P * B, C]; gc_, gz_, gv_ live rows first
+  std::vector<int64_t> live_;                   // the live rows' p * B + b
+  std::vector<int> slot_;                       // [P * B]: row -> its place among the live, or -1
 };
 
 struct Active {

@@ -12,6 +12,7 @@
 #include "tools/cli/graph_cmd.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <numeric>
@@ -132,7 +133,9 @@ int GraphCommand(int argc, char** argv) {
   GraphOptions options;
   if (target >= 0) options.targets = {static_cast<int>(target)};
   options.max_feature_nodes = static_cast<int>(max_nodes);
+  const auto t0 = std::chrono::steady_clock::now();
   const AttributionGraph g = AttributionGraphOf(lab.conv(), *tcs, prompt, options);
+  const double build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   const bool prune = !args.Has("no-prune");
   // Without pruning every node is kept; influence and scores are reported all the same.
   PrunedGraph pruned = PruneAttributionGraph(g, node_threshold, edge_threshold);
@@ -154,8 +157,9 @@ int GraphCommand(int argc, char** argv) {
   for (int i = g.embedding_begin(); i < N; ++i) used[i] = 1;
   if (!prune) used.assign(N, 1);
 
-  std::printf("graph of %d tokens: %lld active features, %d feature nodes, %d logits\n", g.n_pos,
-              static_cast<long long>(g.n_active), g.n_features, g.n_logits);
+  // The build time is what scripts/bench-graph.mjs divides by a prefill's.
+  std::printf("graph of %d tokens: %lld active features, %d feature nodes, %d logits, built in %.0f ms\n", g.n_pos,
+              static_cast<long long>(g.n_active), g.n_features, g.n_logits, build_ms);
   std::printf("replacement score %.4f, completeness score %.4f\n", pruned.replacement_score, pruned.completeness_score);
   if (!args.Has("json")) {
     std::vector<int> order;
