@@ -1157,6 +1157,72 @@ def graph_reference(w, ids, tcs):
     return feats, act_values, logit_ids, logit_p, A, real_logits
 
 
+def check_reference(w, ids, tcs, features, logit_id, chosen, value):
+    """The check of a graph (src/lab/graph.h CheckGraph): features[chosen] set to value.
+    Returns (predicted, exact) changes of logit[logit_id] - mean(logits) at the last position.
+    predicted: not by the graph's edges but by a forward of the frozen linear replacement model
+    itself (attention patterns, 1/sigma and errors frozen at the real run; every active feature at
+    p >= 1 linear, its activation its pre-activation; the chosen ones at value).
+    exact: the real model with the clamps as an edit of blocks.L.hook_mlp_out, x + (value -
+    a_f(n(resid_mid))) W_dec[f], a_f read from this run's resid_mid."""
+    wd = {k: v.double() for k, v in w.items()}
+    T, C, H = len(ids), N_EMBD, N_HEAD
+    D = C // H
+    W = [{k: torch.from_numpy(v).double() for k, v in tc.items()} for tc in tcs]
+    picked = [tuple(int(v) for v in features[j]) for j in chosen]
+
+    def demeaned(logits):
+        return float(logits[-1, logit_id] - logits[-1].mean())
+
+    with torch.no_grad():
+        rec = {}
+        real = forward(wd, ids, lambda name, t: rec.__setitem__(name, t.clone()))
+        edits, seen = [], {}
+        for l in sorted({l for l, _, _ in picked}):
+            def fn(x, l=l):
+                a = torch.relu(bare_ln(seen[l]) @ W[l]["W_enc"] + W[l]["b_enc"])
+                x = x.clone()
+                for pl, pp, pf in picked:
+                    if pl == l:
+                        x[pp] += (value - a[pp, pf]) * W[l]["W_dec"][pf]
+                return x
+            edits.append((l, "mlp_out", fn))
+        edited = forward(wd, ids, lambda name, t: seen.__setitem__(int(name[3:name.index("/")]), t.clone())
+                         if name.endswith("/resid_attn") else None, iv={"stream_edits": edits})
+        exact = demeaned(edited) - demeaned(real)
+
+        active = {(int(l), int(p), int(f)) for l, p, f in features}
+        idx = torch.tensor(ids, dtype=torch.long)
+
+        def frozen(clamps):
+            x = wd["token_embd.weight"][idx] + wd["position_embd.weight"][:T]
+            for l in range(N_LAYER):
+                p = f"blk.{l}."
+                h = (x - x.mean(-1, keepdim=True)) * inv_sigma(rec[f"blk{l}/resid_pre"]) * wd[p + "attn_norm.weight"] \
+                    + wd[p + "attn_norm.bias"]
+                v = F.linear(h, wd[p + "attn_qkv.weight"][2 * C:], wd[p + "attn_qkv.bias"][2 * C:])
+                z = (rec[f"blk{l}/attn_probs"] @ v.view(T, H, D).transpose(0, 1)).transpose(0, 1).reshape(T, C)
+                mid = x + F.linear(z, wd[p + "attn_output.weight"], wd[p + "attn_output.bias"])
+                real_a = torch.relu(bare_ln(rec[f"blk{l}/resid_attn"]) @ W[l]["W_enc"] + W[l]["b_enc"])
+                lin = (mid - mid.mean(-1, keepdim=True)) * inv_sigma(rec[f"blk{l}/resid_attn"]) @ W[l]["W_enc"] \
+                    + W[l]["b_enc"]
+                a = real_a.clone()
+                for pp in range(1, T):
+                    for f in range(TC_D):
+                        if (l, pp, f) in active:
+                            a[pp, f] = clamps.get((l, pp, f), lin[pp, f])
+                err = rec[f"blk{l}/mlp_out"] - (real_a @ W[l]["W_dec"] + W[l]["b_dec"])
+                x = mid + a @ W[l]["W_dec"] + W[l]["b_dec"] + err
+            lnf = (x - x.mean(-1, keepdim=True)) * inv_sigma(rec[f"blk{N_LAYER - 1}/resid_out"]) \
+                * wd["output_norm.weight"] + wd["output_norm.bias"]
+            return demeaned(lnf @ wd["token_embd.weight"].T)
+
+        base = frozen({})
+        assert abs(base - demeaned(real)) < 1e-9, "the frozen model does not reproduce the real logit"
+        predicted = frozen({k: value for k in picked}) - base
+    return predicted, exact
+
+
 def prune_reference(A, logit_p, n_features, n_tokens, node_threshold=0.8, edge_threshold=0.98):
     """circuit-tracer's prune_graph and graph scores, written anew from its description."""
     N = A.shape[0]
@@ -1240,6 +1306,16 @@ def write_graph(w, directory, path):
     out.add("graph/node_mask", keep.numpy().astype(np.int32))
     out.add("graph/scores", np.array([replacement, completeness], np.float32))
     out.add("graph/logits", logits.numpy().astype(np.float32))
+    # The check: the two features with the largest edges into the first logit, ablated and clamped.
+    first_logit = A.shape[0] - len(logit_ids)
+    chosen = sorted(torch.argsort(A[first_logit, :len(feats)].abs(), descending=True)[:2].tolist())
+    values = [0.0, 1.5]
+    checks = [check_reference(w, ids, tcs, feats, logit_ids[0], chosen, v) for v in values]
+    out.add("graph/check_nodes", np.array(chosen, np.int32))
+    out.add("graph/check_values", np.array(values, np.float32))
+    out.add("graph/check_predicted", np.array([c[0] for c in checks], np.float32))
+    out.add("graph/check_exact", np.array([c[1] for c in checks], np.float32))
+    print(f"graph check of nodes {chosen}: (predicted, exact) {checks}", file=sys.stderr)
     out.write(path)
     print(f"graph: {len(feats)} features, {len(logit_ids)} logits, {int(keep.sum())} of {len(keep)} nodes kept, "
           f"replacement {replacement:.3f}, completeness {completeness:.3f}; wrote {path}", file=sys.stderr)

@@ -600,6 +600,33 @@ PrunedGraph PruneAttributionGraph(const AttributionGraph& g, double node_thresho
   return out;
 }
 
+double PredictedLogitChange(const AttributionGraph& g, const std::vector<int>& chosen, float value, int logit) {
+  if (logit < g.logit_begin() || logit >= g.size()) {
+    throw Error("graph: node " + std::to_string(logit) + " is not a logit node (" + std::to_string(g.logit_begin()) +
+                ".." + std::to_string(g.size() - 1) + ")");
+  }
+  const int nf = g.n_features;
+  std::vector<char> fixed(nf, 0);
+  for (int i : chosen) {
+    if (i < 0 || i >= nf) {
+      throw Error("graph: node " + std::to_string(i) + " is not a feature node (0.." + std::to_string(nf - 1) + ")");
+    }
+    fixed[i] = 1;
+  }
+  // Feature nodes are in block order and an edge only runs from a lower block to a higher one,
+  // so one pass in node order sees every source's change before its targets.
+  std::vector<double> delta(nf, 0.0);
+  const auto carried = [&](int t) {
+    double d = 0;
+    for (int s = 0; s < nf; ++s) {
+      if (delta[s] != 0) d += double(g.edge(t, s)) * delta[s] / g.nodes[s].activation;
+    }
+    return d;
+  };
+  for (int t = 0; t < nf; ++t) delta[t] = fixed[t] ? double(value) - g.nodes[t].activation : carried(t);
+  return carried(logit);
+}
+
 std::string GraphNodeId(const AttributionGraph& g, int i) {
   const GraphNode& n = g.nodes.at(i);
   const std::string p = "_" + std::to_string(n.position);

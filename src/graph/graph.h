@@ -95,6 +95,17 @@ struct PrunedGraph {
 PrunedGraph PruneAttributionGraph(const AttributionGraph& graph, double node_threshold = 0.8,
                                   double edge_threshold = 0.98);
 
+// The graph's prediction of logit node `logit`'s quantity changing when the feature nodes
+// `chosen` are set to `value` (0: ablated): their activations move by value - act, and the
+// linear frozen model carries that along the feature -> feature edges (an edge s -> t is
+// act_s times the unit effect, so a change d_s adds edge * d_s / act_s to t's pre-activation,
+// and an active feature passes it on with slope 1, never crossing ReLU's kink) to the logit.
+// The full adjacency, not a pruned one: pruning drops edges for display, and a prediction
+// without them would test the pruning instead of the graph; features not selected
+// (max_feature_nodes) are absent from the graph and so stay fixed. gpt2::Error for a node that is
+// not a feature, or `logit` not a logit node.
+double PredictedLogitChange(const AttributionGraph& graph, const std::vector<int>& chosen, float value, int logit);
+
 // circuit-tracer's node_id of node i ("L_F_P", "0_L_P" for errors, "E_ID_P", "{n_layer+1}_ID_P").
 std::string GraphNodeId(const AttributionGraph& graph, int i);
 

@@ -15,4 +15,16 @@ namespace gpt2 {
 AttributionGraph AttributionGraphOf(Conversation& c, const TranscoderSet& transcoders,
                                     const std::vector<int>& prompt, const GraphOptions& options);
 
+// The check of a graph: feature nodes set to `value` (0: ablated), the graph's predicted change
+// of a logit node's quantity (graph.h PredictedLogitChange) beside the exact change of the same
+// quantity, logit[tok] - mean_v logit[v] at the last position, from a re-run of the real model
+// with the clamps as stream edits (sae/transcoders.h TranscoderClampEdits), given back through the
+// conversation's Scope. logit < 0: the first logit node (the most probable token).
+struct GraphCheck {
+  double predicted = 0;
+  double exact = 0;
+};
+GraphCheck CheckGraph(Conversation& c, const TranscoderSet& transcoders, const AttributionGraph& graph,
+                      const std::vector<int>& nodes, float value, int logit = -1);
+
 }  // namespace gpt2

@@ -10,6 +10,7 @@
 
 #include "format/gguf.h"
 #include "model/config.h"
+#include "model/run_options.h"
 #include "sae/sae.h"
 
 namespace gpt2 {
@@ -33,6 +34,22 @@ class TranscoderSet {
   std::shared_ptr<const GgufFile> file_;
   std::vector<std::unique_ptr<Sae>> blocks_;  // [model's n_layer]
 };
+
+// One feature of a set at one position, and the value it is clamped to (0: ablated).
+struct TranscoderClamp {
+  int layer, position, feature;
+  float value;
+};
+
+// The clamps as stream edits at blocks.L.hook_mlp_out, as Sae's clamp (sae.h) is at its hook:
+// x' = x + (value - a_f(n(resid_mid))) W_dec[f] at the clamp's position, a_f the feature's
+// activation on this run's stream (so an earlier block's clamp moves it), the transcoder's error
+// kept. Per block with clamps, two edits: one at hook_resid_mid that reads the activations (and
+// leaves the stream as it is), one at hook_mlp_out that writes. No backward (a backward pass
+// through them refuses). `set` must outlive the edits. gpt2::Error for a block without a
+// transcoder, a feature or position out of range.
+std::vector<StreamEdit> TranscoderClampEdits(const TranscoderSet& set, const std::vector<TranscoderClamp>& clamps,
+                                             int n_ctx);
 
 // The GGUF key prefix of block `layer` ("tc.3").
 std::string TranscoderPrefix(int layer);

@@ -227,3 +227,29 @@ TEST_CASE("attribution graph: the real run under it is PyTorch's; the conversati
   one.targets = {50257};
   CHECK_THROWS(gpt2::AttributionGraphOf(t.lab->conv(), set, Prompt(), one));
 }
+
+TEST_CASE("graph check: predicted change against the frozen model's forward, exact against PyTorch's edited run", "[graph]") {
+  TranscoderFiles files;
+  TinyGraphLab t;
+  const gpt2::TranscoderSet set(Convert(files.parts, gpt2::TensorType::kF32), t.lab->config());
+  t.lab->Run({464, 2068});
+  const gpt2::AttributionGraph g = gpt2::AttributionGraphOf(t.lab->conv(), set, Prompt(), gpt2::GraphOptions());
+  const std::vector<int32_t>& chosen = Golden().I32("graph/check_nodes");
+  const std::vector<int> nodes(chosen.begin(), chosen.end());
+  const std::vector<float>& values = Golden().F32("graph/check_values");
+  for (size_t i = 0; i < values.size(); ++i) {
+    INFO("value " << values[i]);
+    const gpt2::GraphCheck check = gpt2::CheckGraph(t.lab->conv(), set, g, nodes, values[i]);
+    WARN("check at " << values[i] << ": predicted " << check.predicted << " (PyTorch "
+         << Golden().F32("graph/check_predicted")[i] << "), exact " << check.exact << " (PyTorch "
+         << Golden().F32("graph/check_exact")[i] << ")");
+    CHECK(check.predicted == Approx(Golden().F32("graph/check_predicted")[i]).epsilon(1e-4).margin(1e-6));
+    CHECK(check.exact == Approx(Golden().F32("graph/check_exact")[i]).epsilon(1e-3).margin(1e-5));
+  }
+  CHECK(t.lab->conv().tokens() == std::vector<int>({464, 2068}));
+  // Not a feature node, not a logit node, nothing picked, a value that is no number.
+  CHECK_THROWS_WITH(gpt2::CheckGraph(t.lab->conv(), set, g, {g.error_begin()}, 0.0f), Catch::Contains("not a feature node"));
+  CHECK_THROWS_WITH(gpt2::CheckGraph(t.lab->conv(), set, g, nodes, 0.0f, 0), Catch::Contains("not a logit node"));
+  CHECK_THROWS(gpt2::CheckGraph(t.lab->conv(), set, g, {}, 0.0f));
+  CHECK_THROWS(gpt2::CheckGraph(t.lab->conv(), set, g, nodes, std::nanf("")));
+}

@@ -91,7 +91,7 @@ int GraphCommand(int argc, char** argv) {
     try {
       return Args(argc, argv, 2,
                   {"model", "transcoders", "prompt", "target", "no-prune", "node-threshold", "edge-threshold",
-                   "max-feature-nodes", "json", "threads"},
+                   "max-feature-nodes", "json", "threads", "check", "clamp"},
                   {"no-prune"});
     } catch (const Error& e) {
       throw UsageError(e.what());
@@ -101,8 +101,9 @@ int GraphCommand(int argc, char** argv) {
     if (!args.Has(flag)) throw UsageError(std::string("graph needs --") + flag);
   }
   long long target = -1, max_nodes = -1, threads = 0;
-  double node_threshold = 0.8, edge_threshold = 0.98;
+  double node_threshold = 0.8, edge_threshold = 0.98, clamp = 0;
   try {
+    clamp = args.GetFloat("clamp", 0);
     target = args.GetInt("target", -1);
     max_nodes = args.GetInt("max-feature-nodes", -1);
     node_threshold = args.GetFloat("node-threshold", 0.8);
@@ -118,6 +119,7 @@ int GraphCommand(int argc, char** argv) {
     throw UsageError("--node-threshold and --edge-threshold must be between 0 and 1");
   }
   if (threads < 1) throw UsageError("--threads must be >= 1");
+  if (args.Has("clamp") && !args.Has("check")) throw UsageError("--clamp needs --check NODE_ID[,NODE_ID...]");
 
   const std::unique_ptr<MappedFile> mapping = MappedFile::Open(args.Get("model"));
   Lab lab(LoadGguf(mapping->data(), mapping->size()), static_cast<int>(threads));
@@ -136,6 +138,26 @@ int GraphCommand(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   const AttributionGraph g = AttributionGraphOf(lab.conv(), *tcs, prompt, options);
   const double build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (args.Has("check")) {
+    // --check: the node ids as the JSON and the summary name them ("L_F_P"), feature nodes only.
+    std::vector<int> chosen;
+    std::string list = args.Get("check");
+    for (size_t begin = 0; begin <= list.size();) {
+      const size_t end = std::min(list.find(',', begin), list.size());
+      const std::string id = list.substr(begin, end - begin);
+      int found = -1;
+      for (int i = 0; i < g.n_features && found < 0; ++i) {
+        if (GraphNodeId(g, i) == id) found = i;
+      }
+      if (found < 0) throw UsageError("--check: '" + id + "' is not a feature node of this graph");
+      chosen.push_back(found);
+      begin = end + 1;
+    }
+    const GraphCheck check = CheckGraph(lab.conv(), *tcs, g, chosen, static_cast<float>(clamp));
+    std::printf("check: %zu feature node(s) %s %g, logit %s: predicted change %.6g, exact change %.6g\n",
+                chosen.size(), clamp == 0 ? "ablated to" : "clamped to", clamp,
+                GraphNodeId(g, g.logit_begin()).c_str(), check.predicted, check.exact);
+  }
   const bool prune = !args.Has("no-prune");
   // Without pruning every node is kept; influence and scores are reported all the same.
   PrunedGraph pruned = PruneAttributionGraph(g, node_threshold, edge_threshold);
