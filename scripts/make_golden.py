@@ -1315,6 +1315,24 @@ def write_graph(w, directory, path):
     out.add("graph/check_values", np.array(values, np.float32))
     out.add("graph/check_predicted", np.array([c[0] for c in checks], np.float32))
     out.add("graph/check_exact", np.array([c[1] for c in checks], np.float32))
+    # A feature's card: the first check node's feature over every position, its decoder's top and
+    # bottom tokens through ln_f's weight and the unembedding (ties: the lower id, as torch.sort
+    # stable on the negated weights).
+    cl, _, cf = (int(v) for v in feats[chosen[0]])
+    wd = {k: v.double() for k, v in w.items()}
+    rec = {}
+    with torch.no_grad():
+        forward(wd, ids, lambda name, t: rec.__setitem__(name, t.clone()))
+        tcw = {k: torch.from_numpy(v).double() for k, v in tcs[cl].items()}
+        card_acts = torch.relu(bare_ln(rec[f"blk{cl}/resid_attn"]) @ tcw["W_enc"][:, cf] + tcw["b_enc"][cf])
+        weights = (tcw["W_dec"][cf] * wd["output_norm.weight"]) @ wd["token_embd.weight"].T
+    promoted = torch.sort(-weights, stable=True).indices[:5]
+    suppressed = torch.sort(weights, stable=True).indices[:5]
+    out.add("graph/card_feature", np.array([cl, cf], np.int32))
+    out.add("graph/card_activations", card_acts.numpy().astype(np.float32))
+    out.add("graph/card_promoted", promoted.numpy().astype(np.int32))
+    out.add("graph/card_suppressed", suppressed.numpy().astype(np.int32))
+    out.add("graph/card_weights", torch.cat([weights[promoted], weights[suppressed]]).numpy().astype(np.float32))
     print(f"graph check of nodes {chosen}: (predicted, exact) {checks}", file=sys.stderr)
     out.write(path)
     print(f"graph: {len(feats)} features, {len(logit_ids)} logits, {int(keep.sum())} of {len(keep)} nodes kept, "

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "model/top_k.h"
 #include "model/config.h"
 
 namespace gpt2 {
@@ -57,6 +58,47 @@ GraphCheck CheckGraph(Conversation& c, const TranscoderSet& transcoders, const A
     return Demeaned(s.Prefill(g.ids.data(), static_cast<int>(g.ids.size()), run), V, tok) - plain;
   });
   return out;
+}
+
+GraphFeatureCard FeatureCardOf(Conversation& c, const TranscoderSet& transcoders, const std::vector<int>& ids,
+                               int layer, int feature, int k) {
+  const Sae* tc = transcoders.block(layer);
+  if (tc == nullptr) throw Error("The transcoders have no block " + std::to_string(layer) + ".");
+  tc->CheckFeature(feature);
+  if (k < 0) throw Error("k must be >= 0.");
+  c.CheckPrompt(static_cast<int>(ids.size()));
+  for (int id : ids) c.RequireToken(id);
+  const int C = c.config().n_embd, T = static_cast<int>(ids.size()), V = c.config().n_vocab;
+  GraphFeatureCard card;
+  std::vector<float> mid;
+  c.WithRestore([&] {
+    Session& s = c.UnrecordedSession();
+    s.Reset();
+    RunOptions run;
+    run.observe_scores = run.observe_all_logits = run.observe_probs = false;
+    run.observer = [&](const Activation& a) {
+      if (a.hook == Hook::kResidMid && a.layer == layer) mid.assign(a.data, a.data + int64_t(T) * C);
+    };
+    s.Prefill(ids.data(), T, run);
+    return 0;
+  });
+  card.activations.resize(T);
+  SaeScratch scratch;
+  tc->EncodeFeatures(mid.data(), T, &feature, 1, card.activations.data(), nullptr, scratch);
+  std::vector<float> w = tc->LogitWeights(c.model(), {feature});
+  std::vector<int> order;
+  LargestIndices(w.data(), V, k, &order);
+  for (int i : order) {
+    card.promoted.push_back(i);
+    card.promoted_weights.push_back(w[i]);
+  }
+  for (float& x : w) x = -x;
+  LargestIndices(w.data(), V, k, &order);
+  for (int i : order) {
+    card.suppressed.push_back(i);
+    card.suppressed_weights.push_back(-w[i]);
+  }
+  return card;
 }
 
 }  // namespace gpt2

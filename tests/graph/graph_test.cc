@@ -253,3 +253,28 @@ TEST_CASE("graph check: predicted change against the frozen model's forward, exa
   CHECK_THROWS(gpt2::CheckGraph(t.lab->conv(), set, g, {}, 0.0f));
   CHECK_THROWS(gpt2::CheckGraph(t.lab->conv(), set, g, nodes, std::nanf("")));
 }
+
+TEST_CASE("graph feature card: activations over the prompt and the decoder's tokens equal PyTorch's", "[graph]") {
+  TranscoderFiles files;
+  TinyGraphLab t;
+  const gpt2::TranscoderSet set(Convert(files.parts, gpt2::TensorType::kF32), t.lab->config());
+  const std::vector<int32_t>& which = Golden().I32("graph/card_feature");
+  const std::vector<int32_t>& ids32 = Golden().I32("graph/ids");
+  const std::vector<int> ids(ids32.begin(), ids32.end());
+  const gpt2::GraphFeatureCard card = gpt2::FeatureCardOf(t.lab->conv(), set, ids, which[0], which[1], 5);
+  const std::vector<float>& acts = Golden().F32("graph/card_activations");
+  REQUIRE(card.activations.size() == acts.size());
+  for (size_t p = 0; p < acts.size(); ++p) CHECK(card.activations[p] == Approx(acts[p]).epsilon(1e-4).margin(1e-6));
+  const std::vector<int32_t>& up = Golden().I32("graph/card_promoted");
+  const std::vector<int32_t>& down = Golden().I32("graph/card_suppressed");
+  const std::vector<float>& weights = Golden().F32("graph/card_weights");
+  REQUIRE(card.promoted.size() == 5);
+  for (int i = 0; i < 5; ++i) {
+    CHECK(card.promoted[i] == up[i]);
+    CHECK(card.suppressed[i] == down[i]);
+    CHECK(card.promoted_weights[i] == Approx(weights[i]).epsilon(1e-4));
+    CHECK(card.suppressed_weights[i] == Approx(weights[5 + i]).epsilon(1e-4));
+  }
+  CHECK_THROWS_WITH(gpt2::FeatureCardOf(t.lab->conv(), set, ids, 0, 48, 5), Catch::Contains("48"));
+  CHECK_THROWS(gpt2::FeatureCardOf(t.lab->conv(), set, ids, 2, 0, 5));
+}
