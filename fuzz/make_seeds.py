@@ -235,3 +235,21 @@ write("sae_convert_fuzzer", "gated.bin", convert_input(sae_cfg("jb", "gated"), s
 write("sae_convert_fuzzer", "hook_z.bin", convert_input(sae_cfg("jb", hook="blocks.0.attn.hook_z"), sae_weights()))
 write("sae_convert_fuzzer", "shape_mismatch.bin", convert_input(sae_cfg("jb", d_sae=5), sae_weights()))
 write("sae_convert_fuzzer", "missing_threshold.bin", convert_input(sae_cfg("saelens6", "jumprelu"), sae_weights()))
+
+# --- transcoder sae.json + sae.safetensors (transcoder_fuzzer) --------------------------------
+
+
+def tc_json(**keys):
+    cfg = {"d_in": 32, "d_out": 32, "d_sae": 4, "is_transcoder": True,
+           "hook_point": "blocks.1.ln2.hook_normalized", "out_hook_point": "blocks.1.hook_mlp_out"}
+    cfg.update(keys)
+    return json.dumps(cfg).encode()
+
+
+write("transcoder_fuzzer", "block1.bin", convert_input(tc_json(), sae_weights()))
+write("transcoder_fuzzer", "no_json.bin", convert_input(b"", sae_weights()))
+write("transcoder_fuzzer", "f16_fallback.bin", convert_input(tc_json(d_in=8, d_out=8), sae_weights(d_in=8)))
+write("transcoder_fuzzer", "other_block.bin", convert_input(tc_json(hook_point="blocks.0.ln2.hook_normalized"),
+                                                            sae_weights()))
+write("transcoder_fuzzer", "shape_mismatch.bin", convert_input(tc_json(d_sae=5), sae_weights()))
+write("transcoder_fuzzer", "threshold.bin", convert_input(tc_json(), sae_weights(jump=True)))

@@ -25,6 +25,7 @@
 //   node scripts/bench.mjs [--runs 5] [--types q8_0,q4_0,f32] [--prompt-tokens 128]
 //                          [--decode-tokens 64] [--skip-native] [--skip-browser] [--skip-experiments]
 //                          [--skip-compare] [--skip-ours] [--skip-family] [--skip-gradients] [--skip-sae]
+//                          [--skip-graph]
 //                          [--max-load 0.5] [--engine build/wasm/web/gpt2-engine.js] [--site build/site]
 // (--skip-compare: in the browser, only the page's experiments, not the ours/wllama runs.)
 // At the end, each in a script of its own:
@@ -32,7 +33,9 @@
 //   the GPT-2 family (scripts/bench-family.mjs): XL against small in the page's wasm engine,
 //      and converting GPT-2 medium natively, streamed under Node and in the page;
 //   sparse autoencoders (scripts/bench-sae.mjs): encoding a GPT-2-small SAE (24,576 features,
-//      Q8_0) over a prompt against its prefill, a steered re-run, converting the SAE in wasm.
+//      Q8_0) over a prompt against its prefill, a steered re-run, converting the SAE in wasm;
+//   attribution graphs (scripts/bench-graph.mjs): 12 GPT-2-small transcoders (Q8_0), a 16-token
+//      prompt's graph against its prefill, and the memory it takes.
 // Needs `bash scripts/build.sh` first (native tools and build/wasm/web).
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -633,5 +636,10 @@ if (!flag('skip-family')) {
 if (!flag('skip-sae')) {
   console.log('\nSparse autoencoders (scripts/bench-sae.mjs):');
   spawnSync(process.execPath, ['--no-experimental-fetch', path.join(kRoot, 'scripts/bench-sae.mjs'),
+                               '--runs', String(Math.min(kRuns, 3))], {stdio: 'inherit'});
+}
+if (!flag('skip-graph')) {
+  console.log('\nAttribution graphs (scripts/bench-graph.mjs):');
+  spawnSync(process.execPath, ['--no-experimental-fetch', path.join(kRoot, 'scripts/bench-graph.mjs'),
                                '--runs', String(Math.min(kRuns, 3))], {stdio: 'inherit'});
 }

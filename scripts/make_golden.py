@@ -26,6 +26,8 @@ from the repository root:
                            [--gradients-output tests/data/golden_gradients.bin]
                            [--sae-dir tests/data/sae] [--sae-output tests/data/golden_sae.bin]
                            [--only-sae]
+                           [--transcoder-dir tests/data/transcoders] [--graph-output tests/data/golden_graph.bin]
+                           [--only-graph]
 
 File format (all little-endian), read by tests/model/golden_file.h:
     8 bytes  magic "GPT2GOLD"
@@ -107,6 +109,26 @@ post-norm, patch of the stream entering block 1 at position 3 with p2's, and a c
     attr/<case>/values     f32 [n]  direct logit attribution in `gpt2 attribute`'s order: embed,
                                     per block L: heads L.0..L.(H-1), attn_bias.L, mlp.L; then
                                     ln_f_bias, and last the logit (difference) itself
+
+tests/data/transcoders/gpt2-small-dun-chl-mlp-tc<L>/{sae.json,sae.safetensors} (L = 0, 1) and
+golden_graph.bin, same format (write_graph()): random per-block transcoders in the public GPT-2
+small set's layout (W_enc [C, F], b_enc [F], W_dec [F, C], b_dec [C]; input the bare LayerNorm of
+blocks.L.hook_resid_mid, output standing in for blocks.L.hook_mlp_out) and the attribution graph
+of GRAPH_PROMPT (circuit-tracer's definition, src/graph/graph.h) by float64 autograd through the
+replacement model (attention patterns and every LayerNorm's 1/sigma frozen, MLP outputs constant
+with an injection leaf where they add), every target's incoming edges one torch.autograd.grad:
+    graph/ids              i32 [T]   [50256] + the prompt
+    graph/features         i32 [n, 3] layer, position, feature of every active feature (p >= 1),
+                                     in (layer, position, feature) order
+    graph/activations      f32 [n]
+    graph/logit_ids        i32 [k], graph/logit_probs f32 [k]  top tokens to 0.95, at most 10
+    graph/adjacency        f32 [N, N] row target, column source; nodes: features, errors [L, T],
+                                     embeddings [T], logits
+    graph/influence        f32 [N]   node influence (circuit-tracer's compute_node_influence)
+    graph/node_mask        i32 [N]   prune_graph's node mask at 0.8 / 0.98 (written here anew)
+    graph/scores           f32 [2]   replacement and completeness scores
+    graph/logits           f32 [V]   the real model's last logits (the replacement model's, equal
+                                     to 1e-9: checked here)
 """
 
 import argparse
@@ -1031,6 +1053,292 @@ def write_saes(w, directory, path):
     print(f"wrote {path}: {len(out.records)} records", file=sys.stderr)
 
 
+
+# Attribution graphs (src/graph/graph.h) on random transcoders of the tiny model.
+TC_D = 48
+GRAPH_PROMPT = [50256, 464, 2068, 7586, 21831, 625, 262]
+
+
+def bare_ln(x):
+    """(x - mean) / sqrt(var + eps), var biased: GPT-2's LayerNorm without gain and bias."""
+    return (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + LN_EPS)
+
+
+def inv_sigma(x):
+    return 1.0 / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + LN_EPS)
+
+
+def make_transcoder(l, mid):
+    """Random transcoder of block l whose inputs are the stream rows mid [T, C] (resid_mid):
+    about a sixth of the features fire, none within 1e-3 of zero (so float32 agrees on which)."""
+    rng = np.random.default_rng(fnv1a64(f"transcoder/{l}") & 0xFFFFFFFF)
+    C = mid.shape[1]
+    W_enc = rng.normal(0, 1 / math.sqrt(C), (C, TC_D)).astype(np.float32)
+    W_dec = rng.normal(0, 0.5 / math.sqrt(C), (TC_D, C)).astype(np.float32)
+    b_dec = (0.05 * rng.normal(0, 1, C)).astype(np.float32)
+    pre = (bare_ln(mid) @ torch.from_numpy(W_enc).double()).numpy()
+    spread = pre.std(axis=0) + 1e-6
+    b_enc = (-1.0 * spread + 0.1 * spread * rng.normal(0, 1, TC_D)).astype(np.float32)
+    margin = np.abs(pre[1:] + b_enc.astype(np.float64)).min()
+    assert margin > 1e-3, f"transcoder {l}: a pre-activation within {margin} of zero"
+    return {"W_enc": W_enc, "b_enc": b_enc, "W_dec": W_dec, "b_dec": b_dec}
+
+
+def graph_reference(w, ids, tcs):
+    """The graph by autograd through the replacement model, float64. Returns (features, acts,
+    logit_ids, logit_p, adjacency, real logits)."""
+    wd = {k: v.double() for k, v in w.items()}
+    T, C, H = len(ids), N_EMBD, N_HEAD
+    D = C // H
+    rec = {}
+    real_logits = forward(wd, ids, lambda name, t: rec.__setitem__(name, t.detach().clone()))[-1]
+    W = [{k: torch.from_numpy(v).double() for k, v in tc.items()} for tc in tcs]
+    acts, errs = [], []
+    for l in range(N_LAYER):
+        a = torch.relu(bare_ln(rec[f"blk{l}/resid_attn"]) @ W[l]["W_enc"] + W[l]["b_enc"])
+        acts.append(a)
+        errs.append(rec[f"blk{l}/mlp_out"] - (a @ W[l]["W_dec"] + W[l]["b_dec"]))
+    features = [(l, p, f) for l in range(N_LAYER) for p in range(1, T) for f in range(TC_D) if acts[l][p, f] > 0]
+
+    # The replacement model, its inputs as leaves: the embedding and, where each MLP output adds,
+    # a zero injection (d/d of it: the gradient at the stream where that block's sources write).
+    idx = torch.tensor(ids, dtype=torch.long)
+    emb0 = wd["token_embd.weight"][idx] + wd["position_embd.weight"][:T]
+    emb = emb0.clone().requires_grad_(True)
+    x, injs, pres = emb, [], []
+    for l in range(N_LAYER):
+        p = f"blk.{l}."
+        inv1 = inv_sigma(rec[f"blk{l}/resid_pre"])
+        h = (x - x.mean(-1, keepdim=True)) * inv1 * wd[p + "attn_norm.weight"] + wd[p + "attn_norm.bias"]
+        v = F.linear(h, wd[p + "attn_qkv.weight"][2 * C:], wd[p + "attn_qkv.bias"][2 * C:])
+        z = (rec[f"blk{l}/attn_probs"] @ v.view(T, H, D).transpose(0, 1)).transpose(0, 1).reshape(T, C)
+        mid = x + F.linear(z, wd[p + "attn_output.weight"], wd[p + "attn_output.bias"])
+        n = (mid - mid.mean(-1, keepdim=True)) * inv_sigma(rec[f"blk{l}/resid_attn"])
+        pres.append(n @ W[l]["W_enc"])  # the pre-activation without b_enc
+        recon = acts[l] @ W[l]["W_dec"] + W[l]["b_dec"]  # frozen
+        inj = torch.zeros(T, C, dtype=torch.float64, requires_grad=True)
+        injs.append(inj)
+        x = mid + recon + errs[l] + inj
+    invf = inv_sigma(rec[f"blk{N_LAYER - 1}/resid_out"])
+    lnf = (x - x.mean(-1, keepdim=True)) * invf * wd["output_norm.weight"] + wd["output_norm.bias"]
+    rep_logits = lnf[-1] @ wd["token_embd.weight"].T
+    diff = float((rep_logits - real_logits).abs().max())
+    assert diff < 1e-9, f"the replacement model's logits differ from the real ones by {diff}"
+
+    probs = torch.softmax(real_logits, -1)
+    top_p, top_i = torch.topk(probs, 10)
+    cut = int(torch.searchsorted(torch.cumsum(top_p, 0), 0.95)) + 1
+    logit_ids, logit_p = top_i[:cut].tolist(), top_p[:cut]
+    unembed = wd["token_embd.weight"]
+    demeaned = unembed[logit_ids] - unembed.mean(0)
+
+    nf, L = len(features), N_LAYER
+    N = nf + L * T + T + len(logit_ids)
+    A = torch.zeros(N, N, dtype=torch.float64)
+
+    def row(q):
+        grads = torch.autograd.grad(q, [emb] + injs, retain_graph=True, allow_unused=True)
+        g_emb = grads[0] if grads[0] is not None else torch.zeros(T, C, dtype=torch.float64)
+        g = [gi if gi is not None else torch.zeros(T, C, dtype=torch.float64) for gi in grads[1:]]
+        r = torch.zeros(N, dtype=torch.float64)
+        for j, (l, p, f) in enumerate(features):
+            r[j] = acts[l][p, f] * (W[l]["W_dec"][f] @ g[l][p])
+        for l in range(L):
+            r[nf + l * T: nf + (l + 1) * T] = (errs[l] * g[l]).sum(-1)
+        r[nf + L * T: nf + L * T + T] = (emb0 * g_emb).sum(-1)
+        return r
+
+    for j, (l, p, f) in enumerate(features):
+        A[j] = row(pres[l][p, f])
+    for i in range(len(logit_ids)):
+        A[N - len(logit_ids) + i] = row(lnf[-1] @ demeaned[i])
+    feats = np.array(features, np.int32).reshape(-1, 3)
+    act_values = np.array([float(acts[l][p, f]) for l, p, f in features], np.float32)
+    return feats, act_values, logit_ids, logit_p, A, real_logits
+
+
+def check_reference(w, ids, tcs, features, logit_id, chosen, value):
+    """The check of a graph (src/lab/graph.h CheckGraph): features[chosen] set to value.
+    Returns (predicted, exact) changes of logit[logit_id] - mean(logits) at the last position.
+    predicted: not by the graph's edges but by a forward of the frozen linear replacement model
+    itself (attention patterns, 1/sigma and errors frozen at the real run; every active feature at
+    p >= 1 linear, its activation its pre-activation; the chosen ones at value).
+    exact: the real model with the clamps as an edit of blocks.L.hook_mlp_out, x + (value -
+    a_f(n(resid_mid))) W_dec[f], a_f read from this run's resid_mid."""
+    wd = {k: v.double() for k, v in w.items()}
+    T, C, H = len(ids), N_EMBD, N_HEAD
+    D = C // H
+    W = [{k: torch.from_numpy(v).double() for k, v in tc.items()} for tc in tcs]
+    picked = [tuple(int(v) for v in features[j]) for j in chosen]
+
+    def demeaned(logits):
+        return float(logits[-1, logit_id] - logits[-1].mean())
+
+    with torch.no_grad():
+        rec = {}
+        real = forward(wd, ids, lambda name, t: rec.__setitem__(name, t.clone()))
+        edits, seen = [], {}
+        for l in sorted({l for l, _, _ in picked}):
+            def fn(x, l=l):
+                a = torch.relu(bare_ln(seen[l]) @ W[l]["W_enc"] + W[l]["b_enc"])
+                x = x.clone()
+                for pl, pp, pf in picked:
+                    if pl == l:
+                        x[pp] += (value - a[pp, pf]) * W[l]["W_dec"][pf]
+                return x
+            edits.append((l, "mlp_out", fn))
+        edited = forward(wd, ids, lambda name, t: seen.__setitem__(int(name[3:name.index("/")]), t.clone())
+                         if name.endswith("/resid_attn") else None, iv={"stream_edits": edits})
+        exact = demeaned(edited) - demeaned(real)
+
+        active = {(int(l), int(p), int(f)) for l, p, f in features}
+        idx = torch.tensor(ids, dtype=torch.long)
+
+        def frozen(clamps):
+            x = wd["token_embd.weight"][idx] + wd["position_embd.weight"][:T]
+            for l in range(N_LAYER):
+                p = f"blk.{l}."
+                h = (x - x.mean(-1, keepdim=True)) * inv_sigma(rec[f"blk{l}/resid_pre"]) * wd[p + "attn_norm.weight"] \
+                    + wd[p + "attn_norm.bias"]
+                v = F.linear(h, wd[p + "attn_qkv.weight"][2 * C:], wd[p + "attn_qkv.bias"][2 * C:])
+                z = (rec[f"blk{l}/attn_probs"] @ v.view(T, H, D).transpose(0, 1)).transpose(0, 1).reshape(T, C)
+                mid = x + F.linear(z, wd[p + "attn_output.weight"], wd[p + "attn_output.bias"])
+                real_a = torch.relu(bare_ln(rec[f"blk{l}/resid_attn"]) @ W[l]["W_enc"] + W[l]["b_enc"])
+                lin = (mid - mid.mean(-1, keepdim=True)) * inv_sigma(rec[f"blk{l}/resid_attn"]) @ W[l]["W_enc"] \
+                    + W[l]["b_enc"]
+                a = real_a.clone()
+                for pp in range(1, T):
+                    for f in range(TC_D):
+                        if (l, pp, f) in active:
+                            a[pp, f] = clamps.get((l, pp, f), lin[pp, f])
+                err = rec[f"blk{l}/mlp_out"] - (real_a @ W[l]["W_dec"] + W[l]["b_dec"])
+                x = mid + a @ W[l]["W_dec"] + W[l]["b_dec"] + err
+            lnf = (x - x.mean(-1, keepdim=True)) * inv_sigma(rec[f"blk{N_LAYER - 1}/resid_out"]) \
+                * wd["output_norm.weight"] + wd["output_norm.bias"]
+            return demeaned(lnf @ wd["token_embd.weight"].T)
+
+        base = frozen({})
+        assert abs(base - demeaned(real)) < 1e-9, "the frozen model does not reproduce the real logit"
+        predicted = frozen({k: value for k in picked}) - base
+    return predicted, exact
+
+
+def prune_reference(A, logit_p, n_features, n_tokens, node_threshold=0.8, edge_threshold=0.98):
+    """circuit-tracer's prune_graph and graph scores, written anew from its description."""
+    N = A.shape[0]
+    k = len(logit_p)
+    w = torch.zeros(N, dtype=torch.float64)
+    w[N - k:] = logit_p
+
+    def normalise(m):
+        m = m.abs()
+        return m / m.sum(1, keepdim=True).clamp(min=1e-10)
+
+    def influence(m):
+        total = torch.zeros(N, dtype=torch.float64)
+        cur = w @ m
+        while cur.any():
+            total += cur
+            cur = cur @ m
+        return total
+
+    def cut(scores, threshold):
+        ordered = torch.sort(scores.flatten(), descending=True).values
+        share = torch.cumsum(ordered, 0) / ordered.sum()
+        i = min(int((share < threshold).sum()), len(ordered) - 1)
+        return ordered[i]
+
+    m = normalise(A)
+    node_infl = influence(m)
+    keep = node_infl >= cut(node_infl, node_threshold)
+    keep[N - k - n_tokens:] = True
+    pruned = A.clone()
+    pruned[~keep] = 0
+    pruned[:, ~keep] = 0
+    pm = normalise(pruned)
+    edge_scores = pm * (influence(pm) + w)[:, None]
+    edges = edge_scores >= cut(edge_scores, edge_threshold)
+    sources = N - k - n_tokens
+    while True:
+        before = keep.clone()
+        keep[:sources] &= edges[:, :sources].any(0)
+        keep[:n_features] &= edges[:n_features].any(1)
+        if torch.equal(before, keep):
+            break
+        edges[~keep] = False
+        edges[:, ~keep] = False
+    errors = slice(n_features, N - k - n_tokens)
+    tokens = slice(N - k - n_tokens, N - k)
+    replacement = float(node_infl[tokens].sum() / (node_infl[tokens].sum() + node_infl[errors].sum()))
+    weight = node_infl + w
+    completeness = float(((1 - m[:, errors].sum(1)) * weight).sum() / weight.sum())
+    return keep, node_infl, replacement, completeness
+
+
+def write_graph(w, directory, path):
+    import os
+    ids = GRAPH_PROMPT
+    rec = {}
+    with torch.no_grad():
+        forward({k: v.double() for k, v in w.items()}, ids, lambda name, t: rec.__setitem__(name, t.clone()))
+    tcs = []
+    for l in range(N_LAYER):
+        tc = make_transcoder(l, rec[f"blk{l}/resid_attn"])
+        tcs.append(tc)
+        folder = f"{directory}/gpt2-small-dun-chl-mlp-tc{l}"
+        os.makedirs(folder, exist_ok=True)
+        with open(f"{folder}/sae.json", "w") as f:
+            json.dump({"d_in": N_EMBD, "d_out": N_EMBD, "d_sae": TC_D, "is_transcoder": True,
+                       "hook_point": f"blocks.{l}.ln2.hook_normalized",
+                       "out_hook_point": f"blocks.{l}.hook_mlp_out"}, f, indent=2)
+            f.write("\n")
+        write_safetensors(f"{folder}/sae.safetensors", tc)
+    feats, acts, logit_ids, logit_p, A, logits = graph_reference(w, ids, tcs)
+    keep, infl, replacement, completeness = prune_reference(A, logit_p, len(feats), len(ids))
+    out = GoldenWriter()
+    out.add("graph/ids", np.array(ids, np.int32))
+    out.add("graph/features", feats)
+    out.add("graph/activations", acts)
+    out.add("graph/logit_ids", np.array(logit_ids, np.int32))
+    out.add("graph/logit_probs", logit_p.numpy().astype(np.float32))
+    out.add("graph/adjacency", A.numpy().astype(np.float32))
+    out.add("graph/influence", infl.numpy().astype(np.float32))
+    out.add("graph/node_mask", keep.numpy().astype(np.int32))
+    out.add("graph/scores", np.array([replacement, completeness], np.float32))
+    out.add("graph/logits", logits.numpy().astype(np.float32))
+    # The check: the two features with the largest edges into the first logit, ablated and clamped.
+    first_logit = A.shape[0] - len(logit_ids)
+    chosen = sorted(torch.argsort(A[first_logit, :len(feats)].abs(), descending=True)[:2].tolist())
+    values = [0.0, 1.5]
+    checks = [check_reference(w, ids, tcs, feats, logit_ids[0], chosen, v) for v in values]
+    out.add("graph/check_nodes", np.array(chosen, np.int32))
+    out.add("graph/check_values", np.array(values, np.float32))
+    out.add("graph/check_predicted", np.array([c[0] for c in checks], np.float32))
+    out.add("graph/check_exact", np.array([c[1] for c in checks], np.float32))
+    # A feature's card: the first check node's feature over every position, its decoder's top and
+    # bottom tokens through ln_f's weight and the unembedding (ties: the lower id, as torch.sort
+    # stable on the negated weights).
+    cl, _, cf = (int(v) for v in feats[chosen[0]])
+    wd = {k: v.double() for k, v in w.items()}
+    rec = {}
+    with torch.no_grad():
+        forward(wd, ids, lambda name, t: rec.__setitem__(name, t.clone()))
+        tcw = {k: torch.from_numpy(v).double() for k, v in tcs[cl].items()}
+        card_acts = torch.relu(bare_ln(rec[f"blk{cl}/resid_attn"]) @ tcw["W_enc"][:, cf] + tcw["b_enc"][cf])
+        weights = (tcw["W_dec"][cf] * wd["output_norm.weight"]) @ wd["token_embd.weight"].T
+    promoted = torch.sort(-weights, stable=True).indices[:5]
+    suppressed = torch.sort(weights, stable=True).indices[:5]
+    out.add("graph/card_feature", np.array([cl, cf], np.int32))
+    out.add("graph/card_activations", card_acts.numpy().astype(np.float32))
+    out.add("graph/card_promoted", promoted.numpy().astype(np.int32))
+    out.add("graph/card_suppressed", suppressed.numpy().astype(np.int32))
+    out.add("graph/card_weights", torch.cat([weights[promoted], weights[suppressed]]).numpy().astype(np.float32))
+    print(f"graph check of nodes {chosen}: (predicted, exact) {checks}", file=sys.stderr)
+    out.write(path)
+    print(f"graph: {len(feats)} features, {len(logit_ids)} logits, {int(keep.sum())} of {len(keep)} nodes kept, "
+          f"replacement {replacement:.3f}, completeness {completeness:.3f}; wrote {path}", file=sys.stderr)
+
+
 class GoldenWriter:
     def __init__(self):
         self.records = []
@@ -1068,12 +1376,19 @@ def main():
     parser.add_argument("--sae-dir", default="tests/data/sae")
     parser.add_argument("--sae-output", default="tests/data/golden_sae.bin")
     parser.add_argument("--only-sae", action="store_true", help="write only the SAEs and golden_sae.bin")
+    parser.add_argument("--transcoder-dir", default="tests/data/transcoders")
+    parser.add_argument("--graph-output", default="tests/data/golden_graph.bin")
+    parser.add_argument("--only-graph", action="store_true",
+                        help="write only the transcoders and golden_graph.bin")
     args = parser.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(2)
 
     weights_np = build_weights()
     w = {k: torch.from_numpy(v) for k, v in weights_np.items()}
+    if args.only_graph:
+        write_graph(w, args.transcoder_dir, args.graph_output)
+        return
     if args.only_sae:
         with torch.no_grad():
             write_saes(w, args.sae_dir, args.sae_output)
@@ -1113,6 +1428,7 @@ def main():
         write_path_patch(w, args.path_patch_output)
         write_saes(w, args.sae_dir, args.sae_output)
     write_gradients(w, args.gradients_output)  # autograd: outside no_grad
+    write_graph(w, args.transcoder_dir, args.graph_output)
 
     out.write(args.output)
     print(f"wrote {args.output}: {len(out.records)} records; greedy {greedy}", file=sys.stderr)

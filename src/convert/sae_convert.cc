@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <limits>
 #include <memory>
 #include <ostream>
 
@@ -9,13 +11,39 @@
 #include "base/text.h"
 #include "convert/gpt2_gguf.h"
 #include "format/safetensors.h"
+#include "sae/transcoders.h"
 
 namespace gpt2 {
 
 SaeGgufConversion::SaeGgufConversion(const SafetensorsFile& weights, const SaeConfig& c,
                                      const std::string& cfg_json, TensorType type) {
+  Plan(SaeGgufPart{&weights, c, cfg_json, "sae"}, type);
+  GgufWriter writer;
+  writer.AddString("general.architecture", "sae");
+  AddSaeMetadata(writer, c, cfg_json);
+  for (const Planned& p : tensors_) writer.AddTensorInfo(p.gguf_name, p.type, p.ne);
+  layout_ = writer.MakeLayout();
+}
+
+SaeGgufConversion::SaeGgufConversion(const std::vector<SaeGgufPart>& parts, TensorType type) {
+  if (parts.empty()) throw Error("a transcoder set needs at least one block");
+  GgufWriter writer;
+  writer.AddString("general.architecture", "transcoders");
+  for (const SaeGgufPart& part : parts) {
+    if (!part.config.transcoder) throw Error("transcoder set part " + part.prefix + " is not a transcoder");
+    Plan(part, type);
+    AddSaeMetadata(writer, part.config, part.cfg_json, part.prefix);
+  }
+  for (const Planned& p : tensors_) writer.AddTensorInfo(p.gguf_name, p.type, p.ne);
+  layout_ = writer.MakeLayout();
+}
+
+void SaeGgufConversion::Plan(const SaeGgufPart& part, TensorType type) {
+  const SafetensorsFile& weights = *part.weights;
+  const SaeConfig& c = part.config;
   const int64_t d_in = c.d_in, d_sae = c.d_sae;
   const bool jump = c.architecture == SaeArchitecture::kJumpRelu;
+  const char* file_name = c.transcoder ? "sae.safetensors" : "sae_weights.safetensors";
   struct Want {
     const char* name;
     std::vector<int64_t> shape;
@@ -24,30 +52,30 @@ SaeGgufConversion::SaeGgufConversion(const SafetensorsFile& weights, const SaeCo
   };
   std::vector<Want> want = {{"W_enc", {d_in, d_sae}, true, true},
                             {"b_enc", {d_sae}, false, false},
-                            {"W_dec", {d_sae, d_in}, false, false},
+                            {"W_dec", {d_sae, d_in}, false, c.transcoder},
                             {"b_dec", {d_in}, false, false}};
   if (jump) want.push_back({"threshold", {d_sae}, false, false});
   for (const SafetensorsTensor& t : weights.tensors()) {
     bool known = false;
     for (const Want& w : want) known = known || t.name == w.name;
     if (!known) {
-      throw Error("sae_weights.safetensors tensor '" + t.name + "' is not part of a " +
-                  SaeArchitectureName(c.architecture) + " SAE (expected W_enc, b_enc, W_dec, b_dec" +
-                  (jump ? ", threshold)" : ")"));
+      throw Error(std::string(file_name) + " tensor '" + t.name + "' is not part of a " +
+                  (c.transcoder ? std::string("transcoder") : std::string(SaeArchitectureName(c.architecture)) + " SAE") +
+                  " (expected W_enc, b_enc, W_dec, b_dec" + (jump ? ", threshold)" : ")"));
     }
   }
   for (const Want& w : want) {
     const SafetensorsTensor* t = weights.Find(w.name);
-    if (t == nullptr) throw Error(std::string("sae_weights.safetensors has no tensor '") + w.name + "'");
+    if (t == nullptr) throw Error(std::string(file_name) + " has no tensor '" + w.name + "'");
     if (t->shape != w.shape) {
-      throw Error("SAE tensor '" + t->name + "' has shape " + ShapeString(t->shape) + " but cfg.json implies " +
-                  ShapeString(w.shape));
+      throw Error("SAE tensor '" + t->name + "' has shape " + ShapeString(t->shape) + " but " +
+                  (c.transcoder ? "W_enc" : "cfg.json") + " implies " + ShapeString(w.shape));
     }
     if (SafetensorsDtypeSize(t->dtype) == 0 || (t->dtype != "F32" && t->dtype != "F16" && t->dtype != "BF16")) {
       throw Error("SAE tensor '" + t->name + "' has dtype " + t->dtype + "; expected F32, F16 or BF16");
     }
     Planned p;
-    p.gguf_name = std::string("sae.") + w.name;
+    p.gguf_name = part.prefix + "." + w.name;
     p.source = t;
     p.transpose = w.transpose;
     if (w.shape.size() == 1) {
@@ -62,10 +90,6 @@ SaeGgufConversion::SaeGgufConversion(const SafetensorsFile& weights, const SaeCo
     }
     tensors_.push_back(std::move(p));
   }
-  GgufWriter writer;
-  AddSaeMetadata(writer, c, cfg_json);
-  for (const Planned& p : tensors_) writer.AddTensorInfo(p.gguf_name, p.type, p.ne);
-  layout_ = writer.MakeLayout();
 }
 
 void SaeGgufConversion::WriteHeader(uint8_t* file) const {
@@ -146,6 +170,56 @@ void ConvertSaeDir(const std::string& input_dir, const std::string& output_path,
          << config.hook_name << ", " << config.d_sae << " features) to " << output_path << "\n";
   }
   const SaeGgufConversion conversion(*weights, config, cfg_json, type);
+  std::vector<uint8_t> file(static_cast<size_t>(conversion.layout().size));
+  conversion.WriteHeader(file.data());
+  for (int i = 0; i < conversion.num_tensors(); ++i) conversion.EncodeTensor(i, file.data(), log);
+  WriteFileAtomically(output_path, file.data(), file.size());
+  if (log) *log << "wrote " << conversion.num_tensors() << " tensors to " << output_path << "\n";
+}
+
+namespace {
+
+bool FileExists(const std::string& path) { return std::ifstream(path, std::ios::binary).good(); }
+
+}  // namespace
+
+std::string TranscoderFolder(int layer) { return "gpt2-small-dun-chl-mlp-tc" + std::to_string(layer); }
+
+SaeConfig TranscoderPartConfig(const SafetensorsFile& weights, const std::string& sae_json, int layer) {
+  const SafetensorsTensor* enc = weights.Find("W_enc");
+  if (enc == nullptr) throw Error("sae.safetensors has no tensor 'W_enc'");
+  if (enc->shape.size() != 2 || enc->shape[0] < 1 || enc->shape[1] < 1 || enc->shape[0] > (int64_t{1} << 24) ||
+      enc->shape[1] > (int64_t{1} << 24)) {
+    throw Error("transcoder tensor 'W_enc' has shape " + ShapeString(enc->shape) + "; expected [d_in, d_sae]");
+  }
+  return TranscoderConfigFromJson(sae_json, layer, static_cast<int>(enc->shape[0]), static_cast<int>(enc->shape[1]));
+}
+
+void ConvertTranscoderDir(const std::string& input_dir, const std::string& output_path, TensorType type,
+                          std::ostream* log) {
+  const std::string dir = input_dir.empty() ? "." : input_dir;
+  std::vector<std::unique_ptr<MappedFile>> mapped;
+  std::vector<std::unique_ptr<SafetensorsFile>> weights;
+  std::vector<SaeGgufPart> parts;
+  // GPT-2 XL has 48 blocks; 100 folders cover every GPT-2 and stay a bounded probe of DIR.
+  for (int l = 0; l < 100; ++l) {
+    const std::string folder = dir + "/" + TranscoderFolder(l);
+    const std::string weights_path = folder + "/sae.safetensors";
+    if (!FileExists(weights_path)) continue;
+    const std::string json_path = folder + "/sae.json";
+    const std::string json = FileExists(json_path) ? ReadWholeFile(json_path, "transcoder sae.json") : std::string();
+    mapped.push_back(MappedFile::Open(weights_path));
+    weights.push_back(SafetensorsFile::Parse(mapped.back()->data(), mapped.back()->size(), weights_path));
+    parts.push_back(SaeGgufPart{weights.back().get(), TranscoderPartConfig(*weights.back(), json, l), json,
+                                TranscoderPrefix(l)});
+  }
+  if (parts.empty()) {
+    throw Error("no transcoder in " + dir + " (expected " + TranscoderFolder(0) + "/sae.safetensors and the like)");
+  }
+  if (log) *log << "converting " << parts.size() << " transcoder blocks from " << dir << " to " << output_path << "\n";
+  const SaeGgufConversion conversion(parts, type);
+  // The layout's size is 64-bit; a 32-bit size_t (wasm32) must not wrap it.
+  if (conversion.layout().size > std::numeric_limits<size_t>::max()) throw Error("the transcoder GGUF is too large");
   std::vector<uint8_t> file(static_cast<size_t>(conversion.layout().size));
   conversion.WriteHeader(file.data());
   for (int i = 0; i < conversion.num_tensors(); ++i) conversion.EncodeTensor(i, file.data(), log);

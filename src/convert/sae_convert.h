@@ -16,6 +16,14 @@
 // logit weights are W_dec[F] @ W_U, the reconstruction sums the few active rows — so rounding it
 // would move the model's own stream and the reported directions for no speed. Biases and the
 // threshold are small and decide which features fire: F32 like every bias of the model.
+// Transcoders (`gpt2-convert --transcoders DIR`): DIR holds one folder per block L,
+// gpt2-small-dun-chl-mlp-tc{L}/ with sae.json and sae.safetensors in the layout above (no
+// threshold); every block present goes into one GGUF, general.architecture "transcoders", block
+// L's metadata and tensors under "tc.L." (sae/transcoders.h reads them). Unlike an SAE's, their
+// decoder is stored as --type too: the graph (graph/graph.h) reads every active feature's
+// decoder row, never one steered vector, and GPT-2 small's 12 x 24,576 x 768 decoders in f32 are
+// 906 MB alone, past the 700 MB the page allows the whole set; Q8_0 makes encoders and decoders
+// 241 MB each (482 MB), F16 453 MB each. --type f32 keeps them exact (the tests' choice).
 // Dtypes F32, F16 and BF16 are read; any other tensor, a missing one or a shape that does not
 // match cfg.json is a gpt2::Error naming it.
 #pragma once
@@ -34,11 +42,21 @@ namespace gpt2 {
 class SafetensorsFile;
 struct SafetensorsTensor;
 
+// One SAE, or one block of a transcoder set, to convert: its tensors go under `prefix`.
+struct SaeGgufPart {
+  const SafetensorsFile* weights = nullptr;
+  SaeConfig config;
+  std::string cfg_json;
+  std::string prefix;  // "sae", or "tc.L" (sae/transcoders.h TranscoderPrefix)
+};
+
 class SaeGgufConversion {
  public:
   // Makes every check and fixes the output's layout. `weights` must outlive this object.
   SaeGgufConversion(const SafetensorsFile& weights, const SaeConfig& config, const std::string& cfg_json,
                     TensorType type);
+  // A transcoder set: every part a transcoder block (general.architecture "transcoders").
+  SaeGgufConversion(const std::vector<SaeGgufPart>& parts, TensorType type);
   const GgufWriter::Layout& layout() const { return layout_; }
   int num_tensors() const { return static_cast<int>(tensors_.size()); }
   void WriteHeader(uint8_t* file) const;
@@ -55,6 +73,7 @@ class SaeGgufConversion {
   const Planned& planned(int i) const { return tensors_.at(i); }
 
  private:
+  void Plan(const SaeGgufPart& part, TensorType type);
   std::vector<Planned> tensors_;
   GgufWriter::Layout layout_;
 };
@@ -80,5 +99,14 @@ class SaeGgufInMemory {
 
 // Reads DIR/cfg.json and DIR/sae_weights.safetensors and writes output_path atomically.
 void ConvertSaeDir(const std::string& dir, const std::string& output_path, TensorType type, std::ostream* log);
+// The folder of block `layer` in a transcoder DIR: "gpt2-small-dun-chl-mlp-tc{layer}".
+std::string TranscoderFolder(int layer);
+// A transcoder block's config from its sae.json text (may be empty) and weights: shapes from
+// W_enc (gpt2::Error when absent or not 2-D), then sae/sae_config.h TranscoderConfigFromJson.
+SaeConfig TranscoderPartConfig(const SafetensorsFile& weights, const std::string& sae_json, int layer);
+// Every DIR/gpt2-small-dun-chl-mlp-tc{L}/ (L = 0..99; sae.json, sae.safetensors) present into one
+// GGUF at output_path, written atomically; gpt2::Error when none is.
+void ConvertTranscoderDir(const std::string& dir, const std::string& output_path, TensorType type,
+                          std::ostream* log);
 
 }  // namespace gpt2

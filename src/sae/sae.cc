@@ -26,23 +26,43 @@ const GgufTensor& Bind(const GgufFile& f, const std::string& name, int64_t ne0, 
 
 }  // namespace
 
-Sae::Sae(std::shared_ptr<const GgufFile> file, int d_model) : file_(std::move(file)) {
-  config_ = SaeConfigFromGguf(*file_);
+Sae::Sae(std::shared_ptr<const GgufFile> file, int d_model, const std::string& prefix) : file_(std::move(file)) {
+  config_ = SaeConfigFromGguf(*file_, prefix);
   const SaeConfig& c = config_;
   if (c.d_in != d_model) {
     throw Error("the SAE reads vectors of " + std::to_string(c.d_in) + " numbers (d_in) but the model's stream has " +
                 std::to_string(d_model) + "; it was trained on another model");
   }
-  const GgufTensor& enc = Bind(*file_, "sae.W_enc", c.d_in, c.d_sae, false);
+  const std::string p = prefix + ".";
+  const GgufTensor& enc = Bind(*file_, p + "W_enc", c.d_in, c.d_sae, false);
   w_enc_ = WeightView{enc.type, enc.data, c.d_sae, c.d_in};
-  b_enc_ = reinterpret_cast<const float*>(Bind(*file_, "sae.b_enc", c.d_sae, 0, true).data);
-  w_dec_ = reinterpret_cast<const float*>(Bind(*file_, "sae.W_dec", c.d_in, c.d_sae, true).data);
-  b_dec_ = reinterpret_cast<const float*>(Bind(*file_, "sae.b_dec", c.d_in, 0, true).data);
+  b_enc_ = reinterpret_cast<const float*>(Bind(*file_, p + "b_enc", c.d_sae, 0, true).data);
+  // A transcoder's decoder is stored as the set was converted (12 of GPT-2 small's in f32 would
+  // be 906 MB, convert/sae_convert.h); an SAE's stays f32, which steering and clamping read.
+  const GgufTensor& dec = Bind(*file_, p + "W_dec", c.d_in, c.d_sae, !c.transcoder);
+  w_dec_view_ = WeightView{dec.type, dec.data, c.d_sae, c.d_in};
+  if (dec.type == TensorType::kF32) w_dec_ = reinterpret_cast<const float*>(dec.data);
+  b_dec_ = reinterpret_cast<const float*>(Bind(*file_, p + "b_dec", c.d_in, 0, true).data);
   if (c.architecture == SaeArchitecture::kJumpRelu) {
-    threshold_ = reinterpret_cast<const float*>(Bind(*file_, "sae.threshold", c.d_sae, 0, true).data);
+    threshold_ = reinterpret_cast<const float*>(Bind(*file_, p + "threshold", c.d_sae, 0, true).data);
   }
   const size_t expected = c.architecture == SaeArchitecture::kJumpRelu ? 5 : 4;
-  if (file_->tensors().size() != expected) throw Error("SAE GGUF has tensors its architecture does not use");
+  if (prefix == "sae" && file_->tensors().size() != expected) {
+    throw Error("SAE GGUF has tensors its architecture does not use");
+  }
+}
+
+void Sae::DecoderRowInto(int feature, float* out) const {
+  CheckFeature(feature);
+  const size_t row_bytes = RowBytes(w_dec_view_.type, config_.d_in);
+  DequantizeRow(w_dec_view_.type, static_cast<const uint8_t*>(w_dec_view_.data) + row_bytes * feature, out,
+                config_.d_in);
+}
+
+void Sae::EncoderRowInto(int feature, float* out) const {
+  CheckFeature(feature);
+  const size_t row_bytes = RowBytes(w_enc_.type, config_.d_in);
+  DequantizeRow(w_enc_.type, static_cast<const uint8_t*>(w_enc_.data) + row_bytes * feature, out, config_.d_in);
 }
 
 void Sae::CheckFeature(int feature) const {
@@ -60,10 +80,11 @@ void Sae::Prepare(const float* x, int n, float* in, float* scale) const {
     for (int i = 0; i < C; ++i) mean += row[i];
     mean /= C;
     double s = 1;
-    if (config_.normalize == SaeNormalize::kLayerNorm) {
+    if (config_.normalize != SaeNormalize::kNone) {
       double var = 0;
       for (int i = 0; i < C; ++i) var += (row[i] - mean) * (row[i] - mean);
-      s = std::sqrt(var / std::max(C - 1, 1)) + 1e-5;
+      s = config_.normalize == SaeNormalize::kLayerNorm ? std::sqrt(var / std::max(C - 1, 1)) + 1e-5
+                                                        : std::sqrt(var / C + kTranscoderLnEps);
     }
     scale[t] = static_cast<float>(s);
     float* out = in + int64_t(t) * C;
@@ -140,6 +161,7 @@ void Sae::EncodeFeatures(const float* x, int n, const int* features, int count, 
 }
 
 double Sae::Explained(const float* x, const float* features, float scale) const {
+  if (config_.transcoder) throw Error("a transcoder reconstructs another tensor than it reads: no explained share");
   const int C = config_.d_in, S = config_.d_sae;
   std::vector<double> x_hat(b_dec_, b_dec_ + C);
   for (int i = 0; i < S; ++i) {
@@ -166,8 +188,9 @@ std::vector<float> Sae::LogitWeights(const Model& model, const std::vector<int>&
   const int64_t F = static_cast<int64_t>(features.size());
   std::vector<float> v(F * C);
   for (int64_t i = 0; i < F; ++i) {
-    const float* row = DecoderRow(features[i]);
-    for (int j = 0; j < C; ++j) v[i * C + j] = row[j] * model.ln_f_g[j];
+    float* row = v.data() + i * C;
+    DecoderRowInto(features[i], row);
+    for (int j = 0; j < C; ++j) row[j] *= model.ln_f_g[j];
   }
   std::vector<float> logits(F * model.config().n_vocab);
   if (F > 0) MatMul(v.data(), F, model.output, nullptr, logits.data(), 0, model.output.rows);
@@ -291,6 +314,7 @@ void Sae::EditBackward(const std::vector<std::pair<int, float>>& steer,
 
 StreamEdit Sae::Edit(std::shared_ptr<const Sae> sae, const std::vector<std::pair<int, float>>& steer,
                      const std::vector<std::pair<int, float>>& clamp) {
+  if (sae->config().transcoder) throw Error("a transcoder's features are not steered or clamped as an SAE's");
   for (const auto& s : steer) sae->CheckFeature(s.first);
   for (const auto& c : clamp) sae->CheckFeature(c.first);
   StreamEdit e;

@@ -14,6 +14,9 @@
 //           relu of the k largest pre, 0 elsewhere      topk (ties to the lower feature)
 //   x_hat = (f @ W_dec + b_dec) * s                     (the reconstruction of xc)
 //   explained = 1 - |xc - x_hat|^2 / |xc|^2
+// A transcoder (sae_config.h TranscoderConfigFromJson; one block of a set, transcoders.h) is the
+// same encoder on the bare LayerNorm of its stream, s = sqrt(var + 1e-5) (biased), and its output
+// acts @ W_dec + b_dec is not scaled back: it stands in for another tensor (hook_mlp_out).
 // Steering adds alpha * W_dec[F] * s to x, clamping (value - f_F) * W_dec[F] * s (the SAE's error
 // is kept: x' = x + (value - f_F) * W_dec[F] in the SAE's units).
 #pragma once
@@ -48,8 +51,10 @@ struct SaeScratch {
 class Sae {
  public:
   // Binds every tensor by name and checks shapes and types; d_model: the model's width, which
-  // d_in must equal (gpt2::Error naming both otherwise). The file must outlive the Sae.
-  Sae(std::shared_ptr<const GgufFile> file, int d_model);
+  // d_in must equal (gpt2::Error naming both otherwise). The file must outlive the Sae. prefix:
+  // where its keys and tensors are ("sae": an SAE's file, whose every tensor must be its own;
+  // "tc.L": block L of a transcoder set's, whose decoder may be F16 or quantized).
+  Sae(std::shared_ptr<const GgufFile> file, int d_model, const std::string& prefix = "sae");
 
   const SaeConfig& config() const { return config_; }
   int d_sae() const { return config_.d_sae; }
@@ -68,7 +73,15 @@ class Sae {
                       SaeScratch& scratch) const;
   // explained (above) of row x [d_in] with its features [d_sae] and scale.
   double Explained(const float* x, const float* features, float scale) const;
-  const float* DecoderRow(int feature) const { return w_dec_ + int64_t(feature) * config_.d_in; }  // [d_in]
+  // [d_in]; an F32 decoder only (every SAE's): null for a transcoder's F16 or quantized one.
+  const float* DecoderRow(int feature) const {
+    return w_dec_ == nullptr ? nullptr : w_dec_ + int64_t(feature) * config_.d_in;
+  }
+  // Row `feature` of the encoder (W_enc[:, feature]) in f32, whatever its type, into out [d_in].
+  void EncoderRowInto(int feature, float* out) const;
+  // Row `feature` of the decoder in f32, whatever its type, into out [d_in].
+  void DecoderRowInto(int feature, float* out) const;
+  const float* decoder_bias() const { return b_dec_; }  // [d_in]
   // W_dec[f] @ W_U [n_vocab] for each f of features, as [features.size(), n_vocab]: with
   // TransformerLens's W_U, ln_f's weight folded in (diag(ln_f.weight) wte^T), as Neuronpedia's
   // logit weights; the model's own unembedding, one product for all of them.
@@ -113,7 +126,8 @@ class Sae {
   SaeConfig config_;
   WeightView w_enc_;             // [d_sae rows, d_in cols]
   const float* b_enc_ = nullptr;      // [d_sae]
-  const float* w_dec_ = nullptr;      // [d_sae, d_in]
+  WeightView w_dec_view_;             // [d_sae rows, d_in cols]
+  const float* w_dec_ = nullptr;      // [d_sae, d_in] when F32
   const float* b_dec_ = nullptr;      // [d_in]
   const float* threshold_ = nullptr;  // [d_sae], jumprelu only
 };

@@ -48,7 +48,8 @@ const Named<SaeArchitecture> kArchitectures[] = {{SaeArchitecture::kStandard, "s
                                                  {SaeArchitecture::kJumpRelu, "jumprelu"},
                                                  {SaeArchitecture::kTopK, "topk"}};
 const Named<SaeNormalize> kNormalizations[] = {{SaeNormalize::kNone, "none"},
-                                               {SaeNormalize::kLayerNorm, "layer_norm"}};
+                                               {SaeNormalize::kLayerNorm, "layer_norm"},
+                                               {SaeNormalize::kBareLayerNorm, "bare_layer_norm"}};
 
 // The value named `name` in `table` into *value; false if none is.
 template <typename Enum, size_t N>
@@ -177,6 +178,9 @@ SaeConfig SaeConfigFromJson(const std::string& text) {
                   (n->kind == Kind::kString ? "\"" + n->str + "\"" : std::string("of this value")) +
                   " is not supported; expected \"none\" or \"layer_norm\"");
     }
+    if (c.normalize == SaeNormalize::kBareLayerNorm) {
+      throw Error(std::string(kWhat) + " normalize_activations \"bare_layer_norm\" is a transcoder's (--transcoders)");
+    }
   }
   const std::string* reshape = OptionalString(root, "reshape_activations");
   if (reshape != nullptr && *reshape != "none") {
@@ -185,38 +189,46 @@ SaeConfig SaeConfigFromJson(const std::string& text) {
   return c;
 }
 
-void AddSaeMetadata(GgufWriter& w, const SaeConfig& c, const std::string& cfg_json) {
-  w.AddString("general.architecture", "sae");
-  w.AddString("sae.hook_name", c.hook_name);
-  w.AddString("sae.architecture", SaeArchitectureName(c.architecture));
-  w.AddU32("sae.k", static_cast<uint32_t>(c.k));
-  w.AddBool("sae.apply_b_dec_to_input", c.apply_b_dec_to_input);
-  w.AddString("sae.normalize_activations", SaeNormalizeName(c.normalize));
-  w.AddU32("sae.d_in", static_cast<uint32_t>(c.d_in));
-  w.AddU32("sae.d_sae", static_cast<uint32_t>(c.d_sae));
-  w.AddString("sae.cfg_json", cfg_json);
+void AddSaeMetadata(GgufWriter& w, const SaeConfig& c, const std::string& cfg_json, const std::string& prefix) {
+  const std::string p = prefix + ".";
+  w.AddString(p + "hook_name", c.hook_name);
+  w.AddString(p + "architecture", SaeArchitectureName(c.architecture));
+  w.AddU32(p + "k", static_cast<uint32_t>(c.k));
+  w.AddBool(p + "apply_b_dec_to_input", c.apply_b_dec_to_input);
+  w.AddString(p + "normalize_activations", SaeNormalizeName(c.normalize));
+  w.AddU32(p + "d_in", static_cast<uint32_t>(c.d_in));
+  w.AddU32(p + "d_sae", static_cast<uint32_t>(c.d_sae));
+  w.AddString(p + "cfg_json", cfg_json);
+  if (c.transcoder) {
+    w.AddString(p + "out_hook_name",
+                "blocks." + std::to_string(c.layer) + ".hook_" + SaeStreamPointName(c.out_point));
+  }
 }
 
-SaeConfig SaeConfigFromGguf(const GgufFile& f) {
-  const GgufValue* arch = f.Find("general.architecture");
-  if (arch == nullptr || arch->type != GgufValueType::kString || arch->str != "sae") {
-    throw Error("not an SAE GGUF (general.architecture is not \"sae\"; convert one with gpt2-convert --sae)");
+SaeConfig SaeConfigFromGguf(const GgufFile& f, const std::string& prefix) {
+  if (prefix == "sae") {
+    const GgufValue* arch = f.Find("general.architecture");
+    if (arch == nullptr || arch->type != GgufValueType::kString || arch->str != "sae") {
+      throw Error("not an SAE GGUF (general.architecture is not \"sae\"; convert one with gpt2-convert --sae)");
+    }
   }
+  const std::string p = prefix + ".";
   SaeConfig c;
-  c.hook_name = f.GetString("sae.hook_name");
+  c.hook_name = f.GetString(p + "hook_name");
   ParseSaeHook(c.hook_name, &c.layer, &c.point);
-  const std::string a = f.GetString("sae.architecture");
+  c.out_point = c.point;
+  const std::string a = f.GetString(p + "architecture");
   if (!FromName(kArchitectures, a, &c.architecture)) {
-    throw Error("SAE GGUF sae.architecture \"" + a + "\" is not supported");
+    throw Error("SAE GGUF " + p + "architecture \"" + a + "\" is not supported");
   }
-  const GgufValue* apply = f.Find("sae.apply_b_dec_to_input");
-  if (apply == nullptr || apply->type != GgufValueType::kBool) throw Error("SAE GGUF has no sae.apply_b_dec_to_input");
+  const GgufValue* apply = f.Find(p + "apply_b_dec_to_input");
+  if (apply == nullptr || apply->type != GgufValueType::kBool) throw Error("SAE GGUF has no " + p + "apply_b_dec_to_input");
   c.apply_b_dec_to_input = apply->u != 0;
-  const std::string n = f.GetString("sae.normalize_activations");
+  const std::string n = f.GetString(p + "normalize_activations");
   if (!FromName(kNormalizations, n, &c.normalize)) {
-    throw Error("SAE GGUF sae.normalize_activations \"" + n + "\" is not supported");
+    throw Error("SAE GGUF " + p + "normalize_activations \"" + n + "\" is not supported");
   }
-  const uint32_t d_in = f.GetU32("sae.d_in"), d_sae = f.GetU32("sae.d_sae"), k = f.GetU32("sae.k");
+  const uint32_t d_in = f.GetU32(p + "d_in"), d_sae = f.GetU32(p + "d_sae"), k = f.GetU32(p + "k");
   if (d_in < 1 || d_in > (1u << 24) || d_sae < 1 || d_sae > (1u << 24)) throw Error("SAE GGUF d_in or d_sae out of range");
   c.d_in = static_cast<int>(d_in);
   c.d_sae = static_cast<int>(d_sae);
@@ -224,6 +236,72 @@ SaeConfig SaeConfigFromGguf(const GgufFile& f) {
     throw Error("SAE GGUF sae.k must be in 1.." + std::to_string(d_sae));
   }
   c.k = c.architecture == SaeArchitecture::kTopK ? static_cast<int>(k) : 0;
+  if (f.Find(p + "out_hook_name") != nullptr) {
+    int out_layer = 0;
+    ParseSaeHook(f.GetString(p + "out_hook_name"), &out_layer, &c.out_point);
+    if (out_layer != c.layer) throw Error("SAE GGUF " + p + "out_hook_name is in another block than its hook_name");
+    c.transcoder = true;
+  }
+  // Only a transcoder reads the bare LayerNorm, and a transcoder only that (the graph's frozen
+  // linear model, graph/graph.h, is written for it).
+  if (c.transcoder != (c.normalize == SaeNormalize::kBareLayerNorm)) {
+    throw Error("SAE GGUF " + p + "normalize_activations \"" + n + "\" does not fit " +
+                (c.transcoder ? "a transcoder" : "an SAE"));
+  }
+  return c;
+}
+
+namespace {
+
+// The hook keys of a transcoder's sae.json, checked only when present.
+void CheckTranscoderHook(const JsonValue& root, const char* key, const std::string* accepted, int n_accepted) {
+  const std::string* v = OptionalString(root, key);
+  if (v == nullptr) return;
+  for (int i = 0; i < n_accepted; ++i) {
+    if (*v == accepted[i]) return;
+  }
+  throw Error("transcoder sae.json " + std::string(key) + " \"" + *v + "\" is not " + accepted[0]);
+}
+
+}  // namespace
+
+SaeConfig TranscoderConfigFromJson(const std::string& text, int layer, int d_in, int d_sae) {
+  const char* what = "transcoder sae.json";
+  const JsonValue root = ParseJson(text.empty() ? std::string("{}") : text, what);
+  if (root.kind != Kind::kObject) throw Error(std::string(what) + " is not a JSON object");
+  SaeConfig c;
+  c.transcoder = true;
+  c.layer = layer;
+  c.point = StreamPoint::kResidMid;
+  c.out_point = StreamPoint::kMlpOut;
+  c.normalize = SaeNormalize::kBareLayerNorm;
+  c.apply_b_dec_to_input = false;
+  const std::string block = "blocks." + std::to_string(layer) + ".";
+  c.hook_name = block + "hook_resid_mid";
+  const std::string in_hooks[2] = {block + "ln2.hook_normalized", c.hook_name};
+  const std::string out_hooks[1] = {block + "hook_mlp_out"};
+  for (const char* key : {"hook_name", "hook_point"}) CheckTranscoderHook(root, key, in_hooks, 2);
+  for (const char* key : {"out_hook_name", "out_hook_point"}) CheckTranscoderHook(root, key, out_hooks, 1);
+  c.d_in = d_in;
+  c.d_sae = d_sae;
+  for (const char* key : {"d_in", "d_out"}) {
+    if (!IsNull(root.Find(key)) && PositiveInt(root, key) != d_in) {
+      throw Error(std::string(what) + " \"" + key + "\" is not the weights' " + std::to_string(d_in));
+    }
+  }
+  if (!IsNull(root.Find("d_sae")) && PositiveInt(root, "d_sae") != d_sae) {
+    throw Error(std::string(what) + " \"d_sae\" is not the weights' " + std::to_string(d_sae));
+  }
+  for (const char* key : {"architecture", "activation_fn", "activation_fn_str"}) {
+    const std::string* v = OptionalString(root, key);
+    if (v != nullptr && *v != "standard" && *v != "relu") {
+      throw Error(std::string(what) + " " + key + " \"" + *v + "\" is not supported; expected a ReLU transcoder");
+    }
+  }
+  if (const JsonValue* b = root.Find("apply_b_dec_to_input"); !IsNull(b)) {
+    if (b->kind != Kind::kBool) throw Error(std::string(what) + " apply_b_dec_to_input must be true or false");
+    c.apply_b_dec_to_input = b->boolean;
+  }
   return c;
 }
 

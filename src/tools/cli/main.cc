@@ -26,6 +26,7 @@
 #include "tokenizer/utf8_stream.h"
 #include "tools/cli/args.h"
 #include "tools/cli/features_cmd.h"
+#include "tools/cli/graph_cmd.h"
 #include "tools/cli/gradients_cmd.h"
 #include "tools/cli/inspect_json.h"
 #include "tools/cli/json_out.h"
@@ -63,6 +64,12 @@ constexpr char kUsage[] =
     "           [--json FILE] [--threads N] [INTERVENTIONS]\n"
     "  gpt2 features --model M.gguf --sae S.gguf --prompt TEXT [--top K] [--bos] [--json FILE]\n"
     "                [--threads N]   per position p<TAB>feature<TAB>activation, K most active\n"
+    "  gpt2 graph --model M.gguf --transcoders T.gguf --prompt TEXT [--target ID] [--no-prune]\n"
+    "             [--node-threshold X] [--edge-threshold Y] [--max-feature-nodes N] [--json FILE]\n"
+    "             [--threads N]   attribution graph of [50256] + TEXT (circuit-tracer's JSON)\n"
+    "             [--check NODE_ID[,NODE_ID...] [--clamp V]]   those feature nodes ablated (or\n"
+    "                clamped to V): the graph's predicted and the re-run's exact change of the\n"
+    "                top logit (logit - mean logit)\n"
     "INTERVENTIONS (combine freely; layers and heads count from 0):\n"
     "  --ablate-heads L.H[,L.H...]  zero the heads' outputs before the output projection\n"
     "  --skip-attn L[,L...]         the blocks' attention adds nothing to the stream\n"
@@ -405,6 +412,7 @@ int Main(int argc, char** argv) {
   if (command == "heads") return HeadsCommand(argc, argv);
   if (command == "compare") return CompareCommand(argc, argv);
   if (command == "features") return FeaturesCommand(argc, argv);
+  if (command == "graph") return GraphCommand(argc, argv);
   if (command == "saliency" || command == "atp") {
     const Args args = [&] {
       try {

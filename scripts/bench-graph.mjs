@@ -1,0 +1,113 @@
+#!/usr/bin/env node
+// Attribution graphs' costs (issue 36, "Tests and speed"): a GPT-2-small-shaped Q8_0 model with
+// random weights and random transcoders of the public set's shape for all 12 blocks (24,576
+// features, the layout of jacobdunefsky/gpt2small-transcoders: one folder per block with sae.json
+// and an f32 sae.safetensors, 151 MB each), converted to Q8_0 by gpt2-convert --transcoders.
+// A 16-token prompt (the graph's ids are [50256] + those 16), default pruning, at most 1,000
+// feature nodes, 1 thread:
+//   the graph's build, in prefills of the 16 prompt tokens                       target <= 40
+//   extra memory with all 12 transcoders loaded and the graph built              target <= 700 MB
+// Native: `gpt2 graph` (its "built in" line) against `gpt2 bench --prompt-tokens 16` (best of 3),
+// memory as the peak RSS of `gpt2 graph` less that of `gpt2 bench` on the same model.
+// Native only for now: the page's module has no transcoder binding to time yet.
+//
+// The random encoders' b_enc (about -1.6 against pre-activations of standard deviation 0.58) makes
+// about 0.3 % of the features fire, some 70 a token: the order of the real transcoders' L0, which
+// sets the graph's columns (every active feature) and so its cost.
+//
+//   node --no-experimental-fetch scripts/bench-graph.mjs [--runs 3]
+import {execFileSync, spawnSync} from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+
+import {arg, benchModel, median, printMachine, repoRoot} from './node-engine.mjs';
+
+const kRuns = Number(arg('runs', '3'));
+const kDIn = 768, kDSae = 24576, kLayers = 12, kMaxFeatureNodes = 1000;
+// 16 tokens in GPT-2's vocabulary (checked below).
+const kPrompt = 'When Mary and John went to the store, John gave a drink to Mary because';
+const dir = path.join(repoRoot, 'build/bench/graph');
+const gpt2 = path.join(repoRoot, 'build/native/gpt2');
+const model = benchModel('gpt2');
+
+function lcg(seed) {
+  let state = seed >>> 0;
+  return () => {
+    state = (state * 1103515245 + 12345) >>> 0;
+    return state / 2 ** 32 - 0.5;
+  };
+}
+
+// Block `layer`'s sae.safetensors: W_enc [768, 24576], b_enc, W_dec [24576, 768], b_dec, f32.
+function transcoderSafetensors(layer) {
+  const random = lcg(1000 + layer);
+  const shapes = {W_enc: [kDIn, kDSae], b_enc: [kDSae], W_dec: [kDSae, kDIn], b_dec: [kDIn]};
+  const header = {};
+  let offset = 0;
+  for (const [name, shape] of Object.entries(shapes)) {
+    const n = shape.reduce((a, b) => a * b, 1);
+    header[name] = {dtype: 'F32', shape, data_offsets: [offset, offset + 4 * n]};
+    offset += 4 * n;
+  }
+  let json = JSON.stringify(header);
+  json += ' '.repeat((8 - json.length % 8) % 8);
+  const out = new Uint8Array(8 + json.length + offset);
+  new DataView(out.buffer).setBigUint64(0, BigInt(json.length), true);
+  out.set(new TextEncoder().encode(json), 8);
+  const values = new Float32Array(out.buffer, 8 + json.length, offset / 4);
+  const scale = 2 / Math.sqrt(kDIn);
+  for (let i = 0; i < values.length; ++i) values[i] = random() * scale;
+  const bEnc = new Float32Array(out.buffer, 8 + json.length + header.b_enc.data_offsets[0], kDSae);
+  for (let i = 0; i < kDSae; ++i) bEnc[i] = -1.6 + 0.1 * random();
+  return out;
+}
+
+// The transcoder folder and its Q8_0 GGUF, made once.
+const tcDir = path.join(dir, 'tc');
+const tcFile = path.join(dir, 'transcoders-q8_0.gguf');
+if (!fs.existsSync(tcFile)) {
+  for (let l = 0; l < kLayers; ++l) {
+    const block = path.join(tcDir, `gpt2-small-dun-chl-mlp-tc${l}`);
+    fs.mkdirSync(block, {recursive: true});
+    fs.writeFileSync(path.join(block, 'sae.json'), JSON.stringify({
+      d_in: kDIn, d_sae: kDSae, hook_point: `blocks.${l}.ln2.hook_normalized`,
+      out_hook_point: `blocks.${l}.hook_mlp_out`}));
+    fs.writeFileSync(path.join(block, 'sae.safetensors'), transcoderSafetensors(l));
+  }
+  execFileSync(path.join(repoRoot, 'build/native/gpt2-convert'),
+               ['--transcoders', tcDir, '--output', tcFile, '--type', 'q8_0'], {stdio: 'pipe'});
+  fs.rmSync(tcDir, {recursive: true});
+}
+
+printMachine();
+const ids = execFileSync(gpt2, ['tokenize', '--model', model, '--text', kPrompt], {encoding: 'utf8'})
+                .trim().split(/\s+/).map(Number);
+if (ids.length !== 16) throw new Error(`the prompt is ${ids.length} tokens, not 16`);
+
+// A native command's stdout and peak RSS in MB (GNU time's %M, in KB, on stderr's last line).
+function runNative(args) {
+  const r = spawnSync('/usr/bin/time', ['-f', '%M', gpt2, ...args], {encoding: 'utf8'});
+  if (r.status !== 0) throw new Error(`gpt2 ${args[0]} failed: ${r.stderr}`);
+  const lines = r.stderr.trim().split('\n');
+  return {stdout: r.stdout, rssMb: Number(lines[lines.length - 1]) / 1024};
+}
+
+{
+  const bench = runNative(['bench', '--model', model, '--prompt-tokens', '16', '--decode-tokens', '1', '--threads', '1']);
+  const prefillS = Number(/prefill: 16 tokens in ([0-9.]+) s/.exec(bench.stdout)[1]);
+  const builds = [];
+  let graph;
+  for (let r = 0; r < kRuns; ++r) {
+    graph = runNative(['graph', '--model', model, '--transcoders', tcFile, '--prompt', kPrompt, '--threads', '1',
+                       '--max-feature-nodes', String(kMaxFeatureNodes)]);
+    builds.push(Number(/built in ([0-9.]+) ms/.exec(graph.stdout)[1]));
+  }
+  const first = graph.stdout.split('\n')[0];
+  const build = median(builds);
+  console.log(`native, 1 thread: ${first}`);
+  console.log(`native graph: ${build.toFixed(0)} ms (runs ${builds.map((x) => x.toFixed(0)).join(', ')}) = ` +
+              `${(build / (1000 * prefillS)).toFixed(1)} prefills of 16 tokens (${(1000 * prefillS).toFixed(1)} ms; target <= 40)`);
+  console.log(`native extra memory: peak RSS ${graph.rssMb.toFixed(0)} MB - ${bench.rssMb.toFixed(0)} MB (the model's bench) = ` +
+              `${(graph.rssMb - bench.rssMb).toFixed(0)} MB (target <= 700 MB; the Q8_0 transcoders are ` +
+              `${(fs.statSync(tcFile).size / 1e6).toFixed(0)} MB)`);
+}

@@ -1,0 +1,60 @@
+// A set of per-block MLP transcoders in one GGUF (convert/sae_convert.h ConvertTranscoderDir:
+// general.architecture "transcoders", block L's keys and tensors under "tc.L."), each bound as an
+// Sae (sae.h) reading blocks.L.hook_resid_mid through the bare LayerNorm and standing in for
+// blocks.L.hook_mlp_out. Any subset of the model's blocks may be present.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "format/gguf.h"
+#include "model/config.h"
+#include "model/run_options.h"
+#include "sae/sae.h"
+
+namespace gpt2 {
+
+class TranscoderSet {
+ public:
+  // Binds every block present; gpt2::Error when the file is not a transcoder set, a block's
+  // keys or tensors are missing or malformed, it is not a resid_mid -> mlp_out transcoder of its
+  // own block, it has a block the model lacks, or tensors no block uses.
+  TranscoderSet(std::shared_ptr<const GgufFile> file, const Config& model);
+
+  // Block `layer`'s transcoder, or null when the set has none there.
+  const Sae* block(int layer) const {
+    return layer >= 0 && layer < static_cast<int>(blocks_.size()) ? blocks_[layer].get() : nullptr;
+  }
+  int n_layer() const { return static_cast<int>(blocks_.size()); }
+  bool complete() const;  // every block of the model has one
+  const GgufFile& file() const { return *file_; }
+
+ private:
+  std::shared_ptr<const GgufFile> file_;
+  std::vector<std::unique_ptr<Sae>> blocks_;  // [model's n_layer]
+};
+
+// One feature of a set at one position, and the value it is clamped to (0: ablated).
+struct TranscoderClamp {
+  int layer, position, feature;
+  float value;
+};
+
+// The clamps as stream edits at blocks.L.hook_mlp_out, as Sae's clamp (sae.h) is at its hook:
+// x' = x + (value - a_f(n(resid_mid))) W_dec[f] at the clamp's position, a_f the feature's
+// activation on this run's stream (so an earlier block's clamp moves it), the transcoder's error
+// kept. Per block with clamps, two edits: one at hook_resid_mid that reads the activations (and
+// leaves the stream as it is), one at hook_mlp_out that writes. No backward (a backward pass
+// through them refuses). `set` must outlive the edits. gpt2::Error for a block without a
+// transcoder, a feature or position out of range.
+std::vector<StreamEdit> TranscoderClampEdits(const TranscoderSet& set, const std::vector<TranscoderClamp>& clamps,
+                                             int n_ctx);
+
+// The GGUF key prefix of block `layer` ("tc.3").
+std::string TranscoderPrefix(int layer);
+
+// A transcoder GGUF mapped into memory (native tools).
+std::shared_ptr<const TranscoderSet> LoadTranscoderFile(const std::string& path, const Config& model);
+
+}  // namespace gpt2

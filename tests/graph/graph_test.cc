@@ -1,0 +1,280 @@
+// The attribution graph (graph/graph.h) and the transcoders under it against PyTorch:
+// scripts/make_golden.py's write_graph() builds random transcoders of the tiny model in the public
+// set's layout (tests/data/transcoders) and the graph of its prompt by float64 autograd through the
+// replacement model, with circuit-tracer's pruning written anew there.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../model/golden_file.h"
+#include "../test_paths.h"
+#include "base/error.h"
+#include "base/text.h"
+#include "convert/sae_convert.h"
+#include "format/gguf.h"
+#include "format/safetensors.h"
+#include "graph/graph.h"
+#include "lab/graph.h"
+#include "lab/lab.h"
+#include "sae/transcoders.h"
+#include "tools/common/synthetic_model.h"
+
+namespace {
+
+using gpt2_test::DataPath;
+using gpt2_test::GoldenFile;
+
+const GoldenFile& Golden() {
+  static const GoldenFile g = GoldenFile::Load(DataPath("golden_graph.bin"));
+  return g;
+}
+
+// The test set's blocks, read as gpt2-convert --transcoders reads a folder, converted in memory.
+struct TranscoderFiles {
+  std::vector<std::string> bytes, json;
+  std::vector<std::unique_ptr<gpt2::SafetensorsFile>> weights;
+  std::vector<gpt2::SaeGgufPart> parts;
+  TranscoderFiles() {
+    for (int l = 0; l < 2; ++l) {
+      const std::string dir = DataPath("transcoders/" + gpt2::TranscoderFolder(l));
+      bytes.push_back(gpt2::ReadWholeFile(dir + "/sae.safetensors", "weights"));
+      json.push_back(gpt2::ReadWholeFile(dir + "/sae.json", "sae.json"));
+    }
+    for (int l = 0; l < 2; ++l) {
+      weights.push_back(gpt2::SafetensorsFile::Parse(reinterpret_cast<const uint8_t*>(bytes[l].data()),
+                                                     bytes[l].size(), "sae.safetensors"));
+      parts.push_back(gpt2::SaeGgufPart{weights[l].get(), gpt2::TranscoderPartConfig(*weights[l], json[l], l),
+                                        json[l], gpt2::TranscoderPrefix(l)});
+    }
+  }
+};
+
+std::shared_ptr<const gpt2::GgufFile> Convert(const std::vector<gpt2::SaeGgufPart>& parts, gpt2::TensorType type) {
+  const gpt2::SaeGgufConversion conversion(parts, type);
+  auto buffer = std::make_shared<std::vector<uint8_t>>(conversion.layout().size);
+  conversion.WriteHeader(buffer->data());
+  for (int i = 0; i < conversion.num_tensors(); ++i) conversion.EncodeTensor(i, buffer->data(), nullptr);
+  std::unique_ptr<gpt2::GgufFile> parsed = gpt2::GgufFile::Parse(buffer->data(), buffer->size());
+  return std::shared_ptr<const gpt2::GgufFile>(parsed.release(), [buffer](const gpt2::GgufFile* f) { delete f; });
+}
+
+struct TinyGraphLab {
+  std::vector<uint8_t> bytes = gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), gpt2::TensorType::kF32, nullptr);
+  std::unique_ptr<gpt2::Lab> lab;
+  TinyGraphLab() {
+    gpt2::LoadedGguf loaded;
+    loaded.file = gpt2::GgufFile::Parse(bytes.data(), bytes.size());
+    loaded.model = gpt2::Model::FromGguf(loaded.file);
+    lab = std::make_unique<gpt2::Lab>(std::move(loaded), 2);
+  }
+};
+
+std::vector<int> Prompt() {
+  const std::vector<int32_t>& ids = Golden().I32("graph/ids");
+  return std::vector<int>(ids.begin() + 1, ids.end());  // the lab puts the BOS first
+}
+
+}  // namespace
+
+TEST_CASE("transcoder converter: every block under tc.L, encoder and decoder as --type", "[graph]") {
+  TranscoderFiles files;
+  const gpt2::Config config = gpt2::TinyTestConfig();
+  for (gpt2::TensorType type : {gpt2::TensorType::kF32, gpt2::TensorType::kQ8_0}) {
+    const auto file = Convert(files.parts, type);
+    REQUIRE(file->GetString("general.architecture") == "transcoders");
+    for (int l = 0; l < 2; ++l) {
+      const std::string p = gpt2::TranscoderPrefix(l) + ".";
+      CHECK(file->FindTensor(p + "W_enc")->type == type);
+      CHECK(file->FindTensor(p + "W_dec")->type == type);
+      CHECK(file->FindTensor(p + "b_enc")->type == gpt2::TensorType::kF32);
+      CHECK(file->GetString(p + "hook_name") == "blocks." + std::to_string(l) + ".hook_resid_mid");
+      CHECK(file->GetString(p + "out_hook_name") == "blocks." + std::to_string(l) + ".hook_mlp_out");
+    }
+    const gpt2::TranscoderSet set(file, config);
+    CHECK(set.complete());
+    CHECK(set.block(1)->d_sae() == 48);
+    CHECK(set.block(1)->config().normalize == gpt2::SaeNormalize::kBareLayerNorm);
+  }
+  // A subset of blocks is a set too.
+  const auto one = Convert({files.parts[1]}, gpt2::TensorType::kF32);
+  const gpt2::TranscoderSet subset(one, config);
+  CHECK(subset.block(0) == nullptr);
+  CHECK(subset.block(1) != nullptr);
+  CHECK_FALSE(subset.complete());
+}
+
+TEST_CASE("transcoder converter: bad shapes, tensors and hooks are refused, naming them", "[graph]") {
+  TranscoderFiles files;
+  // W_dec of the wrong shape: block 0's config with block 1's d_sae changed.
+  gpt2::SaeGgufPart bad = files.parts[0];
+  bad.config.d_sae = 40;
+  CHECK_THROWS_WITH(gpt2::SaeGgufConversion({bad}, gpt2::TensorType::kF32), Catch::Contains("W_enc"));
+  CHECK_THROWS_WITH(gpt2::TranscoderConfigFromJson("{\"hook_point\": \"blocks.1.hook_resid_pre\"}", 1, 64, 48),
+                    Catch::Contains("hook_point"));
+  CHECK_THROWS_WITH(gpt2::TranscoderConfigFromJson("{\"out_hook_point\": \"blocks.0.hook_mlp_out\"}", 1, 64, 48),
+                    Catch::Contains("out_hook_point"));
+  CHECK_THROWS_WITH(gpt2::TranscoderConfigFromJson("{\"d_sae\": 12}", 1, 64, 48), Catch::Contains("d_sae"));
+  CHECK_THROWS_WITH(gpt2::TranscoderConfigFromJson("{\"architecture\": \"topk\"}", 1, 64, 48),
+                    Catch::Contains("architecture"));
+  CHECK_NOTHROW(gpt2::TranscoderConfigFromJson("", 1, 64, 48));
+  // A transcoder set for a model with fewer blocks, and an SAE GGUF, are not sets of this model.
+  gpt2::Config small = gpt2::TinyTestConfig();
+  small.n_layer = 1;
+  CHECK_THROWS_WITH(gpt2::TranscoderSet(Convert(files.parts, gpt2::TensorType::kF32), small),
+                    Catch::Contains("no block"));
+  // An SAE's file opened as a transcoder set.
+  gpt2::GgufWriter w;
+  w.AddString("general.architecture", "sae");
+  const gpt2::GgufWriter::Layout layout = w.MakeLayout();
+  std::vector<uint8_t> bytes(layout.header.begin(), layout.header.end());
+  bytes.resize(layout.size);
+  std::shared_ptr<const gpt2::GgufFile> sae(gpt2::GgufFile::Parse(bytes.data(), bytes.size()).release());
+  CHECK_THROWS_WITH(gpt2::TranscoderSet(sae, gpt2::TinyTestConfig()), Catch::Contains("not a transcoder GGUF"));
+}
+
+TEST_CASE("attribution graph: every node and edge equals PyTorch autograd's; pruning keeps its nodes", "[graph]") {
+  TranscoderFiles files;
+  TinyGraphLab t;
+  const gpt2::TranscoderSet set(Convert(files.parts, gpt2::TensorType::kF32), t.lab->config());
+  const gpt2::AttributionGraph g = gpt2::AttributionGraphOf(t.lab->conv(), set, Prompt(), gpt2::GraphOptions());
+
+  const std::vector<int32_t>& features = Golden().I32("graph/features");
+  const std::vector<float>& acts = Golden().F32("graph/activations");
+  const int nf = static_cast<int>(acts.size());
+  REQUIRE(g.n_features == nf);
+  REQUIRE(g.n_active == nf);
+  for (int i = 0; i < nf; ++i) {
+    const gpt2::GraphNode& n = g.nodes[i];
+    REQUIRE(n.kind == gpt2::GraphNodeKind::kFeature);
+    CHECK(n.layer == features[3 * i]);
+    CHECK(n.position == features[3 * i + 1]);
+    CHECK(n.index == features[3 * i + 2]);
+    CHECK(n.activation == Approx(acts[i]).epsilon(1e-4));
+  }
+  const std::vector<int32_t>& logit_ids = Golden().I32("graph/logit_ids");
+  REQUIRE(g.n_logits == static_cast<int>(logit_ids.size()));
+  for (int i = 0; i < g.n_logits; ++i) {
+    CHECK(g.nodes[g.logit_begin() + i].index == logit_ids[i]);
+    CHECK(g.nodes[g.logit_begin() + i].activation == Approx(Golden().F32("graph/logit_probs")[i]).epsilon(1e-4));
+  }
+  const std::vector<float>& A = Golden().F32("graph/adjacency");
+  const int N = g.size();
+  REQUIRE(static_cast<size_t>(N) * N == A.size());
+  // 1e-4 relative to the edge, or kEdgeFloor of the largest edge into the same target for edges
+  // near zero: a float32 forward's rounding is absolute, ~1e-7 of the stream, and the edge's
+  // products inherit it. WebAssembly's 4-lane sums (not AVX-512's 16) put a 3e-4 edge under a 0.55
+  // row 7e-8 off PyTorch's float64, 1.3e-7 of the row: a floor of 1e-3 asked for 1e-7, float32's
+  // epsilon itself; 1e-2 asks for 1e-6, a few ulps of the row's scale.
+  constexpr double kEdgeFloor = 1e-2;
+  double worst = 0;
+  int checked = 0;
+  for (int t = 0; t < N; ++t) {
+    double row_max = 0;
+    for (int s = 0; s < N; ++s) row_max = std::max(row_max, std::fabs(double(A[int64_t(t) * N + s])));
+    for (int s = 0; s < N; ++s) {
+      const double want = A[int64_t(t) * N + s], got = g.edge(t, s);
+      const double err = std::fabs(got - want) / std::max(std::fabs(want), kEdgeFloor * row_max + 1e-30);
+      worst = std::max(worst, err);
+      if (want != 0) ++checked;
+      if (err > 1e-4) {
+        INFO("edge " << gpt2::GraphNodeId(g, s) << " -> " << gpt2::GraphNodeId(g, t) << ": " << got << " vs " << want);
+        CHECK(err <= 1e-4);
+      }
+    }
+  }
+  WARN("graph: " << checked << " nonzero edges, largest relative difference " << worst);
+  CHECK(checked > 1000);
+
+  const gpt2::PrunedGraph pruned = gpt2::PruneAttributionGraph(g);
+  const std::vector<int32_t>& keep = Golden().I32("graph/node_mask");
+  for (int i = 0; i < N; ++i) {
+    INFO("node " << gpt2::GraphNodeId(g, i));
+    CHECK(int(pruned.node_mask[i]) == keep[i]);
+    CHECK(pruned.influence[i] == Approx(Golden().F32("graph/influence")[i]).epsilon(1e-4).margin(1e-7));
+  }
+  CHECK(pruned.replacement_score == Approx(Golden().F32("graph/scores")[0]).epsilon(1e-4));
+  CHECK(pruned.completeness_score == Approx(Golden().F32("graph/scores")[1]).epsilon(1e-4));
+}
+
+TEST_CASE("attribution graph: the real run under it is PyTorch's; the conversation comes back", "[graph]") {
+  TranscoderFiles files;
+  TinyGraphLab t;
+  const gpt2::TranscoderSet set(Convert(files.parts, gpt2::TensorType::kF32), t.lab->config());
+  t.lab->SetCapture(true);
+  t.lab->Run({464, 2068});
+  gpt2::AttributionGraphOf(t.lab->conv(), set, Prompt(), gpt2::GraphOptions());
+  CHECK(t.lab->conv().tokens() == std::vector<int>({464, 2068}));
+  // The replacement model's logits equal the real ones (make_golden.py asserts it, to 1e-9):
+  // the engine's real run of the graph's ids is PyTorch's.
+  std::vector<int> ids = {50256};
+  for (int id : Prompt()) ids.push_back(id);
+  t.lab->Reset();
+  t.lab->Run(ids);
+  const std::vector<float>& want = Golden().F32("graph/logits");
+  const float* got = t.lab->conv().logits();
+  double worst = 0;
+  for (size_t v = 0; v < want.size(); ++v) worst = std::max(worst, double(std::fabs(got[v] - want[v])));
+  CHECK(worst < 1e-4);
+  // A target picks one logit node.
+  gpt2::GraphOptions one;
+  one.targets = {11};
+  const gpt2::AttributionGraph g = gpt2::AttributionGraphOf(t.lab->conv(), set, Prompt(), one);
+  CHECK(g.n_logits == 1);
+  CHECK(g.nodes.back().index == 11);
+  one.targets = {50257};
+  CHECK_THROWS(gpt2::AttributionGraphOf(t.lab->conv(), set, Prompt(), one));
+}
+
+TEST_CASE("graph check: predicted change against the frozen model's forward, exact against PyTorch's edited run", "[graph]") {
+  TranscoderFiles files;
+  TinyGraphLab t;
+  const gpt2::TranscoderSet set(Convert(files.parts, gpt2::TensorType::kF32), t.lab->config());
+  t.lab->Run({464, 2068});
+  const gpt2::AttributionGraph g = gpt2::AttributionGraphOf(t.lab->conv(), set, Prompt(), gpt2::GraphOptions());
+  const std::vector<int32_t>& chosen = Golden().I32("graph/check_nodes");
+  const std::vector<int> nodes(chosen.begin(), chosen.end());
+  const std::vector<float>& values = Golden().F32("graph/check_values");
+  for (size_t i = 0; i < values.size(); ++i) {
+    INFO("value " << values[i]);
+    const gpt2::GraphCheck check = gpt2::CheckGraph(t.lab->conv(), set, g, nodes, values[i]);
+    WARN("check at " << values[i] << ": predicted " << check.predicted << " (PyTorch "
+         << Golden().F32("graph/check_predicted")[i] << "), exact " << check.exact << " (PyTorch "
+         << Golden().F32("graph/check_exact")[i] << ")");
+    CHECK(check.predicted == Approx(Golden().F32("graph/check_predicted")[i]).epsilon(1e-4).margin(1e-6));
+    CHECK(check.exact == Approx(Golden().F32("graph/check_exact")[i]).epsilon(1e-3).margin(1e-5));
+  }
+  CHECK(t.lab->conv().tokens() == std::vector<int>({464, 2068}));
+  // Not a feature node, not a logit node, nothing picked, a value that is no number.
+  CHECK_THROWS_WITH(gpt2::CheckGraph(t.lab->conv(), set, g, {g.error_begin()}, 0.0f), Catch::Contains("not a feature node"));
+  CHECK_THROWS_WITH(gpt2::CheckGraph(t.lab->conv(), set, g, nodes, 0.0f, 0), Catch::Contains("not a logit node"));
+  CHECK_THROWS(gpt2::CheckGraph(t.lab->conv(), set, g, {}, 0.0f));
+  CHECK_THROWS(gpt2::CheckGraph(t.lab->conv(), set, g, nodes, std::nanf("")));
+}
+
+TEST_CASE("graph feature card: activations over the prompt and the decoder's tokens equal PyTorch's", "[graph]") {
+  TranscoderFiles files;
+  TinyGraphLab t;
+  const gpt2::TranscoderSet set(Convert(files.parts, gpt2::TensorType::kF32), t.lab->config());
+  const std::vector<int32_t>& which = Golden().I32("graph/card_feature");
+  const std::vector<int32_t>& ids32 = Golden().I32("graph/ids");
+  const std::vector<int> ids(ids32.begin(), ids32.end());
+  const gpt2::GraphFeatureCard card = gpt2::FeatureCardOf(t.lab->conv(), set, ids, which[0], which[1], 5);
+  const std::vector<float>& acts = Golden().F32("graph/card_activations");
+  REQUIRE(card.activations.size() == acts.size());
+  for (size_t p = 0; p < acts.size(); ++p) CHECK(card.activations[p] == Approx(acts[p]).epsilon(1e-4).margin(1e-6));
+  const std::vector<int32_t>& up = Golden().I32("graph/card_promoted");
+  const std::vector<int32_t>& down = Golden().I32("graph/card_suppressed");
+  const std::vector<float>& weights = Golden().F32("graph/card_weights");
+  REQUIRE(card.promoted.size() == 5);
+  for (int i = 0; i < 5; ++i) {
+    CHECK(card.promoted[i] == up[i]);
+    CHECK(card.suppressed[i] == down[i]);
+    CHECK(card.promoted_weights[i] == Approx(weights[i]).epsilon(1e-4));
+    CHECK(card.suppressed_weights[i] == Approx(weights[5 + i]).epsilon(1e-4));
+  }
+  CHECK_THROWS_WITH(gpt2::FeatureCardOf(t.lab->conv(), set, ids, 0, 48, 5), Catch::Contains("48"));
+  CHECK_THROWS(gpt2::FeatureCardOf(t.lab->conv(), set, ids, 2, 0, 5));
+}
