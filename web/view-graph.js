@@ -125,9 +125,12 @@ function drawLink(g, k, lay, role) {
   const l = g.links[k], a = lay.at.get(l.source), b = lay.at.get(l.target);
   const w = 0.8 + 4.5 * Math.abs(l.weight) / (g.maxAbsWeight || 1);
   const mid = (a.y + b.y) / 2;
+  // A link within one column would run straight through the nodes between its ends: bow it
+  // sideways, more for a longer one, so each stays visible.
+  const bow = Math.abs(a.x - b.x) < 4 ? Math.min(40, 6 + Math.abs(a.y - b.y) / kRowHeight * 5) : 0;
+  const f = (v) => v.toFixed(1);
   const line = el('path', {
-    d: `M${a.x.toFixed(1)} ${a.y.toFixed(1)}C${a.x.toFixed(1)} ${mid.toFixed(1)} ${b.x.toFixed(1)} ${mid.toFixed(1)} ` +
-       `${b.x.toFixed(1)} ${b.y.toFixed(1)}`,
+    d: `M${f(a.x)} ${f(a.y)}C${f(a.x + bow)} ${f(mid)} ${f(b.x + bow)} ${f(mid)} ${f(b.x)} ${f(b.y)}`,
     stroke: l.weight >= 0 ? kPositive : kNegative, 'stroke-width': w.toFixed(2), fill: 'none',
     class: `graph-edge graph-edge-${role}`, 'data-edge': `${g.nodes[l.source].id}>${g.nodes[l.target].id}`,
     'data-edge-role': role, 'data-weight': l.weight,
