@@ -148,6 +148,7 @@ export function createGraphPanel({store, $, on, download}) {
     return `${s.graph.source}: “${g.meta.prompt ?? ''}”. ${visible.reduce((a, b) => a + b, 0)} of ${g.nodes.length} nodes ` +
         `shown (${count(visible, features)} of ${count(all, features)} features and error nodes), ${g.links.length} links` +
         (g.droppedLinks ? `; ${g.droppedLinks} links name nodes not in the file and are left out` : '') +
+        (g.duplicateNodes ? `; ${g.duplicateNodes} nodes repeat an earlier node_id and are left out` : '') +
         (scores.length ? `; ${scores.join(', ')}` : '') + '.';
   }
 

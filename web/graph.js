@@ -26,7 +26,7 @@ const isNumber = (v) => typeof v === 'number' && Number.isFinite(v);
 const optionalNumber = (v) => (isNumber(v) ? v : null);
 
 // The graph of a graph file's text: {meta, nodes, byId, links, incoming, outgoing, rows, nBlocks,
-// nPositions, tokens, droppedLinks, maxAbsWeight}; nodes[i]: {id, kind (a feature_type), layer
+// nPositions, tokens, droppedLinks, duplicateNodes, maxAbsWeight}; nodes[i]: {id, kind (a feature_type), layer
 // (as written), row (0: embeddings, b + 1: block b, nBlocks + 1: logits), pos, feature,
 // activation, influence, tokenProb, isTarget, clerp}; links[k]: {source, target (node indices),
 // weight, share}; incoming[i] / outgoing[i]: link indices, strongest |weight| first.
@@ -45,12 +45,17 @@ export function parseGraph(text) {
   const meta = json.metadata && typeof json.metadata === 'object' ? json.metadata : {};
 
   const byId = new Map();
-  const nodes = json.nodes.map((n, i) => {
+  const nodes = [];
+  let duplicateNodes = 0;
+  json.nodes.forEach((n, i) => {
     if (!n || typeof n !== 'object') throw new GraphFileError(`node ${i} is not an object`);
     const id = n.node_id;
     if (typeof id !== 'string' || !id) throw new GraphFileError(`node ${i} has no "node_id" string`);
-    if (byId.has(id)) throw new GraphFileError(`node_id "${id}" appears twice`);
-    byId.set(id, i);
+    // circuit-tracer's ids can collide: the error node of block L at position p is "0_L_p", as is
+    // feature L of block 0 there. Links name nodes by id only, so the first keeps it (the panel
+    // says how many others were left out) rather than refusing a file its own tools wrote.
+    if (byId.has(id)) { ++duplicateNodes; return; }
+    byId.set(id, nodes.length);
     if (typeof n.feature_type !== 'string') throw new GraphFileError(`node "${id}" has no "feature_type"`);
     if (!Number.isInteger(n.ctx_idx) || n.ctx_idx < 0) {
       throw new GraphFileError(`node "${id}" has no "ctx_idx" (a position, a whole number from 0)`);
@@ -60,12 +65,12 @@ export function parseGraph(text) {
     if (n.feature_type !== Kind.embedding && layer !== 'E' && !(Number.isInteger(block) && block >= 0 && layer !== '')) {
       throw new GraphFileError(`node "${id}" has layer "${n.layer}", neither "E" nor a block number`);
     }
-    return {
+    nodes.push({
       id, kind: n.feature_type, layer, block: n.feature_type === Kind.embedding || layer === 'E' ? -1 : block,
       pos: n.ctx_idx, feature: optionalNumber(n.feature), activation: optionalNumber(n.activation),
       influence: optionalNumber(n.influence), tokenProb: optionalNumber(n.token_prob),
-      isTarget: n.is_target_logit === true, clerp: typeof n.clerp === 'string' ? n.clerp : '', index: i,
-    };
+      isTarget: n.is_target_logit === true, clerp: typeof n.clerp === 'string' ? n.clerp : '', index: nodes.length,
+    });
   });
 
   // The blocks: 0 .. logit layer - 2 when logits are there (circuit-tracer's num_layers + 1), and
@@ -108,7 +113,8 @@ export function parseGraph(text) {
 
   const tokens = Array.isArray(meta.prompt_tokens) ? meta.prompt_tokens.map(String) : [];
   const nPositions = Math.max(tokens.length, ...nodes.map((n) => n.pos + 1));
-  return {meta, nodes, byId, links, incoming, outgoing, nBlocks, nPositions, tokens, droppedLinks, maxAbsWeight};
+  return {meta, nodes, byId, links, incoming, outgoing, nBlocks, nPositions, tokens, droppedLinks, duplicateNodes,
+          maxAbsWeight};
 }
 
 // Nodes shown at node threshold t (Neuronpedia's pruningThreshold): every embedding and logit, and

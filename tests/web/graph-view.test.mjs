@@ -226,4 +226,16 @@ describe('attribution graph panel', {skip: !fs.existsSync(path.join(kSite, 'inde
     assert.deepEqual((await drawnIds()).sort(), expectedShown(kGraph.metadata.node_threshold).sort());
     assert.ok(await page.getByTestId('generate').count() === 1);
   });
+
+  test('a repeated node_id (circuit-tracer\'s error and block-0 feature ids can collide) keeps the first', async () => {
+    const copy = JSON.parse(kText);
+    const first = copy.nodes.find((n) => n.feature_type === 'cross layer transcoder');
+    copy.nodes.push({...first, feature: first.feature + 1, influence: 0.01});
+    await page.getByTestId('graph-open-file').setInputFiles({name: 'repeated.json', mimeType: 'application/json',
+                                                            buffer: Buffer.from(JSON.stringify(copy))});
+    await page.getByTestId('graph-status').filter({hasText: 'repeated.json'}).waitFor();
+    assert.ok(await page.getByTestId('graph-error').isHidden());
+    assert.match(await page.getByTestId('graph-status').textContent(), /1 nodes repeat an earlier node_id/);
+    assert.deepEqual((await drawnIds()).sort(), expectedShown(kGraph.metadata.node_threshold).sort());
+  });
 });
