@@ -112,7 +112,9 @@ export function parseGraph(text) {
   });
 
   const tokens = Array.isArray(meta.prompt_tokens) ? meta.prompt_tokens.map(String) : [];
-  const nPositions = Math.max(tokens.length, ...nodes.map((n) => n.pos + 1));
+  // A loop, not Math.max(...): an unpruned graph's node list is longer than a call's arguments may be.
+  let nPositions = tokens.length;
+  for (const n of nodes) nPositions = Math.max(nPositions, n.pos + 1);
   return {meta, nodes, byId, links, incoming, outgoing, nBlocks, nPositions, tokens, droppedLinks, duplicateNodes,
           maxAbsWeight};
 }
