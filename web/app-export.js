@@ -5,7 +5,8 @@ import {encodeNpy} from './npy.js';
 import {Msg} from './protocol.js';
 import {heatmapOf} from './viz.js';
 
-function download(name, blob) {
+// Saves blob as a file called name (the browser's download).
+export function download(name, blob) {
   const a = document.createElement('a');
   a.href = URL.createObjectURL(blob);
   a.download = name;

@@ -5,7 +5,8 @@
 // the inputs and generation; each panel is an app-*.js module given the store, the worker and
 // these helpers: app-load.js (the model), app-inspect.js (the views of the picked token),
 // app-experiments.js (interventions, experiments, gradients, patching), app-circuits.js (head
-// detection, the quantization lens), app-sae.js (sparse autoencoders), app-export.js, app-share.js.
+// detection, the quantization lens), app-sae.js (sparse autoencoders), app-graph.js (attribution
+// graphs), app-export.js, app-share.js.
 // The interventions are the store's alone: compute() sends them with every request that computes
 // on the model, and each result shows what the worker says it ran under (showUnder).
 // First: it may reload the page (under the service worker, for threads) before anything starts.
@@ -21,7 +22,8 @@ import * as modelView from './view-model.js';
 import * as tokensView from './view-tokens.js';
 import {createCircuitsPanel} from './app-circuits.js';
 import {createExperimentsPanel} from './app-experiments.js';
-import {createExportPanel} from './app-export.js';
+import {createExportPanel, download} from './app-export.js';
+import {createGraphPanel, kGraphState} from './app-graph.js';
 import {createInspectPanel} from './app-inspect.js';
 import {createLoadPanel} from './app-load.js';
 import {createSaePanel, kSaeState} from './app-sae.js';
@@ -128,6 +130,7 @@ const store = createStore({
   sharedPending: true,    // the link's view is restored once, with the first model
   pendingPick: undefined, // the link's picked position, applied when its generation ends
   ...kSaeState,           // the SAE panel's (app-sae.js)
+  ...kGraphState,         // the attribution graph panel's (app-graph.js)
 }, render);
 const state = store.state;
 // ?debug=1 lets tests read the state (e.g. every attention row) without it living in the DOM.
@@ -363,11 +366,12 @@ const experimentsPanel = createExperimentsPanel({store, worker, $, on, compute, 
                                                  targetOf, pick, chooseLayerHead, showUnder, saeWords: saePanel.words});
 const circuitsPanel = createCircuitsPanel({store, worker, $, on, busy, pick, chooseLayerHead, showUnder});
 const exportPanel = createExportPanel({store, $, on, compute});
+const graphPanel = createGraphPanel({store, $, on, download});
 const sharePanel = createSharePanel({store, $, on, params, samplingDefaults: kSamplingDefaults, saePanel: () => saePanel,
                                      generate});
 // Each draws its part of the page (render) and takes its worker replies (onMessage: true when
 // the reply was its own); the experiments and circuits panels also end what waits on an error.
-const panels = [inspectPanel, loadPanel, experimentsPanel, circuitsPanel, saePanel, exportPanel, sharePanel];
+const panels = [inspectPanel, loadPanel, experimentsPanel, circuitsPanel, saePanel, exportPanel, sharePanel, graphPanel];
 
 // ---- Worker messages ------------------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 // Accessibility: axe-core (node_modules/axe-core, the rules WCAG 2.x A and AA and axe's best
 // practices) finds no violation on the page with a model loaded, a text generated and a token
-// picked, at desktop width and at phone width (390 x 844, where wide heat maps and tables scroll
+// picked and an attribution graph open with a node pinned (tests/web/fixtures/graph-capital.json), at
+// desktop width and at phone width (390 x 844, where wide heat maps and tables scroll
 // and so must be reachable by keyboard).
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -34,6 +35,8 @@ describe('accessibility (axe-core)', {skip}, () => {
                                      !document.querySelector('[data-testid=error]').hidden, null, {timeout: kTimeout});
     await generate(page);
     await page.waitForSelector('[data-testid=probs] li', {timeout: kTimeout});
+    await page.getByTestId('graph-open-file').setInputFiles(path.join(kRoot, 'tests/web/fixtures/graph-capital.json'));
+    await page.locator('[data-testid=graph-view] [data-node-id="9_12345_5"]').click();
     await page.addScriptTag({path: kAxe});
   });
 
