@@ -5,25 +5,40 @@
 # headless Chromium, their core suite (tests/web/browsers.test.mjs) in Firefox ESR too. Installs
 # what it needs first.
 #
-# Every configuration is built once (native, wasm + site, sanitizers, fuzzers), both cores at a
-# time; then the suites, each of which keeps one core busy, run in two lanes side by side:
-#   lane 1: native suite, sanitizer suite, WebAssembly suites under Node (at low priority, so
-#           that the browser tests' timing checks, e.g. input latency, see the CPU they would
-#           alone: lane 1 takes what the browser leaves)
-#   lane 2: fuzzers, browser tests
+# Every configuration is built once: scripts/build.sh (native, wasm + site) beside the sanitizer
+# build (the sanitizer suite and the fuzzers, scripts/fuzz.sh), so that neither's links and
+# single-threaded steps leave a core idle. Then the suites run in two lanes side by side:
+#   lane 1: native suite, sanitizer suite, WebAssembly suites, fuzzers and the tests/web files
+#           that start no browser (at low priority, so that the browser tests' timing checks,
+#           e.g. input latency, see the CPU they would alone: lane 1 takes what the browser
+#           leaves)
+#   lane 2: the browser tests
 # Each lane's output is printed whole when it ends (lane 2 last), so the log reads in order.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start_all=$SECONDS
 bash scripts/install-deps.sh
-bash scripts/build.sh
-
-echo "== building the sanitizer suite and the fuzzers (ASan + UBSan, clang)"
-FUZZ_BUILD_ONLY=1 FUZZ_ALSO_BUILD=gpt2_tests bash scripts/fuzz.sh
-echo "(builds took $((SECONDS - start_all)) s in all)"
 
 logs=build/test-logs
 mkdir -p "$logs"
+echo "== building: native, WebAssembly and the site beside the sanitizer suite and the fuzzers (ASan + UBSan, clang)"
+bash scripts/build.sh >"$logs/build.log" 2>&1 &
+build_pid=$!
+sanitize_status=0
+FUZZ_BUILD_ONLY=1 FUZZ_ALSO_BUILD=gpt2_tests bash scripts/fuzz.sh >"$logs/build-sanitize.log" 2>&1 ||
+  sanitize_status=$?
+build_status=0
+wait "$build_pid" || build_status=$?
+cat "$logs/build.log" "$logs/build-sanitize.log"
+[ "$build_status" = 0 ] || { echo "test.sh: scripts/build.sh FAILED"; exit 1; }
+[ "$sanitize_status" = 0 ] || { echo "test.sh: the sanitizer build FAILED"; exit 1; }
+echo "(builds took $((SECONDS - start_all)) s in all)"
+
+# The tests/web files that start no browser (they drive the engine under Node, or scripts).
+web_node=() web_browser=()
+for f in tests/web/*.test.mjs; do
+  if grep -qE 'launchBrowser|launch\(' "$f"; then web_browser+=("$f"); else web_node+=("$f"); fi
+done
 
 lane1() {
   echo "== native tests"
@@ -31,8 +46,8 @@ lane1() {
 
   echo "== native tests under AddressSanitizer + UndefinedBehaviorSanitizer"
   local start=$SECONDS
-  # Not [family]: GPT-2 XL's widths converted and run at -O0 cost half a minute here, and the
-  # same code runs under the sanitizers at the other tests' widths (natively and in wasm too).
+  # Not [family]: GPT-2 XL's widths converted and run under the sanitizers cost half a minute
+  # here, and the same code runs under them at the other tests' widths (natively and in wasm too).
   # "~[.]" keeps the hidden profiles out, which a test spec would otherwise let in.
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 build/sanitize/gpt2_tests "~[.]~[family]"
   echo "(the suite took $((SECONDS - start)) s under the sanitizers)"
@@ -48,16 +63,17 @@ lane1() {
     echo "== thread pool in the pthreads WebAssembly build under Node"
     node --no-experimental-fetch build/wasm/gpt2_thread_tests.js
   fi
-}
 
-lane2() {
   echo "== fuzzers, 30 s each (ASan + UBSan)"
   bash scripts/fuzz.sh 30
 
-  if [ -d tests/web ] && ls tests/web/*.test.mjs >/dev/null 2>&1; then
-    echo "== browser tests (headless Chromium; the core suite in Firefox ESR too)"
-    node --test tests/web/
-  fi
+  echo "== the tests/web files that start no browser"
+  node --test "${web_node[@]}"
+}
+
+lane2() {
+  echo "== browser tests (headless Chromium; the core suite in Firefox ESR too)"
+  node --test "${web_browser[@]}"
 }
 
 (renice -n 15 -p $BASHPID >/dev/null; lane1) >"$logs/lane1.log" 2>&1 &
@@ -68,8 +84,8 @@ lane1_status=0
 wait "$lane1_pid" || lane1_status=$?
 
 cat "$logs/lane1.log"
-[ "$lane1_status" = 0 ] || echo "test.sh: lane 1 (native, sanitizer, WebAssembly suites) FAILED"
+[ "$lane1_status" = 0 ] || echo "test.sh: lane 1 (native, sanitizer, WebAssembly suites, fuzzers, Node web tests) FAILED"
 echo "(test.sh took $((SECONDS - start_all)) s, installs and builds included)"
 cat "$logs/lane2.log"
-[ "$lane2_status" = 0 ] || echo "test.sh: lane 2 (fuzzers, browser tests) FAILED"
+[ "$lane2_status" = 0 ] || echo "test.sh: lane 2 (browser tests) FAILED"
 [ "$lane1_status" = 0 ] && [ "$lane2_status" = 0 ]
