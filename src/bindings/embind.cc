@@ -14,6 +14,13 @@
 //   over the capture); the jobs and experiments take the page's (means over the prompt) and give
 //   the conversation back captured under them (src/lab/conversation.h's Scope). A job: start...,
 //   then continueJob() until it returns s.total or the page cancels, jobResults(from), endJob().
+// Attribution graphs (src/lab/graph.h): loadTranscoders(uint8Array) -> [blocks];
+//   total = startGraph(promptIds, {targets: [id...], maxFeatureNodes}) (both fields optional),
+//   continueGraph() until it returns total (one backward pass of rows each; endGraph() cancels),
+//   then graphJson(nodeThreshold, edgeThreshold, prune) (circuit-tracer's graph file, the text
+//   `gpt2 graph --json` writes), checkGraph(['L_F_P', ...], value) -> {predicted, exact},
+//   graphFeatureCard(layer, feature, k) -> {activations, promoted, promotedWeights, suppressed,
+//   suppressedWeights}, on the last finished graph.
 // A VIEW (attention, headAttention, mlpActivations, residual) is a typed array over wasm memory,
 // valid until the next call into the engine (which may grow memory): copy it with slice().
 #include <emscripten/bind.h>
@@ -119,6 +126,24 @@ SaliencyRequest SaliencyRequestOf(int p, int target, int contrast, const std::st
 AtpCell AtpCellOf(const std::string& kind) {
   if (kind != "head" && kind != "resid") throw Error("The cell kind must be head or resid, not '" + kind + "'.");
   return kind == "head" ? AtpCell::kHead : AtpCell::kResidPre;
+}
+
+// {targets: [id, ...], maxFeatureNodes}: each optional (the most probable tokens; every feature).
+GraphOptions GraphOptionsFromJs(const val& spec) {
+  GraphOptions out;
+  if (!Given(spec)) return out;
+  out.targets = List(spec["targets"]);
+  if (Given(spec["maxFeatureNodes"])) out.max_feature_nodes = spec["maxFeatureNodes"].as<int>();
+  return out;
+}
+
+std::vector<std::string> Strings(const val& v) {  // a JS array of strings
+  std::vector<std::string> out;
+  for (int i = 0, n = Given(v) ? v["length"].as<int>() : 0; i < n; ++i) {
+    if (!v[i].isString()) throw Error("node ids are given as strings ('L_F_P')");
+    out.push_back(v[i].as<std::string>());
+  }
+  return out;
 }
 
 std::vector<uint8_t> BytesFromJs(const val& bytes) {  // a Uint8Array copied in one set()
@@ -353,6 +378,11 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
   Shape<SaeLogitWeights>("SaeLogitWeights").array<&SaeLogitWeights::promoted>("promoted")
       .array<&SaeLogitWeights::promoted_values>("promotedValues").array<&SaeLogitWeights::suppressed>("suppressed")
       .array<&SaeLogitWeights::suppressed_values>("suppressedValues");
+  Shape<GraphCheck>("GraphCheck").field("predicted", &GraphCheck::predicted).field("exact", &GraphCheck::exact);
+  Shape<GraphFeatureCard>("GraphFeatureCard").array<&GraphFeatureCard::activations>("activations")
+      .array<&GraphFeatureCard::promoted>("promoted").array<&GraphFeatureCard::promoted_weights>("promotedWeights")
+      .array<&GraphFeatureCard::suppressed>("suppressed")
+      .array<&GraphFeatureCard::suppressed_weights>("suppressedWeights");
   // The methods. LAB_METHOD(name, (, arguments...), what it returns from the Lab `l`): one line each.
 #define UNPAREN(...) __VA_ARGS__
 #define LAB_METHOD(js_name, params, ...) \
@@ -463,7 +493,16 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .LAB_METHOD("saeFeatures", (, int id, int p, int k), l.SaeFeatures(id, p, k))
       .LAB_METHOD("saeStrip", (, int id, int feature), CopyToJs(l.SaeStrip(id, feature)))
       .LAB_METHOD("saeLogitWeights", (, int id, val features, int k),
-                  ArrayOf(l.SaeLogitWeightsOf(id, List<int>(features), k)));
+                  ArrayOf(l.SaeLogitWeightsOf(id, List<int>(features), k)))
+      // Attribution graphs (lab/graph.h; the transcoders from gpt2-convert --transcoders).
+      .LAB_METHOD("loadTranscoders", (, val bytes), CopyToJs(l.LoadTranscoders(BytesFromJs(bytes))))
+      .LAB_METHOD("startGraph", (, val prompt, val options), l.StartGraph(List(prompt), GraphOptionsFromJs(options)))
+      .LAB_METHOD("continueGraph", (), l.ContinueGraph())
+      .LAB_METHOD("endGraph", (), l.EndGraph())
+      .LAB_METHOD("graphJson", (, double node_threshold, double edge_threshold, bool prune),
+                  l.GraphJsonText(node_threshold, edge_threshold, prune))
+      .LAB_METHOD("checkGraph", (, val node_ids, double value), l.CheckGraph(Strings(node_ids), static_cast<float>(value)))
+      .LAB_METHOD("graphFeatureCard", (, int layer, int feature, int k), l.FeatureCard(layer, feature, k));
 #undef LAB_METHOD
 #undef UNPAREN
 }

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <unordered_set>
 
@@ -216,6 +217,32 @@ class Parser {
 
 JsonValue ParseJson(const char* text, size_t size, const std::string& what) {
   return Parser(text, size, what).ParseDocument();
+}
+
+void JsonString(std::ostream& out, const std::string& s) {
+  out << '"';
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out << '\\' << c;
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out << buf;
+    } else {
+      out << c;
+    }
+  }
+  out << '"';
+}
+
+void JsonNumber(std::ostream& out, double v) {
+  if (!std::isfinite(v)) {
+    out << "null";
+    return;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  out << buf;
 }
 
 }  // namespace gpt2

@@ -265,8 +265,32 @@ std::vector<double> PartialInfluences(const std::vector<float>& rows, int64_t n_
 
 }  // namespace
 
-AttributionGraph BuildAttributionGraph(Session& session, const TranscoderSet& tcs, const std::vector<int>& ids,
-                                       const GraphOptions& options) {
+// Everything a build carries between its steps: the real run, the sources, the rows so far.
+struct AttributionGraphBuild::State {
+  State(const Model& m, const TranscoderSet& t, const std::vector<int>& i, const GraphOptions& o, Frozen frozen)
+      : model(m), tcs(t), ids(i), options(o), f(std::move(frozen)) {}
+  const Model& model;
+  const TranscoderSet& tcs;
+  std::vector<int> ids;
+  GraphOptions options;
+  Frozen f;
+  std::vector<Active> active;
+  Sources src;
+  int64_t n_active = 0, error_col = 0, embed_col = 0, n_cols = 0;
+  std::vector<int> logit_ids;
+  std::vector<float> logit_p;
+  int n_logits = 0, max_features = 0, total_rows = 0;
+  std::unique_ptr<FrozenBackward> backward;  // reads f and src: made once they are whole
+  std::vector<float> rows;
+  std::vector<int64_t> node_of;
+  std::vector<char> visited;
+  int st = 0;                  // rows done
+  std::vector<int64_t> order;  // the current queue of features, in the order run
+  size_t i0 = 0;               // the queue's next batch
+};
+
+AttributionGraphBuild::AttributionGraphBuild(Session& session, const TranscoderSet& tcs, const std::vector<int>& ids,
+                                             const GraphOptions& options) {
   const Model& model = session.model();
   const Config& c = model.config();
   const int T = static_cast<int>(ids.size()), C = c.n_embd, L = c.n_layer;
@@ -276,11 +300,13 @@ AttributionGraph BuildAttributionGraph(Session& session, const TranscoderSet& tc
   for (int t : options.targets) {
     if (t < 0 || t >= c.n_vocab) throw Error("graph: target " + std::to_string(t) + " is out of the vocabulary");
   }
-  const Frozen f = RunReal(session, ids);
+  s_ = std::make_unique<State>(model, tcs, ids, options, RunReal(session, ids));
+  State& s = *s_;
+  const Frozen& f = s.f;
+  std::vector<Active>& active = s.active;
+  Sources& src = s.src;
 
   // Features and errors from the real stream.
-  std::vector<Active> active;
-  Sources src;
   src.writes.resize(int64_t(L) * T);
   src.columns.resize(int64_t(L) * T);
   src.errors.resize(L);
@@ -309,7 +335,7 @@ AttributionGraph BuildAttributionGraph(Session& session, const TranscoderSet& tc
       }
     }
   }
-  const int64_t n_active = static_cast<int64_t>(active.size());
+  const int64_t n_active = s.n_active = static_cast<int64_t>(active.size());
 
   // Logits: circuit-tracer's compute_salient_logits, or the given targets.
   std::vector<double> probs(f.last_logits.begin(), f.last_logits.end());
@@ -317,7 +343,8 @@ AttributionGraph BuildAttributionGraph(Session& session, const TranscoderSet& tc
   double z = 0;
   for (double& p : probs) z += (p = std::exp(p - mx));
   for (double& p : probs) p /= z;
-  std::vector<int> logit_ids = options.targets;
+  std::vector<int>& logit_ids = s.logit_ids;
+  logit_ids = options.targets;
   if (logit_ids.empty()) {
     std::vector<int> order(c.n_vocab);
     std::iota(order.begin(), order.end(), 0);
@@ -331,14 +358,14 @@ AttributionGraph BuildAttributionGraph(Session& session, const TranscoderSet& tc
       if (cum >= options.desired_logit_prob) break;
     }
   }
-  const int n_logits = static_cast<int>(logit_ids.size());
-  std::vector<float> logit_p;
+  const int n_logits = s.n_logits = static_cast<int>(logit_ids.size());
+  std::vector<float>& logit_p = s.logit_p;
   for (int t : logit_ids) logit_p.push_back(static_cast<float>(probs[t]));
 
   // Columns: active features, errors [L][T], embeddings [T], logits.
-  const int64_t error_col = n_active, embed_col = n_active + int64_t(L) * T;
-  const int64_t n_cols = embed_col + T + n_logits;
-  FrozenBackward backward(model, session.pool(), f, src, n_cols, error_col, embed_col);
+  const int64_t error_col = s.error_col = n_active, embed_col = s.embed_col = n_active + int64_t(L) * T;
+  const int64_t n_cols = s.n_cols = embed_col + T + n_logits;
+  s.backward = std::make_unique<FrozenBackward>(model, session.pool(), f, src, n_cols, error_col, embed_col);
 
   // Logit targets: ln_f's frozen backward of W_U[tok] - mean_v W_U[v].
   std::vector<double> mean_u(C, 0.0);
@@ -356,73 +383,99 @@ AttributionGraph BuildAttributionGraph(Session& session, const TranscoderSet& tc
     FrozenLnBackward(row.data(), model.ln_f_g, f.inv_f[T - 1], C, target.inject.data());
     logit_targets.push_back(std::move(target));
   }
-  const int max_features = static_cast<int>(
+  s.max_features = static_cast<int>(
       options.max_feature_nodes < 0 ? n_active : std::min<int64_t>(options.max_feature_nodes, n_active));
-  const int total_rows = n_logits + max_features;
-  std::vector<float> rows(int64_t(total_rows) * n_cols, 0.0f);
-  std::vector<int64_t> node_of(total_rows);
-  int done = 0;
-  const auto report = [&]() {
-    if (options.progress && !options.progress(done, total_rows)) throw Error("graph: cancelled");
-  };
+  s.total_rows = n_logits + s.max_features;
+  s.rows.assign(int64_t(s.total_rows) * n_cols, 0.0f);
+  s.node_of.assign(s.total_rows, 0);
+  s.visited.assign(n_active, 0);
   {
     std::vector<const Target*> batch;
     for (const Target& t : logit_targets) batch.push_back(&t);
-    backward.Run(batch, rows.data());
-    for (int i = 0; i < n_logits; ++i) node_of[i] = embed_col + T + i;
-    done = n_logits;
-    report();
+    s.backward->Run(batch, s.rows.data());
+    for (int i = 0; i < n_logits; ++i) s.node_of[i] = embed_col + T + i;
+    s.st = n_logits;
   }
-  // Features: in circuit-tracer's order of discovery (all at once, or by partial influence).
-  std::vector<char> visited(n_active, 0);
-  int st = n_logits;
-  while (st - n_logits < max_features) {
+}
+
+AttributionGraphBuild::~AttributionGraphBuild() = default;
+
+int AttributionGraphBuild::rows_done() const { return s_->st; }
+int AttributionGraphBuild::rows_total() const { return s_->total_rows; }
+bool AttributionGraphBuild::done() const { return s_->st - s_->n_logits >= s_->max_features; }
+
+void AttributionGraphBuild::Continue() {
+  if (done()) return;
+  State& s = *s_;
+  const int C = s.model.config().n_embd;
+  const int64_t n_active = s.n_active, n_cols = s.n_cols;
+  const int n_logits = s.n_logits, max_features = s.max_features;
+  const std::vector<Active>& active = s.active;
+  std::vector<float> row(C);
+  // Features: in circuit-tracer's order of discovery (all at once, or by partial influence); a
+  // new queue when the last one is used up.
+  if (s.i0 >= s.order.size()) {
     std::vector<int64_t> pending;
     if (max_features == n_active) {
       pending.resize(n_active);
       std::iota(pending.begin(), pending.end(), 0);
     } else {
-      const std::vector<double> infl = PartialInfluences(rows, st, n_cols, node_of, logit_p);
+      const std::vector<double> infl = PartialInfluences(s.rows, s.st, n_cols, s.node_of, s.logit_p);
       std::vector<int64_t> rank(n_active);
       std::iota(rank.begin(), rank.end(), 0);
       std::stable_sort(rank.begin(), rank.end(), [&](int64_t a, int64_t b) { return infl[a] > infl[b]; });
-      const int queue = std::min(kRankQueue, max_features - (st - n_logits));
+      const int queue = std::min(kRankQueue, max_features - (s.st - n_logits));
       for (int64_t i : rank) {
         if (static_cast<int>(pending.size()) == queue) break;
-        if (!visited[i]) pending.push_back(i);
+        if (!s.visited[i]) pending.push_back(i);
       }
     }
     // The queue's rows in order of block, then position: each pass then runs only the blocks and
     // positions its targets need.
-    std::vector<int64_t> order = pending;
-    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    s.order = pending;
+    std::stable_sort(s.order.begin(), s.order.end(), [&](int64_t a, int64_t b) {
       return active[a].layer != active[b].layer ? active[a].layer > active[b].layer
                                                 : active[a].position > active[b].position;
     });
-    for (size_t i0 = 0; i0 < order.size(); i0 += kBatch) {
-      const size_t n = std::min<size_t>(kBatch, order.size() - i0);
-      std::vector<Target> targets;
-      for (size_t i = 0; i < n; ++i) {
-        const Active& a = active[order[i0 + i]];
-        const Sae* tc = tcs.block(a.layer);
-        tc->EncoderRowInto(a.feature, row.data());
-        Target t{a.layer, a.position, std::vector<float>(C, 0.0f)};
-        FrozenLnBackward(row.data(), nullptr, f.inv2[a.layer][a.position], C, t.inject.data());
-        targets.push_back(std::move(t));
-      }
-      std::vector<const Target*> batch;
-      for (const Target& t : targets) batch.push_back(&t);
-      backward.Run(batch, rows.data() + int64_t(st) * n_cols);
-      for (size_t i = 0; i < n; ++i) {
-        node_of[st + i] = order[i0 + i];
-        visited[order[i0 + i]] = 1;
-      }
-      st += static_cast<int>(n);
-      done = st;
-      report();
-    }
+    s.i0 = 0;
   }
+  const std::vector<int64_t>& order = s.order;
+  const size_t i0 = s.i0;
+  const size_t n = std::min<size_t>(kBatch, order.size() - i0);
+  std::vector<Target> targets;
+  for (size_t i = 0; i < n; ++i) {
+    const Active& a = active[order[i0 + i]];
+    const Sae* tc = s.tcs.block(a.layer);
+    tc->EncoderRowInto(a.feature, row.data());
+    Target t{a.layer, a.position, std::vector<float>(C, 0.0f)};
+    FrozenLnBackward(row.data(), nullptr, s.f.inv2[a.layer][a.position], C, t.inject.data());
+    targets.push_back(std::move(t));
+  }
+  std::vector<const Target*> batch;
+  for (const Target& t : targets) batch.push_back(&t);
+  s.backward->Run(batch, s.rows.data() + int64_t(s.st) * n_cols);
+  for (size_t i = 0; i < n; ++i) {
+    s.node_of[s.st + i] = order[i0 + i];
+    s.visited[order[i0 + i]] = 1;
+  }
+  s.st += static_cast<int>(n);
+  s.i0 += n;
+}
 
+AttributionGraph AttributionGraphBuild::Finish() {
+  if (!done()) throw Error("graph: the build is not finished");
+  State& s = *s_;
+  const Config& c = s.model.config();
+  const int T = static_cast<int>(s.ids.size()), L = c.n_layer;
+  const int64_t n_active = s.n_active, n_cols = s.n_cols, error_col = s.error_col, embed_col = s.embed_col;
+  const int n_logits = s.n_logits, total_rows = s.total_rows;
+  const std::vector<Active>& active = s.active;
+  const std::vector<char>& visited = s.visited;
+  const std::vector<int>& ids = s.ids;
+  const std::vector<int>& logit_ids = s.logit_ids;
+  const std::vector<float>& logit_p = s.logit_p;
+  const std::vector<int64_t>& node_of = s.node_of;
+  const std::vector<float>& rows = s.rows;
   // The graph over the selected features (in active order), as circuit-tracer packs it.
   AttributionGraph g;
   g.ids = ids;
@@ -462,6 +515,20 @@ AttributionGraph BuildAttributionGraph(Session& session, const TranscoderSet& tc
     for (int s = 0; s < N; ++s) g.adjacency[int64_t(t) * N + s] = rows[r * n_cols + col_of_node[s]];
   }
   return g;
+}
+
+AttributionGraph BuildAttributionGraph(Session& session, const TranscoderSet& tcs, const std::vector<int>& ids,
+                                       const GraphOptions& options) {
+  AttributionGraphBuild build(session, tcs, ids, options);
+  const auto report = [&]() {
+    if (options.progress && !options.progress(build.rows_done(), build.rows_total())) throw Error("graph: cancelled");
+  };
+  report();
+  while (!build.done()) {
+    build.Continue();
+    report();
+  }
+  return build.Finish();
 }
 
 namespace {

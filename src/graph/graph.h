@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,29 @@ struct AttributionGraph {
 // target out of the vocabulary.
 AttributionGraph BuildAttributionGraph(Session& session, const TranscoderSet& transcoders,
                                        const std::vector<int>& ids, const GraphOptions& options);
+
+// The same build in steps, for a caller that must answer in between (the page's worker reads its
+// cancel message only between calls): the constructor runs the real model on `session` (its one
+// use of it) and the logits' rows; each Continue() runs one batch of feature rows (one backward
+// pass, kBatch targets); Finish() packs the graph once done(). BuildAttributionGraph is this loop.
+// `transcoders` and the session's model and thread pool must outlive the build.
+class AttributionGraphBuild {
+ public:
+  AttributionGraphBuild(Session& session, const TranscoderSet& transcoders, const std::vector<int>& ids,
+                        const GraphOptions& options);
+  ~AttributionGraphBuild();
+  AttributionGraphBuild(const AttributionGraphBuild&) = delete;
+  AttributionGraphBuild& operator=(const AttributionGraphBuild&) = delete;
+  int rows_done() const;   // the logits' rows, then one per feature node
+  int rows_total() const;
+  bool done() const;
+  void Continue();
+  AttributionGraph Finish();  // gpt2::Error before done()
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
 
 // circuit-tracer's prune_graph and graph scores over a built graph; thresholds in [0, 1]
 // (gpt2::Error otherwise). Cheap next to building (a few products of N x N), so the page

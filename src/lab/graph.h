@@ -3,10 +3,14 @@
 // its Scope. Re-pruning with other thresholds needs no rebuild: PruneAttributionGraph(graph, ...).
 #pragma once
 
+#include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "graph/graph.h"
 #include "lab/conversation.h"
+#include "tokenizer/tokenizer.h"
 
 namespace gpt2 {
 
@@ -14,6 +18,31 @@ namespace gpt2 {
 // for an empty prompt, one past the context (with the BOS) or a target out of range.
 AttributionGraph AttributionGraphOf(Conversation& c, const TranscoderSet& transcoders,
                                     const std::vector<int>& prompt, const GraphOptions& options);
+
+// The same graph in steps (graph.h AttributionGraphBuild), for the page: the constructor makes
+// the checks AttributionGraphOf makes, runs the real model and gives the conversation back at
+// once (the steps only read the model and run the backward on the session's threads); each
+// Continue() is one batch of feature rows. `transcoders` must outlive the job.
+class GraphJob {
+ public:
+  GraphJob(Conversation& c, const TranscoderSet& transcoders, const std::vector<int>& prompt,
+           const GraphOptions& options);
+  int Continue();  // runs the next batch; returns rows_done()
+  int rows_done() const { return build_->rows_done(); }
+  int rows_total() const { return build_->rows_total(); }
+  bool done() const { return build_->done(); }
+  AttributionGraph Finish() { return build_->Finish(); }
+
+ private:
+  std::unique_ptr<AttributionGraphBuild> build_;
+};
+
+// A transcoder GGUF (gpt2-convert --transcoders) from bytes that it keeps.
+std::shared_ptr<const TranscoderSet> TranscodersFromBytes(std::vector<uint8_t> bytes, const Config& model);
+
+// The graph's feature nodes named by circuit-tracer's node ids ("L_F_P", as GraphJson writes
+// them): gpt2::Error naming an id that is not a feature node of this graph.
+std::vector<int> GraphFeatureNodes(const AttributionGraph& graph, const std::vector<std::string>& node_ids);
 
 // The check of a graph: feature nodes set to `value` (0: ablated), the graph's predicted change
 // of a logit node's quantity (graph.h PredictedLogitChange) beside the exact change of the same
@@ -38,5 +67,32 @@ struct GraphFeatureCard {
 };
 GraphFeatureCard FeatureCardOf(Conversation& c, const TranscoderSet& transcoders, const std::vector<int>& ids,
                                int layer, int feature, int k);
+
+// What a graph file shows: with pruning (PruneAttributionGraph at the thresholds) the kept nodes
+// that have a kept edge (circuit-tracer's create_used_nodes_and_edges: features and errors
+// without one are left out; every embedding and logit stays) and the kept edges between them;
+// without pruning every node and every nonzero edge. The scores and influences are reported
+// either way.
+struct GraphSelection {
+  PrunedGraph pruned;
+  bool prune = true;
+  double node_threshold = 0.8, edge_threshold = 0.98;
+  std::vector<char> used;  // [N]
+  bool edge(const AttributionGraph& g, int target, int source) const;
+};
+GraphSelection SelectGraph(const AttributionGraph& graph, double node_threshold, double edge_threshold, bool prune);
+
+// circuit-tracer's graph file (its frontend/graph_models.py Model, as create_graph_files writes
+// it, so Neuronpedia's and circuit-tracer's viewers open it), one line:
+//   {"metadata": {"slug", "scan", "transcoder_list", "prompt_tokens", "prompt", "node_threshold",
+//                 "replacement_score", "completeness_score"},
+//    "qParams": {...}, "nodes": [{"node_id", "feature", "layer", "ctx_idx", "feature_type",
+//    "token_prob", "is_target_logit", "run_idx", "reverse_ctx_idx", "jsNodeId", "clerp",
+//    "influence", "activation"}], "links": [{"source", "target", "weight"}]}
+// The one writer of the CLI's `gpt2 graph --json` and the page's engine.
+std::string GraphJson(const AttributionGraph& graph, const GraphSelection& selection, const Tokenizer& tokenizer);
+
+// The type names of the file's feature_type ("cross layer transcoder", ...).
+const char* GraphFeatureType(GraphNodeKind kind);
 
 }  // namespace gpt2

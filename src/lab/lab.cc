@@ -71,4 +71,42 @@ void Lab::EndJob() {
   job->End();
 }
 
+std::vector<int> Lab::LoadTranscoders(std::vector<uint8_t> bytes) {
+  std::shared_ptr<const TranscoderSet> set = TranscodersFromBytes(std::move(bytes), model_->config());
+  graph_job_.reset();
+  graph_.reset();
+  transcoders_ = std::move(set);
+  std::vector<int> blocks;
+  for (int l = 0; l < transcoders_->n_layer(); ++l) {
+    if (transcoders_->block(l) != nullptr) blocks.push_back(l);
+  }
+  return blocks;
+}
+
+const TranscoderSet& Lab::transcoders() const {
+  if (!transcoders_) throw Error("Load transcoders first (a GGUF from gpt2-convert --transcoders).");
+  return *transcoders_;
+}
+
+const AttributionGraph& Lab::graph() const {
+  if (!graph_) throw Error("Compute a graph first.");
+  return *graph_;
+}
+
+int Lab::StartGraph(const std::vector<int>& prompt, const GraphOptions& options) {
+  graph_job_.reset();
+  graph_job_ = std::make_unique<GraphJob>(conv_, transcoders(), prompt, options);
+  return graph_job_->rows_total();
+}
+
+int Lab::ContinueGraph() {
+  if (!graph_job_) throw Error("No graph is being computed.");
+  const int done = graph_job_->Continue();
+  if (graph_job_->done()) {
+    graph_ = std::make_unique<AttributionGraph>(graph_job_->Finish());
+    graph_job_.reset();
+  }
+  return done;
+}
+
 }  // namespace gpt2

@@ -12,6 +12,8 @@
 //   gradients.h    saliency, attribution patching, an attention score's saliency
 //   features.h     SAE features read at the capture
 //   head_scores.h, compare.h   head detection, the quantization lens
+//   graph.h        attribution graphs over loaded transcoders: a stepped job, then the
+//                  graph held for re-pruning, checks and feature cards
 // Its native tests are tests/lab/.
 #pragma once
 
@@ -29,6 +31,7 @@
 #include "lab/experiment.h"
 #include "lab/features.h"
 #include "lab/generation.h"
+#include "lab/graph.h"
 #include "lab/gradients.h"
 #include "lab/head_sweep.h"
 #include "lab/job.h"
@@ -177,7 +180,29 @@ class Lab {
   }
   StreamEdit SaeEdit(const SaeIntervention& s) const { return saes_.Edit(s); }
 
+  // --- Attribution graphs (graph.h): LoadTranscoders, StartGraph, ContinueGraph until it
+  // returns rows_total (the caller may cancel in between: EndGraph), then the graph is held for
+  // GraphJsonText (any thresholds), CheckGraph and GraphFeatureCard until the next StartGraph.
+  // Returns the blocks the set covers. Drops the graph and a running graph job (they read the
+  // old set).
+  std::vector<int> LoadTranscoders(std::vector<uint8_t> bytes);
+  // Returns the rows in all (logits, then one per feature node).
+  int StartGraph(const std::vector<int>& prompt, const GraphOptions& options);
+  int ContinueGraph();  // the rows done; the graph is held once they are all done
+  void EndGraph() { graph_job_.reset(); }
+  std::string GraphJsonText(double node_threshold, double edge_threshold, bool prune) const {
+    return GraphJson(graph(), SelectGraph(graph(), node_threshold, edge_threshold, prune), *tokenizer_);
+  }
+  GraphCheck CheckGraph(const std::vector<std::string>& node_ids, float value) {
+    return gpt2::CheckGraph(conv_, transcoders(), graph(), GraphFeatureNodes(graph(), node_ids), value);
+  }
+  GraphFeatureCard FeatureCard(int layer, int feature, int k) {
+    return FeatureCardOf(conv_, transcoders(), graph().ids, layer, feature, k);
+  }
+
  private:
+  const TranscoderSet& transcoders() const;
+  const AttributionGraph& graph() const;
   template <typename J, typename... Args>
   auto Start(const Args&... args) -> std::decay_t<decltype(std::declval<J>().start())> {
     job_.reset();
@@ -195,6 +220,9 @@ class Lab {
   std::unique_ptr<Sampler> sampler_;  // the by-hand Sample()'s
   std::unique_ptr<Generation> generation_;
   std::unique_ptr<Job> job_;
+  std::shared_ptr<const TranscoderSet> transcoders_;
+  std::unique_ptr<GraphJob> graph_job_;   // reads transcoders_
+  std::unique_ptr<AttributionGraph> graph_;  // the last finished graph
 };
 
 }  // namespace gpt2

@@ -1,7 +1,7 @@
 // gpt2 graph: the attribution graph of [50256] + the prompt (graph/graph.h, lab/graph.h).
 //   Without --json: the replacement and completeness scores and the kept nodes by influence.
-//   --json OUT.json writes circuit-tracer's graph file (its frontend/graph_models.py Model, as
-//   create_graph_files writes it, so Neuronpedia's and circuit-tracer's viewers open it):
+//   --json OUT.json writes circuit-tracer's graph file (lab/graph.h GraphJson, the writer the
+//   page's engine shares):
 //   {"metadata": {"slug", "scan", "transcoder_list", "prompt_tokens", "prompt", "node_threshold",
 //                 "replacement_score", "completeness_score"},
 //    "qParams": {...}, "nodes": [{"node_id", "feature", "layer", "ctx_idx", "feature_type",
@@ -29,62 +29,6 @@
 #include "tools/common/intervention_flags.h"
 
 namespace gpt2 {
-
-namespace {
-
-const char* FeatureType(GraphNodeKind k) {
-  switch (k) {
-    case GraphNodeKind::kFeature: return "cross layer transcoder";
-    case GraphNodeKind::kError: return "mlp reconstruction error";
-    case GraphNodeKind::kEmbedding: return "embedding";
-    case GraphNodeKind::kLogit: return "logit";
-  }
-  return "";
-}
-
-// circuit-tracer's Node fields for node i (graph_models.py: feature_node, error_node,
-// token_node, logit_node).
-void WriteNode(std::ostream& out, const AttributionGraph& g, int i, const PrunedGraph& pruned,
-               const std::string& token) {
-  const GraphNode& n = g.nodes[i];
-  const std::string id = GraphNodeId(g, i);
-  int feature = n.index;
-  std::string layer = std::to_string(n.layer), js = id;
-  if (n.kind == GraphNodeKind::kError) feature = -1;
-  if (n.kind == GraphNodeKind::kEmbedding) {
-    feature = n.position;
-    layer = "E";
-    js = "E_" + std::to_string(n.index) + "-" + std::to_string(n.position);
-  }
-  if (n.kind == GraphNodeKind::kFeature) js = std::to_string(n.layer) + "_" + std::to_string(n.index) + "-0";
-  if (n.kind == GraphNodeKind::kError) js = std::to_string(n.layer) + "_" + std::to_string(n.position) + "-0";
-  if (n.kind == GraphNodeKind::kLogit) js = "L_" + std::to_string(n.index) + "-" + std::to_string(n.position);
-  out << "{\"node_id\":";
-  JsonString(out, id);
-  out << ",\"feature\":" << feature << ",\"layer\":";
-  JsonString(out, layer);
-  out << ",\"ctx_idx\":" << n.position << ",\"feature_type\":";
-  JsonString(out, FeatureType(n.kind));
-  const bool logit = n.kind == GraphNodeKind::kLogit;
-  out << ",\"token_prob\":";
-  JsonNumber(out, logit ? n.activation : 0.0);
-  out << ",\"is_target_logit\":" << (logit && i == g.logit_begin() ? "true" : "false")
-      << ",\"run_idx\":0,\"reverse_ctx_idx\":0,\"jsNodeId\":";
-  JsonString(out, js);
-  out << ",\"clerp\":";
-  char p[32];
-  std::snprintf(p, sizeof p, "%.3f", logit ? n.activation : 0.0);
-  JsonString(out, logit ? "Output \"" + token + "\" (p=" + p + ")" : std::string());
-  out << ",\"influence\":";
-  if (logit) out << "null";
-  else JsonNumber(out, pruned.cumulative[i]);
-  out << ",\"activation\":";
-  if (n.kind == GraphNodeKind::kFeature) JsonNumber(out, n.activation);
-  else out << "null";
-  out << "}";
-}
-
-}  // namespace
 
 int GraphCommand(int argc, char** argv) {
   const Args args = [&] {
@@ -140,44 +84,29 @@ int GraphCommand(int argc, char** argv) {
   const double build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (args.Has("check")) {
     // --check: the node ids as the JSON and the summary name them ("L_F_P"), feature nodes only.
-    std::vector<int> chosen;
-    std::string list = args.Get("check");
+    std::vector<std::string> ids;
+    const std::string list = args.Get("check");
     for (size_t begin = 0; begin <= list.size();) {
       const size_t end = std::min(list.find(',', begin), list.size());
-      const std::string id = list.substr(begin, end - begin);
-      int found = -1;
-      for (int i = 0; i < g.n_features && found < 0; ++i) {
-        if (GraphNodeId(g, i) == id) found = i;
-      }
-      if (found < 0) throw UsageError("--check: '" + id + "' is not a feature node of this graph");
-      chosen.push_back(found);
+      ids.push_back(list.substr(begin, end - begin));
       begin = end + 1;
+    }
+    std::vector<int> chosen;
+    try {
+      chosen = GraphFeatureNodes(g, ids);
+    } catch (const Error& e) {
+      throw UsageError(std::string("--check: ") + e.what());
     }
     const GraphCheck check = CheckGraph(lab.conv(), *tcs, g, chosen, static_cast<float>(clamp));
     std::printf("check: %zu feature node(s) %s %g, logit %s: predicted change %.6g, exact change %.6g\n",
                 chosen.size(), clamp == 0 ? "ablated to" : "clamped to", clamp,
                 GraphNodeId(g, g.logit_begin()).c_str(), check.predicted, check.exact);
   }
-  const bool prune = !args.Has("no-prune");
   // Without pruning every node is kept; influence and scores are reported all the same.
-  PrunedGraph pruned = PruneAttributionGraph(g, node_threshold, edge_threshold);
+  const GraphSelection sel = SelectGraph(g, node_threshold, edge_threshold, !args.Has("no-prune"));
+  const PrunedGraph& pruned = sel.pruned;
+  const std::vector<char>& used = sel.used;
   const int N = g.size();
-  std::vector<char> keep_node = pruned.node_mask;
-  if (!prune) keep_node.assign(N, 1);
-  const auto keep_edge = [&](int t, int s) {
-    const float w = g.edge(t, s);
-    if (!prune) return w != 0.0f;
-    return pruned.edge_mask[int64_t(t) * N + s] && keep_node[t] && keep_node[s];
-  };
-  // create_used_nodes_and_edges: features and errors without a kept edge are left out.
-  std::vector<char> used(N, 0);
-  for (int t = 0; t < N; ++t) {
-    for (int s = 0; s < N; ++s) {
-      if (keep_edge(t, s)) used[t] = used[s] = 1;
-    }
-  }
-  for (int i = g.embedding_begin(); i < N; ++i) used[i] = 1;
-  if (!prune) used.assign(N, 1);
 
   // The build time is what scripts/bench-graph.mjs divides by a prefill's.
   std::printf("graph of %d tokens: %lld active features, %d feature nodes, %d logits, built in %.0f ms\n", g.n_pos,
@@ -192,7 +121,7 @@ int GraphCommand(int argc, char** argv) {
     std::printf("top nodes by influence on the logits (node_id, type, token, influence, activation):\n");
     for (size_t k = 0; k < order.size() && k < 20; ++k) {
       const GraphNode& n = g.nodes[order[k]];
-      std::printf("  %-16s %-26s %-14s %.4f %s\n", GraphNodeId(g, order[k]).c_str(), FeatureType(n.kind),
+      std::printf("  %-16s %-26s %-14s %.4f %s\n", GraphNodeId(g, order[k]).c_str(), GraphFeatureType(n.kind),
                   ("'" + lab.tokenizer().Decode({g.ids[n.position]}) + "'").c_str(), pruned.influence[order[k]],
                   n.kind == GraphNodeKind::kFeature ? std::to_string(n.activation).c_str() : "");
     }
@@ -202,48 +131,8 @@ int GraphCommand(int argc, char** argv) {
     }
     return 0;
   }
-  WriteJsonFile(args.Get("json"), [&](std::ostream& out) {
-    out << "{\"metadata\":{\"slug\":\"gpt2-graph\",\"scan\":\"gpt2-small-dun-chl-mlp-tc\",\"transcoder_list\":[],"
-           "\"prompt_tokens\":[";
-    for (int p = 0; p < g.n_pos; ++p) {
-      if (p) out << ",";
-      JsonString(out, lab.tokenizer().Decode({g.ids[p]}));
-    }
-    out << "],\"prompt\":";
-    JsonString(out, lab.tokenizer().Decode(g.ids));
-    out << ",\"node_threshold\":";
-    JsonNumber(out, node_threshold);
-    out << ",\"replacement_score\":";
-    JsonNumber(out, pruned.replacement_score);
-    out << ",\"completeness_score\":";
-    JsonNumber(out, pruned.completeness_score);
-    out << "},\"qParams\":{\"pinnedIds\":[],\"supernodes\":[],\"linkType\":\"both\",\"clickedId\":\"\",\"sg_pos\":\"\"},"
-           "\"nodes\":[";
-    bool first = true;
-    for (int i = 0; i < N; ++i) {
-      if (!used[i]) continue;
-      if (!first) out << ",";
-      first = false;
-      WriteNode(out, g, i, pruned, g.nodes[i].kind == GraphNodeKind::kLogit ? lab.tokenizer().Decode({g.nodes[i].index}) : "");
-    }
-    out << "],\"links\":[";
-    first = true;
-    for (int s = 0; s < N; ++s) {
-      for (int t = 0; t < N; ++t) {
-        if (!used[s] || !used[t] || !keep_edge(t, s)) continue;
-        if (!first) out << ",";
-        first = false;
-        out << "{\"source\":";
-        JsonString(out, GraphNodeId(g, s));
-        out << ",\"target\":";
-        JsonString(out, GraphNodeId(g, t));
-        out << ",\"weight\":";
-        JsonNumber(out, g.edge(t, s));
-        out << "}";
-      }
-    }
-    out << "]}\n";
-  });
+  const std::string json = GraphJson(g, sel, lab.tokenizer());
+  WriteJsonFile(args.Get("json"), [&](std::ostream& out) { out << json; });
   return 0;
 }
 
