@@ -20,7 +20,7 @@ import {execFileSync, spawnSync} from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 
-import {arg, benchModel, median, printMachine, repoRoot} from './node-engine.mjs';
+import {arg, benchModel, median, printMachine, randomSaeSafetensors, repoRoot} from './node-engine.mjs';
 
 const kRuns = Number(arg('runs', '3'));
 const kDIn = 768, kDSae = 24576, kLayers = 12, kMaxFeatureNodes = 1000;
@@ -29,38 +29,6 @@ const kPrompt = 'When Mary and John went to the store, John gave a drink to Mary
 const dir = path.join(repoRoot, 'build/bench/graph');
 const gpt2 = path.join(repoRoot, 'build/native/gpt2');
 const model = benchModel('gpt2');
-
-function lcg(seed) {
-  let state = seed >>> 0;
-  return () => {
-    state = (state * 1103515245 + 12345) >>> 0;
-    return state / 2 ** 32 - 0.5;
-  };
-}
-
-// Block `layer`'s sae.safetensors: W_enc [768, 24576], b_enc, W_dec [24576, 768], b_dec, f32.
-function transcoderSafetensors(layer) {
-  const random = lcg(1000 + layer);
-  const shapes = {W_enc: [kDIn, kDSae], b_enc: [kDSae], W_dec: [kDSae, kDIn], b_dec: [kDIn]};
-  const header = {};
-  let offset = 0;
-  for (const [name, shape] of Object.entries(shapes)) {
-    const n = shape.reduce((a, b) => a * b, 1);
-    header[name] = {dtype: 'F32', shape, data_offsets: [offset, offset + 4 * n]};
-    offset += 4 * n;
-  }
-  let json = JSON.stringify(header);
-  json += ' '.repeat((8 - json.length % 8) % 8);
-  const out = new Uint8Array(8 + json.length + offset);
-  new DataView(out.buffer).setBigUint64(0, BigInt(json.length), true);
-  out.set(new TextEncoder().encode(json), 8);
-  const values = new Float32Array(out.buffer, 8 + json.length, offset / 4);
-  const scale = 2 / Math.sqrt(kDIn);
-  for (let i = 0; i < values.length; ++i) values[i] = random() * scale;
-  const bEnc = new Float32Array(out.buffer, 8 + json.length + header.b_enc.data_offsets[0], kDSae);
-  for (let i = 0; i < kDSae; ++i) bEnc[i] = -1.6 + 0.1 * random();
-  return out;
-}
 
 // The transcoder folder and its Q8_0 GGUF, made once.
 const tcDir = path.join(dir, 'tc');
@@ -72,7 +40,7 @@ if (!fs.existsSync(tcFile)) {
     fs.writeFileSync(path.join(block, 'sae.json'), JSON.stringify({
       d_in: kDIn, d_sae: kDSae, hook_point: `blocks.${l}.ln2.hook_normalized`,
       out_hook_point: `blocks.${l}.hook_mlp_out`}));
-    fs.writeFileSync(path.join(block, 'sae.safetensors'), transcoderSafetensors(l));
+    fs.writeFileSync(path.join(block, 'sae.safetensors'), randomSaeSafetensors({dIn: kDIn, dSae: kDSae, seed: 1000 + l, encBias: -1.6}));
   }
   execFileSync(path.join(repoRoot, 'build/native/gpt2-convert'),
                ['--transcoders', tcDir, '--output', tcFile, '--type', 'q8_0'], {stdio: 'pipe'});

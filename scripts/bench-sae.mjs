@@ -11,46 +11,17 @@
 //   node --no-experimental-fetch scripts/bench-sae.mjs [--runs 3]
 import fs from 'node:fs';
 
-import {arg, benchModel, cpuTimed, engineFactory, loadEngine, median, printMachine} from './node-engine.mjs';
+import {arg, benchModel, cpuTimed, engineFactory, loadEngine, median, printMachine, randomSaeSafetensors} from './node-engine.mjs';
 
 const kRuns = Number(arg('runs', '3'));
 const kTokens = 64, kDIn = 768, kDSae = 24576, kLayer = 6;
 const file = benchModel('gpt2');
 
-// SAELens's safetensors: an 8-byte header length, the JSON header, the f32 data.
-function saeSafetensors() {
-  let state = 12345;
-  const random = () => {  // a small LCG: the values only need to look like weights
-    state = (state * 1103515245 + 12345) >>> 0;
-    return state / 2 ** 32 - 0.5;
-  };
-  const shapes = {W_enc: [kDIn, kDSae], b_enc: [kDSae], W_dec: [kDSae, kDIn], b_dec: [kDIn]};
-  const header = {};
-  let offset = 0;
-  for (const [name, shape] of Object.entries(shapes)) {
-    const n = shape.reduce((a, b) => a * b, 1);
-    header[name] = {dtype: 'F32', shape, data_offsets: [offset, offset + 4 * n]};
-    offset += 4 * n;
-  }
-  let json = JSON.stringify(header);
-  json += ' '.repeat((8 - json.length % 8) % 8);
-  const out = new Uint8Array(8 + json.length + offset);
-  new DataView(out.buffer).setBigUint64(0, BigInt(json.length), true);
-  out.set(new TextEncoder().encode(json), 8);
-  const values = new Float32Array(out.buffer, 8 + json.length, offset / 4);
-  const scale = 2 / Math.sqrt(kDIn);
-  for (let i = 0; i < values.length; ++i) values[i] = random() * scale;
-  // b_enc a little negative, so that a few percent of the features fire.
-  const bEnc = new Float32Array(out.buffer, 8 + json.length + header.b_enc.data_offsets[0], kDSae);
-  for (let i = 0; i < kDSae; ++i) bEnc[i] = -0.6 + 0.1 * random();
-  return out;
-}
-
 printMachine();
 const {Module, engine} = await loadEngine(engineFactory(), fs.readFileSync(file));
 
 // Conversion in the page's way, the wasm heap measured before and after (memory never shrinks).
-const weights = saeSafetensors();
+const weights = randomSaeSafetensors({dIn: kDIn, dSae: kDSae, seed: 12345, encBias: -0.6});
 const heap0 = Module.memoryStats().heapBytes;
 const conversion = cpuTimed(() => {
   const c = new Module.Converter();

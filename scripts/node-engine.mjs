@@ -70,3 +70,34 @@ export async function loadEngine(create, bytes) {
   const info = engine.finishLoad(1);
   return {Module, engine, info};
 }
+
+// An SAE (or transcoder) of random f32 weights in SAELens's safetensors layout (an 8-byte header
+// length, the JSON header, the data): W_enc [dIn, dSae], b_enc, W_dec [dSae, dIn], b_dec. The
+// values only need to look like weights (a small LCG from `seed`); b_enc is encBias plus a little
+// noise, negative so that a few percent of the features fire.
+export function randomSaeSafetensors({dIn, dSae, seed, encBias}) {
+  let state = seed >>> 0;
+  const random = () => {
+    state = (state * 1103515245 + 12345) >>> 0;
+    return state / 2 ** 32 - 0.5;
+  };
+  const shapes = {W_enc: [dIn, dSae], b_enc: [dSae], W_dec: [dSae, dIn], b_dec: [dIn]};
+  const header = {};
+  let offset = 0;
+  for (const [name, shape] of Object.entries(shapes)) {
+    const n = shape.reduce((a, b) => a * b, 1);
+    header[name] = {dtype: 'F32', shape, data_offsets: [offset, offset + 4 * n]};
+    offset += 4 * n;
+  }
+  let json = JSON.stringify(header);
+  json += ' '.repeat((8 - json.length % 8) % 8);
+  const out = new Uint8Array(8 + json.length + offset);
+  new DataView(out.buffer).setBigUint64(0, BigInt(json.length), true);
+  out.set(new TextEncoder().encode(json), 8);
+  const values = new Float32Array(out.buffer, 8 + json.length, offset / 4);
+  const scale = 2 / Math.sqrt(dIn);
+  for (let i = 0; i < values.length; ++i) values[i] = random() * scale;
+  const bEnc = new Float32Array(out.buffer, 8 + json.length + header.b_enc.data_offsets[0], dSae);
+  for (let i = 0; i < dSae; ++i) bEnc[i] = encBias + 0.1 * random();
+  return out;
+}

@@ -10,9 +10,10 @@
 #include "model/config.h"
 
 namespace gpt2 {
+namespace {
 
-AttributionGraph AttributionGraphOf(Conversation& c, const TranscoderSet& transcoders,
-                                    const std::vector<int>& prompt, const GraphOptions& options) {
+// The checks both ways of building make, and the ids the graph is built on.
+std::vector<int> GraphIds(const Conversation& c, const std::vector<int>& prompt, const GraphOptions& options) {
   if (!c.interventions().empty()) {
     throw Error("The attribution graph reads the plain model; clear the interventions first.");
   }
@@ -21,19 +22,20 @@ AttributionGraph AttributionGraphOf(Conversation& c, const TranscoderSet& transc
   ids.insert(ids.end(), prompt.begin(), prompt.end());
   c.CheckPrompt(static_cast<int>(ids.size()));
   for (int t : options.targets) c.RequireToken(t);
+  return ids;
+}
+
+}  // namespace
+
+AttributionGraph AttributionGraphOf(Conversation& c, const TranscoderSet& transcoders,
+                                    const std::vector<int>& prompt, const GraphOptions& options) {
+  const std::vector<int> ids = GraphIds(c, prompt, options);
   return c.WithRestore([&] { return BuildAttributionGraph(c.UnrecordedSession(), transcoders, ids, options); });
 }
 
 GraphJob::GraphJob(Conversation& c, const TranscoderSet& transcoders, const std::vector<int>& prompt,
                    const GraphOptions& options) {
-  if (!c.interventions().empty()) {
-    throw Error("The attribution graph reads the plain model; clear the interventions first.");
-  }
-  if (prompt.empty()) throw Error("The prompt is empty.");
-  std::vector<int> ids = {kEndOfText};  // circuit-tracer's graphs start at a BOS
-  ids.insert(ids.end(), prompt.begin(), prompt.end());
-  c.CheckPrompt(static_cast<int>(ids.size()));
-  for (int t : options.targets) c.RequireToken(t);
+  const std::vector<int> ids = GraphIds(c, prompt, options);
   c.WithRestore([&] {
     build_ = std::make_unique<AttributionGraphBuild>(c.UnrecordedSession(), transcoders, ids, options);
     return 0;
