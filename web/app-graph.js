@@ -1,13 +1,15 @@
-// The page's attribution-graph panel: a graph file (circuit-tracer's JSON, graph.js) opened from
-// a local file, its thresholds, the node a person pins or moves to by keyboard, and the export.
-// Every graph text, whatever its source, enters through openGraphText(); the engine's job that
-// computes a graph on the page's conversation (issue 36) is to hand its reply's JSON text to it,
-// and its "Compute graph" button belongs here once the worker has that job. State lives in the
-// store (kGraphState); graph.js derives, view-graph.js draws.
+// The page's attribution-graph panel: transcoders loaded into the engine (worker-graph.js), a
+// graph computed there on a prompt (progress, cancel) or opened from a file (circuit-tracer's
+// JSON, graph.js), its thresholds, the node a person pins or moves to by keyboard, the export,
+// and for a computed graph a feature's card and the check of picked features (predicted against
+// exact). Every graph text, whatever its source, enters through openGraphText(). State lives in
+// the store (kGraphState); graph.js derives, view-graph.js and view-graph-check.js draw.
 import {defaultLogit, GraphFileError, Kind, parseGraph, rowsOf, shownNodes, stepFrom, strongestPaths} from './graph.js';
+import {Msg, Phase} from './protocol.js';
 import {renderIfChanged} from './store.js';
+import * as checkView from './view-graph-check.js';
 import * as graphView from './view-graph.js';
-import {fmt} from './viz.js';
+import {fmt, mb} from './viz.js';
 
 // The store's graph fields, merged into app.js's initial state.
 export const kGraphState = {
@@ -20,6 +22,21 @@ export const kGraphState = {
   graphPinned: -1,         // the node whose links stay drawn
   graphHover: -1,
   graphFocusSeq: 0,        // a new value moves keyboard focus to graphCurrent
+  graphTranscoders: {blocks: [], bytes: 0, nLayer: 0},  // the worker's 'transcoders' reply
+  graphTranscodersLoading: false,
+  graphTranscodersProgress: {value: 0},
+  graphTranscodersStatus: 'No transcoders loaded.',
+  graphTranscodersUrl: '',
+  graphPrompt: null,       // as typed (null: index.html's)
+  graphMaxFeatures: null,
+  graphComputing: null,    // {done, total} while the engine computes a graph
+  graphComputed: false,    // the graph shown is the engine's last computed one (cards and checks read it)
+  graphUnder: null,        // the computed graph's reply (what it ran under)
+  graphCard: null,         // the 'graph-card' reply, or {waiting: true}
+  graphCheckNodes: [],     // node ids picked for the check
+  graphCheckValue: '0',
+  graphChecks: [],         // 'graph-check' replies, newest first
+  graphChecking: false,
 };
 
 // circuit-tracer prunes to 0.8 of the cumulative influence by default (create_graph_files).
@@ -38,8 +55,10 @@ function memo(fn) {
   };
 }
 
-// store, $, on: app.js's; download(name, blob): app-export.js's.
-export function createGraphPanel({store, $, on, download}) {
+// store, worker, $, on: app.js's; download(name, blob): app-export.js's; hfBase: the page's
+// Hugging Face; canRun(s): whether the engine is free for a run; showUnder(id, result): writes
+// what a result was computed under.
+export function createGraphPanel({store, worker, $, on, download, hfBase, canRun, showUnder}) {
   const state = store.state;
   const shownOf = memo(shownNodes);
   const rowsOfShown = memo(rowsOf);
@@ -48,7 +67,7 @@ export function createGraphPanel({store, $, on, download}) {
   // The one way a graph reaches the page: the JSON text of a graph file (a local file now; the
   // engine's computed graph later), and where it came from in words. A text that is not a graph
   // leaves the graph shown before, and everything else, as it was.
-  function openGraphText(text, source) {
+  function openGraphText(text, source, {computed = false, nodeThreshold} = {}) {
     let model;
     try {
       model = parseGraph(text);
@@ -57,9 +76,10 @@ export function createGraphPanel({store, $, on, download}) {
       store.set({graphError: `Could not open ${source} as an attribution graph: ${e.message}.`});
       return false;
     }
-    const t = model.meta.node_threshold;
+    const t = nodeThreshold ?? model.meta.node_threshold;
     store.set({
-      graph: {model, text, source}, graphError: '',
+      graph: {model, text, source}, graphError: '', graphComputed: computed, graphCard: null, graphCheckNodes: [],
+      graphChecks: [],
       graphNodeThreshold: typeof t === 'number' && t > 0 && t <= 1 ? t : kDefaultNodeThreshold,
       graphEdgeThreshold: 0, graphLogit: defaultLogit(model), graphCurrent: -1, graphPinned: -1, graphHover: -1,
     });
@@ -69,11 +89,144 @@ export function createGraphPanel({store, $, on, download}) {
   const model = () => state.graph?.model;
   const shown = () => shownOf(model(), state.graphNodeThreshold);
 
-  // Click or Enter: the node's links stay drawn (again: they go); a logit becomes the paths' end.
+  // Click or Enter: the node's links stay drawn (again: they go); a logit becomes the paths' end;
+  // a feature of a computed graph shows its card.
   function choose(i) {
     const n = model().nodes[i];
-    store.set({graphCurrent: i, graphPinned: state.graphPinned === i ? -1 : i,
-               ...(n.kind === Kind.logit ? {graphLogit: i} : {})});
+    const pinned = state.graphPinned === i ? -1 : i;
+    store.set({graphCurrent: i, graphPinned: pinned, ...(n.kind === Kind.logit ? {graphLogit: i} : {})});
+    if (pinned >= 0 && n.kind === Kind.feature && state.graphComputed) {
+      store.set({graphCard: {waiting: true}});
+      worker.postMessage({type: Msg.graphCard, layer: n.block, feature: n.feature});
+    }
+  }
+
+  // ---- Transcoders and computing ----------------------------------------------------------------
+
+  const prompt = () => state.graphPrompt ?? $('graph-prompt').defaultValue;
+  const maxFeatures = () => state.graphMaxFeatures ?? $('graph-max-features').defaultValue;
+
+  function loadTranscoders(source) {
+    store.set({graphTranscodersLoading: true, graphTranscodersProgress: {value: 0},
+               graphTranscodersStatus: 'Starting…', graphError: ''});
+    worker.postMessage({type: Msg.transcodersLoad, source});
+  }
+
+  function compute() {
+    const n = Number(maxFeatures());
+    if (!Number.isInteger(n) || n < 1) {
+      store.set({graphError: 'The most feature nodes must be a whole number from 1.'});
+      return;
+    }
+    if (!prompt().trim()) {
+      store.set({graphError: 'Type a prompt for the graph first.'});
+      return;
+    }
+    store.set({graphComputing: {done: 0, total: 0}, graphError: ''});
+    worker.postMessage({type: Msg.graphCompute, prompt: prompt(), maxFeatureNodes: n});
+  }
+
+  // The pinned node's id when it is a feature of the computed graph, else null.
+  function pinnedFeature(s) {
+    const g = s.graph?.model;
+    const n = g && s.graphComputed && s.graphPinned >= 0 ? g.nodes[s.graphPinned] : null;
+    return n && n.kind === Kind.feature ? n.id : null;
+  }
+
+  on($('graph-transcoders-hf'), 'click', () => loadTranscoders({kind: 'hf', hf: hfBase}));
+  $('graph-transcoders-url').addEventListener('input', (e) => store.set({graphTranscodersUrl: e.target.value}));
+  on($('graph-transcoders-load-url'), 'click', () => {
+    const folder = state.graphTranscodersUrl.trim();
+    if (!folder) {
+      store.set({graphError: 'Type the URL of a folder holding gpt2-small-dun-chl-mlp-tc0/ and the like first.'});
+      return;
+    }
+    loadTranscoders({kind: 'url', folder});
+  });
+  on($('graph-transcoders-file'), 'change', (e) => {
+    const files = [...(e.target.files || [])];
+    e.target.value = '';
+    if (files.length) loadTranscoders({kind: 'files', files});
+  });
+  on($('graph-transcoders-drop'), 'click', () => worker.postMessage({type: Msg.transcodersDrop}));
+  $('graph-prompt').addEventListener('input', (e) => store.set({graphPrompt: e.target.value}));
+  $('graph-max-features').addEventListener('input', (e) => store.set({graphMaxFeatures: e.target.value}));
+  on($('graph-prompt'), 'keydown', (e) => { if (e.key === 'Enter' && !$('graph-compute').disabled) compute(); });
+  on($('graph-compute'), 'click', compute);
+  // Also stops a transcoder download between blocks.
+  on($('graph-cancel'), 'click', () => worker.postMessage({type: Msg.cancelJob}));
+  on($('graph-check-add'), 'click', () => {
+    const id = pinnedFeature(state);
+    if (id && !state.graphCheckNodes.includes(id)) store.set({graphCheckNodes: [...state.graphCheckNodes, id]});
+  });
+  on($('graph-check-clear'), 'click', () => store.set({graphCheckNodes: []}));
+  $('graph-check-value').addEventListener('input', (e) => store.set({graphCheckValue: e.target.value}));
+  on($('graph-check'), 'click', () => {
+    const value = Number(state.graphCheckValue);
+    if (String(state.graphCheckValue).trim() === '' || !Number.isFinite(value)) {
+      store.set({graphError: 'The value to set the features to must be a number (0 ablates them).'});
+      return;
+    }
+    const nodeIds = state.graphCheckNodes.length ? state.graphCheckNodes : [pinnedFeature(state)].filter(Boolean);
+    if (!nodeIds.length) {
+      store.set({graphError: 'Pin a feature node of the computed graph first (click it), or add several.'});
+      return;
+    }
+    store.set({graphChecking: true, graphError: ''});
+    worker.postMessage({type: Msg.graphCheck, nodeIds, value});
+  });
+
+  function transcodersProgress({phase, loaded, total, file, block}) {
+    const pct = total ? Math.round((loaded / total) * 100) : 0;
+    const which = block !== undefined ? `block ${block}` : file || 'the file';
+    const verb = {[Phase.download]: `Downloading ${file || which}`, [Phase.cache]: `Read ${which} from the browser cache`,
+                  [Phase.file]: `Reading ${which}`, [Phase.parse]: `Loading ${which} into the model`,
+                  [Phase.convert]: 'Converting to Q8_0'}[phase] || phase;
+    const amount = phase === Phase.convert ? `${loaded} of ${total} tensors` : `${mb(loaded)} of ${mb(total)}`;
+    store.set({graphTranscodersProgress: {value: pct},
+               graphTranscodersStatus: phase === Phase.parse || !total ? `${verb}…` : `${verb}: ${amount} (${pct}%)`});
+  }
+
+  function transcodersText(t, note) {
+    const n = t.blocks.length;
+    const blocks = n === t.nLayer && n > 0 ? `all ${n} blocks` : n ? `blocks ${t.blocks.join(', ')} of 0..${t.nLayer - 1}` : '';
+    const held = n ? `Transcoders of ${blocks} loaded (${mb(t.bytes)}).` : 'No transcoders loaded.';
+    return `${held}${note ? ` ${note}` : ''}`;
+  }
+
+  function onMessage(msg) {
+    switch (msg.type) {
+      case Msg.transcodersProgress: transcodersProgress(msg); return true;
+      case Msg.transcoders:
+        store.set({graphTranscoders: msg, graphTranscodersLoading: false, graphTranscodersStatus: transcodersText(msg, msg.note),
+                   graphTranscodersProgress: {value: msg.blocks.length ? 100 : 0},
+                   // The engine dropped its graph with the old set: a graph shown stays, without cards or checks.
+                   ...(state.graphComputed ? {graphComputed: false, graphCard: null} : {})});
+        return true;
+      case Msg.graphProgress: store.set({graphComputing: {done: msg.done, total: msg.total}}); return true;
+      case Msg.graph:
+        store.set({graphComputing: null});
+        if (msg.cancelled) {
+          store.set({graphError: `Cancelled after ${msg.done} of ${msg.total} rows; the graph shown before stays.`});
+        } else if (openGraphText(msg.text, `computed in ${(msg.ms / 1000).toFixed(1)} s`, {computed: true,
+                                                                                          nodeThreshold: msg.nodeThreshold})) {
+          store.set({graphUnder: msg});
+        }
+        return true;
+      case Msg.graphCard:
+        if (state.graphComputed) store.set({graphCard: msg});
+        return true;
+      case Msg.graphCheck:
+        store.set({graphChecking: false, graphChecks: [msg, ...state.graphChecks]});
+        return true;
+      default: return false;
+    }
+  }
+
+  // An error of kind 'graph' ends whatever the panel waits for.
+  function onError(message) {
+    store.set({graphTranscodersLoading: false, graphComputing: null, graphChecking: false, graphError: message,
+               ...(state.graphCard?.waiting ? {graphCard: null} : {})});
   }
 
   const nodeOf = (target) => target.closest?.('[data-node-id]');
@@ -154,8 +307,36 @@ export function createGraphPanel({store, $, on, download}) {
 
   return {
     openGraphText,
+    onMessage,
+    onError,
     render(s) {
       const g = s.graph?.model || null;
+      const free = canRun(s) && !!s.info;
+      const loading = s.graphTranscodersLoading, computing = !!s.graphComputing;
+      for (const id of ['graph-transcoders-hf', 'graph-transcoders-load-url', 'graph-transcoders-file']) {
+        $(id).disabled = !free || loading || computing;
+      }
+      $('graph-transcoders-drop').disabled = !free || loading || computing || !s.graphTranscoders.blocks.length;
+      $('graph-transcoders-progress').value = s.graphTranscodersProgress.value;
+      $('graph-transcoders-status').textContent = s.graphTranscodersStatus;
+      if ($('graph-transcoders-url').value !== s.graphTranscodersUrl) $('graph-transcoders-url').value = s.graphTranscodersUrl;
+      if (s.graphPrompt !== null && $('graph-prompt').value !== s.graphPrompt) $('graph-prompt').value = s.graphPrompt;
+      $('graph-compute').disabled = !free || loading || computing || !s.graphTranscoders.blocks.length;
+      $('graph-cancel').disabled = !computing && !loading;
+      const c = s.graphComputing;
+      $('graph-compute-progress').value = c && c.total ? Math.round((c.done / c.total) * 100) : 0;
+      const pinned = pinnedFeature(s);
+      $('graph-check-add').disabled = !pinned || s.graphCheckNodes.includes(pinned);
+      $('graph-check-clear').disabled = !s.graphCheckNodes.length;
+      $('graph-check').disabled = !free || computing || s.graphChecking || !s.graphComputed ||
+          (!pinned && !s.graphCheckNodes.length);
+      $('graph-check-nodes').textContent = s.graphCheckNodes.length ? `Picked: ${s.graphCheckNodes.join(', ')}.` :
+          pinned ? `The pinned feature ${pinned} is checked unless you add others.` : 'No feature picked.';
+      showUnder('graph-under', s.graphComputed ? s.graphUnder : null);
+      renderIfChanged(checkView.renderCard, $('graph-feature-card'), {
+        card: s.graphComputed && s.graphCard && !s.graphCard.waiting ? s.graphCard : null,
+        waiting: !!s.graphCard?.waiting, label: ''});
+      renderIfChanged(checkView.renderChecks, $('graph-check-result'), {checks: s.graphChecks, running: s.graphChecking});
       const err = $('graph-error');
       err.textContent = s.graphError;
       err.hidden = !s.graphError;

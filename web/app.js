@@ -155,7 +155,7 @@ function sampling() {
 // The buttons that start work, enabled (render) and honoured (keyboard shortcuts) alike.
 const busy = (s) => s.generating || s.loading || s.experimenting || s.sweep.running || s.patching.running ||
     s.heads.running || s.quant.running ||
-    s.pathPatch.running || s.pathPatch.pathsRunning;
+    s.pathPatch.running || s.pathPatch.pathsRunning || !!s.graphComputing || s.graphTranscodersLoading;
 const canGenerate = (s) => !!s.info && !busy(s);
 const canLoad = (s) => s.ready && !busy(s);
 
@@ -366,7 +366,8 @@ const experimentsPanel = createExperimentsPanel({store, worker, $, on, compute, 
                                                  targetOf, pick, chooseLayerHead, showUnder, saeWords: saePanel.words});
 const circuitsPanel = createCircuitsPanel({store, worker, $, on, busy, pick, chooseLayerHead, showUnder});
 const exportPanel = createExportPanel({store, $, on, compute});
-const graphPanel = createGraphPanel({store, $, on, download});
+const graphPanel = createGraphPanel({store, worker, $, on, download, hfBase: loadPanel.hfBase, canRun: (s) => !busy(s),
+                                     showUnder});
 const sharePanel = createSharePanel({store, $, on, params, samplingDefaults: kSamplingDefaults, saePanel: () => saePanel,
                                      generate});
 // Each draws its part of the page (render) and takes its worker replies (onMessage: true when
@@ -397,6 +398,10 @@ worker.onmessage = ({data: msg}) => {
       experimentsPanel.onError(msg.kind);
       circuitsPanel.onError(msg.kind);
       if (msg.kind === ErrorKind.sae) saePanel.onError(msg.message);
+      if (msg.kind === ErrorKind.graph) {
+        graphPanel.onError(msg.message);  // shown in the panel, beside what failed
+        break;
+      }
       store.set({error: msg.message});
       break;
     default:

@@ -91,6 +91,22 @@
 //                                    position of the conversation, each with the logitK tokens its
 //                                    decoder direction promotes and suppresses most
 //     {type:'sae-strip', id, feature, interventions}  a feature's activation at every captured position
+//     {type:'transcoders-load', source}  transcoders for attribution graphs (worker-graph.js), added
+//                                    to the blocks held: source {kind:'hf', hf}: every block of the
+//                                    public GPT-2 small set from hf/jacobdunefsky/gpt2small-
+//                                    transcoders (transcoders.js); {kind:'url', folder}: the blocks
+//                                    folder/gpt2-small-dun-chl-mlp-tc{L}/ holds (sae.json,
+//                                    sae.safetensors); {kind:'files', files}: .gguf files from
+//                                    gpt2-convert --transcoders. Each block converted to Q8_0 and
+//                                    cached (the first two); 'cancel-job' stops between blocks
+//     {type:'transcoders-drop'}
+//     {type:'graph-compute', prompt, maxFeatureNodes}  the attribution graph of [50256] + the
+//                                    prompt's ids on the plain model (`gpt2 graph`), in steps with
+//                                    'graph-progress'; 'cancel-job' stops it
+//     {type:'graph-check', nodeIds, value}  the last computed graph's feature nodes ('L_F_P') set
+//                                    to value (0: ablated): its predicted change of the top logit
+//                                    beside the exact one (`gpt2 graph --check`)
+//     {type:'graph-card', layer, feature}  a transcoder feature's card over the graph's prompt
 //     {type:'clear-cache'}
 //     {type:'cache-info'}            answered with 'cache' at once, even while a job runs
 //   worker -> page (each reply to a request in kComputes also carries `under`, see above)
@@ -181,6 +197,18 @@
 //                                                    engine.saeFeatures and saeLogitWeights per
 //                                                    feature; pieces: {token id: text}
 //     {type:'sae-strip', id, feature, values: Float32Array [positions]}
+//     {type:'transcoders-progress', phase, loaded, total, file, block}  as 'progress', per block
+//     {type:'transcoders', blocks, bytes, nLayer, note, from}  the blocks held, their bytes; from:
+//                                                    'hf' | 'network' | 'cache' | 'file' | '' (none
+//                                                    loaded by this request)
+//     {type:'graph-progress', done, total}           rows of the graph's adjacency done
+//     {type:'graph', text, prompt, nodeThreshold, done, total, cancelled, ms}  text: circuit-
+//                                                    tracer's graph file (pruned loosely, so the
+//                                                    page's node threshold can go up to 0.99;
+//                                                    nodeThreshold: the one to show first)
+//     {type:'graph-check', nodeIds, value, predicted, exact}
+//     {type:'graph-card', layer, feature, ids, activations: Float32Array [ids], promoted,
+//       promotedWeights, suppressed, suppressedWeights, pieces}
 //     {type:'cache', entries, bytes, urls, cleared, stored}  after clear-cache / cache-info / a
 //                                                    converted model's write (stored: it is cached)
 //     {type:'error', kind, message}                  kind: an ErrorKind value
@@ -211,6 +239,11 @@ export const Msg = Object.freeze({
   saeDrop: 'sae-drop',
   saeFeatures: 'sae-features',    // also the worker's reply
   saeStrip: 'sae-strip',          // also the worker's reply
+  transcodersLoad: 'transcoders-load',
+  transcodersDrop: 'transcoders-drop',
+  graphCompute: 'graph-compute',
+  graphCheck: 'graph-check',      // also the worker's reply
+  graphCard: 'graph-card',        // also the worker's reply
   clearCache: 'clear-cache',
   cacheInfo: 'cache-info',
   // worker -> page
@@ -231,6 +264,10 @@ export const Msg = Object.freeze({
   attribution: 'attribution',
   saeProgress: 'sae-progress',
   saes: 'saes',
+  transcodersProgress: 'transcoders-progress',
+  transcoders: 'transcoders',
+  graphProgress: 'graph-progress',
+  graph: 'graph',
   cache: 'cache',
   error: 'error',
 });
@@ -262,6 +299,7 @@ export const ErrorKind = Object.freeze({
   scoreSaliency: 'score-saliency',
   atpExact: 'atp-exact',
   sae: 'sae',
+  graph: 'graph',
 });
 
 // Between the engine's worker and the download worker of a streamed conversion (worker-fetch.js,

@@ -42,17 +42,19 @@ export function saeBytes(dIn, dSae) {
 // Whether one more SAE fits beside the model and the SAEs loaded: '' when it does, else a clear
 // refusal. modelBytes: the model's memory (1.1 x its file, as hf.js reckons it); loadedBytes: the
 // SAEs' already held; needBytes: saeBytes(...).peak of the new one (or .loaded for a .gguf).
-// deviceMemory: navigator.deviceMemory (GB) when the page knows it.
-export function saeRefusal({modelBytes, loadedBytes, needBytes, count, deviceMemory}) {
+// deviceMemory: navigator.deviceMemory (GB) when the page knows it. what/held name them in the
+// refusal (the graph panel's transcoders take the same check).
+export function saeRefusal({modelBytes, loadedBytes, needBytes, count, deviceMemory, what = 'SAE', held = 'SAE'}) {
   const total = modelBytes + loadedBytes + needBytes;
-  const held = count ? ` and the ${count} SAE${count > 1 ? 's' : ''} loaded (${mb(loadedBytes)})` : '';
+  const beside = count ? ` and the ${count} ${held}${count > 1 ? 's' : ''} loaded (${mb(loadedBytes)})` : '';
+  const drop = `Drop ${what === 'SAE' ? 'an SAE' : `the ${held}s`} first.`;
   if (total > kWasmMaxBytes) {
-    return `This SAE needs about ${mb(needBytes)} while it loads; beside the model (${mb(modelBytes)})${held} that is ` +
-           `more than a web page's engine can use (${mb(kWasmMaxBytes)}). Drop an SAE first.`;
+    return `This ${what} needs about ${mb(needBytes)} while it loads; beside the model (${mb(modelBytes)})${beside} that is ` +
+           `more than a web page's engine can use (${mb(kWasmMaxBytes)}). ${drop}`;
   }
   if (deviceMemory && total > 0.75 * deviceMemory * 2 ** 30) {
-    return `This SAE needs about ${mb(needBytes)} while it loads; beside the model (${mb(modelBytes)})${held} that is ` +
-           `more than this device (about ${deviceMemory} GB) can hold beside the browser. Drop an SAE first.`;
+    return `This ${what} needs about ${mb(needBytes)} while it loads; beside the model (${mb(modelBytes)})${beside} that is ` +
+           `more than this device (about ${deviceMemory} GB) can hold beside the browser. ${drop}`;
   }
   return '';
 }

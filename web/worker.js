@@ -5,6 +5,7 @@
 //   worker-convert.js  GPT-2 small from Hugging Face, converted to GGUF in the engine
 //   worker-jobs.js     generation, inspection, experiments, sweeps, patching, attribution, export
 //   worker-sae.js      sparse autoencoders: loaded (converted, cached) into the model, read
+//   worker-graph.js    attribution graphs: transcoders loaded, the graph computed, checked
 //   worker-under.js    which interventions the engine holds: set again before a request that
 //                      carries others (the page's store owns them), the capture run again for reads
 //
@@ -20,6 +21,7 @@ import {ErrorKind, Msg, errorMessage} from './protocol.js';
 import {startEngineModule} from './relaxed-simd.js';
 import {createHfConverter} from './worker-convert.js';
 import {createJobs} from './worker-jobs.js';
+import {createGraph} from './worker-graph.js';
 import {createLoader} from './worker-load.js';
 import {createSae} from './worker-sae.js';
 import {createUnder} from './worker-under.js';
@@ -49,6 +51,8 @@ const jobs = createJobs({post, yieldToEvents, busy: () => queuedCount > 0, under
 // The SAEs' downloads report their progress apart from the model's.
 const saeLoader = createLoader({post: (m) => post(m.type === Msg.progress ? {...m, type: Msg.saeProgress} : m)});
 const sae = createSae({post, yieldToEvents, loader: saeLoader, module: () => Module, under});
+const graphLoader = createLoader({post: (m) => post(m.type === Msg.progress ? {...m, type: Msg.transcodersProgress} : m)});
+const graph = createGraph({post, yieldToEvents, loader: graphLoader, module: () => Module, under});
 
 // ---- Start ----------------------------------------------------------------------------------
 
@@ -155,6 +159,7 @@ function makeRoom(total) {
     info = null;
     jobs.attach(engine, null);
     sae.attach(engine, null);
+    graph.attach(engine, null);
   }
 }
 
@@ -181,6 +186,7 @@ async function handleLoad(msg) {
     modelSource = {source: loaded.source, name: loaded.name};
     jobs.attach(engine, info);
     sae.attach(engine, info);
+    graph.attach(engine, info);
     jobs.warmUp();
     // The module's memory never shrinks, so its size here is the most the load (a conversion
     // included) has used.
@@ -223,7 +229,7 @@ async function handleClearCache() {
 // Handled the moment they arrive, even while a job runs.
 const immediate = {
   [Msg.stop]: () => jobs.stop(),
-  [Msg.cancelJob]: () => jobs.cancel(),
+  [Msg.cancelJob]: () => { jobs.cancel(); graph.cancel(); },
   [Msg.cacheInfo]: () => loader.cacheSummary().then((s) => post({type: Msg.cache, ...s})),
 };
 
@@ -252,6 +258,11 @@ const queued = {
   [Msg.saeDrop]: sae.drop,
   [Msg.saeFeatures]: sae.features,
   [Msg.saeStrip]: sae.strip,
+  [Msg.transcodersLoad]: graph.load,
+  [Msg.transcodersDrop]: graph.drop,
+  [Msg.graphCompute]: graph.compute,
+  [Msg.graphCheck]: graph.check,
+  [Msg.graphCard]: graph.card,
 };
 
 // Messages that only read the captured run: the logit lens window they interrupt stays valid.
@@ -265,6 +276,7 @@ self.onmessage = (event) => {
   }
   // A cancel sent after a job's message (even before the job starts) cancels it.
   if ([Msg.headSweep, Msg.patching, Msg.pathPatch, Msg.pathPatchPaths].includes(msg.type)) jobs.clearCancel();
+  if ([Msg.graphCompute, Msg.transcodersLoad].includes(msg.type)) graph.clearCancel();
   const handler = Object.hasOwn(queued, msg.type) ? queued[msg.type] : null;
   ++queuedCount;
   queue = queue.then(async () => {

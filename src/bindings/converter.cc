@@ -14,6 +14,7 @@
 #include "convert/convert.h"
 #include "convert/sae_convert.h"
 #include "format/safetensors.h"
+#include "sae/transcoders.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gpt2 {
@@ -45,6 +46,18 @@ class Converter : public ErrorsByValue {
       ParseCheckpoint("sae_weights.safetensors");
       sae_ = std::make_unique<SaeGgufInMemory>(*checkpoint_, sae_config_, sae_cfg_json_, ParseConvertType(type),
                                                kMaxOutputBytes);
+      return Object({{"tensors", val(sae_->num_tensors())}, {"bytes", val(static_cast<double>(sae_->size()))}});
+    });
+  }
+  // One block of a transcoder set (convert/sae_convert.h): the block's sae.safetensors through
+  // beginCheckpoint/appendChunk, then planTranscoder(sae.json text, may be empty; block; type):
+  // the output is a set of that block alone, which the engine's loadTranscoders adds to its set.
+  val PlanTranscoder(const std::string& sae_json, int layer, const std::string& type) {
+    return Guarded([&] {
+      ParseCheckpoint("sae.safetensors");
+      const SaeGgufPart part{checkpoint_.get(), TranscoderPartConfig(*checkpoint_, sae_json, layer), sae_json,
+                             TranscoderPrefix(layer)};
+      sae_ = std::make_unique<SaeGgufInMemory>(std::vector<SaeGgufPart>{part}, ParseConvertType(type), kMaxOutputBytes);
       return Object({{"tensors", val(sae_->num_tensors())}, {"bytes", val(static_cast<double>(sae_->size()))}});
     });
   }
@@ -185,6 +198,7 @@ EMSCRIPTEN_BINDINGS(gpt2_converter) {
       .function("plan", &gpt2::Converter::Plan)
       .function("setSaeConfig", &gpt2::Converter::SetSaeConfig)
       .function("planSae", &gpt2::Converter::PlanSae)
+      .function("planTranscoder", &gpt2::Converter::PlanTranscoder)
       .function("convertNext", &gpt2::Converter::ConvertNext)
       .function("headerEnd", &gpt2::Converter::HeaderEnd)
       .function("beginStream", &gpt2::Converter::BeginStream)

@@ -14,7 +14,8 @@
 //   over the capture); the jobs and experiments take the page's (means over the prompt) and give
 //   the conversation back captured under them (src/lab/conversation.h's Scope). A job: start...,
 //   then continueJob() until it returns s.total or the page cancels, jobResults(from), endJob().
-// Attribution graphs (src/lab/graph.h): loadTranscoders(uint8Array) -> [blocks];
+// Attribution graphs (src/lab/graph.h): loadTranscoders(uint8Array) -> [blocks held] (adds the
+//   file's blocks to those held), dropTranscoders();
 //   total = startGraph(promptIds, {targets: [id...], maxFeatureNodes}) (both fields optional),
 //   continueGraph() until it returns total (one backward pass of rows each; endGraph() cancels),
 //   then graphJson(nodeThreshold, edgeThreshold, prune) (circuit-tracer's graph file, the text
@@ -496,6 +497,7 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
                   ArrayOf(l.SaeLogitWeightsOf(id, List<int>(features), k)))
       // Attribution graphs (lab/graph.h; the transcoders from gpt2-convert --transcoders).
       .LAB_METHOD("loadTranscoders", (, val bytes), CopyToJs(l.LoadTranscoders(BytesFromJs(bytes))))
+      .LAB_METHOD("dropTranscoders", (), l.DropTranscoders())
       .LAB_METHOD("startGraph", (, val prompt, val options), l.StartGraph(List(prompt), GraphOptionsFromJs(options)))
       .LAB_METHOD("continueGraph", (), l.ContinueGraph())
       .LAB_METHOD("endGraph", (), l.EndGraph())

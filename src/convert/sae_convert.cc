@@ -142,6 +142,15 @@ void SaeGgufConversion::EncodeTensor(int i, uint8_t* file, std::ostream* log) co
 SaeGgufInMemory::SaeGgufInMemory(const SafetensorsFile& weights, const SaeConfig& config,
                                  const std::string& cfg_json, TensorType type, uint64_t max_bytes)
     : conversion_(weights, config, cfg_json, type) {
+  Begin(max_bytes);
+}
+
+SaeGgufInMemory::SaeGgufInMemory(const std::vector<SaeGgufPart>& parts, TensorType type, uint64_t max_bytes)
+    : conversion_(parts, type) {
+  Begin(max_bytes);
+}
+
+void SaeGgufInMemory::Begin(uint64_t max_bytes) {
   if (size() > max_bytes) throw Error("The converted SAE would not fit in WebAssembly memory.");
   output_.resize(static_cast<size_t>(size()));
   conversion_.WriteHeader(output_.data());

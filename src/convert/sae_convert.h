@@ -84,6 +84,8 @@ class SaeGgufInMemory {
  public:
   SaeGgufInMemory(const SafetensorsFile& weights, const SaeConfig& config, const std::string& cfg_json,
                   TensorType type, uint64_t max_bytes);
+  // A transcoder set (the page converts one block at a time: one part).
+  SaeGgufInMemory(const std::vector<SaeGgufPart>& parts, TensorType type, uint64_t max_bytes);
   SaeGgufInMemory(const SaeGgufInMemory&) = delete;
   SaeGgufInMemory& operator=(const SaeGgufInMemory&) = delete;
   int num_tensors() const { return conversion_.num_tensors(); }
@@ -92,6 +94,7 @@ class SaeGgufInMemory {
   const uint8_t* output() const;  // throws unless every tensor was converted
 
  private:
+  void Begin(uint64_t max_bytes);
   SaeGgufConversion conversion_;
   std::vector<uint8_t> output_;
   int done_ = 0;

@@ -73,14 +73,17 @@ void Lab::EndJob() {
 
 std::vector<int> Lab::LoadTranscoders(std::vector<uint8_t> bytes) {
   std::shared_ptr<const TranscoderSet> set = TranscodersFromBytes(std::move(bytes), model_->config());
+  if (transcoders_) set = std::make_shared<const TranscoderSet>(*transcoders_, *set);
   graph_job_.reset();
   graph_.reset();
   transcoders_ = std::move(set);
-  std::vector<int> blocks;
-  for (int l = 0; l < transcoders_->n_layer(); ++l) {
-    if (transcoders_->block(l) != nullptr) blocks.push_back(l);
-  }
-  return blocks;
+  return transcoders_->blocks();
+}
+
+void Lab::DropTranscoders() {
+  graph_job_.reset();
+  graph_.reset();
+  transcoders_.reset();
 }
 
 const TranscoderSet& Lab::transcoders() const {

@@ -183,9 +183,11 @@ class Lab {
   // --- Attribution graphs (graph.h): LoadTranscoders, StartGraph, ContinueGraph until it
   // returns rows_total (the caller may cancel in between: EndGraph), then the graph is held for
   // GraphJsonText (any thresholds), CheckGraph and GraphFeatureCard until the next StartGraph.
-  // Returns the blocks the set covers. Drops the graph and a running graph job (they read the
-  // old set).
+  // LoadTranscoders adds the file's blocks to those held (a block held already is replaced), so
+  // a set can arrive one block at a time; returns the blocks now held. Loading or dropping drops
+  // the graph and a running graph job (they read the old set).
   std::vector<int> LoadTranscoders(std::vector<uint8_t> bytes);
+  void DropTranscoders();
   // Returns the rows in all (logits, then one per feature node).
   int StartGraph(const std::vector<int>& prompt, const GraphOptions& options);
   int ContinueGraph();  // the rows done; the graph is held once they are all done

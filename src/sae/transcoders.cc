@@ -8,8 +8,8 @@ namespace gpt2 {
 
 std::string TranscoderPrefix(int layer) { return "tc." + std::to_string(layer); }
 
-TranscoderSet::TranscoderSet(std::shared_ptr<const GgufFile> file, const Config& model) : file_(std::move(file)) {
-  const GgufValue* arch = file_->Find("general.architecture");
+TranscoderSet::TranscoderSet(std::shared_ptr<const GgufFile> file, const Config& model) {
+  const GgufValue* arch = file->Find("general.architecture");
   if (arch == nullptr || arch->type != GgufValueType::kString || arch->str != "transcoders") {
     throw Error("not a transcoder GGUF (general.architecture is not \"transcoders\"; convert one with "
                 "gpt2-convert --transcoders)");
@@ -17,8 +17,8 @@ TranscoderSet::TranscoderSet(std::shared_ptr<const GgufFile> file, const Config&
   blocks_.resize(model.n_layer);
   size_t bound = 0;
   for (int l = 0; l < model.n_layer; ++l) {
-    if (file_->Find(TranscoderPrefix(l) + ".hook_name") == nullptr) continue;
-    auto sae = std::make_unique<Sae>(file_, model.n_embd, TranscoderPrefix(l));
+    if (file->Find(TranscoderPrefix(l) + ".hook_name") == nullptr) continue;
+    auto sae = std::make_shared<const Sae>(file, model.n_embd, TranscoderPrefix(l));
     const SaeConfig& c = sae->config();
     if (!c.transcoder || c.layer != l || c.point != StreamPoint::kResidMid || c.out_point != StreamPoint::kMlpOut ||
         c.architecture != SaeArchitecture::kStandard) {
@@ -30,10 +30,25 @@ TranscoderSet::TranscoderSet(std::shared_ptr<const GgufFile> file, const Config&
   }
   if (bound == 0) throw Error("transcoder GGUF holds no transcoder of the model's blocks 0.." +
                               std::to_string(model.n_layer - 1));
-  if (file_->tensors().size() != bound) {
+  if (file->tensors().size() != bound) {
     throw Error("transcoder GGUF has tensors no block of this model uses (a block past its " +
                 std::to_string(model.n_layer) + "?)");
   }
+}
+
+TranscoderSet::TranscoderSet(const TranscoderSet& base, const TranscoderSet& added) : blocks_(base.blocks_) {
+  if (added.n_layer() != base.n_layer()) throw Error("transcoder sets of models with different block counts");
+  for (int l = 0; l < n_layer(); ++l) {
+    if (added.blocks_[l] != nullptr) blocks_[l] = added.blocks_[l];
+  }
+}
+
+std::vector<int> TranscoderSet::blocks() const {
+  std::vector<int> present;
+  for (int l = 0; l < n_layer(); ++l) {
+    if (blocks_[l] != nullptr) present.push_back(l);
+  }
+  return present;
 }
 
 bool TranscoderSet::complete() const {

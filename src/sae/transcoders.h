@@ -21,6 +21,10 @@ class TranscoderSet {
   // keys or tensors are missing or malformed, it is not a resid_mid -> mlp_out transcoder of its
   // own block, it has a block the model lacks, or tensors no block uses.
   TranscoderSet(std::shared_ptr<const GgufFile> file, const Config& model);
+  // `base`'s blocks with `added`'s on top: a block in both is `added`'s. The page loads a set one
+  // block at a time (each block streamed, converted and cached on its own), so a set may span
+  // several files; the blocks keep their files alive.
+  TranscoderSet(const TranscoderSet& base, const TranscoderSet& added);
 
   // Block `layer`'s transcoder, or null when the set has none there.
   const Sae* block(int layer) const {
@@ -28,11 +32,10 @@ class TranscoderSet {
   }
   int n_layer() const { return static_cast<int>(blocks_.size()); }
   bool complete() const;  // every block of the model has one
-  const GgufFile& file() const { return *file_; }
+  std::vector<int> blocks() const;  // the blocks present, ascending
 
  private:
-  std::shared_ptr<const GgufFile> file_;
-  std::vector<std::unique_ptr<Sae>> blocks_;  // [model's n_layer]
+  std::vector<std::shared_ptr<const Sae>> blocks_;  // [model's n_layer]; each holds its file
 };
 
 // One feature of a set at one position, and the value it is clamped to (0: ablated).

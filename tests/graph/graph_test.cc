@@ -104,6 +104,16 @@ TEST_CASE("transcoder converter: every block under tc.L, encoder and decoder as 
   CHECK(subset.block(0) == nullptr);
   CHECK(subset.block(1) != nullptr);
   CHECK_FALSE(subset.complete());
+  // Blocks arriving one file at a time (the page's way) make one set; a block again replaces it.
+  const gpt2::TranscoderSet zero(Convert({files.parts[0]}, gpt2::TensorType::kF32), config);
+  const gpt2::TranscoderSet both(zero, subset);
+  CHECK(both.complete());
+  CHECK(both.blocks() == std::vector<int>({0, 1}));
+  CHECK(both.block(0) == zero.block(0));
+  CHECK(both.block(1) == subset.block(1));
+  const gpt2::TranscoderSet again(both, gpt2::TranscoderSet(Convert({files.parts[1]}, gpt2::TensorType::kQ8_0), config));
+  CHECK(again.block(0) == zero.block(0));
+  CHECK(again.block(1) != subset.block(1));
 }
 
 TEST_CASE("transcoder converter: bad shapes, tensors and hooks are refused, naming them", "[graph]") {
@@ -138,7 +148,9 @@ TEST_CASE("transcoder converter: bad shapes, tensors and hooks are refused, nami
 TEST_CASE("attribution graph: every node and edge equals PyTorch autograd's; pruning keeps its nodes", "[graph]") {
   TranscoderFiles files;
   TinyGraphLab t;
-  const gpt2::TranscoderSet set(Convert(files.parts, gpt2::TensorType::kF32), t.lab->config());
+  // The set as the page loads it, one block per file.
+  const gpt2::TranscoderSet set(gpt2::TranscoderSet(Convert({files.parts[0]}, gpt2::TensorType::kF32), t.lab->config()),
+                                gpt2::TranscoderSet(Convert({files.parts[1]}, gpt2::TensorType::kF32), t.lab->config()));
   const gpt2::AttributionGraph g = gpt2::AttributionGraphOf(t.lab->conv(), set, Prompt(), gpt2::GraphOptions());
 
   const std::vector<int32_t>& features = Golden().I32("graph/features");

@@ -13,6 +13,9 @@ export const kRepoPath = '/openai-community/gpt2/resolve/main';
 // jbloom's GPT-2 small SAEs (web/sae.js): saes {'blocks.L.hook_resid_pre/cfg.json': Buffer, ...};
 // their .safetensors go through the CDN redirect as LFS files do.
 export const kSaeRepoPath = '/jbloom/GPT2-Small-SAEs-Reformatted/resolve/main';
+// The public GPT-2 small transcoders (web/transcoders.js): transcoders
+// {'gpt2-small-dun-chl-mlp-tcL/sae.json': Buffer, ...}, served as the SAEs are.
+export const kTranscoderRepoPath = '/jacobdunefsky/gpt2small-transcoders/resolve/main';
 const repoPath = (repo) => `/openai-community/${repo}/resolve/main`;
 
 // A Hugging Face GPT-2 checkpoint: by default 1 block, 2 heads, width 32, 64 positions;
@@ -112,7 +115,8 @@ const sizeOf = (b) => b.size ?? b.length;
 // (with If-Range) with 206, as Hugging Face's does. repo: the repository served (gpt2,
 // gpt2-medium, ...).
 export function startFakeHf({files = {}, lfs = ['model.safetensors'], tamper = {}, drop = {}, ranges = false,
-                             repo = 'gpt2', saes = {}}) {
+                             repo = 'gpt2', saes = {}, transcoders = {}}) {
+  const extra = {[kSaeRepoPath]: saes, [kTranscoderRepoPath]: transcoders};  // repositories beside the model's
   const requests = [];
   const dropped = new Set();
   const cors = {'Access-Control-Allow-Origin': '*',
@@ -126,10 +130,11 @@ export function startFakeHf({files = {}, lfs = ['model.safetensors'], tamper = {
       return;
     }
     const url = new URL(req.url, 'http://x');
-    const sae = url.pathname.startsWith(kSaeRepoPath + '/');
+    const other = Object.keys(extra).find((p) => url.pathname.startsWith(p + '/'));
+    const sae = !!other;
     if (url.pathname.startsWith(repoPath(repo) + '/') || sae) {
-      const name = url.pathname.slice((sae ? kSaeRepoPath : repoPath(repo)).length + 1);
-      const body = sae ? saes[name] : files[name];
+      const name = url.pathname.slice((other ?? repoPath(repo)).length + 1);
+      const body = sae ? extra[other][name] : files[name];
       if (!body) { res.writeHead(404, {...cors, 'Content-Type': 'text/plain'}); res.end('Entry not found'); return; }
       const stated = tamper[name]?.sha256 ?? sha256(body);
       if (lfs.includes(name) || (sae && name.endsWith('.safetensors'))) {
@@ -144,9 +149,9 @@ export function startFakeHf({files = {}, lfs = ['model.safetensors'], tamper = {
       return;
     }
     const cdn = url.pathname.match(/^\/cdn\/([0-9a-f]{64})\/(.+)$/);
-    if (cdn && (files[cdn[2]] || saes[cdn[2]])) {
+    if (cdn && (files[cdn[2]] || saes[cdn[2]] || transcoders[cdn[2]])) {
       const name = cdn[2];
-      const body = tamper[name]?.body ?? files[name] ?? saes[name];
+      const body = tamper[name]?.body ?? files[name] ?? saes[name] ?? transcoders[name];
       const etag = `"${cdn[1]}"`;
       const range = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range || '');
       const ifRange = req.headers['if-range'];

@@ -1,0 +1,187 @@
+// Attribution graphs computed in headless Chromium against the native CLI built from the same
+// sources. The transcoders are scripts/make_golden.py's random ones of the tiny test model, in
+// the public set's layout (tests/data/transcoders: gpt2-small-dun-chl-mlp-tc{0,1}/sae.json and
+// sae.safetensors), served by a fake Hugging Face (fake-hf.mjs) as jacobdunefsky/gpt2small-
+// transcoders; the page converts each block to Q8_0 in its worker, as `gpt2-convert --transcoders
+// DIR --type q8_0` does for the CLI. Checked: the computed graph equals `gpt2 graph --json` at the
+// page's thresholds; a feature's card agrees with the graph's activation; the check's two numbers
+// equal `gpt2 graph --check`; a second visit reads every block from the cache with no request; a
+// folder URL with no block, and transcoders of another width, fail clearly, keeping what was loaded.
+import assert from 'node:assert/strict';
+import {execFileSync} from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import {after, before, describe, test} from 'node:test';
+import {kRoot, launchBrowser, serveSite, watchConsole} from './browser.mjs';
+import {kTranscoderRepoPath, startFakeHf} from './fake-hf.mjs';
+import {closeTo, kNative, makeModels, modelDir} from './fixtures.mjs';
+
+const kSite = path.join(kRoot, 'build/site');
+const kTimeout = 90_000;
+const kData = path.join(kRoot, 'tests/data/transcoders');
+const kPrompt = 'The quick brown fox';
+// Native and WASM sum the int8 products in different orders (as graph-embind.test.mjs).
+const kTolerance = 2e-3;
+const skip = (!fs.existsSync(path.join(kSite, 'index.html')) && 'build/site not built') ||
+             (!fs.existsSync(path.join(kNative, 'gpt2-convert')) && 'build/native not built') ||
+             (!fs.existsSync(kData) && 'tests/data/transcoders missing');
+
+const tool = (name, args) => execFileSync(path.join(kNative, name), args, {encoding: 'utf8'});
+
+function assertSameGraph(page, native, what) {
+  const a = JSON.parse(page), b = JSON.parse(native);
+  assert.deepEqual(a.metadata.prompt_tokens, b.metadata.prompt_tokens, what);
+  const ids = (g) => g.nodes.map((n) => n.node_id);
+  assert.deepEqual(ids(a), ids(b), `${what}: the same nodes in the same order`);
+  b.nodes.forEach((n, i) => {
+    for (const k of ['activation', 'influence']) {
+      if (n[k] === null) assert.equal(a.nodes[i][k], null);
+      else closeTo(a.nodes[i][k], n[k], kTolerance, `${what} node ${n.node_id} ${k}`);
+    }
+  });
+  const links = (g) => g.links.map((l) => `${l.source}>${l.target}`);
+  assert.deepEqual(links(a), links(b), `${what}: the same links`);
+  b.links.forEach((l, k) => closeTo(a.links[k].weight, l.weight, kTolerance, `${what} link ${k}`));
+}
+
+async function pageError(page) {
+  const err = page.getByTestId('graph-error');
+  return (await err.isVisible()) ? err.textContent() : '';
+}
+
+// Waits until the transcoder load the page started has ended and the page shows it: its status
+// names the blocks held, and an error shows if it failed.
+async function waitTranscoders(page) {
+  await page.waitForFunction(() => {
+    const s = window.gpt2Page.state;
+    const $ = (id) => document.querySelector(`[data-testid=${id}]`);
+    return !s.graphTranscodersLoading && $('graph-transcoders-status').textContent === s.graphTranscodersStatus &&
+           $('graph-error').hidden === !s.graphError;
+  }, null, {timeout: kTimeout});
+  return page.getByTestId('graph-transcoders-status').textContent();
+}
+
+async function openPage(browser, site, query, consoleLines) {
+  const page = await browser.context.newPage();
+  consoleLines.push(...watchConsole(page));
+  await page.goto(`${site.url}?debug=1&model=models/tiny-q8_0.gguf${query}`);
+  await page.waitForFunction(() => document.querySelector('[data-testid=progress]').dataset.source ||
+                                   !document.querySelector('[data-testid=error]').hidden, null, {timeout: kTimeout});
+  return page;
+}
+
+describe('attribution graphs computed in the page', {skip}, () => {
+  let models, dir, site, tcGguf, nativeJson, files;
+  const consoleLines = [];
+
+  before(async () => {
+    models = makeModels('graph-page');
+    dir = modelDir('graph-page');
+    tcGguf = path.join(dir, 'transcoders-q8_0.gguf');
+    tool('gpt2-convert', ['--transcoders', kData, '--output', tcGguf, '--type', 'q8_0', '--quiet']);
+    files = {};
+    for (const l of [0, 1]) {
+      for (const f of ['sae.json', 'sae.safetensors']) {
+        files[`gpt2-small-dun-chl-mlp-tc${l}/${f}`] = fs.readFileSync(path.join(kData, `gpt2-small-dun-chl-mlp-tc${l}`, f));
+      }
+    }
+    // A folder whose block 1 reads a stream of another width (its sae.json says so).
+    const wide = path.join(dir, 'tc-wide', 'gpt2-small-dun-chl-mlp-tc1');
+    fs.mkdirSync(wide, {recursive: true});
+    fs.writeFileSync(path.join(wide, 'sae.json'), JSON.stringify({d_in: 768, d_out: 768, d_sae: 48}));
+    fs.writeFileSync(path.join(wide, 'sae.safetensors'), files['gpt2-small-dun-chl-mlp-tc1/sae.safetensors']);
+    fs.mkdirSync(path.join(dir, 'tc-empty'), {recursive: true});
+    const out = path.join(dir, 'graph.json');
+    // The page asks its engine for the graph pruned at node 0.99 and edge 0.98, at most 1,000 feature nodes.
+    tool('gpt2', ['graph', '--model', models.model, '--transcoders', tcGguf, '--prompt', kPrompt, '--threads', '1',
+                  '--node-threshold', '0.99', '--edge-threshold', '0.98', '--max-feature-nodes', '1000', '--json', out]);
+    nativeJson = fs.readFileSync(out, 'utf8');
+    site = await serveSite({site: kSite, models: dir});
+  });
+
+  after(async () => {
+    await site?.close();
+    if (consoleLines.length) console.log(consoleLines.join('\n'));
+  });
+
+  test('from Hugging Face: the graph equals gpt2 graph --json, a card and a check agree with the CLI; the cache serves a second visit', async () => {
+    const hf = await startFakeHf({transcoders: files});
+    const browser = await launchBrowser();
+    try {
+      const page = await openPage(browser, site, `&hf=${encodeURIComponent(hf.origin)}`, consoleLines);
+      assert.equal(await page.getByTestId('graph-compute').isDisabled(), true, 'no transcoders yet');
+      await page.getByTestId('graph-transcoders-hf').click();
+      const status = await waitTranscoders(page);
+      assert.equal(await pageError(page), '');
+      assert.match(status, /all 2 blocks loaded/);
+      for (const l of [0, 1]) {
+        assert.ok(hf.requests.includes(`GET ${kTranscoderRepoPath}/gpt2-small-dun-chl-mlp-tc${l}/sae.json`), hf.requests.join('\n'));
+        assert.ok(hf.requests.some((q) => new RegExp(`^GET /cdn/[0-9a-f]{64}/gpt2-small-dun-chl-mlp-tc${l}/sae\\.safetensors`).test(q)),
+                  hf.requests.join('\n'));
+      }
+
+      await page.getByTestId('graph-prompt').fill(kPrompt);
+      await page.getByTestId('graph-compute').click();
+      await page.waitForFunction(() => window.gpt2Page.state.graphComputed ||
+                                       !document.querySelector('[data-testid=graph-error]').hidden, null, {timeout: kTimeout});
+      assert.equal(await pageError(page), '');
+      assertSameGraph(await page.evaluate(() => window.gpt2Page.state.graph.text), nativeJson, 'the computed graph');
+      assert.match(await page.getByTestId('graph-under').textContent(), /plain model/);
+      // The page's export is the engine's file.
+      assert.equal(await page.getByTestId('graph-export').isDisabled(), false);
+
+      // A feature node: its card, then the check of it against the CLI's.
+      const graph = JSON.parse(nativeJson);
+      // The most influential feature, shown once the node slider is up to the engine's 0.99 (the
+      // tiny model's influence sits mostly in its error nodes).
+      const node = graph.nodes.filter((n) => n.feature_type === 'cross layer transcoder')
+          .sort((x, y) => x.influence - y.influence)[0];
+      await page.getByTestId('graph-node-threshold').fill('0.99');
+      await page.locator(`[data-testid=graph-view] [data-node-id="${node.node_id}"]`).first().click();
+      await page.waitForSelector('[data-testid=graph-card-strip]', {timeout: kTimeout});
+      const strip = await page.locator('[data-testid=graph-card-strip] .chip').evaluateAll(
+          (cs) => cs.map((c) => Number(c.dataset.value)));
+      assert.equal(strip.length, graph.metadata.prompt_tokens.length);
+      closeTo(strip[node.ctx_idx], node.activation, kTolerance, `${node.node_id}'s activation on its card`);
+      await page.getByTestId('graph-check').click();
+      await page.waitForSelector('[data-testid=graph-check-row]', {timeout: kTimeout});
+      const row = await page.getByTestId('graph-check-row').first();
+      const m = /predicted change (\S+), exact change (\S+)/.exec(tool('gpt2', [
+        'graph', '--model', models.model, '--transcoders', tcGguf, '--prompt', kPrompt, '--threads', '1',
+        '--max-feature-nodes', '1000', '--check', node.node_id]));
+      closeTo(Number(await row.getAttribute('data-predicted')), Number(m[1]), kTolerance, 'predicted change');
+      closeTo(Number(await row.getAttribute('data-exact')), Number(m[2]), kTolerance, 'exact change');
+
+      // Second visit: every block from the cache, no request.
+      const before = hf.requests.length;
+      const again = await openPage(browser, site, `&hf=${encodeURIComponent(hf.origin)}`, consoleLines);
+      await again.getByTestId('graph-transcoders-hf').click();
+      assert.match(await waitTranscoders(again), /all 2 blocks loaded/);
+      assert.equal(hf.requests.length, before, hf.requests.slice(before).join('\n'));
+    } finally {
+      await browser.close();
+      await hf.close();
+    }
+  });
+
+  test('a folder with no block, and a block of another width, fail clearly; what was loaded stays', async () => {
+    const browser = await launchBrowser();
+    try {
+      const page = await openPage(browser, site, '', consoleLines);
+      await page.getByTestId('graph-transcoders-url').fill('models/tc-empty');
+      await page.getByTestId('graph-transcoders-load-url').click();
+      await waitTranscoders(page);
+      assert.match(await pageError(page), /has no transcoder block/);
+      // Block 0 from a local .gguf holding both blocks, then a folder whose block 1 is too wide.
+      await page.getByTestId('graph-transcoders-file').setInputFiles(tcGguf);
+      assert.match(await waitTranscoders(page), /all 2 blocks loaded/);
+      await page.getByTestId('graph-transcoders-url').fill('models/tc-wide');
+      await page.getByTestId('graph-transcoders-load-url').click();
+      const status = await waitTranscoders(page);
+      assert.match(await pageError(page), /width 768.*width \d+/, `status: ${status}`);
+      assert.match(status, /all 2 blocks loaded/, 'the set loaded before stays');
+    } finally {
+      await browser.close();
+    }
+  });
+});
