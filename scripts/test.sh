@@ -41,6 +41,7 @@ for f in tests/web/*.test.mjs; do
 done
 
 lane1() {
+  local lane_start=$SECONDS
   echo "== native tests"
   build/native/gpt2_tests
 
@@ -64,16 +65,20 @@ lane1() {
     node --no-experimental-fetch build/wasm/gpt2_thread_tests.js
   fi
 
-  echo "== fuzzers, 30 s each (ASan + UBSan)"
-  bash scripts/fuzz.sh 30
+  echo "== fuzzers, 20 s each (ASan + UBSan)"
+  bash scripts/fuzz.sh 20
 
   echo "== the tests/web files that start no browser"
   node --test "${web_node[@]}"
+  echo "(lane 1 took $((SECONDS - lane_start)) s)"
 }
 
 lane2() {
+  local lane_start=$SECONDS status=0
   echo "== browser tests (headless Chromium; the core suite in Firefox ESR too)"
-  node --test "${web_browser[@]}"
+  node --test "${web_browser[@]}" || status=$?
+  echo "(lane 2 took $((SECONDS - lane_start)) s)"
+  return $status
 }
 
 (renice -n 15 -p $BASHPID >/dev/null; lane1) >"$logs/lane1.log" 2>&1 &
