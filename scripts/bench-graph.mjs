@@ -9,7 +9,12 @@
 //   extra memory with all 12 transcoders loaded and the graph built              target <= 700 MB
 // Native: `gpt2 graph` (its "built in" line) against `gpt2 bench --prompt-tokens 16` (best of 3),
 // memory as the peak RSS of `gpt2 graph` less that of `gpt2 bench` on the same model.
-// Native only for now: the page's module has no transcoder binding to time yet.
+// WebAssembly: the page's module under Node (scripts/node-engine.mjs; --relaxed for its relaxed
+// SIMD twin), the graph as the page's worker runs it (startGraph, continueGraph until done), in
+// prefills of the same 16 tokens timed in the same module, and the longest continueGraph call:
+// the worker answers the page (a cancel, a click that needs the engine) between calls, so that is
+// the longest a click waits while a graph computes. Memory: the module's heap after the graph
+// less its heap with the model loaded alone.
 //
 // The random encoders' b_enc (about -1.6 against pre-activations of standard deviation 0.58) makes
 // about 0.3 % of the features fire, some 70 a token: the order of the real transcoders' L0, which
@@ -20,7 +25,7 @@ import {execFileSync, spawnSync} from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 
-import {arg, benchModel, median, printMachine, randomSaeSafetensors, repoRoot} from './node-engine.mjs';
+import {arg, benchModel, engineFactory, loadEngine, median, printMachine, randomSaeSafetensors, repoRoot} from './node-engine.mjs';
 
 const kRuns = Number(arg('runs', '3'));
 const kDIn = 768, kDSae = 24576, kLayers = 12, kMaxFeatureNodes = 1000;
@@ -78,4 +83,49 @@ function runNative(args) {
   console.log(`native extra memory: peak RSS ${graph.rssMb.toFixed(0)} MB - ${bench.rssMb.toFixed(0)} MB (the model's bench) = ` +
               `${(graph.rssMb - bench.rssMb).toFixed(0)} MB (target <= 700 MB; the Q8_0 transcoders are ` +
               `${(fs.statSync(tcFile).size / 1e6).toFixed(0)} MB)`);
+}
+
+if (!process.argv.includes('--skip-wasm')) {
+  const {Module, engine} = await loadEngine(engineFactory(), fs.readFileSync(model));
+  const heapModel = Module.memoryStats().heapBytes;
+  const time = (f) => {
+    const t0 = performance.now();
+    const r = f();
+    return {ms: performance.now() - t0, r};
+  };
+  engine.setCapture(false);
+  const prefills = [];
+  for (let r = 0; r < 5; ++r) {
+    engine.reset();
+    prefills.push(time(() => engine.prefill(ids)).ms);
+  }
+  const prefill = median(prefills);
+  engine.loadTranscoders(fs.readFileSync(tcFile));
+  const builds = [], longest = [];
+  for (let r = 0; r < kRuns; ++r) {
+    let calls = 0, worst = 0;
+    const {ms} = time(() => {
+      const start = time(() => engine.startGraph(ids, {maxFeatureNodes: kMaxFeatureNodes}));
+      worst = start.ms;  // the real run, before the first continueGraph
+      if (r === 0) console.log(`wasm startGraph: ${start.ms.toFixed(0)} ms`);
+      for (let p = start.r; !p.finished; ++calls) {
+        const c = time(() => engine.continueGraph());
+        if (r === 0 && c.ms > 100) console.log(`wasm continueGraph ${calls}: ${c.ms.toFixed(0)} ms (${JSON.stringify(c.r)})`);
+        p = c.r;
+        worst = Math.max(worst, c.ms);
+      }
+    });
+    builds.push(ms);
+    longest.push(worst);
+    if (r === 0) console.log(`wasm: ${calls} continueGraph calls`);
+  }
+  const build = median(builds);
+  const simd = process.argv.includes('--relaxed') ? 'relaxed SIMD' : 'SIMD128';
+  console.log(`wasm (${simd}) graph: ${build.toFixed(0)} ms (runs ${builds.map((x) => x.toFixed(0)).join(', ')}) = ` +
+              `${(build / prefill).toFixed(1)} prefills of 16 tokens (${prefill.toFixed(1)} ms; target <= 40)`);
+  console.log(`wasm longest continueGraph call (or startGraph: a click's wait while it computes): ${median(longest).toFixed(0)} ms ` +
+              `(runs ${longest.map((x) => x.toFixed(0)).join(', ')}; target <= 100 ms)`);
+  console.log(`wasm extra memory: heap ${(Module.memoryStats().heapBytes / 1e6).toFixed(0)} MB - ` +
+              `${(heapModel / 1e6).toFixed(0)} MB with the model alone = ` +
+              `${((Module.memoryStats().heapBytes - heapModel) / 1e6).toFixed(0)} MB (target <= 700 MB)`);
 }

@@ -29,7 +29,7 @@ export const kGraphState = {
   graphTranscodersUrl: '',
   graphPrompt: null,       // as typed (null: index.html's)
   graphMaxFeatures: null,
-  graphComputing: null,    // {done, total} while the engine computes a graph
+  graphComputing: null,    // {encoding, done, total} while the engine computes a graph
   graphComputed: false,    // the graph shown is the engine's last computed one (cards and checks read it)
   graphUnder: null,        // the computed graph's reply (what it ran under)
   graphCard: null,         // the 'graph-card' reply, or {waiting: true}
@@ -122,7 +122,7 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
       store.set({graphError: 'Type a prompt for the graph first.'});
       return;
     }
-    store.set({graphComputing: {done: 0, total: 0}, graphError: ''});
+    store.set({graphComputing: {encoding: true, done: 0, total: 0}, graphError: ''});
     worker.postMessage({type: Msg.graphCompute, prompt: prompt(), maxFeatureNodes: n});
   }
 
@@ -203,7 +203,9 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
                    // The engine dropped its graph with the old set: a graph shown stays, without cards or checks.
                    ...(state.graphComputed ? {graphComputed: false, graphCard: null} : {})});
         return true;
-      case Msg.graphProgress: store.set({graphComputing: {done: msg.done, total: msg.total}}); return true;
+      case Msg.graphProgress:
+        store.set({graphComputing: {encoding: msg.encoding, done: msg.done, total: msg.total}});
+        return true;
       case Msg.graph:
         store.set({graphComputing: null});
         if (msg.cancelled) {
@@ -323,8 +325,13 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
       if (s.graphPrompt !== null && $('graph-prompt').value !== s.graphPrompt) $('graph-prompt').value = s.graphPrompt;
       $('graph-compute').disabled = !free || loading || computing || !s.graphTranscoders.blocks.length;
       $('graph-cancel').disabled = !computing && !loading;
+      // Reading the features takes about a tenth of the time; the rows the rest.
       const c = s.graphComputing;
-      $('graph-compute-progress').value = c && c.total ? Math.round((c.done / c.total) * 100) : 0;
+      const share = c && c.total ? c.done / c.total : 0;
+      $('graph-compute-progress').value = c ? Math.round(c.encoding ? 10 * share : 10 + 90 * share) : 0;
+      $('graph-compute-status').textContent = !c ? '' : c.encoding
+          ? `Reading the prompt's features: block ${c.done} of ${c.total}…`
+          : `Computing the graph's rows: ${c.done} of ${c.total}…`;
       const pinned = pinnedFeature(s);
       $('graph-check-add').disabled = !pinned || s.graphCheckNodes.includes(pinned);
       $('graph-check-clear').disabled = !s.graphCheckNodes.length;

@@ -201,8 +201,9 @@
 //     {type:'transcoders', blocks, bytes, nLayer, note, from}  the blocks held, their bytes; from:
 //                                                    'hf' | 'network' | 'cache' | 'file' | '' (none
 //                                                    loaded by this request)
-//     {type:'graph-progress', done, total}           rows of the graph's adjacency done
-//     {type:'graph', text, prompt, nodeThreshold, done, total, cancelled, ms}  text: circuit-
+//     {type:'graph-progress', encoding, done, total}  blocks whose features are read (encoding),
+//                                                    then rows of the graph's adjacency done
+//     {type:'graph', text, prompt, nodeThreshold, done, total, cancelled, encoding, ms}  text: circuit-
 //                                                    tracer's graph file (pruned loosely, so the
 //                                                    page's node threshold can go up to 0.99;
 //                                                    nodeThreshold: the one to show first)

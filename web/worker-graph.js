@@ -205,11 +205,11 @@ export function createGraph({post, yieldToEvents, loader, module, under}) {
     return Object.fromEntries([...new Set(ids)].map((id) => [id, d.decode(engine.tokenBytes(id))]));
   };
 
-  // The graph of msg.prompt, one batch of feature rows per engine call (a backward pass each) with
-  // progress and a cancel between them; the reply's text is circuit-tracer's graph file.
+  // The graph of msg.prompt in short engine calls (a block's features, then batches of rows, a
+  // backward pass each) with progress and a cancel between them; the reply's text is
+  // circuit-tracer's graph file.
   async function handleCompute(msg) {
     const started = performance.now();
-    let total = 0, done = 0;
     try {
       if (!info) throw new Error('Load a model first.');
       if (!blocks.length) throw new Error('Load transcoders first: the graph\'s features are theirs.');
@@ -217,23 +217,24 @@ export function createGraph({post, yieldToEvents, loader, module, under}) {
       const ids = Array.from(engine.tokenize(msg.prompt || ''));
       if (!ids.length) throw new Error('Type a prompt for the graph first.');
       const options = msg.maxFeatureNodes > 0 ? {maxFeatureNodes: msg.maxFeatureNodes | 0} : {};
-      total = engine.startGraph(ids, options);
       graphIds = null;
-      post({type: Msg.graphProgress, done, total});
-      while (done < total && !cancelled) {
+      let p = engine.startGraph(ids, options);
+      post({type: Msg.graphProgress, encoding: p.encoding, done: p.done, total: p.total});
+      while (!p.finished && !cancelled) {
         await yieldToEvents();
         if (cancelled) break;
-        done = engine.continueGraph();
-        post({type: Msg.graphProgress, done, total});
+        p = engine.continueGraph();
+        post({type: Msg.graphProgress, encoding: p.encoding, done: p.done, total: p.total});
       }
-      if (done < total) {
+      if (!p.finished) {
         engine.endGraph();
-        post({type: Msg.graph, under: kPlain, cancelled: true, done, total, ms: performance.now() - started});
+        post({type: Msg.graph, under: kPlain, cancelled: true, encoding: p.encoding, done: p.done, total: p.total,
+              ms: performance.now() - started});
         return;
       }
       graphIds = [50256, ...ids];
       const text = engine.graphJson(kSentNodeThreshold, kEdgeThreshold, true);
-      post({type: Msg.graph, under: kPlain, text, prompt: msg.prompt, nodeThreshold: 0.8, done, total,
+      post({type: Msg.graph, under: kPlain, text, prompt: msg.prompt, nodeThreshold: 0.8, done: p.done, total: p.total,
             ms: performance.now() - started});
     } catch (e) {
       try { engine?.endGraph(); } catch { /* nothing running */ }

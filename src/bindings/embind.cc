@@ -16,8 +16,9 @@
 //   then continueJob() until it returns s.total or the page cancels, jobResults(from), endJob().
 // Attribution graphs (src/lab/graph.h): loadTranscoders(uint8Array) -> [blocks held] (adds the
 //   file's blocks to those held), dropTranscoders();
-//   total = startGraph(promptIds, {targets: [id...], maxFeatureNodes}) (both fields optional),
-//   continueGraph() until it returns total (one backward pass of rows each; endGraph() cancels),
+//   progress = startGraph(promptIds, {targets: [id...], maxFeatureNodes}) (both fields optional),
+//   continueGraph() until progress.finished (progress: {encoding, done, total, finished}: blocks
+//   encoded while encoding, then rows; each call one short step; endGraph() cancels),
 //   then graphJson(nodeThreshold, edgeThreshold, prune) (circuit-tracer's graph file, the text
 //   `gpt2 graph --json` writes), checkGraph(['L_F_P', ...], value) -> {predicted, exact},
 //   graphFeatureCard(layer, feature, k) -> {activations, promoted, promotedWeights, suppressed,
@@ -379,6 +380,9 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
   Shape<SaeLogitWeights>("SaeLogitWeights").array<&SaeLogitWeights::promoted>("promoted")
       .array<&SaeLogitWeights::promoted_values>("promotedValues").array<&SaeLogitWeights::suppressed>("suppressed")
       .array<&SaeLogitWeights::suppressed_values>("suppressedValues");
+  Shape<GraphProgress>("GraphProgress").field("encoding", &GraphProgress::encoding)
+      .field("done", &GraphProgress::done).field("total", &GraphProgress::total)
+      .field("finished", &GraphProgress::finished);
   Shape<GraphCheck>("GraphCheck").field("predicted", &GraphCheck::predicted).field("exact", &GraphCheck::exact);
   Shape<GraphFeatureCard>("GraphFeatureCard").array<&GraphFeatureCard::activations>("activations")
       .array<&GraphFeatureCard::promoted>("promoted").array<&GraphFeatureCard::promoted_weights>("promotedWeights")

@@ -231,6 +231,11 @@ struct Active {
 // Targets per backward pass: rows [P x batch, C] keep the matmuls' weights read once for many
 // rows, at 4 x 17 x 64 x 768 floats of buffers for GPT-2 small.
 constexpr int kBatch = 64;
+// And at most this many (block, position) rows through the blocks in one pass, summed over its
+// targets (a target at block l and position p runs (l + 1) x (p + 1)): the page's worker reads a
+// cancel only between passes, and 64 targets of GPT-2 small's top blocks took 750 ms a pass in
+// wasm (BENCHMARKS.md, "Attribution graphs").
+constexpr int64_t kBatchWork = 1024;
 // circuit-tracer's attribute(): batch_size 512, update_interval 4 decide how many features it
 // ranks between updates of the partial influences (the selection under max_feature_nodes).
 constexpr int kRankQueue = 4 * 512;
@@ -267,9 +272,11 @@ std::vector<double> PartialInfluences(const std::vector<float>& rows, int64_t n_
 
 // Everything a build carries between its steps: the real run, the sources, the rows so far.
 struct AttributionGraphBuild::State {
-  State(const Model& m, const TranscoderSet& t, const std::vector<int>& i, const GraphOptions& o, Frozen frozen)
-      : model(m), tcs(t), ids(i), options(o), f(std::move(frozen)) {}
+  State(const Model& m, ThreadPool& p, const TranscoderSet& t, const std::vector<int>& i, const GraphOptions& o,
+        Frozen frozen)
+      : model(m), pool(p), tcs(t), ids(i), options(o), f(std::move(frozen)) {}
   const Model& model;
+  ThreadPool& pool;
   const TranscoderSet& tcs;
   std::vector<int> ids;
   GraphOptions options;
@@ -281,6 +288,10 @@ struct AttributionGraphBuild::State {
   std::vector<float> logit_p;
   int n_logits = 0, max_features = 0, total_rows = 0;
   std::unique_ptr<FrozenBackward> backward;  // reads f and src: made once they are whole
+  int blocks_encoded = 0;                    // EncodeBlock's, one per Continue()
+  bool prepared = false;                     // Prepare() has run
+  std::vector<Target> logit_targets;         // run by the Continue() after Prepare()
+  bool logits_run = false;
   std::vector<float> rows;
   std::vector<int64_t> node_of;
   std::vector<char> visited;
@@ -293,48 +304,67 @@ AttributionGraphBuild::AttributionGraphBuild(Session& session, const TranscoderS
                                              const GraphOptions& options) {
   const Model& model = session.model();
   const Config& c = model.config();
-  const int T = static_cast<int>(ids.size()), C = c.n_embd, L = c.n_layer;
+  const int T = static_cast<int>(ids.size()), L = c.n_layer;
   if (T < 1) throw Error("graph: no tokens");
   if (T > c.n_ctx) throw Error("graph: " + std::to_string(T) + " tokens, past the context of " + std::to_string(c.n_ctx));
   if (tcs.n_layer() != L) throw Error("graph: the transcoders were bound to another model");
   for (int t : options.targets) {
     if (t < 0 || t >= c.n_vocab) throw Error("graph: target " + std::to_string(t) + " is out of the vocabulary");
   }
-  s_ = std::make_unique<State>(model, tcs, ids, options, RunReal(session, ids));
-  State& s = *s_;
-  const Frozen& f = s.f;
-  std::vector<Active>& active = s.active;
-  Sources& src = s.src;
-
-  // Features and errors from the real stream.
+  s_ = std::make_unique<State>(model, session.pool(), tcs, ids, options, RunReal(session, ids));
+  Sources& src = s_->src;
   src.writes.resize(int64_t(L) * T);
   src.columns.resize(int64_t(L) * T);
   src.errors.resize(L);
+}
+
+// Block l's features and error from the real stream: the transcoder's activations at every
+// position, each active feature's write (a W_dec[f]) and the error (the MLP's output less the
+// transcoder's). Features at position 0 (the BOS) are left out, as circuit-tracer does.
+void AttributionGraphBuild::EncodeBlock(int l) {
+  State& s = *s_;
+  const Frozen& f = s.f;
+  const int T = static_cast<int>(s.ids.size()), C = s.model.config().n_embd;
+  std::vector<Active>& active = s.active;
+  Sources& src = s.src;
   std::vector<float> row(C);
-  for (int l = 0; l < L; ++l) {
-    src.errors[l] = f.mlp_out[l];
-    const Sae* tc = tcs.block(l);
-    if (tc == nullptr) continue;
-    const int S = tc->d_sae();
-    std::vector<float> acts(int64_t(T) * S);
-    SaeScratch scratch;
-    tc->Encode(f.resid_mid[l].data(), T, acts.data(), nullptr, scratch);
-    for (int p = 0; p < T; ++p) {
-      float* err = src.errors[l].data() + int64_t(p) * C;
-      for (int i = 0; i < C; ++i) err[i] -= tc->decoder_bias()[i];
-      for (int j = 0; j < S; ++j) {
-        const float a = acts[int64_t(p) * S + j];
-        if (!(a > 0)) continue;
-        tc->DecoderRowInto(j, row.data());
-        for (int i = 0; i < C; ++i) err[i] -= a * row[i];
-        if (p == 0) continue;
-        std::vector<float>& w = src.writes[int64_t(l) * T + p];
-        for (int i = 0; i < C; ++i) w.push_back(a * row[i]);
-        src.columns[int64_t(l) * T + p].push_back(static_cast<int>(active.size()));
-        active.push_back(Active{l, p, j, a});
-      }
+  src.errors[l] = f.mlp_out[l];
+  const Sae* tc = s.tcs.block(l);
+  if (tc == nullptr) return;
+  const int S = tc->d_sae();
+  std::vector<float> acts(int64_t(T) * S);
+  SaeScratch scratch;
+  tc->Encode(f.resid_mid[l].data(), T, acts.data(), nullptr, scratch);
+  for (int p = 0; p < T; ++p) {
+    float* err = src.errors[l].data() + int64_t(p) * C;
+    for (int i = 0; i < C; ++i) err[i] -= tc->decoder_bias()[i];
+    for (int j = 0; j < S; ++j) {
+      const float a = acts[int64_t(p) * S + j];
+      if (!(a > 0)) continue;
+      tc->DecoderRowInto(j, row.data());
+      for (int i = 0; i < C; ++i) err[i] -= a * row[i];
+      if (p == 0) continue;
+      std::vector<float>& w = src.writes[int64_t(l) * T + p];
+      const size_t at = w.size();
+      w.resize(at + C);
+      for (int i = 0; i < C; ++i) w[at + i] = a * row[i];
+      src.columns[int64_t(l) * T + p].push_back(static_cast<int>(active.size()));
+      active.push_back(Active{l, p, j, a});
     }
   }
+}
+
+// Once every block is encoded: the columns, the logits to explain and their rows' targets, the
+// rows' storage.
+void AttributionGraphBuild::Prepare() {
+  State& s = *s_;
+  const Model& model = s.model;
+  const Config& c = model.config();
+  const Frozen& f = s.f;
+  const GraphOptions& options = s.options;
+  const int T = static_cast<int>(s.ids.size()), C = c.n_embd, L = c.n_layer;
+  const std::vector<Active>& active = s.active;
+  std::vector<float> row(C);
   const int64_t n_active = s.n_active = static_cast<int64_t>(active.size());
 
   // Logits: circuit-tracer's compute_salient_logits, or the given targets.
@@ -365,7 +395,7 @@ AttributionGraphBuild::AttributionGraphBuild(Session& session, const TranscoderS
   // Columns: active features, errors [L][T], embeddings [T], logits.
   const int64_t error_col = s.error_col = n_active, embed_col = s.embed_col = n_active + int64_t(L) * T;
   const int64_t n_cols = s.n_cols = embed_col + T + n_logits;
-  s.backward = std::make_unique<FrozenBackward>(model, session.pool(), f, src, n_cols, error_col, embed_col);
+  s.backward = std::make_unique<FrozenBackward>(model, s.pool, f, s.src, n_cols, error_col, embed_col);
 
   // Logit targets: ln_f's frozen backward of W_U[tok] - mean_v W_U[v].
   std::vector<double> mean_u(C, 0.0);
@@ -375,7 +405,7 @@ AttributionGraphBuild::AttributionGraphBuild(Session& session, const TranscoderS
     for (int i = 0; i < C; ++i) mean_u[i] += row[i];
   }
   for (double& m : mean_u) m /= c.n_vocab;
-  std::vector<Target> logit_targets;
+  std::vector<Target>& logit_targets = s.logit_targets;
   for (int t : logit_ids) {
     DequantizeRow(model.output.type, static_cast<const uint8_t*>(model.output.data) + out_bytes * t, row.data(), C);
     for (int i = 0; i < C; ++i) row[i] = static_cast<float>(row[i] - mean_u[i]);
@@ -389,24 +419,44 @@ AttributionGraphBuild::AttributionGraphBuild(Session& session, const TranscoderS
   s.rows.assign(int64_t(s.total_rows) * n_cols, 0.0f);
   s.node_of.assign(s.total_rows, 0);
   s.visited.assign(n_active, 0);
-  {
-    std::vector<const Target*> batch;
-    for (const Target& t : logit_targets) batch.push_back(&t);
-    s.backward->Run(batch, s.rows.data());
-    for (int i = 0; i < n_logits; ++i) s.node_of[i] = embed_col + T + i;
-    s.st = n_logits;
-  }
 }
 
 AttributionGraphBuild::~AttributionGraphBuild() = default;
 
 int AttributionGraphBuild::rows_done() const { return s_->st; }
 int AttributionGraphBuild::rows_total() const { return s_->total_rows; }
-bool AttributionGraphBuild::done() const { return s_->st - s_->n_logits >= s_->max_features; }
+bool AttributionGraphBuild::done() const {
+  return s_->logits_run && s_->st - s_->n_logits >= s_->max_features;
+}
+
+GraphProgress AttributionGraphBuild::progress() const {
+  const State& s = *s_;
+  if (!s.prepared) return {true, s.blocks_encoded, s.model.config().n_layer, false};
+  return {false, s.st, s.total_rows, done()};
+}
 
 void AttributionGraphBuild::Continue() {
   if (done()) return;
   State& s = *s_;
+  if (!s.prepared) {
+    if (s.blocks_encoded < s.model.config().n_layer) {
+      EncodeBlock(s.blocks_encoded++);
+    } else {
+      Prepare();
+      s.prepared = true;
+    }
+    return;
+  }
+  // The logits' rows first, a pass of their own (the constructor's work is long enough already).
+  if (!s.logits_run) {
+    s.logits_run = true;
+    std::vector<const Target*> batch;
+    for (const Target& t : s.logit_targets) batch.push_back(&t);
+    s.backward->Run(batch, s.rows.data());
+    for (int i = 0; i < s.n_logits; ++i) s.node_of[i] = s.embed_col + int64_t(s.ids.size()) + i;
+    s.st = s.n_logits;
+    return;
+  }
   const int C = s.model.config().n_embd;
   const int64_t n_active = s.n_active, n_cols = s.n_cols;
   const int n_logits = s.n_logits, max_features = s.max_features;
@@ -441,7 +491,12 @@ void AttributionGraphBuild::Continue() {
   }
   const std::vector<int64_t>& order = s.order;
   const size_t i0 = s.i0;
-  const size_t n = std::min<size_t>(kBatch, order.size() - i0);
+  size_t n = 0;
+  for (int64_t work = 0; n < std::min<size_t>(kBatch, order.size() - i0); ++n) {
+    const Active& a = active[order[i0 + n]];
+    work += int64_t(a.layer + 1) * (a.position + 1);
+    if (n > 0 && work > kBatchWork) break;
+  }
   std::vector<Target> targets;
   for (size_t i = 0; i < n; ++i) {
     const Active& a = active[order[i0 + i]];
@@ -521,9 +576,9 @@ AttributionGraph BuildAttributionGraph(Session& session, const TranscoderSet& tc
                                        const GraphOptions& options) {
   AttributionGraphBuild build(session, tcs, ids, options);
   const auto report = [&]() {
-    if (options.progress && !options.progress(build.rows_done(), build.rows_total())) throw Error("graph: cancelled");
+    const GraphProgress p = build.progress();
+    if (options.progress && !p.encoding && !options.progress(p.done, p.total)) throw Error("graph: cancelled");
   };
-  report();
   while (!build.done()) {
     build.Continue();
     report();

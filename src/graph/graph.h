@@ -82,11 +82,22 @@ struct AttributionGraph {
 AttributionGraph BuildAttributionGraph(Session& session, const TranscoderSet& transcoders,
                                        const std::vector<int>& ids, const GraphOptions& options);
 
+// Where a stepped build is: first the prompt's features, a block per step (encoding: done of total
+// blocks), then the adjacency's rows (done of total rows, the logits' first); finished once
+// Finish() can pack the graph.
+struct GraphProgress {
+  bool encoding = true;
+  int done = 0, total = 0;
+  bool finished = false;
+};
+
 // The same build in steps, for a caller that must answer in between (the page's worker reads its
 // cancel message only between calls): the constructor runs the real model on `session` (its one
-// use of it) and the logits' rows; each Continue() runs one batch of feature rows (one backward
-// pass, kBatch targets); Finish() packs the graph once done(). BuildAttributionGraph is this loop.
-// `transcoders` and the session's model and thread pool must outlive the build.
+// use of it); each Continue() then encodes one block's features, or sets up the columns, or runs
+// the logits' rows, or one batch of feature rows (one backward pass over at most kBatch targets,
+// fewer in the top blocks), so that every step stays short; Finish() packs the graph once done().
+// BuildAttributionGraph is this loop. `transcoders` and the session's model and thread pool must
+// outlive the build.
 class AttributionGraphBuild {
  public:
   AttributionGraphBuild(Session& session, const TranscoderSet& transcoders, const std::vector<int>& ids,
@@ -95,13 +106,16 @@ class AttributionGraphBuild {
   AttributionGraphBuild(const AttributionGraphBuild&) = delete;
   AttributionGraphBuild& operator=(const AttributionGraphBuild&) = delete;
   int rows_done() const;   // the logits' rows, then one per feature node
-  int rows_total() const;
+  int rows_total() const;  // 0 until every block is encoded
   bool done() const;
+  GraphProgress progress() const;
   void Continue();
   AttributionGraph Finish();  // gpt2::Error before done()
 
  private:
   struct State;
+  void EncodeBlock(int layer);
+  void Prepare();
   std::unique_ptr<State> s_;
 };
 

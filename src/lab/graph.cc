@@ -42,9 +42,9 @@ GraphJob::GraphJob(Conversation& c, const TranscoderSet& transcoders, const std:
   });
 }
 
-int GraphJob::Continue() {
+GraphProgress GraphJob::Continue() {
   build_->Continue();
-  return build_->rows_done();
+  return build_->progress();
 }
 
 std::shared_ptr<const TranscoderSet> TranscodersFromBytes(std::vector<uint8_t> bytes, const Config& model) {

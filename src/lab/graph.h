@@ -27,9 +27,8 @@ class GraphJob {
  public:
   GraphJob(Conversation& c, const TranscoderSet& transcoders, const std::vector<int>& prompt,
            const GraphOptions& options);
-  int Continue();  // runs the next batch; returns rows_done()
-  int rows_done() const { return build_->rows_done(); }
-  int rows_total() const { return build_->rows_total(); }
+  GraphProgress Continue();  // runs the next step
+  GraphProgress progress() const { return build_->progress(); }
   bool done() const { return build_->done(); }
   AttributionGraph Finish() { return build_->Finish(); }
 

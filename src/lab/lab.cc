@@ -96,20 +96,20 @@ const AttributionGraph& Lab::graph() const {
   return *graph_;
 }
 
-int Lab::StartGraph(const std::vector<int>& prompt, const GraphOptions& options) {
+GraphProgress Lab::StartGraph(const std::vector<int>& prompt, const GraphOptions& options) {
   graph_job_.reset();
   graph_job_ = std::make_unique<GraphJob>(conv_, transcoders(), prompt, options);
-  return graph_job_->rows_total();
+  return graph_job_->progress();
 }
 
-int Lab::ContinueGraph() {
+GraphProgress Lab::ContinueGraph() {
   if (!graph_job_) throw Error("No graph is being computed.");
-  const int done = graph_job_->Continue();
+  const GraphProgress progress = graph_job_->Continue();
   if (graph_job_->done()) {
     graph_ = std::make_unique<AttributionGraph>(graph_job_->Finish());
     graph_job_.reset();
   }
-  return done;
+  return progress;
 }
 
 }  // namespace gpt2

@@ -180,17 +180,16 @@ class Lab {
   }
   StreamEdit SaeEdit(const SaeIntervention& s) const { return saes_.Edit(s); }
 
-  // --- Attribution graphs (graph.h): LoadTranscoders, StartGraph, ContinueGraph until it
-  // returns rows_total (the caller may cancel in between: EndGraph), then the graph is held for
+  // --- Attribution graphs (graph.h): LoadTranscoders, StartGraph, ContinueGraph until its
+  // progress is finished (the caller may cancel in between: EndGraph), then the graph is held for
   // GraphJsonText (any thresholds), CheckGraph and GraphFeatureCard until the next StartGraph.
   // LoadTranscoders adds the file's blocks to those held (a block held already is replaced), so
   // a set can arrive one block at a time; returns the blocks now held. Loading or dropping drops
   // the graph and a running graph job (they read the old set).
   std::vector<int> LoadTranscoders(std::vector<uint8_t> bytes);
   void DropTranscoders();
-  // Returns the rows in all (logits, then one per feature node).
-  int StartGraph(const std::vector<int>& prompt, const GraphOptions& options);
-  int ContinueGraph();  // the rows done; the graph is held once they are all done
+  GraphProgress StartGraph(const std::vector<int>& prompt, const GraphOptions& options);
+  GraphProgress ContinueGraph();  // the graph is held once the progress is finished
   void EndGraph() { graph_job_.reset(); }
   std::string GraphJsonText(double node_threshold, double edge_threshold, bool prune) const {
     return GraphJson(graph(), SelectGraph(graph(), node_threshold, edge_threshold, prune), *tokenizer_);

@@ -65,16 +65,19 @@ describe('Embind attribution graphs under Node', {skip: !fs.existsSync(kNodeModu
     graphArgs = ['graph', '--model', models.model, '--transcoders', tc, '--prompt', kPrompt, '--threads', '1'];
   });
 
+  // Every step moves forward: the blocks' features, then the rows.
   function computeGraph(options = {}) {
-    const total = engine.startGraph(engine.tokenize(kPrompt), options);
-    let done = 0, calls = 0;
-    while (done < total) {
-      const now = engine.continueGraph();
-      assert.ok(now > done && now <= total, `progress moves forward: ${done} -> ${now} of ${total}`);
-      done = now;
+    let p = engine.startGraph(engine.tokenize(kPrompt), options), calls = 0;
+    assert.deepEqual({...p}, {encoding: true, done: 0, total: 2, finished: false});
+    while (!p.finished) {
+      const next = engine.continueGraph();
+      const forward = next.encoding ? next.done === p.done + 1 : p.encoding || (next.done > p.done && next.done <= next.total);
+      assert.ok(forward, `progress moves forward: ${JSON.stringify(p)} -> ${JSON.stringify(next)}`);
+      p = next;
       ++calls;
     }
-    return {total, calls};
+    assert.equal(p.done, p.total);
+    return {total: p.total, calls};
   }
 
   test('before transcoders or a graph, the calls say what is missing', () => {
