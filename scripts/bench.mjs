@@ -44,6 +44,7 @@ import path from 'node:path';
 
 import * as H from '../tests/web/wllama-harness.mjs';
 import * as Ours from './bench-ours.mjs';
+import { cpuKind } from './node-engine.mjs';
 
 function arg(name, fallback) {
   const i = process.argv.indexOf(`--${name}`);
@@ -84,7 +85,8 @@ function machine() {
     const m = /^Model name:\s*(.+)$/m.exec(execFileSync('lscpu', { encoding: 'utf8' }));
     if (m) model = m[1].trim();
   } catch { /* lscpu missing: keep os.cpus() */ }
-  return { cpu: model, cores: os.cpus().length, memGB: os.totalmem() / 2 ** 30, kernel: os.release() };
+  const { kind, simd } = cpuKind();
+  return { cpu: model, kind, simd, cores: os.cpus().length, memGB: os.totalmem() / 2 ** 30, kernel: os.release() };
 }
 
 // ---- models ---------------------------------------------------------------------------------
@@ -159,7 +161,8 @@ const host = machine();
 const load = os.loadavg();
 const date = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
 console.log(`date ${date}`);
-console.log(`machine: ${host.cpu}, ${host.cores} logical cores, ${host.memGB.toFixed(1)} GiB, Linux ${host.kernel}`);
+console.log(`machine: ${host.kind}, SIMD ${host.simd || 'unknown'}, ${host.cores} logical cores, ` +
+            `${host.memGB.toFixed(1)} GiB, Linux ${host.kernel}`);
 console.log(`load average at start: ${load.map((x) => x.toFixed(2)).join(' ')}`);
 if (load[0] > kMaxLoad) {
   console.log(`WARNING: the machine is busy (1-minute load ${load[0].toFixed(2)} > ${kMaxLoad}); ` +
@@ -545,7 +548,7 @@ const f = (x) => (x === undefined || x === null ? '–' : x.toFixed(1));
 const lines = [];
 lines.push(`GPT-2 small shape (124M parameters), prompt ${kPromptTokens} tokens, decode ${kDecodeTokens} ` +
   `tokens greedy, tokens/s; browser: median of ${kRuns} runs after a warm-up, native: best of 3.`);
-lines.push(`${date}; ${host.cpu}, ${host.cores} logical cores; ${results.browserName || 'no browser run'}; ` +
+lines.push(`${date}; ${host.kind} [${host.simd}], ${host.cores} logical cores; ${results.browserName || 'no browser run'}; ` +
   `load average at start ${load[0].toFixed(2)}, at end ${results.loadAtEnd[0].toFixed(2)}.`);
 lines.push('');
 lines.push('| weights | where | threads | ours prefill | ours decode | wllama prefill | wllama decode | ' +

@@ -19,9 +19,34 @@ export function arg(name, fallback) {
 
 export const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
+// The SIMD features the kernels and the browsers' wasm code generators choose by, as /proc/cpuinfo
+// names them.
+const kSimdFlags = ['sse4_2', 'avx', 'avx2', 'fma', 'avx_vnni', 'avx512f', 'avx512bw', 'avx512vl', 'avx512_vnni',
+                    'avx512_bf16', 'avx512_fp16', 'amx_tile', 'asimd', 'sve'];
+
+// Which kind of CPU a figure is from: the model name, family/model/stepping and clock (guests of
+// one cloud often share a model name across generations) and its SIMD flags, e.g.
+// {name: 'AMD EPYC', kind: 'AMD EPYC (family 25, model 17, stepping 1; 2596 MHz)', simd: 'avx2 fma ...'}.
+export function cpuKind() {
+  let name = os.cpus()[0]?.model || 'unknown CPU', kind = name, simd = '';
+  try {
+    const info = fs.readFileSync('/proc/cpuinfo', 'utf8').split(/\n\n/)[0];
+    const field = (k) => new RegExp(`^${k}\\s*:\\s*(.*)$`, 'm').exec(info)?.[1]?.trim();
+    name = field('model name') || name;
+    const ids = [['family', field('cpu family')], ['model', field('model')], ['stepping', field('stepping')]]
+        .filter(([, v]) => v !== undefined).map(([k, v]) => `${k} ${v}`).join(', ');
+    const mhz = Number(field('cpu MHz'));
+    kind = `${name} (${ids}${mhz ? `; ${Math.round(mhz)} MHz` : ''})`;
+    const flags = new Set((field('flags') || field('Features') || '').split(/\s+/));
+    simd = kSimdFlags.filter((f) => flags.has(f)).join(' ');
+  } catch { /* no /proc/cpuinfo: the model name alone */ }
+  return {name, kind, simd};
+}
+
 // The first line of a benchmark's output: when, on what, under what load.
 export function printMachine() {
-  console.log(`# ${new Date().toISOString()} ${os.cpus()[0].model}, ${os.cpus().length} cores, ` +
+  const cpu = cpuKind();
+  console.log(`# ${new Date().toISOString()} ${cpu.kind} [${cpu.simd}], ${os.cpus().length} cores, ` +
               `load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
 }
 
