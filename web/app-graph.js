@@ -6,6 +6,7 @@
 // the store (kGraphState); graph.js derives, view-graph.js and view-graph-check.js draw.
 import {defaultLogit, GraphFileError, Kind, parseGraph, rowsOf, shownNodes, stepFrom, strongestPaths} from './graph.js';
 import {Msg, Phase} from './protocol.js';
+import {labelsText, parseLabels} from './sae.js';
 import {renderIfChanged} from './store.js';
 import * as checkView from './view-graph-check.js';
 import * as graphView from './view-graph.js';
@@ -37,6 +38,9 @@ export const kGraphState = {
   graphCheckValue: '0',
   graphChecks: [],         // 'graph-check' replies, newest first
   graphChecking: false,
+  graphLabels: {},         // block -> Map feature -> label (Neuronpedia's export for that block's transcoder)
+  graphLabelsBlock: '0',
+  graphLabelsStatus: '',
 };
 
 // circuit-tracer prunes to 0.8 of the cumulative influence by default (create_graph_files).
@@ -149,6 +153,25 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
     if (files.length) loadTranscoders({kind: 'files', files});
   });
   on($('graph-transcoders-drop'), 'click', () => worker.postMessage({type: Msg.transcodersDrop}));
+  $('graph-labels-block').addEventListener('input', (e) => store.set({graphLabelsBlock: e.target.value}));
+  on($('graph-labels-file'), 'change', async (e) => {
+    const file = e.target.files?.[0];
+    e.target.value = '';
+    const block = Number(state.graphLabelsBlock);
+    if (!file) return;
+    if (!Number.isInteger(block) || block < 0) {
+      store.set({graphError: 'The block the labels are for must be a whole number from 0.'});
+      return;
+    }
+    try {
+      const labels = parseLabels(await labelsText(await file.arrayBuffer()));
+      store.set({graphLabels: {...state.graphLabels, [block]: labels}, graphError: '',
+                 graphLabelsStatus: `${labels.size} labels for block ${block}'s transcoder from ${file.name}.`});
+    } catch (err) {
+      store.set({graphError: `Could not read the labels from ${file.name}: ${err.message}`});
+    }
+    store.flush();
+  });
   $('graph-prompt').addEventListener('input', (e) => store.set({graphPrompt: e.target.value}));
   $('graph-max-features').addEventListener('input', (e) => store.set({graphMaxFeatures: e.target.value}));
   on($('graph-prompt'), 'keydown', (e) => { if (e.key === 'Enter' && !$('graph-compute').disabled) compute(); });
@@ -342,7 +365,9 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
       showUnder('graph-under', s.graphComputed ? s.graphUnder : null);
       renderIfChanged(checkView.renderCard, $('graph-feature-card'), {
         card: s.graphComputed && s.graphCard && !s.graphCard.waiting ? s.graphCard : null,
-        waiting: !!s.graphCard?.waiting, label: ''});
+        waiting: !!s.graphCard?.waiting,
+        label: s.graphCard && !s.graphCard.waiting ? s.graphLabels[s.graphCard.layer]?.get(s.graphCard.feature) ?? '' : ''});
+      $('graph-labels-status').textContent = s.graphLabelsStatus;
       renderIfChanged(checkView.renderChecks, $('graph-check-result'), {checks: s.graphChecks, running: s.graphChecking});
       const err = $('graph-error');
       err.textContent = s.graphError;

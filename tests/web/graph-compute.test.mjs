@@ -122,7 +122,9 @@ describe('attribution graphs computed in the page', {skip}, () => {
 
       await page.getByTestId('graph-prompt').fill(kPrompt);
       await page.getByTestId('graph-compute').click();
-      await page.waitForFunction(() => window.gpt2Page.state.graphComputed ||
+      // Computed and drawn (the store draws at the next frame), or an error shown.
+      await page.waitForFunction(() => (window.gpt2Page.state.graphComputed &&
+                                        document.querySelector('[data-testid=graph-under]').textContent !== '') ||
                                        !document.querySelector('[data-testid=graph-error]').hidden, null, {timeout: kTimeout});
       assert.equal(await pageError(page), '');
       assertSameGraph(await page.evaluate(() => window.gpt2Page.state.graph.text), nativeJson, 'the computed graph');
@@ -143,6 +145,14 @@ describe('attribution graphs computed in the page', {skip}, () => {
           (cs) => cs.map((c) => Number(c.dataset.value)));
       assert.equal(strip.length, graph.metadata.prompt_tokens.length);
       closeTo(strip[node.ctx_idx], node.activation, kTolerance, `${node.node_id}'s activation on its card`);
+      // Its label from a Neuronpedia export of its block (JSON lines, as Neuronpedia publishes them).
+      const labels = path.join(dir, `labels-${node.layer}.jsonl`);
+      fs.writeFileSync(labels, [{index: String(node.feature), description: 'capital cities'}, {index: 0, description: 'x'}]
+          .map((r) => JSON.stringify(r)).join('\n'));
+      await page.getByTestId('graph-labels-block').fill(String(node.layer));
+      await page.getByTestId('graph-labels-file').setInputFiles(labels);
+      await page.waitForFunction(() => /capital cities/.test(document.querySelector('[data-testid=graph-feature-card]').textContent),
+                                 null, {timeout: kTimeout});
       await page.getByTestId('graph-check').click();
       await page.waitForSelector('[data-testid=graph-check-row]', {timeout: kTimeout});
       const row = await page.getByTestId('graph-check-row').first();
