@@ -13,6 +13,7 @@
 #include "../test_paths.h"
 #include "base/error.h"
 #include "base/text.h"
+#include "convert/convert_session.h"
 #include "convert/sae_convert.h"
 #include "format/gguf.h"
 #include "format/safetensors.h"
@@ -114,6 +115,36 @@ TEST_CASE("transcoder converter: every block under tc.L, encoder and decoder as 
   const gpt2::TranscoderSet again(both, gpt2::TranscoderSet(Convert({files.parts[1]}, gpt2::TensorType::kQ8_0), config));
   CHECK(again.block(0) == zero.block(0));
   CHECK(again.block(1) != subset.block(1));
+}
+
+TEST_CASE("convert session: a transcoder block as the page converts it, gpt2-convert's bytes; calls out of order say so",
+          "[graph]") {
+  TranscoderFiles files;
+  gpt2::ConvertSession s;
+  const auto* data = reinterpret_cast<const uint8_t*>(files.bytes[1].data());
+  const size_t size = files.bytes[1].size();
+  CHECK_THROWS_WITH(s.ConvertNext(), Catch::Contains("before plan"));
+  CHECK_THROWS_WITH(s.output(), Catch::Contains("before every tensor"));
+  CHECK_THROWS_WITH(s.stream(), Catch::Contains("beginStream"));
+  CHECK_THROWS_WITH(s.Plan(data, size, gpt2::TensorType::kQ8_0), Catch::Contains("setConfig"));
+  CHECK_THROWS_WITH(s.PlanSae(data, size, gpt2::TensorType::kQ8_0), Catch::Contains("setSaeConfig"));
+  // Block 1's sae.json names block 1's hooks: planned as block 0 it is refused.
+  CHECK_THROWS_WITH(s.PlanTranscoder(data, size, files.json[1], 0, gpt2::TensorType::kQ8_0), Catch::Contains("hook"));
+
+  const gpt2::ConvertSession::Planned planned = s.PlanTranscoder(data, size, files.json[1], 1, gpt2::TensorType::kQ8_0);
+  REQUIRE(planned.tensors == 4);
+  CHECK_THROWS(s.output());
+  while (s.ConvertNext() < planned.tensors) {
+  }
+  REQUIRE(s.output_size() == planned.bytes);
+  const std::vector<uint8_t> got(s.output(), s.output() + s.output_size());
+  const gpt2::SaeGgufConversion direct({files.parts[1]}, gpt2::TensorType::kQ8_0);
+  std::vector<uint8_t> want(direct.layout().size);
+  direct.WriteHeader(want.data());
+  for (int i = 0; i < direct.num_tensors(); ++i) direct.EncodeTensor(i, want.data(), nullptr);
+  CHECK(got == want);
+  TinyGraphLab t;
+  CHECK(t.lab->LoadTranscoders(got) == std::vector<int>({1}));
 }
 
 TEST_CASE("transcoder converter: bad shapes, tensors and hooks are refused, naming them", "[graph]") {
