@@ -645,4 +645,5 @@ if (!flag('skip-graph')) {
   console.log('\nAttribution graphs (scripts/bench-graph.mjs):');
   spawnSync(process.execPath, ['--no-experimental-fetch', path.join(kRoot, 'scripts/bench-graph.mjs'),
                                '--runs', String(Math.min(kRuns, 3))], {stdio: 'inherit'});
+  spawnSync(process.execPath, [path.join(kRoot, 'scripts/bench-graph-page.mjs')], {stdio: 'inherit'});
 }
