@@ -258,8 +258,10 @@ std::string GraphJson(const AttributionGraph& g, const GraphSelection& sel, cons
   }
   out << "],\"links\":[";
   first = true;
-  for (int s = 0; s < N; ++s) {
-    for (int t = 0; t < N; ++t) {
+  // By target, then source: circuit-tracer's order (create_used_nodes_and_edges walks the edge
+  // mask's nonzeros, rows being targets).
+  for (int t = 0; t < N; ++t) {
+    for (int s = 0; s < N; ++s) {
       if (!sel.used[s] || !sel.used[t] || !sel.edge(g, t, s)) continue;
       if (!first) out << ",";
       first = false;
