@@ -51,9 +51,10 @@ export function parseGraph(text) {
     if (!n || typeof n !== 'object') throw new GraphFileError(`node ${i} is not an object`);
     const id = n.node_id;
     if (typeof id !== 'string' || !id) throw new GraphFileError(`node ${i} has no "node_id" string`);
-    // circuit-tracer's ids can collide: the error node of block L at position p is "0_L_p", as is
-    // feature L of block 0 there. Links name nodes by id only, so the first keeps it (the panel
-    // says how many others were left out) rather than refusing a file its own tools wrote.
+    // Ids can collide in files of circuit-tracer's older releases: the error node of block L at
+    // position p was "0_L_p", as is feature L of block 0 there (now "L_-1_p"). Links name nodes by
+    // id only, so the first keeps it (the panel says how many others were left out) rather than
+    // refusing a file its own tools wrote.
     if (byId.has(id)) { ++duplicateNodes; return; }
     byId.set(id, nodes.length);
     if (typeof n.feature_type !== 'string') throw new GraphFileError(`node "${id}" has no "feature_type"`);

@@ -756,7 +756,7 @@ std::string GraphNodeId(const AttributionGraph& g, int i) {
     case GraphNodeKind::kFeature:
       return std::to_string(n.layer) + "_" + std::to_string(n.index) + p;
     case GraphNodeKind::kError:
-      return "0_" + std::to_string(n.layer) + p;
+      return std::to_string(n.layer) + "_-1" + p;
     case GraphNodeKind::kEmbedding:
       return "E_" + std::to_string(n.index) + p;
     case GraphNodeKind::kLogit:

@@ -200,7 +200,7 @@ void WriteNode(std::ostream& out, const AttributionGraph& g, int i, const Pruned
     js = "E_" + std::to_string(n.index) + "-" + std::to_string(n.position);
   }
   if (n.kind == GraphNodeKind::kFeature) js = std::to_string(n.layer) + "_" + std::to_string(n.index) + "-0";
-  if (n.kind == GraphNodeKind::kError) js = std::to_string(n.layer) + "_" + std::to_string(n.position) + "-0";
+  if (n.kind == GraphNodeKind::kError) js = std::to_string(n.layer) + "_-1-" + std::to_string(n.position);
   if (n.kind == GraphNodeKind::kLogit) js = "L_" + std::to_string(n.index) + "-" + std::to_string(n.position);
   out << "{\"node_id\":";
   JsonString(out, id);
@@ -242,6 +242,7 @@ std::string GraphJson(const AttributionGraph& g, const GraphSelection& sel, cons
   JsonString(out, tokenizer.Decode(g.ids));
   out << ",\"node_threshold\":";
   JsonNumber(out, sel.node_threshold);
+  out << ",\"schema_version\":1";
   out << ",\"replacement_score\":";
   JsonNumber(out, sel.pruned.replacement_score);
   out << ",\"completeness_score\":";
