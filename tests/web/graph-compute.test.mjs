@@ -6,7 +6,8 @@
 // DIR --type q8_0` does for the CLI. Checked: the computed graph equals `gpt2 graph --json` at the
 // page's thresholds; a feature's card agrees with the graph's activation; the check's two numbers
 // equal `gpt2 graph --check`; a second visit reads every block from the cache with no request; a
-// folder URL with no block, and transcoders of another width, fail clearly, keeping what was loaded.
+// cancelled graph stops and the next one computes; a folder URL with no block, and transcoders of
+// another width, fail clearly, keeping what was loaded.
 import assert from 'node:assert/strict';
 import {execFileSync} from 'node:child_process';
 import fs from 'node:fs';
@@ -174,7 +175,7 @@ describe('attribution graphs computed in the page', {skip}, () => {
     }
   });
 
-  test('a folder with no block, and a block of another width, fail clearly; what was loaded stays', async () => {
+  test('cancel stops a graph; a folder with no block, and a block of another width, fail clearly; what was loaded stays', async () => {
     const browser = await launchBrowser();
     try {
       const page = await openPage(browser, site, '', consoleLines);
@@ -185,6 +186,19 @@ describe('attribution graphs computed in the page', {skip}, () => {
       // Block 0 from a local .gguf holding both blocks, then a folder whose block 1 is too wide.
       await page.getByTestId('graph-transcoders-file').setInputFiles(tcGguf);
       assert.match(await waitTranscoders(page), /all 2 blocks loaded/);
+      // Cancel right after Compute (both in one task, so the worker has them in order before its
+      // first step ends): the job stops, says so, and the engine computes the next one.
+      await page.getByTestId('graph-prompt').fill('The quick brown fox');
+      await page.evaluate(() => {
+        document.querySelector('[data-testid=graph-compute]').click();
+        document.querySelector('[data-testid=graph-cancel]').click();
+      });
+      await page.waitForFunction(() => !window.gpt2Page.state.graphComputing &&
+                                       !document.querySelector('[data-testid=graph-error]').hidden, null, {timeout: kTimeout});
+      assert.match(await pageError(page), /Cancelled after \d+ of \d+/);
+      assert.equal(await page.evaluate(() => window.gpt2Page.state.graph), null, 'no graph was shown');
+      await page.getByTestId('graph-compute').click();
+      await page.waitForFunction(() => window.gpt2Page.state.graphComputed, null, {timeout: kTimeout});
       await page.getByTestId('graph-transcoders-url').fill('models/tc-wide');
       await page.getByTestId('graph-transcoders-load-url').click();
       const status = await waitTranscoders(page);
