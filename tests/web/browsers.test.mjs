@@ -3,8 +3,8 @@
 // offline model (weights/gpt2-tiny-q8_0.gguf) loaded into a cross-origin isolated page with 2
 // threads; generation with a seed equal to the native CLI's ids (and so the same in both
 // browsers), with 1 thread too; every view drawn and every panel's job run; one experiment, the
-// saliency and a sparse autoencoder against the CLI on the same model. The other files in
-// tests/web go deeper, in Chromium only.
+// saliency, a sparse autoencoder and an attribution graph against the CLI on the same model. The
+// other files in tests/web go deeper, in Chromium only.
 import assert from 'node:assert/strict';
 import {execFileSync} from 'node:child_process';
 import fs from 'node:fs';
@@ -68,6 +68,35 @@ function writeSae(dir, d) {
     normalize_activations: 'none', hook_name: kSaeHook, hook_point_layer: 1}));
 }
 
+// Random ReLU transcoders of width kTcWidth for every block of a model of stream width d, in the
+// public set's layout (dir/gpt2-small-dun-chl-mlp-tc{L}/sae.json and sae.safetensors); a
+// negative encoder bias makes a few features fire.
+const kTcWidth = 64;
+function writeTranscoders(dir, d, nLayer) {
+  const next = random(36);
+  for (let l = 0; l < nLayer; ++l) {
+    const tensor = (shape, scale, bias = 0) => ({shape, data: Float32Array.from(
+        {length: shape.reduce((a, b) => a * b)}, () => bias + (2 * next() - 1) * scale)});
+    const tensors = {W_enc: tensor([d, kTcWidth], 1 / Math.sqrt(d)), b_enc: tensor([kTcWidth], 0.1, -0.3),
+                     W_dec: tensor([kTcWidth, d], 1 / Math.sqrt(kTcWidth)), b_dec: tensor([d], 0.1)};
+    const header = {};
+    let offset = 0;
+    for (const [name, t] of Object.entries(tensors)) {
+      header[name] = {dtype: 'F32', shape: t.shape, data_offsets: [offset, offset + t.data.byteLength]};
+      offset += t.data.byteLength;
+    }
+    const json = Buffer.from(JSON.stringify(header).padEnd(Math.ceil(JSON.stringify(header).length / 8) * 8));
+    const size = Buffer.alloc(8);
+    size.writeBigUInt64LE(BigInt(json.length));
+    const block = path.join(dir, `gpt2-small-dun-chl-mlp-tc${l}`);
+    fs.mkdirSync(block, {recursive: true});
+    fs.writeFileSync(path.join(block, 'sae.safetensors'),
+                     Buffer.concat([size, json, ...Object.values(tensors).map((t) => Buffer.from(t.data.buffer))]));
+    fs.writeFileSync(path.join(block, 'sae.json'), JSON.stringify({d_in: d, d_out: d, d_sae: kTcWidth,
+      hook_point: `blocks.${l}.ln2.hook_normalized`, out_hook_point: `blocks.${l}.hook_mlp_out`}));
+  }
+}
+
 // Native references, computed once for both browsers.
 function references() {
   fs.mkdirSync(kDir, {recursive: true});
@@ -81,7 +110,18 @@ function references() {
   const features = execFileSync(kGpt2, ['features', '--model', kModel, '--sae', sae, '--prompt', kPrompt,
                                         '--top', String(kTop), '--threads', '1'], {encoding: 'utf8'})
       .trimEnd().split('\n').map((l) => l.split('\t').map(Number)).filter(([p]) => p === T - 1).map(([, f, a]) => [f, a]);
-  return {plain, T, sae, features, ids: nativeGenerate(kModel, kPrompt, kSampling, 1)};
+  // The graph the page asks its engine for: pruned at node 0.99 and edge 0.98, at most 1,000
+  // features (worker-graph.js), of transcoders converted to Q8_0 as the page converts them.
+  writeTranscoders(path.join(kDir, 'tc'), plain.config.n_embd, plain.config.n_layer);
+  const tc = path.join(kDir, 'tc-q8_0.gguf');
+  execFileSync(path.join(kNative, 'gpt2-convert'), ['--transcoders', path.join(kDir, 'tc'), '--output', tc, '--type', 'q8_0',
+                                                    '--quiet'], {stdio: 'pipe'});
+  const graphJson = path.join(kDir, 'graph.json');
+  execFileSync(kGpt2, ['graph', '--model', kModel, '--transcoders', tc, '--prompt', kPrompt, '--threads', '1',
+                       '--node-threshold', '0.99', '--edge-threshold', '0.98', '--max-feature-nodes', '1000',
+                       '--json', graphJson], {stdio: 'pipe'});
+  return {plain, T, sae, features, ids: nativeGenerate(kModel, kPrompt, kSampling, 1),
+          graph: JSON.parse(fs.readFileSync(graphJson, 'utf8'))};
 }
 
 const ref = skip ? null : references();
@@ -245,6 +285,27 @@ for (const kind of kBrowsers) {
       const sae0 = await page.evaluate(() => window.gpt2Page.state.saes[0].id);
       await page.click(`[data-testid=sae-edits] button[data-remove="${sae0}:${f}:steer"]`);
       await until(() => !document.querySelector('[data-testid=sae-edits] button[data-remove]'));
+    });
+
+    test('an attribution graph: transcoders from a folder URL, the computed graph equals gpt2 graph --json', async () => {
+      const want = ref.graph;
+      await page.fill('graph-transcoders-url', 'models/tc');
+      await page.click('[data-testid=graph-transcoders-load-url]');
+      await until((n) => window.gpt2Page.state.graphTranscoders.blocks.length === n, ref.plain.config.n_layer);
+      await page.fill('graph-prompt', kPrompt);
+      await page.click('[data-testid=graph-compute]');
+      await until(() => window.gpt2Page.state.graphComputed || window.gpt2Page.state.graphError);
+      assert.equal(await page.evaluate(() => window.gpt2Page.state.graphError), '');
+      const got = JSON.parse(await page.evaluate(() => window.gpt2Page.state.graph.text));
+      assert.deepEqual(got.nodes.map((n) => n.node_id), want.nodes.map((n) => n.node_id), 'the same nodes');
+      want.nodes.forEach((n, i) => {
+        for (const k of ['activation', 'influence']) {
+          if (n[k] === null) assert.equal(got.nodes[i][k], null);
+          else closeTo(got.nodes[i][k], n[k], 2e-3, `${n.node_id} ${k}`);
+        }
+      });
+      assert.deepEqual(got.links.map((l) => `${l.source}>${l.target}`), want.links.map((l) => `${l.source}>${l.target}`));
+      want.links.forEach((l, k) => closeTo(got.links[k].weight, l.weight, 2e-3, `link ${k}`));
     });
 
     // After saliency and the SAE: until every request carries the store's interventions (issue
