@@ -223,7 +223,10 @@ for (const kind of kBrowsers) {
         await page.click(`[data-testid=${button}]`);
         await until(done);
       }
-      // Every view has drawn something: elements, text, or a canvas with a pixel painted.
+      // Every view has drawn something: elements, text, or a canvas with a pixel painted. The
+      // last job's reply is in the state; the store draws it at the next frame (which a headless
+      // browser may hold back), so draw now.
+      await page.evaluate(() => window.gpt2Page.flush());
       const empty = await page.evaluate((ids) => ids.filter((id) => {
         const e = document.querySelector(`[data-testid=${id}]`) || document.getElementById(id);
         if (!e) return true;
