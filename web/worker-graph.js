@@ -97,16 +97,7 @@ export function createGraph({post, yieldToEvents, loader, module, under}) {
         if (optional && /answered 404/.test(errorMessage(e))) return null;
         throw e;
       }
-      const {response} = part;
-      let total = loader.contentLength(response);
-      let body = response.body;
-      let resume = (offset, cause) => loader.resumePart(weightsUrl, response, offset, cause, abort.signal);
-      if (!total) {  // no usable size (compressed or chunked): read it whole first
-        const blob = await response.blob();
-        total = blob.size;
-        body = blob.stream();
-        resume = null;
-      }
+      const {total, body, resume} = await loader.sizedBody(weightsUrl, part.response, abort.signal);
       if (!shape) checkRoom(2 * total);  // no sae.json: the f32 checkpoint's size is the guide
       const converter = new (module().Converter)();
       try {

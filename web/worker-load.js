@@ -289,6 +289,16 @@ export function createLoader({post}) {
     return {entries: keys.length, bytes, urls: keys.map((k) => k.url)};
   }
 
+  // A network response's body with its size and how to resume it after a dropped connection
+  // ({total, body, resume}); without a usable size (a compressed or chunked answer) it is read
+  // whole first, and cannot be resumed.
+  async function sizedBody(url, response, signal) {
+    const total = contentLength(response);
+    if (total) return {total, body: response.body, resume: (offset, cause) => resumePart(url, response, offset, cause, signal)};
+    const blob = await response.blob();
+    return {total: blob.size, body: blob.stream(), resume: null};
+  }
+
   // Runs a Converter's plan: every tensor, one per call, with 'progress' (Phase.convert, in
   // tensors) and queued messages let in at most every 50 ms (yieldToEvents).
   async function convertAll(converter, tensors, yieldToEvents) {
@@ -308,6 +318,6 @@ export function createLoader({post}) {
     await caches.delete(kCacheName);
   }
 
-  return {openCache, fetchPartInfo, fetchRange, resumePart, contentLength, bodyReader, kMaxResumes, pump, convertAll,
+  return {openCache, fetchPartInfo, fetchRange, resumePart, contentLength, sizedBody, bodyReader, kMaxResumes, pump, convertAll,
           downloadInto, loadFromUrl, loadFromFile, cacheSummary, clearCache};
 }

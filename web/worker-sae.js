@@ -94,15 +94,7 @@ export function createSae({post, yieldToEvents, loader, module, under}) {
       const cfgText = await cfg.response.text();
       checkCfg(cfgText);  // before asking for the weights
       const {response} = await loader.fetchPartInfo(weightsUrl, null, false, abort.signal);
-      let total = loader.contentLength(response);
-      let body = response.body;
-      let resume = (offset, cause) => loader.resumePart(weightsUrl, response, offset, cause, abort.signal);
-      if (!total) {  // no usable size (compressed or chunked): read it whole first
-        const blob = await response.blob();
-        total = blob.size;
-        body = blob.stream();
-        resume = null;
-      }
+      const {total, body, resume} = await loader.sizedBody(weightsUrl, response, abort.signal);
       gguf = await convert(cfgText, total, async (converter) => {
         const loaded = await loader.pump(converter, body, Phase.download, 0, total, resume, 'sae_weights.safetensors');
         if (loaded !== total) {

@@ -43,6 +43,22 @@ function random(seed) {
   };
 }
 
+// A safetensors file of f32 tensors {name: {shape, data: Float32Array}}: the 8-byte header
+// length, the JSON header (padded to 8 bytes), the data in order.
+function safetensors(tensors) {
+  const header = {};
+  let offset = 0;
+  for (const [name, t] of Object.entries(tensors)) {
+    header[name] = {dtype: 'F32', shape: t.shape, data_offsets: [offset, offset + t.data.byteLength]};
+    offset += t.data.byteLength;
+  }
+  const text = JSON.stringify(header);
+  const json = Buffer.from(text.padEnd(Math.ceil(text.length / 8) * 8));
+  const size = Buffer.alloc(8);
+  size.writeBigUInt64LE(BigInt(json.length));
+  return Buffer.concat([size, json, ...Object.values(tensors).map((t) => Buffer.from(t.data.buffer))]);
+}
+
 // A random standard SAE in SAELens's layout (cfg.json, sae_weights.safetensors) for the offline
 // model's stream (width d) at kSaeHook, written into `dir`.
 function writeSae(dir, d) {
@@ -51,18 +67,8 @@ function writeSae(dir, d) {
                                                                     () => (2 * next() - 1) * scale)});
   const tensors = {W_enc: tensor([d, kSaeWidth], 1 / Math.sqrt(d)), b_enc: tensor([kSaeWidth], 0.1),
                    W_dec: tensor([kSaeWidth, d], 1 / Math.sqrt(d)), b_dec: tensor([d], 0.1)};
-  const header = {};
-  let offset = 0;
-  for (const [name, t] of Object.entries(tensors)) {
-    header[name] = {dtype: 'F32', shape: t.shape, data_offsets: [offset, offset + t.data.byteLength]};
-    offset += t.data.byteLength;
-  }
-  const json = Buffer.from(JSON.stringify(header).padEnd(Math.ceil(JSON.stringify(header).length / 8) * 8));
-  const size = Buffer.alloc(8);
-  size.writeBigUInt64LE(BigInt(json.length));
   fs.mkdirSync(dir, {recursive: true});
-  fs.writeFileSync(path.join(dir, 'sae_weights.safetensors'),
-                   Buffer.concat([size, json, ...Object.values(tensors).map((t) => Buffer.from(t.data.buffer))]));
+  fs.writeFileSync(path.join(dir, 'sae_weights.safetensors'), safetensors(tensors));
   fs.writeFileSync(path.join(dir, 'cfg.json'), JSON.stringify({
     architecture: 'standard', d_in: d, d_sae: kSaeWidth, dtype: 'float32', apply_b_dec_to_input: true,
     normalize_activations: 'none', hook_name: kSaeHook, hook_point_layer: 1}));
@@ -79,19 +85,9 @@ function writeTranscoders(dir, d, nLayer) {
         {length: shape.reduce((a, b) => a * b)}, () => bias + (2 * next() - 1) * scale)});
     const tensors = {W_enc: tensor([d, kTcWidth], 1 / Math.sqrt(d)), b_enc: tensor([kTcWidth], 0.1, -0.3),
                      W_dec: tensor([kTcWidth, d], 1 / Math.sqrt(kTcWidth)), b_dec: tensor([d], 0.1)};
-    const header = {};
-    let offset = 0;
-    for (const [name, t] of Object.entries(tensors)) {
-      header[name] = {dtype: 'F32', shape: t.shape, data_offsets: [offset, offset + t.data.byteLength]};
-      offset += t.data.byteLength;
-    }
-    const json = Buffer.from(JSON.stringify(header).padEnd(Math.ceil(JSON.stringify(header).length / 8) * 8));
-    const size = Buffer.alloc(8);
-    size.writeBigUInt64LE(BigInt(json.length));
     const block = path.join(dir, `gpt2-small-dun-chl-mlp-tc${l}`);
     fs.mkdirSync(block, {recursive: true});
-    fs.writeFileSync(path.join(block, 'sae.safetensors'),
-                     Buffer.concat([size, json, ...Object.values(tensors).map((t) => Buffer.from(t.data.buffer))]));
+    fs.writeFileSync(path.join(block, 'sae.safetensors'), safetensors(tensors));
     fs.writeFileSync(path.join(block, 'sae.json'), JSON.stringify({d_in: d, d_out: d, d_sae: kTcWidth,
       hook_point: `blocks.${l}.ln2.hook_normalized`, out_hook_point: `blocks.${l}.hook_mlp_out`}));
   }
