@@ -10,7 +10,7 @@ import {labelsText, parseLabels} from './sae.js';
 import {renderIfChanged} from './store.js';
 import * as checkView from './view-graph-check.js';
 import * as graphView from './view-graph.js';
-import {fmt, mb} from './viz.js';
+import {fmt, mb, progressWords} from './viz.js';
 
 // The store's graph fields, merged into app.js's initial state.
 export const kGraphState = {
@@ -200,14 +200,12 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
   });
 
   function transcodersProgress({phase, loaded, total, file, block}) {
-    const pct = total ? Math.round((loaded / total) * 100) : 0;
     const which = block !== undefined ? `block ${block}` : file || 'the file';
-    const verb = {[Phase.download]: `Downloading ${file || which}`, [Phase.cache]: `Read ${which} from the browser cache`,
-                  [Phase.file]: `Reading ${which}`, [Phase.parse]: `Loading ${which} into the model`,
-                  [Phase.convert]: 'Converting to Q8_0'}[phase] || phase;
-    const amount = phase === Phase.convert ? `${loaded} of ${total} tensors` : `${mb(loaded)} of ${mb(total)}`;
-    store.set({graphTranscodersProgress: {value: pct},
-               graphTranscodersStatus: phase === Phase.parse || !total ? `${verb}…` : `${verb}: ${amount} (${pct}%)`});
+    const {pct, text} = progressWords({phase, loaded, total}, {
+      [Phase.download]: `Downloading ${file || which}`, [Phase.cache]: `Read ${which} from the browser cache`,
+      [Phase.file]: `Reading ${which}`, [Phase.parse]: `Loading ${which} into the model`,
+      [Phase.convert]: 'Converting to Q8_0'});
+    store.set({graphTranscodersProgress: {value: pct}, graphTranscodersStatus: text});
   }
 
   function transcodersText(t, note) {

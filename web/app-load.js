@@ -4,7 +4,7 @@
 // (protocol.js documents the messages); state lives in the store.
 import {hfCacheKey, hfChoice, kHfModels, kHfWeights} from './hf.js';
 import {Msg, Phase} from './protocol.js';
-import {mb} from './viz.js';
+import {mb, progressWords} from './viz.js';
 
 // store, worker, $, on: app.js's; params: the page's URL parameters; canLoad(s): whether a load
 // may start now; engineMode(): the engine in words; modelReady(info): what the rest of the page
@@ -57,14 +57,11 @@ export function createLoadPanel({store, worker, $, on, params, canLoad, engineMo
   }
 
   function onProgress({phase, loaded, total, file}) {
-    const pct = total ? Math.floor((loaded / total) * 100) : 0;
-    const verb = {[Phase.download]: file ? `Downloading ${file}` : 'Downloading',
-                  [Phase.cache]: 'Reading from the browser cache', [Phase.file]: 'Reading the file',
-                  [Phase.parse]: 'Checking the file and preparing the model',
-                  [Phase.convert]: 'Converting to GGUF'}[phase] || phase;
-    const amount = phase === Phase.convert ? `${loaded} of ${total} tensors` : `${mb(loaded)} of ${mb(total)}`;
-    store.set({progress: {value: pct, loaded, total, phase},
-               progressText: phase === Phase.parse || !total ? `${verb}…` : `${verb}: ${amount} (${pct}%)`});
+    const {pct, text} = progressWords({phase, loaded, total}, {
+      [Phase.download]: file ? `Downloading ${file}` : 'Downloading',
+      [Phase.cache]: 'Reading from the browser cache', [Phase.file]: 'Reading the file',
+      [Phase.parse]: 'Checking the file and preparing the model', [Phase.convert]: 'Converting to GGUF'});
+    store.set({progress: {value: pct, loaded, total, phase}, progressText: text});
   }
 
   function onModel({info, source, name, cacheWarning, storing, memoryBytes}) {

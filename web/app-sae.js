@@ -9,7 +9,7 @@ import {kHfSaeBlocks, labelsText, parseLabels, saeInterventions, saeSourceText} 
 import {renderIfChanged} from './store.js';
 import * as featuresView from './view-features.js';
 import {renderResult} from './view-experiments.js';
-import {mb} from './viz.js';
+import {mb, progressWords} from './viz.js';
 
 // The store's SAE fields, merged into app.js's initial state.
 export const kSaeState = {
@@ -186,12 +186,11 @@ export function createSaePanel({store, worker, $, on, compute, hfBase, canRun, r
   // ---- Worker replies -----------------------------------------------------------------------------
 
   function onProgress({phase, loaded, total, file}) {
-    const pct = total ? Math.floor((loaded / total) * 100) : 0;
-    const verb = {[Phase.download]: `Downloading ${file || 'the SAE'}`, [Phase.cache]: 'Read from the browser cache',
-                  [Phase.file]: `Reading ${file || 'the file'}`, [Phase.parse]: 'Loading the SAE into the model',
-                  [Phase.convert]: 'Converting to Q8_0'}[phase] || phase;
-    const amount = phase === Phase.convert ? `${loaded} of ${total} tensors` : `${mb(loaded)} of ${mb(total)}`;
-    store.set({saeProgress: {value: pct, phase}, saeStatus: phase === Phase.parse || !total ? `${verb}…` : `${verb}: ${amount} (${pct}%)`});
+    const {pct, text} = progressWords({phase, loaded, total}, {
+      [Phase.download]: `Downloading ${file || 'the SAE'}`, [Phase.cache]: 'Read from the browser cache',
+      [Phase.file]: `Reading ${file || 'the file'}`, [Phase.parse]: 'Loading the SAE into the model',
+      [Phase.convert]: 'Converting to Q8_0'});
+    store.set({saeProgress: {value: pct, phase}, saeStatus: text});
   }
 
   function onSaes({saes, loaded, note}) {

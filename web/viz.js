@@ -1,5 +1,7 @@
 // Drawing helpers for the page: a colour-blind-safe colour map and an interactive heat map
-// (hover shows the value, arrow keys move a cursor whose value is read out for screen readers).
+// (hover shows the value, arrow keys move a cursor whose value is read out for screen readers),
+// and numbers, sizes and progress in words.
+import {Phase} from './protocol.js';
 
 // Viridis (matplotlib's default, designed by van der Walt and Smith to be perceptually uniform
 // and readable with colour-vision deficiencies and in greyscale): 9 samples of the official
@@ -75,6 +77,14 @@ export function drawLegend(canvas) {
 
 // A size for the page's text: kB below 1 MiB, else MiB with one decimal (written "MB").
 export const mb = (bytes) => (bytes < 1 << 20 ? `${Math.ceil(bytes / 1024)} kB` : `${(bytes / (1024 * 1024)).toFixed(1)} MB`);
+
+// A 'progress' message (protocol.js) in words: {pct, text}; verbs: what each phase is doing.
+export function progressWords({phase, loaded, total}, verbs) {
+  const pct = total ? Math.floor((loaded / total) * 100) : 0;
+  const verb = verbs[phase] || phase;
+  const amount = phase === Phase.convert ? `${loaded} of ${total} tensors` : `${mb(loaded)} of ${mb(total)}`;
+  return {pct, text: phase === Phase.parse || !total ? `${verb}…` : `${verb}: ${amount} (${pct}%)`};
+}
 
 export function fmt(v, digits = 4) {
   if (v === undefined || v === null || Number.isNaN(v)) return '–';

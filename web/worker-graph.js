@@ -8,11 +8,13 @@
 // reads 40 MB per block from the cache instead of 151 MB from the network. The engine owns its
 // transcoders: another model drops them (attach).
 
+import {canonical} from './interventions.js';
 import {ErrorKind, Msg, Phase, errorMessage} from './protocol.js';
 import {cfgShape, saeCacheKey, saeRefusal} from './sae.js';
+import {tokenPieces} from './worker-sae.js';
 import {hfTranscoderFolder, transcoderBytes, transcoderUrls} from './transcoders.js';
 
-const kPlain = {};
+const kPlain = canonical({});  // what the replies say they ran under, as the jobs' do
 // The page sends the graph JSON pruned this loosely, so its node slider can show more than
 // circuit-tracer's default 0.8 without computing again; the edges kept are circuit-tracer's 0.98.
 const kSentNodeThreshold = 0.99;
@@ -191,11 +193,6 @@ export function createGraph({post, yieldToEvents, loader, module, under}) {
     listed();
   }
 
-  const pieces = (ids) => {
-    const d = new TextDecoder('utf-8');
-    return Object.fromEntries([...new Set(ids)].map((id) => [id, d.decode(engine.tokenBytes(id))]));
-  };
-
   // The graph of msg.prompt in short engine calls (a block's features, then batches of rows, a
   // backward pass each) with progress and a cancel between them; the reply's text is
   // circuit-tracer's graph file.
@@ -254,7 +251,7 @@ export function createGraph({post, yieldToEvents, loader, module, under}) {
       const promoted = Array.from(c.promoted), suppressed = Array.from(c.suppressed);
       post({type: Msg.graphCard, under: kPlain, layer: msg.layer | 0, feature: msg.feature | 0, ids: graphIds, activations,
             promoted, promotedWeights: Array.from(c.promotedWeights), suppressed,
-            suppressedWeights: Array.from(c.suppressedWeights), pieces: pieces([...graphIds, ...promoted, ...suppressed])},
+            suppressedWeights: Array.from(c.suppressedWeights), pieces: tokenPieces(engine, [...graphIds, ...promoted, ...suppressed])},
            [activations.buffer]);
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.graph, message: errorMessage(e)});

@@ -187,11 +187,6 @@ export function createSae({post, yieldToEvents, loader, module, under}) {
     }
   }
 
-  function pieces(ids) {
-    const d = new TextDecoder('utf-8');
-    return Object.fromEntries([...new Set(ids)].map((id) => [id, d.decode(engine.tokenBytes(id))]));
-  }
-
   // The picked token's features (engine.saeFeatures: descending, zeros left out), each with the
   // tokens its decoder direction promotes and suppresses most (W_dec[F] @ W_U).
   function handleFeatures(msg) {
@@ -206,7 +201,7 @@ export function createSae({post, yieldToEvents, loader, module, under}) {
          suppressed: Array.from(w.suppressed), suppressedValues: Array.from(w.suppressedValues)}));
       const ids = logits.flatMap((l) => [...l.promoted, ...l.suppressed]);
       post({type: Msg.saeFeatures, under: spec, id, position: msg.position | 0, features, activations, explained: r.explained, logits,
-            pieces: pieces(ids)}, [features.buffer, activations.buffer]);
+            pieces: tokenPieces(engine, ids)}, [features.buffer, activations.buffer]);
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.sae, message: errorMessage(e)});
     }
@@ -237,6 +232,12 @@ export function createSae({post, yieldToEvents, loader, module, under}) {
     features: handleFeatures,
     strip: handleStrip,
   };
+}
+
+// {token id: its text} for the distinct ids (the replies' `pieces`; the graph's part uses it too).
+export function tokenPieces(engine, ids) {
+  const d = new TextDecoder('utf-8');
+  return Object.fromEntries([...new Set(ids)].map((id) => [id, d.decode(engine.tokenBytes(id))]));
 }
 
 // The converter's and the engine's messages, with what to do about them.

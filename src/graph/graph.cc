@@ -703,9 +703,10 @@ PrunedGraph PruneAttributionGraph(const AttributionGraph& g, double node_thresho
     out.cumulative[i] = total > 0 ? cum / total : 0;
   }
 
-  // circuit-tracer's compute_graph_scores (read again in its graph.py on 2026-12-05, as are the
-  // pruning and find_threshold above): replacement = embeddings' influence / (embeddings' + errors'); completeness = the share of
-  // each node's normalised inputs not from errors, weighted by its influence plus its logit weight.
+  // circuit-tracer's compute_graph_scores (read again in its graph.py on 2026-12-05, as were the
+  // pruning and find_threshold above): replacement = embeddings' influence / (embeddings' +
+  // errors'); completeness = the share of each node's normalised inputs not from errors, weighted
+  // by its influence plus its logit weight.
   double token_infl = 0, error_infl = 0;
   for (int i = g.error_begin(); i < g.embedding_begin(); ++i) error_infl += out.influence[i];
   for (int i = g.embedding_begin(); i < g.logit_begin(); ++i) token_infl += out.influence[i];
