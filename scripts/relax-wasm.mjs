@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Usage: node scripts/relax-wasm.mjs <module.wasm>
+// Usage: node scripts/relax-wasm.mjs [--inline-only] <module.wasm>
 //
 // Gives a linked engine module its relaxed SIMD twin (src/kernels/relaxed_simd.h says why this
 // is done after linking). The kernels call marker functions, exported under the names below;
@@ -10,6 +10,13 @@
 // Everything else in the module is left as Emscripten wrote it, apart from what binaryen's
 // inliner optimizes in the functions it inlines into. A module with no markers (one that does
 // not link the kernels) is left alone.
+//
+// --inline-only (the test modules): inline the markers without then optimizing the functions
+// they went into. Binaryen's optimizing inliner re-optimizes every function it inlines anything
+// into, and over the whole test module (linked at -O1, so full of small calls) that took 37 s
+// of each of the two passes, the slowest step of the WebAssembly build. Without it the twin
+// computes the same (each marker is still one instruction over its arguments); the branch a
+// gpt2_wasm_relaxed() picks is then folded by the browser's compiler instead.
 import fs from 'node:fs';
 import binaryen from 'binaryen';
 
@@ -27,7 +34,7 @@ const FEATURES = binaryen.Features.MVP | binaryen.Features.Atomics |
   binaryen.Features.SIMD128 | binaryen.Features.BulkMemory | binaryen.Features.BulkMemoryOpt |
   binaryen.Features.SignExt;
 
-function transform(bytes, relaxed) {
+function transform(bytes, relaxed, optimize) {
   const m = binaryen.readBinary(bytes);
   m.setFeatures(FEATURES | (relaxed ? binaryen.Features.RelaxedSIMD : 0));
   const names = [];
@@ -54,7 +61,7 @@ function transform(bytes, relaxed) {
   binaryen.setOptimizeLevel(3);
   binaryen.setShrinkLevel(0);
   binaryen.setAlwaysInlineMaxSize(8);
-  m.runPasses(['inlining-optimizing', 'remove-unused-module-elements']);
+  m.runPasses([optimize ? 'inlining-optimizing' : 'inlining', 'remove-unused-module-elements']);
   for (const name of names) {
     // A marker still in the module was not inlined somewhere: that call would cost more than
     // the instruction it stands for.
@@ -67,14 +74,16 @@ function transform(bytes, relaxed) {
   return out;
 }
 
-const path = process.argv[2];
+const args = process.argv.slice(2);
+const optimize = args[0] !== '--inline-only';
+const path = args[optimize ? 0 : 1];
 if (!path || !path.endsWith('.wasm')) {
-  console.error('usage: node scripts/relax-wasm.mjs <module.wasm>');
+  console.error('usage: node scripts/relax-wasm.mjs [--inline-only] <module.wasm>');
   process.exit(2);
 }
 const bytes = fs.readFileSync(path);
-const relaxed = transform(bytes, true);
+const relaxed = transform(bytes, true, optimize);
 if (relaxed === null) process.exit(0);
-const plain = transform(bytes, false);
+const plain = transform(bytes, false, optimize);
 fs.writeFileSync(path.replace(/\.wasm$/, '-relaxed.wasm'), relaxed);
 fs.writeFileSync(path, plain);
