@@ -1,14 +1,13 @@
 // The page's Converter (usage at the top of embind.cc): each call forwards to
 // src/convert/convert_session.h's ConvertSession, which converts one tensor (or one streamed
 // piece) per call, so the worker can report progress in between and hold a checkpoint only once.
-// What stays here is JS's side: the downloaded bytes (DownloadBuffer) and the results' objects.
+// What stays here is JS's side: the downloaded bytes copied in and the results' objects.
 #include <emscripten/bind.h>
 #include <emscripten/val.h>
 
 #include <string>
 #include <vector>
 
-#include "bindings/download_buffer.h"
 #include "bindings/js_calls.h"
 #include "convert/convert_session.h"
 #include "format/safetensors.h"
@@ -35,7 +34,7 @@ class Converter : public ErrorsByValue {
   void SetSaeConfig(const std::string& json) { Guarded([&] { s_.SetSaeConfig(json); return 0; }); }
   // The whole checkpoint (beginCheckpoint, appendChunk...), then one of the plans.
   void BeginCheckpoint(double total_bytes) { Guarded([&] { Free(); checkpoint_.Begin(total_bytes); return 0; }); }
-  void AppendChunk(const val& bytes) { Guarded([&] { checkpoint_.Append(bytes); return 0; }); }
+  void AppendChunk(const val& bytes) { Guarded([&] { AppendFromJs(checkpoint_, bytes); return 0; }); }
   val Plan(const std::string& type) {
     return Guarded([&] { return PlannedToJs(s_.Plan(Held(), checkpoint_.size(), ParseConvertType(type)), "bytes"); });
   }
@@ -75,7 +74,7 @@ class Converter : public ErrorsByValue {
       return Object({{"offset", val(static_cast<double>(r.offset))}, {"bytes", val(static_cast<double>(r.bytes))}});
     });
   }
-  void AppendPiece(const val& bytes) { Guarded([&] { piece_.Append(bytes); return 0; }); }
+  void AppendPiece(const val& bytes) { Guarded([&] { AppendFromJs(piece_, bytes); return 0; }); }
   val FeedPiece() {
     return Guarded([&] {
       Gpt2GgufStream& stream = s_.stream();
@@ -111,8 +110,8 @@ class Converter : public ErrorsByValue {
   }
 
   ConvertSession s_;
-  DownloadBuffer checkpoint_{"model.safetensors", "beginCheckpoint"};  // a held plan points into it
-  DownloadBuffer piece_{"model.safetensors piece", "nextRange"};
+  ArrivingFile checkpoint_{"model.safetensors", "beginCheckpoint"};  // a held plan points into it
+  ArrivingFile piece_{"model.safetensors piece", "nextRange"};
 };
 
 }  // namespace

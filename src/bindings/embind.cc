@@ -27,6 +27,7 @@
 // valid until the next call into the engine (which may grow memory): copy it with slice().
 #include <emscripten/bind.h>
 #include <emscripten/heap.h>
+#include <emscripten/threading.h>
 #include <emscripten/val.h>
 #include <malloc.h>
 
@@ -36,7 +37,6 @@
 #include <vector>
 
 #include "base/error.h"
-#include "bindings/download_buffer.h"
 #include "bindings/js_calls.h"
 #include "convert/convert.h"
 #include "hwy/highway.h"
@@ -192,7 +192,7 @@ class Engine : public ErrorsByValue {
   void BeginLoad(double total_bytes) {
     Guarded([&] { second_.reset(); lab_.reset(); file_bytes_.Begin(total_bytes); return 0; });
   }
-  void AppendChunk(const val& bytes) { Guarded([&] { file_bytes_.Append(bytes); return 0; }); }
+  void AppendChunk(const val& bytes) { Guarded([&] { AppendFromJs(file_bytes_, bytes); return 0; }); }
   val FinishLoad(int n_threads) {
     return Guarded([&] {
       file_bytes_.RequireComplete();
@@ -205,11 +205,6 @@ class Engine : public ErrorsByValue {
     const Config& c = lab_->config();
     const GgufValue* name = lab_->file().Find("general.name");
     const GgufTensor* qkv = lab_->file().FindTensor("blk.0.attn_qkv.weight");
-#ifdef __EMSCRIPTEN_PTHREADS__
-    const bool pthreads = true;
-#else
-    const bool pthreads = false;
-#endif
     return Object({
         {"n_vocab", val(c.n_vocab)}, {"n_ctx", val(c.n_ctx)}, {"n_embd", val(c.n_embd)}, {"n_head", val(c.n_head)},
         {"n_layer", val(c.n_layer)}, {"n_ff", val(c.n_ff)}, {"kv_cache", val(std::string(c.kv_cache_name()))},
@@ -221,7 +216,7 @@ class Engine : public ErrorsByValue {
         {"weight_type", val(std::string(qkv != nullptr ? GgmlTypeName(static_cast<uint32_t>(qkv->type)) : ""))},
         {"simd", val(std::string(RelaxedSimdKernels() ? "wasm-relaxed-simd" : "wasm-simd128"))},
         // 1 in the single-threaded module; in the pthreads one what the ThreadPool could start.
-        {"threads", val(lab_->session().n_threads())}, {"pthreads", val(pthreads)}});
+        {"threads", val(lab_->session().n_threads())}, {"pthreads", val(emscripten_has_threading_support() != 0)}});
   }
 
   // f(lab) guarded: its error, or that no model is loaded, reported by value.
@@ -249,7 +244,7 @@ class Engine : public ErrorsByValue {
 
  private:
   // Declared first so it is destroyed last: the Lab's GgufFile and Model point into it.
-  DownloadBuffer file_bytes_{"The model", "beginLoad"};
+  ArrivingFile file_bytes_{"The model", "beginLoad"};
   std::unique_ptr<Lab> lab_;
   std::unique_ptr<SecondModel> second_;  // after lab_: freed first
 };
@@ -282,8 +277,6 @@ val SaeInfos(const Lab& l) {
   return ArrayOf(all);
 }
 
-int EndOfTextId() { return kEndOfText; }
-
 // {heapBytes, mallocBytes (dlmalloc's, in use), stackAddress (of a local: smaller means frames
 // were left on the stack)}: for the tests that check a loop of calls leaks nothing.
 val MemoryStats() {
@@ -306,7 +299,7 @@ val ComponentNames(const Attribution& a) {
 EMSCRIPTEN_BINDINGS(gpt2_engine) {
   using namespace gpt2;
   using emscripten::val;
-  emscripten::function("endOfTextId", &EndOfTextId);
+  emscripten::function("endOfTextId", +[] { return kEndOfText; });
   emscripten::function("memoryStats", &MemoryStats);
 
   // Requests.

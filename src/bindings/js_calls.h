@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "format/arriving_file.h"
 
 namespace gpt2 {
 
@@ -74,6 +75,12 @@ class Shape {
  private:
   emscripten::value_object<T> object_;
 };
+
+// Copies a Uint8Array (or ArrayBuffer view) straight into the file's next bytes.
+inline void AppendFromJs(ArrivingFile& file, const val& bytes) {
+  const size_t n = bytes["length"].as<size_t>();
+  val(emscripten::typed_memory_view(n, file.Append(n))).call<void>("set", bytes);
+}
 
 inline bool Given(const val& v) { return !v.isUndefined() && !v.isNull(); }
 

@@ -45,7 +45,8 @@ double CpuSeconds() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC;
 #endif
 
 TEST_CASE("MatMul throughput", "[.][bench]") {
-  const Shape shapes[] = {{"qkv 2304x768", 2304, 768},
+  const Shape shapes[] = {{"attn out 768x768", 768, 768},
+                          {"qkv 2304x768", 2304, 768},
                           {"fc 3072x768", 3072, 768},
                           {"proj 768x3072", 768, 3072},
                           {"unembed 50257x768", 50257, 768}};
@@ -107,6 +108,22 @@ TEST_CASE("MatMul throughput", "[.][bench]") {
           }
         }
         ForceKernelTarget(0);
+        if (T > 1 && shape.rows <= 4096) {  // the backward's product dy @ W (MatMulTransposed)
+          std::vector<float> dy(static_cast<size_t>(T * shape.rows)), dx(T * shape.cols);
+          for (float& v : dy) v = uni(rng);
+          MatMulTransposed(dy.data(), T, w, dx.data(), 0, shape.cols);  // warm up
+          int reps = 0;
+          const double t0 = CpuSeconds();
+          double elapsed = 0;
+          do {
+            MatMulTransposed(dy.data(), T, w, dx.data(), 0, shape.cols);
+            ++reps;
+            elapsed = CpuSeconds() - t0;
+          } while (elapsed < 0.2);
+          std::printf("%-8s %-18s %-5s T=%-3lld %-5s %8.1f us/call  %6.1f GFLOP/s (dy @ W)\n",
+                      ActiveKernelTargetName().c_str(), shape.name, type_name, static_cast<long long>(T), "f32",
+                      elapsed / reps * 1e6, 2.0 * elems * T / (elapsed / reps) / 1e9);
+        }
       }
     }
   }

@@ -1,6 +1,8 @@
-#include "bindings/download_buffer.h"
+#include "format/arriving_file.h"
 
+#include <cstdio>
 #include <cstdlib>
+#include <string>
 #ifdef __EMSCRIPTEN_PTHREADS__
 #include <system_error>
 #endif
@@ -10,13 +12,12 @@
 
 namespace gpt2 {
 
-using emscripten::val;
-
-void DownloadBuffer::Begin(double total_bytes) {
+void ArrivingFile::Begin(double total_bytes) {
   Free();
   if (!(total_bytes > 0) || total_bytes > static_cast<double>(kWasmMemoryBudget)) {
-    throw Error(what_ + " (" + std::to_string(static_cast<int64_t>(total_bytes)) +
-                " bytes) is not something this page can load: WebAssembly memory is limited to 4 GB.");
+    char shown[64];  // any JS number, NaN and 1e300 included
+    std::snprintf(shown, sizeof shown, "%.0f", total_bytes);
+    throw Error(what_ + " (" + shown + " bytes) is not something this page can load: WebAssembly memory is limited to 4 GB.");
   }
   size_ = static_cast<size_t>(total_bytes);
   data_ = static_cast<uint8_t*>(std::aligned_alloc(64, (size_ + 63) & ~size_t{63}));
@@ -30,21 +31,21 @@ void DownloadBuffer::Begin(double total_bytes) {
   StartTouching();
 }
 
-void DownloadBuffer::Append(const val& bytes) {
+uint8_t* ArrivingFile::Append(size_t n) {
   if (data_ == nullptr) throw Error("appendChunk called before " + begin_);
-  const size_t n = bytes["length"].as<size_t>();
   if (n > size_ - filled_) {
     throw Error(what_ + " download is larger than announced (" + std::to_string(size_) +
                 " bytes); the server's size information is wrong.");
   }
-  val(emscripten::typed_memory_view(n, data_ + filled_)).call<void>("set", bytes);
+  uint8_t* at = data_ + filled_;
   filled_ += n;
 #ifdef __EMSCRIPTEN_PTHREADS__
   filled_progress_.store(filled_, std::memory_order_relaxed);
 #endif
+  return at;
 }
 
-void DownloadBuffer::RequireComplete() {
+void ArrivingFile::RequireComplete() {
   StopTouching();
   if (data_ == nullptr) throw Error(begin_ + " was not called");
   if (filled_ != size_) {
@@ -53,7 +54,7 @@ void DownloadBuffer::RequireComplete() {
   }
 }
 
-void DownloadBuffer::Free() {
+void ArrivingFile::Free() {
   StopTouching();
   std::free(data_);
   data_ = nullptr;
@@ -61,7 +62,7 @@ void DownloadBuffer::Free() {
 }
 
 #ifdef __EMSCRIPTEN_PTHREADS__
-void DownloadBuffer::StartTouching() {
+void ArrivingFile::StartTouching() {
   stop_touching_.store(false);
   filled_progress_.store(0);
   const size_t words = size_ / sizeof(int32_t);
@@ -82,13 +83,13 @@ void DownloadBuffer::StartTouching() {
   }
 }
 
-void DownloadBuffer::StopTouching() {
+void ArrivingFile::StopTouching() {
   stop_touching_.store(true);
   if (toucher_.joinable()) toucher_.join();
 }
 #else
-void DownloadBuffer::StartTouching() {}
-void DownloadBuffer::StopTouching() {}
+void ArrivingFile::StartTouching() {}
+void ArrivingFile::StopTouching() {}
 #endif
 
 }  // namespace gpt2

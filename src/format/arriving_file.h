@@ -1,6 +1,7 @@
-// A file that arrives from JavaScript in chunks (the page's download of a model or of a Hugging
-// Face checkpoint), held in one allocation, 64-byte aligned so GGUF's 32-byte tensor alignment
-// holds in memory as in the file.
+// A file that arrives in chunks of known total size (the page's download of a model or of a
+// Hugging Face checkpoint), held in one allocation, 64-byte aligned so GGUF's 32-byte tensor
+// alignment holds in memory as in the file. The bindings copy each chunk straight into Append's
+// place; the errors name the file and the call that starts it, as the page's user knows them.
 //
 // In the pthreads module a second thread writes the buffer's pages in from its end while the
 // chunks are copied in from its start. Fresh wasm memory costs the OS a page fault at the first
@@ -11,11 +12,10 @@
 // single-threaded module.
 #pragma once
 
-#include <emscripten/val.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #ifdef __EMSCRIPTEN_PTHREADS__
 #include <atomic>
 #include <thread>
@@ -23,18 +23,20 @@
 
 namespace gpt2 {
 
-class DownloadBuffer {
+class ArrivingFile {
  public:
   // `what` names the file in errors ("The model", "model.safetensors"); `begin` the JS call
   // that starts it.
-  DownloadBuffer(std::string what, std::string begin) : what_(std::move(what)), begin_(std::move(begin)) {}
-  DownloadBuffer(const DownloadBuffer&) = delete;
-  ~DownloadBuffer() { Free(); }
+  ArrivingFile(std::string what, std::string begin) : what_(std::move(what)), begin_(std::move(begin)) {}
+  ArrivingFile(const ArrivingFile&) = delete;
+  ~ArrivingFile() { Free(); }
 
-  // Frees what was held and allocates total_bytes; throws gpt2::Error when that cannot be.
+  // Frees what was held and allocates total_bytes (a JS number: anything not in (0, 4 GB) is
+  // refused); throws gpt2::Error when that cannot be.
   void Begin(double total_bytes);
-  // Copies a Uint8Array (or ArrayBuffer view) straight into place.
-  void Append(const emscripten::val& bytes);
+  // Where the next n bytes go, counted as arrived: the caller copies them there at once. Throws
+  // when they would pass the announced size.
+  uint8_t* Append(size_t n);
   // Throws unless every announced byte arrived. Gives the touching thread back to the pool
   // (the session about to be made needs it).
   void RequireComplete();
