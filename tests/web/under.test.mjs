@@ -44,6 +44,7 @@ describe('the interventions the page shows are the ones every tool runs under', 
     await page.getByTestId('saliency-run').click();
     await waitFor(() => window.gpt2Page.state.saliency || !document.querySelector('[data-testid=error]').hidden);
     return page.evaluate(() => {
+      window.gpt2Page.flush();  // the views draw on the next frame: the tests read them now
       const s = window.gpt2Page.state.saliency;
       return {values: Array.from(s.values), total: s.total, position: s.position, target: s.target};
     });
@@ -56,6 +57,7 @@ describe('the interventions the page shows are the ones every tool runs under', 
     await waitFor((pos) => window.gpt2Page.state.saeFeatures?.position === pos ||
                            !document.querySelector('[data-testid=error]').hidden, p);
     return page.evaluate(() => {
+      window.gpt2Page.flush();
       const f = window.gpt2Page.state.saeFeatures;
       return {features: Array.from(f.features), activations: Array.from(f.activations)};
     });
