@@ -9,6 +9,8 @@ jobs=$(nproc)
 # WebAssembly build compiles without it.
 launcher=()
 command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+# The tests' precompiled header (CMakeLists.txt) is only cached by ccache with this sloppiness.
+export CCACHE_SLOPPINESS=pch_defines,time_macros
 cmake -S . -B build/native -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
 cmake --build build/native -j"$jobs"
 

@@ -21,6 +21,7 @@ seconds=${1:-30}
 dir=build/sanitize
 launcher=()  # as in build.sh
 command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+export CCACHE_SLOPPINESS=pch_defines,time_macros  # as in build.sh
 # Debug keeps assert() on; -O1 because clang's sanitized -O0 code compiles no faster and runs
 # (fuzzes, tests) several times slower; -g1 gives stack traces their lines at a third of -g's
 # cost.
