@@ -139,8 +139,20 @@ for (const kind of kBrowsers) {
 
     // Waits until fn(arg) holds in the page or it shows an error.
     async function until(fn, arg) {
-      await page.waitFor(new Function('arg', `return (${fn})(arg) || !document.querySelector('[data-testid=error]').hidden;`),
-                         arg, kTimeout);
+      try {
+        await page.waitFor(new Function('arg', `return (${fn})(arg) || !document.querySelector('[data-testid=error]').hidden;`),
+                           arg, kTimeout);
+      } catch (e) {
+        // What the page was doing when it stopped, and what it logged: a wait that runs out says
+        // nothing else (a page that never loaded in Firefox, once in 20 runs).
+        const status = await Promise.race([
+          page.evaluate(() => ['progress', 'status', 'stats', 'error'].map((id) => {
+            const el = document.querySelector(`[data-testid=${id}]`);
+            return `${id}: ${el ? JSON.stringify({text: el.textContent.trim().slice(0, 200), ...el.dataset}) : '-'}`;
+          }).join('\n')),
+          new Promise((resolve) => setTimeout(() => resolve('(the page did not answer in 5 s)'), 5000))]);
+        throw new Error(`${e.message}\n${status}\n${consoleLines.join('\n')}`);
+      }
       await noPageError();
     }
 
