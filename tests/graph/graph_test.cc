@@ -20,6 +20,8 @@
 #include "graph/graph.h"
 #include "lab/graph.h"
 #include "lab/lab.h"
+#include "lab/qk.h"
+#include "model/backward.h"
 #include "sae/transcoders.h"
 #include "tools/common/synthetic_model.h"
 
@@ -320,4 +322,92 @@ TEST_CASE("graph feature card: activations over the prompt and the decoder's tok
   }
   CHECK_THROWS_WITH(gpt2::FeatureCardOf(t.lab->conv(), set, ids, 0, 48, 5), Catch::Contains("48"));
   CHECK_THROWS(gpt2::FeatureCardOf(t.lab->conv(), set, ids, 2, 0, 5));
+}
+
+TEST_CASE("QK attribution: each side's parts and all pairs sum to the real score; shares equal the backward's", "[graph]") {
+  TranscoderFiles files;
+  TinyGraphLab t;
+  const gpt2::TranscoderSet set(Convert(files.parts, gpt2::TensorType::kF32), t.lab->config());
+  const std::vector<int32_t>& ids32 = Golden().I32("graph/ids");
+  const std::vector<int> ids(ids32.begin(), ids32.end());
+  const int T = static_cast<int>(ids.size()), C = t.lab->config().n_embd;
+  const gpt2::ScoreSpec spec{1, 2, T - 1, 2};
+  const gpt2::QkAttribution all = gpt2::QkAttributionOf(t.lab->conv(), set, ids, spec, 1 << 20);
+
+  // The score from another path: the backward's kept f32 q and k; its gradient at ln_1's output.
+  gpt2::Session session(t.lab->model());
+  gpt2::Backward backward(t.lab->model());
+  std::vector<float> x;  // the stream entering block 1
+  const gpt2::ActivationObserver also = [&](const gpt2::Activation& a) {
+    if (a.hook == gpt2::Hook::kResidPre && a.layer == 1) x.assign(a.data, a.data + int64_t(T) * C);
+  };
+  backward.Forward(session, ids, nullptr, nullptr, &also);
+  const double score = backward.Score(spec);
+  std::vector<float> dln1;
+  backward.RunScore(spec, [&](const gpt2::Activation& a) {
+    if (a.hook == gpt2::Hook::kLn1 && a.layer == 1) dln1.assign(a.data, a.data + int64_t(T) * C);
+  });
+  REQUIRE(all.score == Approx(score).epsilon(1e-5));
+  CHECK(all.probability > 0);
+  CHECK(all.probability < 1);
+
+  const auto sum = [](const std::vector<gpt2::QkPart>& parts, double rest) {
+    double s = rest;
+    for (const gpt2::QkPart& p : parts) s += p.score;
+    return s;
+  };
+  CHECK(all.query_rest == 0);
+  CHECK(all.key_rest == 0);
+  CHECK(sum(all.query_parts, 0) == Approx(score).epsilon(1e-4));
+  CHECK(sum(all.key_parts, 0) == Approx(score).epsilon(1e-4));
+  REQUIRE(all.pairs.size() == all.query_parts.size() * all.key_parts.size());
+  double pairs = 0;
+  for (const gpt2::QkPair& p : all.pairs) pairs += p.score;
+  CHECK(pairs == Approx(score).epsilon(1e-4));
+  // Block 1's parts: the embedding, block 0's attention, features, decoder bias and error, the bias.
+  int features = 0;
+  for (const gpt2::QkPart& p : all.query_parts) features += p.kind == gpt2::QkPartKind::kFeature;
+  CHECK(all.query_parts.size() == size_t(features) + 5);
+
+  // A feature's share on each side: acts W_dec[f] . ds/dx, ds/dx the backward's gradient at ln_1's
+  // output through ln_1 with 1/sigma frozen (the replacement model's).
+  const gpt2::Sae& tc = *set.block(0);
+  const gpt2::BlockWeights& bw = t.lab->model().blocks[1];
+  std::vector<float> dec(C);
+  for (const auto& [parts, p] : {std::make_pair(&all.query_parts, spec.query), std::make_pair(&all.key_parts, spec.key)}) {
+    const float* xp = x.data() + int64_t(p) * C;
+    const float* g = dln1.data() + int64_t(p) * C;
+    double mean = 0, var = 0, mg = 0;
+    for (int i = 0; i < C; ++i) mean += xp[i] / C;
+    for (int i = 0; i < C; ++i) var += (xp[i] - mean) * (xp[i] - mean) / C;
+    for (int i = 0; i < C; ++i) mg += double(g[i]) * bw.ln1_g[i] / C;
+    const double inv = 1 / std::sqrt(var + t.lab->config().ln_eps);
+    int checked = 0;
+    for (const gpt2::QkPart& part : *parts) {
+      if (part.kind != gpt2::QkPartKind::kFeature) continue;
+      tc.DecoderRowInto(part.feature, dec.data());
+      double want = 0;
+      for (int i = 0; i < C; ++i) want += part.activation * dec[i] * inv * (g[i] * bw.ln1_g[i] - mg);
+      CHECK(part.score == Approx(want).epsilon(1e-4).margin(1e-6 * std::fabs(score)));
+      ++checked;
+    }
+    CHECK(checked > 0);
+  }
+
+  // The top k: the k largest parts, the rest summed; pairs among them.
+  const gpt2::QkAttribution top = gpt2::QkAttributionOf(t.lab->conv(), set, ids, spec, 3);
+  REQUIRE(top.query_parts.size() == 3);
+  for (int i = 0; i < 3; ++i) CHECK(top.query_parts[i].score == Approx(all.query_parts[i].score));
+  CHECK(sum(top.query_parts, top.query_rest) == Approx(score).epsilon(1e-4));
+  CHECK(top.pairs.size() == 3);
+  CHECK(std::fabs(top.pairs[0].score) >= std::fabs(top.pairs[2].score));
+
+  CHECK_THROWS_WITH(gpt2::QkAttributionOf(t.lab->conv(), set, ids, {1, 2, 2, 3}, 3), Catch::Contains("key position 3"));
+  CHECK_THROWS_WITH(gpt2::QkAttributionOf(t.lab->conv(), set, ids, {2, 0, 2, 1}, 3), Catch::Contains("block 2"));
+  CHECK_THROWS_WITH(gpt2::QkAttributionOf(t.lab->conv(), set, ids, {1, 9, 2, 1}, 3), Catch::Contains("head 9"));
+  CHECK_THROWS(gpt2::QkAttributionOf(t.lab->conv(), set, ids, spec, 0));
+  gpt2::LabInterventions iv;
+  iv.iv.skip_mlp = {0};
+  t.lab->SetInterventions(iv, gpt2::MeansOf::kCapture);
+  CHECK_THROWS_WITH(gpt2::QkAttributionOf(t.lab->conv(), set, ids, spec, 3), Catch::Contains("interventions"));
 }
