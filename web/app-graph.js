@@ -3,13 +3,14 @@
 // JSON, graph.js), its thresholds, the node a person pins or moves to by keyboard, the export,
 // and for a computed graph a feature's card and the check of picked features (predicted against
 // exact). Every graph text, whatever its source, enters through openGraphText(). State lives in
-// the store (kGraphState); graph.js derives, view-graph.js and view-graph-check.js draw.
+// the store (kGraphState); graph.js derives, view-graph.js, view-graph-check.js and view-graph-qk.js draw.
 import {defaultLogit, GraphFileError, Kind, parseGraph, rowsOf, shownNodes, stepFrom, strongestPaths} from './graph.js';
 import {Msg, Phase} from './protocol.js';
 import {labelsText, parseLabels} from './sae.js';
 import {renderIfChanged} from './store.js';
 import * as checkView from './view-graph-check.js';
 import * as graphView from './view-graph.js';
+import * as qkView from './view-graph-qk.js';
 import {fmt, mb, progressWords} from './viz.js';
 
 // The store's graph fields, merged into app.js's initial state.
@@ -38,6 +39,7 @@ export const kGraphState = {
   graphCheckValue: '0',
   graphChecks: [],         // 'graph-check' replies, newest first
   graphChecking: false,
+  graphQk: null,           // the 'graph-qk' reply, or {waiting: true}
   graphLabels: {},         // block -> Map feature -> label (Neuronpedia's export for that block's transcoder)
   graphLabelsBlock: '0',
   graphLabelsStatus: '',
@@ -83,7 +85,7 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
     const t = nodeThreshold ?? model.meta.node_threshold;
     store.set({
       graph: {model, text, source}, graphError: '', graphComputed: computed, graphCard: null, graphCheckNodes: [],
-      graphChecks: [],
+      graphChecks: [], graphQk: null,
       graphNodeThreshold: typeof t === 'number' && t > 0 && t <= 1 ? t : kDefaultNodeThreshold,
       graphEdgeThreshold: 0, graphLogit: defaultLogit(model), graphCurrent: -1, graphPinned: -1, graphHover: -1,
     });
@@ -198,6 +200,18 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
     store.set({graphChecking: true, graphError: ''});
     worker.postMessage({type: Msg.graphCheck, nodeIds, value});
   });
+  // A head's score from a query position (blank: the last) to a key position on the graph's prompt.
+  on($('graph-qk'), 'click', () => {
+    const field = (id) => $(id).value.trim();
+    const ask = {layer: field('graph-qk-layer'), head: field('graph-qk-head'), query: field('graph-qk-query') || '-1',
+                 key: field('graph-qk-key')};
+    if (!Object.values(ask).every((v) => /^-?\d+$/.test(v))) {
+      store.set({graphError: 'Block, head and key position must be whole numbers (a blank query: the last position).'});
+      return;
+    }
+    store.set({graphQk: {waiting: true}, graphError: ''});
+    worker.postMessage({type: Msg.graphQk, ...Object.fromEntries(Object.entries(ask).map(([k, v]) => [k, Number(v)]))});
+  });
 
   function transcodersProgress({phase, loaded, total, file, block}) {
     const which = block !== undefined ? `block ${block}` : file || 'the file';
@@ -222,7 +236,7 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
         store.set({graphTranscoders: msg, graphTranscodersLoading: false, graphTranscodersStatus: transcodersText(msg, msg.note),
                    graphTranscodersProgress: {value: msg.blocks.length ? 100 : 0},
                    // The engine dropped its graph with the old set: a graph shown stays, without cards or checks.
-                   ...(state.graphComputed ? {graphComputed: false, graphCard: null} : {})});
+                   ...(state.graphComputed ? {graphComputed: false, graphCard: null, graphQk: null} : {})});
         return true;
       case Msg.graphProgress:
         store.set({graphComputing: {encoding: msg.encoding, done: msg.done, total: msg.total}});
@@ -242,6 +256,9 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
       case Msg.graphCheck:
         store.set({graphChecking: false, graphChecks: [msg, ...state.graphChecks]});
         return true;
+      case Msg.graphQk:
+        store.set({graphQk: state.graphComputed ? msg : null});
+        return true;
       default: return false;
     }
   }
@@ -249,7 +266,7 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
   // An error of kind 'graph' ends whatever the panel waits for.
   function onError(message) {
     store.set({graphTranscodersLoading: false, graphComputing: null, graphChecking: false, graphError: message,
-               ...(state.graphCard?.waiting ? {graphCard: null} : {})});
+               ...(state.graphCard?.waiting ? {graphCard: null} : {}), ...(state.graphQk?.waiting ? {graphQk: null} : {})});
   }
 
   const nodeOf = (target) => target.closest?.('[data-node-id]');
@@ -367,6 +384,9 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
         label: s.graphCard && !s.graphCard.waiting ? s.graphLabels[s.graphCard.layer]?.get(s.graphCard.feature) ?? '' : ''});
       $('graph-labels-status').textContent = s.graphLabelsStatus;
       renderIfChanged(checkView.renderChecks, $('graph-check-result'), {checks: s.graphChecks, running: s.graphChecking});
+      $('graph-qk').disabled = !free || computing || !!s.graphQk?.waiting || !s.graphComputed;
+      renderIfChanged(qkView.renderQk, $('graph-qk-result'), {
+        qk: s.graphQk && !s.graphQk.waiting ? s.graphQk : null, waiting: !!s.graphQk?.waiting, labels: s.graphLabels});
       const err = $('graph-error');
       err.textContent = s.graphError;
       err.hidden = !s.graphError;

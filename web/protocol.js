@@ -107,6 +107,9 @@
 //                                    to value (0: ablated): its predicted change of the top logit
 //                                    beside the exact one (`gpt2 graph --check`)
 //     {type:'graph-card', layer, feature}  a transcoder feature's card over the graph's prompt
+//     {type:'graph-qk', layer, head, query, key}  what makes one head's attention score from query
+//                                    to key on the graph's prompt (query < 0: the last position):
+//                                    QK attribution (src/lab/qk.h)
 //     {type:'clear-cache'}
 //     {type:'cache-info'}            answered with 'cache' at once, even while a job runs
 //   worker -> page (each reply to a request in kComputes also carries `under`, see above)
@@ -210,6 +213,9 @@
 //     {type:'graph-check', nodeIds, value, predicted, exact}
 //     {type:'graph-card', layer, feature, ids, activations: Float32Array [ids], promoted,
 //       promotedWeights, suppressed, suppressedWeights, pieces}
+//     {type:'graph-qk', layer, head, query, key, score, probability, queryParts, keyParts: [{kind, layer,
+//       feature, activation, score}] (largest first), queryRest, keyRest, pairs: [{query, key, score}]
+//       (indices into the parts), ids, pieces}
 //     {type:'cache', entries, bytes, urls, cleared, stored}  after clear-cache / cache-info / a
 //                                                    converted model's write (stored: it is cached)
 //     {type:'error', kind, message}                  kind: an ErrorKind value
@@ -245,6 +251,7 @@ export const Msg = Object.freeze({
   graphCompute: 'graph-compute',
   graphCheck: 'graph-check',      // also the worker's reply
   graphCard: 'graph-card',        // also the worker's reply
+  graphQk: 'graph-qk',            // also the worker's reply
   clearCache: 'clear-cache',
   cacheInfo: 'cache-info',
   // worker -> page

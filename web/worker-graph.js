@@ -1,6 +1,7 @@
 // Attribution graphs in the engine's worker (protocol.js documents the messages): transcoders
 // loaded into the model one block at a time, the graph of a prompt computed as a job the page can
-// cancel, its check and its features' cards. A block comes from Hugging Face (the public GPT-2
+// cancel, its check, its features' cards and
+// the QK attribution of a head's score on its prompt. A block comes from Hugging Face (the public GPT-2
 // small set, transcoders.js), from a folder URL laid out like it, or from local .gguf files
 // (gpt2-convert --transcoders, any blocks). A downloaded block's sae.safetensors is converted to
 // Q8_0 by the engine's Converter (gpt2-convert's code), loaded (engine.loadTranscoders adds it to
@@ -20,6 +21,7 @@ const kPlain = canonical({});  // what the replies say they ran under, as the jo
 const kSentNodeThreshold = 0.99;
 const kEdgeThreshold = 0.98;
 const kCardTokens = 8;
+const kQkParts = 12;  // of each side, and pairs
 
 // post, yieldToEvents, module: as worker-sae.js's; loader: a createLoader whose progress goes out
 // as 'transcoders-progress'; under: what the engine computes under (the graph is the plain model's).
@@ -258,6 +260,20 @@ export function createGraph({post, yieldToEvents, loader, module, under}) {
     }
   }
 
+  function handleQk(msg) {
+    try {
+      if (!graphIds) throw new Error('Compute a graph first: QK attribution reads the graph\'s prompt and transcoders.');
+      under.ensure(kPlain);
+      const query = msg.query < 0 ? graphIds.length - 1 : msg.query | 0;
+      const r = engine.graphQk(msg.layer | 0, msg.head | 0, query, msg.key | 0, kQkParts);
+      post({type: Msg.graphQk, under: kPlain, layer: msg.layer | 0, head: msg.head | 0, query, key: msg.key | 0,
+            score: r.score, probability: r.probability, queryParts: r.queryParts, keyParts: r.keyParts,
+            queryRest: r.queryRest, keyRest: r.keyRest, pairs: r.pairs, ids: graphIds, pieces: tokenPieces(engine, graphIds)});
+    } catch (e) {
+      post({type: Msg.error, kind: ErrorKind.graph, message: errorMessage(e)});
+    }
+  }
+
   return {
     // The engine serving the model: transcoders live in it, so another one has none.
     attach(newEngine, newInfo) {
@@ -278,5 +294,6 @@ export function createGraph({post, yieldToEvents, loader, module, under}) {
     compute: handleCompute,
     check: handleCheck,
     card: handleCard,
+    qk: handleQk,
   };
 }

@@ -263,6 +263,7 @@ const queued = {
   [Msg.graphCompute]: graph.compute,
   [Msg.graphCheck]: graph.check,
   [Msg.graphCard]: graph.card,
+  [Msg.graphQk]: graph.qk,
 };
 
 // Messages that only read the captured run: the logit lens window they interrupt stays valid.

@@ -22,7 +22,8 @@
 //   then graphJson(nodeThreshold, edgeThreshold, prune) (circuit-tracer's graph file, the text
 //   `gpt2 graph --json` writes), checkGraph(['L_F_P', ...], value) -> {predicted, exact},
 //   graphFeatureCard(layer, feature, k) -> {activations, promoted, promotedWeights, suppressed,
-//   suppressedWeights}, on the last finished graph.
+//   suppressedWeights}, graphQk(layer, head, query, key, k) -> {score, probability, queryParts: [{kind, layer,
+//   feature, activation, score}], keyParts, queryRest, keyRest, pairs: [{query, key, score}]}, on the last graph.
 // A VIEW (attention, headAttention, mlpActivations, residual) is a typed array over wasm memory,
 // valid until the next call into the engine (which may grow memory): copy it with slice().
 #include <emscripten/bind.h>
@@ -328,9 +329,6 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .field("total", &PathPatchStart::total).field("target", &PathPatchStart::target)
       .field("contrast", &PathPatchStart::contrast).field("clean", &PathPatchStart::clean)
       .field("corrupt", &PathPatchStart::corrupt);
-  Shape<PathPatchResult>("PathPatchResult").field("patched", &PathPatchResult::patched)
-      .field("clean", &PathPatchResult::clean).field("corrupt", &PathPatchResult::corrupt)
-      .field("target", &PathPatchResult::target).field("contrast", &PathPatchResult::contrast);
   Shape<SaliencyResult>("SaliencyResult").field("position", &SaliencyResult::position)
       .field("target", &SaliencyResult::target).field("contrast", &SaliencyResult::contrast)
       .array<&SaliencyResult::values>("values").field("total", &SaliencyResult::total)
@@ -381,6 +379,14 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .array<&GraphFeatureCard::promoted>("promoted").array<&GraphFeatureCard::promoted_weights>("promotedWeights")
       .array<&GraphFeatureCard::suppressed>("suppressed")
       .array<&GraphFeatureCard::suppressed_weights>("suppressedWeights");
+  Shape<QkPart>("QkPart").computed("kind", &QkPartKindName).field("layer", &QkPart::layer).field("feature", &QkPart::feature).field("activation", &QkPart::activation)
+      .field("score", &QkPart::score);
+  Shape<QkPair>("QkPair").field("query", &QkPair::query_part).field("key", &QkPair::key_part).field("score", &QkPair::score);
+  Shape<QkAttribution>("QkAttribution").field("score", &QkAttribution::score)
+      .field("probability", &QkAttribution::probability).field("queryRest", &QkAttribution::query_rest)
+      .field("keyRest", &QkAttribution::key_rest).computed("pairs", +[](const QkAttribution& r) { return ArrayOf(r.pairs); })
+      .computed("queryParts", +[](const QkAttribution& r) { return ArrayOf(r.query_parts); })
+      .computed("keyParts", +[](const QkAttribution& r) { return ArrayOf(r.key_parts); });
   // The methods. LAB_METHOD(name, (, arguments...), what it returns from the Lab `l`): one line each.
 #define UNPAREN(...) __VA_ARGS__
 #define LAB_METHOD(js_name, params, ...) \
@@ -455,10 +461,6 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
                   l.ExactPatch(List(clean), List(corrupt), AtpCellOf(kind), layer, index, target, contrast))
       .LAB_METHOD("experiment", (, val prompt, val iv, int p, val settings),
                   Experiment(l, List(prompt), iv, p, settings))
-      .LAB_METHOD("pathPatch", (, val clean, val corrupted, int layer, int head, std::string receivers, int target,
-                                int contrast),
-                  l.PathPatch(List(clean), List(corrupted), {layer, head}, ParsePathReceivers(receivers, l.config()),
-                              target, contrast))
       // Jobs. Path patching's receivers: 'logits' or 'L.H.q|k|v,...'; target -1: the clean run's
       // top token; contrast -1: none.
       .LAB_METHOD("startHeadSweep", (, int p, int target, val iv), l.StartHeadSweep(p, target, InterventionsFromJs(iv)))
@@ -501,7 +503,8 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .LAB_METHOD("graphJson", (, double node_threshold, double edge_threshold, bool prune),
                   l.GraphJsonText(node_threshold, edge_threshold, prune))
       .LAB_METHOD("checkGraph", (, val node_ids, double value), l.CheckGraph(Strings(node_ids), static_cast<float>(value)))
-      .LAB_METHOD("graphFeatureCard", (, int layer, int feature, int k), l.FeatureCard(layer, feature, k));
+      .LAB_METHOD("graphFeatureCard", (, int layer, int feature, int k), l.FeatureCard(layer, feature, k))
+      .LAB_METHOD("graphQk", (, int layer, int head, int query, int key, int k), l.GraphQk({layer, head, query, key}, k));
 #undef LAB_METHOD
 #undef UNPAREN
 }

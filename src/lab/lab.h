@@ -38,6 +38,7 @@
 #include "lab/path_patch.h"
 #include "lab/patching.h"
 #include "lab/probes.h"
+#include "lab/qk.h"
 #include "model/model.h"
 #include "model/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -182,7 +183,8 @@ class Lab {
 
   // --- Attribution graphs (graph.h): LoadTranscoders, StartGraph, ContinueGraph until its
   // progress is finished (the caller may cancel in between: EndGraph), then the graph is held for
-  // GraphJsonText (any thresholds), CheckGraph and GraphFeatureCard until the next StartGraph.
+  // GraphJsonText (any thresholds), CheckGraph, GraphFeatureCard and GraphQk (qk.h) until the
+  // next StartGraph.
   // LoadTranscoders adds the file's blocks to those held (a block held already is replaced), so
   // a set can arrive one block at a time; returns the blocks now held. Loading or dropping drops
   // the graph and a running graph job (they read the old set).
@@ -199,6 +201,9 @@ class Lab {
   }
   GraphFeatureCard FeatureCard(int layer, int feature, int k) {
     return FeatureCardOf(conv_, transcoders(), graph().ids, layer, feature, k);
+  }
+  QkAttribution GraphQk(const ScoreSpec& spec, int k) {
+    return QkAttributionOf(conv_, transcoders(), graph().ids, spec, k);
   }
 
  private:

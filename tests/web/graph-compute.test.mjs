@@ -163,6 +163,22 @@ describe('attribution graphs computed in the page', {skip}, () => {
       closeTo(Number(await row.getAttribute('data-predicted')), Number(m[1]), kTolerance, 'predicted change');
       closeTo(Number(await row.getAttribute('data-exact')), Number(m[2]), kTolerance, 'exact change');
 
+      // QK attribution of head 1.2 from the last position to position 1: each side's rows add up to the score.
+      await page.getByTestId('graph-qk-layer').fill('1');
+      await page.getByTestId('graph-qk-head').fill('2');
+      await page.getByTestId('graph-qk-key').fill('1');
+      await page.getByTestId('graph-qk').click();
+      await page.waitForSelector('[data-testid=graph-qk-title]', {timeout: kTimeout});
+      const score = Number(await page.getByTestId('graph-qk-title').getAttribute('data-score'));
+      for (const side of ['query', 'key']) {
+        const parts = await page.locator(`[data-testid=graph-qk-${side}-part]`).evaluateAll(
+            (rs) => rs.map((r) => ({kind: r.dataset.kind, score: Number(r.dataset.score)})));
+        assert.ok(parts.some((p) => p.kind === 'rest') && parts.length > 2, `${side} side rows`);
+        const total = parts.reduce((a, p) => a + p.score, 0);
+        assert.ok(Math.abs(total - score) <= 2e-2 * Math.max(1, Math.abs(score)), `${side} side: ${total} against ${score}`);
+      }
+      assert.ok(await page.getByTestId('graph-qk-pair').count() > 0);
+
       // Second visit: every block from the cache, no request.
       const before = hf.requests.length;
       const again = await openPage(browser, site, `&hf=${encodeURIComponent(hf.origin)}`, consoleLines);

@@ -133,6 +133,31 @@ describe('Embind attribution graphs under Node', {skip: !fs.existsSync(kNodeModu
     assert.throws(() => engine.graphFeatureCard(7, 0, 5), /no block 7/);
   });
 
+  test('graphQk: each side\'s parts sum to the score; its attention is the capture\'s', () => {
+    const ids = [50256, ...engine.tokenize(kPrompt)];  // the graph's
+    const T = ids.length;
+    const r = engine.graphQk(1, 2, T - 1, 1, 1000);
+    const sum = (xs) => xs.reduce((a, b) => a + b, 0);
+    assert.equal(r.queryRest, 0);
+    assert.ok(r.queryParts.some((p) => p.kind === 'feature') && r.keyParts.some((p) => p.kind === 'error'));
+    // The parts' products are f32; the forward's score rounds its inputs to int8 (Q8_0).
+    const tol = 2e-2 * Math.max(1, Math.abs(r.score));
+    assert.ok(Math.abs(sum(r.queryParts.map((p) => p.score)) - r.score) <= tol, 'query side sums to the score');
+    assert.ok(Math.abs(sum(r.keyParts.map((p) => p.score)) - r.score) <= tol, 'key side sums to the score');
+    assert.equal(r.pairs.length, Math.min(1000, r.queryParts.length * r.keyParts.length));
+    const top = engine.graphQk(1, 2, T - 1, 1, 3);
+    assert.equal(top.queryParts.length, 3);
+    closeTo(top.queryParts[0].score, r.queryParts[0].score, 1e-9, 'the largest part');
+    closeTo(sum(top.queryParts.map((p) => p.score)) + top.queryRest, sum(r.queryParts.map((p) => p.score)), 1e-6, 'the rest');
+    engine.reset();
+    engine.setCapture(true);
+    engine.prefill(ids);
+    closeTo(r.probability, engine.attention(1, T - 1)[2 * T + 1], 1e-6, 'the head\'s attention from query to key');
+    assert.throws(() => engine.graphQk(1, 0, T - 1, T, 3), /key position/);
+    assert.throws(() => engine.graphQk(9, 0, T - 1, 0, 3), /block 9/);
+    assert.throws(() => engine.graphQk(1, 0, T - 1, 0, 0), /k must/);
+  });
+
   test('a cancelled job leaves the last graph; under interventions the graph is refused', () => {
     const before = engine.graphJson(0.8, 0.98, true);
     engine.startGraph(engine.tokenize(kPrompt), {maxFeatureNodes: 10});
