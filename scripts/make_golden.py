@@ -1275,6 +1275,63 @@ def prune_reference(A, logit_p, n_features, n_tokens, node_threshold=0.8, edge_t
     return keep, node_infl, replacement, completeness
 
 
+def qk_reference(w, ids, tcs, layer, head, q, k):
+    """QK attribution (src/lab/qk.h) of head `head` in block `layer` from position q to k, float64:
+    each side's parts of the stream entering the block (kinds as QkPartKind: 0 embedding, 1 an
+    earlier block's attention output, 2 a transcoder feature, 3 its decoder bias, 4 its error;
+    5 the side's bias), their shares of the score by autograd through the frozen LayerNorm with
+    the other side held at the real run's q (or k), and every pair's product. Returns (score,
+    (parts, shares) of the query side, of the key side, pairs [nq, nk])."""
+    wd = {kk: v.double() for kk, v in w.items()}
+    C, H = N_EMBD, N_HEAD
+    D = C // H
+    rec = {}
+    with torch.no_grad():
+        forward(wd, ids, lambda name, t: rec.__setitem__(name, t.clone()))
+    pre = f"blk.{layer}."
+    g, b = wd[pre + "attn_norm.weight"], wd[pre + "attn_norm.bias"]
+    W, bias = wd[pre + "attn_qkv.weight"], wd[pre + "attn_qkv.bias"]
+    scale = 1.0 / math.sqrt(D)
+
+    def parts_at(pos):
+        parts, vecs = [(0, -1, -1)], [rec["embed"][pos]]
+        for l in range(layer):
+            parts.append((1, l, -1))
+            vecs.append(rec[f"blk{l}/attn_out"][pos])
+            tc = {kk: torch.from_numpy(v).double() for kk, v in tcs[l].items()}
+            acts = torch.relu(bare_ln(rec[f"blk{l}/resid_attn"][pos]) @ tc["W_enc"] + tc["b_enc"])
+            err = rec[f"blk{l}/mlp_out"][pos].clone()
+            for f in torch.nonzero(acts > 0).flatten().tolist():
+                parts.append((2, l, f))
+                vecs.append(acts[f] * tc["W_dec"][f])
+                err = err - vecs[-1]
+            parts.append((3, l, -1))
+            vecs.append(tc["b_dec"])
+            parts.append((4, l, -1))
+            vecs.append(err - tc["b_dec"])
+        parts.append((5, -1, -1))
+        return parts, torch.stack(vecs)
+
+    def side(pos, part, other):
+        """Shares by autograd: the stream as sum_i alpha_i c_i, the bias times beta, all at 1."""
+        parts, V = parts_at(pos)
+        rows = slice(part * C + head * D, part * C + (head + 1) * D)
+        inv = inv_sigma(rec[f"blk{layer}/resid_pre"][pos])
+        coef = torch.ones(len(parts), dtype=torch.float64, requires_grad=True)
+        x = coef[:-1] @ V
+        proj = ((x - x.mean()) * inv * g) @ W[rows].T + coef[-1] * (b @ W[rows].T + bias[rows])
+        (scale * proj @ other).backward()
+        n = (V - V.mean(-1, keepdim=True)) * inv * g
+        projected = torch.cat([n @ W[rows].T, (b @ W[rows].T + bias[rows])[None]])
+        return parts, coef.grad.detach(), projected
+
+    qv, kv = rec[f"blk{layer}/q"][head, q], rec[f"blk{layer}/k"][head, k]
+    qparts, qshares, qproj = side(q, 0, kv)
+    kparts, kshares, kproj = side(k, 1, qv)
+    score = float(rec[f"blk{layer}/attn_scores"][head, q, k])
+    return score, (qparts, qshares), (kparts, kshares), scale * qproj @ kproj.T
+
+
 def write_graph(w, directory, path):
     import os
     ids = GRAPH_PROMPT
@@ -1333,7 +1390,19 @@ def write_graph(w, directory, path):
     out.add("graph/card_promoted", promoted.numpy().astype(np.int32))
     out.add("graph/card_suppressed", suppressed.numpy().astype(np.int32))
     out.add("graph/card_weights", torch.cat([weights[promoted], weights[suppressed]]).numpy().astype(np.float32))
-    print(f"graph check of nodes {chosen}: (predicted, exact) {checks}", file=sys.stderr)
+    # QK attribution of head 1.2 from the last position to position 1.
+    spec = [1, 2, len(ids) - 1, 1]
+    score, (qparts, qshares), (kparts, kshares), pairs = qk_reference(w, ids, tcs, *spec)
+    out.add("graph/qk_spec", np.array(spec, np.int32))
+    out.add("graph/qk_score", np.array([score], np.float32))
+    out.add("graph/qk_query_parts", np.array(qparts, np.int32))
+    out.add("graph/qk_query_shares", qshares.numpy().astype(np.float32))
+    out.add("graph/qk_key_parts", np.array(kparts, np.int32))
+    out.add("graph/qk_key_shares", kshares.numpy().astype(np.float32))
+    out.add("graph/qk_pairs", pairs.numpy().astype(np.float32))
+    print(f"graph check of nodes {chosen}: (predicted, exact) {checks}; QK score {score:.4f} from "
+          f"{float(qshares.sum()):.4f} (query side), {float(kshares.sum()):.4f} (key side), "
+          f"{float(pairs.sum()):.4f} (pairs)", file=sys.stderr)
     out.write(path)
     print(f"graph: {len(feats)} features, {len(logit_ids)} logits, {int(keep.sum())} of {len(keep)} nodes kept, "
           f"replacement {replacement:.3f}, completeness {completeness:.3f}; wrote {path}", file=sys.stderr)

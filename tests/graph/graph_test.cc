@@ -7,6 +7,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "../model/golden_file.h"
@@ -324,15 +325,50 @@ TEST_CASE("graph feature card: activations over the prompt and the decoder's tok
   CHECK_THROWS(gpt2::FeatureCardOf(t.lab->conv(), set, ids, 2, 0, 5));
 }
 
-TEST_CASE("QK attribution: each side's parts and all pairs sum to the real score; shares equal the backward's", "[graph]") {
+TEST_CASE("QK attribution: every part and pair equals PyTorch's; each side sums to the real score", "[graph]") {
   TranscoderFiles files;
   TinyGraphLab t;
   const gpt2::TranscoderSet set(Convert(files.parts, gpt2::TensorType::kF32), t.lab->config());
   const std::vector<int32_t>& ids32 = Golden().I32("graph/ids");
   const std::vector<int> ids(ids32.begin(), ids32.end());
   const int T = static_cast<int>(ids.size()), C = t.lab->config().n_embd;
-  const gpt2::ScoreSpec spec{1, 2, T - 1, 2};
+  const std::vector<int32_t>& q = Golden().I32("graph/qk_spec");
+  const gpt2::ScoreSpec spec{q[0], q[1], q[2], q[3]};
+  REQUIRE(spec.key < spec.query);
   const gpt2::QkAttribution all = gpt2::QkAttributionOf(t.lab->conv(), set, ids, spec, 1 << 20);
+
+  // make_golden.py's qk_reference: the parts as (kind, layer, feature), their shares by autograd.
+  CHECK(all.score == Approx(Golden().F32("graph/qk_score")[0]).epsilon(1e-4));
+  const auto index = [](const std::vector<int32_t>& parts, const gpt2::QkPart& p) {
+    for (size_t i = 0; 3 * i < parts.size(); ++i) {
+      if (parts[3 * i] == static_cast<int>(p.kind) && parts[3 * i + 1] == p.layer && parts[3 * i + 2] == p.feature) {
+        return static_cast<int>(i);
+      }
+    }
+    return -1;
+  };
+  const std::vector<int32_t>& qref = Golden().I32("graph/qk_query_parts");
+  const std::vector<int32_t>& kref = Golden().I32("graph/qk_key_parts");
+  double magnitude = 0;  // the error scale of a share: float32 products of parts this large
+  for (float x : Golden().F32("graph/qk_query_shares")) magnitude = std::max(magnitude, double(std::fabs(x)));
+  for (const auto& [parts, ref, shares] :
+       {std::make_tuple(&all.query_parts, &qref, &Golden().F32("graph/qk_query_shares")),
+        std::make_tuple(&all.key_parts, &kref, &Golden().F32("graph/qk_key_shares"))}) {
+    REQUIRE(parts->size() * 3 == ref->size());
+    for (const gpt2::QkPart& part : *parts) {
+      const int i = index(*ref, part);
+      INFO("part " << gpt2::QkPartKindName(part) << " " << part.layer << " " << part.feature);
+      REQUIRE(i >= 0);
+      CHECK(part.score == Approx((*shares)[i]).epsilon(1e-4).margin(1e-6 * magnitude));
+    }
+  }
+  const std::vector<float>& pairs_ref = Golden().F32("graph/qk_pairs");
+  const size_t nk = kref.size() / 3;
+  for (const gpt2::QkPair& pair : all.pairs) {
+    const int i = index(qref, all.query_parts[pair.query_part]), j = index(kref, all.key_parts[pair.key_part]);
+    REQUIRE((i >= 0 && j >= 0));
+    CHECK(pair.score == Approx(pairs_ref[i * nk + j]).epsilon(1e-4).margin(1e-6 * magnitude));
+  }
 
   // The score from another path: the backward's kept f32 q and k; its gradient at ln_1's output.
   gpt2::Session session(t.lab->model());
