@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "base/error.h"
 #include "format/quant.h"
@@ -47,95 +49,137 @@ HeadWeights HeadRows(const BlockWeights& bw, int part, int head, int C, int D) {
   return out;
 }
 
-// The parts of the stream entering block L at one position (the header's list), as vectors.
-struct StreamParts {
-  std::vector<QkPart> parts;
-  std::vector<std::vector<float>> vectors;  // [parts][C]
-};
-
 // What the real run leaves: per block below L the attention and MLP outputs and the stream after
-// attention [T, C], the embedding, the stream entering L, and L's scores and probabilities.
+// attention [T, C], the embedding, the stream entering L, and L's score and probability.
 struct Captured {
   std::vector<std::vector<float>> attn_out, mlp_out, resid_mid;
   std::vector<float> embed, resid_pre, scores, probs;
 };
 
-StreamParts PartsAt(const Captured& cap, const TranscoderSet& tcs, int L, int p, int C) {
-  StreamParts out;
-  const auto row = [&](const std::vector<float>& a) { return std::vector<float>(a.begin() + int64_t(p) * C, a.begin() + int64_t(p + 1) * C); };
-  const auto add = [&](QkPart part, std::vector<float> v) {
-    out.parts.push_back(part);
-    out.vectors.push_back(std::move(v));
-  };
-  add({QkPartKind::kEmbedding}, row(cap.embed));
-  SaeScratch scratch;
-  std::vector<float> acts, dec(C);
-  for (int l = 0; l < L; ++l) {
-    add({QkPartKind::kAttention, l}, row(cap.attn_out[l]));
-    std::vector<float> error = row(cap.mlp_out[l]);
-    if (const Sae* tc = tcs.block(l)) {
-      acts.resize(tc->d_sae());
-      tc->Encode(cap.resid_mid[l].data() + int64_t(p) * C, 1, acts.data(), nullptr, scratch);
-      for (int f = 0; f < tc->d_sae(); ++f) {
-        if (!(acts[f] > 0)) continue;
-        tc->DecoderRowInto(f, dec.data());
-        for (int i = 0; i < C; ++i) {
-          dec[i] *= acts[f];
-          error[i] -= dec[i];
-        }
-        add({QkPartKind::kFeature, l, f, acts[f]}, dec);
-      }
-      std::vector<float> bias(tc->decoder_bias(), tc->decoder_bias() + C);
-      for (int i = 0; i < C; ++i) error[i] -= bias[i];
-      add({QkPartKind::kDecoderBias, l}, std::move(bias));
-    }
-    add({QkPartKind::kError, l}, std::move(error));
+// One side at position p: its head rows, ln_1 frozen at x_p's 1/sigma, and its parts' shares.
+// A feature's vector is not kept (random transcoders fire thousands of features per position):
+// Vector() rebuilds it from its activation and decoder row.
+class Side {
+ public:
+  Side(const Captured& cap, const BlockWeights& bw, HeadWeights rows, int p, int C, double eps)
+      : cap_(cap), bw_(bw), rows_(std::move(rows)), p_(p), C_(C) {
+    const int D = static_cast<int>(rows_.b.size());
+    const float* x = cap.resid_pre.data() + int64_t(p) * C;
+    double mean = 0, var = 0;
+    for (int i = 0; i < C; ++i) mean += x[i];
+    mean /= C;
+    for (int i = 0; i < C; ++i) var += (x[i] - mean) * (x[i] - mean);
+    inv_ = 1.0 / std::sqrt(var / C + eps);
+    bias_ = rows_.b;
+    for (int d = 0; d < D; ++d) bias_[d] += static_cast<float>(Dot(bw.ln1_b, rows_.w.data() + int64_t(d) * C, C));
+    projected_ = Project(std::vector<float>(x, x + C));
+    for (int d = 0; d < D; ++d) projected_[d] += bias_[d];
   }
-  return out;
-}
+  // The side's q (or k) of the head [D]: every part and the bias.
+  const std::vector<float>& projected() const { return projected_; }
 
-// One side: x_p's parts, ln_1 frozen at x_p's 1/sigma and projected by this side's head rows.
-struct Side {
-  StreamParts parts;
-  double inv = 0;
-  std::vector<float> projected;  // the side's q (or k) [D] from every part and the bias
-  std::vector<float> bias;       // ln_1's b through the rows, plus the rows' bias [D]
+  // Every part's share with the other side held at `other`, in parts() order, the bias's last.
+  // Each part costs one dot product with grad = scale (W^T other) through the frozen LayerNorm.
+  void Attribute(const TranscoderSet& tcs, int L, const std::vector<float>& other, double scale) {
+    const int C = C_, D = static_cast<int>(other.size());
+    std::vector<double> u(C, 0.0);
+    for (int d = 0; d < D; ++d) {
+      const float* w = rows_.w.data() + int64_t(d) * C;
+      for (int i = 0; i < C; ++i) u[i] += double(w[i]) * other[d];
+    }
+    double mean = 0;
+    for (int i = 0; i < C; ++i) mean += u[i] * bw_.ln1_g[i];
+    mean /= C;
+    std::vector<float> grad(C);
+    for (int i = 0; i < C; ++i) grad[i] = static_cast<float>(scale * inv_ * (u[i] * bw_.ln1_g[i] - mean));
+    const auto add = [&](QkPart part, std::vector<float> v) {
+      part.score = Dot(v.data(), grad.data(), C);
+      parts_.push_back(part);
+      kept_.push_back(part.kind == QkPartKind::kFeature ? std::vector<float>() : std::move(v));
+    };
+    add({QkPartKind::kEmbedding}, Row(cap_.embed));
+    SaeScratch scratch;
+    std::vector<float> acts, dec(C);
+    for (int l = 0; l < L; ++l) {
+      add({QkPartKind::kAttention, l}, Row(cap_.attn_out[l]));
+      std::vector<float> error = Row(cap_.mlp_out[l]);
+      if (const Sae* tc = tcs.block(l)) {
+        acts.resize(tc->d_sae());
+        tc->Encode(cap_.resid_mid[l].data() + int64_t(p_) * C, 1, acts.data(), nullptr, scratch);
+        for (int f = 0; f < tc->d_sae(); ++f) {
+          if (!(acts[f] > 0)) continue;
+          tc->DecoderRowInto(f, dec.data());
+          for (int i = 0; i < C; ++i) {
+            dec[i] *= acts[f];
+            error[i] -= dec[i];
+          }
+          add({QkPartKind::kFeature, l, f, acts[f]}, dec);
+        }
+        std::vector<float> bias(tc->decoder_bias(), tc->decoder_bias() + C);
+        for (int i = 0; i < C; ++i) error[i] -= bias[i];
+        add({QkPartKind::kDecoderBias, l}, std::move(bias));
+      }
+      add({QkPartKind::kError, l}, std::move(error));
+    }
+    QkPart bias{QkPartKind::kBias};
+    bias.score = scale * Dot(bias_.data(), other.data(), D);
+    parts_.push_back(bias);
+  }
+  const std::vector<QkPart>& parts() const { return parts_; }
+
+  // Part i through the frozen LayerNorm (without its bias) and the head rows [D]; the bias part:
+  // the bias.
+  std::vector<float> Projected(const TranscoderSet& tcs, int i) const {
+    const QkPart& part = parts_[i];
+    if (part.kind == QkPartKind::kBias) return bias_;
+    if (part.kind != QkPartKind::kFeature) return Project(kept_[i]);
+    std::vector<float> v(C_);
+    tcs.block(part.layer)->DecoderRowInto(part.feature, v.data());
+    for (float& x : v) x *= part.activation;
+    return Project(v);
+  }
+
+ private:
+  std::vector<float> Row(const std::vector<float>& a) const {
+    return std::vector<float>(a.begin() + int64_t(p_) * C_, a.begin() + int64_t(p_ + 1) * C_);
+  }
+  // (c - mean c) inv g W^T [D].
+  std::vector<float> Project(const std::vector<float>& c) const {
+    double mean = 0;
+    for (float x : c) mean += x;
+    mean /= C_;
+    std::vector<float> n(C_);
+    for (int i = 0; i < C_; ++i) n[i] = static_cast<float>((c[i] - mean) * inv_ * bw_.ln1_g[i]);
+    std::vector<float> out(rows_.b.size());
+    for (size_t d = 0; d < out.size(); ++d) out[d] = static_cast<float>(Dot(n.data(), rows_.w.data() + d * C_, C_));
+    return out;
+  }
+
+  const Captured& cap_;
+  const BlockWeights& bw_;
+  HeadWeights rows_;
+  int p_, C_;
+  double inv_ = 0;
+  std::vector<float> bias_;       // ln_1's b through the rows, plus the rows' bias [D]
+  std::vector<float> projected_;
+  std::vector<QkPart> parts_;     // the bias last
+  std::vector<std::vector<float>> kept_;  // [parts]: every part's vector but the features'
 };
 
-// The side's [D] of (c - mean c) inv g W^T (c null: the bias part's).
-std::vector<float> Project(const std::vector<float>* c, const Side& s, const BlockWeights& bw, const HeadWeights& hw,
-                           int C, int D) {
-  if (c == nullptr) return s.bias;
-  double mean = 0;
-  for (float x : *c) mean += x;
-  mean /= C;
-  std::vector<float> n(C);
-  for (int i = 0; i < C; ++i) n[i] = static_cast<float>(((*c)[i] - mean) * s.inv * bw.ln1_g[i]);
-  std::vector<float> out(D);
-  for (int d = 0; d < D; ++d) out[d] = static_cast<float>(Dot(n.data(), hw.w.data() + int64_t(d) * C, C));
-  return out;
-}
-
-// Each part's share of the score: its vector through the frozen LayerNorm and the rows, dotted
-// with the other side's full projection; the bias part last.
-std::vector<double> Shares(const Side& s, const std::vector<float>& other, const BlockWeights& bw,
-                           const HeadWeights& hw, int C, double scale) {
-  // grad = n'^T W^T other scale: one [C] vector, so each part costs one dot product.
-  const int D = static_cast<int>(other.size());
-  std::vector<double> u(C, 0.0);
-  for (int d = 0; d < D; ++d) {
-    const float* w = hw.w.data() + int64_t(d) * C;
-    for (int i = 0; i < C; ++i) u[i] += double(w[i]) * other[d];
+// The k parts of largest share, largest first, and the rest's sum; their indices into top.
+void Rank(const std::vector<QkPart>& all, int k, std::vector<QkPart>& parts, double& rest, std::vector<int>& top) {
+  std::vector<int> order(all.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return std::abs(all[a].score) > std::abs(all[b].score); });
+  for (size_t r = 0; r < order.size(); ++r) {
+    if (r < static_cast<size_t>(k)) {
+      parts.push_back(all[order[r]]);
+      top.push_back(order[r]);
+    } else {
+      rest += all[order[r]].score;
+    }
   }
-  double mean = 0;
-  for (int i = 0; i < C; ++i) mean += u[i] * bw.ln1_g[i];
-  mean /= C;
-  std::vector<float> grad(C);
-  for (int i = 0; i < C; ++i) grad[i] = static_cast<float>(scale * s.inv * (u[i] * bw.ln1_g[i] - mean));
-  std::vector<double> out;
-  for (const std::vector<float>& v : s.parts.vectors) out.push_back(Dot(v.data(), grad.data(), C));
-  out.push_back(scale * Dot(s.bias.data(), other.data(), D));
-  return out;
 }
 
 }  // namespace
@@ -182,59 +226,22 @@ QkAttribution QkAttributionOf(Conversation& c, const TranscoderSet& transcoders,
   });
 
   const BlockWeights& bw = c.model().blocks[L];
-  const HeadWeights wq = HeadRows(bw, 0, spec.head, C, D), wk = HeadRows(bw, 1, spec.head, C, D);
-  const auto side = [&](int p, const HeadWeights& hw) {
-    Side s;
-    s.parts = PartsAt(cap, transcoders, L, p, C);
-    const float* x = cap.resid_pre.data() + int64_t(p) * C;
-    double mean = 0, var = 0;
-    for (int i = 0; i < C; ++i) mean += x[i];
-    mean /= C;
-    for (int i = 0; i < C; ++i) var += (x[i] - mean) * (x[i] - mean);
-    s.inv = 1.0 / std::sqrt(var / C + cfg.ln_eps);
-    s.bias = hw.b;
-    for (int d = 0; d < D; ++d) s.bias[d] += static_cast<float>(Dot(bw.ln1_b, hw.w.data() + int64_t(d) * C, C));
-    const std::vector<float> whole(x, x + C);
-    s.projected = Project(&whole, s, bw, hw, C, D);
-    for (int d = 0; d < D; ++d) s.projected[d] += s.bias[d];
-    return s;
-  };
-  const Side q = side(spec.query, wq), key = side(spec.key, wk);
+  Side q(cap, bw, HeadRows(bw, 0, spec.head, C, D), spec.query, C, cfg.ln_eps);
+  Side key(cap, bw, HeadRows(bw, 1, spec.head, C, D), spec.key, C, cfg.ln_eps);
   const double scale = cfg.attn_scale();
+  q.Attribute(transcoders, L, key.projected(), scale);
+  key.Attribute(transcoders, L, q.projected(), scale);
 
   QkAttribution out;
   out.spec = spec;
   out.score = cap.scores.at(0);
   out.probability = cap.probs.at(0);
-  // Each side's parts by share, largest magnitude first; the bias part is index parts.size().
   std::vector<int> top_q, top_k;
-  const auto rank = [&](const Side& s, const std::vector<float>& other, const HeadWeights& hw,
-                        std::vector<QkPart>& parts, double& rest, std::vector<int>& top) {
-    const std::vector<double> shares = Shares(s, other, bw, hw, C, scale);
-    std::vector<int> order(shares.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return std::abs(shares[a]) > std::abs(shares[b]); });
-    for (size_t r = 0; r < order.size(); ++r) {
-      const int i = order[r];
-      if (r >= static_cast<size_t>(k)) {
-        rest += shares[i];
-        continue;
-      }
-      QkPart part = i < static_cast<int>(s.parts.parts.size()) ? s.parts.parts[i] : QkPart{QkPartKind::kBias};
-      part.score = shares[i];
-      parts.push_back(part);
-      top.push_back(i);
-    }
-  };
-  rank(q, key.projected, wq, out.query_parts, out.query_rest, top_q);
-  rank(key, q.projected, wk, out.key_parts, out.key_rest, top_k);
-
-  const auto projected = [&](const Side& s, const HeadWeights& hw, int i) {
-    return Project(i < static_cast<int>(s.parts.vectors.size()) ? &s.parts.vectors[i] : nullptr, s, bw, hw, C, D);
-  };
+  Rank(q.parts(), k, out.query_parts, out.query_rest, top_q);
+  Rank(key.parts(), k, out.key_parts, out.key_rest, top_k);
   std::vector<std::vector<float>> pq, pk;
-  for (int i : top_q) pq.push_back(projected(q, wq, i));
-  for (int j : top_k) pk.push_back(projected(key, wk, j));
+  for (int i : top_q) pq.push_back(q.Projected(transcoders, i));
+  for (int j : top_k) pk.push_back(key.Projected(transcoders, j));
   for (size_t i = 0; i < pq.size(); ++i) {
     for (size_t j = 0; j < pk.size(); ++j) {
       out.pairs.push_back({static_cast<int>(i), static_cast<int>(j), scale * Dot(pq[i].data(), pk[j].data(), D)});
