@@ -7,6 +7,7 @@
 // feature nodes, 1 thread:
 //   the graph's build, in prefills of the 16 prompt tokens                       target <= 40
 //   extra memory with all 12 transcoders loaded and the graph built              target <= 700 MB
+//   (and, wasm, one QK attribution on the graph: a click in the page)
 // Native: `gpt2 graph` (its "built in" line) against `gpt2 bench --prompt-tokens 16` (best of 3),
 // memory as the peak RSS of `gpt2 graph` less that of `gpt2 bench` on the same model.
 // WebAssembly: the page's module under Node (scripts/node-engine.mjs; --relaxed for its relaxed
@@ -125,6 +126,12 @@ if (!process.argv.includes('--skip-wasm')) {
               `${(build / prefill).toFixed(1)} prefills of 16 tokens (${prefill.toFixed(1)} ms; target <= 40)`);
   console.log(`wasm longest continueGraph call (or startGraph: a click's wait while it computes): ${median(longest).toFixed(0)} ms ` +
               `(runs ${longest.map((x) => x.toFixed(0)).join(', ')}; target <= 100 ms)`);
+  // QK attribution on the graph (src/lab/qk.h): the top block has the most parts (11 blocks below it).
+  const qk = [];
+  for (let r = 0; r < kRuns; ++r) qk.push(time(() => engine.graphQk(kLayers - 1, 0, ids.length, 1, 12)).ms);
+  console.log(`wasm QK attribution of block ${kLayers - 1}'s head 0 (last position to position 1): ` +
+              `${median(qk).toFixed(0)} ms (runs ${qk.map((x) => x.toFixed(0)).join(', ')}) = ` +
+              `${(median(qk) / prefill).toFixed(1)} prefills`);
   console.log(`wasm extra memory: heap ${(Module.memoryStats().heapBytes / 1e6).toFixed(0)} MB - ` +
               `${(heapModel / 1e6).toFixed(0)} MB with the model alone = ` +
               `${((Module.memoryStats().heapBytes - heapModel) / 1e6).toFixed(0)} MB (target <= 700 MB)`);
