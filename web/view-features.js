@@ -6,14 +6,7 @@
 //   data-testid="sae-explained"     data-explained: 1 - |x - x_hat|^2 / |x|^2
 //   data-testid="sae-feature-F"     the button of feature F (data-feature, data-activation)
 //   data-testid="sae-strip-chips"   the strip, one chip per position (data-position, data-value)
-import {fmt, showPiece, textOn, viridisCss} from './viz.js';
-
-const el = (tag, cls, text) => {
-  const e = document.createElement(tag);
-  if (cls) e.className = cls;
-  if (text !== undefined) e.textContent = text;
-  return e;
-};
+import {el, fmt, showPiece, textOn, viridisCss} from './viz.js';
 
 // data: {sae (the SAE's entry in the worker's 'saes' list), result (its 'sae-features' reply at
 // the picked token, or null), labels (Map feature -> description, or null), selected (the feature

@@ -4,14 +4,7 @@
 // change of the top logit beside the exact change).
 //   data-testid="graph-card-strip"   one chip per position (data-position, data-value)
 //   data-testid="graph-check-row"    one per check (data-predicted, data-exact)
-import {fmt, showPiece, textOn, viridisCss} from './viz.js';
-
-const el = (tag, cls, text) => {
-  const e = document.createElement(tag);
-  if (cls) e.className = cls;
-  if (text !== undefined) e.textContent = text;
-  return e;
-};
+import {el, fmt, showPiece, table, textOn, viridisCss} from './viz.js';
 
 const piece = (pieces, id) => showPiece(pieces[id] ?? `#${id}`);
 
@@ -57,7 +50,7 @@ export function renderCard(box, d) {
 }
 
 // data: {checks (the 'graph-check' replies, newest first), running}
-export function renderChecks(table, d) {
+export function renderChecks(box, d) {
   const rows = d.checks.map((c) => {
     const tr = el('tr');
     tr.setAttribute('data-testid', 'graph-check-row');
@@ -70,18 +63,10 @@ export function renderChecks(table, d) {
     return tr;
   });
   if (!rows.length) {
-    table.replaceChildren(...(d.running ? [el('caption', 'hint', 'Checking…')] : []));
+    box.replaceChildren(...(d.running ? [el('caption', 'hint', 'Checking…')] : []));
     return;
   }
-  const head = el('tr');
-  for (const h of ['Features (block_feature_position)', 'Set to', 'Predicted change', 'Exact change', 'Agreement']) {
-    const th = el('th', '', h);
-    th.scope = 'col';
-    head.append(th);
-  }
-  const caption = el('caption', 'hint', 'Change of the top token\'s logit (minus the mean logit) at the last position' +
-      (d.running ? '; checking…' : ''));
-  table.replaceChildren(caption, el('thead'), el('tbody'));
-  table.tHead.append(head);
-  table.tBodies[0].append(...rows);
+  table(box, 'Change of the top token\'s logit (minus the mean logit) at the last position' +
+        (d.running ? '; checking…' : ''),
+        ['Features (block_feature_position)', 'Set to', 'Predicted change', 'Exact change', 'Agreement'], rows);
 }

@@ -5,14 +5,7 @@
 //   data-testid="graph-qk-query-part"  one row per part (data-kind, data-score); the rest's row
 //   data-testid="graph-qk-key-part"    has data-kind="rest"
 //   data-testid="graph-qk-pair"        one row per pair (data-score)
-import {fmt, showPiece} from './viz.js';
-
-const el = (tag, cls, text) => {
-  const e = document.createElement(tag);
-  if (cls) e.className = cls;
-  if (text !== undefined) e.textContent = text;
-  return e;
-};
+import {el, fmt, showPiece, table} from './viz.js';
 
 // A part in words, by its kind (src/lab/qk.h QkPartKindName); labels: block -> Map feature ->
 // Neuronpedia label (app-graph.js's graphLabels).
@@ -28,20 +21,6 @@ const kPartWords = {
   bias: (part, side) => `LayerNorm and ${side} bias`,
 };
 const partName = (part, side, token, labels) => kPartWords[part.kind](part, side, token, labels);
-
-function table(caption, head, rows) {
-  const t = el('table', 'graph-checks');
-  const tr = el('tr');
-  for (const h of head) {
-    const th = el('th', '', h);
-    th.scope = 'col';
-    tr.append(th);
-  }
-  t.append(el('caption', 'hint', caption), el('thead'), el('tbody'));
-  t.tHead.append(tr);
-  t.tBodies[0].append(...rows);
-  return t;
-}
 
 function row(testid, cells, data) {
   const tr = el('tr');
@@ -68,7 +47,8 @@ export function renderQk(box, d) {
     const rows = parts.map((part) => row(`graph-qk-${which}-part`, [partName(part, which === 'query' ? 'query' : 'key',
         token(p), d.labels), fmt(part.score, 4)], {kind: part.kind, score: part.score}));
     rows.push(row(`graph-qk-${which}-part`, ['the other parts', fmt(rest, 4)], {kind: 'rest', score: rest}));
-    return table(`${which === 'query' ? 'Query' : 'Key'} side, at ${token(p)}`, ['Part', 'Adds'], rows);
+    return table(el('table', 'graph-checks'), `${which === 'query' ? 'Query' : 'Key'} side, at ${token(p)}`,
+                 ['Part', 'Adds'], rows);
   };
   const pairs = r.pairs.map((pair) => row('graph-qk-pair', [
     partName(r.queryParts[pair.query], 'query', token(r.query), d.labels),
@@ -76,5 +56,5 @@ export function renderQk(box, d) {
   const sides = el('div', 'graph-card-logits');
   sides.append(side('query', r.queryParts, r.queryRest, r.query), side('key', r.keyParts, r.keyRest, r.key));
   box.replaceChildren(title, sides,
-                      table('The pairs that add the most', ['Query part', 'Key part', 'Adds'], pairs));
+                      table(el('table', 'graph-checks'), 'The pairs that add the most', ['Query part', 'Key part', 'Adds'], pairs));
 }

@@ -3,6 +3,28 @@
 // and numbers, sizes and progress in words.
 import {Phase} from './protocol.js';
 
+// An element with a class and text (either may be left out).
+export const el = (tag, cls, text) => {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+};
+
+// A table: a caption, one column header per name, then the rows (tr elements).
+export function table(t, caption, head, rows) {
+  const tr = el('tr');
+  for (const h of head) {
+    const th = el('th', '', h);
+    th.scope = 'col';
+    tr.append(th);
+  }
+  t.replaceChildren(el('caption', 'hint', caption), el('thead'), el('tbody'));
+  t.tHead.append(tr);
+  t.tBodies[0].append(...rows);
+  return t;
+}
+
 // Viridis (matplotlib's default, designed by van der Walt and Smith to be perceptually uniform
 // and readable with colour-vision deficiencies and in greyscale): 9 samples of the official
 // table, linearly interpolated.

@@ -53,7 +53,8 @@ HeadWeights HeadRows(const BlockWeights& bw, int part, int head, int C, int D) {
 // attention [T, C], the embedding, the stream entering L, and L's score and probability.
 struct Captured {
   std::vector<std::vector<float>> attn_out, mlp_out, resid_mid;
-  std::vector<float> embed, resid_pre, scores, probs;
+  std::vector<float> embed, resid_pre;
+  double score = 0, probability = 0;
 };
 
 // One side at position p: its head rows, ln_1 frozen at x_p's 1/sigma, and its parts' shares.
@@ -218,8 +219,8 @@ QkAttribution QkAttributionOf(Conversation& c, const TranscoderSet& transcoders,
       if (a.layer != L) return;
       const int64_t at = (int64_t(spec.head) * T + spec.query) * T + spec.key;
       if (a.hook == Hook::kResidPre) cap.resid_pre = rows();
-      if (a.hook == Hook::kAttnScores) cap.scores.assign(1, a.data[at]);
-      if (a.hook == Hook::kAttnProbs) cap.probs.assign(1, a.data[at]);
+      if (a.hook == Hook::kAttnScores) cap.score = a.data[at];
+      if (a.hook == Hook::kAttnProbs) cap.probability = a.data[at];
     };
     s.Prefill(ids.data(), T, run);
     return 0;
@@ -234,8 +235,8 @@ QkAttribution QkAttributionOf(Conversation& c, const TranscoderSet& transcoders,
 
   QkAttribution out;
   out.spec = spec;
-  out.score = cap.scores.at(0);
-  out.probability = cap.probs.at(0);
+  out.score = cap.score;
+  out.probability = cap.probability;
   std::vector<int> top_q, top_k;
   Rank(q.parts(), k, out.query_parts, out.query_rest, top_q);
   Rank(key.parts(), k, out.key_parts, out.key_rest, top_k);
