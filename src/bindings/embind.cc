@@ -1,22 +1,21 @@
 // The whole JavaScript surface of the engine, declared once at the bottom of this file: every
 // method of Engine (one LAB_METHOD line each, forwarding to src/lab/lab.h's Lab) and the fields
-// of every result (a Shape: a plain JS object; `array` fields are fresh typed arrays). Requests
-// are read just below. The page's Web Worker (web/worker-jobs.js and its parts) is the caller.
+// of every result (a Shape: a plain JS object; `array` fields are fresh typed arrays), and of every
+// request object (a RequestOf table just below: each field optional, one it does not name an
+// error). The page's Web Worker (web/worker-jobs.js and its parts) is the caller.
 // Every method throws a JS Error with the engine's message on failure (returned by value:
 // ErrorsByValue in js_calls.h, rethrown by engine-errors.js).
 //   engine.beginLoad(totalBytes); engine.appendChunk(uint8Array) ...; engine.finishLoad(nThreads)
 //   engine.startGeneration(ids, {temperature, topK, topP, seed, maxTokens, capture}, interventions)
 //   for (let id = engine.nextToken(false); id >= 0; id = engine.nextToken(stopRequested)) {...}
-// Interventions: {ablateHeads: [[layer, head], ...], meanAblation, headMeans: Float32Array
-//   [n_layer, n_embd], skipAttn: [layer, ...], skipMlp, noResidual, postNorm, patches: [{layer,
-//   position, value: Float32Array [n_embd]}], sae: [{id, steer: [[feature, alpha], ...], clamp:
-//   [[feature, value], ...]}]}, every field optional. setInterventions: for later runs (means
+// Interventions: {ablateHeads: [[layer, head], ...], skipAttn: [layer, ...], sae: [{id, steer:
+//   [[feature, alpha], ...], clamp}], ...} (the LabInterventions table). setInterventions: for later runs (means
 //   over the capture); the jobs and experiments take the page's (means over the prompt) and give
 //   the conversation back captured under them (src/lab/conversation.h's Scope). A job: start...,
 //   then continueJob() until it returns s.total or the page cancels, jobResults(from), endJob().
 // Attribution graphs (src/lab/graph.h): loadTranscoders(uint8Array) -> [blocks held] (adds the
 //   file's blocks to those held), dropTranscoders();
-//   progress = startGraph(promptIds, {targets: [id...], maxFeatureNodes}) (both fields optional),
+//   progress = startGraph(promptIds, {targets: [id...], maxFeatureNodes}),
 //   continueGraph() until progress.finished (progress: {encoding, done, total, finished}: blocks
 //   encoded while encoding, then rows; each call one short step; endGraph() cancels),
 //   then graphJson(nodeThreshold, edgeThreshold, prune) (circuit-tracer's graph file, the text
@@ -55,57 +54,7 @@ namespace {
 
 using emscripten::val;
 
-// --- Requests ------------------------------------------------------------------------------
-
-// [[a, b], ...]; `what` says how, in the error for anything else.
-template <typename T>
-std::vector<std::vector<T>> Pairs(const val& v, const std::string& what) {
-  std::vector<std::vector<T>> out;
-  const int n = Given(v) ? v["length"].as<int>() : 0;
-  for (int i = 0; i < n; ++i) {
-    out.push_back(List<T>(v[i]));
-    if (out.back().size() != 2 || out.back()[0] != static_cast<int>(out.back()[0])) throw Error(what);
-  }
-  return out;
-}
-
-std::vector<HeadRef> HeadList(const val& v) {
-  std::vector<HeadRef> heads;
-  for (const auto& p : Pairs<int>(v, "heads are given as [layer, head] pairs")) heads.push_back({p[0], p[1]});
-  return heads;
-}
-
-std::vector<std::pair<int, float>> FeaturePairs(const val& v, const char* what) {
-  std::vector<std::pair<int, float>> out;
-  for (const auto& p : Pairs<double>(v, std::string("SAE ") + what + " is given as [feature, number] pairs")) {
-    out.push_back({static_cast<int>(p[0]), static_cast<float>(p[1])});
-  }
-  return out;
-}
-
-// The interventions object (top of this file): each field optional, so read by hand.
-LabInterventions InterventionsFromJs(const val& spec) {
-  LabInterventions out;
-  if (!Given(spec)) return out;
-  Interventions& iv = out.iv;
-  iv.ablate_heads = HeadList(spec["ablateHeads"]);
-  iv.skip_attn = List(spec["skipAttn"]);
-  iv.skip_mlp = List(spec["skipMlp"]);
-  iv.no_residual = List(spec["noResidual"]);
-  iv.post_norm = spec["postNorm"].isTrue();
-  const val patches = spec["patches"], sae = spec["sae"];
-  for (int i = 0, n = Given(patches) ? patches["length"].as<int>() : 0; i < n; ++i) {
-    const val p = patches[i];
-    iv.patches.push_back({p["layer"].as<int>(), p["position"].as<int>(), List<float>(p["value"])});
-  }
-  iv.head_means = List<float>(spec["headMeans"]);
-  out.mean_ablation = spec["meanAblation"].isTrue();
-  for (int i = 0, n = Given(sae) ? sae["length"].as<int>() : 0; i < n; ++i) {
-    out.sae.push_back({sae[i]["id"].as<int>(), FeaturePairs(sae[i]["steer"], "steering"),
-                       FeaturePairs(sae[i]["clamp"], "clamping")});
-  }
-  return out;
-}
+// --- Requests: each field named once (js_calls.h's Request; the forms at the top of this file) --
 
 SamplingParams Sampling(double temperature, int top_k, double top_p, double seed) {
   if (!(seed >= 0)) {  // a JS number: integers up to 2^53 are exact
@@ -114,12 +63,61 @@ SamplingParams Sampling(double temperature, int top_k, double top_p, double seed
   return {static_cast<float>(temperature), top_k, static_cast<float>(top_p), static_cast<uint64_t>(seed)};
 }
 
-// {temperature, topK, topP, seed, maxTokens} (startGeneration's also has capture).
+// {temperature, topK, topP, seed, maxTokens, capture} (capture: startGeneration's only).
 struct SamplingSettings {
-  double temperature = 0, top_p = 0, seed = 0;
+  double temperature = 1, top_p = 1, seed = 0;
   int top_k = 0, max_tokens = 0;
+  bool capture = false;
   SamplingParams params() const { return Sampling(temperature, top_k, top_p, seed); }
 };
+
+}  // namespace
+
+template <>
+HeadRef ReadJs<HeadRef>(const val& v, const std::string& where) {  // [layer, head]
+  if (!IsArray(v) || v["length"].as<int>() != 2) throw Error(where + " must be a pair [layer, head]");
+  return {ReadJs<int>(v[0], where + "[0]"), ReadJs<int>(v[1], where + "[1]")};
+}
+template <>
+const Request<ResidPatch>& RequestOf() {
+  static const Request<ResidPatch> r = Request<ResidPatch>().field("layer", &ResidPatch::layer)
+      .field("position", &ResidPatch::position).field("value", &ResidPatch::value);
+  return r;
+}
+template <>
+const Request<SaeIntervention>& RequestOf() {  // steer and clamp: [[feature, value], ...]
+  static const Request<SaeIntervention> r = Request<SaeIntervention>().field("id", &SaeIntervention::id)
+      .field("steer", &SaeIntervention::steer).field("clamp", &SaeIntervention::clamp);
+  return r;
+}
+template <>
+const Request<LabInterventions>& RequestOf() {
+  using L = LabInterventions;
+  using I = Interventions;
+  static const Request<L> r = Request<L>().field("ablateHeads", &L::iv, &I::ablate_heads)
+      .field("meanAblation", &L::mean_ablation).field("headMeans", &L::iv, &I::head_means)
+      .field("skipAttn", &L::iv, &I::skip_attn).field("skipMlp", &L::iv, &I::skip_mlp)
+      .field("noResidual", &L::iv, &I::no_residual).field("postNorm", &L::iv, &I::post_norm)
+      .field("patches", &L::iv, &I::patches).field("sae", &L::sae);
+  return r;
+}
+template <>
+const Request<GraphOptions>& RequestOf() {  // targets: logit ids (none: the most probable)
+  static const Request<GraphOptions> r = Request<GraphOptions>().field("targets", &GraphOptions::targets)
+      .field("maxFeatureNodes", &GraphOptions::max_feature_nodes);
+  return r;
+}
+template <>
+const Request<SamplingSettings>& RequestOf() {
+  using S = SamplingSettings;
+  static const Request<S> r = Request<S>().field("temperature", &S::temperature).field("topK", &S::top_k)
+      .field("topP", &S::top_p).field("seed", &S::seed).field("maxTokens", &S::max_tokens).field("capture", &S::capture);
+  return r;
+}
+
+namespace {
+
+LabInterventions InterventionsFromJs(const val& spec) { return ReadJs<LabInterventions>(spec, "interventions"); }
 
 SaliencyRequest SaliencyRequestOf(int p, int target, int contrast, const std::string& method, int steps) {
   if (method != "grad" && method != "ig") throw Error("The saliency method must be grad or ig, not '" + method + "'.");
@@ -129,24 +127,6 @@ SaliencyRequest SaliencyRequestOf(int p, int target, int contrast, const std::st
 AtpCell AtpCellOf(const std::string& kind) {
   if (kind != "head" && kind != "resid") throw Error("The cell kind must be head or resid, not '" + kind + "'.");
   return kind == "head" ? AtpCell::kHead : AtpCell::kResidPre;
-}
-
-// {targets: [id, ...], maxFeatureNodes}: each optional (the most probable tokens; every feature).
-GraphOptions GraphOptionsFromJs(const val& spec) {
-  GraphOptions out;
-  if (!Given(spec)) return out;
-  out.targets = List(spec["targets"]);
-  if (Given(spec["maxFeatureNodes"])) out.max_feature_nodes = spec["maxFeatureNodes"].as<int>();
-  return out;
-}
-
-std::vector<std::string> Strings(const val& v) {  // a JS array of strings
-  std::vector<std::string> out;
-  for (int i = 0, n = Given(v) ? v["length"].as<int>() : 0; i < n; ++i) {
-    if (!v[i].isString()) throw Error("node ids are given as strings ('L_F_P')");
-    out.push_back(v[i].as<std::string>());
-  }
-  return out;
 }
 
 std::vector<uint8_t> BytesFromJs(const val& bytes) {  // a Uint8Array copied in one set()
@@ -251,12 +231,12 @@ class Engine : public ErrorsByValue {
 };
 
 void StartGeneration(Lab& l, const std::vector<int>& ids, const val& settings, const val& iv) {
-  const SamplingSettings s = settings.as<SamplingSettings>();
-  l.StartGeneration(ids, InterventionsFromJs(iv), s.params(), s.max_tokens, settings["capture"].isTrue());
+  const SamplingSettings s = ReadJs<SamplingSettings>(settings, "sampling settings");
+  l.StartGeneration(ids, InterventionsFromJs(iv), s.params(), s.max_tokens, s.capture);
 }
 
 ExperimentResult Experiment(Lab& l, const std::vector<int>& prompt, const val& iv, int p, const val& settings) {
-  const SamplingSettings s = settings.as<SamplingSettings>();
+  const SamplingSettings s = ReadJs<SamplingSettings>(settings, "sampling settings");
   return l.Experiment(prompt, InterventionsFromJs(iv), p, s.params(), s.max_tokens);
 }
 
@@ -302,12 +282,6 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
   using emscripten::val;
   emscripten::function("endOfTextId", +[] { return kEndOfText; });
   emscripten::function("memoryStats", &MemoryStats);
-
-  // Requests.
-  emscripten::value_object<SamplingSettings>("SamplingSettings")
-      .field("temperature", &SamplingSettings::temperature).field("topK", &SamplingSettings::top_k)
-      .field("topP", &SamplingSettings::top_p).field("seed", &SamplingSettings::seed)
-      .field("maxTokens", &SamplingSettings::max_tokens);
 
   // Results.
   Shape<Attribution>("Attribution").field("position", &Attribution::position).field("target", &Attribution::target)
@@ -443,7 +417,7 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .LAB_METHOD("headMeans", (), CopyToJs(l.HeadMeans()))
       .LAB_METHOD("logProbs", (, int p, val ids), CopyToJs(l.LogProbs(p, List(ids))))
       .LAB_METHOD("ablatedLogProbs", (, val heads, int p, int target, val means),
-                  CopyToJs(l.AblatedLogProbs(HeadList(heads), p, target, List<float>(means))))
+                  CopyToJs(l.AblatedLogProbs(ReadJs<std::vector<HeadRef>>(heads, "heads"), p, target, List<float>(means))))
       .LAB_METHOD("patchedLogProbsAt", (, int layer, val positions, val stream, val ids),
                   CopyToJs(l.PatchedLogProbs(layer, List(positions), List<float>(stream), List(ids))))
       .LAB_METHOD("attribute", (, val ids, int p, int target, int contrast),
@@ -497,12 +471,12 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       // Attribution graphs (lab/graph.h; the transcoders from gpt2-convert --transcoders).
       .LAB_METHOD("loadTranscoders", (, val bytes), CopyToJs(l.LoadTranscoders(BytesFromJs(bytes))))
       .LAB_METHOD("dropTranscoders", (), l.DropTranscoders())
-      .LAB_METHOD("startGraph", (, val prompt, val options), l.StartGraph(List(prompt), GraphOptionsFromJs(options)))
+      .LAB_METHOD("startGraph", (, val prompt, val options), l.StartGraph(List(prompt), ReadJs<GraphOptions>(options, "graph options")))
       .LAB_METHOD("continueGraph", (), l.ContinueGraph())
       .LAB_METHOD("endGraph", (), l.EndGraph())
       .LAB_METHOD("graphJson", (, double node_threshold, double edge_threshold, bool prune),
                   l.GraphJsonText(node_threshold, edge_threshold, prune))
-      .LAB_METHOD("checkGraph", (, val node_ids, double value), l.CheckGraph(Strings(node_ids), static_cast<float>(value)))
+      .LAB_METHOD("checkGraph", (, val node_ids, double value), l.CheckGraph(ReadJs<std::vector<std::string>>(node_ids, "node ids"), static_cast<float>(value)))
       .LAB_METHOD("graphFeatureCard", (, int layer, int feature, int k), l.FeatureCard(layer, feature, k))
       .LAB_METHOD("graphQk", (, int layer, int head, int query, int key, int k), l.GraphQk({layer, head, query, key}, k));
 #undef LAB_METHOD

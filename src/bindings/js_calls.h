@@ -7,8 +7,11 @@
 #include <emscripten/val.h>
 
 #include <algorithm>
+#include <cmath>
 #include <exception>
+#include <functional>
 #include <initializer_list>
+#include <limits>
 #include <new>
 #include <string>
 #include <type_traits>
@@ -88,6 +91,105 @@ template <typename T = int>
 std::vector<T> List(const val& v) {  // a JS array or typed array (undefined or null: empty)
   return Given(v) ? emscripten::convertJSArrayToNumberVector<T>(v) : std::vector<T>();
 }
+
+// --- Requests: a JS object read into a C++ struct, its fields named once (Shape's other way) ---
+//   template <> const Request<ResidPatch>& RequestOf() {
+//     static const auto r = Request<ResidPatch>().field("layer", &ResidPatch::layer)...; return r; }
+//   ReadJs<LabInterventions>(spec, "interventions")
+// Every field is optional (absent, undefined or null: the member's default). A field the table
+// does not name, or a value of the wrong kind, is an error naming it ("interventions.skipMlp[1]
+// must be a whole number"): a misspelt request fails instead of running without what it asked.
+template <typename T>
+class Request;
+template <typename T>
+const Request<T>& RequestOf();  // one specialisation per request struct (embind.cc)
+template <typename T>
+struct IsList : std::false_type {};
+template <typename E>
+struct IsList<std::vector<E>> : std::true_type {};
+template <typename T>
+struct IsPair : std::false_type {};
+template <typename A, typename B>
+struct IsPair<std::pair<A, B>> : std::true_type {};
+inline bool IsArray(const val& v) { return val::global("Array").call<bool>("isArray", v); }
+
+// v as T: a number, bool, string, vector (a JS array; of numbers, also a typed array), [a, b]
+// pair, or a struct with a RequestOf table. `where` names v in errors.
+template <typename T>
+T ReadJs(const val& v, const std::string& where) {
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!v.isTrue() && !v.isFalse()) throw Error(where + " must be true or false");
+    return v.isTrue();
+  } else if constexpr (std::is_arithmetic_v<T>) {
+    const double d = v.isNumber() ? v.as<double>() : NAN, lo = std::numeric_limits<T>::lowest();
+    if (!std::isfinite(d)) throw Error(where + " must be a number");
+    if (std::is_integral_v<T> && (d != std::floor(d) || d < lo || d > std::numeric_limits<T>::max())) {
+      throw Error(where + " must be a whole number");
+    }
+    return static_cast<T>(d);
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    if (!v.isString()) throw Error(where + " must be a string");
+    return v.as<std::string>();
+  } else if constexpr (IsList<T>::value) {
+    using E = typename T::value_type;
+    if constexpr (std::is_arithmetic_v<E> && !std::is_same_v<E, bool>) {  // a typed array: one copy
+      if (val::global("ArrayBuffer").call<bool>("isView", v) && v["BYTES_PER_ELEMENT"].isNumber() &&
+          !v.instanceof(val::global("BigInt64Array")) && !v.instanceof(val::global("BigUint64Array"))) {
+        return emscripten::convertJSArrayToNumberVector<E>(v);
+      }
+    }
+    if (!IsArray(v)) throw Error(where + " must be a list");
+    T out;
+    for (int i = 0, n = v["length"].as<int>(); i < n; ++i) out.push_back(ReadJs<E>(v[i], where + "[" + std::to_string(i) + "]"));
+    return out;
+  } else if constexpr (IsPair<T>::value) {
+    if (!IsArray(v) || v["length"].as<int>() != 2) throw Error(where + " must be a pair [a, b]");
+    return {ReadJs<typename T::first_type>(v[0], where + "[0]"), ReadJs<typename T::second_type>(v[1], where + "[1]")};
+  } else {
+    return RequestOf<T>().Read(v, where);
+  }
+}
+
+template <typename T>
+class Request {
+ public:
+  template <typename F>
+  Request& field(const char* name, F T::*member) {
+    fields_.push_back({name, [member](const val& v, T& out, const std::string& at) { out.*member = ReadJs<F>(v, at); }});
+    return *this;
+  }
+  template <typename M, typename F>  // a member's member: ("postNorm", &LabInterventions::iv, &Interventions::post_norm)
+  Request& field(const char* name, M T::*outer, F M::*inner) {
+    fields_.push_back({name, [=](const val& v, T& out, const std::string& at) { out.*outer.*inner = ReadJs<F>(v, at); }});
+    return *this;
+  }
+
+  T Read(const val& v, const std::string& where) const {
+    T out{};
+    if (!Given(v)) return out;
+    if (v.typeOf().as<std::string>() != "object" || IsArray(v)) throw Error(where + " must be an object");
+    const val keys = val::global("Object").call<val>("keys", v);
+    for (int i = 0, n = keys["length"].as<int>(); i < n; ++i) {
+      const std::string key = keys[i].as<std::string>();
+      if (std::none_of(fields_.begin(), fields_.end(), [&](const Field& f) { return key == f.name; })) {
+        std::string names;
+        for (const Field& f : fields_) names += std::string(names.empty() ? "" : ", ") + f.name;
+        throw Error(where + " has no field '" + key + "' (its fields: " + names + ")");
+      }
+    }
+    for (const Field& f : fields_) {
+      if (Given(v[f.name])) f.read(v[f.name], out, where + "." + f.name);
+    }
+    return out;
+  }
+
+ private:
+  struct Field {
+    const char* name;
+    std::function<void(const val&, T&, const std::string&)> read;
+  };
+  std::vector<Field> fields_;
+};
 
 // The classes Embind exports report a C++ error by value: Guarded runs a call and turns its
 // exception into the message TakeLastError (JS: takeError) hands over once, plus a default

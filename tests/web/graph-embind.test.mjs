@@ -113,7 +113,7 @@ describe('Embind attribution graphs under Node', {skip: !fs.existsSync(kNodeModu
     }
     assert.throws(() => engine.checkGraph(['E_464_1'], 0), /not a feature node/);
     assert.throws(() => engine.checkGraph([], 0), /at least one/);
-    assert.throws(() => engine.checkGraph([3], 0), /strings/);
+    assert.throws(() => engine.checkGraph([3], 0), /node ids\[0\] must be a string/);
   });
 
   test('graphFeatureCard: the activation at the node equals the file\'s; tokens ordered by weight', () => {

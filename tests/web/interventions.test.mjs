@@ -227,7 +227,7 @@ describe('Embind interventions and attribution under Node',
     assert.throws(() => engine.patchedLogProbsAt(0, [T], foreign[0], [target]), /valid positions are 0\.\./);
     assert.throws(() => engine.patchedLogProbsAt(0, [0], foreign[0], []), /at least one token/);
     assert.throws(() => engine.ablatedLogProbs([[0, 9]], T - 1, target, zero), /valid heads are/);
-    assert.throws(() => engine.ablatedLogProbs([[0]], T - 1, target, zero), /\[layer, head\] pairs/);
+    assert.throws(() => engine.ablatedLogProbs([[0]], T - 1, target, zero), /heads\[0\] must be a pair \[layer, head\]/);
     // A rejected call runs nothing: the cache is still the plain run's, so the conversation goes on.
     engine.step(198);
   });
@@ -266,5 +266,39 @@ describe('Embind interventions and attribution under Node',
     assert.throws(() => engine.setInterventions({skipAttn: [2]}), /valid layers are 0\.\.1/);
     assert.throws(() => engine.setInterventions({ablateHeads: [[0, 4]]}), /valid heads are 0\.\.3/);
     assert.throws(() => engine.attribute(ids, 99, -1, -1), /valid positions/);
+  });
+
+  // Requests are read by one table per struct (src/bindings/js_calls.h's Request): a field it does
+  // not name, or a value of the wrong kind, is refused by name rather than run without.
+  test('a misspelt or mistyped request is refused naming the field, and runs nothing', () => {
+    engine.reset();
+    engine.setInterventions({});
+    engine.prefill(ids);
+    const plain = Array.from(engine.finalProbs(ids.length - 1));
+    const refused = [
+      [{skipMLP: [1]}, /interventions has no field 'skipMLP' \(its fields: ablateHeads, .*skipMlp/],
+      [{skipAttn: ['1']}, /interventions\.skipAttn\[0\] must be a number/],
+      [{skipAttn: [0.5]}, /interventions\.skipAttn\[0\] must be a whole number/],
+      [{skipAttn: 1}, /interventions\.skipAttn must be a list/],
+      [{postNorm: 1}, /interventions\.postNorm must be true or false/],
+      [{ablateHeads: [[0, 1, 2]]}, /interventions\.ablateHeads\[0\] must be a pair \[layer, head\]/],
+      [{sae: [{id: 0, steer: [[3, 'x']]}]}, /interventions\.sae\[0\]\.steer\[0\]\[1\] must be a number/],
+      [{sae: [{id: 0, stear: [[3, 1]]}]}, /interventions\.sae\[0\] has no field 'stear'/],
+      [{patches: [{layer: 0, position: 0, value: new Float32Array(4), pos: 1}]}, /patches\[0\] has no field 'pos'/],
+      [[1], /interventions must be an object/],
+    ];
+    for (const [spec, message] of refused) {
+      assert.throws(() => engine.setInterventions(spec), message, JSON.stringify(spec));
+      assert.throws(() => engine.attributeConversation(spec, 0, 0), message, JSON.stringify(spec));
+    }
+    assert.throws(() => engine.experiment(ids, {}, ids.length, {temperature: 0, maxTokens: 1, topk: 3}),
+                  /sampling settings has no field 'topk'/);
+    assert.throws(() => engine.startGeneration(ids, {seed: -1}, {}), /Sampling settings out of range/);
+    assert.throws(() => engine.startGeneration(ids, {maxTokens: '2'}, {}), /sampling settings\.maxTokens must be a number/);
+    // Nothing ran under any of them: the conversation is the plain one, and a page-form spec (every
+    // field present, as interventions.js's canonical() writes it) is accepted.
+    assert.deepEqual(Array.from(engine.finalProbs(ids.length - 1)), plain);
+    engine.setInterventions({ablateHeads: [], meanAblation: false, skipAttn: [], skipMlp: [], noResidual: [],
+                             postNorm: false, sae: []});
   });
 });
