@@ -96,7 +96,8 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
   const shown = () => shownOf(model(), state.graphNodeThreshold);
 
   // Click or Enter: the node's links stay drawn (again: they go); a logit becomes the paths' end;
-  // a feature of a computed graph shows its card.
+  // a feature of a computed graph shows its card, and the QK form asks about its block's heads
+  // at its position (what the attention before it read there).
   function choose(i) {
     const n = model().nodes[i];
     const pinned = state.graphPinned === i ? -1 : i;
@@ -104,6 +105,8 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
     if (pinned >= 0 && n.kind === Kind.feature && state.graphComputed) {
       store.set({graphCard: {waiting: true}});
       worker.postMessage({type: Msg.graphCard, layer: n.block, feature: n.feature});
+      $('graph-qk-layer').value = String(n.block);
+      $('graph-qk-query').value = String(n.pos);
     }
   }
 

@@ -163,8 +163,12 @@ describe('attribution graphs computed in the page', {skip}, () => {
       closeTo(Number(await row.getAttribute('data-predicted')), Number(m[1]), kTolerance, 'predicted change');
       closeTo(Number(await row.getAttribute('data-exact')), Number(m[2]), kTolerance, 'exact change');
 
+      // Pinning the feature set the QK form to its block and position.
+      assert.equal(await page.getByTestId('graph-qk-layer').inputValue(), String(node.layer));
+      assert.equal(await page.getByTestId('graph-qk-query').inputValue(), String(node.ctx_idx));
       // QK attribution of head 1.2 from the last position to position 1: each side's rows add up to the score.
       await page.getByTestId('graph-qk-layer').fill('1');
+      await page.getByTestId('graph-qk-query').fill('');
       await page.getByTestId('graph-qk-head').fill('2');
       await page.getByTestId('graph-qk-key').fill('1');
       await page.getByTestId('graph-qk').click();
