@@ -47,7 +47,7 @@ export function benchRun({ k, n, nDecode, capture }) {
   const engine = engines[k];
   engine.reset();
   engine.setCapture(capture);
-  engine.setSampling(0, 0, 1, 0);
+  engine.setSampling({temperature: 0});  // greedy
   const t0 = performance.now();
   engine.prefill(ids.slice(0, n));
   const t1 = performance.now();
@@ -64,7 +64,7 @@ export function benchDecodeBursts({ kNear, kFar, nFar, burst, bursts }) {
   const start = (engine, n) => {
     engine.reset();
     engine.setCapture(false);
-    engine.setSampling(0, 0, 1, 0);
+    engine.setSampling({temperature: 0});  // greedy
     engine.prefill(ids.slice(0, n));
   };
   const decode = (engine) => {

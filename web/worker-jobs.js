@@ -86,7 +86,7 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
         post({type: Msg.token, id, text, index: generated++});
         await yieldToEvents();
       }
-      reason = engine.stopReason();
+      reason = engine.stopReason().replaceAll('_', '-');  // max-tokens, end-of-text, context-full, stopped
       decodeMs = performance.now() - t1;
       const tail = decoder.decode();
       if (tail) post({type: Msg.token, id: -1, text: tail, index: -1});

@@ -1,4 +1,4 @@
-// The page's Converter (usage at the top of embind.cc): each call forwards to
+// The page's Converter (usage above its bindings, at the bottom): each call forwards to
 // src/convert/convert_session.h's ConvertSession, which converts one tensor (or one streamed
 // piece) per call, so the worker can report progress in between and hold a checkpoint only once.
 // What stays here is JS's side: the downloaded bytes copied in and the results' objects.
@@ -17,123 +17,99 @@ namespace {
 
 using emscripten::val;
 
-val PlannedToJs(const ConvertSession::Planned& p, const char* bytes_name) {
+val PlannedToJs(const ConvertSession::Planned& p, const char* bytes_name = "bytes") {
   return Object({{"tensors", val(p.tensors)}, {bytes_name, val(static_cast<double>(p.bytes))}, {"name", val(p.name)}});
 }
 
+// The conversion's state; the methods of the JS API are the lambdas registered at the bottom,
+// each one guarded call (GUARDED_METHOD, js_calls.h).
 class Converter : public ErrorsByValue {
  public:
   Converter() = default;
   Converter(const Converter&) = delete;
-  std::string TakeError() { return TakeLastError(); }
 
-  void SetConfig(const std::string& json) { Guarded([&] { s_.SetConfig(json); return 0; }); }
-  void SetVocabulary(const std::string& vocab_json, const std::string& merges_text) {
-    Guarded([&] { s_.SetVocabulary(vocab_json, merges_text); return 0; });
-  }
-  void SetSaeConfig(const std::string& json) { Guarded([&] { s_.SetSaeConfig(json); return 0; }); }
-  // The whole checkpoint (beginCheckpoint, appendChunk...), then one of the plans.
-  void BeginCheckpoint(double total_bytes) { Guarded([&] { Free(); checkpoint_.Begin(total_bytes); return 0; }); }
-  void AppendChunk(const val& bytes) { Guarded([&] { AppendFromJs(checkpoint_, bytes); return 0; }); }
-  val Plan(const std::string& type) {
-    return Guarded([&] { return PlannedToJs(s_.Plan(Held(), checkpoint_.size(), ParseConvertType(type)), "bytes"); });
-  }
-  val PlanSae(const std::string& type) {
-    return Guarded([&] { return PlannedToJs(s_.PlanSae(Held(), checkpoint_.size(), ParseConvertType(type)), "bytes"); });
-  }
-  val PlanTranscoder(const std::string& sae_json, int layer, const std::string& type) {
-    return Guarded([&] {
-      return PlannedToJs(s_.PlanTranscoder(Held(), checkpoint_.size(), sae_json, layer, ParseConvertType(type)), "bytes");
-    });
-  }
-  int ConvertNext() { return Guarded([&] { return s_.ConvertNext(); }); }
-
-  // The streamed conversion: headerEnd(first bytes, file size) says how many of the file's first
-  // bytes beginStream needs; then nextRange() ({offset, bytes} or null when done), appendPiece,
-  // feedPiece() -> {fed, sourceBytes, tensorsDone, outputBytes (0 until known)}.
-  double HeaderEnd(const val& first, double file_size) {
-    return Guarded([&] {
-      const std::vector<uint8_t> bytes = List<uint8_t>(first);
-      return static_cast<double>(
-          SafetensorsFile::HeaderEnd(bytes.data(), bytes.size(), static_cast<uint64_t>(file_size), "model.safetensors"));
-    });
-  }
-  val BeginStream(const val& prefix, double file_size, const std::string& type) {
-    return Guarded([&] {
-      Free();
-      const std::vector<uint8_t> bytes = List<uint8_t>(prefix);
-      return PlannedToJs(s_.BeginStream(bytes.data(), bytes.size(), static_cast<uint64_t>(file_size),
-                                        ParseConvertType(type)), "sourceBytes");
-    });
-  }
-  val NextRange() {
-    return Guarded([&] {
-      if (s_.stream().done()) return val::null();
-      const Gpt2GgufStream::Range r = s_.stream().next();
-      piece_.Begin(static_cast<double>(r.bytes));
-      return Object({{"offset", val(static_cast<double>(r.offset))}, {"bytes", val(static_cast<double>(r.bytes))}});
-    });
-  }
-  void AppendPiece(const val& bytes) { Guarded([&] { AppendFromJs(piece_, bytes); return 0; }); }
-  val FeedPiece() {
-    return Guarded([&] {
-      Gpt2GgufStream& stream = s_.stream();
-      piece_.RequireComplete();
-      stream.Feed(piece_.data(), piece_.size());
-      piece_.Free();
-      return Object({{"fed", val(static_cast<double>(stream.fed_bytes()))},
-                     {"sourceBytes", val(static_cast<double>(stream.source_bytes()))},
-                     {"tensorsDone", val(stream.tensors_done())},
-                     {"outputBytes", val(static_cast<double>(stream.output_size()))}});
-    });
-  }
-
-  val TakeOutput() {
-    return Guarded([&] {
-      const uint8_t* gguf = s_.output();
-      checkpoint_.Free();  // first, so the copy's transient JS memory is not on top of it
-      val out = CopyToJs(gguf, static_cast<size_t>(s_.output_size()));
-      Free();
-      return out;
-    });
-  }
-
- private:
   const uint8_t* Held() {  // null before beginCheckpoint: the session says what else is missing first
-    if (checkpoint_.data() != nullptr) checkpoint_.RequireComplete();
-    return checkpoint_.data();
+    if (checkpoint.data() != nullptr) checkpoint.RequireComplete();
+    return checkpoint.data();
+  }
+  void BeginCheckpoint(double total_bytes) {
+    Free();
+    checkpoint.Begin(total_bytes);
   }
   void Free() {
-    s_.Drop();
-    piece_.Free();
-    checkpoint_.Free();
+    s.Drop();
+    piece.Free();
+    checkpoint.Free();
+  }
+  double HeaderEnd(const std::vector<uint8_t>& first, double file_size) {
+    return static_cast<double>(
+        SafetensorsFile::HeaderEnd(first.data(), first.size(), static_cast<uint64_t>(file_size), "model.safetensors"));
+  }
+  val BeginStream(const std::vector<uint8_t>& prefix, double file_size, const std::string& type) {
+    Free();
+    return PlannedToJs(s.BeginStream(prefix.data(), prefix.size(), static_cast<uint64_t>(file_size),
+                                     ParseConvertType(type)), "sourceBytes");
+  }
+  val NextRange() {  // {offset, bytes} of the source the stream needs next, or null when done
+    if (s.stream().done()) return val::null();
+    const Gpt2GgufStream::Range r = s.stream().next();
+    piece.Begin(static_cast<double>(r.bytes));
+    return Object({{"offset", val(static_cast<double>(r.offset))}, {"bytes", val(static_cast<double>(r.bytes))}});
+  }
+  val FeedPiece() {  // {fed, sourceBytes, tensorsDone, outputBytes (0 until known)}
+    Gpt2GgufStream& stream = s.stream();
+    piece.RequireComplete();
+    stream.Feed(piece.data(), piece.size());
+    piece.Free();
+    return Object({{"fed", val(static_cast<double>(stream.fed_bytes()))},
+                   {"sourceBytes", val(static_cast<double>(stream.source_bytes()))},
+                   {"tensorsDone", val(stream.tensors_done())},
+                   {"outputBytes", val(static_cast<double>(stream.output_size()))}});
+  }
+  val TakeOutput() {
+    const uint8_t* gguf = s.output();
+    checkpoint.Free();  // first, so the copy's transient JS memory is not on top of it
+    val out = CopyToJs(gguf, static_cast<size_t>(s.output_size()));
+    Free();
+    return out;
   }
 
-  ConvertSession s_;
-  ArrivingFile checkpoint_{"model.safetensors", "beginCheckpoint"};  // a held plan points into it
-  ArrivingFile piece_{"model.safetensors piece", "nextRange"};
+  ConvertSession s;
+  ArrivingFile checkpoint{"model.safetensors", "beginCheckpoint"};  // a held plan points into it
+  ArrivingFile piece{"model.safetensors piece", "nextRange"};
 };
 
 }  // namespace
 }  // namespace gpt2
 
+// The whole checkpoint (beginCheckpoint, appendChunk...), then one of the plans, then
+// convertNext() until done; or streamed: headerEnd(first bytes, file size) says how many of the
+// file's first bytes beginStream needs, then nextRange(), appendPiece..., feedPiece() until
+// nextRange() is null. takeOutput() gives the GGUF.
 EMSCRIPTEN_BINDINGS(gpt2_converter) {
-  emscripten::class_<gpt2::Converter>("Converter")
+  using namespace gpt2;
+#define CONVERTER_METHOD(js_name, params, ...) GUARDED_METHOD(Converter, c, js_name, params, __VA_ARGS__)
+  emscripten::class_<Converter>("Converter")
       .constructor<>()
-      .function("takeError", &gpt2::Converter::TakeError)
-      .function("setConfig", &gpt2::Converter::SetConfig)
-      .function("setVocabulary", &gpt2::Converter::SetVocabulary)
-      .function("beginCheckpoint", &gpt2::Converter::BeginCheckpoint)
-      .function("appendChunk", &gpt2::Converter::AppendChunk)
-      .function("plan", &gpt2::Converter::Plan)
-      .function("setSaeConfig", &gpt2::Converter::SetSaeConfig)
-      .function("planSae", &gpt2::Converter::PlanSae)
-      .function("planTranscoder", &gpt2::Converter::PlanTranscoder)
-      .function("convertNext", &gpt2::Converter::ConvertNext)
-      .function("headerEnd", &gpt2::Converter::HeaderEnd)
-      .function("beginStream", &gpt2::Converter::BeginStream)
-      .function("nextRange", &gpt2::Converter::NextRange)
-      .function("appendPiece", &gpt2::Converter::AppendPiece)
-      .function("feedPiece", &gpt2::Converter::FeedPiece)
-      .function("takeOutput", &gpt2::Converter::TakeOutput);
+      .function("takeError", +[](Converter& c) { return c.TakeError(); })
+      .CONVERTER_METHOD("setConfig", (, std::string json), c.s.SetConfig(json))
+      .CONVERTER_METHOD("setVocabulary", (, std::string vocab, std::string merges), c.s.SetVocabulary(vocab, merges))
+      .CONVERTER_METHOD("beginCheckpoint", (, double total_bytes), c.BeginCheckpoint(total_bytes))
+      .CONVERTER_METHOD("appendChunk", (, val bytes), AppendFromJs(c.checkpoint, bytes))
+      .CONVERTER_METHOD("plan", (, std::string type),
+                        PlannedToJs(c.s.Plan(c.Held(), c.checkpoint.size(), ParseConvertType(type))))
+      .CONVERTER_METHOD("setSaeConfig", (, std::string json), c.s.SetSaeConfig(json))
+      .CONVERTER_METHOD("planSae", (, std::string type),
+                        PlannedToJs(c.s.PlanSae(c.Held(), c.checkpoint.size(), ParseConvertType(type))))
+      .CONVERTER_METHOD("planTranscoder", (, std::string json, int layer, std::string type),
+                        PlannedToJs(c.s.PlanTranscoder(c.Held(), c.checkpoint.size(), json, layer, ParseConvertType(type))))
+      .CONVERTER_METHOD("convertNext", (), c.s.ConvertNext())
+      .CONVERTER_METHOD("headerEnd", (, val first, double file_size), c.HeaderEnd(List<uint8_t>(first), file_size))
+      .CONVERTER_METHOD("beginStream", (, val prefix, double file_size, std::string type),
+                        c.BeginStream(List<uint8_t>(prefix), file_size, type))
+      .CONVERTER_METHOD("nextRange", (), c.NextRange())
+      .CONVERTER_METHOD("appendPiece", (, val bytes), AppendFromJs(c.piece, bytes))
+      .CONVERTER_METHOD("feedPiece", (), c.FeedPiece())
+      .CONVERTER_METHOD("takeOutput", (), c.TakeOutput());
+#undef CONVERTER_METHOD
 }

@@ -1,28 +1,18 @@
 // The whole JavaScript surface of the engine, declared once at the bottom of this file: every
-// method of Engine (one LAB_METHOD line each, forwarding to src/lab/lab.h's Lab) and the fields
-// of every result (a Shape: a plain JS object; `array` fields are fresh typed arrays), and of every
-// request object (a RequestOf table just below: each field optional, one it does not name an
-// error). The page's Web Worker (web/worker-jobs.js and its parts) is the caller.
-// Every method throws a JS Error with the engine's message on failure (returned by value:
+// method of Engine (one LAB_METHOD line each, forwarding to src/lab/lab.h's Lab, which documents
+// what each does), the fields of every result (a Shape: a plain JS object; `array` fields are
+// fresh typed arrays) and of every request object (a RequestOf table below: each field optional,
+// one it does not name an error). The caller is the page's Web Worker (web/worker-jobs.js and its
+// parts). Every method throws a JS Error with the engine's message on failure (returned by value:
 // ErrorsByValue in js_calls.h, rethrown by engine-errors.js).
 //   engine.beginLoad(totalBytes); engine.appendChunk(uint8Array) ...; engine.finishLoad(nThreads)
 //   engine.startGeneration(ids, {temperature, topK, topP, seed, maxTokens, capture}, interventions)
 //   for (let id = engine.nextToken(false); id >= 0; id = engine.nextToken(stopRequested)) {...}
 // Interventions: {ablateHeads: [[layer, head], ...], skipAttn: [layer, ...], sae: [{id, steer:
-//   [[feature, alpha], ...], clamp}], ...} (the LabInterventions table). setInterventions: for later runs (means
-//   over the capture); the jobs and experiments take the page's (means over the prompt) and give
-//   the conversation back captured under them (src/lab/conversation.h's Scope). A job: start...,
-//   then continueJob() until it returns s.total or the page cancels, jobResults(from), endJob().
-// Attribution graphs (src/lab/graph.h): loadTranscoders(uint8Array) -> [blocks held] (adds the
-//   file's blocks to those held), dropTranscoders();
-//   progress = startGraph(promptIds, {targets: [id...], maxFeatureNodes}),
-//   continueGraph() until progress.finished (progress: {encoding, done, total, finished}: blocks
-//   encoded while encoding, then rows; each call one short step; endGraph() cancels),
-//   then graphJson(nodeThreshold, edgeThreshold, prune) (circuit-tracer's graph file, the text
-//   `gpt2 graph --json` writes), checkGraph(['L_F_P', ...], value) -> {predicted, exact},
-//   graphFeatureCard(layer, feature, k) -> {activations, promoted, promotedWeights, suppressed,
-//   suppressedWeights}, graphQk(layer, head, query, key, k) -> {score, probability, queryParts: [{kind, layer,
-//   feature, activation, score}], keyParts, queryRest, keyRest, pairs: [{query, key, score}]}, on the last graph.
+//   [[feature, alpha], ...], clamp}], ...}. setInterventions: for later runs (means over the
+//   capture); jobs and experiments take the page's (means over the prompt) and give the
+//   conversation back captured under them (src/lab/conversation.h's Scope). A job (and a graph):
+//   start..., then continue...() until done or cancelled, results, end...().
 // A VIEW (attention, headAttention, mlpActivations, residual) is a typed array over wasm memory,
 // valid until the next call into the engine (which may grow memory): copy it with slice().
 #include <emscripten/bind.h>
@@ -56,19 +46,12 @@ using emscripten::val;
 
 // --- Requests: each field named once (js_calls.h's Request; the forms at the top of this file) --
 
-SamplingParams Sampling(double temperature, int top_k, double top_p, double seed) {
-  if (!(seed >= 0)) {  // a JS number: integers up to 2^53 are exact
-    throw Error("Sampling settings out of range: temperature >= 0, top-k >= 0, 0 < top-p <= 1, seed >= 0.");
-  }
-  return {static_cast<float>(temperature), top_k, static_cast<float>(top_p), static_cast<uint64_t>(seed)};
-}
-
-// {temperature, topK, topP, seed, maxTokens, capture} (capture: startGeneration's only).
+// {temperature, topK, topP, seed, maxTokens, capture} (capture: startGeneration's only). The Lab
+// checks the ranges.
 struct SamplingSettings {
-  double temperature = 1, top_p = 1, seed = 0;
-  int top_k = 0, max_tokens = 0;
+  SamplingParams p;
+  int max_tokens = 0;
   bool capture = false;
-  SamplingParams params() const { return Sampling(temperature, top_k, top_p, seed); }
 };
 
 }  // namespace
@@ -110,46 +93,21 @@ const Request<GraphOptions>& RequestOf() {  // targets: logit ids (none: the mos
 template <>
 const Request<SamplingSettings>& RequestOf() {
   using S = SamplingSettings;
-  static const Request<S> r = Request<S>().field("temperature", &S::temperature).field("topK", &S::top_k)
-      .field("topP", &S::top_p).field("seed", &S::seed).field("maxTokens", &S::max_tokens).field("capture", &S::capture);
+  using P = SamplingParams;
+  static const Request<S> r = Request<S>().field("temperature", &S::p, &P::temperature).field("topK", &S::p, &P::top_k)
+      .field("topP", &S::p, &P::top_p).field("seed", &S::p, &P::seed).field("maxTokens", &S::max_tokens)
+      .field("capture", &S::capture);
   return r;
 }
 
 namespace {
 
 LabInterventions InterventionsFromJs(const val& spec) { return ReadJs<LabInterventions>(spec, "interventions"); }
+SamplingSettings SettingsFromJs(const val& s) { return ReadJs<SamplingSettings>(s, "sampling settings"); }
 
-SaliencyRequest SaliencyRequestOf(int p, int target, int contrast, const std::string& method, int steps) {
-  if (method != "grad" && method != "ig") throw Error("The saliency method must be grad or ig, not '" + method + "'.");
-  return {p, target, contrast, method == "ig" ? SaliencyMethod::kIntegrated : SaliencyMethod::kGradient, steps};
-}
+std::vector<uint8_t> BytesFromJs(const val& bytes) { return ReadJs<std::vector<uint8_t>>(bytes, "bytes"); }
 
-AtpCell AtpCellOf(const std::string& kind) {
-  if (kind != "head" && kind != "resid") throw Error("The cell kind must be head or resid, not '" + kind + "'.");
-  return kind == "head" ? AtpCell::kHead : AtpCell::kResidPre;
-}
-
-std::vector<uint8_t> BytesFromJs(const val& bytes) {  // a Uint8Array copied in one set()
-  if (!Given(bytes)) throw Error("no bytes given");
-  std::vector<uint8_t> out(bytes["length"].as<size_t>());
-  val(emscripten::typed_memory_view(out.size(), out.data())).call<void>("set", bytes);
-  return out;
-}
-
-// --- Results that are not a lab type ---------------------------------------------------------
-
-struct SaeInfo {
-  int id = 0, layer = 0, d_sae = 0, k = 0;
-  std::string hook, point, architecture, normalize;
-  double bytes = 0;
-};
-
-SaeInfo SaeInfoOf(const Lab& lab, int id) {
-  const LoadedSae& s = lab.loaded_sae(id);
-  const SaeConfig& c = s.sae->config();
-  return {id, c.layer, c.d_sae, c.k, c.hook_name, SaeStreamPointName(c.point), SaeArchitectureName(c.architecture),
-          SaeNormalizeName(c.normalize), static_cast<double>(s.bytes.size())};
-}
+// --- Results that are not a Shape ----------------------------------------------------------
 
 template <typename T>
 val ArrayOf(const std::vector<T>& items) {  // a JS array of Shapes
@@ -168,18 +126,17 @@ class Engine : public ErrorsByValue {
  public:
   Engine() = default;
   Engine(const Engine&) = delete;
-  std::string TakeError() { return TakeLastError(); }
 
   void BeginLoad(double total_bytes) {
-    Guarded([&] { second_.reset(); lab_.reset(); file_bytes_.Begin(total_bytes); return 0; });
+    second_.reset();
+    lab_.reset();
+    file_bytes_.Begin(total_bytes);
   }
-  void AppendChunk(const val& bytes) { Guarded([&] { AppendFromJs(file_bytes_, bytes); return 0; }); }
+  void AppendChunk(const val& bytes) { AppendFromJs(file_bytes_, bytes); }
   val FinishLoad(int n_threads) {
-    return Guarded([&] {
-      file_bytes_.RequireComplete();
-      lab_ = std::make_unique<Lab>(LoadGguf(file_bytes_.data(), file_bytes_.size()), n_threads);
-      return Info();
-    });
+    file_bytes_.RequireComplete();
+    lab_ = std::make_unique<Lab>(LoadGguf(file_bytes_.data(), file_bytes_.size()), n_threads);
+    return Info();
   }
   val Info() const {
     if (!lab_) return val::null();
@@ -230,32 +187,11 @@ class Engine : public ErrorsByValue {
   std::unique_ptr<SecondModel> second_;  // after lab_: freed first
 };
 
-void StartGeneration(Lab& l, const std::vector<int>& ids, const val& settings, const val& iv) {
-  const SamplingSettings s = ReadJs<SamplingSettings>(settings, "sampling settings");
-  l.StartGeneration(ids, InterventionsFromJs(iv), s.params(), s.max_tokens, s.capture);
-}
-
-ExperimentResult Experiment(Lab& l, const std::vector<int>& prompt, const val& iv, int p, const val& settings) {
-  const SamplingSettings s = ReadJs<SamplingSettings>(settings, "sampling settings");
-  return l.Experiment(prompt, InterventionsFromJs(iv), p, s.params(), s.max_tokens);
-}
-
-std::string StopReasonText(Engine& e) {
-  static const char* const kNames[] = {"max-tokens", "end-of-text", "context-full", "stopped"};
-  return e.lab() ? kNames[static_cast<int>(e.lab()->stop_reason())] : "";
-}
-
 val LogitLensOf(const Lab& l, int begin, int end, int k, int layer_begin, int layer_end) {  // {ids, probs}
   std::vector<int> ids;
   std::vector<float> probs;
   l.capture().LogitLensWindow(l.model(), begin, end, layer_begin, layer_end, k, &ids, &probs);
   return Object({{"ids", CopyToJs(ids)}, {"probs", CopyToJs(probs)}});
-}
-
-val SaeInfos(const Lab& l) {
-  std::vector<SaeInfo> all;
-  for (int id : l.sae_ids()) all.push_back(SaeInfoOf(l, id));
-  return ArrayOf(all);
 }
 
 // {heapBytes, mallocBytes (dlmalloc's, in use), stackAddress (of a local: smaller means frames
@@ -362,15 +298,14 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .computed("queryParts", +[](const QkAttribution& r) { return ArrayOf(r.query_parts); })
       .computed("keyParts", +[](const QkAttribution& r) { return ArrayOf(r.key_parts); });
   // The methods. LAB_METHOD(name, (, arguments...), what it returns from the Lab `l`): one line each.
-#define UNPAREN(...) __VA_ARGS__
 #define LAB_METHOD(js_name, params, ...) \
-  function(js_name, +[](Engine& e UNPAREN params) { return e.With([&](Lab& l) { return __VA_ARGS__; }); })
+  function(js_name, +[](Engine& e GPT2_UNPAREN params) { return e.With([&](Lab& l) { return __VA_ARGS__; }); })
   emscripten::class_<Engine>("Engine")
       .constructor<>()
-      .function("takeError", &Engine::TakeError)
-      .function("beginLoad", &Engine::BeginLoad)
-      .function("appendChunk", &Engine::AppendChunk)
-      .function("finishLoad", &Engine::FinishLoad)
+      .function("takeError", +[](Engine& e) { return e.TakeError(); })
+      .GUARDED_METHOD(Engine, e, "beginLoad", (, double total_bytes), e.BeginLoad(total_bytes))
+      .GUARDED_METHOD(Engine, e, "appendChunk", (, val bytes), e.AppendChunk(bytes))
+      .GUARDED_METHOD(Engine, e, "finishLoad", (, int n_threads), e.FinishLoad(n_threads))
       .function("info", &Engine::Info)
       // The tokenizer, the conversation by hand, generation.
       .LAB_METHOD("tokenize", (, std::string text), CopyToJs(l.tokenizer().Encode(text)))
@@ -378,16 +313,18 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .LAB_METHOD("tokenBytes", (, int id), Bytes(l.tokenizer().TokenBytes(id)))
       .LAB_METHOD("reset", (), l.Reset())
       .LAB_METHOD("setCapture", (, bool on), l.SetCapture(on))
-      .LAB_METHOD("setSampling", (, double temp, int top_k, double top_p, double seed),
-                  l.SetSampling(Sampling(temp, top_k, top_p, seed)))
+      .LAB_METHOD("setSampling", (, val settings), l.SetSampling(SettingsFromJs(settings).p))
       .LAB_METHOD("prefill", (, val ids), l.Run(List(ids)))
       .LAB_METHOD("step", (, int id), l.Step(id))
       .LAB_METHOD("sample", (), l.Sample())
       .function("position", +[](Engine& e) { return e.lab() ? e.lab()->position() : 0; })
       .function("capturedPositions", +[](Engine& e) { return e.lab() ? e.lab()->capture().n_positions() : 0; })
-      .LAB_METHOD("startGeneration", (, val ids, val settings, val iv), StartGeneration(l, List(ids), settings, iv))
+      .LAB_METHOD("startGeneration", (, val ids, val settings, val iv), [&] {
+        const SamplingSettings s = SettingsFromJs(settings);
+        l.StartGeneration(List(ids), InterventionsFromJs(iv), s.p, s.max_tokens, s.capture);
+      }())
       .LAB_METHOD("nextToken", (, bool stop), l.NextToken(stop))
-      .function("stopReason", &StopReasonText)
+      .function("stopReason", +[](Engine& e) { return std::string(e.lab() ? StopReasonName(e.lab()->stop_reason()) : ""); })
       .LAB_METHOD("conversation", (), CopyToJs(l.conversation()))
       // Reading the capture (src/model/capture.h). VIEWs: attention, headAttention,
       // mlpActivations, residual (0: the embedding, l + 1: after block l).
@@ -425,16 +362,18 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .LAB_METHOD("attributeConversation", (, val iv, int p, int target),
                   l.AttributeConversation(InterventionsFromJs(iv), p, target))
       .LAB_METHOD("saliency", (, int p, int target, int contrast, std::string method, int steps),
-                  l.Saliency(SaliencyRequestOf(p, target, contrast, method, steps)))
+                  l.Saliency({p, target, contrast, SaliencyMethodNamed(method), steps}))
       .LAB_METHOD("attributionPatching", (, val clean, val corrupt, int target, int contrast),
                   l.AttributionPatching(List(clean), List(corrupt), target, contrast))
       .LAB_METHOD("scoreSaliency", (, int layer, int head, int query, int key),
                   l.ScoreSaliency(ScoreSpec{layer, head, query, key}))
       .LAB_METHOD("atpExact",
                   (, val clean, val corrupt, std::string kind, int layer, int index, int target, int contrast),
-                  l.ExactPatch(List(clean), List(corrupt), AtpCellOf(kind), layer, index, target, contrast))
-      .LAB_METHOD("experiment", (, val prompt, val iv, int p, val settings),
-                  Experiment(l, List(prompt), iv, p, settings))
+                  l.ExactPatch(List(clean), List(corrupt), AtpCellNamed(kind), layer, index, target, contrast))
+      .LAB_METHOD("experiment", (, val prompt, val iv, int p, val settings), [&] {
+        const SamplingSettings s = SettingsFromJs(settings);
+        return l.Experiment(List(prompt), InterventionsFromJs(iv), p, s.p, s.max_tokens);
+      }())
       // Jobs. Path patching's receivers: 'logits' or 'L.H.q|k|v,...'; target -1: the clean run's
       // top token; contrast -1: none.
       .LAB_METHOD("startHeadSweep", (, int p, int target, val iv), l.StartHeadSweep(p, target, InterventionsFromJs(iv)))
@@ -461,9 +400,9 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .function("dropSecond", &Engine::DropSecond)
       .LAB_METHOD("compareSecond", (, val ids), CompareOnConversation(l.conv(), e.Second(), List(ids)))
       // Sparse autoencoders (lab/features.h; the GGUF from gpt2-convert --sae or planSae).
-      .LAB_METHOD("loadSae", (, val bytes), SaeInfoOf(l, l.LoadSae(BytesFromJs(bytes))))
+      .LAB_METHOD("loadSae", (, val bytes), InfoOf(l.loaded_sae(l.LoadSae(BytesFromJs(bytes)))))
       .LAB_METHOD("dropSae", (, int id), l.DropSae(id))
-      .LAB_METHOD("saes", (), SaeInfos(l))
+      .LAB_METHOD("saes", (), ArrayOf(l.sae_infos()))
       .LAB_METHOD("saeFeatures", (, int id, int p, int k), l.SaeFeatures(id, p, k))
       .LAB_METHOD("saeStrip", (, int id, int feature), CopyToJs(l.SaeStrip(id, feature)))
       .LAB_METHOD("saeLogitWeights", (, int id, val features, int k),
@@ -480,5 +419,4 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .LAB_METHOD("graphFeatureCard", (, int layer, int feature, int k), l.FeatureCard(layer, feature, k))
       .LAB_METHOD("graphQk", (, int layer, int head, int query, int key, int k), l.GraphQk({layer, head, query, key}, k));
 #undef LAB_METHOD
-#undef UNPAREN
 }

@@ -122,9 +122,10 @@ T ReadJs(const val& v, const std::string& where) {
     return v.isTrue();
   } else if constexpr (std::is_arithmetic_v<T>) {
     const double d = v.isNumber() ? v.as<double>() : NAN, lo = std::numeric_limits<T>::lowest();
+    const double above = static_cast<double>(std::numeric_limits<T>::max()) + 1;  // 2^64 for uint64_t
     if (!std::isfinite(d)) throw Error(where + " must be a number");
-    if (std::is_integral_v<T> && (d != std::floor(d) || d < lo || d > std::numeric_limits<T>::max())) {
-      throw Error(where + " must be a whole number");
+    if (std::is_integral_v<T> && (d != std::floor(d) || d < lo || !(d < above))) {
+      throw Error(where + " must be a whole number" + (lo == 0 ? " >= 0" : ""));
     }
     return static_cast<T>(d);
   } else if constexpr (std::is_same_v<T, std::string>) {
@@ -191,15 +192,21 @@ class Request {
   std::vector<Field> fields_;
 };
 
+// One method of an exported class, its body run Guarded with the object named `self`:
+//   .GUARDED_METHOD(Converter, c, "plan", (, std::string type), c.Plan(type))
+#define GPT2_UNPAREN(...) __VA_ARGS__
+#define GUARDED_METHOD(Class, self, js_name, params, ...) \
+  function(js_name, +[](Class& self GPT2_UNPAREN params) { return self.Guarded([&] { return __VA_ARGS__; }); })
+
 // The classes Embind exports report a C++ error by value: Guarded runs a call and turns its
-// exception into the message TakeLastError (JS: takeError) hands over once, plus a default
+// exception into the message TakeError (JS: takeError) hands over once, plus a default
 // result. src/bindings/engine-errors.js (linked as --post-js) wraps every method of the exported
 // classes to throw that message as a JS Error after the call has returned. A JS exception thrown
 // through wasm frames would unwind none of them: every failing call used to leave its message,
 // the arguments Embind had copied in, and its frames on wasm's own stack behind.
 class ErrorsByValue {
- protected:
-  std::string TakeLastError() {  // the last failing call's message, "" when it succeeded
+ public:
+  std::string TakeError() {  // the last failing call's message, "" when it succeeded
     std::string message;
     message.swap(error_);
     return message;
@@ -219,8 +226,7 @@ class ErrorsByValue {
     } catch (const std::exception& e) {
       error_ = std::string("Internal error: ") + e.what();
     }
-    // What a failing call returns; the caller reads the error from takeError().
-    using Result = decltype(f());
+    using Result = decltype(f());  // what a failing call returns; takeError() has its message
     if constexpr (std::is_same_v<Result, val>) return val::undefined();
     else return Result();
   }

@@ -10,6 +10,12 @@
 
 namespace gpt2 {
 
+SaeInfo InfoOf(const LoadedSae& s) {
+  const SaeConfig& c = s.sae->config();
+  return {s.id, c.layer, c.d_sae, c.k, c.hook_name, SaeStreamPointName(c.point), SaeArchitectureName(c.architecture),
+          SaeNormalizeName(c.normalize), static_cast<double>(s.bytes.size())};
+}
+
 void TopFeatures(const float* f, int n, int k, std::vector<int>* ids, std::vector<float>* values) {
   ids->clear();
   for (int i = 0; i < n; ++i) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -43,6 +44,14 @@ struct LoadedSae {
   std::vector<float> dense;          // the encoder's output for a few rows, reused
   SaeScratch scratch;
 };
+
+// What the page lists of a loaded SAE: its config's names and its file's size.
+struct SaeInfo {
+  int id = 0, layer = 0, d_sae = 0, k = 0;
+  std::string hook, point, architecture, normalize;
+  double bytes = 0;
+};
+SaeInfo InfoOf(const LoadedSae& s);
 
 // The SAEs loaded for a conversation's model, by id.
 class SaeSet {

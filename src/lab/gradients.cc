@@ -32,6 +32,16 @@ struct RunStreams {
 
 }  // namespace
 
+SaliencyMethod SaliencyMethodNamed(const std::string& name) {
+  if (name != "grad" && name != "ig") throw Error("The saliency method must be grad or ig, not '" + name + "'.");
+  return name == "ig" ? SaliencyMethod::kIntegrated : SaliencyMethod::kGradient;
+}
+
+AtpCell AtpCellNamed(const std::string& name) {
+  if (name != "head" && name != "resid") throw Error("The cell kind must be head or resid, not '" + name + "'.");
+  return name == "head" ? AtpCell::kHead : AtpCell::kResidPre;
+}
+
 SaliencyResult Saliency(Session& session, Backward& backward, const std::vector<int>& ids,
                         const SaliencyRequest& request, const Interventions* iv) {
   const Config& c = session.model().config();

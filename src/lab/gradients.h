@@ -8,6 +8,7 @@
 // Backward for the same model; `iv` (null: the plain model) applies to every run.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "lab/conversation.h"
@@ -18,6 +19,7 @@
 namespace gpt2 {
 
 enum class SaliencyMethod { kGradient, kIntegrated };
+SaliencyMethod SaliencyMethodNamed(const std::string& name);  // "grad" or "ig"; throws for others
 
 struct SaliencyRequest {
   int position = -1;  // < 0: the last
@@ -84,6 +86,7 @@ AtpResult AttributionPatching(Session& session, Backward& backward, const std::v
 // target < 0: the clean run's most probable next token. Throws gpt2::Error for prompts of
 // different lengths or a cell out of range.
 enum class AtpCell { kHead, kResidPre };
+AtpCell AtpCellNamed(const std::string& name);  // "head" or "resid"; throws for others
 
 struct ExactPatchResult {
   int target = 0, contrast = -1;

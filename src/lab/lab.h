@@ -171,7 +171,11 @@ class Lab {
   void DropSae(int id) { saes_.Drop(id); }
   const Sae& sae(int id) const { return *saes_.Find(id).sae; }
   const LoadedSae& loaded_sae(int id) const { return saes_.Find(id); }
-  std::vector<int> sae_ids() const { return saes_.ids(); }
+  std::vector<SaeInfo> sae_infos() const {  // in load order
+    std::vector<SaeInfo> out;
+    for (int id : saes_.ids()) out.push_back(InfoOf(saes_.Find(id)));
+    return out;
+  }
   SaeFeatureList SaeFeatures(int id, int position, int k) {
     return gpt2::SaeFeatures(conv_, saes_.Find(id), position, k);
   }

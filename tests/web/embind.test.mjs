@@ -51,7 +51,7 @@ describe('Embind API under Node', {skip: !fs.existsSync(kModulePath) && 'build/w
   test('sampled ids equal the native CLI for the same seed and settings', () => {
     const expected = nativeGenerate(models.model);
     engine.reset();
-    engine.setSampling(kSampling.temperature, kSampling.topK, kSampling.topP, kSampling.seed);
+    engine.setSampling({temperature: kSampling.temperature, topK: kSampling.topK, topP: kSampling.topP, seed: kSampling.seed});
     engine.prefill(engine.tokenize(kPrompt));
     const got = [];
     for (let i = 0; i < kSampling.maxTokens; ++i) {
@@ -171,7 +171,7 @@ describe('Embind API under Node', {skip: !fs.existsSync(kModulePath) && 'build/w
     const longText = 'x'.repeat(200);  // past any small-string buffer: a heap copy in C++
     const failingCalls = () => {
       assert.throws(() => engine.attention(0, 999), /No activations were captured/);
-      assert.throws(() => engine.setSampling(-1, 0, 1, 1), /Sampling settings out of range/);
+      assert.throws(() => engine.setSampling({temperature: -1, seed: 1}), /Sampling settings out of range/);
       assert.throws(() => other.tokenize(longText), /No model is loaded/);
       other.beginLoad(bad.length);
       other.appendChunk(bad);

@@ -369,7 +369,7 @@ describe('the page under bad conditions', {skip: !fs.existsSync(path.join(kSite,
   // twentieth generation in one page still equals a fresh start.
   function freshEngineGenerate(model, prompt, {temperature, topK, topP, seed}, nCtx) {
     return nodeEngine(model).then(({engine}) => {
-      engine.setSampling(temperature, topK, topP, seed);
+      engine.setSampling({temperature, topK, topP, seed});
       const ids = Array.from(engine.tokenize(prompt));
       engine.prefill(ids);
       const out = [];

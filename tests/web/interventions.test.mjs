@@ -293,7 +293,7 @@ describe('Embind interventions and attribution under Node',
     }
     assert.throws(() => engine.experiment(ids, {}, ids.length, {temperature: 0, maxTokens: 1, topk: 3}),
                   /sampling settings has no field 'topk'/);
-    assert.throws(() => engine.startGeneration(ids, {seed: -1}, {}), /Sampling settings out of range/);
+    assert.throws(() => engine.startGeneration(ids, {seed: -1}, {}), /sampling settings\.seed must be a whole number >= 0/);
     assert.throws(() => engine.startGeneration(ids, {maxTokens: '2'}, {}), /sampling settings\.maxTokens must be a number/);
     // Nothing ran under any of them: the conversation is the plain one, and a page-form spec (every
     // field present, as interventions.js's canonical() writes it) is accepted.

@@ -28,7 +28,7 @@ const info = engine.finishLoad(1);
 const s = request.sampling;
 engine.reset();
 engine.setCapture(true);
-engine.setSampling(s.temperature, s.topK, s.topP, s.seed);
+engine.setSampling({temperature: s.temperature, topK: s.topK, topP: s.topP, seed: s.seed});
 const promptIds = Array.from(engine.tokenize(request.prompt));
 engine.prefill(promptIds);
 const ids = [];
