@@ -21,7 +21,6 @@
 #include <emscripten/val.h>
 #include <malloc.h>
 
-#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,21 +39,14 @@
 static_assert(HWY_TARGET == HWY_WASM, "Highway must compile for WASM (SIMD128), not EMU128");
 
 namespace gpt2 {
-namespace {
-
-using emscripten::val;
 
 // --- Requests: each field named once (js_calls.h's Request; the forms at the top of this file) --
 
-// {temperature, topK, topP, seed, maxTokens, capture} (capture: startGeneration's only). The Lab
-// checks the ranges.
-struct SamplingSettings {
+struct SamplingSettings {  // startGeneration's and experiment's (capture: startGeneration's only)
   SamplingParams p;
   int max_tokens = 0;
   bool capture = false;
 };
-
-}  // namespace
 
 template <>
 HeadRef ReadJs<HeadRef>(const val& v, const std::string& where) {  // [layer, head]
@@ -74,14 +66,18 @@ const Request<SaeIntervention>& RequestOf() {  // steer and clamp: [[feature, va
   return r;
 }
 template <>
+const Request<Interventions>& RequestOf() {  // the model's; LabInterventions adds the lab's own
+  using I = Interventions;
+  static const Request<I> r = Request<I>().field("ablateHeads", &I::ablate_heads).field("headMeans", &I::head_means)
+      .field("skipAttn", &I::skip_attn).field("skipMlp", &I::skip_mlp).field("noResidual", &I::no_residual)
+      .field("postNorm", &I::post_norm).field("patches", &I::patches);
+  return r;
+}
+template <>
 const Request<LabInterventions>& RequestOf() {
   using L = LabInterventions;
-  using I = Interventions;
-  static const Request<L> r = Request<L>().field("ablateHeads", &L::iv, &I::ablate_heads)
-      .field("meanAblation", &L::mean_ablation).field("headMeans", &L::iv, &I::head_means)
-      .field("skipAttn", &L::iv, &I::skip_attn).field("skipMlp", &L::iv, &I::skip_mlp)
-      .field("noResidual", &L::iv, &I::no_residual).field("postNorm", &L::iv, &I::post_norm)
-      .field("patches", &L::iv, &I::patches).field("sae", &L::sae);
+  static const Request<L> r = Request<L>().fields(&L::iv, RequestOf<Interventions>())
+      .field("meanAblation", &L::mean_ablation).field("sae", &L::sae);
   return r;
 }
 template <>
@@ -91,12 +87,17 @@ const Request<GraphOptions>& RequestOf() {  // targets: logit ids (none: the mos
   return r;
 }
 template <>
+const Request<SamplingParams>& RequestOf() {  // setSampling's; the Lab checks the ranges
+  using P = SamplingParams;
+  static const Request<P> r = Request<P>().field("temperature", &P::temperature).field("topK", &P::top_k)
+      .field("topP", &P::top_p).field("seed", &P::seed);
+  return r;
+}
+template <>
 const Request<SamplingSettings>& RequestOf() {
   using S = SamplingSettings;
-  using P = SamplingParams;
-  static const Request<S> r = Request<S>().field("temperature", &S::p, &P::temperature).field("topK", &S::p, &P::top_k)
-      .field("topP", &S::p, &P::top_p).field("seed", &S::p, &P::seed).field("maxTokens", &S::max_tokens)
-      .field("capture", &S::capture);
+  static const Request<S> r = Request<S>().fields(&S::p, RequestOf<SamplingParams>())
+      .field("maxTokens", &S::max_tokens).field("capture", &S::capture);
   return r;
 }
 
@@ -313,7 +314,7 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .LAB_METHOD("tokenBytes", (, int id), Bytes(l.tokenizer().TokenBytes(id)))
       .LAB_METHOD("reset", (), l.Reset())
       .LAB_METHOD("setCapture", (, bool on), l.SetCapture(on))
-      .LAB_METHOD("setSampling", (, val settings), l.SetSampling(SettingsFromJs(settings).p))
+      .LAB_METHOD("setSampling", (, val settings), l.SetSampling(ReadJs<SamplingParams>(settings, "sampling settings")))
       .LAB_METHOD("prefill", (, val ids), l.Run(List(ids)))
       .LAB_METHOD("step", (, int id), l.Step(id))
       .LAB_METHOD("sample", (), l.Sample())

@@ -159,9 +159,11 @@ class Request {
     fields_.push_back({name, [member](const val& v, T& out, const std::string& at) { out.*member = ReadJs<F>(v, at); }});
     return *this;
   }
-  template <typename M, typename F>  // a member's member: ("postNorm", &LabInterventions::iv, &Interventions::post_norm)
-  Request& field(const char* name, M T::*outer, F M::*inner) {
-    fields_.push_back({name, [=](const val& v, T& out, const std::string& at) { out.*outer.*inner = ReadJs<F>(v, at); }});
+  template <typename M>  // every field of M's table, read into the member `outer`
+  Request& fields(M T::*outer, const Request<M>& table) {
+    for (const auto& f : table.fields_) {
+      fields_.push_back({f.name, [=, read = f.read](const val& v, T& out, const std::string& at) { read(v, out.*outer, at); }});
+    }
     return *this;
   }
 
@@ -185,6 +187,8 @@ class Request {
   }
 
  private:
+  template <typename>
+  friend class Request;
   struct Field {
     const char* name;
     std::function<void(const val&, T&, const std::string&)> read;
@@ -199,11 +203,10 @@ class Request {
   function(js_name, +[](Class& self GPT2_UNPAREN params) { return self.Guarded([&] { return __VA_ARGS__; }); })
 
 // The classes Embind exports report a C++ error by value: Guarded runs a call and turns its
-// exception into the message TakeError (JS: takeError) hands over once, plus a default
-// result. src/bindings/engine-errors.js (linked as --post-js) wraps every method of the exported
-// classes to throw that message as a JS Error after the call has returned. A JS exception thrown
-// through wasm frames would unwind none of them: every failing call used to leave its message,
-// the arguments Embind had copied in, and its frames on wasm's own stack behind.
+// exception into the message TakeError (JS: takeError) hands over once, plus a default result;
+// src/bindings/engine-errors.js (--post-js) rethrows it as a JS Error after the call returned. A
+// JS exception thrown through wasm frames unwinds none of them: it would leave its message, the
+// arguments Embind copied in and the frames on wasm's own stack behind.
 class ErrorsByValue {
  public:
   std::string TakeError() {  // the last failing call's message, "" when it succeeded

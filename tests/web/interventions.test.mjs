@@ -295,6 +295,7 @@ describe('Embind interventions and attribution under Node',
                   /sampling settings has no field 'topk'/);
     assert.throws(() => engine.startGeneration(ids, {seed: -1}, {}), /sampling settings\.seed must be a whole number >= 0/);
     assert.throws(() => engine.startGeneration(ids, {maxTokens: '2'}, {}), /sampling settings\.maxTokens must be a number/);
+    assert.throws(() => engine.setSampling({temperature: 0, maxTokens: 3}), /sampling settings has no field 'maxTokens'/);
     // Nothing ran under any of them: the conversation is the plain one, and a page-form spec (every
     // field present, as interventions.js's canonical() writes it) is accepted.
     assert.deepEqual(Array.from(engine.finalProbs(ids.length - 1)), plain);
