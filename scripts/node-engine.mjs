@@ -22,7 +22,7 @@ export const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length
 // The SIMD features the kernels and the browsers' wasm code generators choose by, as /proc/cpuinfo
 // names them.
 const kSimdFlags = ['sse4_2', 'avx', 'avx2', 'fma', 'avx_vnni', 'avx512f', 'avx512bw', 'avx512vl', 'avx512_vnni',
-                    'avx512_bf16', 'avx512_fp16', 'amx_tile', 'asimd', 'sve'];
+                    'avx512_bf16', 'avx512_fp16', 'amx_tile', 'asimd', 'asimddp', 'sve'];
 
 // Which kind of CPU a figure is from: the model name, family/model/stepping and clock (guests of
 // one cloud often share a model name across generations) and its SIMD flags, e.g.

@@ -2,6 +2,7 @@
 // Not part of the kernels' interface.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -12,6 +13,9 @@
 
 namespace gpt2 {
 namespace kernels_internal {
+
+// kernels.h ForceInt8DotPath's setting, an Int8DotPath (kAuto unless a test forced one).
+extern std::atomic<int> forced_int8_dot_path;
 
 // Half precision bits to float, the classic "magic multiply" conversion: shifting the 15
 // magnitude bits into place gives a float whose exponent is 112 too small (normals) or a float
@@ -108,6 +112,13 @@ struct Int8Activations {
   // prefill only): a pass's tokens of one block then lie at fixed offsets from one address,
   // where V8 would otherwise compute and keep one address per token.
   std::vector<int16_t> q_by_block;
+  // How a WASM prefill multiplies (matmul-wasm-inl.h DotKind, chosen once per product by
+  // StartMatMulInputKernel): 0, widened, reads q_by_block; the 4-byte dots (kernels.h
+  // Int8DotPath) read instead the same quants as int8 and each block's sum_i qx, block-major:
+  // [cols / 32, T, 32] from FirstOnCacheLine(q8_by_block.data()) and [cols / 32, T].
+  int wasm_dot = 0;
+  std::vector<int8_t> q8_by_block;
+  std::vector<int32_t> sum_by_block;
   // AVX-512 VNNI prefill only (AVX3_DL, T > 1; matmul-vnni-inl.h VnniPrefill), and then instead of
   // q, d, q4_offset and d_by_block (vnni_T > 0 says which): block-major over the tokens padded
   // to vnni_T = T rounded up to 4 (the pad tokens all zeros), so that a pass's tokens of one

@@ -91,6 +91,7 @@ HWY_EXPORT(StoreKvRowQ8Kernel);
 HWY_EXPORT(F32ToF16SaturatedKernel);
 HWY_EXPORT(F16ToF32Kernel);
 HWY_EXPORT(CompiledTargetKernel);
+HWY_EXPORT(Int8DotKindKernel);
 HWY_EXPORT(MatMulTransposedKernel);
 HWY_EXPORT(GeluBackwardKernel);
 HWY_EXPORT(AttentionHeadBackwardKernel);
@@ -385,6 +386,36 @@ bool RelaxedSimdKernels() {
 #else
   return false;
 #endif
+}
+
+namespace kernels_internal {
+std::atomic<int> forced_int8_dot_path{static_cast<int>(Int8DotPath::kAuto)};
+}  // namespace kernels_internal
+
+std::vector<Int8DotPath> Int8DotPaths() {
+#if defined(__EMSCRIPTEN__)
+  return {Int8DotPath::kAuto, Int8DotPath::kWidened, Int8DotPath::kEmulatedUnsignedB,
+          Int8DotPath::kEmulatedSignedB};
+#else
+  return {Int8DotPath::kAuto};
+#endif
+}
+
+void ForceInt8DotPath(Int8DotPath path) {
+  bool known = false;
+  for (Int8DotPath p : Int8DotPaths()) known = known || p == path;
+  if (!known) throw Error("ForceInt8DotPath: this build has one int8 prefill path (kAuto)");
+  kernels_internal::forced_int8_dot_path.store(static_cast<int>(path), std::memory_order_relaxed);
+}
+
+std::string Int8DotPathName(Int8DotPath path) {
+  const int kind = GPT2_DISPATCH(Int8DotKindKernel)(path);
+  // matmul::DotKind's order (matmul-wasm-inl.h).
+  static const char* const kNames[] = {
+      "widened to int16", "relaxed 4-byte dot, b unsigned", "relaxed 4-byte dot, b signed",
+      "4-byte dot emulated, b unsigned", "4-byte dot emulated, b signed"};
+  const std::string what = kind < 0 ? "the target's own" : kNames[kind];
+  return path == Int8DotPath::kAuto ? "auto: " + what : what;
 }
 
 }  // namespace gpt2

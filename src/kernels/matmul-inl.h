@@ -14,7 +14,8 @@
 // f32 weights' tiles for all tokens (f32 activations, DequantizedRowGroup). The tile loop is
 // row-outer, so each weight row is read from memory once per call while the activations stay in
 // cache. WASM with int8 activations runs 2 rows over 8 tokens at a time instead
-// (Int8PrefillRows), shaped by V8's code generation; AVX-512 with VNNI (AVX3_DL) runs 16
+// (Int8PrefillRows), shaped by V8's code generation, with relaxed SIMD's byte dots where they
+// are exact (vpdpbusd with AVX-VNNI, ARM's sdot); AVX-512 with VNNI (AVX3_DL) runs 16
 // repacked rows over 16 tokens with vpdpbusd (VnniPrefill).
 //
 // Where each part lives, in the order the files build on each other: matmul-decode-inl.h (weights
@@ -58,6 +59,17 @@ constexpr bool kFloatPrefillFaster = HWY_TARGET == HWY_AVX3;
 
 }  // namespace matmul
 
+// What `path` multiplies with in the int8 prefill here (kernels.h Int8DotPathName): WASM's
+// matmul::DotKind, -1 on targets with one way.
+HWY_NOINLINE int Int8DotKindKernel(Int8DotPath path) {
+#if HWY_TARGET == HWY_WASM
+  return static_cast<int>(matmul::ResolveDotKind(path));
+#else
+  (void)path;
+  return -1;
+#endif
+}
+
 HWY_NOINLINE QuantActivations FastestQuantActivationsKernel(int64_t T) {
   return T > 1 && matmul::kFloatPrefillFaster ? QuantActivations::kFloat : QuantActivations::kInt8;
 }
@@ -76,6 +88,9 @@ HWY_NOINLINE void StartMatMulInputKernel(const float* x, int64_t T, const Weight
                  in.act == QuantActivations::kInt8;
   in.target = HWY_TARGET;
   if (in.quantized) {
+#if HWY_TARGET == HWY_WASM
+    in.q.wasm_dot = T > 1 ? static_cast<int>(matmul::Int8DotKind()) : 0;
+#endif
     matmul::SizeActivations(T, w.cols, w.type == TensorType::kQ4_0, in.q);
   }
 }

@@ -127,8 +127,13 @@ HWY_INLINE void SizeActivations(int64_t T, int64_t cols, bool q4_offset, Int8Act
   if (T > 1 && a.d_by_block.size() < static_cast<size_t>(nb * T)) {
     a.d_by_block.resize(static_cast<size_t>(nb * T));
   }
-  if (HWY_TARGET == HWY_WASM && T > 1) {
+  if (HWY_TARGET == HWY_WASM && T > 1 && a.wasm_dot == 0) {
     kernels_internal::CacheLineAligned(a.q_by_block, static_cast<size_t>(T * cols));
+  } else if (HWY_TARGET == HWY_WASM && T > 1) {
+    kernels_internal::CacheLineAligned(a.q8_by_block, static_cast<size_t>(T * cols));
+    if (a.sum_by_block.size() < static_cast<size_t>(nb * T)) {
+      a.sum_by_block.resize(static_cast<size_t>(nb * T));
+    }
   }
 }
 
@@ -163,9 +168,15 @@ HWY_NOINLINE void QuantizeActivations(const float* HWY_RESTRICT x, int64_t t0, i
     }
     return;
   }
-  int16_t* HWY_RESTRICT q_by_block =
-      HWY_TARGET == HWY_WASM && T > 1 ? kernels_internal::FirstOnCacheLine(a.q_by_block.data())
-                                      : nullptr;
+  const bool by_block = HWY_TARGET == HWY_WASM && T > 1;
+  int16_t* HWY_RESTRICT q_by_block = by_block && a.wasm_dot == 0
+                                         ? kernels_internal::FirstOnCacheLine(a.q_by_block.data())
+                                         : nullptr;
+  int8_t* HWY_RESTRICT q8_by_block = by_block && a.wasm_dot != 0
+                                         ? kernels_internal::FirstOnCacheLine(a.q8_by_block.data())
+                                         : nullptr;
+  const DI16 di16;
+  const hn::Rebind<int8_t, DI16> di8;
   for (int64_t t = t0; t < t1; ++t) {
     int16_t* HWY_RESTRICT q = a.q.data() + t * cols;
     float* HWY_RESTRICT d = a.d.data() + t * a.d_stride;
@@ -175,6 +186,13 @@ HWY_NOINLINE void QuantizeActivations(const float* HWY_RESTRICT x, int64_t t0, i
       d[b] = kernels_internal::HalfToFloat(d_bits);
       if (T > 1) a.d_by_block[b * T + t] = d[b];
       if (q_by_block != nullptr) std::memcpy(q_by_block + (b * T + t) * 32, q + b * 32, 64);
+      if (q8_by_block != nullptr) {
+        for (size_t j = 0; j < kI16Vecs; ++j) {
+          hn::StoreU(hn::DemoteTo(di8, hn::LoadU(di16, q + b * 32 + j * kI16Lanes)), di8,
+                     q8_by_block + (b * T + t) * 32 + j * kI16Lanes);
+        }
+        a.sum_by_block[b * T + t] = sum;
+      }
       if (q4_offset) {
         int32_t* HWY_RESTRICT o = a.q4_offset.data() + (t * nb + b) * kI32Lanes;
         o[0] = -8 * sum;

@@ -1,8 +1,9 @@
 // The WASM-only paths of MatMul (matmul-inl.h) with int8 activations, written against V8's code
 // generation with raw wasm_* intrinsics where Highway 1.0.3's ops cost more: decode in groups of
 // 4 rows packed into one vector (Int8Decode) and prefill over 2 rows x 8 tokens
-// (Int8PrefillRows). Included once per Highway target, through matmul-inl.h; empty but for
-// its constants on every other target.
+// (Int8PrefillRows), its block dots on int16 pairs or, where the engine makes relaxed SIMD's
+// byte dot exact, on 4-byte groups. Included once per Highway target, through matmul-inl.h;
+// empty but for its constants on every other target.
 #if defined(GPT2_KERNELS_MATMUL_WASM_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef GPT2_KERNELS_MATMUL_WASM_INL_H_
 #undef GPT2_KERNELS_MATMUL_WASM_INL_H_
@@ -10,8 +11,10 @@
 #define GPT2_KERNELS_MATMUL_WASM_INL_H_
 #endif
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include <hwy/highway.h>
@@ -22,6 +25,7 @@
 #include "kernels/matmul-decode-inl.h"
 #include "kernels/matmul-int8-inl.h"
 #include "kernels/matmul-tiling-inl.h"
+#include "kernels/relaxed_simd.h"
 
 // The constants on every target (matmul-inl.h checks them against kMatMulRowGrain); outside
 // HWY_BEFORE_NAMESPACE, whose target attribute clang reports as unused where no code follows.
@@ -133,6 +137,174 @@ HWY_INLINE int64_t Int8Decode(const Int8Activations& a, const WeightView& w,
   });
 }
 
+// ---- 4-byte dots (kernels.h Int8DotPath) ----------------------------------------------------
+//
+// i32x4.relaxed_dot_i8x16_i7x16_add_s multiplies 16 byte pairs per instruction where
+// i32x4.dot_i16x8_s multiplies 8 int16 pairs, after a widening of both: with AVX-VNNI (V8:
+// vpdpbusd) or ARM's sdot, half the multiplies and none of the widenings. Its result is only
+// defined for b's bytes below 128, which Q8_0's signed quants are not; so a probe asks this
+// engine what it computes (relaxed_simd.h lists the lowerings) and the kernels use it only as
+// an exact dot, with the weights as b: Q8_0 quants with the sign bit flipped (q + 128) where b
+// reads unsigned, as they are where it reads signed; Q4_0's raw nibbles (q + 8) either way; the
+// offset comes back through each block's start, -o sum_i qx, exact in int32.
+
+// c + the dot of each 4-byte group of a and b, exact: the relaxed instruction (RelaxedDot),
+// where the probe found it to be this, or plain SIMD128 (ExactDot: the bytes widened to int16,
+// the pair dots, and each two adjacent pair dots added), which the probe compares it with and
+// the tests force.
+template <bool kUnsigned>
+struct RelaxedDot {
+  static constexpr bool kUnsignedB = kUnsigned;
+  static HWY_INLINE v128_t Dot(v128_t a, v128_t b, v128_t c) {
+    return gpt2_wasm_dot_i8x16_i7x16_add(a, b, c);
+  }
+};
+template <bool kUnsigned>
+struct ExactDot {
+  static constexpr bool kUnsignedB = kUnsigned;
+  static HWY_INLINE v128_t Dot(v128_t a, v128_t b, v128_t c) {
+    const v128_t lo = wasm_i32x4_dot_i16x8(
+        wasm_i16x8_extend_low_i8x16(a),
+        kUnsigned ? wasm_u16x8_extend_low_u8x16(b) : wasm_i16x8_extend_low_i8x16(b));
+    const v128_t hi = wasm_i32x4_dot_i16x8(
+        wasm_i16x8_extend_high_i8x16(a),
+        kUnsigned ? wasm_u16x8_extend_high_u8x16(b) : wasm_i16x8_extend_high_i8x16(b));
+    return wasm_i32x4_add(c, wasm_i32x4_add(wasm_i32x4_shuffle(lo, hi, 0, 2, 4, 6),
+                                            wasm_i32x4_shuffle(lo, hi, 1, 3, 5, 7)));
+  }
+};
+
+// What Int8PrefillRows multiplies with: kernels.h Int8DotPath, resolved.
+enum class DotKind { kWidened, kRelaxedUnsignedB, kRelaxedSignedB, kExactUnsignedB, kExactSignedB };
+
+// Which exact dot, if any, this engine's relaxed instruction is: its results against ExactDot's
+// for inputs where the lowerings differ (b's bytes 128 and over; a at 127 and -128, where
+// pmaddubsw's int16 pair sums saturate), read from memory so that no compiler folds the
+// instruction with semantics of its own.
+HWY_NOINLINE DotKind RelaxedDotProbe() {
+  if (!gpt2_wasm_relaxed()) return DotKind::kWidened;
+  static volatile int8_t a_bytes[2][16] = {
+      {127, 127, 127, 127, -128, -128, -128, -128, 127, -128, 1, -1, 100, -100, 50, -7},
+      {-128, 127, -1, 0, 5, -6, 7, -8, 126, -127, 64, -64, 33, -33, 2, -2}};
+  static volatile uint8_t b_bytes[2][16] = {
+      {255, 255, 255, 255, 255, 255, 255, 255, 128, 128, 200, 3, 127, 129, 0, 254},
+      {128, 129, 130, 255, 1, 2, 3, 4, 250, 251, 252, 253, 127, 126, 125, 124}};
+  static volatile int32_t c_lanes[4] = {1, -2, 3, -4};
+  const auto load = [](const volatile auto* p) {  // 16 bytes
+    alignas(16) uint8_t bytes[16];
+    for (size_t i = 0; i < 16; ++i) bytes[i] = reinterpret_cast<const volatile uint8_t*>(p)[i];
+    return wasm_v128_load(bytes);
+  };
+  bool unsigned_b = true, signed_b = true;
+  for (int i = 0; i < 2; ++i) {
+    const v128_t a = load(a_bytes[i]), b = load(b_bytes[i]), c = load(c_lanes);
+    const v128_t got = RelaxedDot<true>::Dot(a, b, c);
+    const v128_t as_unsigned = ExactDot<true>::Dot(a, b, c);
+    const v128_t as_signed = ExactDot<false>::Dot(a, b, c);
+    unsigned_b = unsigned_b && wasm_i32x4_all_true(wasm_i32x4_eq(got, as_unsigned));
+    signed_b = signed_b && wasm_i32x4_all_true(wasm_i32x4_eq(got, as_signed));
+  }
+  if (unsigned_b) return DotKind::kRelaxedUnsignedB;
+  return signed_b ? DotKind::kRelaxedSignedB : DotKind::kWidened;
+}
+
+// `path` resolved: kAuto to the probe's finding.
+HWY_INLINE DotKind ResolveDotKind(Int8DotPath path) {
+  switch (path) {
+    case Int8DotPath::kWidened:
+      return DotKind::kWidened;
+    case Int8DotPath::kEmulatedUnsignedB:
+      return DotKind::kExactUnsignedB;
+    case Int8DotPath::kEmulatedSignedB:
+      return DotKind::kExactSignedB;
+    case Int8DotPath::kAuto:
+      break;
+  }
+  // Probed once per module; threads that race here all find the same.
+  static std::atomic<int> probed{-1};
+  int kind = probed.load(std::memory_order_relaxed);
+  if (kind < 0) {
+    kind = static_cast<int>(RelaxedDotProbe());
+    probed.store(kind, std::memory_order_relaxed);
+  }
+  return static_cast<DotKind>(kind);
+}
+
+// What a product multiplies with: kernels.h ForceInt8DotPath's setting, resolved.
+HWY_INLINE DotKind Int8DotKind() {
+  return ResolveDotKind(static_cast<Int8DotPath>(
+      kernels_internal::forced_int8_dot_path.load(std::memory_order_relaxed)));
+}
+
+// A block's 32 weights as the 2 vectors of b bytes above, in column order, and the o the bytes
+// add to each weight, taken back as -o sum_i qx.
+template <bool kUnsignedB>
+HWY_INLINE void WeightBytes(const BlockQ8_0* HWY_RESTRICT block, v128_t (&w)[2]) {
+  w[0] = wasm_v128_load(block->qs);
+  w[1] = wasm_v128_load(block->qs + 16);
+  if (kUnsignedB) {
+    w[0] = wasm_v128_xor(w[0], wasm_i8x16_splat(-128));
+    w[1] = wasm_v128_xor(w[1], wasm_i8x16_splat(-128));
+  }
+}
+template <bool kUnsignedB>
+HWY_INLINE void WeightBytes(const BlockQ4_0* HWY_RESTRICT block, v128_t (&w)[2]) {
+  const v128_t bytes = wasm_v128_load(block->qs);
+  w[0] = wasm_v128_and(bytes, wasm_i8x16_splat(0x0f));
+  w[1] = wasm_u8x16_shr(bytes, 4);
+}
+template <typename Block, bool kUnsignedB>
+constexpr int32_t WeightByteOffset() {
+  return std::is_same_v<Block, BlockQ4_0> ? 8 : kUnsignedB ? 128 : 0;
+}
+
+// Int8PrefillTokens (below) with 4-byte dots: the same tiles and the same bits, the block dots
+// from the int8 quants (q8_by_block) and the weight bytes, 2 Dots per row, token and block
+// instead of 4 widened dots; -o sum_i qx added to the 4 tokens' sums at once.
+template <size_t kRows, size_t kGroups, typename Block, typename Dots>
+HWY_INLINE void Int8PrefillTokensBytes(const Int8Activations& a,
+                                       const int8_t* HWY_RESTRICT q8_by_block, int64_t t0,
+                                       int64_t cols, const Block* HWY_RESTRICT const* rows,
+                                       const float* HWY_RESTRICT const* dws,
+                                       VF (&acc)[kRows][kGroups]) {
+  const DF df;
+  const DI32 di32;
+  const int64_t nb = cols / 32, T = a.T;
+  const float* HWY_RESTRICT dx = a.d_by_block.data() + t0;
+  const int32_t* HWY_RESTRICT sums = a.sum_by_block.data() + t0;
+  constexpr int32_t kOffset = WeightByteOffset<Block, Dots::kUnsignedB>();
+  for (size_t i = 0; i < kRows; ++i) {
+    for (size_t g = 0; g < kGroups; ++g) acc[i][g] = hn::Zero(df);
+  }
+  volatile v128_t dots[kRows][4];
+  for (int64_t b = 0; b < nb; ++b) {
+    v128_t w[kRows][2];
+    for (size_t i = 0; i < kRows; ++i) WeightBytes<Dots::kUnsignedB>(rows[i] + b, w[i]);
+    for (size_t g = 0; g < kGroups; ++g) {
+      for (size_t l = 0; l < 4; ++l) {
+        const int64_t t = t0 + static_cast<int64_t>(4 * g + l);
+        const int8_t* HWY_RESTRICT qt = q8_by_block + ((b * T + t) * 32);
+        const v128_t q0 = wasm_v128_load(qt), q1 = wasm_v128_load(qt + 16);
+        for (size_t i = 0; i < kRows; ++i) {
+          dots[i][l] = Dots::Dot(q1, w[i][1], Dots::Dot(q0, w[i][0], wasm_i32x4_splat(0)));
+        }
+      }
+      const VF dxg = hn::LoadU(df, dx + b * T + static_cast<int64_t>(4 * g));
+      auto start = hn::Zero(di32);
+      if (kOffset != 0) {
+        start = hn::Mul(hn::LoadU(di32, sums + b * T + static_cast<int64_t>(4 * g)),
+                        hn::Set(di32, -kOffset));
+      }
+      for (size_t i = 0; i < kRows; ++i) {
+        const hn::Vec<DI32> d[4] = {{dots[i][0]}, {dots[i][1]}, {dots[i][2]}, {dots[i][3]}};
+        const VF scale = hn::Mul(dxg, hn::Set(df, dws[i][b]));
+        acc[i][g] =
+            hn::Add(hn::Mul(hn::ConvertTo(df, hn::Add(SumEachOf4(d), start)), scale), acc[i][g]);
+      }
+    }
+  }
+}
+
 // Int8-activation prefill on WASM, kRows rows (rows[i]) x tokens [t0, t0 + 4 kGroups): acc[i][g]
 // lane l = row i, token t0 + 4 g + l, the same arithmetic as Int8Tile's 4-token tiles (each
 // group's 4 token dots of a block summed into the lanes of one vector, scaled by dx * dw,
@@ -179,9 +351,10 @@ HWY_INLINE void Int8PrefillTokens(const Int8Activations& a, const int16_t* HWY_R
 // Rows r, ..., r + kRows - 1 of an int8-activation prefill on WASM: their block scales converted
 // once, then kGroups x 4 tokens per pass over the rows (Int8PrefillTokens), then 4, then the last
 // 0-3 tokens in RunTile, one row at a time.
-template <size_t kRows, size_t kGroups, typename Block>
+template <size_t kRows, size_t kGroups, typename Block, typename Dots>
 HWY_INLINE void Int8PrefillRowGroup(const float* x, const Int8Activations& a,
-                                    const int16_t* HWY_RESTRICT q_by_block, const WeightView& w,
+                                    const int16_t* HWY_RESTRICT q_by_block,
+                                    const int8_t* HWY_RESTRICT q8_by_block, const WeightView& w,
                                     const float* HWY_RESTRICT bias, float* HWY_RESTRICT y,
                                     int64_t r, float* HWY_RESTRICT dw_scratch) {
   const DF df;
@@ -208,14 +381,22 @@ HWY_INLINE void Int8PrefillRowGroup(const float* x, const Int8Activations& a,
       }
     }
   };
+  const auto tokens = [&](auto& acc) {
+    constexpr size_t kG = std::extent_v<std::remove_reference_t<decltype(acc[0])>>;
+    if constexpr (std::is_void_v<Dots>) {
+      Int8PrefillTokens<kRows, kG>(a, q_by_block, t0, w.cols, rows, dws, acc);
+    } else {
+      Int8PrefillTokensBytes<kRows, kG, Block, Dots>(a, q8_by_block, t0, w.cols, rows, dws, acc);
+    }
+  };
   for (; t0 + 4 * static_cast<int64_t>(kGroups) <= T; t0 += 4 * kGroups) {
     VF acc[kRows][kGroups];
-    Int8PrefillTokens<kRows, kGroups>(a, q_by_block, t0, w.cols, rows, dws, acc);
+    tokens(acc);
     store(acc, kGroups);
   }
   for (; t0 + 4 <= T; t0 += 4) {
     VF acc[kRows][1];
-    Int8PrefillTokens<kRows, 1>(a, q_by_block, t0, w.cols, rows, dws, acc);
+    tokens(acc);
     store(acc, 1);
   }
   for (size_t i = 0; i < kRows; ++i) {
@@ -229,26 +410,46 @@ HWY_INLINE void Int8PrefillRowGroup(const float* x, const Int8Activations& a,
   }
 }
 
-// Rows [r0, r1) of an int8-activation prefill on WASM, kPrefillPairRows rows at a time, then the
-// last row alone.
-template <typename Block>
-HWY_NOINLINE void Int8PrefillRows(const float* x, const Int8Activations& a, const WeightView& w,
-                                  const float* HWY_RESTRICT bias, float* HWY_RESTRICT y,
-                                  int64_t r0, int64_t r1) {
+// Rows [r0, r1) of an int8-activation prefill on WASM, kPrefillRowsWasm rows at a time, then the
+// last row alone, multiplied as Dots says (void: widened to int16).
+template <typename Block, typename Dots>
+HWY_NOINLINE void Int8PrefillRowsWith(const float* x, const Int8Activations& a, const WeightView& w,
+                                      const float* HWY_RESTRICT bias, float* HWY_RESTRICT y,
+                                      int64_t r0, int64_t r1) {
   const int64_t nb = w.cols / 32;
   static thread_local std::vector<float> dws;
   if (dws.size() < static_cast<size_t>(kPrefillRowsWasm * nb)) {
     dws.resize(static_cast<size_t>(kPrefillRowsWasm * nb));
   }
-  // Written once per product by QuantizeActivations (Int8Activations::q_by_block).
+  // Written once per product by QuantizeActivations (Int8Activations::q_by_block, q8_by_block).
   const int16_t* q_by_block = kernels_internal::FirstOnCacheLine(a.q_by_block.data());
+  const int8_t* q8_by_block = kernels_internal::FirstOnCacheLine(a.q8_by_block.data());
   int64_t r = r0;
   for (; r + static_cast<int64_t>(kPrefillRowsWasm) <= r1; r += kPrefillRowsWasm) {
-    Int8PrefillRowGroup<kPrefillRowsWasm, kPrefillGroups, Block>(x, a, q_by_block, w, bias, y, r,
-                                                                  dws.data());
+    Int8PrefillRowGroup<kPrefillRowsWasm, kPrefillGroups, Block, Dots>(
+        x, a, q_by_block, q8_by_block, w, bias, y, r, dws.data());
   }
   for (; r < r1; ++r) {
-    Int8PrefillRowGroup<1, kPrefillGroups, Block>(x, a, q_by_block, w, bias, y, r, dws.data());
+    Int8PrefillRowGroup<1, kPrefillGroups, Block, Dots>(x, a, q_by_block, q8_by_block, w, bias, y,
+                                                        r, dws.data());
+  }
+}
+
+template <typename Block>
+HWY_NOINLINE void Int8PrefillRows(const float* x, const Int8Activations& a, const WeightView& w,
+                                  const float* HWY_RESTRICT bias, float* HWY_RESTRICT y, int64_t r0,
+                                  int64_t r1) {
+  switch (static_cast<DotKind>(a.wasm_dot)) {  // StartMatMulInputKernel's choice
+    case DotKind::kWidened:
+      return Int8PrefillRowsWith<Block, void>(x, a, w, bias, y, r0, r1);
+    case DotKind::kRelaxedUnsignedB:
+      return Int8PrefillRowsWith<Block, RelaxedDot<true>>(x, a, w, bias, y, r0, r1);
+    case DotKind::kRelaxedSignedB:
+      return Int8PrefillRowsWith<Block, RelaxedDot<false>>(x, a, w, bias, y, r0, r1);
+    case DotKind::kExactUnsignedB:
+      return Int8PrefillRowsWith<Block, ExactDot<true>>(x, a, w, bias, y, r0, r1);
+    case DotKind::kExactSignedB:
+      return Int8PrefillRowsWith<Block, ExactDot<false>>(x, a, w, bias, y, r0, r1);
   }
 }
 

@@ -1,4 +1,5 @@
-// Relaxed SIMD (f32x4.relaxed_madd: an FMA where the CPU has one) for the WebAssembly build.
+// Relaxed SIMD for the WebAssembly build: f32x4.relaxed_madd (an FMA where the CPU has one) and
+// i32x4.relaxed_dot_i8x16_i7x16_add_s (4-byte integer dots).
 //
 // Debian's clang 14 and binaryen 108 know only the proposal's prototype opcodes, which browsers
 // reject, so the kernels never emit relaxed instructions themselves: they call the functions
@@ -22,6 +23,13 @@
 // a * b + c on f32x4: fused (one rounding) in the relaxed module where the CPU has FMA,
 // otherwise a multiply and an add.
 GPT2_RELAXED_MARKER v128_t gpt2_wasm_madd(v128_t a, v128_t b, v128_t c);
+// c + the dot of each 4-byte group of a (signed) with b, one int32 lane per group. The relaxed
+// instruction is exact for every a only where b's bytes are below 128; above, each engine and CPU
+// has its own answer: V8 makes it vpdpbusd with AVX-VNNI (b unsigned), vpdpbssd with
+// AVX-VNNI-INT8 and sdot on ARM (b signed), and elsewhere pmaddubsw + pmaddwd, whose int16 pair
+// sums saturate. The kernels call it only where a probe found an exact one (matmul-wasm-inl.h
+// RelaxedDotProbe). The plain module's body: b signed, exact.
+GPT2_RELAXED_MARKER v128_t gpt2_wasm_dot_i8x16_i7x16_add(v128_t a, v128_t b, v128_t c);
 // 1 in the relaxed module, 0 in the plain one: a constant once inlined, so the branches it picks
 // between cost nothing (binaryen drops the other one).
 GPT2_RELAXED_MARKER int gpt2_wasm_relaxed(void);

@@ -69,6 +69,19 @@ void ForEachTarget(const std::function<void()>& body) {
   }
 }
 
+// Runs body once per way of multiplying an int8-activation prefill (kernels.h Int8DotPath: in
+// wasm the probe's choice, the widened dots and the two emulated 4-byte dots), restoring kAuto.
+void ForEachInt8DotPath(const std::function<void()>& body) {
+  struct Restore {
+    ~Restore() { ForceInt8DotPath(Int8DotPath::kAuto); }
+  } restore;
+  for (Int8DotPath path : Int8DotPaths()) {
+    ForceInt8DotPath(path);
+    INFO("int8 prefill: " << Int8DotPathName(path));
+    body();
+  }
+}
+
 bool Near(double got, double want, double abs_tol, double rel_tol) {
   return std::fabs(got - want) <= abs_tol + rel_tol * std::fabs(want);
 }
@@ -282,7 +295,7 @@ void CheckMatMul(const TestWeights& w, int64_t T, int64_t row_begin, int64_t row
       magnitude[t * w.rows + r] = m;
     }
   }
-  ForEachTarget([&] {
+  const auto check = [&] {
     std::vector<float> got(T * w.rows, kSentinel);
     MatMul(x.data(), T, w.View(), b, got.data(), row_begin, row_end, act);
     int bad = 0;
@@ -303,6 +316,13 @@ void CheckMatMul(const TestWeights& w, int64_t T, int64_t row_begin, int64_t row
       }
     }
     CHECK(bad == 0);
+  };
+  ForEachTarget([&] {
+    if (int8 && T > 1) {
+      ForEachInt8DotPath(check);
+    } else {
+      check();
+    }
   });
 }
 
@@ -923,6 +943,29 @@ TEST_CASE("MatMul q8_0/q4_0 prefill covers the WASM token passes", "[kernels]") 
   }
 }
 
+TEST_CASE("MatMul's int8 prefill paths give the same bits", "[kernels]") {
+  // Each path's block dots are exact integers and the float steps after them the same, so every
+  // path (the relaxed 4-byte dot where this engine's probe found one, and both emulated ones)
+  // must give the widened path's bits for any weights, not only within CheckMatMul's tolerance.
+  WARN("int8 prefill here: " << Int8DotPathName(Int8DotPath::kAuto));
+  for (TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
+    const TestWeights w = MakeWeights(type, 7, 192, false, 475);
+    for (int64_t T : {5, 13, 31}) {
+      const std::vector<float> x = RandomVector(T * w.cols, 476 + static_cast<uint32_t>(T));
+      const std::vector<float> bias = RandomVector(w.rows, 477);
+      std::vector<float> widened(T * w.rows);
+      ForceInt8DotPath(Int8DotPaths().size() > 1 ? Int8DotPath::kWidened : Int8DotPath::kAuto);
+      MatMul(x.data(), T, w.View(), bias.data(), widened.data(), 0, w.rows);
+      ForEachInt8DotPath([&] {
+        INFO(TypeName(type) << " T " << T);
+        std::vector<float> got(T * w.rows);
+        MatMul(x.data(), T, w.View(), bias.data(), got.data(), 0, w.rows);
+        CHECK(std::memcmp(got.data(), widened.data(), got.size() * sizeof(float)) == 0);
+      });
+    }
+  }
+}
+
 TEST_CASE("MatMul q8_0/q4_0 prefill covers the VNNI row groups and token passes", "[kernels]") {
   // AVX3_DL's int8 prefill packs 16 rows at a time, the last group masked, over passes of 8
   // tokens and a last one of 4 (tokens padded to a multiple of 4): 37 = 2 * 16 + 5 rows, rows
@@ -983,10 +1026,12 @@ TEST_CASE("Int8-activation MatMul's block dots are exact integers on every targe
         reference::MatMul(x.data(), T, w.View(), nullptr, ref.data(), 0, kRows, act);
         CHECK(ref == want);
         ForEachTarget([&] {
-          INFO(TypeName(type) << " T " << T << " act " << static_cast<int>(act));
-          std::vector<float> got(T * kRows);
-          MatMul(x.data(), T, w.View(), nullptr, got.data(), 0, kRows, act);
-          CHECK(got == want);
+          ForEachInt8DotPath([&] {
+            INFO(TypeName(type) << " T " << T << " act " << static_cast<int>(act));
+            std::vector<float> got(T * kRows);
+            MatMul(x.data(), T, w.View(), nullptr, got.data(), 0, kRows, act);
+            CHECK(got == want);
+          });
         });
       }
     }
