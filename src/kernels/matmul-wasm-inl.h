@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -181,7 +182,7 @@ enum class DotKind { kWidened, kRelaxedUnsignedB, kRelaxedSignedB, kExactUnsigne
 // for inputs where the lowerings differ (b's bytes 128 and over; a at 127 and -128, where
 // pmaddubsw's int16 pair sums saturate and, with a and b both -128, ARM's smull + addp without
 // sdot wrap), read from memory so that no compiler folds the instruction with semantics of its
-// own. Node 20's V8 (relaxed SIMD behind a flag) returns twice the saturated sums: rejected too.
+// own.
 HWY_NOINLINE DotKind RelaxedDotProbe() {
   if (!gpt2_wasm_relaxed()) return DotKind::kWidened;
   static volatile int8_t a_bytes[2][16] = {
@@ -207,34 +208,6 @@ HWY_NOINLINE DotKind RelaxedDotProbe() {
   }
   if (unsigned_b) return DotKind::kRelaxedUnsignedB;
   return signed_b ? DotKind::kRelaxedSignedB : DotKind::kWidened;
-}
-
-// `path` resolved: kAuto to the probe's finding.
-HWY_INLINE DotKind ResolveDotKind(Int8DotPath path) {
-  switch (path) {
-    case Int8DotPath::kWidened:
-      return DotKind::kWidened;
-    case Int8DotPath::kEmulatedUnsignedB:
-      return DotKind::kExactUnsignedB;
-    case Int8DotPath::kEmulatedSignedB:
-      return DotKind::kExactSignedB;
-    case Int8DotPath::kAuto:
-      break;
-  }
-  // Probed once per module; threads that race here all find the same.
-  static std::atomic<int> probed{-1};
-  int kind = probed.load(std::memory_order_relaxed);
-  if (kind < 0) {
-    kind = static_cast<int>(RelaxedDotProbe());
-    probed.store(kind, std::memory_order_relaxed);
-  }
-  return static_cast<DotKind>(kind);
-}
-
-// What a product multiplies with: kernels.h ForceInt8DotPath's setting, resolved.
-HWY_INLINE DotKind Int8DotKind() {
-  return ResolveDotKind(static_cast<Int8DotPath>(
-      kernels_internal::forced_int8_dot_path.load(std::memory_order_relaxed)));
 }
 
 // A block's 32 weights as the 2 vectors of b bytes above, in column order, and the o the bytes
@@ -452,6 +425,98 @@ HWY_NOINLINE void Int8PrefillRows(const float* x, const Int8Activations& a, cons
     case DotKind::kExactSignedB:
       return Int8PrefillRowsWith<Block, ExactDot<false>>(x, a, w, bias, y, r0, r1);
   }
+}
+
+// Whether Dots' own prefill code (its Int8PrefillRowsWith) gives the widened path's bits on a
+// small product: 2 rows x 9 tokens (a pass of 8 and a last token) x 4 blocks, whose Q8_0 bytes
+// take all 256 values, and Q4_0. RelaxedDotProbe checks the instruction; this checks the
+// compiled kernel, since an engine can get one right and not the other: Node 20's V8 (relaxed
+// SIMD behind a flag) sums twice in its baseline compiler and right once optimized.
+template <typename Dots>
+HWY_NOINLINE bool SameBitsAsWidened() {
+  constexpr int64_t kRows = 2, kCols = 128, kT = 9, kBlocks = kRows * kCols / 32;
+  std::vector<float> x(kT * kCols);
+  for (int64_t i = 0; i < kT * kCols; ++i) x[i] = static_cast<float>(i * 37 % 255 - 127) / 64;
+  BlockQ8_0 q8[kBlocks];
+  BlockQ4_0 q4[kBlocks];
+  for (int64_t b = 0; b < kBlocks; ++b) {
+    q8[b].d = q4[b].d = 0x3c00;  // 1.0
+    for (int64_t j = 0; j < 32; ++j) q8[b].qs[j] = static_cast<int8_t>(((b * 32 + j) * 73) & 255);
+    for (int64_t j = 0; j < 16; ++j) q4[b].qs[j] = static_cast<uint8_t>(((b * 16 + j) * 29) & 255);
+  }
+  const auto same = [&](const auto* blocks, TensorType type) {
+    using Block = std::remove_const_t<std::remove_pointer_t<decltype(blocks)>>;
+    const bool q4_offset = type == TensorType::kQ4_0;
+    const WeightView w{type, blocks, kRows, kCols};
+    Int8Activations widened, bytes;
+    bytes.wasm_dot = 1;  // q8_by_block and sum_by_block
+    for (Int8Activations* a : {&widened, &bytes}) {
+      SizeActivations(kT, kCols, q4_offset, *a);
+      QuantizeActivations(x.data(), 0, kT, kCols, q4_offset, *a);
+    }
+    float want[kT * kRows], got[kT * kRows];
+    Int8PrefillRowsWith<Block, void>(x.data(), widened, w, nullptr, want, 0, kRows);
+    Int8PrefillRowsWith<Block, Dots>(x.data(), bytes, w, nullptr, got, 0, kRows);
+    return std::memcmp(want, got, sizeof(got)) == 0;
+  };
+  return same(q8, TensorType::kQ8_0) && same(q4, TensorType::kQ4_0);
+}
+
+HWY_INLINE bool SameBitsAsWidened(DotKind kind) {
+  switch (kind) {
+    case DotKind::kWidened:
+      return true;
+    case DotKind::kRelaxedUnsignedB:
+      return SameBitsAsWidened<RelaxedDot<true>>();
+    case DotKind::kRelaxedSignedB:
+      return SameBitsAsWidened<RelaxedDot<false>>();
+    case DotKind::kExactUnsignedB:
+      return SameBitsAsWidened<ExactDot<true>>();
+    case DotKind::kExactSignedB:
+      return SameBitsAsWidened<ExactDot<false>>();
+  }
+  return false;
+}
+
+// `path` resolved: kAuto to the probe's finding; a 4-byte path only once its kernel has given the
+// widened path's bits (SameBitsAsWidened), else the widened path.
+HWY_INLINE DotKind ResolveDotKind(Int8DotPath path) {
+  DotKind kind = DotKind::kWidened;
+  switch (path) {
+    case Int8DotPath::kWidened:
+      return DotKind::kWidened;
+    case Int8DotPath::kEmulatedUnsignedB:
+      kind = DotKind::kExactUnsignedB;
+      break;
+    case Int8DotPath::kEmulatedSignedB:
+      kind = DotKind::kExactSignedB;
+      break;
+    case Int8DotPath::kAuto: {
+      // Probed once per module; threads that race here all find the same.
+      static std::atomic<int> probed{-1};
+      int probe = probed.load(std::memory_order_relaxed);
+      if (probe < 0) {
+        probe = static_cast<int>(RelaxedDotProbe());
+        probed.store(probe, std::memory_order_relaxed);
+      }
+      kind = static_cast<DotKind>(probe);
+      break;
+    }
+  }
+  static std::atomic<int> checked[5] = {{-1}, {-1}, {-1}, {-1}, {-1}};
+  std::atomic<int>& check = checked[static_cast<int>(kind)];
+  int same = check.load(std::memory_order_relaxed);
+  if (same < 0) {
+    same = SameBitsAsWidened(kind) ? 1 : 0;
+    check.store(same, std::memory_order_relaxed);
+  }
+  return same ? kind : DotKind::kWidened;
+}
+
+// What a product multiplies with: kernels.h ForceInt8DotPath's setting, resolved.
+HWY_INLINE DotKind Int8DotKind() {
+  return ResolveDotKind(static_cast<Int8DotPath>(
+      kernels_internal::forced_int8_dot_path.load(std::memory_order_relaxed)));
 }
 
 }  // namespace matmul

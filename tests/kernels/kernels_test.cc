@@ -948,6 +948,13 @@ TEST_CASE("MatMul's int8 prefill paths give the same bits", "[kernels]") {
   // path (the relaxed 4-byte dot where this engine's probe found one, and both emulated ones)
   // must give the widened path's bits for any weights, not only within CheckMatMul's tolerance.
   WARN("int8 prefill here: " << Int8DotPathName(Int8DotPath::kAuto));
+  if (Int8DotPaths().size() > 1) {
+    // A byte-dot path runs only once its kernel has reproduced the widened bits on a product of
+    // its own, else the widened path does: the emulated ones must pass that, or the checks
+    // below would compare the widened path with itself.
+    CHECK(Int8DotPathName(Int8DotPath::kEmulatedUnsignedB) == "4-byte dot emulated, b unsigned");
+    CHECK(Int8DotPathName(Int8DotPath::kEmulatedSignedB) == "4-byte dot emulated, b signed");
+  }
   for (TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
     const TestWeights w = MakeWeights(type, 7, 192, false, 475);
     for (int64_t T : {5, 13, 31}) {
