@@ -57,6 +57,9 @@ export function render(els, d) {
     ['Vocabulary', `${info.n_vocab} tokens`],
     ['Weights', info.weight_type],
     ['SIMD', info.simd],
+    // Which int8 multiply the engine's probe picked for prompts (relaxed SIMD's byte dot where the
+    // browser makes it exact): only quantized weights take int8 products.
+    ['Int8 prompt products', /^q[48]_0$/.test(info.weight_type) ? info.int8_prefill.replace(/^auto: /, '') : ''],
     ['Threads', d.threads],
     ['Engine memory', d.memoryBytes ? `${mb(d.memoryBytes)} of WebAssembly memory after loading (it may grow to ` +
                                       `${(kWasmMaxBytes / 2 ** 30).toFixed(0)} GiB)` : ''],

@@ -154,6 +154,7 @@ class Engine : public ErrorsByValue {
         {"name", val(name != nullptr && name->type == GgufValueType::kString ? name->str : std::string())},
         {"weight_type", val(std::string(qkv != nullptr ? GgmlTypeName(static_cast<uint32_t>(qkv->type)) : ""))},
         {"simd", val(std::string(RelaxedSimdKernels() ? "wasm-relaxed-simd" : "wasm-simd128"))},
+        {"int8_prefill", val(Int8DotPathName(Int8DotPath::kAuto))},  // which multiply the probe chose
         // 1 in the single-threaded module; in the pthreads one what the ThreadPool could start.
         {"threads", val(lab_->session().n_threads())}, {"pthreads", val(emscripten_has_threading_support() != 0)}});
   }

@@ -38,6 +38,8 @@ describe('Embind API under Node', {skip: !fs.existsSync(kModulePath) && 'build/w
     assert.equal(info.n_vocab, 50257);
     assert.equal(info.weight_type, 'q8_0');
     assert.equal(info.file_bytes, models.size);
+    // The plain SIMD128 module has no byte dot to choose (relaxed SIMD's is only in the twin).
+    assert.equal(info.int8_prefill, 'auto: widened to int16');
   });
 
   test('tokenize and detokenize agree with the native CLI', () => {
