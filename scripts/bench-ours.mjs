@@ -13,11 +13,20 @@ export const median = (xs) => {
 
 // One module instance (the single-threaded build, or the pthreads one with `poolSize` workers)
 // and one Engine per entry of `threads`, each loaded from modelUrl with finishLoad(threads[i]).
-export async function loadEngines({ engineUrl, modelUrl, promptText, threads, poolSize }) {
+// `wasmSuffix` picks the module's file instead of the page's choice: '-relaxed', '-named' or
+// '-relaxed-named' (scripts/relax-wasm.mjs writes them) after the module's own name.
+export async function loadEngines({ engineUrl, modelUrl, promptText, threads, poolSize, wasmSuffix }) {
   const { default: create } = await import(engineUrl);
-  // As the page's worker does: the relaxed SIMD twin where Chromium has relaxed SIMD.
-  const { startEngineModule } = await import('/web/relaxed-simd.js');
-  const { Module, relaxed } = await startEngineModule(create, poolSize ? { gpt2PoolSize: poolSize } : {});
+  const options = poolSize ? { gpt2PoolSize: poolSize } : {};
+  let Module, relaxed;
+  if (wasmSuffix !== undefined) {
+    Module = await create({ ...options, locateFile: (file, dir) => dir + file.replace(/\.wasm$/, `${wasmSuffix}.wasm`) });
+    relaxed = wasmSuffix.includes('relaxed');
+  } else {
+    // As the page's worker does: the relaxed SIMD twin where Chromium has relaxed SIMD.
+    const { startEngineModule } = await import('/web/relaxed-simd.js');
+    ({ Module, relaxed } = await startEngineModule(create, options));
+  }
   const engines = [];
   let info;
   for (const t of threads) {

