@@ -18,14 +18,14 @@ export const median = (xs) => {
 export async function loadEngines({ engineUrl, modelUrl, promptText, threads, poolSize, wasmSuffix }) {
   const { default: create } = await import(engineUrl);
   const options = poolSize ? { gpt2PoolSize: poolSize } : {};
-  let Module, relaxed;
+  let Module, relaxed, relaxedError = '';
   if (wasmSuffix !== undefined) {
     Module = await create({ ...options, locateFile: (file, dir) => dir + file.replace(/\.wasm$/, `${wasmSuffix}.wasm`) });
     relaxed = wasmSuffix.includes('relaxed');
   } else {
     // As the page's worker does: the relaxed SIMD twin where Chromium has relaxed SIMD.
     const { startEngineModule } = await import('/web/relaxed-simd.js');
-    ({ Module, relaxed } = await startEngineModule(create, options));
+    ({ Module, relaxed, relaxedError } = await startEngineModule(create, options));
   }
   const engines = [];
   let info;
@@ -45,7 +45,7 @@ export async function loadEngines({ engineUrl, modelUrl, promptText, threads, po
   }
   window.bench = { Module, engines, ids: Array.from(engines[0].tokenize(promptText)) };
   // The whole wasm memory after loading (model bytes, weights, KV cache, scratch).
-  return { info, tokens: window.bench.ids.length, isolated: self.crossOriginIsolated, relaxed,
+  return { info, tokens: window.bench.ids.length, isolated: self.crossOriginIsolated, relaxed, relaxedError,
            heapBytes: Module.HEAP8.buffer.byteLength, userAgent: navigator.userAgent };
 }
 

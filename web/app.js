@@ -51,6 +51,7 @@ const store = createStore({
   isolated: false,  // cross-origin isolated: SharedArrayBuffer, so the threaded engine
   threadsNote: '',  // why the threaded engine is not used although the page is isolated
   relaxedSimd: false,  // the worker runs the relaxed SIMD build (web/relaxed-simd.js)
+  relaxedError: '',    // why it does not, where the browser has relaxed SIMD
   isolationNote,    // why the page is not isolated (isolation.js), in words; '' when it is
   info: null,
   selectSizes: {blocks: 0, heads: 0},  // the block and head lists: the last model's, kept while another loads
@@ -180,7 +181,8 @@ function threadMode() {
 
 // The engine in words for the stats line: its threads and which wasm build runs, e.g.
 // "1 thread (page not cross-origin isolated), relaxed SIMD (FMA)".
-const engineMode = () => `${threadMode()}, ${state.relaxedSimd ? 'relaxed SIMD (FMA)' : 'SIMD128'}`;
+const engineMode = () => `${threadMode()}, ${state.relaxedSimd ? 'relaxed SIMD (FMA)' : 'SIMD128'}` +
+    (state.relaxedError ? ` (the relaxed SIMD build could not start: ${state.relaxedError})` : '');
 
 const label = (i) => pieceAt(state.pieces, state.ids, i);
 
@@ -381,7 +383,7 @@ worker.onmessage = ({data: msg}) => {
     case Msg.ready:
       if (params.get('model')) store.set({autoLoadPending: false});
       store.set({ready: true, threads: msg.threads || 1, isolated: !!msg.isolated, threadsNote: msg.note || '',
-                 relaxedSimd: !!msg.relaxed,
+                 relaxedSimd: !!msg.relaxed, relaxedError: msg.relaxedError || '',
                  progressText: 'Engine ready. Load a model.'});
       store.set({statsText: `Engine: ${engineMode()}.`});
       loadPanel.engineReady();

@@ -113,11 +113,13 @@
 //     {type:'clear-cache'}
 //     {type:'cache-info'}            answered with 'cache' at once, even while a job runs
 //   worker -> page (each reply to a request in kComputes also carries `under`, see above)
-//     {type:'ready', threads, isolated, note, relaxed}  the wasm module is compiled; threads the
+//     {type:'ready', threads, isolated, note, relaxed, relaxedError}
+//                                                    the wasm module is compiled; threads the
 //                                                    kernels will use, isolated: the page is
 //                                                    cross-origin isolated (so threads are possible);
 //                                                    note: why threads are off although isolated;
-//                                                    relaxed: the relaxed SIMD build runs
+//                                                    relaxed: the relaxed SIMD build runs;
+//                                                    relaxedError: why it does not, if it was tried
 //     {type:'progress', phase, loaded, total, file}  phase: a Phase value (loaded/total: bytes, or
 //                                                    tensors for 'convert'); file: the Hugging Face
 //                                                    file being downloaded, if any

@@ -12,15 +12,18 @@ export const hasRelaxedSimd = (() => {
 
 // Starts an Emscripten module factory with `options`, on the relaxed twin where there is relaxed
 // SIMD; if that fails (a host given only part of the site, say), on the plain build, so the
-// page still works. Resolves to {Module, relaxed}.
+// page still works. Resolves to {Module, relaxed, relaxedError}: relaxedError says why the twin
+// did not start, if it was tried (f32 prompts then run at about 0.6x, so the page says so).
 export async function startEngineModule(create, options = {}) {
   if (hasRelaxedSimd) {
     try {
       const locateFile = (file, dir) => dir + file.replace(/\.wasm$/, '-relaxed.wasm');
-      return {Module: await create({...options, locateFile}), relaxed: true};
+      return {Module: await create({...options, locateFile}), relaxed: true, relaxedError: ''};
     } catch (e) {
-      console.warn(`gpt2: the relaxed SIMD engine could not start (${e?.message ?? e}); using the plain one`);
+      const relaxedError = String(e?.message ?? e);
+      console.warn(`gpt2: the relaxed SIMD engine could not start (${relaxedError}); using the plain one`);
+      return {Module: await create(options), relaxed: false, relaxedError};
     }
   }
-  return {Module: await create(options), relaxed: false};
+  return {Module: await create(options), relaxed: false, relaxedError: ''};
 }

@@ -114,7 +114,7 @@ async function init() {
     Module = started.Module;
     engine = new Module.Engine();
     jobs.attach(engine, null);
-    post({type: Msg.ready, threads, isolated, note, relaxed: started.relaxed});
+    post({type: Msg.ready, threads, isolated, note, relaxed: started.relaxed, relaxedError: started.relaxedError});
   } catch (e) {
     post({type: Msg.error, kind: ErrorKind.load, message: 'The WebAssembly engine could not start: ' + errorMessage(e) +
           ' (this page needs a browser with WebAssembly SIMD, e.g. Chrome 91+, Firefox 89+, Safari 16.4+).'});

@@ -124,7 +124,9 @@ describe('threads in headless Chromium', {skip: !fs.existsSync(path.join(kSite, 
       const page = await openPage(browser, server.url, consoleLines);
       const ids = await loadAndGenerate(page);
       assert.deepEqual(ids, expectedIds);
-      assert.match(await page.getByTestId('stats').textContent(), /1 thread \(page not cross-origin isolated\), SIMD128/);
+      // ... and why: the page's f32 prompts run at about 0.6x without the twin.
+      assert.match(await page.getByTestId('stats').textContent(),
+                   /1 thread \(page not cross-origin isolated\), SIMD128 \(the relaxed SIMD build could not start: .+\)/);
       assert.ok(server.requests('/gpt2-engine-relaxed.wasm') >= 1, 'the relaxed twin was tried first');
       assert.ok(server.requests('/gpt2-engine.wasm') >= 1, 'then the plain module');
       assert.equal(await page.getByTestId('error').isVisible(), false);
