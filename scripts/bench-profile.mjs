@@ -12,7 +12,9 @@
 //
 //   node scripts/bench-profile.mjs [--types q8_0,f32] [--builds plain,relaxed] [--prefills 10]
 //                                  [--prompt-tokens 128] [--interval-us 100] [--top 15]
-//                                  [--out build/bench/profile]
+//                                  [--capture] [--out build/bench/profile]
+// --capture profiles prefills with activation capture on (the page's default), to see what
+// recording every block's insides costs.
 // --out keeps each .cpuprofile (Chrome DevTools' Performance panel opens them).
 // Needs `bash scripts/build.sh` first.
 import fs from 'node:fs';
@@ -31,6 +33,7 @@ const kRoot = H.repoRoot;
 const kTypes = arg('types', 'q8_0,f32').split(',');
 const kBuilds = arg('builds', 'plain,relaxed').split(',');
 const kPrefills = Number(arg('prefills', '10'));
+const kCapture = process.argv.includes('--capture');
 const kPromptTokens = Number(arg('prompt-tokens', '128'));
 const kIntervalUs = Number(arg('interval-us', '100'));
 const kTop = Number(arg('top', '15'));
@@ -51,11 +54,11 @@ for (const b of kBuilds) {
 const kWords = 'The quick brown fox jumps over the lazy dog and the small cat sat on the mat near the old house'.split(' ');
 const promptText = Array.from({ length: kPromptTokens }, (_, i) => kWords[i % kWords.length]).join(' ');
 
-// In the page: `n` prefills of the first `tokens` prompt tokens on engine 0, capture off; their ms.
-function prefills({ n, tokens }) {
+// In the page: `n` prefills of the first `tokens` prompt tokens on engine 0; their ms.
+function prefills({ n, tokens, capture }) {
   const { engines, ids } = window.bench;
   const engine = engines[0];
-  engine.setCapture(false);
+  engine.setCapture(capture);
   const ms = [];
   for (let i = 0; i < n; ++i) {
     engine.reset();
@@ -128,23 +131,23 @@ try {
         const loaded = await page.evaluate(Ours.loadEngines, { engineUrl: '/' + kEngine,
           modelUrl: `/__model/${type}.gguf`, promptText, threads: [1], wasmSuffix: kSuffix[build] });
         const browserName = /(?:Headless)?Chrome\/[\d.]+/.exec(loaded.userAgent)?.[0];
-        await page.evaluate(prefills, { n: 2, tokens: kPromptTokens });  // V8 tiers up
-        const plainMs = await page.evaluate(prefills, { n: kPrefills, tokens: kPromptTokens });
+        await page.evaluate(prefills, { n: 2, tokens: kPromptTokens, capture: kCapture });  // V8 tiers up
+        const plainMs = await page.evaluate(prefills, { n: kPrefills, tokens: kPromptTokens, capture: kCapture });
         const cdp = await page.context().newCDPSession(page);
         await cdp.send('Profiler.enable');
         await cdp.send('Profiler.setSamplingInterval', { interval: kIntervalUs });
         await cdp.send('Profiler.start');
-        const profiledMs = await page.evaluate(prefills, { n: kPrefills, tokens: kPromptTokens });
+        const profiledMs = await page.evaluate(prefills, { n: kPrefills, tokens: kPromptTokens, capture: kCapture });
         const { profile } = await cdp.send('Profiler.stop');
         await cdp.detach();
-        const file = path.join(kOut, `prefill-${type}-${build}.cpuprofile`);
+        const file = path.join(kOut, `prefill-${type}-${build}${kCapture ? '-capture' : ''}.cpuprofile`);
         fs.writeFileSync(file, JSON.stringify(profile));
         const tps = (ms) => kPromptTokens / (median(ms) / 1e3);
         const s = shares(profile);
-        const r = { type, build, browser: browserName, simd: loaded.info.simd, int8Prefill: loaded.info.int8_prefill,
+        const r = { type, build, capture: kCapture, browser: browserName, simd: loaded.info.simd, int8Prefill: loaded.info.int8_prefill,
                     tokensPerSecond: tps(plainMs), profiledTokensPerSecond: tps(profiledMs), ...s };
         results.push(r);
-        console.log(`\n${type}, ${build} (${r.simd}; int8 prefill ${r.int8Prefill}), ${browserName}, one thread: ` +
+        console.log(`\n${type}, ${build}${kCapture ? ', capture on' : ''} (${r.simd}; int8 prefill ${r.int8Prefill}), ${browserName}, one thread: ` +
           `prefill ${r.tokensPerSecond.toFixed(1)} tok/s, ${r.profiledTokensPerSecond.toFixed(1)} under the profiler ` +
           `(${kPrefills} prefills of ${kPromptTokens} tokens, ${(s.ms / 1e3).toFixed(1)} s sampled every ${kIntervalUs} us; ` +
           `${path.relative(kRoot, file)})`);

@@ -114,8 +114,10 @@ struct Int8Activations {
   std::vector<int16_t> q_by_block;
   // How a WASM prefill multiplies (matmul-wasm-inl.h DotKind, chosen once per product by
   // StartMatMulInputKernel): 0, widened, reads q_by_block; the 4-byte dots (kernels.h
-  // Int8DotPath) read instead the same quants as int8 and each block's sum_i qx, block-major:
-  // [cols / 32, T, 32] from FirstOnCacheLine(q8_by_block.data()) and [cols / 32, T].
+  // Int8DotPath) read instead the same quants as int8, 4 tokens interleaved in 4-byte groups,
+  // [cols / 32, ceil(T / 4), 8, 4 tokens, 4 bytes] from FirstOnCacheLine(q8_by_block.data()), so
+  // that one vector holds 4 tokens' same 4 columns (one byte dot per 4 tokens, its lanes the
+  // tokens), and each block's sum_i qx, block-major: [cols / 32, T].
   int wasm_dot = 0;
   std::vector<int8_t> q8_by_block;
   std::vector<int32_t> sum_by_block;

@@ -2,8 +2,8 @@
 // generation with raw wasm_* intrinsics where Highway 1.0.3's ops cost more: decode in groups of
 // 4 rows packed into one vector (Int8Decode) and prefill over 2 rows x 8 tokens
 // (Int8PrefillRows), its block dots on int16 pairs or, where the engine makes relaxed SIMD's
-// byte dot exact, on 4-byte groups. Included once per Highway target, through matmul-inl.h;
-// empty but for its constants on every other target.
+// byte dot exact, on 4-byte groups over 2 rows x 16 tokens. Included once per Highway target,
+// through matmul-inl.h; empty but for its constants on every other target.
 #if defined(GPT2_KERNELS_MATMUL_WASM_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef GPT2_KERNELS_MATMUL_WASM_INL_H_
 #undef GPT2_KERNELS_MATMUL_WASM_INL_H_
@@ -41,6 +41,11 @@ constexpr int64_t kInt8DecodeGroups = 2;
 // per pass, the most live vectors V8's 16 registers hold. BENCHMARKS.md "kPrefillGroups".
 constexpr size_t kPrefillGroups = 2;
 constexpr size_t kPrefillRowsWasm = 2;
+// The same with 4-byte dots (Int8PrefillTokensBytes), whose passes hold rows x groups dot
+// vectors and as many accumulators, a token vector per group and a weight splat: more groups
+// share each splat, more rows each token vector. BENCHMARKS.md "kBytePrefillGroups".
+constexpr size_t kBytePrefillRows = 2;
+constexpr size_t kBytePrefillGroups = 4;
 
 }  // namespace matmul
 }  // namespace HWY_NAMESPACE
@@ -210,70 +215,82 @@ HWY_NOINLINE DotKind RelaxedDotProbe() {
   return signed_b ? DotKind::kRelaxedSignedB : DotKind::kWidened;
 }
 
-// A block's 32 weights as the 2 vectors of b bytes above, in column order, and the o the bytes
-// add to each weight, taken back as -o sum_i qx.
+// A row's weights as the b bytes above, 32 per block in column order, into out: Q8_0 quants with
+// the sign bit flipped (q + 128) where b reads unsigned, as they are where it reads signed; Q4_0's
+// raw nibbles (q + 8) either way. Written once per row and product, then read once per pass of
+// tokens as 4-byte splats; and the o the bytes add to each weight, taken back as -o sum_i qx.
 template <bool kUnsignedB>
-HWY_INLINE void WeightBytes(const BlockQ8_0* HWY_RESTRICT block, v128_t (&w)[2]) {
-  w[0] = wasm_v128_load(block->qs);
-  w[1] = wasm_v128_load(block->qs + 16);
-  if (kUnsignedB) {
-    w[0] = wasm_v128_xor(w[0], wasm_i8x16_splat(-128));
-    w[1] = wasm_v128_xor(w[1], wasm_i8x16_splat(-128));
+HWY_INLINE void WeightBytes(const BlockQ8_0* HWY_RESTRICT row, int64_t nb,
+                            uint8_t* HWY_RESTRICT out) {
+  for (int64_t b = 0; b < nb; ++b) {
+    v128_t lo = wasm_v128_load(row[b].qs), hi = wasm_v128_load(row[b].qs + 16);
+    if (kUnsignedB) {
+      lo = wasm_v128_xor(lo, wasm_i8x16_splat(-128));
+      hi = wasm_v128_xor(hi, wasm_i8x16_splat(-128));
+    }
+    wasm_v128_store(out + b * 32, lo);
+    wasm_v128_store(out + b * 32 + 16, hi);
   }
 }
 template <bool kUnsignedB>
-HWY_INLINE void WeightBytes(const BlockQ4_0* HWY_RESTRICT block, v128_t (&w)[2]) {
-  const v128_t bytes = wasm_v128_load(block->qs);
-  w[0] = wasm_v128_and(bytes, wasm_i8x16_splat(0x0f));
-  w[1] = wasm_u8x16_shr(bytes, 4);
+HWY_INLINE void WeightBytes(const BlockQ4_0* HWY_RESTRICT row, int64_t nb,
+                            uint8_t* HWY_RESTRICT out) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const v128_t bytes = wasm_v128_load(row[b].qs);
+    wasm_v128_store(out + b * 32, wasm_v128_and(bytes, wasm_i8x16_splat(0x0f)));
+    wasm_v128_store(out + b * 32 + 16, wasm_u8x16_shr(bytes, 4));
+  }
 }
 template <typename Block, bool kUnsignedB>
 constexpr int32_t WeightByteOffset() {
   return std::is_same_v<Block, BlockQ4_0> ? 8 : kUnsignedB ? 128 : 0;
 }
 
-// Int8PrefillTokens (below) with 4-byte dots: the same tiles and the same bits, the block dots
-// from the int8 quants (q8_by_block) and the weight bytes, 2 Dots per row, token and block
-// instead of 4 widened dots; -o sum_i qx added to the 4 tokens' sums at once.
+// Int8PrefillTokens (below) with 4-byte dots: the same tiles and the same bits, with each dot's
+// lanes the 4 tokens of a group rather than 4 parts of one token's block. Per block and 4
+// columns: one vector of the 4 tokens' bytes (q8_by_block's interleaved layout), loaded once for
+// all kRows rows, against each row's 4 weight bytes splat across the lanes (wbytes[i]), loaded
+// once for all kGroups groups; 8 such dots give the 4 tokens' block dots with no horizontal sum,
+// started from -o sum_i qx. Then as Int8PrefillTokens: converted, scaled by dx * dw, accumulated.
 template <size_t kRows, size_t kGroups, typename Block, typename Dots>
 HWY_INLINE void Int8PrefillTokensBytes(const Int8Activations& a,
                                        const int8_t* HWY_RESTRICT q8_by_block, int64_t t0,
-                                       int64_t cols, const Block* HWY_RESTRICT const* rows,
+                                       int64_t cols, const uint8_t* HWY_RESTRICT const* wbytes,
                                        const float* HWY_RESTRICT const* dws,
                                        VF (&acc)[kRows][kGroups]) {
   const DF df;
-  const DI32 di32;
-  const int64_t nb = cols / 32, T = a.T;
+  const int64_t nb = cols / 32, T = a.T, groups = (T + 3) / 4;
   const float* HWY_RESTRICT dx = a.d_by_block.data() + t0;
   const int32_t* HWY_RESTRICT sums = a.sum_by_block.data() + t0;
   constexpr int32_t kOffset = WeightByteOffset<Block, Dots::kUnsignedB>();
   for (size_t i = 0; i < kRows; ++i) {
     for (size_t g = 0; g < kGroups; ++g) acc[i][g] = hn::Zero(df);
   }
-  volatile v128_t dots[kRows][4];
   for (int64_t b = 0; b < nb; ++b) {
-    v128_t w[kRows][2];
-    for (size_t i = 0; i < kRows; ++i) WeightBytes<Dots::kUnsignedB>(rows[i] + b, w[i]);
+    const int8_t* HWY_RESTRICT qb = q8_by_block + (b * groups + t0 / 4) * 128;
+    v128_t dots[kRows][kGroups];
     for (size_t g = 0; g < kGroups; ++g) {
-      for (size_t l = 0; l < 4; ++l) {
-        const int64_t t = t0 + static_cast<int64_t>(4 * g + l);
-        const int8_t* HWY_RESTRICT qt = q8_by_block + ((b * T + t) * 32);
-        const v128_t q0 = wasm_v128_load(qt), q1 = wasm_v128_load(qt + 16);
-        for (size_t i = 0; i < kRows; ++i) {
-          dots[i][l] = Dots::Dot(q1, w[i][1], Dots::Dot(q0, w[i][0], wasm_i32x4_splat(0)));
-        }
-      }
-      const VF dxg = hn::LoadU(df, dx + b * T + static_cast<int64_t>(4 * g));
-      auto start = hn::Zero(di32);
+      v128_t start = wasm_i32x4_splat(0);
       if (kOffset != 0) {
-        start = hn::Mul(hn::LoadU(di32, sums + b * T + static_cast<int64_t>(4 * g)),
-                        hn::Set(di32, -kOffset));
+        start = wasm_i32x4_mul(wasm_v128_load(sums + b * T + static_cast<int64_t>(4 * g)),
+                               wasm_i32x4_splat(-kOffset));
       }
+      for (size_t i = 0; i < kRows; ++i) dots[i][g] = start;
+    }
+    for (size_t c = 0; c < 8; ++c) {
+      v128_t q[kGroups];
+      for (size_t g = 0; g < kGroups; ++g) q[g] = wasm_v128_load(qb + g * 128 + c * 16);
       for (size_t i = 0; i < kRows; ++i) {
-        const hn::Vec<DI32> d[4] = {{dots[i][0]}, {dots[i][1]}, {dots[i][2]}, {dots[i][3]}};
+        const v128_t w = wasm_v128_load32_splat(wbytes[i] + b * 32 + static_cast<int64_t>(c * 4));
+        for (size_t g = 0; g < kGroups; ++g) dots[i][g] = Dots::Dot(q[g], w, dots[i][g]);
+      }
+    }
+    for (size_t g = 0; g < kGroups; ++g) {
+      const VF dxg = hn::LoadU(df, dx + b * T + static_cast<int64_t>(4 * g));
+      for (size_t i = 0; i < kRows; ++i) {
         const VF scale = hn::Mul(dxg, hn::Set(df, dws[i][b]));
         acc[i][g] =
-            hn::Add(hn::Mul(hn::ConvertTo(df, hn::Add(SumEachOf4(d), start)), scale), acc[i][g]);
+            hn::Add(hn::Mul(hn::ConvertTo(df, hn::Vec<DI32>{dots[i][g]}), scale), acc[i][g]);
       }
     }
   }
@@ -330,16 +347,23 @@ HWY_INLINE void Int8PrefillRowGroup(const float* x, const Int8Activations& a,
                                     const int16_t* HWY_RESTRICT q_by_block,
                                     const int8_t* HWY_RESTRICT q8_by_block, const WeightView& w,
                                     const float* HWY_RESTRICT bias, float* HWY_RESTRICT y,
-                                    int64_t r, float* HWY_RESTRICT dw_scratch) {
+                                    int64_t r, float* HWY_RESTRICT dw_scratch,
+                                    uint8_t* HWY_RESTRICT wbytes_scratch) {
   const DF df;
   const int64_t nb = w.cols / 32, T = a.T;
   const Block* HWY_RESTRICT rows[kRows];
   const float* HWY_RESTRICT dws[kRows];
+  const uint8_t* HWY_RESTRICT wbytes[kRows];
   for (size_t i = 0; i < kRows; ++i) {
     rows[i] = static_cast<const Block*>(w.data) + (r + static_cast<int64_t>(i)) * nb;
     float* dw = dw_scratch + static_cast<int64_t>(i) * nb;
     for (int64_t b = 0; b < nb; ++b) dw[b] = kernels_internal::HalfToFloat(rows[i][b].d);
     dws[i] = dw;
+    if constexpr (!std::is_void_v<Dots>) {
+      uint8_t* bytes = wbytes_scratch + static_cast<int64_t>(i) * nb * 32;
+      WeightBytes<Dots::kUnsignedB>(rows[i], nb, bytes);
+      wbytes[i] = bytes;
+    }
   }
   int64_t t0 = 0;
   const auto store = [&](const auto& acc, size_t groups) {
@@ -360,7 +384,7 @@ HWY_INLINE void Int8PrefillRowGroup(const float* x, const Int8Activations& a,
     if constexpr (std::is_void_v<Dots>) {
       Int8PrefillTokens<kRows, kG>(a, q_by_block, t0, w.cols, rows, dws, acc);
     } else {
-      Int8PrefillTokensBytes<kRows, kG, Block, Dots>(a, q8_by_block, t0, w.cols, rows, dws, acc);
+      Int8PrefillTokensBytes<kRows, kG, Block, Dots>(a, q8_by_block, t0, w.cols, wbytes, dws, acc);
     }
   };
   for (; t0 + 4 * static_cast<int64_t>(kGroups) <= T; t0 += 4 * kGroups) {
@@ -390,22 +414,27 @@ template <typename Block, typename Dots>
 HWY_NOINLINE void Int8PrefillRowsWith(const float* x, const Int8Activations& a, const WeightView& w,
                                       const float* HWY_RESTRICT bias, float* HWY_RESTRICT y,
                                       int64_t r0, int64_t r1) {
+  constexpr bool kBytes = !std::is_void_v<Dots>;
+  constexpr size_t kRows = kBytes ? kBytePrefillRows : kPrefillRowsWasm;
+  constexpr size_t kGroups = kBytes ? kBytePrefillGroups : kPrefillGroups;
   const int64_t nb = w.cols / 32;
   static thread_local std::vector<float> dws;
-  if (dws.size() < static_cast<size_t>(kPrefillRowsWasm * nb)) {
-    dws.resize(static_cast<size_t>(kPrefillRowsWasm * nb));
+  static thread_local std::vector<uint8_t> wbytes;
+  if (dws.size() < static_cast<size_t>(kRows * nb)) dws.resize(static_cast<size_t>(kRows * nb));
+  if (kBytes && wbytes.size() < static_cast<size_t>(kRows * nb * 32)) {
+    wbytes.resize(static_cast<size_t>(kRows * nb * 32));
   }
   // Written once per product by QuantizeActivations (Int8Activations::q_by_block, q8_by_block).
   const int16_t* q_by_block = kernels_internal::FirstOnCacheLine(a.q_by_block.data());
   const int8_t* q8_by_block = kernels_internal::FirstOnCacheLine(a.q8_by_block.data());
   int64_t r = r0;
-  for (; r + static_cast<int64_t>(kPrefillRowsWasm) <= r1; r += kPrefillRowsWasm) {
-    Int8PrefillRowGroup<kPrefillRowsWasm, kPrefillGroups, Block, Dots>(
-        x, a, q_by_block, q8_by_block, w, bias, y, r, dws.data());
+  for (; r + static_cast<int64_t>(kRows) <= r1; r += kRows) {
+    Int8PrefillRowGroup<kRows, kGroups, Block, Dots>(x, a, q_by_block, q8_by_block, w, bias, y, r,
+                                                     dws.data(), wbytes.data());
   }
   for (; r < r1; ++r) {
-    Int8PrefillRowGroup<1, kPrefillGroups, Block, Dots>(x, a, q_by_block, q8_by_block, w, bias, y,
-                                                        r, dws.data());
+    Int8PrefillRowGroup<1, kGroups, Block, Dots>(x, a, q_by_block, q8_by_block, w, bias, y, r,
+                                                 dws.data(), wbytes.data());
   }
 }
 
