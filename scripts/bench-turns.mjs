@@ -12,6 +12,7 @@
 // --base and --engine name the modules' .js (under the repository); --builds plain|relaxed picks
 // the .wasm beside it (gpt2-engine.wasm or gpt2-engine-relaxed.wasm). Copy a build aside first:
 //   mkdir -p build/bench/base && cp build/wasm/web/gpt2-engine* build/bench/base/
+// --decode N adds N greedy decode steps after each prefill and reports decode tokens/s too.
 // --capture turns activation capture on for the new side only; with --base the same module as
 // --engine, that measures what capture costs a prefill (issue 37's capture on / off).
 import path from 'node:path';
@@ -33,24 +34,30 @@ const kRounds = Number(arg('rounds', '8'));
 const kPrefills = Number(arg('prefills', '4'));
 const kPromptTokens = Number(arg('prompt-tokens', '128'));
 const kCapture = process.argv.includes('--capture');
+const kDecode = Number(arg('decode', '0'));
 const kSuffix = { plain: '', relaxed: '-relaxed' }[kBuild];
 if (kSuffix === undefined) throw new Error(`--builds: ${kBuild} is not plain or relaxed`);
 
 const kWords = 'The quick brown fox jumps over the lazy dog and the small cat sat on the mat near the old house'.split(' ');
 const promptText = Array.from({ length: kPromptTokens }, (_, i) => kWords[i % kWords.length]).join(' ');
 
-// In the page: `n` prefills of the first `tokens` prompt tokens, capture as asked; their ms.
-function prefills({ n, tokens, capture }) {
+// In the page: `n` prefills of the first `tokens` prompt tokens, capture as asked, each then
+// `decode` greedy steps; the prefills' ms (and the decodes' in decodeMs).
+function prefills({ n, tokens, capture, decode = 0 }) {
   const { engines, ids } = window.bench;
   engines[0].setCapture(capture);
-  const ms = [];
+  engines[0].setSampling({ temperature: 0 });
+  const ms = [], decodeMs = [];
   for (let i = 0; i < n; ++i) {
     engines[0].reset();
     const t0 = performance.now();
     engines[0].prefill(ids.slice(0, tokens));
-    ms.push(performance.now() - t0);
+    const t1 = performance.now();
+    for (let j = 0; j < decode; ++j) engines[0].step(engines[0].sample());
+    ms.push(t1 - t0);
+    decodeMs.push(performance.now() - t1);
   }
-  return ms;
+  return decode ? { ms, decodeMs } : ms;
 }
 
 printMachine();
@@ -69,20 +76,27 @@ try {
       await page.evaluate(prefills, { n: 2, tokens: kPromptTokens, capture });  // V8 tiers up
       console.log(`${type} ${name} (${js}, ${kBuild}${capture ? ', capture on' : ''}): ${loaded.info.simd}, ` +
           `int8 prefill ${loaded.info.int8_prefill}`);
-      sides.push({ name, page, capture, tokS: [] });
+      sides.push({ name, page, capture, tokS: [], decodeTokS: [] });
     }
-    const ratios = [];
+    const ratios = [], decodeRatios = [];
     for (let r = 0; r < kRounds; ++r) {
       const order = r % 2 ? [...sides].reverse() : sides;
       for (const side of order) {
-        const ms = await side.page.evaluate(prefills, { n: kPrefills, tokens: kPromptTokens, capture: side.capture });
-        side.tokS.push(kPromptTokens / (median(ms) / 1e3));
+        const got = await side.page.evaluate(prefills, { n: kPrefills, tokens: kPromptTokens, capture: side.capture, decode: kDecode });
+        side.tokS.push(kPromptTokens / (median(kDecode ? got.ms : got) / 1e3));
+        if (kDecode) side.decodeTokS.push(kDecode / (median(got.decodeMs) / 1e3));
       }
       ratios.push(sides[1].tokS[r] / sides[0].tokS[r]);
-      console.log(`  round ${r + 1}: base ${sides[0].tokS[r].toFixed(1)}, new ${sides[1].tokS[r].toFixed(1)} tok/s (${ratios[r].toFixed(3)}x)`);
+      if (kDecode) decodeRatios.push(sides[1].decodeTokS[r] / sides[0].decodeTokS[r]);
+      console.log(`  round ${r + 1}: base ${sides[0].tokS[r].toFixed(1)}, new ${sides[1].tokS[r].toFixed(1)} tok/s (${ratios[r].toFixed(3)}x)` +
+          (kDecode ? `; decode base ${sides[0].decodeTokS[r].toFixed(1)}, new ${sides[1].decodeTokS[r].toFixed(1)} (${decodeRatios[r].toFixed(3)}x)` : ''));
     }
     console.log(`${type} prefill, median of ${kRounds} rounds: base ${median(sides[0].tokS).toFixed(1)}, ` +
         `new ${median(sides[1].tokS).toFixed(1)} tok/s; new / base ${median(ratios).toFixed(3)}x`);
+    if (kDecode) {
+      console.log(`${type} decode (${kDecode} tokens), median of ${kRounds} rounds: base ${median(sides[0].decodeTokS).toFixed(1)}, ` +
+          `new ${median(sides[1].decodeTokS).toFixed(1)} tok/s; new / base ${median(decodeRatios).toFixed(3)}x`);
+    }
     for (const side of sides) await side.page.close();
   }
 } finally {

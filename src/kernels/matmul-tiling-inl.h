@@ -10,6 +10,7 @@
 #define GPT2_KERNELS_MATMUL_TILING_INL_H_
 #endif
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -47,9 +48,39 @@ constexpr size_t kFmaPrefillRows = 2;
 // i < kRows; returns where the last (r1 - r0) % kRows rows, left to the caller, begin. Which rows
 // share a tile changes no bits (each row is summed on its own); the rows left over are the last
 // of the range, as before.
+//
+// With row_bytes (the bytes of one row), the run is also kept from putting most streams at
+// nearly the same offset in a 4 KiB page: a stride of tiles rows that is (nearly) a multiple of
+// 4096 bytes (GPT-2 medium's every product, XL's within 128 bytes) sends every stream to the
+// same cache sets, and int8 decode moved 10-13 GB/s of weights there against 14-17 for small
+// and large (BENCHMARKS.md "ForEachStridedTile"). Where more than half the streams begin within
+// 512 bytes of one another's page offset, the run takes up to 7 rows fewer if that spreads them,
+// leaving those rows to the caller as well; other shapes (all of GPT-2 small's) keep their tiles.
 template <int64_t kRows, typename TileFn>
-HWY_INLINE int64_t ForEachStridedTile(int64_t r0, int64_t r1, const TileFn& tile) {
-  const int64_t tiles = (r1 - r0) / kRows;
+HWY_INLINE int64_t ForEachStridedTile(int64_t r0, int64_t r1, const TileFn& tile,
+                                      int64_t row_bytes = 0) {
+  int64_t tiles = (r1 - r0) / kRows;
+  // The most streams whose page offsets lie within 512 bytes of one stream's, for runs of n.
+  const auto crowd = [&](int64_t n) {
+    int64_t most = 0;
+    for (int64_t i = 0; i < kRows; ++i) {
+      int64_t near = 0;
+      for (int64_t j = 0; j < kRows; ++j) {
+        const int64_t d = ((j - i) * n * row_bytes % 4096 + 4096) % 4096;
+        near += std::min(d, 4096 - d) < 512 ? 1 : 0;
+      }
+      most = std::max(most, near);
+    }
+    return most;
+  };
+  if (row_bytes > 0 && kRows > 2 && crowd(tiles) > kRows / 2) {
+    int64_t best = tiles, fewest = crowd(tiles);
+    for (int64_t n = tiles - 1; n >= tiles - 7 && n > 0; --n) {
+      const int64_t c = crowd(n);
+      if (c < fewest) best = n, fewest = c;
+    }
+    tiles = best;
+  }
   for (int64_t k = 0; k < tiles; ++k) tile(r0 + k, tiles);
   return r0 + tiles * kRows;
 }

@@ -135,9 +135,10 @@ HWY_INLINE int64_t Int8Decode(const Int8Activations& a, const WeightView& w,
                               const float* HWY_RESTRICT bias, float* HWY_RESTRICT y, int64_t r0,
                               int64_t r1) {
   constexpr int64_t kTile = 4 * kInt8DecodeGroups;
+  const int64_t row_bytes = w.cols / 32 * static_cast<int64_t>(sizeof(Block));
   const int64_t groups_begin = ForEachStridedTile<kTile>(r0, r1, [&](int64_t r, int64_t step) {
     Int8DecodeGroups<kInt8DecodeGroups, Block>(a, w, bias, y, r, step);
-  });
+  }, row_bytes);
   return ForEachStridedTile<4>(groups_begin, r1, [&](int64_t r, int64_t step) {
     Int8DecodeGroups<1, Block>(a, w, bias, y, r, step);
   });

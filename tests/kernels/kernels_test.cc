@@ -928,6 +928,19 @@ TEST_CASE("MatMul q8_0/q4_0 decode covers the wide WASM row tiles", "[kernels]")
   }
 }
 
+TEST_CASE("MatMul q8_0/q4_0 decode covers runs shortened to spread the streams", "[kernels]") {
+  // 1027 rows of 1024 columns (GPT-2 medium's width): runs of 128 rows put the 8 streams of the
+  // WASM int8 decode 128 * 1088 (Q8_0) or 128 * 576 (Q4_0) bytes apart, a multiple of 4096, so
+  // ForEachStridedTile shortens the runs (matmul-tiling-inl.h) and leaves 8-56 more rows to the
+  // groups of 4 and the single rows after them. Every row must still come out, once.
+  constexpr int64_t kRows = 1027, kCols = 1024;
+  for (TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
+    const TestWeights w = MakeWeights(type, kRows, kCols, false, 470);
+    CheckMatMul(w, 1, 0, kRows, true);
+    CheckMatMul(w, 1, 5, kRows - 2, false);
+  }
+}
+
 TEST_CASE("MatMul q8_0/q4_0 prefill covers the WASM token passes", "[kernels]") {
   // WASM's int8-activation prefill runs 2 rows over 8 tokens at a time (kPrefillRowsWasm rows,
   // kPrefillGroups groups of 4), then 4, then the last 0-3 tokens row by row, and an odd last
