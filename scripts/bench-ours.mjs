@@ -8,6 +8,12 @@ export const median = (xs) => {
   return v.length % 2 ? v[(v.length - 1) / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
 };
 
+// A prompt of `tokens` words that GPT-2's BPE keeps as single tokens (bench-profile, bench-turns).
+export function repeatedPrompt(tokens) {
+  const words = 'The quick brown fox jumps over the lazy dog and the small cat sat on the mat near the old house'.split(' ');
+  return Array.from({ length: tokens }, (_, i) => words[i % words.length]).join(' ');
+}
+
 // ---- in the page ------------------------------------------------------------------------------
 // These functions are serialized into the page by page.evaluate: no closures.
 
@@ -63,6 +69,26 @@ export function benchRun({ k, n, nDecode, capture }) {
   for (let i = 0; i < nDecode; ++i) engine.step(engine.sample());
   const t2 = performance.now();
   return { prefillMs: t1 - t0, decodeMs: t2 - t1, heapBytes: Module.HEAP8.buffer.byteLength };
+}
+
+// Engine 0: `n` prefills of the first `tokens` prompt tokens, capture as asked, each then
+// `decode` greedy steps; each prefill's ms and each decode's (bench-profile, bench-turns).
+export function timedPrefills({ n, tokens, capture, decode = 0 }) {
+  const { engines, ids } = window.bench;
+  const engine = engines[0];
+  engine.setCapture(capture);
+  engine.setSampling({ temperature: 0 });
+  const ms = [], decodeMs = [];
+  for (let i = 0; i < n; ++i) {
+    engine.reset();
+    const t0 = performance.now();
+    engine.prefill(ids.slice(0, tokens));
+    const t1 = performance.now();
+    for (let j = 0; j < decode; ++j) engine.step(engine.sample());
+    ms.push(t1 - t0);
+    decodeMs.push(performance.now() - t1);
+  }
+  return { ms, decodeMs };
 }
 
 // Decode at two positions in alternating bursts: engine kNear after a 1-token prompt, engine kFar

@@ -50,24 +50,7 @@ for (const b of kBuilds) {
   }
 }
 
-// Words that GPT-2's BPE keeps as single tokens (as scripts/bench.mjs's prompt).
-const kWords = 'The quick brown fox jumps over the lazy dog and the small cat sat on the mat near the old house'.split(' ');
-const promptText = Array.from({ length: kPromptTokens }, (_, i) => kWords[i % kWords.length]).join(' ');
-
-// In the page: `n` prefills of the first `tokens` prompt tokens on engine 0; their ms.
-function prefills({ n, tokens, capture }) {
-  const { engines, ids } = window.bench;
-  const engine = engines[0];
-  engine.setCapture(capture);
-  const ms = [];
-  for (let i = 0; i < n; ++i) {
-    engine.reset();
-    const t0 = performance.now();
-    engine.prefill(ids.slice(0, tokens));
-    ms.push(performance.now() - t0);
-  }
-  return ms;
-}
+const promptText = Ours.repeatedPrompt(kPromptTokens);
 
 // Self time per function, and per (forward step, function): a sample's step is the nearest
 // caller named gpt2::Session::*Step (or "other").
@@ -131,13 +114,13 @@ try {
         const loaded = await page.evaluate(Ours.loadEngines, { engineUrl: '/' + kEngine,
           modelUrl: `/__model/${type}.gguf`, promptText, threads: [1], wasmSuffix: kSuffix[build] });
         const browserName = /(?:Headless)?Chrome\/[\d.]+/.exec(loaded.userAgent)?.[0];
-        await page.evaluate(prefills, { n: 2, tokens: kPromptTokens, capture: kCapture });  // V8 tiers up
-        const plainMs = await page.evaluate(prefills, { n: kPrefills, tokens: kPromptTokens, capture: kCapture });
+        await page.evaluate(Ours.timedPrefills, { n: 2, tokens: kPromptTokens, capture: kCapture });  // V8 tiers up
+        const plainMs = (await page.evaluate(Ours.timedPrefills, { n: kPrefills, tokens: kPromptTokens, capture: kCapture })).ms;
         const cdp = await page.context().newCDPSession(page);
         await cdp.send('Profiler.enable');
         await cdp.send('Profiler.setSamplingInterval', { interval: kIntervalUs });
         await cdp.send('Profiler.start');
-        const profiledMs = await page.evaluate(prefills, { n: kPrefills, tokens: kPromptTokens, capture: kCapture });
+        const profiledMs = (await page.evaluate(Ours.timedPrefills, { n: kPrefills, tokens: kPromptTokens, capture: kCapture })).ms;
         const { profile } = await cdp.send('Profiler.stop');
         await cdp.detach();
         const file = path.join(kOut, `prefill-${type}-${build}${kCapture ? '-capture' : ''}.cpuprofile`);

@@ -19,12 +19,8 @@ import path from 'node:path';
 
 import * as H from '../tests/web/wllama-harness.mjs';
 import * as Ours from './bench-ours.mjs';
-import { benchModel, printMachine } from './node-engine.mjs';
+import { arg, benchModel, printMachine } from './node-engine.mjs';
 
-function arg(name, fallback) {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 && i + 1 < process.argv.length ? process.argv[i + 1] : fallback;
-}
 const kRoot = H.repoRoot;
 const kBase = arg('base', 'build/bench/base/gpt2-engine.js');
 const kEngine = arg('engine', 'build/wasm/web/gpt2-engine.js');
@@ -38,27 +34,7 @@ const kDecode = Number(arg('decode', '0'));
 const kSuffix = { plain: '', relaxed: '-relaxed' }[kBuild];
 if (kSuffix === undefined) throw new Error(`--builds: ${kBuild} is not plain or relaxed`);
 
-const kWords = 'The quick brown fox jumps over the lazy dog and the small cat sat on the mat near the old house'.split(' ');
-const promptText = Array.from({ length: kPromptTokens }, (_, i) => kWords[i % kWords.length]).join(' ');
-
-// In the page: `n` prefills of the first `tokens` prompt tokens, capture as asked, each then
-// `decode` greedy steps; the prefills' ms (and the decodes' in decodeMs).
-function prefills({ n, tokens, capture, decode = 0 }) {
-  const { engines, ids } = window.bench;
-  engines[0].setCapture(capture);
-  engines[0].setSampling({ temperature: 0 });
-  const ms = [], decodeMs = [];
-  for (let i = 0; i < n; ++i) {
-    engines[0].reset();
-    const t0 = performance.now();
-    engines[0].prefill(ids.slice(0, tokens));
-    const t1 = performance.now();
-    for (let j = 0; j < decode; ++j) engines[0].step(engines[0].sample());
-    ms.push(t1 - t0);
-    decodeMs.push(performance.now() - t1);
-  }
-  return decode ? { ms, decodeMs } : ms;
-}
+const promptText = Ours.repeatedPrompt(kPromptTokens);
 
 printMachine();
 const served = Object.fromEntries(kTypes.map((t) => [`/__model/${t}.gguf`, benchModel('gpt2', t)]));
@@ -73,7 +49,7 @@ try {
       await page.goto(origin + '/');
       const loaded = await page.evaluate(Ours.loadEngines, { engineUrl: '/' + path.relative(kRoot, path.resolve(kRoot, js)),
         modelUrl: `/__model/${type}.gguf`, promptText, threads: [1], wasmSuffix: kSuffix });
-      await page.evaluate(prefills, { n: 2, tokens: kPromptTokens, capture });  // V8 tiers up
+      await page.evaluate(Ours.timedPrefills, { n: 2, tokens: kPromptTokens, capture });  // V8 tiers up
       console.log(`${type} ${name} (${js}, ${kBuild}${capture ? ', capture on' : ''}): ${loaded.info.simd}, ` +
           `int8 prefill ${loaded.info.int8_prefill}`);
       sides.push({ name, page, capture, tokS: [], decodeTokS: [] });
@@ -82,8 +58,8 @@ try {
     for (let r = 0; r < kRounds; ++r) {
       const order = r % 2 ? [...sides].reverse() : sides;
       for (const side of order) {
-        const got = await side.page.evaluate(prefills, { n: kPrefills, tokens: kPromptTokens, capture: side.capture, decode: kDecode });
-        side.tokS.push(kPromptTokens / (median(kDecode ? got.ms : got) / 1e3));
+        const got = await side.page.evaluate(Ours.timedPrefills, { n: kPrefills, tokens: kPromptTokens, capture: side.capture, decode: kDecode });
+        side.tokS.push(kPromptTokens / (median(got.ms) / 1e3));
         if (kDecode) side.decodeTokS.push(kDecode / (median(got.decodeMs) / 1e3));
       }
       ratios.push(sides[1].tokS[r] / sides[0].tokS[r]);

@@ -134,6 +134,12 @@ struct Int8Activations {
   std::vector<float> vnni_dx;
   int64_t vnni_T = 0;
   int64_t T = 0;
+
+  // Where token t's first 4 bytes of block b lie in q8_by_block (its layout above); byte i of
+  // that block is 16 * (i / 4) + i % 4 further. Q8Offset(cols / 32, 0) is the array's size.
+  int64_t Q8Offset(int64_t b, int64_t t) const {
+    return (b * ((T + 3) / 4) + t / 4) * 128 + t % 4 * 4;
+  }
 };
 
 // What a MatMulInput holds (kernels.h): the activations of one product, ready for any number of

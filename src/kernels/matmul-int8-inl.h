@@ -130,7 +130,7 @@ HWY_INLINE void SizeActivations(int64_t T, int64_t cols, bool q4_offset, Int8Act
   if (HWY_TARGET == HWY_WASM && T > 1 && a.wasm_dot == 0) {
     kernels_internal::CacheLineAligned(a.q_by_block, static_cast<size_t>(T * cols));
   } else if (HWY_TARGET == HWY_WASM && T > 1) {
-    kernels_internal::CacheLineAligned(a.q8_by_block, static_cast<size_t>((T + 3) / 4 * 4 * cols));
+    kernels_internal::CacheLineAligned(a.q8_by_block, static_cast<size_t>(a.Q8Offset(nb, 0)));
     if (a.sum_by_block.size() < static_cast<size_t>(nb * T)) {
       a.sum_by_block.resize(static_cast<size_t>(nb * T));
     }
@@ -192,7 +192,7 @@ HWY_NOINLINE void QuantizeActivations(const float* HWY_RESTRICT x, int64_t t0, i
           hn::Store(hn::DemoteTo(di8, hn::LoadU(di16, q + b * 32 + j * kI16Lanes)), di8,
                     q8 + j * kI16Lanes);
         }
-        int8_t* HWY_RESTRICT group = q8_by_block + (b * ((T + 3) / 4) + t / 4) * 128 + (t % 4) * 4;
+        int8_t* HWY_RESTRICT group = q8_by_block + a.Q8Offset(b, t);
         for (int64_t c = 0; c < 8; ++c) std::memcpy(group + c * 16, q8 + c * 4, 4);
         a.sum_by_block[b * T + t] = sum;
       }

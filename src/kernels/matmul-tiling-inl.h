@@ -73,13 +73,13 @@ HWY_INLINE int64_t ForEachStridedTile(int64_t r0, int64_t r1, const TileFn& tile
     }
     return most;
   };
-  if (row_bytes > 0 && kRows > 2 && crowd(tiles) > kRows / 2) {
-    int64_t best = tiles, fewest = crowd(tiles);
-    for (int64_t n = tiles - 1; n >= tiles - 7 && n > 0; --n) {
+  int64_t fewest = row_bytes > 0 && kRows > 2 ? crowd(tiles) : 0;
+  if (fewest > kRows / 2) {
+    const int64_t full = tiles;
+    for (int64_t n = full - 1; n >= full - 7 && n > 0; --n) {
       const int64_t c = crowd(n);
-      if (c < fewest) best = n, fewest = c;
+      if (c < fewest) tiles = n, fewest = c;
     }
-    tiles = best;
   }
   for (int64_t k = 0; k < tiles; ++k) tile(r0 + k, tiles);
   return r0 + tiles * kRows;

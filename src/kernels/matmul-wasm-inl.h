@@ -260,7 +260,7 @@ HWY_INLINE void Int8PrefillTokensBytes(const Int8Activations& a,
                                        const float* HWY_RESTRICT const* dws,
                                        VF (&acc)[kRows][kGroups]) {
   const DF df;
-  const int64_t nb = cols / 32, T = a.T, groups = (T + 3) / 4;
+  const int64_t nb = cols / 32, T = a.T;
   const float* HWY_RESTRICT dx = a.d_by_block.data() + t0;
   const int32_t* HWY_RESTRICT sums = a.sum_by_block.data() + t0;
   constexpr int32_t kOffset = WeightByteOffset<Block, Dots::kUnsignedB>();
@@ -268,7 +268,7 @@ HWY_INLINE void Int8PrefillTokensBytes(const Int8Activations& a,
     for (size_t g = 0; g < kGroups; ++g) acc[i][g] = hn::Zero(df);
   }
   for (int64_t b = 0; b < nb; ++b) {
-    const int8_t* HWY_RESTRICT qb = q8_by_block + (b * groups + t0 / 4) * 128;
+    const int8_t* HWY_RESTRICT qb = q8_by_block + a.Q8Offset(b, t0);
     v128_t dots[kRows][kGroups];
     for (size_t g = 0; g < kGroups; ++g) {
       v128_t start = wasm_i32x4_splat(0);
