@@ -7,38 +7,20 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <new>
-#include <vector>
 
+#include "base/aligned.h"
 #include "kernels/kernels.h"
 #include "model/config.h"
 
 namespace gpt2 {
 
-// Storage on a cache line (64 bytes, AVX-512's vector) whose elements a resize leaves
-// uninitialized: no kernel reads a position before it is written (the 8-bit AttentionHead weighs
-// the unused partner of an odd last value with 0), and zeroing GPT-2 small's 20 MB 8-bit cache
-// faulted in every page of it at load (~60 ms of a cached reload on the AMD EPYC guest,
-// BENCHMARKS.md); now only the pages of positions in use are touched.
+// Storage on a cache line (base/aligned.h) whose elements a resize leaves uninitialized: no
+// kernel reads a position before it is written (the 8-bit AttentionHead weighs the unused partner
+// of an odd last value with 0), and zeroing GPT-2 small's 20 MB 8-bit cache faulted in every page
+// of it at load (~60 ms of a cached reload on the AMD EPYC guest, BENCHMARKS.md); now only the
+// pages of positions in use are touched.
 template <typename T>
-struct KvAllocator {
-  using value_type = T;
-  KvAllocator() = default;
-  template <typename U>
-  KvAllocator(const KvAllocator<U>&) {}
-  T* allocate(size_t n) {
-    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64}));
-  }
-  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{64}); }
-  template <typename U>
-  void construct(U* p) noexcept {
-    ::new (static_cast<void*>(p)) U;
-  }
-  bool operator==(const KvAllocator&) const { return true; }
-  bool operator!=(const KvAllocator&) const { return false; }
-};
-template <typename T>
-using KvVector = std::vector<T, KvAllocator<T>>;
+using KvVector = CacheLineVector<T, NewElements::kUninitialized>;
 
 // One head's queries for KvCache::Attend, and where its attention goes. Query t (at position
 // pos0 + t) is read from q + t * q_stride; its AttentionHead outputs go to out + t * out_stride

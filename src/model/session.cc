@@ -4,10 +4,10 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
-#include <new>
 #include <string>
 #include <vector>
 
+#include "base/aligned.h"
 #include "base/error.h"
 #include "format/quant.h"
 #include "model/kv_cache.h"
@@ -18,21 +18,8 @@ namespace gpt2 {
 
 namespace {
 
-// Storage on a cache line (64 bytes, AVX-512's vector): a plain std::vector's large buffers come
-// from mmap 16 bytes past a page start, so every 64-byte load of an activation row straddled two
-// lines.
-template <typename T>
-struct CacheLineAllocator {
-  using value_type = T;
-  CacheLineAllocator() = default;
-  template <typename U>
-  CacheLineAllocator(const CacheLineAllocator<U>&) {}
-  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
-  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{64}); }
-  bool operator==(const CacheLineAllocator&) const { return true; }
-  bool operator!=(const CacheLineAllocator&) const { return false; }
-};
-using Activations = std::vector<float, CacheLineAllocator<float>>;
+// Activation rows on a cache line (base/aligned.h), zeroed as a plain std::vector's.
+using Activations = CacheLineVector<float>;
 
 }  // namespace
 
