@@ -268,6 +268,24 @@ HWY_INLINE float Dot(const float* HWY_RESTRICT a, const T* HWY_RESTRICT b, int64
   return sum;
 }
 
+// out[0, kVecs * lanes) = sum over keys i of probs[i] * v[i * kv_stride + (0, kVecs * lanes)]:
+// the kVecs vectors of out stay in registers while the loop walks all keys, so each probs[i] is
+// broadcast once per kVecs vectors of out, and out written once.
+template <int64_t kVecs, typename T>
+HWY_INLINE void WeightedValueSum(const float* HWY_RESTRICT probs, const T* HWY_RESTRICT v,
+                                 int64_t kv_stride, int64_t n_keys, float* HWY_RESTRICT out) {
+  const ops::DF df;
+  constexpr int64_t kLanes = static_cast<int64_t>(ops::kLanes);
+  ops::VF acc[kVecs];
+  for (int64_t c = 0; c < kVecs; ++c) acc[c] = hn::Zero(df);
+  for (int64_t i = 0; i < n_keys; ++i) {
+    const T* HWY_RESTRICT vi = v + i * kv_stride;
+    const ops::VF p = hn::Set(df, Fold(v, probs[i]));
+    for (int64_t c = 0; c < kVecs; ++c) acc[c] = hn::MulAdd(p, LoadKv(df, vi + c * kLanes), acc[c]);
+  }
+  for (int64_t c = 0; c < kVecs; ++c) hn::StoreU(acc[c], df, out + c * kLanes);
+}
+
 }  // namespace kv
 
 // One query against n_keys cached keys: scores, softmax, probability-weighted sum of values;
@@ -278,18 +296,18 @@ HWY_INLINE float Dot(const float* HWY_RESTRICT a, const T* HWY_RESTRICT b, int64
 // wasm loop reading one sequential stream gets ~7 GB/s on this project's machine against ~11
 // with 4 streams (tests/kernels/attention_bench_test.cc, "whole KV cache"). Every key's score
 // is the same arithmetic in the same order whichever quarter it is in, so the scores are those
-// of 4 neighbouring keys at a time. The value sum keeps up to 8 vectors of out in registers while
-// it walks all keys, so each probs[j] is broadcast once per 8 vectors of out, and out written
-// once per pass instead of once per key.
+// of 4 neighbouring keys at a time. The value sum (kv::WeightedValueSum) keeps up to 8 vectors of
+// out in registers while it walks all keys, so each probs[j] is broadcast once per 8 vectors of
+// out, and out written once per pass instead of once per key.
 template <typename T>
 HWY_INLINE void AttentionHeadImpl(const float* q, const T* k, const T* v, int64_t kv_stride,
                                   int64_t n_keys, int64_t head_dim, float scale, float* scores,
                                   float* probs, float* out) {
   namespace hn = hwy::HWY_NAMESPACE;
   using ops::kLanes;
-  const ops::DF df;
   int64_t j = 0;
 #if HWY_TARGET != HWY_SCALAR
+  const ops::DF df;
   const int64_t full = head_dim - head_dim % static_cast<int64_t>(kLanes);
   const hn::Full128<float> d4;
   const int64_t m = n_keys / 4;
@@ -345,54 +363,14 @@ HWY_INLINE void AttentionHeadImpl(const float* q, const T* k, const T* v, int64_
   SoftmaxKernel(probs, n_keys);
 
   int64_t d = 0;
-  constexpr int64_t kChunk8 = 8 * static_cast<int64_t>(kLanes);
-  for (; d + kChunk8 <= head_dim; d += kChunk8) {
-    ops::VF a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
-    ops::VF a4 = hn::Zero(df), a5 = hn::Zero(df), a6 = hn::Zero(df), a7 = hn::Zero(df);
-    for (int64_t i = 0; i < n_keys; ++i) {
-      const T* HWY_RESTRICT vi = v + i * kv_stride + d;
-      const ops::VF p = hn::Set(df, kv::Fold(v, probs[i]));
-      a0 = hn::MulAdd(p, kv::LoadKv(df, vi), a0);
-      a1 = hn::MulAdd(p, kv::LoadKv(df, vi + kLanes), a1);
-      a2 = hn::MulAdd(p, kv::LoadKv(df, vi + 2 * kLanes), a2);
-      a3 = hn::MulAdd(p, kv::LoadKv(df, vi + 3 * kLanes), a3);
-      a4 = hn::MulAdd(p, kv::LoadKv(df, vi + 4 * kLanes), a4);
-      a5 = hn::MulAdd(p, kv::LoadKv(df, vi + 5 * kLanes), a5);
-      a6 = hn::MulAdd(p, kv::LoadKv(df, vi + 6 * kLanes), a6);
-      a7 = hn::MulAdd(p, kv::LoadKv(df, vi + 7 * kLanes), a7);
-    }
-    hn::StoreU(a0, df, out + d);
-    hn::StoreU(a1, df, out + d + kLanes);
-    hn::StoreU(a2, df, out + d + 2 * kLanes);
-    hn::StoreU(a3, df, out + d + 3 * kLanes);
-    hn::StoreU(a4, df, out + d + 4 * kLanes);
-    hn::StoreU(a5, df, out + d + 5 * kLanes);
-    hn::StoreU(a6, df, out + d + 6 * kLanes);
-    hn::StoreU(a7, df, out + d + 7 * kLanes);
+  for (; d + 8 * static_cast<int64_t>(kLanes) <= head_dim; d += 8 * kLanes) {
+    kv::WeightedValueSum<8>(probs, v + d, kv_stride, n_keys, out + d);
   }
-  constexpr int64_t kChunk4 = 4 * static_cast<int64_t>(kLanes);
-  for (; d + kChunk4 <= head_dim; d += kChunk4) {
-    ops::VF a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
-    for (int64_t i = 0; i < n_keys; ++i) {
-      const T* HWY_RESTRICT vi = v + i * kv_stride + d;
-      const ops::VF p = hn::Set(df, kv::Fold(v, probs[i]));
-      a0 = hn::MulAdd(p, kv::LoadKv(df, vi), a0);
-      a1 = hn::MulAdd(p, kv::LoadKv(df, vi + kLanes), a1);
-      a2 = hn::MulAdd(p, kv::LoadKv(df, vi + 2 * kLanes), a2);
-      a3 = hn::MulAdd(p, kv::LoadKv(df, vi + 3 * kLanes), a3);
-    }
-    hn::StoreU(a0, df, out + d);
-    hn::StoreU(a1, df, out + d + kLanes);
-    hn::StoreU(a2, df, out + d + 2 * kLanes);
-    hn::StoreU(a3, df, out + d + 3 * kLanes);
+  for (; d + 4 * static_cast<int64_t>(kLanes) <= head_dim; d += 4 * kLanes) {
+    kv::WeightedValueSum<4>(probs, v + d, kv_stride, n_keys, out + d);
   }
   for (; d + static_cast<int64_t>(kLanes) <= head_dim; d += kLanes) {
-    ops::VF a0 = hn::Zero(df);
-    for (int64_t i = 0; i < n_keys; ++i) {
-      const ops::VF p = hn::Set(df, kv::Fold(v, probs[i]));
-      a0 = hn::MulAdd(p, kv::LoadKv(df, v + i * kv_stride + d), a0);
-    }
-    hn::StoreU(a0, df, out + d);
+    kv::WeightedValueSum<1>(probs, v + d, kv_stride, n_keys, out + d);
   }
   for (; d < head_dim; ++d) {
     float sum = 0.0f;
