@@ -30,7 +30,7 @@ export function hfSizes(id, weights) {
   return {gguf: Math.ceil(matrices * perWeight + vectors * 4 + 1.5e6), checkpoint: (matrices + vectors) * 4};
 }
 
-// The most memory the engine's WebAssembly module may use (src/model/config.h kWasmMemoryBudget:
+// The most memory the engine's WebAssembly module may use (src/base/memory_limit.h kWasmMemoryBudget:
 // -sMAXIMUM_MEMORY=4GB less 64 kB).
 export const kWasmMaxBytes = 4 * 2 ** 30 - 2 ** 16;
 

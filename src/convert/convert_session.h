@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "base/memory_limit.h"
 #include "convert/convert.h"
 #include "convert/sae_convert.h"
 #include "model/config.h"

@@ -8,7 +8,7 @@
 #endif
 
 #include "base/error.h"
-#include "model/config.h"
+#include "base/memory_limit.h"
 
 namespace gpt2 {
 

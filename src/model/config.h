@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "base/memory_limit.h"
+
 namespace gpt2 {
 
 class GgufFile;
@@ -87,10 +89,8 @@ struct MemoryPlan {
 };
 MemoryPlan PlanMemory(const Config& config);
 
-// Bytes a model may use here: in WebAssembly the module's 4 GB memory limit
-// (-sMAXIMUM_MEMORY=4GB in src/bindings/CMakeLists.txt) less 64 kB, so that every buffer the plan
-// admits has a size a 32-bit size_t holds; natively the machine's physical memory.
-constexpr int64_t kWasmMemoryBudget = (int64_t{4} << 30) - (int64_t{64} << 10);
+// Bytes a model may use here: in WebAssembly kWasmMemoryBudget (base/memory_limit.h); natively
+// the machine's physical memory.
 int64_t DefaultMemoryBudget();
 
 // Throws gpt2::Error ("... too large for this page ...") unless the file plus the session fit in
