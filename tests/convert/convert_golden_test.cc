@@ -87,7 +87,7 @@ TEST_CASE("convert: a Hugging Face checkpoint of the golden model matches PyTorc
   const std::vector<uint8_t> st = WriteSafetensors(entries);
   auto checkpoint = gpt2::SafetensorsFile::Parse(st.data(), st.size(), "golden.safetensors");
 
-  const auto golden = gpt2_test::GoldenFile::Load(gpt2_test::DataPath("golden_tiny.bin"));
+  const gpt2_test::GoldenFile& golden = gpt2_test::GoldenData("golden_tiny.bin");
   const std::vector<int32_t>& ids32 = golden.I32("p3/ids");
   const std::vector<int> ids(ids32.begin(), ids32.end());
   const std::vector<float>& want = golden.F32("p3/logits");  // [T, V]
@@ -119,7 +119,7 @@ TEST_CASE("convert: a Hugging Face checkpoint of the golden model matches PyTorc
 // (scripts/make_golden_family.py).
 TEST_CASE("convert: the widths and heads of GPT-2 medium, large and XL match PyTorch",
           "[convert][golden][family]") {
-  const auto golden = gpt2_test::GoldenFile::Load(gpt2_test::DataPath("golden_family.bin"));
+  const gpt2_test::GoldenFile& golden = gpt2_test::GoldenData("golden_family.bin");
   for (const std::string name : {"medium", "large", "xl"}) {
     INFO("shape " << name);
     const std::vector<int32_t>& dims = golden.I32(name + "/config");

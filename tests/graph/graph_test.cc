@@ -29,12 +29,10 @@
 namespace {
 
 using gpt2_test::DataPath;
+using gpt2_test::GoldenData;
 using gpt2_test::GoldenFile;
 
-const GoldenFile& Golden() {
-  static const GoldenFile g = GoldenFile::Load(DataPath("golden_graph.bin"));
-  return g;
-}
+const GoldenFile& Golden() { return GoldenData("golden_graph.bin"); }
 
 // The test set's blocks, read as gpt2-convert --transcoders reads a folder, converted in memory.
 struct TranscoderFiles {

@@ -50,16 +50,8 @@ double Pearson(const std::vector<double>& a, const std::vector<double>& b) {
   return sab / std::sqrt(saa * sbb);
 }
 
-const GoldenFile& Golden() {
-  static const GoldenFile golden = GoldenFile::Load(DataPath("golden_gradients.bin"));
-  return golden;
-}
-
-const gpt2::Model& Tiny() {
-  static const std::unique_ptr<LoadedModel> m = LoadModelBytes(
-      gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), gpt2::TensorType::kF32, nullptr));
-  return *m->model;
-}
+const GoldenFile& Golden() { return GoldenData("golden_gradients.bin"); }
+const gpt2::Model& Tiny() { return TinyModel(); }
 
 std::vector<int> Ids(const std::string& name) {
   const std::vector<int32_t>& ids = Golden().I32(name);

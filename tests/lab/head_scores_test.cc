@@ -27,10 +27,7 @@ namespace {
 // f32 against PyTorch, as the other golden tests.
 constexpr double kF32Tolerance = 1e-4;
 
-const GoldenFile& HeadsGolden() {
-  static const GoldenFile golden = GoldenFile::Load(DataPath("golden_circuits_heads.bin"));
-  return golden;
-}
+const GoldenFile& HeadsGolden() { return GoldenData("golden_circuits_heads.bin"); }
 
 std::vector<int> Ints(const std::vector<int32_t>& v) { return std::vector<int>(v.begin(), v.end()); }
 

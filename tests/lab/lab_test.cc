@@ -12,7 +12,6 @@
 
 #include "../model/golden_file.h"
 #include "../model/model_test_util.h"
-#include "../test_paths.h"
 #include "base/error.h"
 #include "lab/lab.h"
 #include "tools/common/synthetic_model.h"
@@ -25,10 +24,7 @@ namespace {
 constexpr double kRerunTolerance = 1e-5;
 constexpr double kF32Tolerance = 1e-4;
 
-const GoldenFile& Golden() {
-  static const GoldenFile golden = GoldenFile::Load(DataPath("golden_interventions.bin"));
-  return golden;
-}
+const GoldenFile& Golden() { return GoldenData("golden_interventions.bin"); }
 
 std::vector<int> GoldenIds(const std::string& name) {
   const std::vector<int32_t>& ids = Golden().I32(name);

@@ -11,7 +11,6 @@
 #include <catch2/catch.hpp>
 
 #include "../model/golden_file.h"
-#include "../test_paths.h"
 #include "base/error.h"
 #include "lab/lab.h"
 #include "model/capture.h"
@@ -23,10 +22,7 @@ namespace {
 constexpr double kF32Tolerance = 1e-4;    // against PyTorch, as golden_test.cc
 constexpr double kRerunTolerance = 1e-5;  // the same runs grouped differently
 
-const GoldenFile& Golden() {
-  static const GoldenFile golden = GoldenFile::Load(DataPath("golden_path_patch.bin"));
-  return golden;
-}
+const GoldenFile& Golden() { return GoldenData("golden_path_patch.bin"); }
 
 std::vector<int> Ids(const std::string& name) {
   const std::vector<int32_t>& ids = Golden().I32(name);

@@ -36,21 +36,9 @@ namespace {
 // f32 against PyTorch's f32, relative to each tensor's largest value (the bound).
 constexpr double kRelTol = 1e-4;
 
-const GoldenFile& Golden() {
-  static const GoldenFile golden = GoldenFile::Load(DataPath("golden_gradients.bin"));
-  return golden;
-}
-
-const GoldenFile& SaeGolden() {
-  static const GoldenFile golden = GoldenFile::Load(DataPath("golden_sae.bin"));
-  return golden;
-}
-
-const gpt2::Model& Tiny() {
-  static const std::unique_ptr<LoadedModel> m = LoadModelBytes(
-      gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), gpt2::TensorType::kF32, nullptr));
-  return *m->model;
-}
+const GoldenFile& Golden() { return GoldenData("golden_gradients.bin"); }
+const GoldenFile& SaeGolden() { return GoldenData("golden_sae.bin"); }
+const gpt2::Model& Tiny() { return TinyModel(); }
 
 std::vector<int> Ids(const std::string& name) {
   const std::vector<int32_t>& ids = Golden().I32(name);

@@ -26,17 +26,8 @@ namespace {
 // gradient: the bound. Observed below 1e-5 on this model.
 constexpr double kGradientRelTol = 1e-4;
 
-const GoldenFile& Golden() {
-  static const GoldenFile golden = GoldenFile::Load(DataPath("golden_gradients.bin"));
-  return golden;
-}
-
-const gpt2::Model& Tiny(gpt2::TensorType type = gpt2::TensorType::kF32) {
-  static std::map<gpt2::TensorType, std::unique_ptr<LoadedModel>> cache;
-  std::unique_ptr<LoadedModel>& slot = cache[type];
-  if (!slot) slot = LoadModelBytes(gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), type, nullptr));
-  return *slot->model;
-}
+const GoldenFile& Golden() { return GoldenData("golden_gradients.bin"); }
+const gpt2::Model& Tiny(gpt2::TensorType type = gpt2::TensorType::kF32) { return TinyModel(type); }
 
 std::vector<int> Ids(const std::string& name) {
   const std::vector<int32_t>& ids = Golden().I32(name);

@@ -17,22 +17,12 @@
 #include "model/model.h"
 #include "golden_file.h"
 #include "model_test_util.h"
-#include "../test_paths.h"
 #include "tools/common/synthetic_model.h"
 
 namespace gpt2_test {
 namespace {
 
-const GoldenFile& Golden() {
-  static const GoldenFile golden = GoldenFile::Load(DataPath("golden_tiny.bin"));
-  return golden;
-}
-
-const gpt2::Model& Tiny() {
-  static const std::unique_ptr<LoadedModel> m = LoadModelBytes(
-      gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), gpt2::TensorType::kF32, nullptr));
-  return *m->model;
-}
+const GoldenFile& Golden() { return GoldenData("golden_tiny.bin"); }
 
 // The obvious top-k: sort everything, softmax in double.
 void SortedTopK(const std::vector<float>& logits, int k, std::vector<int>* ids, std::vector<float>* probs) {
@@ -69,7 +59,7 @@ TEST_CASE("TopProbabilities equals a full sort, ties to the lower id", "[model][
 }
 
 TEST_CASE("the capture store holds PyTorch's activations and statistics", "[model][capture]") {
-  const gpt2::Model& model = Tiny();
+  const gpt2::Model& model = TinyModel();
   const gpt2::Config& c = model.config();
   const int L = c.n_layer, C = c.n_embd, H = c.n_head, V = c.n_vocab;
   const std::vector<int32_t>& ids32 = Golden().I32("p3/ids");
@@ -288,10 +278,10 @@ TEST_CASE("the capture store's attention rows are the run's own probabilities",
 
 TEST_CASE("the recorder keeps every reported tensor", "[model][capture]") {
   gpt2::Recorder recorder;
-  gpt2::Session session(Tiny());
+  gpt2::Session session(TinyModel());
   const int ids[] = {464, 2068, 7586};
   session.Prefill(ids, 3, {recorder.Observer()});
-  const int L = Tiny().config().n_layer;
+  const int L = TinyModel().config().n_layer;
   CHECK(recorder.tensors().size() == size_t(15 * L + 3));
   const gpt2::RecordedTensor* probs = recorder.Find("attn_probs", 1);
   REQUIRE(probs != nullptr);
@@ -369,7 +359,7 @@ TEST_CASE("the hook table names every observed tensor, ours and TransformerLens'
   gpt2::Hook none;
   CHECK_FALSE(gpt2::FindHook("resid_mid", &none));  // TransformerLens's name, not ours
   // Every tensor a forward reports carries its hook, named by the table.
-  gpt2::Session session(Tiny());
+  gpt2::Session session(TinyModel());
   const int ids[] = {464, 2068};
   int reports = 0;
   session.Prefill(ids, 2, {[&](const gpt2::Activation& a) {
@@ -377,7 +367,7 @@ TEST_CASE("the hook table names every observed tensor, ours and TransformerLens'
                     REQUIRE(std::string(a.name) == gpt2::HookName(a.hook));
                     REQUIRE((a.layer >= 0) == gpt2::Info(a.hook).per_block);
                   }});
-  CHECK(reports == 15 * Tiny().config().n_layer + 3);
+  CHECK(reports == 15 * TinyModel().config().n_layer + 3);
 }
 
 }  // namespace

@@ -8,36 +8,31 @@
 #include "model/generate.h"
 #include "model/sampler.h"
 #include "model_test_util.h"
-#include "tools/common/synthetic_model.h"
 
 namespace {
 
 using gpt2::GenerateOptions;
 using gpt2::StopReason;
-
-std::unique_ptr<gpt2_test::LoadedModel> TinyModel() {
-  return gpt2_test::LoadModelBytes(
-      gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), gpt2::TensorType::kF32, nullptr));
-}
+using gpt2_test::TinyModel;
 
 TEST_CASE("Generate samples what a hand-written prefill/sample/step loop samples", "[model]") {
-  auto m = TinyModel();
+  const gpt2::Model& model = TinyModel();
   GenerateOptions options;
   options.sampling = gpt2::SamplingParams{0.9f, 20, 0.95f, 1234};
   options.max_tokens = 12;
   options.stop_at_end_of_text = false;
   const std::vector<int> prompt = {464, 2068, 7586};
 
-  gpt2::Session session(*m->model);
+  gpt2::Session session(model);
   std::vector<int> got;
   CHECK(gpt2::Generate(session, prompt, options, [&](int id) {
           got.push_back(id);
           return true;
         }) == StopReason::kMaxTokens);
 
-  gpt2::Session by_hand(*m->model);
+  gpt2::Session by_hand(model);
   gpt2::Sampler sampler(options.sampling);
-  const int V = m->model->config().n_vocab;
+  const int V = model.config().n_vocab;
   const float* logits = by_hand.Prefill(prompt.data(), 3);
   std::vector<int> want;
   for (int i = 0; i < 12; ++i) {
@@ -49,15 +44,15 @@ TEST_CASE("Generate samples what a hand-written prefill/sample/step loop samples
 }
 
 TEST_CASE("Generate stops when the context is full, and when the caller says stop", "[model]") {
-  auto m = TinyModel();
-  const int n_ctx = m->model->config().n_ctx;  // 64
+  const gpt2::Model& model = TinyModel();
+  const int n_ctx = model.config().n_ctx;  // 64
   GenerateOptions options;
   options.sampling.temperature = 0;
   options.max_tokens = 1000;
   options.stop_at_end_of_text = false;
   std::vector<int> prompt(n_ctx - 5, 100);
 
-  gpt2::Session session(*m->model);
+  gpt2::Session session(model);
   int count = 0;
   CHECK(gpt2::Generate(session, prompt, options, [&](int) { return ++count, true; }) ==
         StopReason::kContextFull);

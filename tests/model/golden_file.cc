@@ -5,8 +5,10 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <memory>
 
 #include "base/error.h"
+#include "test_paths.h"
 
 namespace gpt2_test {
 namespace {
@@ -113,6 +115,13 @@ const std::vector<int32_t>& GoldenFile::I32(const std::string& name) const {
   const GoldenTensor& t = Get(name);
   if (t.dtype != 1) throw gpt2::Error("golden record '" + name + "' is not int32");
   return t.i32;
+}
+
+const GoldenFile& GoldenData(const std::string& name) {
+  static std::map<std::string, std::unique_ptr<const GoldenFile>> loaded;
+  std::unique_ptr<const GoldenFile>& slot = loaded[name];
+  if (!slot) slot = std::make_unique<const GoldenFile>(GoldenFile::Load(DataPath(name)));
+  return *slot;
 }
 
 TensorDiff CompareTensors(const float* actual, const float* expected, int64_t n) {

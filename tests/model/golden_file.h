@@ -37,6 +37,10 @@ class GoldenFile {
   std::map<std::string, GoldenTensor> tensors_;
 };
 
+// tests/data/<name> ("golden_tiny.bin"), loaded on first use and kept for the whole test program:
+// one GoldenFile per name, whichever test file asks.
+const GoldenFile& GoldenData(const std::string& name);
+
 struct TensorDiff {
   double max_abs = 0;       // over entries finite in both
   int64_t worst_index = -1;

@@ -21,7 +21,6 @@
 #include "model/sampler.h"
 #include "golden_file.h"
 #include "model_test_util.h"
-#include "../test_paths.h"
 #include "tools/common/synthetic_model.h"
 
 namespace gpt2_test {
@@ -35,19 +34,7 @@ constexpr double kCacheTolerance = 1e-5;
 
 const char* const kPrompts[] = {"p1", "p2", "p3"};
 
-const GoldenFile& Golden() {
-  static const GoldenFile golden = GoldenFile::Load(DataPath("golden_tiny.bin"));
-  return golden;
-}
-
-LoadedModel& TinyModel(gpt2::TensorType type) {
-  static std::map<gpt2::TensorType, std::unique_ptr<LoadedModel>> cache;
-  std::unique_ptr<LoadedModel>& slot = cache[type];
-  if (!slot) {
-    slot = LoadModelBytes(gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), type, nullptr));
-  }
-  return *slot;
-}
+const GoldenFile& Golden() { return GoldenData("golden_tiny.bin"); }
 
 std::vector<int> PromptIds(const std::string& prompt) {
   const std::vector<int32_t>& ids = Golden().I32(prompt + "/ids");
@@ -95,7 +82,7 @@ TEST_CASE("synthetic weights equal make_golden.py's numpy rebuild", "[model][gol
   CHECK(stored[5] == config.n_ff);
   CHECK(static_cast<uint64_t>(stored[6]) == gpt2::kSyntheticSeed);
 
-  const gpt2::GgufFile& file = TinyModel(gpt2::TensorType::kF32).model->file();
+  const gpt2::GgufFile& file = TinyModel(gpt2::TensorType::kF32).file();
   int checked = 0;
   for (const auto& entry : Golden().tensors()) {
     if (entry.first.compare(0, 9, "checksum/") != 0) continue;
@@ -129,7 +116,7 @@ TEST_CASE("synthetic weights equal make_golden.py's numpy rebuild", "[model][gol
 }
 
 TEST_CASE("synthetic GGUF carries llama.cpp's GPT-2 metadata", "[model][golden]") {
-  const gpt2::GgufFile& file = TinyModel(gpt2::TensorType::kF32).model->file();
+  const gpt2::GgufFile& file = TinyModel(gpt2::TensorType::kF32).file();
   CHECK(file.GetString("general.architecture") == "gpt2");
   CHECK(file.GetU32("gpt2.context_length") == 64);
   CHECK(file.GetU32("gpt2.embedding_length") == 64);
@@ -153,7 +140,7 @@ TEST_CASE("synthetic GGUF carries llama.cpp's GPT-2 metadata", "[model][golden]"
   CHECK(c.n_vocab == 50257);
   CHECK(c.head_dim() == 16);
 
-  const gpt2::GgufFile& q4 = TinyModel(gpt2::TensorType::kQ4_0).model->file();
+  const gpt2::GgufFile& q4 = TinyModel(gpt2::TensorType::kQ4_0).file();
   CHECK(q4.GetU32("general.file_type") == 2);
   CHECK(q4.FindTensor("token_embd.weight")->type == gpt2::TensorType::kQ4_0);
   CHECK(q4.FindTensor("position_embd.weight")->type == gpt2::TensorType::kF32);
@@ -161,7 +148,7 @@ TEST_CASE("synthetic GGUF carries llama.cpp's GPT-2 metadata", "[model][golden]"
 }
 
 TEST_CASE("forward pass matches PyTorch tensor by tensor", "[model][golden]") {
-  const gpt2::Model& model = *TinyModel(gpt2::TensorType::kF32).model;
+  const gpt2::Model& model = TinyModel(gpt2::TensorType::kF32);
   for (const char* prompt : kPrompts) {
     SECTION(prompt) {
       const std::vector<int> ids = PromptIds(prompt);
@@ -192,7 +179,7 @@ TEST_CASE("forward pass matches PyTorch tensor by tensor", "[model][golden]") {
 }
 
 TEST_CASE("every compiled kernel target gives PyTorch's logits", "[model][golden]") {
-  const gpt2::Model& model = *TinyModel(gpt2::TensorType::kF32).model;
+  const gpt2::Model& model = TinyModel(gpt2::TensorType::kF32);
   const std::vector<int> ids = PromptIds("p3");
   const GoldenTensor& golden = Golden().Get("p3/logits");
   for (int64_t target : gpt2::KernelTargets()) {
@@ -212,7 +199,7 @@ TEST_CASE("every compiled kernel target gives PyTorch's logits", "[model][golden
 }
 
 TEST_CASE("KV-cache decode equals a full prefill", "[model][golden]") {
-  const gpt2::Model& model = *TinyModel(gpt2::TensorType::kF32).model;
+  const gpt2::Model& model = TinyModel(gpt2::TensorType::kF32);
   const std::vector<int> ids = PromptIds("p3");
   const int V = model.config().n_vocab;
 
@@ -235,7 +222,7 @@ TEST_CASE("KV-cache decode equals a full prefill", "[model][golden]") {
 
 TEST_CASE("prefill in two chunks equals one prefill, and sees the cached keys",
           "[model][golden]") {
-  const gpt2::Model& model = *TinyModel(gpt2::TensorType::kF32).model;
+  const gpt2::Model& model = TinyModel(gpt2::TensorType::kF32);
   const std::vector<int> ids = PromptIds("p3");
   const int V = model.config().n_vocab;
   const int split = 5;
@@ -282,7 +269,7 @@ TEST_CASE("prefill in two chunks equals one prefill, and sees the cached keys",
 TEST_CASE("an unobserved prefill runs the last block's MLP for the last row only, same logits",
           "[model][golden]") {
   for (gpt2::TensorType type : {gpt2::TensorType::kF32, gpt2::TensorType::kQ8_0}) {
-    const gpt2::Model& model = *TinyModel(type).model;
+    const gpt2::Model& model = TinyModel(type);
     const int V = model.config().n_vocab;
     const int64_t C = model.config().n_embd;
     const std::string last_block = "blk" + std::to_string(model.config().n_layer - 1) + "/";
@@ -351,7 +338,7 @@ TEST_CASE("quantized models stay near the f32 golden", "[model][golden]") {
       if (bound.type == gpt2::TensorType::kF16 && act == gpt2::QuantActivations::kInt8) continue;
       const char* act_name = act == gpt2::QuantActivations::kInt8 ? "int8" : "f32";
       SECTION(std::string(bound.name) + " " + act_name) {
-        const gpt2::Model& model = *TinyModel(bound.type).model;
+        const gpt2::Model& model = TinyModel(bound.type);
         double max_abs = 0;
         int agree = 0, positions = 0;
         for (const char* prompt : kPrompts) {
@@ -385,7 +372,7 @@ TEST_CASE("quantized models stay near the f32 golden", "[model][golden]") {
 }
 
 TEST_CASE("greedy continuation equals PyTorch's", "[model][golden]") {
-  const gpt2::Model& model = *TinyModel(gpt2::TensorType::kF32).model;
+  const gpt2::Model& model = TinyModel(gpt2::TensorType::kF32);
   const std::vector<int32_t>& expected = Golden().I32("p1/greedy");
   std::vector<int> ids = PromptIds("p1");
   gpt2::Session session(model);
@@ -405,7 +392,7 @@ TEST_CASE("greedy continuation equals PyTorch's", "[model][golden]") {
 }
 
 TEST_CASE("logit lens equals PyTorch's", "[model][golden]") {
-  const gpt2::Model& model = *TinyModel(gpt2::TensorType::kF32).model;
+  const gpt2::Model& model = TinyModel(gpt2::TensorType::kF32);
   const int L = model.config().n_layer;
   for (const char* prompt : kPrompts) {
     SECTION(prompt) {
@@ -442,7 +429,7 @@ TEST_CASE("logit lens equals PyTorch's", "[model][golden]") {
 }
 
 TEST_CASE("a prompt past the context throws and leaves the session usable", "[model][golden]") {
-  const gpt2::Model& model = *TinyModel(gpt2::TensorType::kF32).model;
+  const gpt2::Model& model = TinyModel(gpt2::TensorType::kF32);
   const int n_ctx = model.config().n_ctx;
   const std::vector<int> p2 = PromptIds("p2");
   const GoldenTensor& golden = Golden().Get("p2/logits");

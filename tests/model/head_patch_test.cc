@@ -15,8 +15,6 @@
 #include "model/capture.h"
 #include "model/model.h"
 #include "model_test_util.h"
-#include "../test_paths.h"
-#include "tools/common/synthetic_model.h"
 
 namespace gpt2_test {
 namespace {
@@ -25,16 +23,7 @@ constexpr double kF32Tolerance = 1e-4;     // against PyTorch, as golden_test.cc
 constexpr double kRerunTolerance = 1e-5;   // the same arithmetic in another call shape
 constexpr double kScalarTolerance = 1e-4;  // a written-out sum against the kernels' order
 
-const GoldenFile& Golden() {
-  static const GoldenFile golden = GoldenFile::Load(DataPath("golden_interventions.bin"));
-  return golden;
-}
-
-const gpt2::Model& Tiny() {
-  static const std::unique_ptr<LoadedModel> m = LoadModelBytes(
-      gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), gpt2::TensorType::kF32, nullptr));
-  return *m->model;
-}
+const GoldenFile& Golden() { return GoldenData("golden_interventions.bin"); }
 
 std::vector<int> CleanIds() {
   const std::vector<int32_t>& ids = Golden().I32("ids");
@@ -51,7 +40,7 @@ std::vector<int> SourceIds() {
 }
 
 struct Runs {
-  const gpt2::Model& model = Tiny();
+  const gpt2::Model& model = TinyModel();
   const gpt2::Config& c = model.config();
   const int C = c.n_embd, D = c.head_dim(), H = c.n_head, V = c.n_vocab;
   const std::vector<int> ids = CleanIds();

@@ -21,10 +21,8 @@
 #include "golden_file.h"
 #include "intervention_cases.h"
 #include "model_test_util.h"
-#include "../test_paths.h"
 #include "tools/cli/args.h"
 #include "tools/common/intervention_flags.h"
-#include "tools/common/synthetic_model.h"
 
 namespace gpt2_test {
 namespace {
@@ -34,16 +32,7 @@ constexpr double kF32Tolerance = 1e-4;
 // A re-run reusing the cache does the same arithmetic in the same order as a full run.
 constexpr double kRerunTolerance = 1e-5;
 
-const GoldenFile& Golden() {
-  static const GoldenFile golden = GoldenFile::Load(DataPath("golden_interventions.bin"));
-  return golden;
-}
-
-const gpt2::Model& Tiny() {
-  static const std::unique_ptr<LoadedModel> m = LoadModelBytes(
-      gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), gpt2::TensorType::kF32, nullptr));
-  return *m->model;
-}
+const GoldenFile& Golden() { return GoldenData("golden_interventions.bin"); }
 
 std::vector<int> Ids(const std::string& name) {
   const std::vector<int32_t>& ids = Golden().I32(name);
@@ -54,7 +43,7 @@ std::vector<int> Ids(const std::string& name) {
 const gpt2::Recorder& CleanRun() {
   static const gpt2::Recorder* recorder = [] {
     auto* r = new gpt2::Recorder();
-    gpt2::Session session(Tiny());
+    gpt2::Session session(TinyModel());
     const std::vector<int> ids = Ids("ids");
     session.Prefill(ids.data(), static_cast<int>(ids.size()), {r->Observer()});
     return r;
@@ -64,11 +53,11 @@ const gpt2::Recorder& CleanRun() {
 
 // The cases of make_golden.py's intervention_cases(), built from our own runs.
 std::map<std::string, gpt2::Interventions> Cases() {
-  return InterventionCases(Tiny(), Ids("ids"), Ids("patch_source_ids"));
+  return InterventionCases(TinyModel(), Ids("ids"), Ids("patch_source_ids"));
 }
 
 TEST_CASE("each intervention's logits match PyTorch's", "[model][interventions]") {
-  const gpt2::Model& model = Tiny();
+  const gpt2::Model& model = TinyModel();
   const std::vector<int> ids = Ids("ids");
   const int T = static_cast<int>(ids.size()), V = model.config().n_vocab;
   for (const auto& entry : Cases()) {
@@ -102,7 +91,7 @@ TEST_CASE("each intervention's logits match PyTorch's", "[model][interventions]"
 
 TEST_CASE("an intervened re-run reusing the cache equals a full intervened run",
           "[model][interventions]") {
-  const gpt2::Model& model = Tiny();
+  const gpt2::Model& model = TinyModel();
   const int L = model.config().n_layer, C = model.config().n_embd, V = model.config().n_vocab;
   const std::vector<int> ids = Ids("ids");
   const int T = static_cast<int>(ids.size());
@@ -161,7 +150,7 @@ double ReferenceLogProb(const float* logits, int n, int id) {
 // The tiny model's prompt prefilled once with every activation recorded: the clean run that
 // the re-run and probe tests start from.
 struct CleanRun {
-  const gpt2::Model& model = Tiny();
+  const gpt2::Model& model = TinyModel();
   const int C = model.config().n_embd, V = model.config().n_vocab;
   const std::vector<int> ids = Ids("ids");
   const int T = static_cast<int>(ids.size());
@@ -254,7 +243,7 @@ TEST_CASE_METHOD(CleanRun,
 
 TEST_CASE("per-block times: every block run gets a positive time, the others keep theirs",
           "[model][interventions]") {
-  const gpt2::Model& model = Tiny();
+  const gpt2::Model& model = TinyModel();
   const int L = model.config().n_layer;
   const std::vector<int> ids = Ids("ids");
   const int T = static_cast<int>(ids.size());
@@ -276,7 +265,7 @@ TEST_CASE("per-block times: every block run gets a positive time, the others kee
 }
 
 TEST_CASE("interventions hold in decode steps as in one prefill", "[model][interventions]") {
-  const gpt2::Model& model = Tiny();
+  const gpt2::Model& model = TinyModel();
   const int V = model.config().n_vocab;
   const std::vector<int> ids = Ids("ids");
   const int T = static_cast<int>(ids.size());
@@ -296,7 +285,7 @@ TEST_CASE("interventions hold in decode steps as in one prefill", "[model][inter
 
 TEST_CASE("interventions out of range are refused with the valid range",
           "[model][interventions]") {
-  const gpt2::Model& model = Tiny();
+  const gpt2::Model& model = TinyModel();
   gpt2::Session session(model);
   const int ids[] = {464, 2068};
   auto refused = [&](const gpt2::Interventions& iv, const std::string& needle) {
@@ -341,7 +330,7 @@ TEST_CASE("interventions out of range are refused with the valid range",
 }
 
 TEST_CASE("the CLI's intervention flags parse and name the valid range", "[model][interventions]") {
-  const gpt2::Config& c = Tiny().config();
+  const gpt2::Config& c = TinyModel().config();
   auto parse = [&](std::vector<std::string> words) {
     std::vector<char*> argv = {const_cast<char*>("gpt2"), const_cast<char*>("generate")};
     for (std::string& w : words) argv.push_back(&w[0]);
@@ -377,7 +366,7 @@ TEST_CASE("the CLI's intervention flags parse and name the valid range", "[model
 
 TEST_CASE("direct logit attribution matches PyTorch and sums to the logit",
           "[model][attribution]") {
-  const gpt2::Model& model = Tiny();
+  const gpt2::Model& model = TinyModel();
   const gpt2::Config& c = model.config();
   const std::vector<int> ids = Ids("ids");
   std::map<std::string, gpt2::Interventions> interventions;
@@ -427,7 +416,7 @@ TEST_CASE("direct logit attribution matches PyTorch and sums to the logit",
 
 TEST_CASE("attribution refuses what breaks the residual sum, and bad requests",
           "[model][attribution]") {
-  const gpt2::Model& model = Tiny();
+  const gpt2::Model& model = TinyModel();
   gpt2::Session session(model);
   const std::vector<int> ids = {464, 2068, 7586};
   gpt2::Interventions post;

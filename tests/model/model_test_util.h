@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include "format/gguf.h"
+#include "format/tensor_type.h"
 #include "golden_file.h"
 #include "model/capture.h"
 #include "model/model.h"
@@ -32,6 +33,11 @@ inline std::unique_ptr<LoadedModel> LoadModelBytes(std::vector<uint8_t> bytes) {
   loaded->model = gpt2::Model::FromGguf(loaded->file);
   return loaded;
 }
+
+// The tiny synthetic model (tools/common/synthetic_model.h TinyTestConfig, no tokenizer) with
+// matrices of `type`, built on first use and kept for the whole test program: one per type,
+// whichever test file asks (model_test_util.cc).
+const gpt2::Model& TinyModel(gpt2::TensorType type = gpt2::TensorType::kF32);
 
 struct ObservedTensor {
   std::vector<int64_t> shape;

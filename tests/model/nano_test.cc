@@ -32,7 +32,7 @@ std::vector<uint8_t> ReadBytes(const std::string& path) {
 }
 
 TEST_CASE("llm-viz nano GPT: every recorded activation matches", "[model][nano]") {
-  const GoldenFile partials = GoldenFile::Load(DataPath("nano_sort_partials.bin"));
+  const GoldenFile& partials = GoldenData("nano_sort_partials.bin");
   std::unique_ptr<LoadedModel> loaded = LoadModelBytes(ReadBytes(DataPath("nano_sort.gguf")));
   const gpt2::Model& model = *loaded->model;
   CHECK(model.config().n_vocab == 3);
@@ -81,7 +81,7 @@ TEST_CASE("llm-viz nano GPT: every recorded activation matches", "[model][nano]"
 
 TEST_CASE("llm-viz nano GPT: decoding one token at a time matches the recorded logits",
           "[model][nano]") {
-  const GoldenFile partials = GoldenFile::Load(DataPath("nano_sort_partials.bin"));
+  const GoldenFile& partials = GoldenData("nano_sort_partials.bin");
   std::unique_ptr<LoadedModel> loaded = LoadModelBytes(ReadBytes(DataPath("nano_sort.gguf")));
   const std::vector<int32_t>& ids = partials.I32("ids");
   const std::vector<float>& logits = partials.F32("logits");

@@ -34,10 +34,7 @@ namespace {
 constexpr double kF32Tolerance = 1e-4;
 const char* const kSaes[] = {"standard", "jumprelu", "topk", "layer_norm", "mlp_out"};
 
-const GoldenFile& Golden() {
-  static const GoldenFile golden = GoldenFile::Load(DataPath("golden_sae.bin"));
-  return golden;
-}
+const GoldenFile& Golden() { return GoldenData("golden_sae.bin"); }
 
 std::string Cfg(const std::string& name) { return SaeCfg(name); }
 
