@@ -147,7 +147,8 @@ async function withPage(browser, fn) {
 //     three runs of each side in turn per round.
 //   Both sides of these ratios are timed in short turns and summed: a burst of load from
 //   elsewhere (seconds long here) then lands on both sides instead of on one run, which moved a
-//   single pair's ratio by up to 0.25 (BENCHMARKS.md, 2026-12-02);
+//   single pair's ratio by up to 0.25 (BENCHMARKS-history.md "An 8-bit KV cache, and measuring
+//   in turns", 2026-12-02);
 //   capture heap: wasm memory after a 1024-token prompt with capture on minus with it off, in a
 //   fresh module (<= 300 MB).
 export async function longAndCapture({ browser, origin, engineUrl, modelUrl, promptText, runs, log }) {

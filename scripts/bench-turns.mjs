@@ -1,10 +1,10 @@
 #!/usr/bin/env node
-// One build of the page's module against another, in turns, in headless Chromium: the way to
-// tell whether a kernel change moved prefill on a guest whose speed drifts by a third between
-// runs (BENCHMARKS.md). Each build gets a page of its own in one browser, one thread, a
-// GPT-2-small-shaped model per weight type; then --rounds rounds, each build's --prefills
-// prefills of a 128-token prompt, alternating which build goes first. Prints each round's
-// tokens/s and the median over rounds of each build and of their per-round ratio.
+// One build of the page's module against another, in turns, in headless Chromium: the way to tell
+// whether a kernel change moved prefill on a guest whose speed drifts by a third between runs
+// (BENCHMARKS-history.md "Issue 35 (tools that compose)"). Each build gets a page of its own in one
+// browser, one thread, a GPT-2-small-shaped model per weight type; then --rounds rounds, each
+// build's --prefills prefills of a 128-token prompt, alternating which build goes first. Prints
+// each round's tokens/s and the median over rounds of each build and of their per-round ratio.
 //
 //   node scripts/bench-turns.mjs --base build/bench/base/gpt2-engine.js
 //                                [--engine build/wasm/web/gpt2-engine.js] [--builds relaxed]

@@ -3,13 +3,13 @@
 // alignment holds in memory as in the file. The bindings copy each chunk straight into Append's
 // place; the errors name the file and the call that starts it, as the page's user knows them.
 //
-// In the pthreads module a second thread writes the buffer's pages in from its end while the
-// chunks are copied in from its start. Fresh wasm memory costs the OS a page fault at the first
-// write to each 4 KiB (BENCHMARKS.md: ~400 ms of a cached reload of GPT-2 small), and two
-// threads take the faults side by side. Each touch is an atomic compare-exchange of 0 with 0 on
-// one word: a write (x86's locked read-modify-write always writes) that leaves whatever the copy
-// has put there. If no pool thread is free the copy faults the pages itself, as in the
-// single-threaded module.
+// In the pthreads module a second thread writes the buffer's pages in from its end while the chunks
+// are copied in from its start. Fresh wasm memory costs the OS a page fault at the first write to
+// each 4 KiB (~400 ms of a cached reload of GPT-2 small: BENCHMARKS-history.md "Where a cached
+// reload's time went"), and two threads take the faults side by side. Each touch is an atomic
+// compare-exchange of 0 with 0 on one word: a write (x86's locked read-modify-write always writes)
+// that leaves whatever the copy has put there. If no pool thread is free the copy faults the pages
+// itself, as in the single-threaded module.
 #pragma once
 
 #include <cstddef>

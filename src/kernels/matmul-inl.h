@@ -23,7 +23,8 @@
 // matmul-int8-inl.h (the activation quantizer, Int8Tile), matmul-tiling-inl.h (rows and tokens
 // into tiles on every target, DequantizedPrefill), matmul-wasm-inl.h (Int8Decode,
 // Int8PrefillRows), matmul-vnni-inl.h (VnniPrefill); this file dispatches among them. What each
-// runs at, and why the tuned constants are what they are: BENCHMARKS.md "The kernels' constants".
+// runs at, and why the tuned constants are what they are: BENCHMARKS-history.md "The kernels'
+// constants".
 #if defined(GPT2_KERNELS_MATMUL_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef GPT2_KERNELS_MATMUL_INL_H_
 #undef GPT2_KERNELS_MATMUL_INL_H_
@@ -54,7 +55,7 @@ namespace matmul {
 
 // kFastest's choice (kernels.h FastestQuantActivations): only AVX-512 without VNNI prefills
 // faster in f32 (dequantized rows and FMA, about twice int8); every other target and every decode
-// is faster in int8. BENCHMARKS.md "kFloatPrefillFaster".
+// is faster in int8. BENCHMARKS-history.md "kFloatPrefillFaster".
 constexpr bool kFloatPrefillFaster = HWY_TARGET == HWY_AVX3;
 
 }  // namespace matmul

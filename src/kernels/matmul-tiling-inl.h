@@ -31,19 +31,19 @@ namespace HWY_NAMESPACE {
 namespace matmul {
 
 // Rows in flight at T == 1 (independent FMA chains), WASM float decode included: more rows spill
-// V8's 16 vector registers in Chromium. BENCHMARKS.md "kDecodeRows".
+// V8's 16 vector registers in Chromium. BENCHMARKS-history.md "kDecodeRows".
 constexpr size_t kDecodeRows = 4;
 // Rows x tokens accumulators plus the decoded block must fit the register file (16 vectors on
-// SSE/AVX2 and V8, 32 on AVX-512). BENCHMARKS.md "kPrefillRows".
+// SSE/AVX2 and V8, 32 on AVX-512). BENCHMARKS-history.md "kPrefillRows".
 constexpr size_t kPrefillRows = HWY_MAX_BYTES == 64 ? 4 : 2;
 // WASM float prefill with relaxed SIMD's FMA (the relaxed twin only), one vector per step: its
-// 2 x 4 accumulators stay in V8's 16 registers. BENCHMARKS.md "kFmaPrefillRows".
+// 2 x 4 accumulators stay in V8's 16 registers. BENCHMARKS-history.md "kFmaPrefillRows".
 constexpr size_t kFmaPrefillRows = 2;
 
 // Decode reads every weight once, so it runs at the speed of memory. A tile of adjacent rows
 // reads its kRows rows as short streams inside a page or two, which the hardware prefetcher
 // follows poorly. So a decode tile takes rows a stride apart (tile k of [r0, r1): rows r0 + k +
-// i * tiles), each of its streams walking a run of consecutive rows (BENCHMARKS.md
+// i * tiles), each of its streams walking a run of consecutive rows (BENCHMARKS-history.md
 // "ForEachStridedTile": twice the decode speed). Calls tile(r, step) for rows r + i * step,
 // i < kRows; returns where the last (r1 - r0) % kRows rows, left to the caller, begin. Which rows
 // share a tile changes no bits (each row is summed on its own); the rows left over are the last
@@ -53,7 +53,7 @@ constexpr size_t kFmaPrefillRows = 2;
 // nearly the same offset in a 4 KiB page: a stride of tiles rows that is (nearly) a multiple of
 // 4096 bytes (GPT-2 medium's every product, XL's within 128 bytes) sends every stream to the
 // same cache sets, and int8 decode moved 10-13 GB/s of weights there against 14-17 for small
-// and large (BENCHMARKS.md "ForEachStridedTile"). Where more than half the streams begin within
+// and large (the same entry). Where more than half the streams begin within
 // 512 bytes of one another's page offset, the run takes up to 7 rows fewer if that spreads them,
 // leaving those rows to the caller as well; other shapes (all of GPT-2 small's) keep their tiles.
 template <int64_t kRows, typename TileFn>
@@ -199,7 +199,7 @@ HWY_NOINLINE void DequantizedRowGroup(const float* HWY_RESTRICT x, int64_t T,
   const int64_t cols = w.cols;
   // Per thread (the model splits one product's rows over threads); grows only.
   // Aligned: with AVX-512 every FloatTile load of a row 16 floats off a cache line would
-  // straddle two (BENCHMARKS.md "DequantizedRowGroup").
+  // straddle two (BENCHMARKS-history.md "DequantizedRowGroup").
   static thread_local std::vector<float> scratch;
   float* base = kernels_internal::CacheLineAligned(scratch, kR * static_cast<size_t>(cols));
   const float* rows[kR];

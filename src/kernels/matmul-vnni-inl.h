@@ -56,7 +56,7 @@ HWY_PUSH_ATTRIBUTES(HWY_TARGET_STR ",avx512vnni")
 constexpr int64_t kVnniRows = 16;  // int32 lanes of a 512-bit vector: one weight row each
 // Tokens per pass over a row group's packed blocks: their 16 f32 accumulators, the block's 8
 // weight vectors, its scales and 3 temporaries take 28 of the 32 vector registers.
-// BENCHMARKS.md "kVnniTokens".
+// BENCHMARKS-history.md "kVnniTokens".
 constexpr int64_t kVnniTokens = 16;
 static_assert(kMatMulRowGrain % kVnniRows == 0, "row groups must not straddle a row grain");
 // One packed block: 8 vectors of weight bytes, then the 16 rows' dw as f32.
@@ -137,7 +137,7 @@ HWY_INLINE void VnniTile(const Int8Activations& a, int64_t t0, int64_t nb,
     const int32_t* HWY_RESTRICT start = a.vnni_start.data() + b * T + t0;
     const float* HWY_RESTRICT dx = a.vnni_dx.data() + b * T + t0;
     // Unrolled, or GCC 12 turns the token loop inside out (tokens innermost, 2 blocks per step)
-    // and keeps the accumulators on the stack (BENCHMARKS.md "kVnniTokens").
+    // and keeps the accumulators on the stack (BENCHMARKS-history.md "kVnniTokens").
 #pragma GCC unroll 16
     for (int64_t t = 0; t < kT; ++t) {
       __m512i dot = _mm512_set1_epi32(start[t]);

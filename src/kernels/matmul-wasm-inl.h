@@ -35,15 +35,16 @@ namespace HWY_NAMESPACE {
 namespace matmul {
 
 // Groups of 4 rows per Int8DecodeGroups step: more rows' streams keep more memory requests in
-// flight, fewer keep the step in V8's 16 vector registers. BENCHMARKS.md "kInt8DecodeGroups".
+// flight, fewer keep the step in V8's 16 vector registers. BENCHMARKS-history.md
+// "kInt8DecodeGroups".
 constexpr int64_t kInt8DecodeGroups = 2;
 // WASM int8 prefill (Int8PrefillRows): kPrefillRowsWasm rows x kPrefillGroups groups of 4 tokens
-// per pass, the most live vectors V8's 16 registers hold. BENCHMARKS.md "kPrefillGroups".
+// per pass, the most live vectors V8's 16 registers hold. BENCHMARKS-history.md "kPrefillGroups".
 constexpr size_t kPrefillGroups = 2;
 constexpr size_t kPrefillRowsWasm = 2;
 // The same with 4-byte dots (Int8PrefillTokensBytes), whose passes hold rows x groups dot
 // vectors and as many accumulators, a token vector per group and a weight splat: more groups
-// share each splat, more rows each token vector. BENCHMARKS.md "kBytePrefillGroups".
+// share each splat, more rows each token vector. BENCHMARKS-history.md "kBytePrefillGroups".
 constexpr size_t kBytePrefillRows = 2;
 constexpr size_t kBytePrefillGroups = 4;
 
@@ -84,8 +85,8 @@ HWY_INLINE VF GroupBlock(const Block* HWY_RESTRICT const* rows, int64_t b,
 // groups of 4 rows. Packing a group's 4 rows into one vector makes the int -> float convert,
 // the scale and the accumulate one vector operation per group and block instead of one per row,
 // with the accumulator in a register: lane i holds row i, summed block after block as in the
-// scalar twin (no final horizontal sum). BENCHMARKS.md "kInt8DecodeGroups" has it against
-// Int8Tile's 64-row tiles, which it replaced.
+// scalar twin (no final horizontal sum). BENCHMARKS-history.md "kInt8DecodeGroups" has it
+// against Int8Tile's 64-row tiles, which it replaced.
 template <size_t kGroups, typename Block>
 HWY_NOINLINE void Int8DecodeGroups(const Int8Activations& a, const WeightView& w,
                                    const float* HWY_RESTRICT bias, float* HWY_RESTRICT y,

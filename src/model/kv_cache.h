@@ -17,8 +17,8 @@ namespace gpt2 {
 // Storage on a cache line (base/aligned.h) whose elements a resize leaves uninitialized: no
 // kernel reads a position before it is written (the 8-bit AttentionHead weighs the unused partner
 // of an odd last value with 0), and zeroing GPT-2 small's 20 MB 8-bit cache faulted in every page
-// of it at load (~60 ms of a cached reload on the AMD EPYC guest, BENCHMARKS.md); now only the
-// pages of positions in use are touched.
+// of it at load (~60 ms of a cached reload on the AMD EPYC guest, BENCHMARKS-history.md "Where a
+// cached reload's time went"); now only the pages of positions in use are touched.
 template <typename T>
 using KvVector = CacheLineVector<T, NewElements::kUninitialized>;
 

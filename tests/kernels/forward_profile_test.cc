@@ -1,5 +1,6 @@
 // Where a GPT-2 small forward pass spends its time, kernel by kernel: a profile, not a test, so
-// hidden from the default run (Catch2's "[.]" tag). BENCHMARKS.md records its output.
+// hidden from the default run (Catch2's "[.]" tag). BENCHMARKS-history.md records its output
+// ("Where the time goes"; the latest shares under "Per CPU kind (issue 37)").
 //   build/native/gpt2_tests "[profile]"                                (native, best target)
 //   node --no-experimental-fetch build/wasm/gpt2_tests.js "[profile]"  (WASM SIMD128 under V8)
 //   ... "[profile][q8_0]" for one weight type (q8_0, q4_0, f32); "[profile][q8_0_int8]": Q8_0
