@@ -9,7 +9,7 @@
 
 #include "base/error.h"
 #include "format/gguf.h"
-#include "model/model.h"
+#include "model/session.h"
 #include "model/sampler.h"
 #include "tokenizer/tokenizer.h"
 

@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "model/model.h"
+#include "model/session.h"
 #include "sae/transcoders.h"
 
 namespace gpt2 {

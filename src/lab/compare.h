@@ -20,7 +20,7 @@
 #include "format/gguf.h"
 #include "format/tensor_type.h"
 #include "model/attribution.h"
-#include "model/model.h"
+#include "model/session.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gpt2 {

@@ -22,7 +22,7 @@
 
 #include "model/backward.h"
 #include "model/capture.h"
-#include "model/model.h"
+#include "model/session.h"
 #include "model/run_options.h"
 
 namespace gpt2 {

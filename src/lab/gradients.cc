@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "lab/prompt_pair.h"
+#include "model/acts.h"
 
 namespace gpt2 {
 
@@ -15,20 +16,7 @@ int ArgMax(const std::vector<float>& x) { return ArgMax(x.data(), static_cast<in
 
 // What attribution patching reads of a run: per block the heads' outputs (hook_z) and the stream
 // entering it (hook_resid_pre, after its patches and edits).
-struct RunStreams {
-  std::vector<std::vector<float>> z, resid_pre;  // [L][T, C]
-
-  ActivationObserver Observer(int n_layer) {
-    z.assign(n_layer, {});
-    resid_pre.assign(n_layer, {});
-    return [this](const Activation& a) {
-      const size_t n = size_t(a.shape[0]) * a.shape[1];
-      if (a.layer < 0) return;
-      if (a.hook == Hook::kAttnHeads) z[a.layer].assign(a.data, a.data + n);
-      else if (a.hook == Hook::kResidPre) resid_pre[a.layer].assign(a.data, a.data + n);
-    };
-  }
-};
+const Keep kPatchable{{Hook::kAttnHeads, Hook::kResidPre}};
 
 }  // namespace
 
@@ -61,12 +49,13 @@ SaliencyResult Saliency(Session& session, Backward& backward, const std::vector<
   r.metric = backward.Metric(session, spec);
   const std::vector<float> x = backward.embed();  // [T, C]
   std::vector<double> grad(size_t(T) * C, 0.0);
-  const auto add_embed_grad = [&](const Activation& a) {
-    if (a.layer >= 0 || a.hook != Hook::kEmbed) return;
-    for (size_t i = 0; i < grad.size(); ++i) grad[i] += a.data[i];
+  Acts grads;
+  const auto add_embed_grad = [&] {
+    backward.Run(spec, ActsObserver(c, Keep{{Hook::kEmbed}}, grads));
+    for (size_t i = 0; i < grad.size(); ++i) grad[i] += grads.embed[i];
   };
   if (request.method == SaliencyMethod::kGradient) {
-    backward.Run(spec, add_embed_grad);
+    add_embed_grad();
     r.delta = r.metric;
   } else {
     const int K = request.steps;
@@ -75,7 +64,7 @@ SaliencyResult Saliency(Session& session, Backward& backward, const std::vector<
       const float alpha = static_cast<float>((k + 0.5) / K);
       for (size_t i = 0; i < x.size(); ++i) scaled[i] = alpha * x[i];
       backward.Forward(session, ids, iv, scaled.data());
-      backward.Run(spec, add_embed_grad);
+      add_embed_grad();
     }
     for (double& g : grad) g /= K;
     // m(0): with zeros entering block 0 every position computes the same row (LayerNorm, the MLP
@@ -105,22 +94,22 @@ SaliencyResult Saliency(Session& session, Backward& backward, const std::vector<
 
 ScoreSaliencyResult ScoreSaliency(Session& session, Backward& backward, const std::vector<int>& ids,
                                   const ScoreSpec& spec, const Interventions* iv) {
-  const int64_t C = session.model().config().n_embd;
+  const Config& c = session.model().config();
+  const int64_t C = c.n_embd;
   const int T = static_cast<int>(ids.size());
   backward.Forward(session, ids, iv);
   ScoreSaliencyResult r;
   r.spec = spec;
   r.score = backward.Score(spec);  // checks the spec
   const std::vector<float>& x = backward.embed();
+  Acts grads;
+  backward.RunScore(spec, ActsObserver(c, Keep{{Hook::kEmbed}}, grads));
   r.values.assign(T, 0.0);
-  backward.RunScore(spec, [&](const Activation& a) {
-    if (a.layer >= 0 || a.hook != Hook::kEmbed) return;
-    for (int p = 0; p < T; ++p) {
-      double v = 0.0;
-      for (int64_t d = 0; d < C; ++d) v += double(x[p * C + d]) * a.data[p * C + d];
-      r.values[p] = v;
-    }
-  });
+  for (int p = 0; p < T; ++p) {
+    double v = 0.0;
+    for (int64_t d = 0; d < C; ++d) v += double(x[p * C + d]) * grads.embed[p * C + d];
+    r.values[p] = v;
+  }
   for (double v : r.values) r.total += v;
   return r;
 }
@@ -137,20 +126,16 @@ AtpResult AttributionPatching(Session& session, Backward& backward, const std::v
   r.tokens = T;
 
   // The corrupted run needs no backward: a plain prefill, observed for z and the stream.
-  RunStreams bad;
+  Acts bad;
   RunOptions bad_run;
-  bad_run.observer = bad.Observer(L);
-  bad_run.observe_scores = false;
-  bad_run.observe_probs = false;
-  bad_run.observe_all_logits = false;
+  RecordActs(c, kPatchable, bad, bad_run);
   bad_run.interventions = iv;
   session.Reset();
   const float* bad_logits = session.Prefill(corrupt.data(), T, bad_run);
   std::vector<float> logits(bad_logits, bad_logits + c.n_vocab);
 
-  RunStreams good;
-  const ActivationObserver good_observer = good.Observer(L);
-  backward.Forward(session, clean, iv, nullptr, &good_observer);
+  backward.Forward(session, clean, iv, nullptr, kPatchable.hooks);
+  const Acts& good = backward.acts();
   std::vector<float> clean_logits;
   backward.Logits(session, T - 1, clean_logits);
   r.target = target < 0 ? ArgMax(clean_logits) : target;
@@ -161,30 +146,28 @@ AtpResult AttributionPatching(Session& session, Backward& backward, const std::v
 
   r.heads.assign(size_t(L) * H, 0.0);
   r.resid_pre.assign(size_t(L) * T, 0.0);
-  backward.Run(spec, [&](const Activation& a) {
-    if (a.layer < 0) return;
-    const int l = a.layer;
-    if (a.hook == Hook::kAttnHeads) {
-      for (int h = 0; h < H; ++h) {
-        double sum = 0.0;
-        for (int p = 0; p < T; ++p) {
-          const int64_t at = p * C + h * D;
-          for (int64_t d = 0; d < D; ++d) {
-            sum += (double(bad.z[l][at + d]) - good.z[l][at + d]) * a.data[at + d];
-          }
-        }
-        r.heads[size_t(l) * H + h] = sum;
-      }
-    } else if (a.hook == Hook::kResidPre) {
+  Acts grads;
+  backward.Run(spec, ActsObserver(c, kPatchable, grads));
+  for (int l = 0; l < L; ++l) {
+    const BlockActs& b = bad.blocks[l];   // corrupted
+    const BlockActs& g = good.blocks[l];  // clean
+    const BlockActs& dm = grads.blocks[l];
+    for (int h = 0; h < H; ++h) {
+      double sum = 0.0;
       for (int p = 0; p < T; ++p) {
-        double sum = 0.0;
-        for (int64_t d = 0; d < C; ++d) {
-          sum += (double(bad.resid_pre[l][p * C + d]) - good.resid_pre[l][p * C + d]) * a.data[p * C + d];
-        }
-        r.resid_pre[size_t(l) * T + p] = sum;
+        const int64_t at = p * C + h * D;
+        for (int64_t d = 0; d < D; ++d) sum += (double(b.z[at + d]) - g.z[at + d]) * dm.z[at + d];
       }
+      r.heads[size_t(l) * H + h] = sum;
     }
-  });
+    for (int p = 0; p < T; ++p) {
+      double sum = 0.0;
+      for (int64_t d = 0; d < C; ++d) {
+        sum += (double(b.resid_pre[p * C + d]) - g.resid_pre[p * C + d]) * dm.resid_pre[p * C + d];
+      }
+      r.resid_pre[size_t(l) * T + p] = sum;
+    }
+  }
   return r;
 }
 
@@ -207,12 +190,9 @@ ExactPatchResult ExactPatch(Session& session, const std::vector<int>& clean, con
   if (target >= c.n_vocab || contrast >= c.n_vocab) {
     throw Error("token id out of range; valid ids are 0.." + std::to_string(c.n_vocab - 1));
   }
-  RunStreams bad;
+  Acts bad;
   RunOptions bad_run;
-  bad_run.observer = bad.Observer(c.n_layer);
-  bad_run.observe_scores = false;
-  bad_run.observe_probs = false;
-  bad_run.observe_all_logits = false;
+  RecordActs(c, kPatchable, bad, bad_run);
   bad_run.interventions = iv;
   session.Reset();
   session.Prefill(corrupt.data(), T, bad_run);
@@ -233,11 +213,11 @@ ExactPatchResult ExactPatch(Session& session, const std::vector<int>& clean, con
   if (cell == AtpCell::kHead) {
     std::vector<float> z(size_t(T) * D);
     for (int p = 0; p < T; ++p) {
-      std::copy_n(bad.z[layer].data() + p * C + index * D, D, z.data() + size_t(p) * D);
+      std::copy_n(bad.blocks[layer].z.data() + p * C + index * D, D, z.data() + size_t(p) * D);
     }
     patched.head_patches.push_back({layer, index, HeadPart::kOutput, 0, std::move(z)});
   } else {
-    const float* x = bad.resid_pre[layer].data() + size_t(index) * C;
+    const float* x = bad.blocks[layer].resid_pre.data() + size_t(index) * C;
     patched.patches.push_back({layer, index, std::vector<float>(x, x + C)});
   }
   run.interventions = &patched;

@@ -13,7 +13,7 @@
 
 #include "lab/conversation.h"
 #include "model/backward.h"
-#include "model/model.h"
+#include "model/session.h"
 #include "model/run_options.h"
 
 namespace gpt2 {

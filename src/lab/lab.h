@@ -39,7 +39,7 @@
 #include "lab/patching.h"
 #include "lab/probes.h"
 #include "lab/qk.h"
-#include "model/model.h"
+#include "model/session.h"
 #include "model/sampler.h"
 #include "tokenizer/tokenizer.h"
 

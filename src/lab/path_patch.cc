@@ -132,31 +132,19 @@ PathPatchJobBase::PathPatchJobBase(Conversation& c, const std::vector<int>& clea
   const size_t C = size_t(config.n_embd);
   // The plain model, corrupted, then clean, so the session ends holding the clean run (step 3
   // re-runs it from the receivers' first block).
-  streams_.assign(L + 1, {});
-  z_clean_.assign(L, {});
-  z_corrupt_.assign(L, {});
-  std::vector<std::vector<float>> corrupt_streams(L + 1);
-  std::vector<std::vector<float>>* z = &z_corrupt_;
-  std::vector<std::vector<float>>* streams = &corrupt_streams;
+  const Keep keep{{Hook::kEmbed, Hook::kAttnHeads, Hook::kResidPost}};
   RunOptions run;
-  run.observe_scores = run.observe_probs = run.observe_all_logits = false;
-  run.observer = [&](const Activation& a) {
-    const size_t n = size_t(a.shape[0]) * size_t(a.shape[1]);
-    if (a.hook == Hook::kAttnHeads) (*z)[a.layer].assign(a.data, a.data + n);
-    if (a.hook == Hook::kEmbed) (*streams)[0].assign(a.data, a.data + n);
-    if (a.hook == Hook::kResidPost) (*streams)[a.layer + 1].assign(a.data, a.data + n);
-  };
+  RecordActs(config, keep, corrupt_, run);
   session_.Prefill(corrupted.data(), T_, run);
   session_.Reset();
-  z = &z_clean_;
-  streams = &streams_;
+  RecordActs(config, keep, clean_, run);
   session_.Prefill(clean.data(), T_, run);
 
   // Both runs' metrics from their final streams' last rows, unembedded by FinalLogits as the
   // patched rows are.
   std::vector<float> rows(2 * C), logits(2 * size_t(config.n_vocab));
-  std::copy_n(streams_[L].data() + size_t(T_ - 1) * C, C, rows.data());
-  std::copy_n(corrupt_streams[L].data() + size_t(T_ - 1) * C, C, rows.data() + C);
+  std::copy_n(clean_.StreamInto(L).data() + size_t(T_ - 1) * C, C, rows.data());
+  std::copy_n(corrupt_.StreamInto(L).data() + size_t(T_ - 1) * C, C, rows.data() + C);
   session_.FinalLogits(rows.data(), 2, logits.data());
   if (target < 0) target = int(std::max_element(logits.data(), logits.data() + config.n_vocab) - logits.data());
   start_.positions = T_;
@@ -215,12 +203,12 @@ const float* PathPatchSweep::PatchedRow(HeadRef sender) {
     // needs no other row: it runs alone, and the cache is not touched.
     Interventions iv;
     for (int l = ls; l < L; ++l) {
-      const std::vector<float>& z = z_clean_[l];
+      const std::vector<float>& z = clean_.blocks[l].z;
       iv.frozen_attn.push_back({l, T - 1, std::vector<float>(z.end() - C, z.end())});
     }
-    iv.head_patches.push_back(SenderPatch(z_corrupt_[ls], sender, T - 1, T, c));
+    iv.head_patches.push_back(SenderPatch(corrupt_.blocks[ls].z, sender, T - 1, T, c));
     run.interventions = &iv;
-    return session_.Rerun({T - 1, T, ls, true}, streams_[ls].data() + size_t(T - 1) * C, run);
+    return session_.Rerun({T - 1, T, ls, true}, clean_.StreamInto(ls).data() + size_t(T - 1) * C, run);
   }
   int first = L, last = -1;
   bool any_after = false;
@@ -236,26 +224,27 @@ const float* PathPatchSweep::PatchedRow(HeadRef sender) {
   for (int l = ls; l <= last; ++l) {
     bool receiving = false;  // only the receivers' blocks need their q, k and v computed
     for (const PathReceiver& r : receivers) receiving = receiving || (r.layer == l && l > ls);
-    frozen.frozen_attn.push_back({l, 0, z_clean_[l], receiving});
+    frozen.frozen_attn.push_back({l, 0, clean_.blocks[l].z, receiving});
   }
-  frozen.head_patches.push_back(SenderPatch(z_corrupt_[ls], sender, 0, T, c));
-  Interventions patched;  // step 3's
+  frozen.head_patches.push_back(SenderPatch(corrupt_.blocks[ls].z, sender, 0, T, c));
+  Acts inputs;
+  RecordActs(c, Keep{{Hook::kQ, Hook::kK, Hook::kV}}, inputs, run);
   run.interventions = &frozen;
-  run.observe_scores = run.observe_probs = run.observe_all_logits = false;
-  run.observer = [&](const Activation& a) {
-    const char* name = a.name;
-    for (const PathReceiver& r : receivers) {
-      if (r.layer != a.layer || r.layer <= ls || std::string(name) != PartName(r.part)) continue;
-      const float* rows = a.data + size_t(r.head) * T * D;  // [H, T, D]
-      patched.head_patches.push_back({r.layer, r.head, r.part, 0, std::vector<float>(rows, rows + size_t(T) * D)});
-    }
-  };
-  session_.Rerun({0, T, ls, true, last + 1}, streams_[ls].data(), run);
+  session_.Rerun({0, T, ls, true, last + 1}, clean_.StreamInto(ls).data(), run);
+  Interventions patched;  // step 3's
+  for (const PathReceiver& r : receivers) {
+    if (r.layer <= ls) continue;
+    const BlockActs& in = inputs.blocks[r.layer];
+    const std::vector<float>& part =
+        r.part == HeadPart::kQuery ? in.q : r.part == HeadPart::kKey ? in.k : in.v;
+    const float* rows = part.data() + size_t(r.head) * T * D;  // [H, T, D]
+    patched.head_patches.push_back({r.layer, r.head, r.part, 0, std::vector<float>(rows, rows + size_t(T) * D)});
+  }
   // Step 3: every row from the first receiver's block, always the same block, so each sender's
   // run rewrites all the cache the previous one changed.
   RunOptions rerun;
   rerun.interventions = &patched;
-  return session_.Rerun({0, T, first, true}, streams_[first].data(), rerun);
+  return session_.Rerun({0, T, first, true}, clean_.StreamInto(first).data(), rerun);
 }
 
 std::vector<double> PathPatchSweep::Metrics(const std::vector<HeadRef>& senders) {
@@ -300,18 +289,13 @@ SenderPathsJob::SenderPathsJob(Conversation& c, const std::vector<int>& clean, c
   // Step 2 once for every receiver: every block from the sender's frozen, all rows, each later
   // block's q, k and v kept; its final row is the path to the logits.
   Interventions frozen;
-  for (int l = ls; l < L; ++l) frozen.frozen_attn.push_back({l, 0, z_clean_[l], l > ls});
-  frozen.head_patches.push_back(SenderPatch(z_corrupt_[ls], sender, 0, T, config));
-  inputs_.assign(L, std::vector<std::vector<float>>(3));
+  for (int l = ls; l < L; ++l) frozen.frozen_attn.push_back({l, 0, clean_.blocks[l].z, l > ls});
+  frozen.head_patches.push_back(SenderPatch(corrupt_.blocks[ls].z, sender, 0, T, config));
   RunOptions run;
+  RecordActs(config, Keep{{Hook::kQ, Hook::kK, Hook::kV}}, inputs_, run);
   run.interventions = &frozen;
-  run.observe_scores = run.observe_probs = run.observe_all_logits = false;
-  run.observer = [&](const Activation& a) {
-    const int part = a.hook == Hook::kQ ? 0 : a.hook == Hook::kK ? 1 : a.hook == Hook::kV ? 2 : -1;
-    if (part >= 0 && a.layer > ls) inputs_[a.layer][part].assign(a.data, a.data + size_t(T) * C);
-  };
   std::vector<float> row(C), logits(size_t(config.n_vocab));
-  std::copy_n(session_.Rerun({0, T, ls, true}, streams_[ls].data(), run), C, row.data());
+  std::copy_n(session_.Rerun({0, T, ls, true}, clean_.StreamInto(ls).data(), run), C, row.data());
   session_.FinalLogits(row.data(), 1, logits.data());
   results_.push_back({L, 0, Metric(logits.data()) - start_.clean});
   // The later heads from the last block down: each step 3 runs every row from its head's block,
@@ -341,13 +325,15 @@ void SenderPathsJob::Measure(size_t begin, size_t end) {
     // Step 3: the head's q, k and v from step 2, everything after them recomputed.
     Interventions patched;
     const HeadPart parts[3] = {HeadPart::kQuery, HeadPart::kKey, HeadPart::kValue};
+    const BlockActs& in = inputs_.blocks[l];
+    const std::vector<float>* given[3] = {&in.q, &in.k, &in.v};
     for (int part = 0; part < 3; ++part) {
-      const float* values = inputs_[l][part].data() + size_t(h) * T * D;  // [H, T, D]
+      const float* values = given[part]->data() + size_t(h) * T * D;  // [H, T, D]
       patched.head_patches.push_back({l, h, parts[part], 0, std::vector<float>(values, values + size_t(T) * D)});
     }
     RunOptions run;
     run.interventions = &patched;
-    const float* row = session_.Rerun({0, T, l, true}, streams_[l].data(), run);
+    const float* row = session_.Rerun({0, T, l, true}, clean_.StreamInto(l).data(), run);
     rows.insert(rows.end(), row, row + C);
   }
   const int n = static_cast<int>(end - begin);

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "lab/job.h"
+#include "model/acts.h"
 #include "model/config.h"
 #include "model/run_options.h"
 
@@ -68,10 +69,9 @@ class PathPatchJobBase : public Job {
   PathPatchStart start_;
   std::vector<PathReceiver> receivers_;  // empty: logits
   int T_ = 0;
-  // [n_layer + 1][T, C]: the clean stream entering block l (index n_layer: the final stream).
-  std::vector<std::vector<float>> streams_;
-  // [n_layer][T, C]: every head's output in each block, clean and corrupted.
-  std::vector<std::vector<float>> z_clean_, z_corrupt_;
+  // Both runs' records: every head's output in each block (z) and the stream entering each block
+  // (Acts::StreamInto; the clean run's is where step 2 and 3 re-run from).
+  Acts clean_, corrupt_;
 };
 
 // The sweep: every head the sender in turn, layer by layer; cells (layer, head), value
@@ -99,8 +99,8 @@ class SenderPathsJob : public PathPatchJobBase {
 
  private:
   void Measure(size_t begin, size_t end) override;
-  // Step 2's q, k and v of every later block, [n_layer][3][H, T, D] (empty up to the sender's).
-  std::vector<std::vector<std::vector<float>>> inputs_;
+  // Step 2's q, k and v of every later block (empty up to the sender's).
+  Acts inputs_;
 };
 
 // One sender's run of steps 1-3 under no interventions; the conversation is given back

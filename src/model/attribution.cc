@@ -7,6 +7,8 @@
 
 #include "base/error.h"
 #include "format/quant.h"
+#include "model/acts.h"
+#include "model/layer_norm.h"
 
 namespace gpt2 {
 
@@ -46,29 +48,22 @@ Attribution AttributeLogit(Session& session, const std::vector<int>& ids,
     }
   }
 
-  // Rows of `position` only: the embedding, each block's heads and MLP output, the final stream
-  // and the logits.
+  // The writes into the stream: the embedding, each block's heads and MLP output; the final
+  // stream and the logits (read at `position`).
   const int p = out.position;
-  std::vector<float> embed(C), final_stream(C), logits(c.n_vocab);
-  std::vector<std::vector<float>> heads(c.n_layer), mlp(c.n_layer);
+  Acts acts;
   RunOptions run;
+  RecordActs(c, Keep{{Hook::kEmbed, Hook::kAttnHeads, Hook::kMlpOut, Hook::kLogits}, /*final_stream=*/true},
+             acts, run, request.observer ? &request.observer : nullptr);
   run.interventions = iv;
-  run.observer = [&](const Activation& a) {
-    auto row = [&](std::vector<float>& dst) {
-      dst.assign(a.data + int64_t(p) * a.shape[1], a.data + int64_t(p + 1) * a.shape[1]);
-    };
-    if (a.hook == Hook::kEmbed) row(embed);
-    else if (a.hook == Hook::kAttnHeads) row(heads[a.layer]);
-    else if (a.hook == Hook::kMlpOut) row(mlp[a.layer]);
-    else if (a.hook == Hook::kResidPost && a.layer == c.n_layer - 1) row(final_stream);
-    else if (a.hook == Hook::kLogits) row(logits);
-    if (request.observer) request.observer(a);
-  };
   session.Reset();
   out.last_logits = session.Prefill(ids.data(), T, run);
+  const float* embed = acts.Row(acts.embed, p);
+  const float* final_stream = acts.Row(acts.final_stream, p);
+  const float* logits = Acts::Row(acts.logits, p, c.n_vocab);
 
   out.target = request.target;
-  if (out.target < 0) out.target = int(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  if (out.target < 0) out.target = int(std::max_element(logits, logits + c.n_vocab) - logits);
   out.contrast = request.contrast;
   std::vector<float> u = OutputRow(model, out.target);
   if (out.contrast >= 0) {
@@ -78,11 +73,7 @@ Attribution AttributeLogit(Session& session, const std::vector<int>& ids,
   out.logit = double(logits[out.target]) - (out.contrast >= 0 ? double(logits[out.contrast]) : 0.0);
 
   // torch.nn.LayerNorm's denominator for the full stream.
-  double mean = 0, var = 0;
-  for (float v : final_stream) mean += v;
-  mean /= C;
-  for (float v : final_stream) var += (v - mean) * (v - mean);
-  const double inv_std = 1.0 / std::sqrt(var / C + double(c.ln_eps));
+  const double inv_std = InvSigma(final_stream, C, c.ln_eps);
   auto dla = [&](const float* comp) {
     double m = 0, dot = 0;
     for (int i = 0; i < C; ++i) m += comp[i];
@@ -91,14 +82,14 @@ Attribution AttributeLogit(Session& session, const std::vector<int>& ids,
     return dot;
   };
 
-  out.components.push_back({"embed", dla(embed.data())});
+  out.components.push_back({"embed", dla(embed)});
   std::vector<float> z(C), write(C);
   // What the stream edits wrote: the final stream less every component's write (float64).
-  std::vector<double> rest(final_stream.begin(), final_stream.end());
+  std::vector<double> rest(final_stream, final_stream + C);
   auto take = [&](const float* comp) {
     for (int i = 0; i < C; ++i) rest[i] -= comp[i];
   };
-  take(embed.data());
+  take(embed);
   for (int l = 0; l < c.n_layer; ++l) {
     const BlockWeights& w = model.blocks[l];
     const bool attn_on = iv == nullptr || !Interventions::Lists(iv->skip_attn, l);
@@ -106,16 +97,16 @@ Attribution AttributeLogit(Session& session, const std::vector<int>& ids,
     for (int h = 0; h < H; ++h) {
       // The head's write: the output projection of its slice of the concatenated heads alone.
       std::fill(z.begin(), z.end(), 0.0f);
-      std::copy_n(heads[l].data() + h * D, D, z.data() + h * D);
+      std::copy_n(acts.Row(acts.blocks[l].z, p) + h * D, D, z.data() + h * D);
       MatMul(z.data(), 1, w.proj, nullptr, write.data(), 0, C, QuantActivations::kFloat);
       out.components.push_back({std::to_string(l) + "." + std::to_string(h),
                                 attn_on ? dla(write.data()) : 0.0});
       if (attn_on) take(write.data());
     }
     out.components.push_back({"attn_bias." + std::to_string(l), attn_on ? dla(w.proj_b) : 0.0});
-    out.components.push_back({"mlp." + std::to_string(l), mlp_on ? dla(mlp[l].data()) : 0.0});
+    out.components.push_back({"mlp." + std::to_string(l), mlp_on ? dla(acts.Row(acts.blocks[l].mlp_out, p)) : 0.0});
     if (attn_on) take(w.proj_b);
-    if (mlp_on) take(mlp[l].data());
+    if (mlp_on) take(acts.Row(acts.blocks[l].mlp_out, p));
   }
   if (iv != nullptr && !iv->stream_edits.empty()) {
     std::vector<float> edits(rest.begin(), rest.end());

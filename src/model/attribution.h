@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "model/model.h"
+#include "model/session.h"
 
 namespace gpt2 {
 

@@ -12,19 +12,10 @@
 #include "base/error.h"
 #include "format/quant.h"
 #include "kernels/kernels.h"
+#include "model/layer_norm.h"
 #include "model/thread_pool.h"
 
 namespace gpt2 {
-
-// What the backward reads of one block, kept by Keep as the forward reports it.
-struct Backward::Saved {
-  std::vector<float> resid_pre;  // [T, C] entering the block, after its patches and edits (ln_1's input)
-  std::vector<float> q, k, v;    // [H, T, D], after head patches
-  std::vector<float> probs;      // [H, T, T]
-  std::vector<float> resid_mid;  // [T, C] after the attention's write and its edits (ln_2's input)
-  std::vector<float> mlp_pre;    // [T, F]
-  std::vector<float> attn_out, mlp_out;  // [T, C], post-norm only (the sums before its norms)
-};
 
 Backward::Backward(const Model& model, int n_threads)
     : model_(model), own_pool_(new ThreadPool(n_threads)), pool_(own_pool_.get()) {}
@@ -32,31 +23,6 @@ Backward::Backward(const Model& model, int n_threads)
 Backward::Backward(const Model& model, ThreadPool& pool) : model_(model), pool_(&pool) {}
 
 Backward::~Backward() = default;
-
-void Backward::Keep(const Activation& a, const ActivationObserver* also) {
-  if (also != nullptr && *also) (*also)(a);
-  const Config& c = model_.config();
-  const size_t n = size_t(a.shape[0]) * a.shape[1] * (a.n_dims == 3 ? a.shape[2] : 1);
-  auto keep = [&](std::vector<float>& v) { v.assign(a.data, a.data + n); };
-  if (a.layer < 0) {
-    if (a.hook == Hook::kEmbed) keep(embed_);
-    return;
-  }
-  Saved& s = saved_[a.layer];
-  switch (a.hook) {
-    case Hook::kResidPre: keep(s.resid_pre); break;
-    case Hook::kQ: keep(s.q); break;
-    case Hook::kK: keep(s.k); break;
-    case Hook::kV: keep(s.v); break;
-    case Hook::kAttnProbs: keep(s.probs); break;
-    case Hook::kResidMid: keep(s.resid_mid); break;
-    case Hook::kMlpPre: keep(s.mlp_pre); break;
-    case Hook::kAttnOut: if (iv_.post_norm) keep(s.attn_out); break;
-    case Hook::kMlpOut: if (iv_.post_norm) keep(s.mlp_out); break;
-    case Hook::kResidPost: if (a.layer == c.n_layer - 1) keep(final_); break;
-    default: break;
-  }
-}
 
 void Backward::CheckDifferentiable(const Interventions& iv) {
   for (const StreamEdit& e : iv.stream_edits) {
@@ -68,7 +34,7 @@ void Backward::CheckDifferentiable(const Interventions& iv) {
 }
 
 void Backward::Forward(Session& session, const std::vector<int>& ids, const Interventions* iv,
-                       const float* resid_in, const ActivationObserver* also) {
+                       const float* resid_in, HookSet also) {
   const Config& c = model_.config();
   const int T = static_cast<int>(ids.size());
   if (T <= 0) throw Error("nothing to run: the prompt has no tokens");
@@ -77,7 +43,6 @@ void Backward::Forward(Session& session, const std::vector<int>& ids, const Inte
     CheckDifferentiable(*iv);
   }
   iv_ = iv != nullptr ? *iv : Interventions();
-  saved_.resize(c.n_layer);
   // The forward runs the edits wrapped, so that each one's input rows are kept for its backward.
   Interventions run_iv = iv_;
   edit_in_.assign(iv_.stream_edits.size(), std::vector<float>(size_t(T) * c.n_embd));
@@ -90,9 +55,15 @@ void Backward::Forward(Session& session, const std::vector<int>& ids, const Inte
     };
   }
   RunOptions run;
-  run.observer = [this, also](const Activation& a) { Keep(a, also); };
-  run.observe_scores = false;
-  run.observe_all_logits = false;
+  // What the blocks' backward reads: the stream entering each block, q, k, v, the probabilities,
+  // the stream after attention, the MLP's input to GELU; under post-norm the sublayers' outputs
+  // (the sums before its norms); the stream entering block 0 and the final stream.
+  Keep keep{{Hook::kEmbed, Hook::kResidPre, Hook::kQ, Hook::kK, Hook::kV, Hook::kAttnProbs,
+             Hook::kResidMid, Hook::kMlpPre},
+            /*final_stream=*/true};
+  if (iv_.post_norm) keep.hooks |= {Hook::kAttnOut, Hook::kMlpOut};
+  keep.hooks |= also;
+  RecordActs(c, keep, acts_, run);
   run.interventions = iv != nullptr ? &run_iv : nullptr;
   const bool same_ids = T_ == T && ids_ == ids && session.position() == T;
   T_ = 0;  // until this forward completes
@@ -106,7 +77,8 @@ void Backward::Forward(Session& session, const std::vector<int>& ids, const Inte
       session.Reset();
       session.Prefill(ids.data(), T, RunOptions());
     }
-    embed_.assign(resid_in, resid_in + size_t(T) * c.n_embd);
+    // The re-run from block 0 reports no "embed": the stream given is it.
+    acts_.embed.assign(resid_in, resid_in + size_t(T) * c.n_embd);
     RerunRange range{0, T, 0, /*final_stream=*/true};
     session.Rerun(range, resid_in, run);
   }
@@ -121,7 +93,7 @@ void Backward::Logits(Session& session, int position, std::vector<float>& logits
                 std::to_string(T_ - 1));
   }
   logits.resize(c.n_vocab);
-  session.FinalLogits(final_.data() + size_t(position) * c.n_embd, 1, logits.data());
+  session.FinalLogits(acts_.Row(acts_.final_stream, position), 1, logits.data());
 }
 
 double Backward::Metric(Session& session, const MetricSpec& spec) {
@@ -135,47 +107,20 @@ double Backward::Metric(Session& session, const MetricSpec& spec) {
 }
 
 int64_t Backward::SavedBytes() const {
-  int64_t floats = int64_t(embed_.size()) + int64_t(final_.size());
-  for (const Saved& s : saved_) {
+  int64_t floats = int64_t(acts_.embed.size()) + int64_t(acts_.final_stream.size());
+  for (const BlockActs& b : acts_.blocks) {
     for (const std::vector<float>* v :
-         {&s.resid_pre, &s.q, &s.k, &s.v, &s.probs, &s.resid_mid, &s.mlp_pre, &s.attn_out,
-          &s.mlp_out}) {
+         {&b.resid_pre, &b.q, &b.k, &b.v, &b.pattern, &b.resid_mid, &b.mlp_pre, &b.attn_out, &b.mlp_out,
+          &b.ln1, &b.scores, &b.z, &b.ln2, &b.mlp_post, &b.resid_post}) {
       floats += int64_t(v->size());
     }
   }
   return floats * int64_t(sizeof(float));
 }
 
-// torch.nn.LayerNorm's input gradient (weights fixed), in double per row:
-//   xhat = (x - mean) rstd,  g = dy * gamma,  dx = rstd (g - mean(g) - xhat mean(g xhat)).
-void Backward::LayerNormBackwardRows(const float* x, const float* gamma, const float* dy,
-                                     float* dx, int64_t rows, bool accumulate) const {
-  const int64_t C = model_.config().n_embd;
-  const double eps = model_.config().ln_eps;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * C;
-    const float* gr = dy + r * C;
-    float* out = dx + r * C;
-    double mean = 0.0;
-    for (int64_t i = 0; i < C; ++i) mean += xr[i];
-    mean /= double(C);
-    double var = 0.0;
-    for (int64_t i = 0; i < C; ++i) var += (xr[i] - mean) * (xr[i] - mean);
-    const double rstd = 1.0 / std::sqrt(var / double(C) + eps);
-    double m1 = 0.0, m2 = 0.0;
-    for (int64_t i = 0; i < C; ++i) {
-      const double g = double(gr[i]) * gamma[i];
-      m1 += g;
-      m2 += g * (xr[i] - mean) * rstd;
-    }
-    m1 /= double(C);
-    m2 /= double(C);
-    for (int64_t i = 0; i < C; ++i) {
-      const double g = double(gr[i]) * gamma[i];
-      const float d = static_cast<float>(rstd * (g - m1 - (xr[i] - mean) * rstd * m2));
-      out[i] = accumulate ? out[i] + d : d;
-    }
-  }
+void Backward::LayerNormBackwardRows(const float* x, const float* gamma, const float* dy, float* dx,
+                                     int64_t rows, bool accumulate) const {
+  LayerNormBackward(x, gamma, dy, dx, rows, model_.config().n_embd, model_.config().ln_eps, accumulate);
 }
 
 // dx [rows, w.cols] = dy [rows, w.rows] W, the columns split over the pool in whole blocks.
@@ -199,25 +144,6 @@ void Backward::Transposed(const float* dy, int64_t rows, const WeightView& w, fl
   MatMulTransposedOn(*pool_, dy, rows, w, dx);
 }
 
-namespace {
-
-void Report(const ActivationObserver& observer, Hook hook, int layer, const float* data,
-            int64_t d0, int64_t d1, int64_t d2 = 0) {
-  Activation a;
-  a.hook = hook;
-  a.name = HookName(hook);
-  a.layer = layer;
-  a.pos0 = 0;
-  a.n_dims = d2 ? 3 : 2;
-  a.shape[0] = d0;
-  a.shape[1] = d1;
-  a.shape[2] = d2;
-  a.data = data;
-  observer(a);
-}
-
-}  // namespace
-
 // dz [rows, C] (heads concatenated) back through each head's causal attention to dq, dk, dv
 // ([H, T, D], reported), then past block l's head-input patches into dqkv_.
 void Backward::AttentionBackward(int l, int64_t first, int64_t rows, const float* dz,
@@ -225,7 +151,7 @@ void Backward::AttentionBackward(int l, int64_t first, int64_t rows, const float
   const Config& c = model_.config();
   const int64_t T = T_, C = c.n_embd, H = c.n_head, D = c.head_dim();
   const float scale = c.attn_scale();
-  const Saved& s = saved_[l];
+  const BlockActs& s = acts_.blocks[l];
   std::fill(dq_.begin(), dq_.end(), 0.0f);
   std::fill(dk_.begin(), dk_.end(), 0.0f);
   std::fill(dv_.begin(), dv_.end(), 0.0f);
@@ -235,7 +161,7 @@ void Backward::AttentionBackward(int l, int64_t first, int64_t rows, const float
     const float* v = s.v.data() + h * T * D;
     for (int64_t t = first; t < rows; ++t) {
       AttentionHeadBackward(s.q.data() + (h * T + t) * D, k, v, D,
-                            s.probs.data() + (h * T + t) * T, dz + t * C + h * D, t + 1, D, scale,
+                            s.pattern.data() + (h * T + t) * T, dz + t * C + h * D, t + 1, D, scale,
                             dq_.data() + (h * T + t) * D, dk_.data() + h * T * D,
                             dv_.data() + h * T * D, D, dscores_.data() + (h * T + t) * T);
     }
@@ -247,10 +173,10 @@ void Backward::AttentionBackward(int l, int64_t first, int64_t rows, const float
 void Backward::ReportHeadInputs(int l, const ActivationObserver& grads) {
   const Config& c = model_.config();
   const int64_t T = T_, H = c.n_head, D = c.head_dim();
-  Report(grads, Hook::kAttnScores, l, dscores_.data(), H, T, T);
-  Report(grads, Hook::kQ, l, dq_.data(), H, T, D);
-  Report(grads, Hook::kK, l, dk_.data(), H, T, D);
-  Report(grads, Hook::kV, l, dv_.data(), H, T, D);
+  Report(grads, Hook::kAttnScores, l, 0, dscores_.data(), H, T, T);
+  Report(grads, Hook::kQ, l, 0, dq_.data(), H, T, D);
+  Report(grads, Hook::kK, l, 0, dk_.data(), H, T, D);
+  Report(grads, Hook::kV, l, 0, dv_.data(), H, T, D);
 }
 
 // dq_, dk_, dv_ ([H, T, D]) into dqkv_ [rows, 3C] in the forward's q | k | v row layout; a head
@@ -320,8 +246,8 @@ void Backward::Run(const MetricSpec& spec, const ActivationObserver& grads) {
                     tmp_.data(), C);
       for (int64_t i = 0; i < C; ++i) d[i] -= tmp_[i];
     }
-    Report(grads, Hook::kLnFinal, -1, report_.data(), T, C);
-    LayerNormBackwardRows(final_.data() + spec.position * C, model_.ln_f_g, d,
+    Report(grads, Hook::kLnFinal, -1, 0, report_.data(), T, C);
+    LayerNormBackwardRows(acts_.Row(acts_.final_stream, spec.position), model_.ln_f_g, d,
                           g + spec.position * C, 1, false);
   }
   Blocks(c.n_layer - 1, spec.position, nullptr, grads);
@@ -359,7 +285,7 @@ double Backward::Score(const ScoreSpec& spec) const {
   CheckScore(spec);
   const Config& c = model_.config();
   const int64_t T = T_, D = c.head_dim();
-  const Saved& s = saved_[spec.layer];
+  const BlockActs& s = acts_.blocks[spec.layer];
   const float* q = s.q.data() + (spec.head * T + spec.query) * D;
   const float* k = s.k.data() + (spec.head * T + spec.key) * D;
   double dot = 0.0;
@@ -398,7 +324,7 @@ void Backward::Blocks(int top, int64_t lo, const ScoreSpec* score, const Activat
       attended = true;
       lo = 0;
     } else {
-      Report(grads, Hook::kResidPost, l, g_.data(), T, c.n_embd);
+      Report(grads, Hook::kResidPost, l, 0, g_.data(), T, c.n_embd);
       MlpStepBackward(l, lo, rows, grads);
       attended = AttentionStepBackward(l, lo, rows, grads);
       if (attended) lo = 0;
@@ -406,7 +332,7 @@ void Backward::Blocks(int top, int64_t lo, const ScoreSpec* score, const Activat
     Ln1Backward(l, rows, attended, grads);
     ResidPreBackward(l, rows, grads);
   }
-  Report(grads, Hook::kEmbed, -1, g_.data(), T, c.n_embd);
+  Report(grads, Hook::kEmbed, -1, 0, g_.data(), T, c.n_embd);
 }
 
 // The score's own gradient: ds/dq[query] = scale k[key], ds/dk[key] = scale q[query] (s = scale
@@ -416,7 +342,7 @@ void Backward::ScoreBackward(const ScoreSpec& score, int64_t rows, const Activat
   const int64_t T = T_, D = c.head_dim();
   const int64_t h = score.head, tq = score.query, tk = score.key;
   const float scale = c.attn_scale();
-  const Saved& s = saved_[score.layer];
+  const BlockActs& s = acts_.blocks[score.layer];
   std::fill(dq_.begin(), dq_.end(), 0.0f);
   std::fill(dk_.begin(), dk_.end(), 0.0f);
   std::fill(dv_.begin(), dv_.end(), 0.0f);
@@ -447,31 +373,31 @@ void Backward::MlpStepBackward(int l, int64_t lo, int64_t rows, const Activation
   const Config& c = model_.config();
   const int64_t T = T_, C = c.n_embd, F = c.n_ff, n = rows - lo;
   const BlockWeights& w = model_.blocks[l];
-  const Saved& s = saved_[l];
+  const BlockActs& s = acts_.blocks[l];
   const bool post = iv_.post_norm;
   const bool nores = Interventions::Lists(iv_.no_residual, l);
   float* g = g_.data();
   EditsBackward(l, StreamPoint::kResidPost, lo, rows, g);
   if (Interventions::Lists(iv_.skip_mlp, l)) {
-    for (Hook h : {Hook::kMlpOut, Hook::kLn2}) Report(grads, h, l, zeros_.data(), T, C);
-    for (Hook h : {Hook::kMlpAct, Hook::kMlpPre}) Report(grads, h, l, zeros_.data(), T, F);
-    Report(grads, Hook::kResidMid, l, g, T, C);
+    for (Hook h : {Hook::kMlpOut, Hook::kLn2}) Report(grads, h, l, 0, zeros_.data(), T, C);
+    for (Hook h : {Hook::kMlpAct, Hook::kMlpPre}) Report(grads, h, l, 0, zeros_.data(), T, F);
+    Report(grads, Hook::kResidMid, l, 0, g, T, C);
     return;
   }
   if (post) PostNormBackward(s.resid_mid, s.mlp_out, nores, w.ln2_g, lo, rows);
   std::copy_n(g, rows * C, dsub_.data());  // d(edited f)
-  Report(grads, Hook::kMlpOut, l, dsub_.data(), T, C);
+  Report(grads, Hook::kMlpOut, l, 0, dsub_.data(), T, C);
   EditsBackward(l, StreamPoint::kMlpOut, lo, rows, dsub_.data());
   Transposed(dsub_.data() + lo * C, n, w.fc_proj, dff_.data() + lo * F);
-  Report(grads, Hook::kMlpAct, l, dff_.data(), T, F);
+  Report(grads, Hook::kMlpAct, l, 0, dff_.data(), T, F);
   GeluBackward(s.mlp_pre.data() + lo * F, dff_.data() + lo * F, dff_.data() + lo * F, n * F);
-  Report(grads, Hook::kMlpPre, l, dff_.data(), T, F);
+  Report(grads, Hook::kMlpPre, l, 0, dff_.data(), T, F);
   Transposed(dff_.data() + lo * F, n, w.fc, dx_.data() + lo * C);
-  Report(grads, Hook::kLn2, l, dx_.data(), T, C);
+  Report(grads, Hook::kLn2, l, 0, dx_.data(), T, C);
   if (nores) std::fill_n(g, rows * C, 0.0f);
   if (post) AddInPlace(g + lo * C, dx_.data() + lo * C, n * C);
   else LayerNormBackwardRows(s.resid_mid.data() + lo * C, w.ln2_g, dx_.data() + lo * C, g + lo * C, n, true);
-  Report(grads, Hook::kResidMid, l, g, T, C);
+  Report(grads, Hook::kResidMid, l, 0, g, T, C);
 }
 
 // AttentionStep's backward up to the heads' inputs: g_ holds dm/d(resid_mid) on rows [lo, rows);
@@ -484,23 +410,23 @@ bool Backward::AttentionStepBackward(int l, int64_t lo, int64_t rows, const Acti
   const Config& c = model_.config();
   const int64_t T = T_, C = c.n_embd, H = c.n_head, D = c.head_dim(), n = rows - lo;
   const BlockWeights& w = model_.blocks[l];
-  const Saved& s = saved_[l];
+  const BlockActs& s = acts_.blocks[l];
   const bool post = iv_.post_norm;
   const bool nores = Interventions::Lists(iv_.no_residual, l);
   float* g = g_.data();
   EditsBackward(l, StreamPoint::kResidMid, lo, rows, g);
   if (Interventions::Lists(iv_.skip_attn, l)) {
-    for (Hook h : {Hook::kAttnOut, Hook::kAttnHeads}) Report(grads, h, l, zeros_.data(), T, C);
-    Report(grads, Hook::kAttnScores, l, zeros_.data(), H, T, T);
-    for (Hook h : {Hook::kQ, Hook::kK, Hook::kV}) Report(grads, h, l, zeros_.data(), H, T, D);
+    for (Hook h : {Hook::kAttnOut, Hook::kAttnHeads}) Report(grads, h, l, 0, zeros_.data(), T, C);
+    Report(grads, Hook::kAttnScores, l, 0, zeros_.data(), H, T, T);
+    for (Hook h : {Hook::kQ, Hook::kK, Hook::kV}) Report(grads, h, l, 0, zeros_.data(), H, T, D);
     return false;
   }
   if (post) PostNormBackward(s.resid_pre, s.attn_out, nores, w.ln1_g, lo, rows);
-  Report(grads, Hook::kAttnOut, l, g, T, C);
+  Report(grads, Hook::kAttnOut, l, 0, g, T, C);
   std::copy_n(g, rows * C, dsub_.data());
   EditsBackward(l, StreamPoint::kAttnOut, lo, rows, dsub_.data());
   Transposed(dsub_.data() + lo * C, n, w.proj, dz_.data() + lo * C);
-  Report(grads, Hook::kAttnHeads, l, dz_.data(), T, C);
+  Report(grads, Hook::kAttnHeads, l, 0, dz_.data(), T, C);
   if (nores) std::fill_n(g, rows * C, 0.0f);
   // Ablated and patched heads' outputs are constants: nothing flows back through their attention.
   for (const HeadRef& a : iv_.ablate_heads) {
@@ -513,8 +439,8 @@ bool Backward::AttentionStepBackward(int l, int64_t lo, int64_t rows, const Acti
     for (int64_t t = std::max<int64_t>(p.pos0, 0); t < end; ++t) std::fill_n(dz_.data() + t * C + p.head * D, D, 0.0f);
   }
   if (iv_.Frozen(l) != nullptr) {
-    Report(grads, Hook::kAttnScores, l, zeros_.data(), H, T, T);
-    for (Hook h : {Hook::kQ, Hook::kK, Hook::kV}) Report(grads, h, l, zeros_.data(), H, T, D);
+    Report(grads, Hook::kAttnScores, l, 0, zeros_.data(), H, T, T);
+    for (Hook h : {Hook::kQ, Hook::kK, Hook::kV}) Report(grads, h, l, 0, zeros_.data(), H, T, D);
     return false;
   }
   AttentionBackward(l, lo, rows, dz_.data(), grads);
@@ -526,14 +452,14 @@ void Backward::Ln1Backward(int l, int64_t rows, bool attended, const ActivationO
   const Config& c = model_.config();
   const int64_t T = T_, C = c.n_embd;
   if (!attended) {
-    Report(grads, Hook::kLn1, l, zeros_.data(), T, C);
+    Report(grads, Hook::kLn1, l, 0, zeros_.data(), T, C);
     return;
   }
   const BlockWeights& w = model_.blocks[l];
   Transposed(dqkv_.data(), rows, w.qkv, dx_.data());
-  Report(grads, Hook::kLn1, l, dx_.data(), T, C);
+  Report(grads, Hook::kLn1, l, 0, dx_.data(), T, C);
   if (iv_.post_norm) AddInPlace(g_.data(), dx_.data(), rows * C);
-  else LayerNormBackwardRows(saved_[l].resid_pre.data(), w.ln1_g, dx_.data(), g_.data(), rows, true);
+  else LayerNormBackwardRows(acts_.blocks[l].resid_pre.data(), w.ln1_g, dx_.data(), g_.data(), rows, true);
 }
 
 // The stream entering block l: g_ is dm/d(resid_pre) as the block read it; back through its edits
@@ -541,7 +467,7 @@ void Backward::Ln1Backward(int l, int64_t rows, bool attended, const ActivationO
 void Backward::ResidPreBackward(int l, int64_t rows, const ActivationObserver& grads) {
   const int64_t C = model_.config().n_embd;
   float* g = g_.data();
-  Report(grads, Hook::kResidPre, l, g, T_, C);
+  Report(grads, Hook::kResidPre, l, 0, g, T_, C);
   EditsBackward(l, StreamPoint::kResidPre, 0, rows, g);
   for (const ResidPatch& p : iv_.patches) {
     if (p.layer == l && p.position < rows) std::fill_n(g + int64_t(p.position) * C, C, 0.0f);

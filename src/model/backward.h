@@ -55,9 +55,10 @@
 #include <memory>
 #include <vector>
 
-#include "model/model.h"
+#include "model/acts.h"
 #include "model/observer.h"
 #include "model/run_options.h"
+#include "model/session.h"
 
 namespace gpt2 {
 
@@ -90,17 +91,19 @@ class Backward {
   Backward& operator=(const Backward&) = delete;
 
   // Runs `session` (reset first) over ids [0, T) under `iv` (null: the plain model; an edit
-  // without a backward is refused with gpt2::Error naming it), keeping
-  // what Run needs; `also` (if set) receives the forward's activations too. With resid_in
+  // without a backward is refused with gpt2::Error naming it), keeping in acts() what Run needs
+  // and the hooks in `also`. With resid_in
   // ([T, C]) the blocks run over that stream entering block 0 instead of the embedding (the
   // session runs the ids once plainly first unless it holds them already, as left by the last
   // Forward of the same ids).
   void Forward(Session& session, const std::vector<int>& ids, const Interventions* iv,
-               const float* resid_in = nullptr, const ActivationObserver* also = nullptr);
+               const float* resid_in = nullptr, HookSet also = {});
 
   int tokens() const { return T_; }
+  // The last Forward's record (acts.h): what Run reads and the hooks asked for.
+  const Acts& acts() const { return acts_; }
   // The stream entering block 0 of the last Forward, [T, C] (the embedding, or resid_in).
-  const std::vector<float>& embed() const { return embed_; }
+  const std::vector<float>& embed() const { return acts_.embed; }
   // The metric of the last Forward's logits at spec.position (through session.FinalLogits:
   // the forward's own numbers), and the logits there ([n_vocab]).
   double Metric(Session& session, const MetricSpec& spec);
@@ -121,9 +124,7 @@ class Backward {
   int64_t SavedBytes() const;
 
  private:
-  struct Saved;
   static void CheckDifferentiable(const Interventions& iv);
-  void Keep(const Activation& a, const ActivationObserver* also);
   void LayerNormBackwardRows(const float* x, const float* gamma, const float* dy, float* dx,
                              int64_t rows, bool accumulate) const;
   void Transposed(const float* dy, int64_t rows, const WeightView& w, float* dx);
@@ -151,9 +152,7 @@ class Backward {
   Interventions iv_;
   int T_ = 0;
   std::vector<int> ids_;
-  std::vector<float> embed_;        // [T, C]
-  std::vector<Saved> saved_;        // per block
-  std::vector<float> final_;        // [T, C] the stream entering ln_f
+  Acts acts_;  // the last Forward's record
   std::vector<std::vector<float>> edit_in_;  // [stream edit][T, C]: the rows as they entered it
   // Scratch of Run, reused.
   std::vector<float> g_, dx_, dsub_, dff_, dz_, dqkv_, dq_, dk_, dv_, dscores_, tmp_, report_;

@@ -7,7 +7,7 @@
 #include <functional>
 #include <vector>
 
-#include "model/model.h"
+#include "model/session.h"
 #include "model/sampler.h"
 
 namespace gpt2 {

@@ -62,4 +62,20 @@ struct Activation {
 
 using ActivationObserver = std::function<void(const Activation&)>;
 
+// Reports data [d0, d1] (d2 > 0: [d0, d1, d2]) as `hook` of `layer`, its rows from pos0.
+inline void Report(const ActivationObserver& observer, Hook hook, int layer, int pos0,
+                   const float* data, int64_t d0, int64_t d1, int64_t d2 = 0) {
+  Activation a;
+  a.hook = hook;
+  a.name = HookName(hook);
+  a.layer = layer;
+  a.pos0 = pos0;
+  a.n_dims = d2 ? 3 : 2;
+  a.shape[0] = d0;
+  a.shape[1] = d1;
+  a.shape[2] = d2;
+  a.data = data;
+  observer(a);
+}
+
 }  // namespace gpt2

@@ -11,7 +11,7 @@
 #include "base/error.h"
 #include "format/quant.h"
 #include "model/kv_cache.h"
-#include "model/model.h"
+#include "model/session.h"
 #include "model/thread_pool.h"
 
 namespace gpt2 {
@@ -118,22 +118,6 @@ void ParallelMatMul(ThreadPool& pool, MatMulInput& in, const float* x, int64_t T
   };
   pool.ParallelFor(n_chunks, [&](int64_t chunk) { run(bound(chunk), bound(chunk + 1)); });
 }
-
-void Report(const ActivationObserver& observer, Hook hook, int layer, int pos0,
-            const float* data, int64_t d0, int64_t d1, int64_t d2 = 0) {
-  Activation a;
-  a.hook = hook;
-  a.name = HookName(hook);
-  a.layer = layer;
-  a.pos0 = pos0;
-  a.n_dims = d2 ? 3 : 2;
-  a.shape[0] = d0;
-  a.shape[1] = d1;
-  a.shape[2] = d2;
-  a.data = data;
-  observer(a);
-}
-
 
 // A sublayer's input xn [T, C]: its LayerNorm of the stream x (pre-LN), or x itself under
 // post-norm, where the LayerNorm comes after the residual write instead (WriteSublayer).

@@ -14,7 +14,7 @@
 #include "format/gguf.h"
 #include "format/safetensors.h"
 #include "model/golden_file.h"
-#include "model/model.h"
+#include "model/session.h"
 #include "test_paths.h"
 #include "convert/convert.h"
 #include "tools/common/synthetic_model.h"

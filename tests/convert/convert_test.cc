@@ -21,7 +21,7 @@
 #include "convert_test_util.h"
 #include "format/gguf.h"
 #include "format/safetensors.h"
-#include "model/model.h"
+#include "model/session.h"
 #include "tokenizer/tokenizer.h"
 #include "convert/convert.h"
 #include "convert/gpt2_gguf.h"

@@ -371,11 +371,8 @@ TEST_CASE("QK attribution: every part and pair equals PyTorch's; each side sums 
   // The score from another path: the backward's kept f32 q and k; its gradient at ln_1's output.
   gpt2::Session session(t.lab->model());
   gpt2::Backward backward(t.lab->model());
-  std::vector<float> x;  // the stream entering block 1
-  const gpt2::ActivationObserver also = [&](const gpt2::Activation& a) {
-    if (a.hook == gpt2::Hook::kResidPre && a.layer == 1) x.assign(a.data, a.data + int64_t(T) * C);
-  };
-  backward.Forward(session, ids, nullptr, nullptr, &also);
+  backward.Forward(session, ids, nullptr);
+  const std::vector<float>& x = backward.acts().blocks[1].resid_pre;  // the stream entering block 1
   const double score = backward.Score(spec);
   std::vector<float> dln1;
   backward.RunScore(spec, [&](const gpt2::Activation& a) {

@@ -24,7 +24,7 @@
 
 #include "format/gguf.h"
 #include "kernels/kernels.h"
-#include "model/model.h"
+#include "model/session.h"
 #include "tools/common/synthetic_model.h"
 
 namespace gpt2 {

@@ -7,7 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include "lab/conversation.h"
-#include "model/model.h"
+#include "model/session.h"
 #include "tools/common/synthetic_model.h"
 
 namespace gpt2_test {

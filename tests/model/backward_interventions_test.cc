@@ -25,7 +25,7 @@
 #include "intervention_cases.h"
 #include "lab/gradients.h"
 #include "model/backward.h"
-#include "model/model.h"
+#include "model/session.h"
 #include "model_test_util.h"
 #include "sae/sae.h"
 #include "tools/common/synthetic_model.h"

@@ -20,7 +20,7 @@
 #include "kernels/kernels.h"
 #include "lab/gradients.h"
 #include "model/backward.h"
-#include "model/model.h"
+#include "model/session.h"
 #include "tools/common/synthetic_model.h"
 
 namespace gpt2 {

@@ -12,7 +12,7 @@
 
 #include "base/error.h"
 #include "model/backward.h"
-#include "model/model.h"
+#include "model/session.h"
 #include "golden_file.h"
 #include "intervention_cases.h"
 #include "model_test_util.h"

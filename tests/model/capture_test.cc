@@ -14,7 +14,7 @@
 
 #include "base/error.h"
 #include "model/capture.h"
-#include "model/model.h"
+#include "model/session.h"
 #include "golden_file.h"
 #include "model_test_util.h"
 #include "tools/common/synthetic_model.h"

@@ -17,7 +17,7 @@
 #include "format/gguf.h"
 #include "kernels/kernels.h"
 #include "model/config.h"
-#include "model/model.h"
+#include "model/session.h"
 #include "model/sampler.h"
 #include "golden_file.h"
 #include "model_test_util.h"

@@ -13,7 +13,7 @@
 #include "base/error.h"
 #include "golden_file.h"
 #include "model/capture.h"
-#include "model/model.h"
+#include "model/session.h"
 #include "model_test_util.h"
 
 namespace gpt2_test {

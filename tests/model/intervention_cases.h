@@ -10,7 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "model/capture.h"
-#include "model/model.h"
+#include "model/session.h"
 #include "model/run_options.h"
 
 namespace gpt2_test {

@@ -17,7 +17,7 @@
 #include "base/error.h"
 #include "model/attribution.h"
 #include "model/capture.h"
-#include "model/model.h"
+#include "model/session.h"
 #include "golden_file.h"
 #include "intervention_cases.h"
 #include "model_test_util.h"

@@ -13,7 +13,7 @@
 #include <catch2/catch.hpp>
 
 #include "format/gguf.h"
-#include "model/model.h"
+#include "model/session.h"
 #include "golden_file.h"
 #include "model_test_util.h"
 #include "../test_paths.h"

@@ -19,7 +19,7 @@
 
 #include "format/gguf.h"
 #include "model/capture.h"
-#include "model/model.h"
+#include "model/session.h"
 #include "model/run_options.h"
 #include "test_paths.h"
 #include "tokenizer/tokenizer.h"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "format/gguf.h"
-#include "model/model.h"
+#include "model/session.h"
 #include "support/json.h"
 #include "test_paths.h"
 #include "tokenizer/tokenizer.h"

@@ -16,7 +16,7 @@
 #include "base/error.h"
 #include "format/gguf.h"
 #include "lab/compare.h"
-#include "model/model.h"
+#include "model/session.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/cli/args.h"
 #include "tools/cli/json_out.h"

@@ -18,9 +18,10 @@
 #include "base/text.h"
 #include "format/gguf.h"
 #include "kernels/kernels.h"
+#include "model/acts.h"
 #include "model/attribution.h"
 #include "model/generate.h"
-#include "model/model.h"
+#include "model/session.h"
 #include "model/sampler.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8_stream.h"
@@ -326,15 +327,9 @@ int Bench(const Args& args) {
   // clean prefill's cache before the first changed block.
   const Interventions interventions = InterventionsFromArgs(args, c);
   const int first = interventions.FirstChangedBlock(c.n_layer);
-  std::vector<float> resid_in;
-  RunOptions keep;  // copies the stream entering block `first`, nothing else
-  if (!interventions.empty()) {
-    keep.observer = [&](const Activation& a) {
-      const bool wanted = first == 0 ? a.hook == Hook::kEmbed
-                                     : (a.layer == first - 1 && a.hook == Hook::kResidPost);
-      if (wanted) resid_in.assign(a.data, a.data + a.shape[0] * a.shape[1]);
-    };
-  }
+  Acts acts;
+  RunOptions keep;  // keeps the stream entering each block
+  if (!interventions.empty()) RecordActs(c, Keep{{Hook::kEmbed, Hook::kResidPost}}, acts, keep);
   RunOptions intervened;
   intervened.interventions = &interventions;
 
@@ -344,7 +339,7 @@ int Bench(const Args& args) {
     if (!interventions.empty()) {
       session.Prefill(prompt.data(), n_prompt, keep);
       const auto r0 = Clock::now();
-      session.Rerun({0, n_prompt, first}, resid_in.data(), intervened);
+      session.Rerun({0, n_prompt, first}, acts.StreamInto(first).data(), intervened);
       best_rerun = std::min(best_rerun, std::chrono::duration<double>(Clock::now() - r0).count());
       session.Reset();
     }
