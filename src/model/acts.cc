@@ -70,8 +70,8 @@ const std::vector<float>& Acts::Of(Hook hook, int layer) const {
 
 const std::vector<float>& Acts::StreamInto(int l) const {
   if (l == 0) return embed;
-  if (l == static_cast<int>(blocks.size())) return final_stream;
-  return blocks[l - 1].resid_post;
+  const bool last = l == static_cast<int>(blocks.size());
+  return last && !final_stream.empty() ? final_stream : blocks[l - 1].resid_post;
 }
 
 void RecordActs(const Config& config, Keep keep, Acts& acts, RunOptions& run,

@@ -29,6 +29,12 @@ class HookSet {
   constexpr HookSet(std::initializer_list<Hook> hooks) {
     for (Hook h : hooks) bits_ |= Bit(h);
   }
+  // Every hook.
+  static constexpr HookSet All() {
+    HookSet all;
+    all.bits_ = (uint32_t{1} << kNumHooks) - 1;
+    return all;
+  }
   constexpr bool has(Hook h) const { return (bits_ & Bit(h)) != 0; }
   constexpr HookSet& operator|=(HookSet other) {
     bits_ |= other.bits_;
@@ -72,7 +78,8 @@ struct Acts {
   std::vector<float>& Of(Hook hook, int layer);
   const std::vector<float>& Of(Hook hook, int layer) const;
   // The stream entering block l before its patches (Session::Rerun's resid_in): the embedding
-  // (l = 0) or block l - 1's resid_post; l = n_layer: the final stream.
+  // (l = 0) or block l - 1's resid_post; l = n_layer: the final stream (final_stream, or the last
+  // block's resid_post when only that was kept).
   const std::vector<float>& StreamInto(int l) const;
   // Row t of a [T, width] field.
   static const float* Row(const std::vector<float>& field, int t, int width) {

@@ -2,8 +2,10 @@
 // the CLI's `inspect`, the page's visualisations and the golden tests all see inside the model.
 // When no observer is set the forward pass does no extra work.
 //
-// Observers are passed per call in RunOptions (model/run_options.h); the page, the CLI and the
-// tests keep what they need with model/capture.h's Recorder or CaptureStore.
+// Observers are passed per call in RunOptions (model/run_options.h). What a run leaves is kept
+// by one of three: the record of one call (model/acts.h: the analyses' typed tensors, kept as
+// asked), the page's capture store across prefill and steps (model/capture.h CaptureStore), or
+// a log of every report as made (capture.h Recorder: `inspect --json`, the tests).
 //
 // Names (hooks.h: the enum a consumer switches on, our name and TransformerLens's) and shapes, for a forward over T new tokens starting at position pos0 with
 // n_keys = pos0 + T keys visible (C = n_embd, H = n_head, D = head_dim, F = n_ff, V = n_vocab),
