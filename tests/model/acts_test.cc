@@ -13,8 +13,6 @@
 #include "model/session.h"
 #include "golden_file.h"
 #include "model_test_util.h"
-#include "../test_paths.h"
-#include "tools/common/synthetic_model.h"
 
 namespace gpt2_test {
 namespace {
@@ -22,12 +20,6 @@ namespace {
 // As tests/model/golden_test.cc and backward_test.cc bound them.
 constexpr double kF32Tolerance = 1e-4;
 constexpr double kGradientRelTol = 1e-4;
-
-const gpt2::Model& TinyF32() {
-  static const std::unique_ptr<LoadedModel> m = LoadModelBytes(
-      gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), gpt2::TensorType::kF32, nullptr));
-  return *m->model;
-}
 
 std::vector<int> Ids(const GoldenFile& golden, const std::string& name) {
   const std::vector<int32_t>& ids = golden.I32(name);
@@ -43,8 +35,8 @@ std::string GoldenName(gpt2::Hook h, int layer) {
 size_t Elements(const GoldenTensor& g) { return size_t(g.NumElements()); }
 
 TEST_CASE("a record of every hook holds PyTorch's tensors by their names", "[model][acts][golden]") {
-  const GoldenFile golden = GoldenFile::Load(DataPath("golden_tiny.bin"));
-  const gpt2::Model& model = TinyF32();
+  const GoldenFile& golden = GoldenData("golden_tiny.bin");
+  const gpt2::Model& model = TinyModel();
   const gpt2::Config& c = model.config();
   const std::vector<int> ids = Ids(golden, "p3/ids");
   const int T = static_cast<int>(ids.size());
@@ -80,7 +72,7 @@ TEST_CASE("a record of every hook holds PyTorch's tensors by their names", "[mod
 }
 
 TEST_CASE("a record keeps only what it is asked for, and the run reports no more", "[model][acts]") {
-  const gpt2::Model& model = TinyF32();
+  const gpt2::Model& model = TinyModel();
   const gpt2::Config& c = model.config();
   const std::vector<int> ids = {1, 2, 3, 4, 5};
   gpt2::Session session(model);
@@ -113,8 +105,8 @@ TEST_CASE("a record keeps only what it is asked for, and the run reports no more
 }
 
 TEST_CASE("the backward fills a record of the same type with PyTorch's gradients", "[model][acts][gradients][golden]") {
-  const GoldenFile golden = GoldenFile::Load(DataPath("golden_gradients.bin"));
-  const gpt2::Model& model = TinyF32();
+  const GoldenFile& golden = GoldenData("golden_gradients.bin");
+  const gpt2::Model& model = TinyModel();
   const gpt2::Config& c = model.config();
   const std::vector<int> ids = Ids(golden, "ids");
   const std::vector<int32_t>& q = golden.I32("grad/plain/query");
