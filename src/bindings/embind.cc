@@ -2,7 +2,7 @@
 // method of Engine (one LAB_METHOD line each, forwarding to src/lab/lab.h's Lab, which documents
 // what each does), the fields of every result (a Shape: a plain JS object; `array` fields are
 // fresh typed arrays) and of every request object (a RequestOf table below: each field optional,
-// one it does not name an error). The caller is the page's Web Worker (web/worker-jobs.js and its
+// one it does not name an error). The caller is the page's Web Worker (web/worker/worker-jobs.js and its
 // parts). Every method throws a JS Error with the engine's message on failure (returned by value:
 // ErrorsByValue in js_calls.h, rethrown by engine-errors.js).
 //   engine.beginLoad(totalBytes); engine.appendChunk(uint8Array) ...; engine.finishLoad(nThreads)

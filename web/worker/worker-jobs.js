@@ -5,10 +5,10 @@
 // arrives, so a running job sees them at its next yield. The engine owns the conversation, the
 // generation loop and the experiments (src/lab/lab.h): each job is a short sequence of its calls.
 
-import {ErrorKind, Msg, errorMessage} from './protocol.js';
+import {ErrorKind, Msg, errorMessage} from '../shared/protocol.js';
 import {createCircuits} from './worker-circuits.js';
 import {createUnder} from './worker-under.js';
-import {canonical} from './interventions.js';
+import {canonical} from '../shared/interventions.js';
 import {topIndices} from './top.js';
 
 // The logit lens costs n_layer * positions * n_embd * n_vocab multiply-adds; keep a window

@@ -8,8 +8,9 @@
 // Range after a dropped connection, clear errors); nothing is cached until the engine has loaded
 // the converted SAE. The engine owns its SAEs: another model drops them (attach).
 
-import {ErrorKind, Msg, Phase, errorMessage} from './protocol.js';
-import {cfgShape, hfSaeUrl, saeBytes, saeCacheKey, saeFolderUrls, saeRefusal, saeSourceText} from './sae.js';
+import {ErrorKind, Msg, Phase, errorMessage} from '../shared/protocol.js';
+import {cfgShape, hfSaeUrl, saeBytes, saeCacheKey, saeFolderUrls, saeRefusal, saeSourceText} from '../shared/sae.js';
+import {kPageBase} from './worker-load.js';
 
 // post(msg, transfer): to the page; yieldToEvents(): lets queued messages arrive between
 // tensors; loader: a createLoader whose progress goes out as 'sae-progress' (worker.js);
@@ -160,7 +161,7 @@ export function createSae({post, yieldToEvents, loader, module, under}) {
         r.name = `jbloom block ${layer} (blocks.${layer}.hook_resid_pre)`;
         if (r.from === 'network') r.from = 'hf';
       } else if (source.kind === 'url') {
-        const {cfg, weights} = saeFolderUrls(source.folder, self.location.href);
+        const {cfg, weights} = saeFolderUrls(source.folder, kPageBase);
         r = await fromUrls(cfg, weights);
         r.name = source.folder;
       } else if (source.kind === 'files') {

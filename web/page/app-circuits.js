@@ -1,10 +1,10 @@
 // The page's circuits panels: head detection and the quantization lens. Both make the engine's
 // conversation their own sequence (captured, the plain model), which the page then shows as the
 // text. app.js hands it the store, the worker and its helpers; view-heads.js and view-quant.js draw.
-import {ErrorKind, Msg} from './protocol.js';
+import {ErrorKind, Msg} from '../shared/protocol.js';
 import {renderIfChanged} from './store.js';
-import * as headsView from './view-heads.js';
-import * as quantView from './view-quant.js';
+import * as headsView from '../views/view-heads.js';
+import * as quantView from '../views/view-quant.js';
 
 // store, worker, $, on: app.js's; busy(s): a run is under way; pick(p), chooseLayerHead(l, h):
 // app.js's; showUnder(id, result): writes what a result was computed under.

@@ -2,9 +2,9 @@
 // Hugging Face (converted in the worker), its progress, the browser cache, and a second visit's
 // load of the cached model without a click. app.js hands it the store, the worker and its helpers
 // (protocol.js documents the messages); state lives in the store.
-import {hfCacheKey, hfChoice, kHfModels, kHfWeights} from './hf.js';
-import {Msg, Phase} from './protocol.js';
-import {mb, progressWords} from './viz.js';
+import {hfCacheKey, hfChoice, kHfModels, kHfWeights} from '../shared/hf.js';
+import {Msg, Phase} from '../shared/protocol.js';
+import {mb, progressWords} from '../views/viz.js';
 
 // store, worker, $, on: app.js's; params: the page's URL parameters; canLoad(s): whether a load
 // may start now; engineMode(): the engine in words; modelReady(info): what the rest of the page
@@ -146,7 +146,7 @@ export function createLoadPanel({store, worker, $, on, params, canLoad, engineMo
   // A site built with `build-site.sh --with-weights` names the model it ships in version.json; the
   // page opens that one at once (a link's ?model= still wins).
   const siteModel = params.get('model') ? Promise.resolve('') :
-    fetch(new URL('version.json', import.meta.url)).then((r) => (r.ok ? r.json() : {}))
+    fetch(new URL('../version.json', import.meta.url)).then((r) => (r.ok ? r.json() : {}))
         .then((v) => (typeof v.model === 'string' ? v.model : ''), () => '');
   siteModel.then((url) => { if (url && !state.info && !state.loading) store.set({modelUrlInput: url}); });
   try { $('hf-host').textContent = new URL(hfBase).host; } catch { /* the worker reports a bad URL */ }

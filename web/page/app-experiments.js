@@ -4,17 +4,17 @@
 // hands it the store, the worker and its helpers; protocol.js documents the messages); the views
 // (view-experiments.js, view-sweep.js, ...) only draw. The interventions are the store's:
 // compute() sends them with every request, and each result says what it was computed under.
-import {kNoInterventions} from './interventions.js';
-import {ErrorKind, Msg} from './protocol.js';
+import {kNoInterventions} from '../shared/interventions.js';
+import {ErrorKind, Msg} from '../shared/protocol.js';
 import {renderIfChanged} from './store.js';
-import * as atpView from './view-atp.js';
-import * as attributionView from './view-attribution.js';
-import * as attentionView from './view-attention.js';
-import * as experimentsView from './view-experiments.js';
-import * as patchingView from './view-patching.js';
-import * as pathsView from './view-paths.js';
-import * as saliencyView from './view-saliency.js';
-import * as sweepView from './view-sweep.js';
+import * as atpView from '../views/view-atp.js';
+import * as attributionView from '../views/view-attribution.js';
+import * as attentionView from '../views/view-attention.js';
+import * as experimentsView from '../views/view-experiments.js';
+import * as patchingView from '../views/view-patching.js';
+import * as pathsView from '../views/view-paths.js';
+import * as saliencyView from '../views/view-saliency.js';
+import * as sweepView from '../views/view-sweep.js';
 
 function toggled(list, x) {
   return list.includes(x) ? list.filter((y) => y !== x) : [...list, x].sort((a, b) => a - b);

@@ -9,7 +9,7 @@
 // opening such a link loads the SAEs (from the cache, or their source) before generating; &hf=BASE
 // is kept when the page has one and the link names a hf: SAE.
 
-import {decodeSaeEdits, encodeSaeEdits, parseSaeSource} from './sae.js';
+import {decodeSaeEdits, encodeSaeEdits, parseSaeSource} from '../shared/sae.js';
 
 // The sampling settings: URL parameter (also the input's id), the worker's name, the input's
 // label (index.html), valid range (max-tokens is further capped by the model's context). app.js

@@ -2,8 +2,8 @@
 // (src/lab/head_scores.h through src/bindings/embind.cc). worker-jobs.js creates this part and
 // hands it the engine it holds; protocol.js documents the messages.
 
-import {canonical} from './interventions.js';
-import {ErrorKind, Msg, errorMessage} from './protocol.js';
+import {canonical} from '../shared/interventions.js';
+import {ErrorKind, Msg, errorMessage} from '../shared/protocol.js';
 
 const kEndOfText = 50256;
 

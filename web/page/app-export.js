@@ -2,8 +2,8 @@
 // saliency computed last, and any heat map as PNG or SVG. app.js hands it the store, the worker
 // and its helpers; protocol.js documents the messages.
 import {encodeNpy} from './npy.js';
-import {Msg} from './protocol.js';
-import {heatmapOf} from './viz.js';
+import {Msg} from '../shared/protocol.js';
+import {heatmapOf} from '../views/viz.js';
 
 // Saves blob as a file called name (the browser's download).
 export function download(name, blob) {

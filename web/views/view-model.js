@@ -1,5 +1,5 @@
 // The loaded model, in words: its name (with a note for the small offline model) and its shape.
-import {kWasmMaxBytes} from './hf.js';
+import {kWasmMaxBytes} from '../shared/hf.js';
 import {mb} from './viz.js';
 
 // The models this project makes, by file name, in words. The small one gets a note: its odd

@@ -2,14 +2,14 @@
 // residual stream, LayerNorm, MLP, next-token probabilities and the logit lens. Picking a token
 // or a head asks the worker for what they show (under the store's interventions, compute()); the
 // views (view-*.js) only draw. app.js hands it the store and its helpers.
-import {Msg} from './protocol.js';
+import {Msg} from '../shared/protocol.js';
 import {renderIfChanged} from './store.js';
-import * as attentionView from './view-attention.js';
-import * as layerNormView from './view-layernorm.js';
-import * as lensView from './view-lens.js';
-import * as mlpView from './view-mlp.js';
-import * as probsView from './view-probs.js';
-import * as residualView from './view-residual.js';
+import * as attentionView from '../views/view-attention.js';
+import * as layerNormView from '../views/view-layernorm.js';
+import * as lensView from '../views/view-lens.js';
+import * as mlpView from '../views/view-mlp.js';
+import * as probsView from '../views/view-probs.js';
+import * as residualView from '../views/view-residual.js';
 
 // The grid cell an arrow key moves to from (row, col), or null for any other key; the
 // attention grid (block x head) and the logit lens (block x position) move alike.

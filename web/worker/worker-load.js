@@ -3,9 +3,12 @@
 // API copy, resuming a dropped connection per part; or from a local File. Progress goes to the
 // page as 'progress' messages (protocol.js). threads: the engine's thread count for finishLoad.
 
-import {Msg, Phase, errorMessage} from './protocol.js';
+import {Msg, Phase, errorMessage} from '../shared/protocol.js';
 
 const kCacheName = 'gpt2-models-v1';
+// The page's folder, which a relative URL from the page (typed there, or version.json's model) is
+// relative to: the site's root, where index.html sits, one folder up from the worker's own.
+export const kPageBase = new URL('../', import.meta.url).href;
 
 export function createLoader({post}) {
   function describeFetchError(url, e) {
@@ -167,7 +170,7 @@ export function createLoader({post}) {
   // teed into cache.put as they stream in; if anything fails before finishLoad succeeds (a drop,
   // a short or oversized body, a parse error) every entry of this model is deleted again.
   async function loadFromUrl(url, target, threads) {
-    const absolute = new URL(url, self.location.href).href;
+    const absolute = new URL(url, kPageBase).href;
     const cache = await openCache();
     const notes = [];
     if (!cache) {

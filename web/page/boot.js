@@ -1,6 +1,6 @@
-// Starts the engine's Web Worker (worker.js) as early as the page allows. index.html loads this
-// module before app.js, so it runs as soon as the document is parsed, while app.js's ~20
-// modules are still being fetched (~300 ms of a cached reload): the wasm engine compiles
+// Starts the engine's Web Worker (worker/worker.js) as early as the page allows. index.html
+// loads this module before app.js, so it runs as soon as the document is parsed, while app.js's
+// ~20 modules are still being fetched (~300 ms of a cached reload): the wasm engine compiles
 // meanwhile. Only when the page is already cross-origin isolated (a return visit under the
 // service worker): otherwise isolation.js may still reload the page, and app.js starts the
 // worker once that is settled. Messages the worker sends before app.js listens are kept.
@@ -9,7 +9,7 @@
 // cross-origin isolated; see worker.js), as is ?debug=1.
 function engineWorkerUrl() {
   const params = new URLSearchParams(location.search);
-  const url = new URL('./worker.js', import.meta.url);
+  const url = new URL('../worker/worker.js', import.meta.url);
   if (params.get('threads')) url.searchParams.set('threads', params.get('threads'));
   if (params.get('debug')) url.searchParams.set('debug', '1');
   return url;

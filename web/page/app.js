@@ -12,14 +12,14 @@
 // First: it may reload the page (under the service worker, for threads) before anything starts.
 import {isolationNote} from './isolation.js';
 import {startEngineWorker} from './boot.js';
-import {describeInterventions, kNoInterventions} from './interventions.js';
+import {describeInterventions, kNoInterventions} from '../shared/interventions.js';
 import {kSamplingFields} from './share.js';
-import {ErrorKind, Msg} from './protocol.js';
+import {ErrorKind, Msg} from '../shared/protocol.js';
 import {createStore, renderIfChanged} from './store.js';
-import {drawLegend, pieceAt, showPiece} from './viz.js';
-import * as anatomyView from './view-anatomy.js';
-import * as modelView from './view-model.js';
-import * as tokensView from './view-tokens.js';
+import {drawLegend, pieceAt, showPiece} from '../views/viz.js';
+import * as anatomyView from '../views/view-anatomy.js';
+import * as modelView from '../views/view-model.js';
+import * as tokensView from '../views/view-tokens.js';
 import {createCircuitsPanel} from './app-circuits.js';
 import {createExperimentsPanel} from './app-experiments.js';
 import {createExportPanel, download} from './app-export.js';
@@ -50,7 +50,7 @@ const store = createStore({
   threads: 1,       // threads running the kernels (the worker's plan, then the engine's count)
   isolated: false,  // cross-origin isolated: SharedArrayBuffer, so the threaded engine
   threadsNote: '',  // why the threaded engine is not used although the page is isolated
-  relaxedSimd: false,  // the worker runs the relaxed SIMD build (web/relaxed-simd.js)
+  relaxedSimd: false,  // the worker runs the relaxed SIMD build (web/worker/relaxed-simd.js)
   relaxedError: '',    // why it does not, where the browser has relaxed SIMD
   isolationNote,    // why the page is not isolated (isolation.js), in words; '' when it is
   info: null,

@@ -6,7 +6,7 @@
 // last", so this is where the worker remembers what that is: a tool never runs under
 // interventions the page no longer shows. Replies echo `under`, what they ran under.
 
-import {canonical, interventionsKey} from './interventions.js';
+import {canonical, interventionsKey} from '../shared/interventions.js';
 
 const kPlain = interventionsKey({});
 

@@ -14,7 +14,7 @@
 // A dropped connection is resumed from where it stopped (loader.kMaxResumes times per open).
 
 import {createLoader} from './worker-load.js';
-import {FetchMsg, errorMessage} from './protocol.js';
+import {FetchMsg, errorMessage} from '../shared/protocol.js';
 
 const kAheadBytes = 64 << 20;
 const kChunkBytes = 4 << 20;  // what is sent at a time (the network's chunks are ~64 kB)

@@ -1,4 +1,4 @@
-// Transcoders for attribution graphs, for the page and its worker alike: where the public GPT-2
+// Transcoders for attribution graphs, for the worker (worker-graph.js): where the public GPT-2
 // small set lives on Hugging Face, a folder laid out like it, and what a block costs in memory.
 
 // Dunefsky, Chlenski and Nanda (2024): one ReLU transcoder per block of GPT-2 small, reading

@@ -4,12 +4,12 @@
 // clamping are the interventions' `sae` list (sae-contract.md), so generation and "Run again"
 // (the experiments panel's own path) take them like the other switches, and a shared link names
 // the SAEs' sources and the edits (share.js). State lives in the store; view-features.js draws.
-import {Msg, Phase} from './protocol.js';
-import {kHfSaeBlocks, labelsText, parseLabels, saeInterventions, saeSourceText} from './sae.js';
+import {Msg, Phase} from '../shared/protocol.js';
+import {kHfSaeBlocks, labelsText, parseLabels, saeInterventions, saeSourceText} from '../shared/sae.js';
 import {renderIfChanged} from './store.js';
-import * as featuresView from './view-features.js';
-import {renderResult} from './view-experiments.js';
-import {mb, progressWords} from './viz.js';
+import * as featuresView from '../views/view-features.js';
+import {renderResult} from '../views/view-experiments.js';
+import {mb, progressWords} from '../views/viz.js';
 
 // The store's SAE fields, merged into app.js's initial state.
 export const kSaeState = {

@@ -6,7 +6,7 @@
 //   [data-node-id]                    a node (focusable, role button; the chosen one aria-pressed)
 //   [data-edge]                       a drawn link, data-edge-role "path" | "pinned" | "hover"
 //   data-testid="graph-node-details"  the current node's numbers as text (renderDetails)
-import {describeNode, Kind, linkShown, rowsOf, tokenAt} from './graph.js';
+import {describeNode, Kind, linkShown, rowsOf, tokenAt} from '../page/graph.js';
 import {fmt} from './viz.js';
 
 const kSvg = 'http://www.w3.org/2000/svg';

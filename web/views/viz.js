@@ -1,7 +1,7 @@
 // Drawing helpers for the page: a colour-blind-safe colour map and an interactive heat map
 // (hover shows the value, arrow keys move a cursor whose value is read out for screen readers),
 // and numbers, sizes and progress in words.
-import {Phase} from './protocol.js';
+import {Phase} from '../shared/protocol.js';
 
 // An element with a class and text (either may be left out).
 export const el = (tag, cls, text) => {

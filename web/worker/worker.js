@@ -17,7 +17,7 @@
 // the per-token matmuls of GPT-2 small are too short to split further), or the `threads`
 // query parameter of this worker's URL (the page forwards its own ?threads=N).
 
-import {ErrorKind, Msg, errorMessage} from './protocol.js';
+import {ErrorKind, Msg, errorMessage} from '../shared/protocol.js';
 import {startEngineModule} from './relaxed-simd.js';
 import {createHfConverter} from './worker-convert.js';
 import {createJobs} from './worker-jobs.js';

@@ -5,13 +5,13 @@
 // exact). Every graph text, whatever its source, enters through openGraphText(). State lives in
 // the store (kGraphState); graph.js derives, view-graph.js, view-graph-check.js and view-graph-qk.js draw.
 import {defaultLogit, GraphFileError, Kind, parseGraph, rowsOf, shownNodes, stepFrom, strongestPaths} from './graph.js';
-import {Msg, Phase} from './protocol.js';
-import {labelsText, parseLabels} from './sae.js';
+import {Msg, Phase} from '../shared/protocol.js';
+import {labelsText, parseLabels} from '../shared/sae.js';
 import {renderIfChanged} from './store.js';
-import * as checkView from './view-graph-check.js';
-import * as graphView from './view-graph.js';
-import * as qkView from './view-graph-qk.js';
-import {fmt, mb, progressWords} from './viz.js';
+import * as checkView from '../views/view-graph-check.js';
+import * as graphView from '../views/view-graph.js';
+import * as qkView from '../views/view-graph-qk.js';
+import {fmt, mb, progressWords} from '../views/viz.js';
 
 // The store's graph fields, merged into app.js's initial state.
 export const kGraphState = {

@@ -9,11 +9,12 @@
 // reads 40 MB per block from the cache instead of 151 MB from the network. The engine owns its
 // transcoders: another model drops them (attach).
 
-import {canonical} from './interventions.js';
-import {ErrorKind, Msg, Phase, errorMessage} from './protocol.js';
-import {cfgShape, saeCacheKey, saeRefusal} from './sae.js';
+import {canonical} from '../shared/interventions.js';
+import {ErrorKind, Msg, Phase, errorMessage} from '../shared/protocol.js';
+import {cfgShape, saeCacheKey, saeRefusal} from '../shared/sae.js';
 import {tokenPieces} from './worker-sae.js';
 import {hfTranscoderFolder, transcoderBytes, transcoderUrls} from './transcoders.js';
+import {kPageBase} from './worker-load.js';
 
 const kPlain = canonical({});  // what the replies say they ran under, as the jobs' do
 // The page sends the graph JSON pruned this loosely, so its node slider can show more than
@@ -138,7 +139,7 @@ export function createGraph({post, yieldToEvents, loader, module, under}) {
     const froms = new Set();
     let found = 0;
     for (let l = 0; l < info.n_layer && !cancelled; ++l) {
-      const from = await fromUrls(l, transcoderUrls(folder, l, self.location.href), !required, notes);
+      const from = await fromUrls(l, transcoderUrls(folder, l, kPageBase), !required, notes);
       if (from) {
         froms.add(from);
         ++found;

@@ -11,8 +11,8 @@
 // ignores Range sends the whole file instead: converted from memory when it fits, else a clear
 // error.
 
-import {hfCacheKey, hfFileUrl, hfModel, hfSizes, kHfWeights} from './hf.js';
-import {FetchMsg, Msg, Phase, errorMessage} from './protocol.js';
+import {hfCacheKey, hfFileUrl, hfModel, hfSizes, kHfWeights} from '../shared/hf.js';
+import {FetchMsg, Msg, Phase, errorMessage} from '../shared/protocol.js';
 
 // The first request asks for this much of model.safetensors: the header of GPT-2 XL's is ~80 kB.
 const kProbeBytes = 128 << 10;

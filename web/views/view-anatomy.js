@@ -1,5 +1,5 @@
 // The anatomy table (anatomy.js) for the loaded model and the current text's length.
-import {anatomy} from './anatomy.js';
+import {anatomy} from '../page/anatomy.js';
 
 const n = (x) => Math.round(x).toLocaleString('en-US');
 const bytes = (x) => (x >= 1 << 20 ? `${(x / (1 << 20)).toFixed(1)} MB` : `${(x / 1024).toFixed(1)} kB`);
