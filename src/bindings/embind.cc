@@ -10,8 +10,8 @@
 //   for (let id = engine.nextToken(false); id >= 0; id = engine.nextToken(stopRequested)) {...}
 // Interventions: {ablateHeads: [[layer, head], ...], skipAttn: [layer, ...], sae: [{id, steer:
 //   [[feature, alpha], ...], clamp}], ...}. setInterventions: for later runs (means over the
-//   capture); jobs and experiments take the page's (means over the prompt) and give the
-//   conversation back captured under them (src/lab/conversation.h's Scope). A job (and a graph):
+//   capture); setInterventionsOverPrompt, jobs and experiments take the page's (means over the
+//   prompt) and give the conversation back captured under them (src/lab/conversation.h's Scope). A job (and a graph):
 //   start..., then continue...() until done or cancelled, results, end...().
 // A VIEW (attention, headAttention, mlpActivations, residual) is a typed array over wasm memory,
 // valid until the next call into the engine (which may grow memory): copy it with slice().
@@ -351,6 +351,7 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
                 +[](Engine& e) { return CopyToJs(e.lab() ? e.lab()->block_ms() : std::vector<double>()); })
       // Interventions, probes, experiments.
       .LAB_METHOD("setInterventions", (, val iv), l.SetInterventions(InterventionsFromJs(iv), MeansOf::kCapture))
+      .LAB_METHOD("setInterventionsOverPrompt", (, val iv), l.SetInterventionsOverPrompt(InterventionsFromJs(iv)))
       .function("firstChangedBlock", +[](Engine& e) { return e.lab() ? e.lab()->FirstChangedBlock() : 0; })
       .LAB_METHOD("rerun", (), l.Rerun())
       .LAB_METHOD("headMeans", (), CopyToJs(l.HeadMeans()))

@@ -354,6 +354,50 @@ TEST_CASE("lab: the experiment's distributions and texts equal fresh runs", "[la
   CHECK(t.lab->FirstChangedBlock() == 1);
 }
 
+TEST_CASE("lab: interventions set over the prompt take generation's means and leave the conversation captured "
+          "under them", "[lab]") {
+  TinyLab t;
+  const std::vector<int> prompt = Prompt();
+  t.lab->StartGeneration(prompt, {}, gpt2::SamplingParams{0.8f, 0, 1.0f, 7}, 4, true);
+  while (t.lab->NextToken(false) >= 0) {
+  }
+  const std::vector<int> conversation = t.lab->tokens(), shown = t.lab->conversation();
+  gpt2::LabInterventions iv;
+  iv.iv.ablate_heads = {{1, 1}};
+  iv.mean_ablation = true;
+  CHECK(t.lab->SetInterventionsOverPrompt(iv) == 0);  // the means ran the prompt: all again
+  CHECK(t.lab->tokens() == conversation);
+  CHECK(t.lab->conversation() == shown);
+  // The means, from a fresh plain run of the prompt (as generation and "Run again" take them).
+  gpt2::CaptureStore store;
+  store.Init(*t.model);
+  {
+    gpt2::Session s(*t.model);
+    store.Begin(0, static_cast<int>(prompt.size()));
+    s.Prefill(prompt.data(), static_cast<int>(prompt.size()), {store.Observer()});
+    store.Commit();
+  }
+  gpt2::Interventions changed = iv.iv;
+  changed.head_means = store.HeadMeans();
+  REQUIRE(t.lab->interventions().head_means.size() == changed.head_means.size());
+  for (size_t i = 0; i < changed.head_means.size(); ++i) {
+    CHECK(t.lab->interventions().head_means[i] == Approx(changed.head_means[i]).margin(1e-6));
+  }
+  const int last = static_cast<int>(conversation.size()) - 1;
+  REQUIRE(t.lab->capture().n_positions() == last + 1);
+  for (int id : {0, 464}) {
+    CHECK(std::log(double(t.lab->FinalProbs(last)[id])) ==
+          Approx(t.FreshLogProb(conversation, last, changed, id)).margin(kRerunTolerance));
+  }
+  // Without mean ablation nothing runs in between: only the blocks from the first changed one.
+  iv.mean_ablation = false;
+  iv.iv.ablate_heads.clear();
+  iv.iv.skip_mlp = {1};
+  CHECK(t.lab->SetInterventionsOverPrompt(iv) == 1);
+  CHECK(std::log(double(t.lab->FinalProbs(last)[464])) ==
+        Approx(t.FreshLogProb(conversation, last, iv.iv, 464)).margin(kRerunTolerance));
+}
+
 TEST_CASE("lab: attribution of the conversation sums to the fresh run's logit, under the page's interventions",
           "[lab]") {
   TinyLab t;

@@ -1,10 +1,12 @@
 // Which interventions the engine computes under. The page's store owns them (interventions.js):
 // every request that computes on the model carries them, and before the engine computes, the
-// worker makes it hold those (engine.setInterventions) and, for a request that reads the capture
-// (activations, the logit lens, export, the SAEs' reads), runs the conversation again under them
-// (engine.rerun, from the first block that changed). The engine keeps "the interventions set
-// last", so this is where the worker remembers what that is: a tool never runs under
-// interventions the page no longer shows. Replies echo `under`, what they ran under.
+// worker makes it hold those (engine.setInterventions; with mean ablation
+// engine.setInterventionsOverPrompt, which takes the means over the prompt and runs the
+// conversation again) and, for a request that reads the capture (activations, the logit lens,
+// export, the SAEs' reads), runs the conversation again under them (engine.rerun, from the first
+// block that changed). The engine keeps "the interventions set last", so this is where the
+// worker remembers what that is: a tool never runs under interventions the page no longer
+// shows. Replies echo `under`, what they ran under.
 
 import {canonical, interventionsKey} from '../shared/interventions.js';
 
@@ -29,10 +31,9 @@ export function createUnder() {
     if (held !== key) {
       if (spec.meanAblation && engine.position() > 0) {
         // Mean ablation takes the means of the plain model over the prompt, as generation and the
-        // jobs take them (lab.h MeansOf::kPrompt); engine.setInterventions would take them over
-        // the capture. attributeConversation is the call that sets them so from JS, and it runs
-        // the conversation again, captured (its attribution of position 0 is cheap and unused).
-        engine.attributeConversation(spec, 0, 0);
+        // jobs take them (lab.h MeansOf::kPrompt; engine.setInterventions would take them over the
+        // capture), which runs the prompt: the engine then runs the conversation again, captured.
+        engine.setInterventionsOverPrompt(spec);
         captured = key;
         rerun = true;
       } else {
