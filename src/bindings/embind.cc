@@ -228,8 +228,11 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .field("logit", &Attribution::logit);
   Shape<ExperimentResult>("ExperimentResult").field("position", &ExperimentResult::position)
       .field("fromBlock", &ExperimentResult::from_block).array<&ExperimentResult::before>("before")
-      .array<&ExperimentResult::after>("after").array<&ExperimentResult::text_before>("textBefore")
-      .array<&ExperimentResult::text_after>("textAfter");
+      .array<&ExperimentResult::after>("after").field("kl", &ExperimentResult::kl)
+      .array<&ExperimentResult::top_before>("topBefore").array<&ExperimentResult::top_before_probs>("topBeforeProbs")
+      .array<&ExperimentResult::top_after>("topAfter").array<&ExperimentResult::top_after_probs>("topAfterProbs")
+      .array<&ExperimentResult::top_after_probs_before>("topAfterProbsBefore")
+      .array<&ExperimentResult::text_before>("textBefore").array<&ExperimentResult::text_after>("textAfter");
   Shape<HeadSweepStart>("HeadSweepStart").field("position", &HeadSweepStart::position)
       .field("target", &HeadSweepStart::target).field("base", &HeadSweepStart::base)
       .field("total", &HeadSweepStart::total);
