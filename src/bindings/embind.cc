@@ -226,9 +226,9 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .field("contrast", &Attribution::contrast).computed("names", &ComponentNames)
       .computed("values", +[](const Attribution& a) { return Column(a.components, &AttributionComponent::value); })
       .field("logit", &Attribution::logit);
+  // "Run again"'s numbers; the two [n_vocab] distributions they come from stay in C++.
   Shape<ExperimentResult>("ExperimentResult").field("position", &ExperimentResult::position)
-      .field("fromBlock", &ExperimentResult::from_block).array<&ExperimentResult::before>("before")
-      .array<&ExperimentResult::after>("after").field("kl", &ExperimentResult::kl)
+      .field("fromBlock", &ExperimentResult::from_block).field("kl", &ExperimentResult::kl)
       .array<&ExperimentResult::top_before>("topBefore").array<&ExperimentResult::top_before_probs>("topBeforeProbs")
       .array<&ExperimentResult::top_after>("topAfter").array<&ExperimentResult::top_after_probs>("topAfterProbs")
       .array<&ExperimentResult::top_after_probs_before>("topAfterProbsBefore")

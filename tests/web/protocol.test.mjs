@@ -60,6 +60,30 @@ describe('the message protocol', () => {
     assert.match(page, /const compute = \(msg\) => worker\.postMessage\(\{\.\.\.msg, interventions: state\.interventions\}\);/);
   });
 
+  test('the results the replies carry are documented with the fields embind.cc declares', () => {
+    // Each Shape<X>("X") of the bindings, its JS field names in order.
+    const bindings = fs.readFileSync(path.join(kRoot, 'src/bindings/embind.cc'), 'utf8');
+    const declared = new Map();
+    for (const chunk of bindings.split('Shape<').slice(1)) {
+      const name = /^(\w+)>/.exec(chunk)[1];
+      const body = chunk.split('// The methods.')[0];
+      declared.set(name, [...body.matchAll(/\.(?:field|computed)\("(\w+)"|\.array<[^>]*>\("(\w+)"\)/g)]
+          .map((m) => m[1] ?? m[2]));
+    }
+    assert.ok(declared.size >= 20, `read ${declared.size} Shapes`);
+    const doc = fs.readFileSync(path.join(kWeb, 'shared', 'protocol.js'), 'utf8').split('\nexport ')[0];
+    const [replies, results] = doc.split('\n// Results:');
+    assert.ok(results, 'protocol.js lists the results');
+    const text = results.replace(/^\/\/ ?/gm, ' ');
+    const documented = new Map([...text.matchAll(/\b([A-Z]\w+) \{([^}]*)\}/g)]
+        .map((m) => [m[1], m[2].split(',').map((f) => f.trim())]));
+    for (const [name, fields] of documented) assert.deepEqual(fields, declared.get(name), `${name}'s fields`);
+    const used = new Set([...doc.matchAll(/\.\.\.([A-Z]\w+)/g)].map((m) => m[1]));
+    assert.ok(used.size >= 15, `${used.size} replies carry a Shape`);
+    for (const name of used) assert.ok(documented.has(name), `${name} is listed under Results`);
+    assert.ok(replies.includes('{type:\'experiment\', ...ExperimentResult'));
+  });
+
   test('the names are unique per direction', () => {
     const values = Object.values(Msg);
     // A few names are a request and its reply at once (e.g. 'export'); none is two keys.

@@ -75,7 +75,7 @@ export function createInspectPanel({store, $, on, compute, label, targetOf, show
       });
       renderIfChanged(mlpView.render, $('mlp'), {mlp: a.mlp[s.layer], layer: s.layer, where: label(a.position),
                                                 hist: $('mlp-hist')});
-      renderIfChanged(probsView.render, $('probs'), {topIds: a.topIds, topProbs: a.topProbs, topPieces: a.topPieces,
+      renderIfChanged(probsView.render, $('probs'), {top: a.top, topPieces: a.topPieces,
                                                      next: s.ids[a.position + 1], target: targetOf(s),
                                                      where: label(a.position)});
     }

@@ -191,11 +191,11 @@ const label = (i) => pieceAt(state.pieces, state.ids, i);
 function targetOf(s) {
   if (s.target !== null) return s.target;
   const next = s.ids[s.picked + 1];
-  return next !== undefined ? next : s.acts?.topIds[0];
+  return next !== undefined ? next : s.acts?.top.ids[0];
 }
 
 function tokenWords(id) {
-  const k = state.acts?.topIds.indexOf(id) ?? -1;
+  const k = state.acts?.top.ids.indexOf(id) ?? -1;
   const text = k >= 0 ? state.acts.topPieces[k] : state.pieces[state.ids.indexOf(id)];
   return text === undefined || text === null ? `id ${id}` : `“${showPiece(text)}” (id ${id})`;
 }

@@ -113,6 +113,10 @@
 //     {type:'clear-cache'}
 //     {type:'cache-info'}            answered with 'cache' at once, even while a job runs
 //   worker -> page (each reply to a request in kComputes also carries `under`, see above)
+//   A reply that carries an engine's result is that result as src/bindings/embind.cc declares it
+//   (its Shape, a plain object; below, `...` before a Shape's name stands for its fields, listed
+//   under "Results" at the end), posted as it is with `type`, `under` and the worker's extras
+//   named beside it (worker/reply.js); arrays of numbers are typed arrays (transferred).
 //     {type:'ready', threads, isolated, note, relaxed, relaxedError}
 //                                                    the wasm module is compiled; threads the
 //                                                    kernels will use, isolated: the page is
@@ -131,77 +135,73 @@
 //                                                    'cache' with stored: true follows
 //     {type:'prompt', ids, pieces}                   the prompt's tokens
 //     {type:'token', id, text, index}                one sampled token (text: decoded UTF-8 so far)
-//     {type:'stats', promptTokens, prefillMs, blockMs, generated, decodeMs, tokensPerSecond, reason,
-//       captured}                                    blockMs: Float64Array [n_layer], each block's
-//                                                    measured time in the prefill (engine.blockTimes)
-//     {type:'activations', ...}                      see inspect() in worker-jobs.js
-//     {type:'attention-map', layer, head, positions, map}
-//     {type:'lens-start', begin, end}; {type:'lens', begin, end, topK, nLayer, ids, probs, pieces}
+//     {type:'stats', blockMs, captured, promptTokens, prefillMs, generated, decodeMs, tokensPerSecond,
+//       reason}                                      blockMs: Float64Array [n_layer], each block's
+//                                                    measured time in the prefill (engine.blockTimes);
+//                                                    captured: engine.capturedPositions()
+//     {type:'activations', attention, residualNorms, lnStats, sublayerNorms, top, position, positions,
+//       tokens, pieces, mlp, topPieces}              the picked token at `position` of the `positions`
+//                                                    captured (tokens, pieces: the conversation's);
+//                                                    attention: [nLayer] of Float32Array [nHead,
+//                                                    position + 1] (engine.attention); residualNorms,
+//                                                    lnStats: the engine's; sublayerNorms: Float32Array
+//                                                    [nLayer, 4] at position; top: engine.topProbs
+//                                                    {ids, probs} (id -1: none), topPieces: the text of
+//                                                    each id that is not -1; mlp: [nLayer] of {hist,
+//                                                    lo, hi, min, max, mean, active, n, top: [{neuron,
+//                                                    value}]}, the histogram the MLP view draws
+//     {type:'attention-map', map, layer, head, positions}  map: Float32Array [positions, positions]
+//                                                    (query row, key column; NaN above the diagonal)
+//     {type:'lens-start', begin, end}; {type:'lens', ids, probs, begin, end, topK, nLayer, pieces}
+//                                                    ids, probs: engine.logitLens's over blocks
+//                                                    0..nLayer-1 and positions begin..end-1 (topK each)
 //     {type:'restoring', on}         a job (head sweep, patching, path patching) ended and the lab
 //                                    runs the conversation again to capture it (on: true), then
 //                                    has (false): a request that reads the capture waits for it
-//     {type:'experiment', position, nLayer, fromBlock, kl, before: {ids, probs}, after: {ids,
-//       probs, probsBefore}, text: {before: ids, after: ids}, pieces: {id: text}}
-//                                                    top 10 at position before and after (probsBefore:
-//                                                    the plain model's probability of each after id),
-//                                                    KL(before || after) over the whole vocabulary
+//     {type:'experiment', ...ExperimentResult, nLayer, pieces: {id: text}}
+//                                                    the plain model before and the intervened after
+//                                                    at `position`, and the texts each wrote
 //     {type:'sweep-progress', done, total}
-//     {type:'sweep', position, target, base, heads: [{layer, head, logProb, drop}], done, total,
-//       cancelled, ms}                               base: the plain model's log-probability; heads
-//                                                    ranked by drop = base - logProb, largest first;
-//                                                    ms: the job's time in the worker
-//     {type:'export', layer, tensors: [{name, shape, data: Float32Array}]}  shapes with TransformerLens's
-//                                                    batch dimension of 1 (e.g. [1, n_head, P, P])
+//     {type:'sweep', ...HeadSweepStart, heads: [{layer, head, logProb, drop}], done, cancelled,
+//       meanAblation, ms}                            heads ranked by drop = base - logProb, largest
+//                                                    first; ms: the job's time in the worker
+//     {type:'export', tensors: [{name, shape, data: Float32Array}], layer}  shapes with
+//                                                    TransformerLens's batch dimension of 1 (e.g.
+//                                                    [1, n_head, P, P])
 //     {type:'patching-progress', done, total}
-//     {type:'patching', nLayer, positions, answer, other, pieces, answerPieces, cleanDiff, corruptedDiff,
-//       recovered: Float32Array [nLayer, positions], done, total, cancelled, ms}
-//                                                    answer/other: the clean and the corrupted run's
-//                                                    top token; diff = log p(answer) - log p(other)
-//                                                    (the logit difference); recovered: the share of
-//                                                    the clean difference a patch brings back
+//     {type:'patching', ...PatchingStart, nLayer, recovered: Float32Array [nLayer, positions], done,
+//       cancelled, ms, pieces, answerPieces}         recovered: the share of the clean difference a
+//                                                    patch brings back (NaN: not run); pieces: the
+//                                                    corrupted prompt's; answerPieces: [answer, other]
 //     {type:'path-patch-progress', done, total, paths}  paths: of a sender's paths, not the sweep
-//     {type:'path-patch', nLayer, nHead, receivers, target, targetPiece, clean, corrupt,
-//       values: Float64Array [nLayer * nHead], done, total, cancelled, ms}
+//     {type:'path-patch', ...PathPatchStart, nLayer, nHead, receivers, targetPiece,
+//       values: Float64Array [nLayer * nHead], done, cancelled, ms}
 //                                                    values: m_patched - m_clean per sender (NaN:
 //                                                    not run), the CLI's `gpt2 path-patch --sweep`
-//     {type:'path-patch-paths', layer, head, paths: [{receiver, value}], done, total, cancelled}
-//                                                    receiver 'logits' or 'L.H'; value: m_patched -
+//     {type:'path-patch-paths', ...PathPatchStart, layer, head, paths: [{receiver, value}], done,
+//       cancelled}                                   receiver 'logits' or 'L.H'; value: m_patched -
 //                                                    m_clean of the sender to that receiver alone
-//     {type:'attribution', position, target, names, values: Float64Array, logit}
-//                                                    names in `gpt2 attribute`'s order
-//     {type:'heads', ids, sequence, pieces, repeat, nLayer, nHead, prev, dup, induction: Float64Array
-//       [nLayer * nHead], uniform: {prev, dup, induction}, ms}
-//                                                    each head's scores (src/lab/head_scores.h);
-//                                                    uniform: what evenly spread attention scores
-//     {type:'quant-lens', weights, ids, pieces, nLayer, nHead, positions, agree, cos, rel, kl:
-//       Float64Array [nLayer], topA, topB: Int32Array [positions], headDrift: Float64Array
-//       [nLayer * nHead], attribution: {target, names, a, b: Float64Array}, secondBytes, ms}
-//                                                    per block as `gpt2 compare` prints it; headDrift:
-//                                                    mean total variation between the two models'
-//                                                    attention rows; attribution: each component
-//                                                    for A's top token at the last position, in A and B
-//     {type:'saliency', position, target, contrast, method, steps, values: Float64Array [P], total,
-//       delta}                                       as `gpt2 saliency` prints them
-//     {type:'atp', nLayer, nHead, positions, target, contrast, heads: Float64Array [nLayer, nHead],
-//       residPre: Float64Array [nLayer, positions], metric, metricCorrupt, pieces, ms}
-//                                                    as `gpt2 atp` prints them
-//     {type:'score-saliency', layer, head, query, key, values: Float64Array [P], total, score}
-//                                                    x[p] . ds/dx[p] (zero after the query), s the score
-//     {type:'atp-exact', kind, layer, index, target, contrast, value, metric, metricPatched}
-//                                                    value = metricPatched - metric (the clean run's)
+//     {type:'attribution', ...Attribution}
+//     {type:'heads', ...HeadScores, ids, sequence, pieces, ms}  sequence: [50256, ids, ids], the
+//                                                    conversation now
+//     {type:'quant-lens', ...Comparison, weights, ids, pieces, nLayer, nHead, targetPiece, secondBytes,
+//       ms}                                          targetPiece: the text of attribution.target;
+//                                                    secondBytes: the re-encoded model's file size
+//     {type:'saliency', ...SaliencyResult, method, steps}
+//     {type:'atp', ...AtpResult, nLayer, nHead, pieces, ms}  pieces: the clean prompt's
+//     {type:'score-saliency', ...ScoreSaliencyResult}
+//     {type:'atp-exact', ...ExactPatchResult, kind, layer, index}  the request's cell
 //     {type:'sae-progress', phase, loaded, total, file}  as 'progress', for an SAE's load
-//     {type:'saes', saes: [{id, hook, layer, point, dSae, architecture, k, normalize, bytes, name,
-//       share, from}], loaded, note}                 the SAEs loaded (engine.saes() with where each
+//     {type:'saes', saes: [{...SaeInfo, name, share, from}], loaded, note}
+//                                                    the SAEs loaded (engine.saes() with where each
 //                                                    came from: share: its link text, '' for a
 //                                                    local file; from: 'network' | 'cache' |
 //                                                    'file' | 'hf'); loaded: the id just loaded, or
 //                                                    -1; note: what the page should say (e.g. all
 //                                                    dropped because another model loaded)
-//     {type:'sae-features', id, position, features: Int32Array, activations: Float32Array,
-//       explained, logits: [{promoted, promotedValues, suppressed, suppressedValues}], pieces}
-//                                                    engine.saeFeatures and saeLogitWeights per
-//                                                    feature; pieces: {token id: text}
-//     {type:'sae-strip', id, feature, values: Float32Array [positions]}
+//     {type:'sae-features', ...SaeFeatureList, id, position, logits: [SaeLogitWeights], pieces}
+//                                                    logits: engine.saeLogitWeights, one per feature
+//     {type:'sae-strip', values: Float32Array [positions], id, feature}  engine.saeStrip
 //     {type:'transcoders-progress', phase, loaded, total, file, block}  as 'progress', per block
 //     {type:'transcoders', blocks, bytes, nLayer, note, from}  the blocks held, their bytes; from:
 //                                                    'hf' | 'network' | 'cache' | 'file' | '' (none
@@ -212,15 +212,68 @@
 //                                                    tracer's graph file (pruned loosely, so the
 //                                                    page's node threshold can go up to 0.99;
 //                                                    nodeThreshold: the one to show first)
-//     {type:'graph-check', nodeIds, value, predicted, exact}
-//     {type:'graph-card', layer, feature, ids, activations: Float32Array [ids], promoted,
-//       promotedWeights, suppressed, suppressedWeights, pieces}
-//     {type:'graph-qk', layer, head, query, key, score, probability, queryParts, keyParts: [{kind, layer,
-//       feature, activation, score}] (largest first), queryRest, keyRest, pairs: [{query, key, score}]
-//       (indices into the parts), ids, pieces}
+//     {type:'graph-check', ...GraphCheck, nodeIds, value}
+//     {type:'graph-card', ...GraphFeatureCard, layer, feature, ids, pieces}  ids: the graph's prompt
+//     {type:'graph-qk', ...QkAttribution, layer, head, query, key, ids, pieces}
 //     {type:'cache', entries, bytes, urls, cleared, stored}  after clear-cache / cache-info / a
 //                                                    converted model's write (stored: it is cached)
 //     {type:'error', kind, message}                  kind: an ErrorKind value
+//
+// Results: the Shapes of src/bindings/embind.cc the replies carry, field by field (in its order;
+// tests/web/protocol.test.mjs checks the names against it).
+//   ExperimentResult {position, fromBlock, kl, topBefore, topBeforeProbs, topAfter, topAfterProbs,
+//     topAfterProbsBefore, textBefore, textAfter}    kl: KL(before || after) over the whole
+//                                                    vocabulary, nats; topBefore, topAfter: the 10
+//                                                    most probable ids of each, with their probs;
+//                                                    topAfterProbsBefore: the plain model's
+//                                                    probability of each topAfter id; textBefore,
+//                                                    textAfter: sampled ids; fromBlock: the first
+//                                                    block the re-run under the interventions ran
+//   HeadSweepStart {position, target, base, total}   base: the plain model's log-probability
+//   PatchingStart {positions, total, answer, other, cleanDiff, corruptedDiff}
+//                                                    answer/other: the clean and the corrupted run's
+//                                                    top token; diff = log p(answer) - log p(other)
+//                                                    (the logit difference)
+//   PathPatchStart {positions, total, target, contrast, clean, corrupt}
+//                                                    m = the target's last logit (minus the
+//                                                    contrast's); clean, corrupt: m of each run
+//   Attribution {position, target, contrast, names, values, logit}
+//                                                    values: Float64Array, names in `gpt2
+//                                                    attribute`'s order
+//   SaliencyResult {position, target, contrast, values, total, delta}
+//                                                    values: Float64Array [P], as `gpt2 saliency`
+//                                                    prints them
+//   AtpResult {target, contrast, tokens, heads, residPre, metric, metricCorrupt}
+//                                                    heads: Float64Array [nLayer, nHead], residPre:
+//                                                    [nLayer, tokens], as `gpt2 atp` prints them
+//   ScoreSaliencyResult {layer, head, query, key, values, total, score}
+//                                                    values: Float64Array [P], x[p] . ds/dx[p] (zero
+//                                                    after the query), s the score
+//   ExactPatchResult {target, contrast, value, metric, metricPatched}
+//                                                    value = metricPatched - metric (the clean run's)
+//   UniformScores {prev, dup, induction}             what evenly spread attention scores
+//   HeadScores {repeat, nLayer, nHead, prev, dup, induction, uniform}
+//                                                    Float64Array [nLayer * nHead] each
+//                                                    (src/lab/head_scores.h); uniform: UniformScores
+//   Comparison {positions, agree, cos, rel, kl, topA, topB, headDrift, attribution}
+//                                                    per block as `gpt2 compare` prints it (Float64Array
+//                                                    [nLayer]); topA, topB: Int32Array [positions];
+//                                                    headDrift: [nLayer * nHead] mean total variation
+//                                                    between the two models' attention rows;
+//                                                    attribution {target, names, a, b}: each component
+//                                                    for A's top token at the last position, in A and B
+//   SaeInfo {id, hook, layer, point, dSae, architecture, k, normalize, bytes}
+//   SaeFeatureList {features, activations, explained}  the k most active, descending (zeros left out)
+//   SaeLogitWeights {promoted, promotedValues, suppressed, suppressedValues}
+//                                                    the tokens a feature's decoder direction promotes
+//                                                    and suppresses most (W_dec[F] @ W_U)
+//   GraphCheck {predicted, exact}                    the top logit's change: the graph's, a re-run's
+//   GraphFeatureCard {activations, promoted, promotedWeights, suppressed, suppressedWeights}
+//                                                    activations: Float32Array [ids]
+//   QkPart {kind, layer, feature, activation, score}
+//   QkPair {query, key, score}                       indices into the parts
+//   QkAttribution {score, probability, queryRest, keyRest, pairs, queryParts, keyParts}
+//                                                    parts: QkPart, largest first; pairs: QkPair
 
 export const Msg = Object.freeze({
   // page -> worker

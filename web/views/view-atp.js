@@ -42,7 +42,7 @@ export function render(canvas, d) {
   const a = d.atp;
   canvas.hidden = !a;
   if (!a) return;
-  const L = a.nLayer, T = a.positions;
+  const L = a.nLayer, T = a.tokens;
   const e = d.exact;
   const comparable = e && e.positions === T && e.answer === a.target && e.other === a.contrast &&
       e.cleanDiff !== e.corruptedDiff;
@@ -80,7 +80,7 @@ export function renderHeads(canvas, d) {
   canvas.hidden = !a;
   if (!a) return;
   const e = d.exact;
-  const comparable = e && e.positions === a.positions && e.answer === a.target && e.other === a.contrast &&
+  const comparable = e && e.positions === a.tokens && e.answer === a.target && e.other === a.contrast &&
       e.cleanDiff !== e.corruptedDiff;
   const unit = comparable ? e.cleanDiff - e.corruptedDiff : 1;
   const values = Float32Array.from(a.heads, (v) => v / unit);
@@ -106,7 +106,7 @@ export function renderExact(box, d) {
     delete box.dataset.headCorrelation;
     return;
   }
-  const estimate = (r) => r.kind === 'head' ? a.heads[r.layer * a.nHead + r.index] : a.residPre[r.layer * a.positions + r.index];
+  const estimate = (r) => r.kind === 'head' ? a.heads[r.layer * a.nHead + r.index] : a.residPre[r.layer * a.tokens + r.index];
   const name = (r) => r.kind === 'head' ? `head ${r.layer}.${r.index} (its output at every position)`
       : `the stream entering block ${r.layer} at position ${r.index}`;
   const last = x.results[x.order[x.order.length - 1]];

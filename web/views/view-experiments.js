@@ -59,7 +59,7 @@ export function render(box, d) {
   box.replaceChildren(flow, caption);
 }
 
-// data: {result (the worker's 'experiment' reply), pieces (id -> text)}
+// r: the worker's 'experiment' reply (protocol.js), or null.
 export function renderResult(els, r) {
   if (!r) {
     for (const k of ['before', 'after']) els[k].replaceChildren();
@@ -70,26 +70,26 @@ export function renderResult(els, r) {
     return;
   }
   const pct = (x) => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(2)}`;
-  probList(els.before, r.before.ids.map((id, i) => ({id, prob: r.before.probs[i], piece: r.pieces[id]})));
-  probList(els.after, r.after.ids.map((id, i) => ({
-    id, prob: r.after.probs[i], piece: r.pieces[id],
-    note: `(${pct(r.after.probs[i] - r.after.probsBefore[i])})`,
+  probList(els.before, Array.from(r.topBefore, (id, i) => ({id, prob: r.topBeforeProbs[i], piece: r.pieces[id]})));
+  probList(els.after, Array.from(r.topAfter, (id, i) => ({
+    id, prob: r.topAfterProbs[i], piece: r.pieces[id],
+    note: `(${pct(r.topAfterProbs[i] - r.topAfterProbsBefore[i])})`,
   })));
   els.kl.textContent = `KL(before ‖ after) = ${fmt(r.kl, 4)} nats at position ${r.position}` +
       (r.fromBlock < r.nLayer ? ` (re-run from block ${r.fromBlock}, the cache before it reused)` : ' (nothing changed)');
   els.kl.dataset.kl = r.kl;
   const text = (box, ids, partsAt) => {
     const same = document.createElement('span');
-    same.textContent = ids.slice(0, partsAt).map((id) => r.pieces[id]).join('');
+    same.textContent = Array.from(ids.slice(0, partsAt), (id) => r.pieces[id]).join('');
     const rest = document.createElement('mark');
-    rest.textContent = ids.slice(partsAt).map((id) => r.pieces[id]).join('');
+    rest.textContent = Array.from(ids.slice(partsAt), (id) => r.pieces[id]).join('');
     box.replaceChildren(same, rest);
     box.dataset.ids = ids.join(' ');
     box.dataset.partsAt = partsAt;
     box.title = partsAt < ids.length ? `The texts part at generated token ${partsAt} (highlighted).` : 'Same text.';
   };
   let partsAt = 0;
-  const a = r.text.before, b = r.text.after;
+  const a = r.textBefore, b = r.textAfter;
   while (partsAt < a.length && partsAt < b.length && a[partsAt] === b[partsAt]) partsAt++;
   text(els.textBefore, a, partsAt);
   text(els.textAfter, b, partsAt);

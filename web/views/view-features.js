@@ -52,7 +52,7 @@ export function render(box, d) {
     bar.style.width = `${(a / max) * 100}%`;
     bar.style.background = viridisCss(a / max);
     const num = el('span', 'num', fmt(a, 3));
-    const tokens = (ids, values, pieces) => ids.map((id, k) => `${showPiece(pieces[id])} (${fmt(values[k], 3)})`).join('  ');
+    const tokens = (ids, values, pieces) => Array.from(ids, (id, k) => `${showPiece(pieces[id])} (${fmt(values[k], 3)})`).join('  ');
     const w = result.logits[i];
     const logit = el('p', 'feature-logits');
     logit.append(el('span', 'up', `promotes ${tokens(w.promoted, w.promotedValues, result.pieces)}`),

@@ -143,6 +143,6 @@ export function render(box, d) {
       'This prompt is too long to keep every head\'s attention of one model while the other runs: shorten it to compare heads.';
   box.replaceChildren(chart(r), table(r), top1,
                       h4('Heads whose attention moved most (mean total variation over the positions)'), headsNote, heads,
-                      h4(`Attribution entries that moved most (logit of “${a.targetPiece}”, id ${a.target}, at the ` +
+                      h4(`Attribution entries that moved most (logit of “${r.targetPiece}”, id ${a.target}, at the ` +
                          'last position: loaded → re-encoded)'), attr);
 }

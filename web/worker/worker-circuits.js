@@ -4,6 +4,7 @@
 
 import {canonical} from '../shared/interventions.js';
 import {ErrorKind, Msg, errorMessage} from '../shared/protocol.js';
+import {reply} from './reply.js';
 
 const kEndOfText = 50256;
 
@@ -32,9 +33,7 @@ export function createCircuits({post, engine, info, bytesToPieces, under}) {
       const s = engine().detectHeads(ids);
       under.ran({});
       const sequence = [kEndOfText, ...ids, ...ids];
-      post({type: Msg.heads, under: canonical({}), ids, sequence, pieces: bytesToPieces(sequence), repeat: s.repeat, nLayer: s.nLayer,
-            nHead: s.nHead, prev: s.prev, dup: s.dup, induction: s.induction, uniform: s.uniform,
-            ms: performance.now() - started}, [s.prev.buffer, s.dup.buffer, s.induction.buffer]);
+      reply(post, Msg.heads, canonical({}), s, {ids, sequence, pieces: bytesToPieces(sequence), ms: performance.now() - started});
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.heads, message: errorMessage(e)});
     }
@@ -59,13 +58,9 @@ export function createCircuits({post, engine, info, bytesToPieces, under}) {
       }
       const r = engine().compareSecond(ids);
       under.ran({});  // the lab runs A plain (lab/compare.h)
-      const a = r.attribution;
-      post({type: Msg.quantLens, under: canonical({}), weights: msg.weights, ids, pieces: bytesToPieces(ids), nLayer: info().n_layer,
-            nHead: info().n_head, positions: r.positions, agree: r.agree, cos: r.cos, rel: r.rel, kl: r.kl,
-            topA: r.topA, topB: r.topB, headDrift: r.headDrift,
-            attribution: {target: a.target, targetPiece: bytesToPieces([a.target])[0], names: Array.from(a.names),
-                          a: a.a, b: a.b},
-            secondBytes: second.bytes, ms: performance.now() - started});
+      reply(post, Msg.quantLens, canonical({}), r, {weights: msg.weights, ids, pieces: bytesToPieces(ids), nLayer: info().n_layer,
+                                                    nHead: info().n_head, targetPiece: bytesToPieces([r.attribution.target])[0],
+                                                    secondBytes: second.bytes, ms: performance.now() - started});
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.quantLens, message: errorMessage(e)});
     }

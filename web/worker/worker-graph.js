@@ -12,7 +12,7 @@
 import {canonical} from '../shared/interventions.js';
 import {ErrorKind, Msg, Phase, errorMessage} from '../shared/protocol.js';
 import {cfgShape, saeCacheKey, saeRefusal} from '../shared/sae.js';
-import {tokenPieces} from './worker-sae.js';
+import {reply, tokenPieces} from './reply.js';
 import {hfTranscoderFolder, transcoderBytes, transcoderUrls} from './transcoders.js';
 import {kPageBase} from './worker-load.js';
 
@@ -239,7 +239,7 @@ export function createGraph({post, yieldToEvents, loader, module, under}) {
       under.ensure(kPlain);
       const value = Number(msg.value);
       const r = engine.checkGraph(msg.nodeIds, value);
-      post({type: Msg.graphCheck, under: kPlain, nodeIds: msg.nodeIds, value, predicted: r.predicted, exact: r.exact});
+      reply(post, Msg.graphCheck, kPlain, r, {nodeIds: msg.nodeIds, value});
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.graph, message: errorMessage(e)});
     }
@@ -250,12 +250,8 @@ export function createGraph({post, yieldToEvents, loader, module, under}) {
       if (!graphIds) throw new Error('Compute a graph first: a feature\'s card reads the engine\'s transcoders.');
       under.ensure(kPlain);
       const c = engine.graphFeatureCard(msg.layer | 0, msg.feature | 0, kCardTokens);
-      const activations = Float32Array.from(c.activations);
-      const promoted = Array.from(c.promoted), suppressed = Array.from(c.suppressed);
-      post({type: Msg.graphCard, under: kPlain, layer: msg.layer | 0, feature: msg.feature | 0, ids: graphIds, activations,
-            promoted, promotedWeights: Array.from(c.promotedWeights), suppressed,
-            suppressedWeights: Array.from(c.suppressedWeights), pieces: tokenPieces(engine, [...graphIds, ...promoted, ...suppressed])},
-           [activations.buffer]);
+      reply(post, Msg.graphCard, kPlain, c, {layer: msg.layer | 0, feature: msg.feature | 0, ids: graphIds,
+                                             pieces: tokenPieces(engine, [...graphIds, ...c.promoted, ...c.suppressed])});
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.graph, message: errorMessage(e)});
     }
@@ -267,9 +263,8 @@ export function createGraph({post, yieldToEvents, loader, module, under}) {
       under.ensure(kPlain);
       const query = msg.query < 0 ? graphIds.length - 1 : msg.query | 0;
       const r = engine.graphQk(msg.layer | 0, msg.head | 0, query, msg.key | 0, kQkParts);
-      post({type: Msg.graphQk, under: kPlain, layer: msg.layer | 0, head: msg.head | 0, query, key: msg.key | 0,
-            score: r.score, probability: r.probability, queryParts: r.queryParts, keyParts: r.keyParts,
-            queryRest: r.queryRest, keyRest: r.keyRest, pairs: r.pairs, ids: graphIds, pieces: tokenPieces(engine, graphIds)});
+      reply(post, Msg.graphQk, kPlain, r, {layer: msg.layer | 0, head: msg.head | 0, query, key: msg.key | 0, ids: graphIds,
+                                           pieces: tokenPieces(engine, graphIds)});
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.graph, message: errorMessage(e)});
     }

@@ -3,12 +3,14 @@
 // dispatcher (worker.js) hands them the loaded engine (attach) and calls one handler per message
 // (protocol.js documents the messages); stop() and cancel() are called the moment their message
 // arrives, so a running job sees them at its next yield. The engine owns the conversation, the
-// generation loop and the experiments (src/lab/lab.h): each job is a short sequence of its calls.
+// generation loop and the experiments (src/lab/lab.h): each job is a short sequence of its calls,
+// whose result it posts as declared (reply.js).
 
 import {ErrorKind, Msg, errorMessage} from '../shared/protocol.js';
 import {createCircuits} from './worker-circuits.js';
 import {createUnder} from './worker-under.js';
 import {canonical} from '../shared/interventions.js';
+import {reply, tokenPieces} from './reply.js';
 import {topIndices} from './top.js';
 
 // The logit lens costs n_layer * positions * n_embd * n_vocab multiply-adds; keep a window
@@ -94,9 +96,9 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
       under.forget();
       post({type: Msg.error, kind: ErrorKind.generate, message: errorMessage(e)});
     }
-    post({type: Msg.stats, under: canonical(msg.interventions), promptTokens: promptIds.length, prefillMs, blockMs,
-          generated, decodeMs, tokensPerSecond: generated > 0 && decodeMs > 0 ? generated / (decodeMs / 1000) : 0,
-          reason, captured: engine.capturedPositions()});
+    reply(post, Msg.stats, canonical(msg.interventions), {blockMs, captured: engine.capturedPositions()}, {
+      promptTokens: promptIds.length, prefillMs, generated, decodeMs,
+      tokensPerSecond: generated > 0 && decodeMs > 0 ? generated / (decodeMs / 1000) : 0, reason});
   }
 
   // ---- Activations ----------------------------------------------------------------------------
@@ -120,11 +122,10 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
     const all = engine.sublayerNorms(), sublayerNorms = new Float32Array(L * 4);
     for (let l = 0; l < L; ++l) sublayerNorms.set(all.subarray((l * P + p) * 4, (l * P + p + 1) * 4), l * 4);
     const top = engine.topProbs(p);
-    const transfer = [...attention.map((a) => a.buffer), residualNorms.buffer, lnStats.buffer, sublayerNorms.buffer];
     const tokens = Array.from(engine.conversation().subarray(0, P + 1));
-    post({type: Msg.activations, under: spec, position: p, positions: P, tokens, pieces: bytesToPieces(tokens),
-          attention, residualNorms, lnStats, sublayerNorms, mlp, topIds: Array.from(top.ids), topProbs: Array.from(top.probs),
-          topPieces: bytesToPieces(Array.from(top.ids).filter((i) => i >= 0))}, transfer);
+    reply(post, Msg.activations, spec, {attention, residualNorms, lnStats, sublayerNorms, top},
+          {position: p, positions: P, tokens, pieces: bytesToPieces(tokens), mlp,
+           topPieces: bytesToPieces(Array.from(top.ids).filter((i) => i >= 0))});
     return p;
   }
 
@@ -184,10 +185,9 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
       if (lensTask !== t) return;
     }
     lensTask = null;
-    const uniq = [...new Set(t.ids.filter((i) => i >= 0))];
-    const pieces = Object.fromEntries(uniq.map((id, k) => [id, bytesToPieces([id])[0]]));
-    post({type: Msg.lens, under: t.under, begin: t.begin, end: t.end, topK: t.topK, nLayer: info.n_layer, ids: t.ids,
-          probs: t.probs, pieces});
+    const pieces = tokenPieces(engine, t.ids.filter((i) => i >= 0));
+    reply(post, Msg.lens, t.under, {ids: t.ids, probs: t.probs},
+          {begin: t.begin, end: t.end, topK: t.topK, nLayer: info.n_layer, pieces});
   }
 
   // [P, P] attention of one head (row = query, column = key; NaN above the diagonal).
@@ -200,7 +200,7 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
     for (let q = 0; q < P; ++q) {
       map.set(engine.headAttention(l, h, q), q * P);  // a view: read before the next engine call
     }
-    post({type: Msg.attentionMap, under: spec, layer: l, head: h, positions: P, map}, [map.buffer]);
+    reply(post, Msg.attentionMap, spec, {map}, {layer: l, head: h, positions: P});
   }
 
   // Reads of the capture run under the request's interventions: the conversation runs again under
@@ -225,43 +225,17 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
 
   // ---- Experiments ------------------------------------------------------------------------------
 
-  // The whole next-token distribution at a captured position (float64 for the sums below).
-  function fullDistribution(p) {
-    return Float64Array.from(engine.finalProbs(p));
-  }
-
-  function topOf(dist, k) {
-    const order = topIndices(dist.length, k, (i) => dist[i]);
-    return {ids: order, probs: order.map((i) => dist[i])};
-  }
-
-  // KL(p || q) in nats; a token the intervened model gives no probability (underflow) is
-  // floored at 1e-30 so a finite number is shown.
-  function klDivergence(p, q) {
-    let kl = 0;
-    for (let i = 0; i < p.length; ++i) {
-      if (p[i] > 0) kl += p[i] * Math.log(p[i] / Math.max(q[i], 1e-30));
-    }
-    return Math.max(0, kl);
-  }
-
-  // "Run again": the engine samples both texts, then leaves the conversation re-run under the
-  // interventions (reusing the cache and the stream before the first changed block).
+  // "Run again": the engine samples both texts and measures both distributions (their KL and top
+  // lists, lab/experiment.h), then leaves the conversation re-run under the interventions
+  // (reusing the cache and the stream before the first changed block).
   async function handleExperiment(msg) {
     try {
       if (!info) throw new Error('Generate some text first, then run the experiment.');
       const promptIds = Array.from(engine.tokenize(msg.prompt));
       const r = engine.experiment(promptIds, msg.interventions || {}, msg.position | 0, sampling(msg));
       under.ran(msg.interventions || {});
-      const before = Float64Array.from(r.before), after = Float64Array.from(r.after);
-      const textBefore = Array.from(r.textBefore), textAfter = Array.from(r.textAfter);
-      const topBefore = topOf(before, 10), topAfter = topOf(after, 10);
-      const ids = new Set([...topBefore.ids, ...topAfter.ids, ...textBefore, ...textAfter]);
-      const pieces = Object.fromEntries([...ids].map((id) => [id, bytesToPieces([id])[0]]));
-      post({type: Msg.experiment, under: canonical(msg.interventions), position: r.position, nLayer: info.n_layer,
-            fromBlock: r.fromBlock, kl: klDivergence(before, after), before: topBefore,
-            after: {...topAfter, probsBefore: topAfter.ids.map((i) => before[i])},
-            text: {before: textBefore, after: textAfter}, pieces});
+      const ids = [...r.topBefore, ...r.topAfter, ...r.textBefore, ...r.textAfter];
+      reply(post, Msg.experiment, canonical(msg.interventions), r, {nLayer: info.n_layer, pieces: tokenPieces(engine, ids)});
     } catch (e) {
       under.forget();
       post({type: Msg.error, kind: ErrorKind.experiment, message: errorMessage(e)});
@@ -311,8 +285,8 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
       await runJob(s.total, Msg.sweepProgress, ({layers, indices, values}) => values.forEach((logProb, i) =>
         heads.push({layer: layers[i], head: indices[i], logProb, drop: s.base - logProb})));
       heads.sort((a, b) => b.drop - a.drop || a.layer - b.layer || a.head - b.head);
-      post({type: Msg.sweep, under: kPlain, meanAblation: !!msg.interventions?.meanAblation, position: s.position, target: s.target, base: s.base, heads, done: heads.length,
-            total: s.total, cancelled: cancelJob, ms: performance.now() - started});
+      reply(post, Msg.sweep, kPlain, s, {meanAblation: !!msg.interventions?.meanAblation, heads, done: heads.length,
+                                         cancelled: cancelJob, ms: performance.now() - started});
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.sweep, message: errorMessage(e)});
     } finally {
@@ -335,10 +309,8 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
       const done = await runJob(s.total, Msg.patchingProgress, ({layers, indices, values}) => values.forEach((v, i) => {
         recovered[layers[i] * T + indices[i]] = v;
       }));
-      post({type: Msg.patching, under: kPlain, nLayer: L, positions: T, answer: s.answer, other: s.other, cleanDiff: s.cleanDiff,
-            corruptedDiff: s.corruptedDiff, recovered, done, total: s.total, cancelled: cancelJob,
-            ms: performance.now() - started, pieces: bytesToPieces(corrupted),
-            answerPieces: bytesToPieces([s.answer, s.other])}, [recovered.buffer]);
+      reply(post, Msg.patching, kPlain, s, {nLayer: L, recovered, done, cancelled: cancelJob, ms: performance.now() - started,
+                                            pieces: bytesToPieces(corrupted), answerPieces: bytesToPieces([s.answer, s.other])});
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.patching, message: errorMessage(e)});
     } finally {
@@ -360,9 +332,9 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
       const done = await runJob(s.total, Msg.pathPatchProgress, ({layers, indices, values: v}) => v.forEach((x, i) => {
         values[layers[i] * info.n_head + indices[i]] = x;
       }));
-      post({type: Msg.pathPatch, under: kPlain, nLayer: info.n_layer, nHead: info.n_head, receivers, target: s.target,
-            targetPiece: bytesToPieces([s.target])[0], clean: s.clean, corrupt: s.corrupt, values, done,
-            total: s.total, cancelled: cancelJob, ms: performance.now() - started}, [values.buffer]);
+      reply(post, Msg.pathPatch, kPlain, s, {nLayer: info.n_layer, nHead: info.n_head, receivers,
+                                             targetPiece: bytesToPieces([s.target])[0], values, done, cancelled: cancelJob,
+                                             ms: performance.now() - started});
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.pathPatch, message: errorMessage(e)});
     } finally {
@@ -380,7 +352,7 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
       const paths = [];
       const done = await runJob(s.total, Msg.pathPatchProgress, ({layers, indices, values}) => values.forEach((value, i) =>
         paths.push({receiver: layers[i] === info.n_layer ? 'logits' : `${layers[i]}.${indices[i]}`, value})), {paths: true});
-      post({type: Msg.pathPatchPaths, under: kPlain, layer: msg.layer, head: msg.head, paths, done, total: s.total, cancelled: cancelJob});
+      reply(post, Msg.pathPatchPaths, kPlain, s, {layer: msg.layer, head: msg.head, paths, done, cancelled: cancelJob});
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.pathPatch, message: errorMessage(e)});
     } finally {
@@ -395,8 +367,7 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
       if (!info) throw new Error('Generate some text first.');
       const a = engine.attributeConversation(msg.interventions || {}, msg.position | 0, msg.target | 0);
       under.ran(msg.interventions || {});
-      post({type: Msg.attribution, under: canonical(msg.interventions), position: a.position, target: a.target, names: Array.from(a.names),
-            values: a.values, logit: a.logit}, [a.values.buffer]);
+      reply(post, Msg.attribution, canonical(msg.interventions), a);
     } catch (e) {
       under.forget();
       post({type: Msg.error, kind: ErrorKind.attribute, message: errorMessage(e)});
@@ -405,12 +376,12 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
 
   // Gradients of the conversation's metric (engine.saliency), and attribution patching of a
   // clean/corrupted pair, under the request's interventions; the engine runs the conversation
-  // again after each, captured under them. Returns run()'s result with `under`.
-  function gradient(msg, run) {
+  // again after each, captured under them. Posts run()'s result as the reply `type` with extras.
+  function gradient(msg, type, run, extras = {}) {
     const {under: spec} = under.ensure(msg.interventions);
     const result = run();
     under.ran(spec);
-    return Object.assign(result, {under: spec});
+    reply(post, type, spec, result, typeof extras === 'function' ? extras(result) : extras);
   }
 
   function handleSaliency(msg) {
@@ -418,9 +389,8 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
       if (!info) throw new Error('Generate some text first.');
       const method = msg.method === 'ig' ? 'ig' : 'grad';
       const steps = msg.steps === undefined ? 16 : msg.steps | 0;
-      const s = gradient(msg, () => engine.saliency(msg.position ?? -1, msg.target ?? -1, msg.contrast ?? -1, method, steps));
-      post({type: Msg.saliency, under: s.under, position: s.position, target: s.target, contrast: s.contrast, method, steps,
-            values: s.values, total: s.total, delta: s.delta}, [s.values.buffer]);
+      gradient(msg, Msg.saliency, () => engine.saliency(msg.position ?? -1, msg.target ?? -1, msg.contrast ?? -1, method, steps),
+               {method, steps});
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.saliency, message: errorMessage(e)});
     }
@@ -429,9 +399,7 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
   function handleScoreSaliency(msg) {
     try {
       if (!info) throw new Error('Generate some text first.');
-      const s = gradient(msg, () => engine.scoreSaliency(msg.layer | 0, msg.head | 0, msg.query | 0, msg.key | 0));
-      post({type: Msg.scoreSaliency, under: s.under, layer: s.layer, head: s.head, query: s.query, key: s.key, values: s.values,
-            total: s.total, score: s.score}, [s.values.buffer]);
+      gradient(msg, Msg.scoreSaliency, () => engine.scoreSaliency(msg.layer | 0, msg.head | 0, msg.query | 0, msg.key | 0));
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.scoreSaliency, message: errorMessage(e)});
     }
@@ -442,11 +410,8 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
     try {
       if (!info) throw new Error('Load a model first.');
       const clean = Array.from(engine.tokenize(msg.clean || '')), corrupted = Array.from(engine.tokenize(msg.corrupted || ''));
-      const a = gradient(msg, () => engine.attributionPatching(clean, corrupted, msg.target ?? -1, msg.contrast ?? -1));
-      post({type: Msg.atp, under: a.under, nLayer: info.n_layer, nHead: info.n_head, positions: a.tokens, target: a.target,
-            contrast: a.contrast, heads: a.heads, residPre: a.residPre, metric: a.metric,
-            metricCorrupt: a.metricCorrupt, pieces: bytesToPieces(clean), ms: performance.now() - started},
-           [a.heads.buffer, a.residPre.buffer]);
+      gradient(msg, Msg.atp, () => engine.attributionPatching(clean, corrupted, msg.target ?? -1, msg.contrast ?? -1),
+               () => ({nLayer: info.n_layer, nHead: info.n_head, pieces: bytesToPieces(clean), ms: performance.now() - started}));
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.atp, message: errorMessage(e)});
     }
@@ -457,10 +422,9 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
       if (!info) throw new Error('Load a model first.');
       const clean = Array.from(engine.tokenize(msg.clean || '')), corrupted = Array.from(engine.tokenize(msg.corrupted || ''));
       const kind = msg.kind === 'head' ? 'head' : 'resid';
-      const r = gradient(msg, () => engine.atpExact(clean, corrupted, kind, msg.layer | 0, msg.index | 0, msg.target ?? -1,
-                                                    msg.contrast ?? -1));
-      post({type: Msg.atpExact, under: r.under, kind, layer: msg.layer | 0, index: msg.index | 0, target: r.target, contrast: r.contrast,
-            value: r.value, metric: r.metric, metricPatched: r.metricPatched});
+      gradient(msg, Msg.atpExact, () => engine.atpExact(clean, corrupted, kind, msg.layer | 0, msg.index | 0, msg.target ?? -1,
+                                                        msg.contrast ?? -1),
+               {kind, layer: msg.layer | 0, index: msg.index | 0});
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.atpExact, message: errorMessage(e)});
     }
@@ -490,7 +454,7 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
         {name: `blocks.${l}.mlp.hook_post`, shape: [1, P, F], data: mlp},
         {name: `blocks.${l}.hook_resid_post`, shape: [1, P, C], data: engine.residual(l + 1).slice()},
       ];
-      post({type: Msg.exportBlock, under: spec, layer: l, tensors}, tensors.map((t) => t.data.buffer));
+      reply(post, Msg.exportBlock, spec, {tensors}, {layer: l});
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.exportBlock, message: errorMessage(e)});
     }

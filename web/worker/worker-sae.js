@@ -11,6 +11,7 @@
 import {ErrorKind, Msg, Phase, errorMessage} from '../shared/protocol.js';
 import {cfgShape, hfSaeUrl, saeBytes, saeCacheKey, saeFolderUrls, saeRefusal, saeSourceText} from '../shared/sae.js';
 import {kPageBase} from './worker-load.js';
+import {reply, tokenPieces} from './reply.js';
 
 // post(msg, transfer): to the page; yieldToEvents(): lets queued messages arrive between
 // tensors; loader: a createLoader whose progress goes out as 'sae-progress' (worker.js);
@@ -196,13 +197,9 @@ export function createSae({post, yieldToEvents, loader, module, under}) {
       const id = msg.id, k = Math.max(1, msg.k | 0 || 10), logitK = Math.max(1, msg.logitK | 0 || 5);
       const {under: spec} = under.ensure(msg.interventions, {capture: true});
       const r = engine.saeFeatures(id, msg.position | 0, k);
-      const features = Int32Array.from(r.features), activations = Float32Array.from(r.activations);
-      const logits = engine.saeLogitWeights(id, features, logitK).map((w) => (
-        {promoted: Array.from(w.promoted), promotedValues: Array.from(w.promotedValues),
-         suppressed: Array.from(w.suppressed), suppressedValues: Array.from(w.suppressedValues)}));
+      const logits = engine.saeLogitWeights(id, r.features, logitK);  // [features] of SaeLogitWeights
       const ids = logits.flatMap((l) => [...l.promoted, ...l.suppressed]);
-      post({type: Msg.saeFeatures, under: spec, id, position: msg.position | 0, features, activations, explained: r.explained, logits,
-            pieces: tokenPieces(engine, ids)}, [features.buffer, activations.buffer]);
+      reply(post, Msg.saeFeatures, spec, r, {id, position: msg.position | 0, logits, pieces: tokenPieces(engine, ids)});
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.sae, message: errorMessage(e)});
     }
@@ -212,8 +209,7 @@ export function createSae({post, yieldToEvents, loader, module, under}) {
     try {
       if (!info) throw new Error('Load a model first.');
       const {under: spec} = under.ensure(msg.interventions, {capture: true});
-      const values = Float32Array.from(engine.saeStrip(msg.id, msg.feature | 0));
-      post({type: Msg.saeStrip, under: spec, id: msg.id, feature: msg.feature | 0, values}, [values.buffer]);
+      reply(post, Msg.saeStrip, spec, {values: engine.saeStrip(msg.id, msg.feature | 0)}, {id: msg.id, feature: msg.feature | 0});
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.sae, message: errorMessage(e)});
     }
@@ -233,12 +229,6 @@ export function createSae({post, yieldToEvents, loader, module, under}) {
     features: handleFeatures,
     strip: handleStrip,
   };
-}
-
-// {token id: its text} for the distinct ids (the replies' `pieces`; the graph's part uses it too).
-export function tokenPieces(engine, ids) {
-  const d = new TextDecoder('utf-8');
-  return Object.fromEntries([...new Set(ids)].map((id) => [id, d.decode(engine.tokenBytes(id))]));
 }
 
 // The converter's and the engine's messages, with what to do about them.
