@@ -43,7 +43,7 @@ async function run(capture) {
       engine.mlpActivations(l, nPrompt - 1).slice();
     }
     viewsMs = performance.now() - t0;
-    // The attention view's [P, P] map of one head (web/worker-jobs.js attentionMap).
+    // The attention view's [P, P] map of one head (web/worker/worker-jobs.js attentionMap).
     const t1 = performance.now();
     for (let q = 0; q < nPrompt; ++q) engine.headAttention(0, 0, q).slice();
     mapMs = performance.now() - t1;

@@ -30,7 +30,7 @@ export async function loadEngines({ engineUrl, modelUrl, promptText, threads, po
     relaxed = wasmSuffix.includes('relaxed');
   } else {
     // As the page's worker does: the relaxed SIMD twin where Chromium has relaxed SIMD.
-    const { startEngineModule } = await import('/web/relaxed-simd.js');
+    const { startEngineModule } = await import('/web/worker/relaxed-simd.js');
     ({ Module, relaxed, relaxedError } = await startEngineModule(create, options));
   }
   const engines = [];

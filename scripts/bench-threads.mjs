@@ -75,7 +75,7 @@ async function measureWorker(browser, url, label) {
   await page.goto(new URL('version.json', url).href);
   const query = new URL(url).search;
   const result = await page.evaluate(async ({query, modelUrl, nTokens, runs}) => {
-    const worker = new Worker('worker.js' + query, {type: 'module'});
+    const worker = new Worker('worker/worker.js' + query, {type: 'module'});
     const next = (type) => new Promise((resolve, reject) => {
       worker.onmessage = ({data}) => {
         if (data.type === 'error') reject(new Error(data.message));

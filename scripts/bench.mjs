@@ -114,7 +114,7 @@ function nativeBench(model, threads, { decodeTokens = kDecodeTokens, repeats = 3
 // These functions run inside the page; state lives on `window` between them.
 
 // Ours: Ours.loadEngines and Ours.benchRun (the same ES6 module and Engine calls as
-// web/worker.js: streamed load, finishLoad(1)), on the page's main thread, capture off; a run
+// web/worker/worker.js: streamed load, finishLoad(1)), on the page's main thread, capture off; a run
 // prefills the prompt, then nDecode greedy tokens, each sampled and fed back (as the native
 // bench does, so nDecode forward passes).
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Assembles the static site build/site/ from web/ and the WebAssembly engine built into
-# build/wasm/web/ (by `cmake --build build/wasm`). The folder is self-contained and uses only
+# Assembles the static site build/site/ from web/ (its folders as they are: index.html, style.css,
+# the icon and sw.js at the root, then page/, views/, worker/, shared/) and the WebAssembly engine
+# built into build/wasm/web/ (by `cmake --build build/wasm`), which goes into worker/ beside
+# worker.js, the one module that loads it. The folder is self-contained and uses only
 # relative URLs, so it can be copied to any static host, also under a sub-path; its service
 # worker (sw.js) makes it cross-origin isolated (threads) where the host sets no headers, and
 # keeps the page's files for offline use, versioned by version.json (a hash of their content).
@@ -31,7 +33,7 @@ while [ $# -gt 0 ]; do
     --part-size)
       [ $# -gt 1 ] || { echo "build-site: --part-size needs a number of bytes" >&2; exit 2; }
       part_size=$2; shift ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "build-site: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -50,7 +52,7 @@ fi
 
 # gpt2-engine: single-threaded; gpt2-engine-mt (+ its pthread worker): used by worker.js when the
 # page is cross-origin isolated (served with COOP/COEP, e.g. scripts/serve.mjs --isolate); each
-# with its relaxed SIMD twin (-relaxed.wasm), which web/relaxed-simd.js picks where it can run.
+# with its relaxed SIMD twin (-relaxed.wasm), which web/worker/relaxed-simd.js picks where it can run.
 engine_files="gpt2-engine.js gpt2-engine.wasm gpt2-engine-relaxed.wasm gpt2-engine-mt.js gpt2-engine-mt.wasm
   gpt2-engine-mt-relaxed.wasm gpt2-engine-mt.worker.js"
 for f in $engine_files; do
@@ -63,8 +65,11 @@ done
 
 rm -rf "$site.tmp"
 mkdir -p "$site.tmp"
+# The page's code in folders by the thread it runs on (see README.md, "The page").
+code_dirs="page views worker shared"
 cp web/*.html web/*.js web/*.css web/*.svg "$site.tmp/"
-for f in $engine_files; do cp "$wasm_dir/$f" "$site.tmp/"; done
+for d in $code_dirs; do mkdir "$site.tmp/$d" && cp web/$d/*.js "$site.tmp/$d/"; done
+for f in $engine_files; do cp "$wasm_dir/$f" "$site.tmp/worker/"; done
 model=""
 if [ "$with_weights" = 1 ]; then
   # Parts named by the file's hash: worker-load.js caches model files by URL, so a deploy with other
@@ -80,7 +85,8 @@ fi
 # version.json: which build this is (commit, time), and for the service worker (sw.js) the
 # page's own files and a hash of their content, so a deploy that changes any of them replaces
 # the offline copy. sw.js itself is updated by the browser; the model is cached by worker-load.js.
-files=$(cd "$site.tmp" && find . -maxdepth 1 -type f ! -name version.json ! -name sw.js -printf '%f\n' | LC_ALL=C sort)
+files=$(cd "$site.tmp" && find . -type f ! -path ./version.json ! -path ./sw.js ! -path './weights/*' -printf '%P\n' |
+  LC_ALL=C sort)
 version=$( (cd "$site.tmp" && sha256sum $files; echo "$model") | sha256sum | cut -c1-16)
 {
   echo "{"
@@ -94,9 +100,9 @@ version=$( (cd "$site.tmp" && sha256sum $files; echo "$model") | sha256sum | cut
 # Absolute URLs would break under a sub-path; fail the build instead of shipping them. Every
 # page script is checked (the worker's parts too), and the engine's pthread worker.
 own_scripts=()
-for f in web/*.js; do own_scripts+=("$site.tmp/${f#web/}"); done
+for f in web/*.js web/*/*.js; do own_scripts+=("$site.tmp/${f#web/}"); done
 if grep -nE '(src|href)="/|fetch\(\s*["'\'']/|new URL\(["'\'']/' "$site.tmp"/*.html "${own_scripts[@]}" \
-    "$site.tmp"/gpt2-engine-mt.worker.js; then
+    "$site.tmp"/worker/gpt2-engine-mt.worker.js; then
   echo "build-site: absolute URL found above; the site must use relative URLs only" >&2
   exit 1
 fi

@@ -10,7 +10,7 @@
 # usage: scripts/get-weights.sh [--f16] [--split SIZE] [--force]
 #   --split SIZE  also cut each GGUF into parts of at most SIZE bytes (K/M/G suffixes allowed,
 #                 e.g. 95M for hosts with a 100 MB file limit) and write a manifest
-#                 {"parts":["gpt2-q8_0.gguf.part0",...],"size":N} that web/worker-load.js reads.
+#                 {"parts":["gpt2-q8_0.gguf.part0",...],"size":N} that web/worker/worker-load.js reads.
 #   --force       convert again even if the .gguf files exist.
 # Every download is checked against the size and SHA-256 the server states: Hugging Face answers a
 # large (LFS) file with a redirect to its CDN whose headers carry X-Linked-Size and X-Linked-ETag

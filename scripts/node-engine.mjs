@@ -1,7 +1,7 @@
 // The page's engine under Node for the scripts that measure it (bench-wasm-node.mjs,
 // bench-capture-node.mjs, bench-circuits.mjs, ...): their flags, the machine line they start with,
 // the models of GPT-2's shapes they run on, and a fresh module with a model loaded the way
-// web/worker-load.js streams it (beginLoad, appendChunk in 16 MB pieces, finishLoad).
+// web/worker/worker-load.js streams it (beginLoad, appendChunk in 16 MB pieces, finishLoad).
 import {execFileSync} from 'node:child_process';
 import fs from 'node:fs';
 import {createRequire} from 'node:module';

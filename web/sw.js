@@ -69,7 +69,7 @@ async function navigate(event) {
 async function siteFile(request) {
   const cache = await currentCache();
   if (!cache) return null;
-  const cached = await cache.match(request, {ignoreSearch: true});  // e.g. worker.js?threads=3
+  const cached = await cache.match(request, {ignoreSearch: true});  // e.g. worker/worker.js?threads=3
   return cached ? isolate(cached) : null;
 }
 

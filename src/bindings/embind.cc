@@ -2,7 +2,7 @@
 // method of Engine (one LAB_METHOD line each, forwarding to src/lab/lab.h's Lab, which documents
 // what each does), the fields of every result (a Shape: a plain JS object; `array` fields are
 // fresh typed arrays) and of every request object (a RequestOf table below: each field optional,
-// one it does not name an error). The caller is the page's Web Worker (web/worker-jobs.js and its
+// one it does not name an error). The caller is the page's Web Worker (web/worker/worker-jobs.js and its
 // parts). Every method throws a JS Error with the engine's message on failure (returned by value:
 // ErrorsByValue in js_calls.h, rethrown by engine-errors.js).
 //   engine.beginLoad(totalBytes); engine.appendChunk(uint8Array) ...; engine.finishLoad(nThreads)
@@ -10,8 +10,8 @@
 //   for (let id = engine.nextToken(false); id >= 0; id = engine.nextToken(stopRequested)) {...}
 // Interventions: {ablateHeads: [[layer, head], ...], skipAttn: [layer, ...], sae: [{id, steer:
 //   [[feature, alpha], ...], clamp}], ...}. setInterventions: for later runs (means over the
-//   capture); jobs and experiments take the page's (means over the prompt) and give the
-//   conversation back captured under them (src/lab/conversation.h's Scope). A job (and a graph):
+//   capture); setInterventionsOverPrompt, jobs and experiments take the page's (means over the
+//   prompt) and give the conversation back captured under them (src/lab/conversation.h's Scope). A job (and a graph):
 //   start..., then continue...() until done or cancelled, results, end...().
 // A VIEW (attention, headAttention, mlpActivations, residual) is a typed array over wasm memory,
 // valid until the next call into the engine (which may grow memory): copy it with slice().
@@ -226,10 +226,13 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .field("contrast", &Attribution::contrast).computed("names", &ComponentNames)
       .computed("values", +[](const Attribution& a) { return Column(a.components, &AttributionComponent::value); })
       .field("logit", &Attribution::logit);
+  // "Run again"'s numbers; the two [n_vocab] distributions they come from stay in C++.
   Shape<ExperimentResult>("ExperimentResult").field("position", &ExperimentResult::position)
-      .field("fromBlock", &ExperimentResult::from_block).array<&ExperimentResult::before>("before")
-      .array<&ExperimentResult::after>("after").array<&ExperimentResult::text_before>("textBefore")
-      .array<&ExperimentResult::text_after>("textAfter");
+      .field("fromBlock", &ExperimentResult::from_block).field("kl", &ExperimentResult::kl)
+      .array<&ExperimentResult::top_before>("topBefore").array<&ExperimentResult::top_before_probs>("topBeforeProbs")
+      .array<&ExperimentResult::top_after>("topAfter").array<&ExperimentResult::top_after_probs>("topAfterProbs")
+      .array<&ExperimentResult::top_after_probs_before>("topAfterProbsBefore")
+      .array<&ExperimentResult::text_before>("textBefore").array<&ExperimentResult::text_after>("textAfter");
   Shape<HeadSweepStart>("HeadSweepStart").field("position", &HeadSweepStart::position)
       .field("target", &HeadSweepStart::target).field("base", &HeadSweepStart::base)
       .field("total", &HeadSweepStart::total);
@@ -351,6 +354,7 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
                 +[](Engine& e) { return CopyToJs(e.lab() ? e.lab()->block_ms() : std::vector<double>()); })
       // Interventions, probes, experiments.
       .LAB_METHOD("setInterventions", (, val iv), l.SetInterventions(InterventionsFromJs(iv), MeansOf::kCapture))
+      .LAB_METHOD("setInterventionsOverPrompt", (, val iv), l.SetInterventionsOverPrompt(InterventionsFromJs(iv)))
       .function("firstChangedBlock", +[](Engine& e) { return e.lab() ? e.lab()->FirstChangedBlock() : 0; })
       .LAB_METHOD("rerun", (), l.Rerun())
       .LAB_METHOD("headMeans", (), CopyToJs(l.HeadMeans()))

@@ -1,9 +1,11 @@
 #include "lab/experiment.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "base/error.h"
 #include "model/generate.h"
+#include "model/top_k.h"
 
 namespace gpt2 {
 
@@ -37,6 +39,22 @@ std::vector<int> SampleIds(Conversation& c, const std::vector<int>& prompt, cons
   return ids;
 }
 
+// ExperimentResult::kl of two [n_vocab] distributions.
+double KlDivergence(const std::vector<float>& p, const std::vector<float>& q) {
+  double kl = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (p[i] > 0) kl += double(p[i]) * std::log(double(p[i]) / std::max(double(q[i]), 1e-30));
+  }
+  return std::max(0.0, kl);
+}
+
+// The kExperimentTop most probable ids of a distribution and their probabilities.
+void TopOf(const std::vector<float>& dist, std::vector<int>* ids, std::vector<float>* probs) {
+  LargestIndices(dist.data(), static_cast<int>(dist.size()), kExperimentTop, ids);
+  probs->clear();
+  for (int id : *ids) probs->push_back(dist[id]);
+}
+
 }  // namespace
 
 ExperimentResult Experiment(Conversation& c, const std::vector<int>& prompt, const LabInterventions& iv,
@@ -60,6 +78,10 @@ ExperimentResult Experiment(Conversation& c, const std::vector<int>& prompt, con
   scope.RestoreUnder(changed);
   out.from_block = scope.End();
   out.after = c.FinalProbs(out.position);
+  out.kl = KlDivergence(out.before, out.after);
+  TopOf(out.before, &out.top_before, &out.top_before_probs);
+  TopOf(out.after, &out.top_after, &out.top_after_probs);
+  for (int id : out.top_after) out.top_after_probs_before.push_back(out.before[id]);
   return out;
 }
 

@@ -55,6 +55,12 @@ void Lab::SetInterventions(const LabInterventions& iv, MeansOf means) {
   conv_.SetInterventions(conv_.Resolve(saes_.WithEdits(iv), means));
 }
 
+int Lab::SetInterventionsOverPrompt(const LabInterventions& iv) {
+  Conversation::Scope scope(conv_);  // the means run the prompt in between
+  scope.RestoreUnder(conv_.Resolve(saes_.WithEdits(iv), MeansOf::kPrompt));
+  return scope.End();
+}
+
 int Lab::ContinueJob() {
   if (!job_) throw Error("No job is running.");
   return job_->Continue();

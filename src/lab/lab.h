@@ -99,6 +99,11 @@ class Lab {
 
   // --- Interventions -------------------------------------------------------------------------
   void SetInterventions(const LabInterventions& iv, MeansOf means);
+  // iv as generation and the experiments take it (mean ablation's means over the conversation's
+  // prompt, MeansOf::kPrompt, from a plain run of it), then the conversation given back under iv
+  // (Conversation::Scope: run again from the first changed block where the cache allows,
+  // captured as it was). Returns the first block run again.
+  int SetInterventionsOverPrompt(const LabInterventions& iv);
   const Interventions& interventions() const { return conv_.interventions(); }
   int FirstChangedBlock() const { return interventions().FirstChangedBlock(config().n_layer); }
   int Rerun() { return conv_.Rerun(); }

@@ -350,6 +350,97 @@ TEST_CASE("lab: the experiment's distributions and texts equal fresh runs", "[la
   CHECK(t.lab->FirstChangedBlock() == 1);
 }
 
+TEST_CASE("lab: interventions set over the prompt take generation's means and leave the conversation captured "
+          "under them", "[lab]") {
+  TinyLab t;
+  const std::vector<int> prompt = Prompt();
+  t.lab->StartGeneration(prompt, {}, gpt2::SamplingParams{0.8f, 0, 1.0f, 7}, 4, true);
+  while (t.lab->NextToken(false) >= 0) {
+  }
+  const std::vector<int> conversation = t.lab->tokens(), shown = t.lab->conversation();
+  gpt2::LabInterventions iv;
+  iv.iv.ablate_heads = {{1, 1}};
+  iv.mean_ablation = true;
+  CHECK(t.lab->SetInterventionsOverPrompt(iv) == 0);  // the means ran the prompt: all again
+  CHECK(t.lab->tokens() == conversation);
+  CHECK(t.lab->conversation() == shown);
+  // The means, from a fresh plain run of the prompt (as generation and "Run again" take them).
+  gpt2::CaptureStore store;
+  store.Init(*t.model);
+  {
+    gpt2::Session s(*t.model);
+    store.Begin(0, static_cast<int>(prompt.size()));
+    s.Prefill(prompt.data(), static_cast<int>(prompt.size()), {store.Observer()});
+    store.Commit();
+  }
+  gpt2::Interventions changed = iv.iv;
+  changed.head_means = store.HeadMeans();
+  REQUIRE(t.lab->interventions().head_means.size() == changed.head_means.size());
+  for (size_t i = 0; i < changed.head_means.size(); ++i) {
+    CHECK(t.lab->interventions().head_means[i] == Approx(changed.head_means[i]).margin(1e-6));
+  }
+  const int last = static_cast<int>(conversation.size()) - 1;
+  REQUIRE(t.lab->capture().n_positions() == last + 1);
+  for (int id : {0, 464}) {
+    CHECK(std::log(double(t.lab->FinalProbs(last)[id])) ==
+          Approx(t.FreshLogProb(conversation, last, changed, id)).margin(kRerunTolerance));
+  }
+  // Without mean ablation nothing runs in between: only the blocks from the first changed one.
+  iv.mean_ablation = false;
+  iv.iv.ablate_heads.clear();
+  iv.iv.skip_mlp = {1};
+  CHECK(t.lab->SetInterventionsOverPrompt(iv) == 1);
+  CHECK(std::log(double(t.lab->FinalProbs(last)[464])) ==
+        Approx(t.FreshLogProb(conversation, last, iv.iv, 464)).margin(kRerunTolerance));
+}
+
+// "Run again"'s numbers from the two distributions, each by a plain loop of its own: KL(before ||
+// after) with the intervened probability floored at 1e-30, and the ten most probable tokens by a
+// full sort (descending, ties to the lower id).
+TEST_CASE("lab: the experiment's KL and top lists equal plain loops over its distributions", "[lab]") {
+  TinyLab t;
+  const std::vector<int> prompt = Prompt();
+  gpt2::SamplingParams sampling{0.8f, 0, 1.0f, 7};
+  t.lab->StartGeneration(prompt, {}, sampling, 4, true);
+  while (t.lab->NextToken(false) >= 0) {
+  }
+  gpt2::LabInterventions iv;
+  iv.iv.ablate_heads = {{0, 0}, {1, 1}};
+  iv.iv.skip_mlp = {0};
+  const gpt2::ExperimentResult r = t.lab->Experiment(prompt, iv, 3, sampling, 2);
+  REQUIRE(static_cast<int>(r.before.size()) == t.V);
+  REQUIRE(static_cast<int>(r.after.size()) == t.V);
+
+  double kl = 0;
+  for (int i = 0; i < t.V; ++i) {
+    const double p = r.before[i], q = r.after[i];
+    if (p > 0) kl += p * std::log(p / (q > 1e-30 ? q : 1e-30));
+  }
+  if (kl < 0) kl = 0;
+  CHECK(kl > 1e-3);  // the interventions moved the prediction
+  CHECK(r.kl == Approx(kl).epsilon(1e-12));
+
+  auto top = [&](const std::vector<float>& dist) {
+    std::vector<int> order(dist.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return dist[a] > dist[b] || (dist[a] == dist[b] && a < b); });
+    order.resize(gpt2::kExperimentTop);
+    return order;
+  };
+  const std::vector<int> top_before = top(r.before), top_after = top(r.after);
+  CHECK(r.top_before == top_before);
+  CHECK(r.top_after == top_after);
+  REQUIRE(r.top_before_probs.size() == top_before.size());
+  REQUIRE(r.top_after_probs.size() == top_after.size());
+  REQUIRE(r.top_after_probs_before.size() == top_after.size());
+  for (size_t k = 0; k < top_before.size(); ++k) {
+    CHECK(r.top_before_probs[k] == r.before[top_before[k]]);
+    CHECK(r.top_after_probs[k] == r.after[top_after[k]]);
+    CHECK(r.top_after_probs_before[k] == r.before[top_after[k]]);
+  }
+  CHECK(r.top_before != r.top_after);  // the lists differ, so each is read from its own side
+}
+
 TEST_CASE("lab: attribution of the conversation sums to the fresh run's logit, under the page's interventions",
           "[lab]") {
   TinyLab t;

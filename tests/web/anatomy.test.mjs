@@ -1,8 +1,8 @@
-// The anatomy numbers (web/anatomy.js) against the seeds' formulas for GPT-2 small's shape,
+// The anatomy numbers (web/page/anatomy.js) against the seeds' formulas for GPT-2 small's shape,
 // and against the engine's own count of the tensors in a model file (in the page).
 import assert from 'node:assert/strict';
 import {test} from 'node:test';
-import {anatomy} from '../../web/anatomy.js';
+import {anatomy} from '../../web/page/anatomy.js';
 
 const kGpt2Small = {n_embd: 768, n_ff: 3072, n_layer: 12, n_head: 12, n_vocab: 50257, n_ctx: 1024};
 

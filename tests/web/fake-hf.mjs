@@ -10,10 +10,10 @@ import http from 'node:http';
 import path from 'node:path';
 
 export const kRepoPath = '/openai-community/gpt2/resolve/main';
-// jbloom's GPT-2 small SAEs (web/sae.js): saes {'blocks.L.hook_resid_pre/cfg.json': Buffer, ...};
+// jbloom's GPT-2 small SAEs (web/shared/sae.js): saes {'blocks.L.hook_resid_pre/cfg.json': Buffer, ...};
 // their .safetensors go through the CDN redirect as LFS files do.
 export const kSaeRepoPath = '/jbloom/GPT2-Small-SAEs-Reformatted/resolve/main';
-// The public GPT-2 small transcoders (web/transcoders.js): transcoders
+// The public GPT-2 small transcoders (web/worker/transcoders.js): transcoders
 // {'gpt2-small-dun-chl-mlp-tcL/sae.json': Buffer, ...}, served as the SAEs are.
 export const kTranscoderRepoPath = '/jacobdunefsky/gpt2small-transcoders/resolve/main';
 const repoPath = (repo) => `/openai-community/${repo}/resolve/main`;

@@ -87,7 +87,7 @@ describe('a GPT-2 XL-shaped model (48 blocks x 25 heads) in the page', {skip}, (
     // Every strip is drawn on one canvas behind the cells: each segment's pixel must be the colour
     // of that head's attention to that position, under the cell that names the head.
     const drawn = await page.evaluate(async () => {
-      const {viridis} = await import('./viz.js');
+      const {viridis} = await import('./views/viz.js');
       const grid = document.querySelector('[data-testid=attention-grid]');
       const canvas = grid.querySelector('canvas');
       const ctx = canvas.getContext('2d');

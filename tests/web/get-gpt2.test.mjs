@@ -248,8 +248,8 @@ describe('Get GPT-2 small from Hugging Face', {skip}, () => {
       assert.equal(await page.getByTestId('progress').getAttribute('data-source'), 'hf');
       assert.deepEqual(await generateGreedy(page), expected.q8_0);
       assert.equal(Number(await page.getByTestId('stats').getAttribute('data-threads')), 2);
-      assert.ok(isolated.requests('/gpt2-engine-mt-relaxed.wasm') >= 1, 'the pthreads module converted');
-      assert.equal(isolated.requests('/gpt2-engine.wasm') + isolated.requests('/gpt2-engine-relaxed.wasm'), 0);
+      assert.ok(isolated.requests('/worker/gpt2-engine-mt-relaxed.wasm') >= 1, 'the pthreads module converted');
+      assert.equal(isolated.requests('/worker/gpt2-engine.wasm') + isolated.requests('/worker/gpt2-engine-relaxed.wasm'), 0);
       await page.close();
     } finally {
       await browser.close();

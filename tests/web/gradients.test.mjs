@@ -163,7 +163,7 @@ describe('saliency on the page', {skip: !fs.existsSync(path.join(kSite, 'index.h
     return page.evaluate(() => {
       const x = window.gpt2Page.state.atp;
       return {heads: Array.from(x.heads), residPre: Array.from(x.residPre), target: x.target, contrast: x.contrast,
-              metric: x.metric, metricCorrupt: x.metricCorrupt, nLayer: x.nLayer, nHead: x.nHead, T: x.positions};
+              metric: x.metric, metricCorrupt: x.metricCorrupt, nLayer: x.nLayer, nHead: x.nHead, T: x.tokens};
     });
   }
 
@@ -237,7 +237,7 @@ describe('saliency on the page', {skip: !fs.existsSync(path.join(kSite, 'index.h
   test('a clicked cell of either attribution map runs that patch exactly', async () => {
     const s = await page.evaluate(() => {
       const x = window.gpt2Page.state;
-      return {atp: {target: x.atp.target, contrast: x.atp.contrast, heads: Array.from(x.atp.heads), positions: x.atp.positions,
+      return {atp: {target: x.atp.target, contrast: x.atp.contrast, heads: Array.from(x.atp.heads), tokens: x.atp.tokens,
                     nHead: x.atp.nHead, residPre: Array.from(x.atp.residPre)},
               request: x.atpRequest, patching: {recovered: Array.from(x.patching.result.recovered),
                                                 cleanDiff: x.patching.result.cleanDiff,
@@ -248,7 +248,7 @@ describe('saliency on the page', {skip: !fs.existsSync(path.join(kSite, 'index.h
     const [l, p] = [1, 3];
     const cell = await clickExact('#atp', l, p, `resid:${l}.${p}`);
     const unit = s.patching.cleanDiff - s.patching.corruptedDiff;
-    closeTo(cell.value, s.patching.recovered[l * s.atp.positions + p] * unit, 2e-3, 'resid cell against the exact map');
+    closeTo(cell.value, s.patching.recovered[l * s.atp.tokens + p] * unit, 2e-3, 'resid cell against the exact map');
     assert.match(await page.getByTestId('atp-exact').textContent(),
                  new RegExp(`stream entering block ${l} at position ${p} .*changes the logit difference`));
     // Head cells: the same call through the bindings under Node (checked against PyTorch in

@@ -40,7 +40,7 @@ export function startHostileServer({site, models}) {
       return;
     }
     let body = fs.readFileSync(file);
-    if (p === '/worker.js' && options.workerPrefix) body = Buffer.concat([Buffer.from(options.workerPrefix + '\n'), body]);
+    if (p === '/worker/worker.js' && options.workerPrefix) body = Buffer.concat([Buffer.from(options.workerPrefix + '\n'), body]);
     const type = kTypes[path.extname(b.serve ? p : file)] || 'application/octet-stream';
     const etag = `"${body.length}-${Math.floor(fs.statSync(file).mtimeMs)}"`;
     headers.ETag = etag;

@@ -1,12 +1,12 @@
-// The worker's logit lens in pieces (web/worker-jobs.js), on the page's engine under Node: a
+// The worker's logit lens in pieces (web/worker/worker-jobs.js), on the page's engine under Node: a
 // window computed a block at a time, interrupted by a waiting message and finished later, equals
 // the window computed in one call; a message that changes the capture drops the unfinished one.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import {before, describe, test} from 'node:test';
 import {kNodeModule, makeModels, nodeEngine} from './fixtures.mjs';
-import {Msg} from '../../web/protocol.js';
-import {createJobs} from '../../web/worker-jobs.js';
+import {Msg} from '../../web/shared/protocol.js';
+import {createJobs} from '../../web/worker/worker-jobs.js';
 
 
 describe('logit lens in pieces', {skip: !fs.existsSync(kNodeModule) && 'build/wasm not built'}, () => {

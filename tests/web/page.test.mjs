@@ -236,8 +236,8 @@ describe('the page in headless Chromium', {skip: !fs.existsSync(path.join(kSite,
       await waitLoaded(page);
       assert.equal(await page.getByTestId('progress').evaluate((b) => b.value), 100);
       assert.equal(sub.requests('/some/sub/path/models/tiny-q8_0.gguf'), 1);
-      // Chromium has relaxed SIMD, so the worker starts the relaxed twin (web/relaxed-simd.js).
-      assert.ok(sub.requests('/some/sub/path/gpt2-engine-relaxed.wasm') >= 1);
+      // Chromium has relaxed SIMD, so the worker starts the relaxed twin (web/worker/relaxed-simd.js).
+      assert.ok(sub.requests('/some/sub/path/worker/gpt2-engine-relaxed.wasm') >= 1);
       await page.close();
     } finally {
       await sub.close();

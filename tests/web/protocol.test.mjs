@@ -1,6 +1,6 @@
-// The page and the worker name their messages only through web/protocol.js: no message type,
+// The page and the worker name their messages only through web/shared/protocol.js: no message type,
 // error kind or progress phase is spelled out as a string literal in another module, and every
-// message the page sends has a handler in the worker's dispatcher (web/worker.js), and every
+// message the page sends has a handler in the worker's dispatcher (web/worker/worker.js), and every
 // request that computes on the model goes through compute(), which adds the store's
 // interventions (issue 35: the store is their one owner).
 import assert from 'node:assert/strict';
@@ -8,11 +8,16 @@ import fs from 'node:fs';
 import path from 'node:path';
 import {describe, test} from 'node:test';
 import {kRoot} from './browser.mjs';
-import {ErrorKind, Msg, Phase, kComputes} from '../../web/protocol.js';
+import {ErrorKind, Msg, Phase, kComputes} from '../../web/shared/protocol.js';
 
 const kWeb = path.join(kRoot, 'web');
-const sources = fs.readdirSync(kWeb).filter((f) => f.endsWith('.js') && f !== 'protocol.js' && f !== 'sw.js')
+// Every module of the page, its views, its worker and what both import (web/ and its folders).
+const sources = fs.readdirSync(kWeb, {recursive: true})
+    .filter((f) => f.endsWith('.js') && f !== path.join('shared', 'protocol.js') && f !== 'sw.js')
     .map((f) => ({file: f, text: fs.readFileSync(path.join(kWeb, f), 'utf8')}));
+// app.js and its panels (app-*.js), which send the page's messages.
+const pageText = () => fs.readdirSync(path.join(kWeb, 'page')).filter((f) => /^app(-[\w-]+)?\.js$/.test(f))
+    .map((f) => fs.readFileSync(path.join(kWeb, 'page', f), 'utf8')).join('\n');
 const quoted = (name) => `'${name}'`;
 
 describe('the message protocol', () => {
@@ -29,14 +34,13 @@ describe('the message protocol', () => {
         for (const p of patterns) if (code.includes(p)) found.push(`${file}:${i + 1}: ${line.trim()}`);
       });
     }
+    assert.ok(sources.length >= 50, `read ${sources.length} modules`);
     assert.deepEqual(found, []);
   });
 
   test('every message the page sends has a handler in the worker', () => {
-    // app.js and its panels (app-*.js) send them.
-    const page = fs.readdirSync(kWeb).filter((f) => /^app(-[\w-]+)?\.js$/.test(f))
-        .map((f) => fs.readFileSync(path.join(kWeb, f), 'utf8')).join('\n');
-    const worker = fs.readFileSync(path.join(kWeb, 'worker.js'), 'utf8');
+    const page = pageText();
+    const worker = fs.readFileSync(path.join(kWeb, 'worker', 'worker.js'), 'utf8');
     const sent = [...new Set([...page.matchAll(/(?:postMessage|compute)\(\{\s*type: Msg\.(\w+)/g)].map((m) => m[1]))];
     assert.ok(sent.length >= 10, `the page sends ${sent.length} kinds of message`);
     const handled = new Set([...worker.matchAll(/^\s+\[Msg\.(\w+)\]:/gm)].map((m) => m[1]));
@@ -45,8 +49,7 @@ describe('the message protocol', () => {
   });
 
   test('the requests that compute on the model carry the store\'s interventions (compute), the others not', () => {
-    const page = fs.readdirSync(kWeb).filter((f) => /^app(-[\w-]+)?\.js$/.test(f))
-        .map((f) => fs.readFileSync(path.join(kWeb, f), 'utf8')).join('\n');
+    const page = pageText();
     const names = (re) => new Set([...page.matchAll(re)].map((m) => Msg[m[1]]));
     const posted = names(/postMessage\(\{\s*type: Msg\.(\w+)/g);
     const computed = names(/compute\(\{\s*type: Msg\.(\w+)/g);
@@ -55,6 +58,30 @@ describe('the message protocol', () => {
     assert.deepEqual(kComputes.filter((t) => !computed.has(t)), [], 'never sent');
     // compute() itself: the one place the page adds them.
     assert.match(page, /const compute = \(msg\) => worker\.postMessage\(\{\.\.\.msg, interventions: state\.interventions\}\);/);
+  });
+
+  test('the results the replies carry are documented with the fields embind.cc declares', () => {
+    // Each Shape<X>("X") of the bindings, its JS field names in order.
+    const bindings = fs.readFileSync(path.join(kRoot, 'src/bindings/embind.cc'), 'utf8');
+    const declared = new Map();
+    for (const chunk of bindings.split('Shape<').slice(1)) {
+      const name = /^(\w+)>/.exec(chunk)[1];
+      const body = chunk.split('// The methods.')[0];
+      declared.set(name, [...body.matchAll(/\.(?:field|computed)\("(\w+)"|\.array<[^>]*>\("(\w+)"\)/g)]
+          .map((m) => m[1] ?? m[2]));
+    }
+    assert.ok(declared.size >= 20, `read ${declared.size} Shapes`);
+    const doc = fs.readFileSync(path.join(kWeb, 'shared', 'protocol.js'), 'utf8').split('\nexport ')[0];
+    const [replies, results] = doc.split('\n// Results:');
+    assert.ok(results, 'protocol.js lists the results');
+    const text = results.replace(/^\/\/ ?/gm, ' ');
+    const documented = new Map([...text.matchAll(/\b([A-Z]\w+) \{([^}]*)\}/g)]
+        .map((m) => [m[1], m[2].split(',').map((f) => f.trim())]));
+    for (const [name, fields] of documented) assert.deepEqual(fields, declared.get(name), `${name}'s fields`);
+    const used = new Set([...doc.matchAll(/\.\.\.([A-Z]\w+)/g)].map((m) => m[1]));
+    assert.ok(used.size >= 15, `${used.size} replies carry a Shape`);
+    for (const name of used) assert.ok(documented.has(name), `${name} is listed under Results`);
+    assert.ok(replies.includes('{type:\'experiment\', ...ExperimentResult'));
   });
 
   test('the names are unique per direction', () => {

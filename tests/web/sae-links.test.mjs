@@ -1,13 +1,13 @@
 // The page's SAE text formats in Node, without a browser: share links naming SAEs and their
-// steering (web/share.js with web/sae.js), Neuronpedia's labels export, the Hugging Face paths and
+// steering (web/page/share.js with web/shared/sae.js), Neuronpedia's labels export, the Hugging Face paths and
 // the memory check. A malformed part of a link is named in `problems`, never thrown.
 import assert from 'node:assert/strict';
 import {describe, test} from 'node:test';
 import zlib from 'node:zlib';
-import {kWasmMaxBytes} from '../../web/hf.js';
+import {kWasmMaxBytes} from '../../web/shared/hf.js';
 import {cfgShape, hfSaeUrl, labelsText, parseLabels, saeBytes, saeCacheKey, saeFolderUrls, saeInterventions,
-        saeRefusal} from '../../web/sae.js';
-import {decodeShare, encodeShare} from '../../web/share.js';
+        saeRefusal} from '../../web/shared/sae.js';
+import {decodeShare, encodeShare} from '../../web/page/share.js';
 
 const kView = {
   model: 'models/tiny.gguf', prompt: 'Hi', sampling: {temperature: 0.8, 'top-k': 40, 'top-p': 1, seed: 1, 'max-tokens': 5},

@@ -78,7 +78,7 @@ describe('a static host without COOP/COEP headers', {skip: !fs.existsSync(path.j
       assert.equal(Number(await stats.getAttribute('data-threads')), kThreads, 'the engine reports its threads');
       assert.match(await stats.textContent(), new RegExp(`${kThreads} threads \\(cross-origin isolated\\)`));
       assert.equal(await page.getByTestId('threads-note').isVisible(), false);
-      assert.ok(server.requests('/gpt2-engine-mt-relaxed.wasm') >= 1);
+      assert.ok(server.requests('/worker/gpt2-engine-mt-relaxed.wasm') >= 1);
 
       // The offline copy: this version's files, and no model (worker-load.js caches that, once).
       const version = JSON.parse(fs.readFileSync(path.join(site, 'version.json'), 'utf8'));
@@ -141,7 +141,7 @@ describe('a static host without COOP/COEP headers', {skip: !fs.existsSync(path.j
       const note = page.getByTestId('threads-note');
       assert.equal(await note.isVisible(), true);
       assert.match(await note.textContent(), /^The engine runs on one thread: service workers are turned off in this browser/);
-      assert.equal(server.requests('/gpt2-engine-mt.wasm') + server.requests('/gpt2-engine-mt-relaxed.wasm'), 0,
+      assert.equal(server.requests('/worker/gpt2-engine-mt.wasm') + server.requests('/worker/gpt2-engine-mt-relaxed.wasm'), 0,
                    'the threaded engine was not loaded');
       await page.getByTestId('threads-note').screenshot({path: artifact('static-host-no-service-worker.png')});
     } finally {

@@ -23,7 +23,7 @@ function partialSite(name, missing) {
   return dir;
 }
 
-describe('threads in headless Chromium', {skip: !fs.existsSync(path.join(kSite, 'gpt2-engine-mt.js')) && 'build/site has no threaded engine'}, () => {
+describe('threads in headless Chromium', {skip: !fs.existsSync(path.join(kSite, 'worker', 'gpt2-engine-mt.js')) && 'build/site has no threaded engine'}, () => {
   let models, expectedIds, browser;
   const consoleLines = [];
 
@@ -68,9 +68,9 @@ describe('threads in headless Chromium', {skip: !fs.existsSync(path.join(kSite, 
       const threadsRow = page.locator('#model-info dd', {hasText: 'threads'});
       assert.equal(await threadsRow.textContent(), `${kThreads} threads (cross-origin isolated)`);
       // The pthreads module, not the single-threaded one, was fetched.
-      // Chromium has relaxed SIMD: the threaded module's relaxed twin (web/relaxed-simd.js).
-      assert.ok(server.requests('/gpt2-engine-mt-relaxed.wasm') >= 1, 'gpt2-engine-mt-relaxed.wasm was requested');
-      assert.equal(server.requests('/gpt2-engine.wasm') + server.requests('/gpt2-engine-relaxed.wasm'), 0,
+      // Chromium has relaxed SIMD: the threaded module's relaxed twin (web/worker/relaxed-simd.js).
+      assert.ok(server.requests('/worker/gpt2-engine-mt-relaxed.wasm') >= 1, 'gpt2-engine-mt-relaxed.wasm was requested');
+      assert.equal(server.requests('/worker/gpt2-engine.wasm') + server.requests('/worker/gpt2-engine-relaxed.wasm'), 0,
                    'the single-threaded engine was not loaded');
       await page.screenshot({path: artifact('threads-isolated.png'), fullPage: true});
       await page.close();
@@ -81,7 +81,7 @@ describe('threads in headless Chromium', {skip: !fs.existsSync(path.join(kSite, 
 
   test('isolated, but the threaded engine cannot start: one thread, said why, the same ids', async () => {
     // A host given only part of the site: the pthread worker's script is missing.
-    const partial = partialSite('site-without-pthread-worker', ['gpt2-engine-mt.worker.js']);
+    const partial = partialSite('site-without-pthread-worker', ['worker/gpt2-engine-mt.worker.js']);
     const server = await serveSite({site: partial, models: modelDir('threads'), isolate: true});
     try {
       const page = await openPage(browser, server.url, consoleLines);
@@ -109,7 +109,7 @@ describe('threads in headless Chromium', {skip: !fs.existsSync(path.join(kSite, 
       assert.equal(await stats.getAttribute('data-isolated'), 'false');
       assert.equal(await stats.getAttribute('data-threads'), '1');
       assert.match(await stats.textContent(), /1 thread \(page not cross-origin isolated\), relaxed SIMD \(FMA\)/);
-      assert.equal(server.requests('/gpt2-engine-mt.wasm') + server.requests('/gpt2-engine-mt-relaxed.wasm'), 0,
+      assert.equal(server.requests('/worker/gpt2-engine-mt.wasm') + server.requests('/worker/gpt2-engine-mt-relaxed.wasm'), 0,
                    'the threaded engine was not loaded');
       await page.close();
     } finally {
@@ -118,7 +118,7 @@ describe('threads in headless Chromium', {skip: !fs.existsSync(path.join(kSite, 
   });
 
   test('a host without the relaxed SIMD twins: the plain engine, said so, the same ids', async () => {
-    const partial = partialSite('site-without-relaxed', ['gpt2-engine-relaxed.wasm', 'gpt2-engine-mt-relaxed.wasm']);
+    const partial = partialSite('site-without-relaxed', ['worker/gpt2-engine-relaxed.wasm', 'worker/gpt2-engine-mt-relaxed.wasm']);
     const server = await serveSite({site: partial, models: modelDir('threads')});
     try {
       const page = await openPage(browser, server.url, consoleLines);
@@ -127,8 +127,8 @@ describe('threads in headless Chromium', {skip: !fs.existsSync(path.join(kSite, 
       // ... and why: the page's f32 prompts run at about 0.6x without the twin.
       assert.match(await page.getByTestId('stats').textContent(),
                    /1 thread \(page not cross-origin isolated\), SIMD128 \(the relaxed SIMD build could not start: .+\)/);
-      assert.ok(server.requests('/gpt2-engine-relaxed.wasm') >= 1, 'the relaxed twin was tried first');
-      assert.ok(server.requests('/gpt2-engine.wasm') >= 1, 'then the plain module');
+      assert.ok(server.requests('/worker/gpt2-engine-relaxed.wasm') >= 1, 'the relaxed twin was tried first');
+      assert.ok(server.requests('/worker/gpt2-engine.wasm') >= 1, 'then the plain module');
       assert.equal(await page.getByTestId('error').isVisible(), false);
       await page.close();
     } finally {

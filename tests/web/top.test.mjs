@@ -1,7 +1,7 @@
-// web/top.js against a full sort (descending score, ties to the lower index).
+// web/worker/top.js against a full sort (descending score, ties to the lower index).
 import assert from 'node:assert/strict';
 import {test} from 'node:test';
-import {topIndices} from '../../web/top.js';
+import {topIndices} from '../../web/worker/top.js';
 
 test('topIndices equals the head of a full sort, ties and all', () => {
   let seed = 12345;

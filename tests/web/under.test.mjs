@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
 import {kRoot, launchBrowser, serveSite, watchConsole} from './browser.mjs';
-import {canonical} from '../../web/interventions.js';
+import {canonical} from '../../web/shared/interventions.js';
 import {closeTo, kNative, kNodeModule, kPrompt, kSampling, makeModels, modelDir, nodeEngine} from './fixtures.mjs';
 
 const kSite = path.join(kRoot, 'build/site');
@@ -179,11 +179,11 @@ describe('the interventions the page shows are the ones every tool runs under', 
   });
 });
 
-// The worker's part alone (web/worker-under.js) on the engine under Node: what it sets is what a
+// The worker's part alone (web/worker/worker-under.js) on the engine under Node: what it sets is what a
 // generation under the same interventions holds, mean ablation's prompt means included.
 describe('worker-under.js on the engine under Node', {skip: !fs.existsSync(kNodeModule) && 'build/wasm not built'}, () => {
   test('ensure() after a plain generation equals generating under the interventions', async () => {
-    const {createUnder} = await import('../../web/worker-under.js');
+    const {createUnder} = await import('../../web/worker/worker-under.js');
     const models = makeModels('under');
     const {engine} = await nodeEngine(models.model);
     try {

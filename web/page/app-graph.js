@@ -1,0 +1,425 @@
+// The page's attribution-graph panel: transcoders loaded into the engine (worker-graph.js), a
+// graph computed there on a prompt (progress, cancel) or opened from a file (circuit-tracer's
+// JSON, graph.js), its thresholds, the node a person pins or moves to by keyboard, the export,
+// and for a computed graph a feature's card and the check of picked features (predicted against
+// exact). Every graph text, whatever its source, enters through openGraphText(). State lives in
+// the store (kGraphState); graph.js derives, view-graph.js, view-graph-check.js and view-graph-qk.js draw.
+import {defaultLogit, GraphFileError, Kind, parseGraph, rowsOf, shownNodes, stepFrom, strongestPaths} from './graph.js';
+import {Msg, Phase} from '../shared/protocol.js';
+import {labelsText, parseLabels} from '../shared/sae.js';
+import {renderIfChanged} from './store.js';
+import * as checkView from '../views/view-graph-check.js';
+import * as graphView from '../views/view-graph.js';
+import * as qkView from '../views/view-graph-qk.js';
+import {fmt, mb, progressWords} from '../views/viz.js';
+
+// The store's graph fields, merged into app.js's initial state.
+export const kGraphState = {
+  graph: null,             // {model (graph.js's parseGraph), text (exactly as opened), source (its name)}
+  graphError: '',
+  graphNodeThreshold: 0.8,
+  graphEdgeThreshold: 0,
+  graphLogit: -1,          // the logit node the strongest paths lead to
+  graphCurrent: -1,        // the node whose numbers are shown (focused, clicked)
+  graphPinned: -1,         // the node whose links stay drawn
+  graphHover: -1,
+  graphFocusSeq: 0,        // a new value moves keyboard focus to graphCurrent
+  graphTranscoders: {blocks: [], bytes: 0, nLayer: 0},  // the worker's 'transcoders' reply
+  graphTranscodersLoading: false,
+  graphTranscodersProgress: {value: 0},
+  graphTranscodersStatus: 'No transcoders loaded.',
+  graphTranscodersUrl: '',
+  graphPrompt: null,       // as typed (null: index.html's)
+  graphMaxFeatures: null,
+  graphComputing: null,    // {encoding, done, total} while the engine computes a graph
+  graphComputed: false,    // the graph shown is the engine's last computed one (cards and checks read it)
+  graphUnder: null,        // the computed graph's reply (what it ran under)
+  graphCard: null,         // the 'graph-card' reply, or {waiting: true}
+  graphCheckNodes: [],     // node ids picked for the check
+  graphCheckValue: '0',
+  graphChecks: [],         // 'graph-check' replies, newest first
+  graphChecking: false,
+  graphQk: null,           // the 'graph-qk' reply, or {waiting: true}
+  graphLabels: {},         // block -> Map feature -> label (Neuronpedia's export for that block's transcoder)
+  graphLabelsBlock: '0',
+  graphLabelsStatus: '',
+};
+
+// circuit-tracer prunes to 0.8 of the cumulative influence by default (create_graph_files).
+const kDefaultNodeThreshold = 0.8;
+
+// One-entry caches: what is derived from the graph is recomputed only when its inputs change, and
+// stays the same object otherwise, so renderIfChanged leaves the view alone.
+function memo(fn) {
+  let args = null, value;
+  return (...a) => {
+    if (!args || a.length !== args.length || a.some((x, i) => !Object.is(x, args[i]))) {
+      args = a;
+      value = fn(...a);
+    }
+    return value;
+  };
+}
+
+// store, worker, $, on: app.js's; download(name, blob): app-export.js's; hfBase: the page's
+// Hugging Face; canRun(s): whether the engine is free for a run; showUnder(id, result): writes
+// what a result was computed under.
+export function createGraphPanel({store, worker, $, on, download, hfBase, canRun, showUnder}) {
+  const state = store.state;
+  const shownOf = memo(shownNodes);
+  const rowsOfShown = memo(rowsOf);
+  const pathsOf = memo(strongestPaths);
+
+  // The one way a graph reaches the page: the JSON text of a graph file (a local file now; the
+  // engine's computed graph later), and where it came from in words. A text that is not a graph
+  // leaves the graph shown before, and everything else, as it was.
+  function openGraphText(text, source, {computed = false, nodeThreshold} = {}) {
+    let model;
+    try {
+      model = parseGraph(text);
+    } catch (e) {
+      if (!(e instanceof GraphFileError)) throw e;
+      store.set({graphError: `Could not open ${source} as an attribution graph: ${e.message}.`});
+      return false;
+    }
+    const t = nodeThreshold ?? model.meta.node_threshold;
+    store.set({
+      graph: {model, text, source}, graphError: '', graphComputed: computed, graphCard: null, graphCheckNodes: [],
+      graphChecks: [], graphQk: null,
+      graphNodeThreshold: typeof t === 'number' && t > 0 && t <= 1 ? t : kDefaultNodeThreshold,
+      graphEdgeThreshold: 0, graphLogit: defaultLogit(model), graphCurrent: -1, graphPinned: -1, graphHover: -1,
+    });
+    return true;
+  }
+
+  const model = () => state.graph?.model;
+  const shown = () => shownOf(model(), state.graphNodeThreshold);
+
+  // Click or Enter: the node's links stay drawn (again: they go); a logit becomes the paths' end;
+  // a feature of a computed graph shows its card, and the QK form asks about its block's heads
+  // at its position (what the attention before it read there).
+  function choose(i) {
+    const n = model().nodes[i];
+    const pinned = state.graphPinned === i ? -1 : i;
+    store.set({graphCurrent: i, graphPinned: pinned, ...(n.kind === Kind.logit ? {graphLogit: i} : {})});
+    if (pinned >= 0 && n.kind === Kind.feature && state.graphComputed) {
+      store.set({graphCard: {waiting: true}});
+      worker.postMessage({type: Msg.graphCard, layer: n.block, feature: n.feature});
+      $('graph-qk-layer').value = String(n.block);
+      $('graph-qk-query').value = String(n.pos);
+    }
+  }
+
+  // ---- Transcoders and computing ----------------------------------------------------------------
+
+  const prompt = () => state.graphPrompt ?? $('graph-prompt').defaultValue;
+  const maxFeatures = () => state.graphMaxFeatures ?? $('graph-max-features').defaultValue;
+
+  function loadTranscoders(source) {
+    store.set({graphTranscodersLoading: true, graphTranscodersProgress: {value: 0},
+               graphTranscodersStatus: 'Starting…', graphError: ''});
+    worker.postMessage({type: Msg.transcodersLoad, source});
+  }
+
+  function compute() {
+    const n = Number(maxFeatures());
+    if (!Number.isInteger(n) || n < 1) {
+      store.set({graphError: 'The most feature nodes must be a whole number from 1.'});
+      return;
+    }
+    if (!prompt().trim()) {
+      store.set({graphError: 'Type a prompt for the graph first.'});
+      return;
+    }
+    store.set({graphComputing: {encoding: true, done: 0, total: 0}, graphError: ''});
+    worker.postMessage({type: Msg.graphCompute, prompt: prompt(), maxFeatureNodes: n});
+  }
+
+  // The pinned node's id when it is a feature of the computed graph, else null.
+  function pinnedFeature(s) {
+    const g = s.graph?.model;
+    const n = g && s.graphComputed && s.graphPinned >= 0 ? g.nodes[s.graphPinned] : null;
+    return n && n.kind === Kind.feature ? n.id : null;
+  }
+
+  on($('graph-transcoders-hf'), 'click', () => loadTranscoders({kind: 'hf', hf: hfBase}));
+  $('graph-transcoders-url').addEventListener('input', (e) => store.set({graphTranscodersUrl: e.target.value}));
+  on($('graph-transcoders-load-url'), 'click', () => {
+    const folder = state.graphTranscodersUrl.trim();
+    if (!folder) {
+      store.set({graphError: 'Type the URL of a folder holding gpt2-small-dun-chl-mlp-tc0/ and the like first.'});
+      return;
+    }
+    loadTranscoders({kind: 'url', folder});
+  });
+  on($('graph-transcoders-file'), 'change', (e) => {
+    const files = [...(e.target.files || [])];
+    e.target.value = '';
+    if (files.length) loadTranscoders({kind: 'files', files});
+  });
+  on($('graph-transcoders-drop'), 'click', () => worker.postMessage({type: Msg.transcodersDrop}));
+  $('graph-labels-block').addEventListener('input', (e) => store.set({graphLabelsBlock: e.target.value}));
+  on($('graph-labels-file'), 'change', async (e) => {
+    const file = e.target.files?.[0];
+    e.target.value = '';
+    const block = Number(state.graphLabelsBlock);
+    if (!file) return;
+    if (!Number.isInteger(block) || block < 0) {
+      store.set({graphError: 'The block the labels are for must be a whole number from 0.'});
+      return;
+    }
+    try {
+      const labels = parseLabels(await labelsText(await file.arrayBuffer()));
+      store.set({graphLabels: {...state.graphLabels, [block]: labels}, graphError: '',
+                 graphLabelsStatus: `${labels.size} labels for block ${block}'s transcoder from ${file.name}.`});
+    } catch (err) {
+      store.set({graphError: `Could not read the labels from ${file.name}: ${err.message}`});
+    }
+    store.flush();
+  });
+  $('graph-prompt').addEventListener('input', (e) => store.set({graphPrompt: e.target.value}));
+  $('graph-max-features').addEventListener('input', (e) => store.set({graphMaxFeatures: e.target.value}));
+  on($('graph-prompt'), 'keydown', (e) => { if (e.key === 'Enter' && !$('graph-compute').disabled) compute(); });
+  on($('graph-compute'), 'click', compute);
+  // Also stops a transcoder download between blocks.
+  on($('graph-cancel'), 'click', () => worker.postMessage({type: Msg.cancelJob}));
+  on($('graph-check-add'), 'click', () => {
+    const id = pinnedFeature(state);
+    if (id && !state.graphCheckNodes.includes(id)) store.set({graphCheckNodes: [...state.graphCheckNodes, id]});
+  });
+  on($('graph-check-clear'), 'click', () => store.set({graphCheckNodes: []}));
+  $('graph-check-value').addEventListener('input', (e) => store.set({graphCheckValue: e.target.value}));
+  on($('graph-check'), 'click', () => {
+    const value = Number(state.graphCheckValue);
+    if (String(state.graphCheckValue).trim() === '' || !Number.isFinite(value)) {
+      store.set({graphError: 'The value to set the features to must be a number (0 ablates them).'});
+      return;
+    }
+    const nodeIds = state.graphCheckNodes.length ? state.graphCheckNodes : [pinnedFeature(state)].filter(Boolean);
+    if (!nodeIds.length) {
+      store.set({graphError: 'Pin a feature node of the computed graph first (click it), or add several.'});
+      return;
+    }
+    store.set({graphChecking: true, graphError: ''});
+    worker.postMessage({type: Msg.graphCheck, nodeIds, value});
+  });
+  // A head's score from a query position (blank: the last) to a key position on the graph's prompt.
+  on($('graph-qk'), 'click', () => {
+    const field = (id) => $(id).value.trim();
+    const ask = {layer: field('graph-qk-layer'), head: field('graph-qk-head'), query: field('graph-qk-query') || '-1',
+                 key: field('graph-qk-key')};
+    if (!Object.values(ask).every((v) => /^-?\d+$/.test(v))) {
+      store.set({graphError: 'Block, head and key position must be whole numbers (a blank query: the last position).'});
+      return;
+    }
+    store.set({graphQk: {waiting: true}, graphError: ''});
+    worker.postMessage({type: Msg.graphQk, ...Object.fromEntries(Object.entries(ask).map(([k, v]) => [k, Number(v)]))});
+  });
+
+  function transcodersProgress({phase, loaded, total, file, block}) {
+    const which = block !== undefined ? `block ${block}` : file || 'the file';
+    const {pct, text} = progressWords({phase, loaded, total}, {
+      [Phase.download]: `Downloading ${file || which}`, [Phase.cache]: `Read ${which} from the browser cache`,
+      [Phase.file]: `Reading ${which}`, [Phase.parse]: `Loading ${which} into the model`,
+      [Phase.convert]: 'Converting to Q8_0'});
+    store.set({graphTranscodersProgress: {value: pct}, graphTranscodersStatus: text});
+  }
+
+  function transcodersText(t, note) {
+    const n = t.blocks.length;
+    const blocks = n === t.nLayer && n > 0 ? `all ${n} blocks` : n ? `blocks ${t.blocks.join(', ')} of 0..${t.nLayer - 1}` : '';
+    const held = n ? `Transcoders of ${blocks} loaded (${mb(t.bytes)}).` : 'No transcoders loaded.';
+    return `${held}${note ? ` ${note}` : ''}`;
+  }
+
+  function onMessage(msg) {
+    switch (msg.type) {
+      case Msg.transcodersProgress: transcodersProgress(msg); return true;
+      case Msg.transcoders:
+        store.set({graphTranscoders: msg, graphTranscodersLoading: false, graphTranscodersStatus: transcodersText(msg, msg.note),
+                   graphTranscodersProgress: {value: msg.blocks.length ? 100 : 0},
+                   // The engine dropped its graph with the old set: a graph shown stays, without cards or checks.
+                   ...(state.graphComputed ? {graphComputed: false, graphCard: null, graphQk: null} : {})});
+        return true;
+      case Msg.graphProgress:
+        store.set({graphComputing: {encoding: msg.encoding, done: msg.done, total: msg.total}});
+        return true;
+      case Msg.graph:
+        store.set({graphComputing: null});
+        if (msg.cancelled) {
+          store.set({graphError: `Cancelled after ${msg.done} of ${msg.total} rows; the graph shown before stays.`});
+        } else if (openGraphText(msg.text, `computed in ${(msg.ms / 1000).toFixed(1)} s`, {computed: true,
+                                                                                          nodeThreshold: msg.nodeThreshold})) {
+          store.set({graphUnder: msg});
+        }
+        return true;
+      case Msg.graphCard:
+        if (state.graphComputed) store.set({graphCard: msg});
+        return true;
+      case Msg.graphCheck:
+        store.set({graphChecking: false, graphChecks: [msg, ...state.graphChecks]});
+        return true;
+      case Msg.graphQk:
+        store.set({graphQk: state.graphComputed ? msg : null});
+        return true;
+      default: return false;
+    }
+  }
+
+  // An error of kind 'graph' ends whatever the panel waits for.
+  function onError(message) {
+    store.set({graphTranscodersLoading: false, graphComputing: null, graphChecking: false, graphError: message,
+               ...(state.graphCard?.waiting ? {graphCard: null} : {}), ...(state.graphQk?.waiting ? {graphQk: null} : {})});
+  }
+
+  const nodeOf = (target) => target.closest?.('[data-node-id]');
+
+  on($('graph-open-file'), 'change', async (e) => {
+    const file = e.target.files?.[0];
+    e.target.value = '';  // the same file again is a new choice
+    if (!file) return;
+    let text;
+    try {
+      text = await file.text();
+    } catch (err) {
+      store.set({graphError: `Could not read ${file.name}: ${err.message}.`});
+      return;
+    }
+    openGraphText(text, file.name);
+    store.flush();
+  });
+  on($('graph-export'), 'click', () => {
+    const g = state.graph;
+    if (!g) return;
+    // The text as it was opened, byte for byte: the page changes nothing in the file.
+    const name = /\.json$/i.test(g.source) ? g.source : `${g.model.meta.slug || 'attribution-graph'}.json`;
+    download(name, new Blob([g.text], {type: 'application/json'}));
+  });
+  on($('graph-node-threshold'), 'input', (e) => store.set({graphNodeThreshold: Number(e.target.value)}));
+  on($('graph-edge-threshold'), 'input', (e) => store.set({graphEdgeThreshold: Number(e.target.value)}));
+
+  const view = $('graph-view');
+  on(view, 'click', (e) => {
+    const node = nodeOf(e.target);
+    if (node) choose(Number(node.dataset.index));
+  });
+  on(view, 'mouseover', (e) => {
+    const node = nodeOf(e.target);
+    const i = node ? Number(node.dataset.index) : -1;
+    if (i !== state.graphHover) store.set({graphHover: i});
+  });
+  on(view, 'mouseleave', () => store.set({graphHover: -1}));
+  // Tab into the graph (or a click) makes the focused node the current one.
+  // Not on(): the view itself moves focus while it draws, and a draw must not start another.
+  view.addEventListener('focusin', (e) => {
+    const node = nodeOf(e.target);
+    if (node && Number(node.dataset.index) !== state.graphCurrent) store.set({graphCurrent: Number(node.dataset.index)});
+  });
+  // Arrow keys move along a row and between blocks, Home and End to a row's ends; Enter or Space
+  // pins, Escape unpins. Tab leaves the graph (one tab stop, as a grid).
+  on(view, 'keydown', (e) => {
+    const node = nodeOf(e.target);
+    if (!node) return;
+    const i = Number(node.dataset.index);
+    if (e.key === 'Enter' || e.key === ' ') {
+      e.preventDefault();
+      choose(i);
+    } else if (e.key === 'Escape') {
+      store.set({graphPinned: -1});
+    } else if (['ArrowLeft', 'ArrowRight', 'ArrowUp', 'ArrowDown', 'Home', 'End'].includes(e.key)) {
+      e.preventDefault();
+      const g = model();
+      const next = stepFrom(rowsOfShown(g, shown()), g, i, e.key);
+      store.set({graphCurrent: next, graphFocusSeq: state.graphFocusSeq + 1});
+    }
+  });
+
+  function status(s, g, visible) {
+    if (!g) return 'No graph open.';
+    const count = (mask, kinds) => g.nodes.filter((n) => mask[n.index] && kinds.includes(n.kind)).length;
+    const all = new Uint8Array(g.nodes.length).fill(1);
+    const features = [Kind.feature, Kind.error];
+    const scores = ['replacement_score', 'completeness_score'].filter((k) => typeof g.meta[k] === 'number')
+        .map((k) => `${k.replace('_', ' ')} ${fmt(g.meta[k], 3)}`);
+    return `${s.graph.source}: “${g.meta.prompt ?? ''}”. ${visible.reduce((a, b) => a + b, 0)} of ${g.nodes.length} nodes ` +
+        `shown (${count(visible, features)} of ${count(all, features)} features and error nodes), ${g.links.length} links` +
+        (g.droppedLinks ? `; ${g.droppedLinks} links name nodes not in the file and are left out` : '') +
+        (g.duplicateNodes ? `; ${g.duplicateNodes} nodes repeat an earlier node_id and are left out` : '') +
+        (scores.length ? `; ${scores.join(', ')}` : '') + '.';
+  }
+
+  return {
+    openGraphText,
+    onMessage,
+    onError,
+    render(s) {
+      const g = s.graph?.model || null;
+      const free = canRun(s) && !!s.info;
+      const loading = s.graphTranscodersLoading, computing = !!s.graphComputing;
+      for (const id of ['graph-transcoders-hf', 'graph-transcoders-load-url', 'graph-transcoders-file']) {
+        $(id).disabled = !free || loading || computing;
+      }
+      $('graph-transcoders-drop').disabled = !free || loading || computing || !s.graphTranscoders.blocks.length;
+      $('graph-transcoders-progress').value = s.graphTranscodersProgress.value;
+      $('graph-transcoders-status').textContent = s.graphTranscodersStatus;
+      if ($('graph-transcoders-url').value !== s.graphTranscodersUrl) $('graph-transcoders-url').value = s.graphTranscodersUrl;
+      if (s.graphPrompt !== null && $('graph-prompt').value !== s.graphPrompt) $('graph-prompt').value = s.graphPrompt;
+      $('graph-compute').disabled = !free || loading || computing || !s.graphTranscoders.blocks.length;
+      $('graph-cancel').disabled = !computing && !loading;
+      // Reading the features takes about a tenth of the time; the rows the rest.
+      const c = s.graphComputing;
+      const share = c && c.total ? c.done / c.total : 0;
+      $('graph-compute-progress').value = c ? Math.round(c.encoding ? 10 * share : 10 + 90 * share) : 0;
+      $('graph-compute-status').textContent = !c ? '' : c.encoding
+          ? `Reading the prompt's features: block ${c.done} of ${c.total}…`
+          : `Computing the graph's rows: ${c.done} of ${c.total}…`;
+      const pinned = pinnedFeature(s);
+      $('graph-check-add').disabled = !pinned || s.graphCheckNodes.includes(pinned);
+      $('graph-check-clear').disabled = !s.graphCheckNodes.length;
+      $('graph-check').disabled = !free || computing || s.graphChecking || !s.graphComputed ||
+          (!pinned && !s.graphCheckNodes.length);
+      $('graph-check-nodes').textContent = s.graphCheckNodes.length ? `Picked: ${s.graphCheckNodes.join(', ')}.` :
+          pinned ? `The pinned feature ${pinned} is checked unless you add others.` : 'No feature picked.';
+      showUnder('graph-under', s.graphComputed ? s.graphUnder : null);
+      renderIfChanged(checkView.renderCard, $('graph-feature-card'), {
+        card: s.graphComputed && s.graphCard && !s.graphCard.waiting ? s.graphCard : null,
+        waiting: !!s.graphCard?.waiting,
+        label: s.graphCard && !s.graphCard.waiting ? s.graphLabels[s.graphCard.layer]?.get(s.graphCard.feature) ?? '' : ''});
+      $('graph-labels-status').textContent = s.graphLabelsStatus;
+      renderIfChanged(checkView.renderChecks, $('graph-check-result'), {checks: s.graphChecks, running: s.graphChecking});
+      $('graph-qk').disabled = !free || computing || !!s.graphQk?.waiting || !s.graphComputed;
+      renderIfChanged(qkView.renderQk, $('graph-qk-result'), {
+        qk: s.graphQk && !s.graphQk.waiting ? s.graphQk : null, waiting: !!s.graphQk?.waiting, labels: s.graphLabels});
+      const err = $('graph-error');
+      err.textContent = s.graphError;
+      err.hidden = !s.graphError;
+      $('graph-export').disabled = !g;
+      for (const id of ['graph-node-threshold', 'graph-edge-threshold']) $(id).disabled = !g;
+      const nodeSlider = $('graph-node-threshold'), edgeSlider = $('graph-edge-threshold');
+      // The edge slider spans this graph's weights: 0 shows every link in the file.
+      const edgeMax = g ? g.maxAbsWeight : 1;
+      if (Number(edgeSlider.max) !== edgeMax) {
+        edgeSlider.max = edgeMax;
+        edgeSlider.step = edgeMax / 200 || 'any';
+      }
+      if (Number(nodeSlider.value) !== s.graphNodeThreshold) nodeSlider.value = s.graphNodeThreshold;
+      if (Number(edgeSlider.value) !== s.graphEdgeThreshold) edgeSlider.value = s.graphEdgeThreshold;
+      $('graph-node-threshold-value').textContent = fmt(s.graphNodeThreshold, 3);
+      $('graph-edge-threshold-value').textContent = fmt(s.graphEdgeThreshold, 3);
+      const visible = g ? shownOf(g, s.graphNodeThreshold) : null;
+      const paths = g ? pathsOf(g, visible, s.graphEdgeThreshold, s.graphLogit) : [];
+      $('graph-status').textContent = status(s, g, visible);
+      renderIfChanged(graphView.render, $('graph-view'), {
+        graph: g, shown: visible, edgeThreshold: s.graphEdgeThreshold, paths, logit: s.graphLogit,
+        current: s.graphCurrent, pinned: s.graphPinned, hover: s.graphHover, focusSeq: s.graphFocusSeq,
+        label: g ? `Attribution graph of “${g.meta.prompt ?? ''}”: blocks upward, positions across. ` +
+            'Arrow keys move between nodes, Enter pins one.' : '',
+      });
+      renderIfChanged(graphView.renderDetails, $('graph-node-details'), {
+        graph: g, shown: visible, edgeThreshold: s.graphEdgeThreshold, current: g ? s.graphCurrent : -1,
+        pinned: s.graphPinned,
+      });
+      renderIfChanged(graphView.renderPaths, $('graph-paths'), {graph: g, paths, logit: s.graphLogit});
+    },
+  };
+}
