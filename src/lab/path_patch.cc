@@ -132,7 +132,7 @@ PathPatchJobBase::PathPatchJobBase(Conversation& c, const std::vector<int>& clea
   const size_t C = size_t(config.n_embd);
   // The plain model, corrupted, then clean, so the session ends holding the clean run (step 3
   // re-runs it from the receivers' first block).
-  const Keep keep{{Hook::kEmbed, Hook::kAttnHeads, Hook::kResidPost}};
+  const Keep keep{{Hook::kEmbed, Hook::kAttnHeads, Hook::kResidPost}, /*final_stream=*/true};
   RunOptions run;
   RecordActs(config, keep, corrupt_, run);
   session_.Prefill(corrupted.data(), T_, run);
