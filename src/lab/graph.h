@@ -36,9 +36,6 @@ class GraphJob {
   std::unique_ptr<AttributionGraphBuild> build_;
 };
 
-// A transcoder GGUF (gpt2-convert --transcoders) from bytes that it keeps.
-std::shared_ptr<const TranscoderSet> TranscodersFromBytes(std::vector<uint8_t> bytes, const Config& model);
-
 // The graph's feature nodes named by circuit-tracer's node ids ("L_F_P", as GraphJson writes
 // them): gpt2::Error naming an id that is not a feature node of this graph.
 std::vector<int> GraphFeatureNodes(const AttributionGraph& graph, const std::vector<std::string>& node_ids);
