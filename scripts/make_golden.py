@@ -1158,7 +1158,7 @@ def graph_reference(w, ids, tcs):
 
 
 def check_reference(w, ids, tcs, features, logit_id, chosen, value):
-    """The check of a graph (src/lab/graph.h CheckGraph): features[chosen] set to value.
+    """The check of a graph (src/lab/graph_check.h CheckGraph): features[chosen] set to value.
     Returns (predicted, exact) changes of logit[logit_id] - mean(logits) at the last position.
     predicted: not by the graph's edges but by a forward of the frozen linear replacement model
     itself (attention patterns, 1/sigma and errors frozen at the real run; every active feature at

@@ -750,20 +750,4 @@ double PredictedLogitChange(const AttributionGraph& g, const std::vector<int>& c
   return carried(logit);
 }
 
-std::string GraphNodeId(const AttributionGraph& g, int i) {
-  const GraphNode& n = g.nodes.at(i);
-  const std::string p = "_" + std::to_string(n.position);
-  switch (n.kind) {
-    case GraphNodeKind::kFeature:
-      return std::to_string(n.layer) + "_" + std::to_string(n.index) + p;
-    case GraphNodeKind::kError:
-      return std::to_string(n.layer) + "_-1" + p;
-    case GraphNodeKind::kEmbedding:
-      return "E_" + std::to_string(n.index) + p;
-    case GraphNodeKind::kLogit:
-      return std::to_string(g.n_layer + 1) + "_" + std::to_string(n.index) + p;
-  }
-  return "";
-}
-
 }  // namespace gpt2

@@ -144,9 +144,4 @@ PrunedGraph PruneAttributionGraph(const AttributionGraph& graph, double node_thr
 // not a feature, or `logit` not a logit node.
 double PredictedLogitChange(const AttributionGraph& graph, const std::vector<int>& chosen, float value, int logit);
 
-// circuit-tracer's node_id of node i ("L_F_P", "L_-1_P" for errors, "E_ID_P", "{n_layer+1}_ID_P";
-// its graph_models.py, whose older releases wrote errors as "0_L_P", the same id as feature L of
-// block 0 there).
-std::string GraphNodeId(const AttributionGraph& graph, int i);
-
 }  // namespace gpt2

@@ -12,8 +12,10 @@
 //   gradients.h    saliency, attribution patching, an attention score's saliency
 //   features.h     SAE features read at the capture
 //   head_scores.h, compare.h   head detection, the quantization lens
-//   graph.h        attribution graphs over loaded transcoders: a stepped job, then the
-//                  graph held for re-pruning, checks and feature cards
+//   graph.h        attribution graphs over loaded transcoders (src/graph/): a stepped job,
+//                  then the graph held for re-pruning (graph/graph_json.h), its check
+//                  (graph_check.h), its features' cards (graph_card.h) and its heads' QK
+//                  attribution (qk.h)
 // Its native tests are tests/lab/.
 #pragma once
 
@@ -31,7 +33,10 @@
 #include "lab/experiment.h"
 #include "lab/features.h"
 #include "lab/generation.h"
+#include "graph/graph_json.h"
 #include "lab/graph.h"
+#include "lab/graph_card.h"
+#include "lab/graph_check.h"
 #include "lab/gradients.h"
 #include "lab/head_sweep.h"
 #include "lab/job.h"
