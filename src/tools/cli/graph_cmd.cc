@@ -1,4 +1,4 @@
-// gpt2 graph: the attribution graph of [50256] + the prompt (graph/graph.h, lab/graph.h).
+// gpt2 graph: the attribution graph of [50256] + the prompt (graph/attribute.h, lab/graph.h).
 //   Without --json: the replacement and completeness scores and the kept nodes by influence.
 //   --json OUT.json writes circuit-tracer's graph file (graph/graph_json.h GraphJson, the writer
 //   the page's engine shares):
