@@ -1,5 +1,7 @@
 #include "lab/graph.h"
 
+#include <cstring>
+
 #include "base/error.h"
 
 namespace gpt2 {
@@ -39,16 +41,24 @@ GraphJob::GraphJob(Conversation& c, const TranscoderSet& transcoders,
   });
 }
 
-GraphProgress GraphJob::Continue() {
-  build_->Continue();
-  return progress();
+bool GraphJob::Encoding(const JobProgress& progress) {
+  return std::strcmp(progress.phase, AttributionGraphBuild::PhaseName(
+                                         AttributionGraphBuild::Phase::kEncoding)) == 0;
 }
 
-GraphProgress GraphJob::progress() const {
-  if (build_->phase() == AttributionGraphBuild::Phase::kEncoding) {
-    return {true, build_->blocks_encoded(), n_layer_, false};
+JobProgress GraphJob::progress() const {
+  const AttributionGraphBuild::Phase phase = build_->phase();
+  JobProgress p;
+  p.phase = AttributionGraphBuild::PhaseName(phase);
+  p.finished = build_->done();
+  if (phase == AttributionGraphBuild::Phase::kEncoding) {
+    p.done = build_->blocks_encoded();
+    p.total = n_layer_;
+  } else {
+    p.done = build_->rows_done();
+    p.total = build_->rows_total();
   }
-  return {false, build_->rows_done(), build_->rows_total(), build_->done()};
+  return p;
 }
 
 }  // namespace gpt2

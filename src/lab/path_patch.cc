@@ -123,7 +123,7 @@ HeadPatch SenderPatch(const std::vector<float>& z, HeadRef sender, int p0, int T
 PathPatchJobBase::PathPatchJobBase(Conversation& c, const std::vector<int>& clean, const std::vector<int>& corrupted,
                                    const std::vector<PathReceiver>& receivers, int target, int contrast,
                                    const LabInterventions& iv)
-    : Job(c, Checked(c, clean, corrupted, receivers, target, contrast, iv)),
+    : CellJob(c, Checked(c, clean, corrupted, receivers, target, contrast, iv)),
       session_(c.UnrecordedSession()),
       receivers_(receivers) {
   const Config& config = c.config();
