@@ -62,13 +62,21 @@ void ReplacementModel::EncodeBlock(int l) {
   for (int p = 0; p < T; ++p) {
     float* err = errors_[l].data() + int64_t(p) * C;
     for (int i = 0; i < C; ++i) err[i] -= tc->decoder_bias()[i];
+    // Room for the position's writes at once: grown a feature at a time, their copies left holes
+    // in WebAssembly's heap (bench-graph.mjs's three graphs grew it by 50 MB more).
+    FeatureWrites& w = writes_[int64_t(l) * T + p];
+    if (p > 0) {
+      int64_t n = 0;
+      for (int j = 0; j < S; ++j) n += acts[int64_t(p) * S + j] > 0;
+      w.rows.reserve(n * C);
+      w.columns.reserve(n);
+    }
     for (int j = 0; j < S; ++j) {
       const float a = acts[int64_t(p) * S + j];
       if (!(a > 0)) continue;
       tc->DecoderRowInto(j, row.data());
       for (int i = 0; i < C; ++i) err[i] -= a * row[i];
       if (p == 0) continue;  // circuit-tracer's zero_bos: no node at the BOS
-      FeatureWrites& w = writes_[int64_t(l) * T + p];
       const size_t at = w.rows.size();
       w.rows.resize(at + C);
       for (int i = 0; i < C; ++i) w.rows[at + i] = a * row[i];
