@@ -126,7 +126,7 @@ if (!process.argv.includes('--skip-wasm')) {
               `${(build / prefill).toFixed(1)} prefills of 16 tokens (${prefill.toFixed(1)} ms; target <= 40)`);
   console.log(`wasm longest continueGraph call (or startGraph: a click's wait while it computes): ${median(longest).toFixed(0)} ms ` +
               `(runs ${longest.map((x) => x.toFixed(0)).join(', ')}; target <= 100 ms)`);
-  // QK attribution on the graph (src/lab/qk.h): the top block has the most parts (11 blocks below it).
+  // QK attribution on the graph (src/graph/qk.h): the top block has the most parts (11 blocks below it).
   const qk = [];
   for (let r = 0; r < kRuns; ++r) qk.push(time(() => engine.graphQk(kLayers - 1, 0, ids.length, 1, 12)).ms);
   console.log(`wasm QK attribution of block ${kLayers - 1}'s head 0 (last position to position 1): ` +

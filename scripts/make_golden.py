@@ -1158,7 +1158,7 @@ def graph_reference(w, ids, tcs):
 
 
 def check_reference(w, ids, tcs, features, logit_id, chosen, value):
-    """The check of a graph (src/lab/graph.h CheckGraph): features[chosen] set to value.
+    """The check of a graph (src/lab/graph_check.h CheckGraph): features[chosen] set to value.
     Returns (predicted, exact) changes of logit[logit_id] - mean(logits) at the last position.
     predicted: not by the graph's edges but by a forward of the frozen linear replacement model
     itself (attention patterns, 1/sigma and errors frozen at the real run; every active feature at
@@ -1276,7 +1276,7 @@ def prune_reference(A, logit_p, n_features, n_tokens, node_threshold=0.8, edge_t
 
 
 def qk_reference(w, ids, tcs, layer, head, q, k):
-    """QK attribution (src/lab/qk.h) of head `head` in block `layer` from position q to k, float64:
+    """QK attribution (src/graph/qk.h) of head `head` in block `layer` from position q to k, float64:
     each side's parts of the stream entering the block (kinds as QkPartKind: 0 embedding, 1 an
     earlier block's attention output, 2 a transcoder feature, 3 its decoder bias, 4 its error;
     5 the side's bias), their shares of the score by autograd through the frozen LayerNorm with

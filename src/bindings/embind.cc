@@ -11,8 +11,9 @@
 // Interventions: {ablateHeads: [[layer, head], ...], skipAttn: [layer, ...], sae: [{id, steer:
 //   [[feature, alpha], ...], clamp}], ...}. setInterventions: for later runs (means over the
 //   capture); setInterventionsOverPrompt, jobs and experiments take the page's (means over the
-//   prompt) and give the conversation back captured under them (src/lab/conversation.h's Scope). A job (and a graph):
-//   start..., then continue...() until done or cancelled, results, end...().
+//   prompt) and give the conversation back captured under them (src/lab/conversation.h's Scope).
+//   A job (one at a time, the graph's too): start..., then continueJob() (continueGraph()) until
+//   done or cancelled, jobResults, endJob().
 // A VIEW (attention, headAttention, mlpActivations, residual) is a typed array over wasm memory,
 // valid until the next call into the engine (which may grow memory): copy it with slice().
 #include <emscripten/bind.h>
@@ -286,9 +287,9 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
   Shape<SaeLogitWeights>("SaeLogitWeights").array<&SaeLogitWeights::promoted>("promoted")
       .array<&SaeLogitWeights::promoted_values>("promotedValues").array<&SaeLogitWeights::suppressed>("suppressed")
       .array<&SaeLogitWeights::suppressed_values>("suppressedValues");
-  Shape<GraphProgress>("GraphProgress").field("encoding", &GraphProgress::encoding)
-      .field("done", &GraphProgress::done).field("total", &GraphProgress::total)
-      .field("finished", &GraphProgress::finished);
+  Shape<JobProgress>("JobProgress").computed("encoding", &GraphJob::Encoding)  // the graph's
+      .field("done", &JobProgress::done).field("total", &JobProgress::total)
+      .field("finished", &JobProgress::finished);
   Shape<GraphCheck>("GraphCheck").field("predicted", &GraphCheck::predicted).field("exact", &GraphCheck::exact);
   Shape<GraphFeatureCard>("GraphFeatureCard").array<&GraphFeatureCard::activations>("activations")
       .array<&GraphFeatureCard::promoted>("promoted").array<&GraphFeatureCard::promoted_weights>("promotedWeights")
@@ -417,8 +418,7 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .LAB_METHOD("loadTranscoders", (, val bytes), CopyToJs(l.LoadTranscoders(BytesFromJs(bytes))))
       .LAB_METHOD("dropTranscoders", (), l.DropTranscoders())
       .LAB_METHOD("startGraph", (, val prompt, val options), l.StartGraph(List(prompt), ReadJs<GraphOptions>(options, "graph options")))
-      .LAB_METHOD("continueGraph", (), l.ContinueGraph())
-      .LAB_METHOD("endGraph", (), l.EndGraph())
+      .LAB_METHOD("continueGraph", (), l.ContinueGraph())  // then endJob, as any job
       .LAB_METHOD("graphJson", (, double node_threshold, double edge_threshold, bool prune),
                   l.GraphJsonText(node_threshold, edge_threshold, prune))
       .LAB_METHOD("checkGraph", (, val node_ids, double value), l.CheckGraph(ReadJs<std::vector<std::string>>(node_ids, "node ids"), static_cast<float>(value)))

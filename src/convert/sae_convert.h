@@ -20,7 +20,7 @@
 // gpt2-small-dun-chl-mlp-tc{L}/ with sae.json and sae.safetensors in the layout above (no
 // threshold); every block present goes into one GGUF, general.architecture "transcoders", block
 // L's metadata and tensors under "tc.L." (sae/transcoders.h reads them). Unlike an SAE's, their
-// decoder is stored as --type too: the graph (graph/graph.h) reads every active feature's
+// decoder is stored as --type too: the graph (graph/replacement.h) reads every active feature's
 // decoder row, never one steered vector, and GPT-2 small's 12 x 24,576 x 768 decoders in f32 are
 // 906 MB alone, past the 700 MB the page allows the whole set; Q8_0 makes encoders and decoders
 // 241 MB each (482 MB), F16 453 MB each. --type f32 keeps them exact (the tests' choice).

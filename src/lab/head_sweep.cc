@@ -22,7 +22,7 @@ const LabInterventions& Checked(Conversation& c, int target, const LabInterventi
 }  // namespace
 
 HeadSweepJob::HeadSweepJob(Conversation& c, int position, int target, const LabInterventions& iv)
-    : Job(c, Checked(c, target, iv)) {
+    : CellJob(c, Checked(c, target, iv)) {
   const int L = c.config().n_layer, H = c.config().n_head;
   start_.position = std::max(0, std::min(static_cast<int>(scope_.ids().size()) - 1, position));
   start_.target = target;

@@ -1,5 +1,6 @@
-// "Which heads matter" (the page's head sweep) as a job (job.h): every head knocked out alone
-// (probes.h AblatedLogProbs), log P(target) at a position of the conversation's plain run.
+// "Which heads matter" (the page's head sweep) as a cell job (job.h's CellJob): every head
+// knocked out alone (probes.h AblatedLogProbs), log P(target) at a position of the
+// conversation's plain run.
 #pragma once
 
 #include <vector>
@@ -13,7 +14,7 @@ struct HeadSweepStart {
   double base = 0;  // log P(target) of the plain model
 };
 
-class HeadSweepJob : public Job {
+class HeadSweepJob : public CellJob {
  public:
   // position clamped to the conversation, which must be captured; the plain model otherwise;
   // iv: the page's interventions (their mean_ablation chooses mean over zero ablation, means

@@ -17,18 +17,17 @@ std::vector<size_t> GroupsByWork(const std::vector<double>& work, double budget)
   return ends;
 }
 
-Job::Job(Conversation& c, const LabInterventions& restore) : c_(c), scope_(c) {
+CellJob::CellJob(Conversation& c, const LabInterventions& restore) : c_(c), scope_(c) {
   restore_ = c.Resolve(restore, MeansOf::kPrompt);
   scope_.RestoreUnder(restore_);
 }
 
-int Job::Continue() {
-  if (done()) return static_cast<int>(results_.size());
+void CellJob::Continue() {
+  if (next_ >= cells_.size()) return;
   const size_t end = group_ends_[group_];
   Measure(next_, end);
   next_ = end;
   ++group_;
-  return static_cast<int>(results_.size());
 }
 
 }  // namespace gpt2

@@ -61,14 +61,28 @@ int Lab::SetInterventionsOverPrompt(const LabInterventions& iv) {
   return scope.End();
 }
 
-int Lab::ContinueJob() {
+JobProgress Lab::Step() {
   if (!job_) throw Error("No job is running.");
-  return job_->Continue();
+  job_->Continue();
+  const JobProgress progress = job_->progress();
+  if (progress.finished) {
+    if (GraphJob* job = graph_job()) {
+      graph_ = std::make_unique<AttributionGraph>(job->Finish());
+      job_.reset();
+    }
+  }
+  return progress;
+}
+
+JobProgress Lab::ContinueGraph() {
+  if (graph_job() == nullptr) throw Error("No graph is being computed.");
+  return Step();
 }
 
 const std::vector<JobCell>& Lab::job_results() const {
   static const std::vector<JobCell> kNone;
-  return job_ ? job_->results() : kNone;
+  const CellJob* job = dynamic_cast<const CellJob*>(job_.get());
+  return job != nullptr ? job->results() : kNone;
 }
 
 void Lab::EndJob() {
@@ -80,14 +94,14 @@ void Lab::EndJob() {
 std::vector<int> Lab::LoadTranscoders(std::vector<uint8_t> bytes) {
   std::shared_ptr<const TranscoderSet> set = TranscodersFromBytes(std::move(bytes), model_->config());
   if (transcoders_) set = std::make_shared<const TranscoderSet>(*transcoders_, *set);
-  graph_job_.reset();
+  if (graph_job() != nullptr) job_.reset();
   graph_.reset();
   transcoders_ = std::move(set);
   return transcoders_->blocks();
 }
 
 void Lab::DropTranscoders() {
-  graph_job_.reset();
+  if (graph_job() != nullptr) job_.reset();
   graph_.reset();
   transcoders_.reset();
 }
@@ -100,22 +114,6 @@ const TranscoderSet& Lab::transcoders() const {
 const AttributionGraph& Lab::graph() const {
   if (!graph_) throw Error("Compute a graph first.");
   return *graph_;
-}
-
-GraphProgress Lab::StartGraph(const std::vector<int>& prompt, const GraphOptions& options) {
-  graph_job_.reset();
-  graph_job_ = std::make_unique<GraphJob>(conv_, transcoders(), prompt, options);
-  return graph_job_->progress();
-}
-
-GraphProgress Lab::ContinueGraph() {
-  if (!graph_job_) throw Error("No graph is being computed.");
-  const GraphProgress progress = graph_job_->Continue();
-  if (graph_job_->done()) {
-    graph_ = std::make_unique<AttributionGraph>(graph_job_->Finish());
-    graph_job_.reset();
-  }
-  return progress;
 }
 
 }  // namespace gpt2

@@ -4,16 +4,18 @@
 // are functions over the Conversation, each in its own file:
 //   probes.h       log-probabilities with heads knocked out or the stream patched, from the
 //                  captured plain run, re-running only what changes
-//   head_sweep.h, patching.h, path_patch.h   the same as incremental jobs (job.h): Start,
-//                  then ContinueJob() does about kJobBudget prefills of work per call
-//                  (progress, cancel between calls), EndJob() gives the conversation back
+//   head_sweep.h, patching.h, path_patch.h   the same as cell jobs (job.h): Start, then
+//                  ContinueJob() does about kJobBudget prefills of work per call (progress,
+//                  cancel between calls), EndJob() gives the conversation back
 //   experiment.h   the plain and the intervened model side by side at a position
 //   attribute.h    direct logit attribution (model/attribution.h)
 //   gradients.h    saliency, attribution patching, an attention score's saliency
 //   features.h     SAE features read at the capture
 //   head_scores.h, compare.h   head detection, the quantization lens
-//   graph.h        attribution graphs over loaded transcoders: a stepped job, then the
-//                  graph held for re-pruning, checks and feature cards
+//   graph.h        attribution graphs over loaded transcoders (src/graph/): a job in the same
+//                  slot, then the graph held for re-pruning (graph/graph_json.h), its check
+//                  (graph_check.h), its features' cards (graph_card.h) and its heads' QK
+//                  attribution (qk.h)
 // Its native tests are tests/lab/.
 #pragma once
 
@@ -21,7 +23,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -31,7 +32,10 @@
 #include "lab/experiment.h"
 #include "lab/features.h"
 #include "lab/generation.h"
+#include "graph/graph_json.h"
 #include "lab/graph.h"
+#include "lab/graph_card.h"
+#include "lab/graph_check.h"
 #include "lab/gradients.h"
 #include "lab/head_sweep.h"
 #include "lab/job.h"
@@ -121,28 +125,33 @@ class Lab {
     return gpt2::PatchedLogProbs(conv_, layer, positions, stream, ids);
   }
 
-  // --- Jobs: Start, ContinueJob until job_done() or the caller cancels, EndJob -------------
-  // A job started while another runs ends that one first.
+  // --- Jobs (job.h): Start, ContinueJob until job_done() or the caller cancels, EndJob ------
+  // One at a time: a job started while another runs ends that one first. The graph's too
+  // (StartGraph below).
   HeadSweepStart StartHeadSweep(int position, int target, const LabInterventions& iv) {
-    return Start<HeadSweepJob>(position, target, saes_.WithEdits(iv));
+    return Start<HeadSweepJob>(position, target, saes_.WithEdits(iv))->start();
   }
   PatchingStart StartPatching(const std::vector<int>& clean, const std::vector<int>& corrupted,
                               const LabInterventions& iv) {
-    return Start<PatchingJob>(clean, corrupted, saes_.WithEdits(iv));
+    return Start<PatchingJob>(clean, corrupted, saes_.WithEdits(iv))->start();
   }
   PathPatchStart StartPathPatch(const std::vector<int>& clean, const std::vector<int>& corrupted,
                                 const std::vector<PathReceiver>& receivers, int target, int contrast,
                                 const LabInterventions& iv) {
-    return Start<PathPatchSweep>(clean, corrupted, receivers, target, contrast, saes_.WithEdits(iv));
+    return Start<PathPatchSweep>(clean, corrupted, receivers, target, contrast, saes_.WithEdits(iv))
+        ->start();
   }
   PathPatchStart StartSenderPaths(const std::vector<int>& clean, const std::vector<int>& corrupted, HeadRef sender,
                                   int target, int contrast, const LabInterventions& iv) {
-    return Start<SenderPathsJob>(clean, corrupted, sender, target, contrast, saes_.WithEdits(iv));
+    return Start<SenderPathsJob>(clean, corrupted, sender, target, contrast, saes_.WithEdits(iv))
+        ->start();
   }
-  int ContinueJob();
+  // The job's next step; returns its progress's done (a cell job: the cells measured so far). A
+  // graph job that finishes leaves the Lab its graph and ends.
+  int ContinueJob() { return Step().done; }
   bool job_done() const { return !job_ || job_->done(); }
-  int job_total() const { return job_ ? job_->total() : 0; }
-  const std::vector<JobCell>& job_results() const;
+  JobProgress job_progress() const { return job_ ? job_->progress() : JobProgress(); }
+  const std::vector<JobCell>& job_results() const;  // a cell job's; none otherwise
   void EndJob();
 
   // --- Experiments, one call each --------------------------------------------------------------
@@ -190,18 +199,19 @@ class Lab {
   }
   StreamEdit SaeEdit(const SaeIntervention& s) const { return saes_.Edit(s); }
 
-  // --- Attribution graphs (graph.h): LoadTranscoders, StartGraph, ContinueGraph until its
-  // progress is finished (the caller may cancel in between: EndGraph), then the graph is held for
-  // GraphJsonText (any thresholds), CheckGraph, GraphFeatureCard and GraphQk (qk.h) until the
-  // next StartGraph.
+  // --- Attribution graphs (graph.h): LoadTranscoders, StartGraph, ContinueGraph (or
+  // ContinueJob) until its progress is finished (the caller may cancel in between: EndJob), then
+  // the graph is held for GraphJsonText (any thresholds), CheckGraph, FeatureCard and GraphQk
+  // (qk.h) until the next graph finishes.
   // LoadTranscoders adds the file's blocks to those held (a block held already is replaced), so
   // a set can arrive one block at a time; returns the blocks now held. Loading or dropping drops
   // the graph and a running graph job (they read the old set).
   std::vector<int> LoadTranscoders(std::vector<uint8_t> bytes);
   void DropTranscoders();
-  GraphProgress StartGraph(const std::vector<int>& prompt, const GraphOptions& options);
-  GraphProgress ContinueGraph();  // the graph is held once the progress is finished
-  void EndGraph() { graph_job_.reset(); }
+  JobProgress StartGraph(const std::vector<int>& prompt, const GraphOptions& options) {
+    return Start<GraphJob>(transcoders(), prompt, options)->progress();
+  }
+  JobProgress ContinueGraph();  // gpt2::Error unless the job running is a graph's
   std::string GraphJsonText(double node_threshold, double edge_threshold, bool prune) const {
     return GraphJson(graph(), SelectGraph(graph(), node_threshold, edge_threshold, prune), *tokenizer_);
   }
@@ -218,14 +228,15 @@ class Lab {
  private:
   const TranscoderSet& transcoders() const;
   const AttributionGraph& graph() const;
+  // The one slot's job: the running one ends first (a cell job gives the conversation back).
   template <typename J, typename... Args>
-  auto Start(const Args&... args) -> std::decay_t<decltype(std::declval<J>().start())> {
+  J* Start(const Args&... args) {
     job_.reset();
-    auto job = std::make_unique<J>(conv_, args...);
-    const auto start = job->start();
-    job_ = std::move(job);
-    return start;
+    job_ = std::make_unique<J>(conv_, args...);
+    return static_cast<J*>(job_.get());
   }
+  GraphJob* graph_job() const { return dynamic_cast<GraphJob*>(job_.get()); }
+  JobProgress Step();  // ContinueJob's
 
   std::shared_ptr<const GgufFile> file_;
   std::unique_ptr<Model> model_;
@@ -234,9 +245,8 @@ class Lab {
   SaeSet saes_;
   std::unique_ptr<Sampler> sampler_;  // the by-hand Sample()'s
   std::unique_ptr<Generation> generation_;
-  std::unique_ptr<Job> job_;
   std::shared_ptr<const TranscoderSet> transcoders_;
-  std::unique_ptr<GraphJob> graph_job_;   // reads transcoders_
+  std::unique_ptr<Job> job_;  // the running job (a graph job reads transcoders_: freed first)
   std::unique_ptr<AttributionGraph> graph_;  // the last finished graph
 };
 

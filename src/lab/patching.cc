@@ -21,7 +21,7 @@ const LabInterventions& Checked(Conversation& c, const std::vector<int>& clean, 
 
 PatchingJob::PatchingJob(Conversation& c, const std::vector<int>& clean, const std::vector<int>& corrupted,
                          const LabInterventions& iv)
-    : Job(c, Checked(c, clean, corrupted, iv)) {
+    : CellJob(c, Checked(c, clean, corrupted, iv)) {
   const int L = c.config().n_layer, T = static_cast<int>(clean.size());
   start_.positions = T;
   start_.total = L * T;

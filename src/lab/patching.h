@@ -15,7 +15,7 @@ struct PatchingStart {
   double clean_diff = 0, corrupted_diff = 0;  // log p(answer) - log p(other)
 };
 
-class PatchingJob : public Job {
+class PatchingJob : public CellJob {
  public:
   // The plain model; iv: the page's interventions End gives the conversation back under. Cells
   // (layer, position) down the positions, then down the blocks, value (d - corrupted_diff) /

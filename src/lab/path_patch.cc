@@ -123,7 +123,7 @@ HeadPatch SenderPatch(const std::vector<float>& z, HeadRef sender, int p0, int T
 PathPatchJobBase::PathPatchJobBase(Conversation& c, const std::vector<int>& clean, const std::vector<int>& corrupted,
                                    const std::vector<PathReceiver>& receivers, int target, int contrast,
                                    const LabInterventions& iv)
-    : Job(c, Checked(c, clean, corrupted, receivers, target, contrast, iv)),
+    : CellJob(c, Checked(c, clean, corrupted, receivers, target, contrast, iv)),
       session_(c.UnrecordedSession()),
       receivers_(receivers) {
   const Config& config = c.config();
@@ -132,7 +132,7 @@ PathPatchJobBase::PathPatchJobBase(Conversation& c, const std::vector<int>& clea
   const size_t C = size_t(config.n_embd);
   // The plain model, corrupted, then clean, so the session ends holding the clean run (step 3
   // re-runs it from the receivers' first block).
-  const Keep keep{{Hook::kEmbed, Hook::kAttnHeads, Hook::kResidPost}};
+  const Keep keep{{Hook::kEmbed, Hook::kAttnHeads, Hook::kResidPost}, /*final_stream=*/true};
   RunOptions run;
   RecordActs(config, keep, corrupt_, run);
   session_.Prefill(corrupted.data(), T_, run);

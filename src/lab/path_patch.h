@@ -56,7 +56,7 @@ struct PathPatchResult {
 
 // Step 1 of both jobs: the plain model's clean and corrupted runs, checked first; iv: the page's
 // interventions End gives the conversation back under.
-class PathPatchJobBase : public Job {
+class PathPatchJobBase : public CellJob {
  public:
   const PathPatchStart& start() const { return start_; }
 

@@ -78,7 +78,7 @@ struct ScoreSpec {
 };
 
 // dx [rows, w.cols] = dy [rows, w.rows] @ W (kernels.h MatMulTransposed), its columns split over
-// pool's threads; also the graph's frozen backward (graph/graph.h).
+// pool's threads; also the graph's frozen backward (graph/replacement.h).
 void MatMulTransposedOn(ThreadPool& pool, const float* dy, int64_t rows, const WeightView& w, float* dx);
 
 class Backward {

@@ -32,18 +32,6 @@ void FrozenLayerNorm(const float* x, const float* gamma, double inv, int n, floa
   for (int i = 0; i < n; ++i) y[i] = static_cast<float>((x[i] - mean) * inv * gamma[i]);
 }
 
-template <typename T>
-void FrozenLayerNormBackward(const T* dy, const float* gamma, double inv, int n, float* dx) {
-  double m = 0;
-  for (int i = 0; i < n; ++i) m += double(dy[i]) * (gamma ? gamma[i] : 1.0f);
-  m /= n;
-  for (int i = 0; i < n; ++i) {
-    dx[i] += static_cast<float>(inv * (double(dy[i]) * (gamma ? gamma[i] : 1.0f) - m));
-  }
-}
-template void FrozenLayerNormBackward<float>(const float*, const float*, double, int, float*);
-template void FrozenLayerNormBackward<double>(const double*, const float*, double, int, float*);
-
 void LayerNormBackward(const float* x, const float* gamma, const float* dy, float* dx, int64_t rows,
                        int n, double eps, bool accumulate) {
   for (int64_t r = 0; r < rows; ++r) {

@@ -243,7 +243,7 @@ SaeConfig SaeConfigFromGguf(const GgufFile& f, const std::string& prefix) {
     c.transcoder = true;
   }
   // Only a transcoder reads the bare LayerNorm, and a transcoder only that (the graph's frozen
-  // linear model, graph/graph.h, is written for it).
+  // linear model, graph/replacement.h, is written for it).
   if (c.transcoder != (c.normalize == SaeNormalize::kBareLayerNorm)) {
     throw Error("SAE GGUF " + p + "normalize_activations \"" + n + "\" does not fit " +
                 (c.transcoder ? "a transcoder" : "an SAE"));

@@ -65,6 +65,15 @@ std::shared_ptr<const TranscoderSet> LoadTranscoderFile(const std::string& path,
   return std::make_shared<const TranscoderSet>(std::move(file), model);
 }
 
+std::shared_ptr<const TranscoderSet> TranscodersFromBytes(std::vector<uint8_t> bytes,
+                                                          const Config& model) {
+  auto held = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
+  std::unique_ptr<GgufFile> parsed = GgufFile::Parse(held->data(), held->size());
+  // The parsed file points into the bytes: they live as long as it does.
+  std::shared_ptr<const GgufFile> file(parsed.release(), [held](const GgufFile* f) { delete f; });
+  return std::make_shared<const TranscoderSet>(std::move(file), model);
+}
+
 std::vector<StreamEdit> TranscoderClampEdits(const TranscoderSet& set, const std::vector<TranscoderClamp>& clamps,
                                              int n_ctx) {
   std::vector<StreamEdit> edits;

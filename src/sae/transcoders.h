@@ -4,6 +4,7 @@
 // blocks.L.hook_mlp_out. Any subset of the model's blocks may be present.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,5 +60,8 @@ std::string TranscoderPrefix(int layer);
 
 // A transcoder GGUF mapped into memory (native tools).
 std::shared_ptr<const TranscoderSet> LoadTranscoderFile(const std::string& path, const Config& model);
+// A transcoder GGUF from bytes that it keeps (the page's, one block at a time).
+std::shared_ptr<const TranscoderSet> TranscodersFromBytes(std::vector<uint8_t> bytes,
+                                                          const Config& model);
 
 }  // namespace gpt2

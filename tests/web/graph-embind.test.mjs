@@ -161,7 +161,7 @@ describe('Embind attribution graphs under Node', {skip: !fs.existsSync(kNodeModu
   test('a cancelled job leaves the last graph; under interventions the graph is refused', () => {
     const before = engine.graphJson(0.8, 0.98, true);
     engine.startGraph(engine.tokenize(kPrompt), {maxFeatureNodes: 10});
-    engine.endGraph();
+    engine.endJob();
     assert.throws(() => engine.continueGraph(), /No graph is being computed/);
     assert.equal(engine.graphJson(0.8, 0.98, true), before);
     engine.reset();

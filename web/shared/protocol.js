@@ -109,7 +109,7 @@
 //     {type:'graph-card', layer, feature}  a transcoder feature's card over the graph's prompt
 //     {type:'graph-qk', layer, head, query, key}  what makes one head's attention score from query
 //                                    to key on the graph's prompt (query < 0: the last position):
-//                                    QK attribution (src/lab/qk.h)
+//                                    QK attribution (src/graph/qk.h)
 //     {type:'clear-cache'}
 //     {type:'cache-info'}            answered with 'cache' at once, even while a job runs
 //   worker -> page (each reply to a request in kComputes also carries `under`, see above)

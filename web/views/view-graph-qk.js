@@ -1,5 +1,5 @@
 // The QK attribution of one head's attention score on a computed graph's prompt (the worker's
-// 'graph-qk' reply; src/lab/qk.h): the score, then each side's parts (largest first, the rest
+// 'graph-qk' reply; src/graph/qk.h): the score, then each side's parts (largest first, the rest
 // summed) and the pairs of a query part and a key part that add the most.
 //   data-testid="graph-qk-title"       data-score, data-probability
 //   data-testid="graph-qk-query-part"  one row per part (data-kind, data-score); the rest's row
@@ -7,7 +7,7 @@
 //   data-testid="graph-qk-pair"        one row per pair (data-score)
 import {el, fmt, showPiece, table} from './viz.js';
 
-// A part in words, by its kind (src/lab/qk.h QkPartKindName); labels: block -> Map feature ->
+// A part in words, by its kind (src/graph/qk.h QkPartKindName); labels: block -> Map feature ->
 // Neuronpedia label (app-graph.js's graphLabels).
 const kPartWords = {
   embedding: (part, side, token) => `embedding of ${token}`,

@@ -218,7 +218,7 @@ export function createGraph({post, yieldToEvents, loader, module, under}) {
         post({type: Msg.graphProgress, encoding: p.encoding, done: p.done, total: p.total});
       }
       if (!p.finished) {
-        engine.endGraph();
+        engine.endJob();
         post({type: Msg.graph, under: kPlain, cancelled: true, encoding: p.encoding, done: p.done, total: p.total,
               ms: performance.now() - started});
         return;
@@ -228,7 +228,7 @@ export function createGraph({post, yieldToEvents, loader, module, under}) {
       post({type: Msg.graph, under: kPlain, text, prompt: msg.prompt, nodeThreshold: 0.8, done: p.done, total: p.total,
             ms: performance.now() - started});
     } catch (e) {
-      try { engine?.endGraph(); } catch { /* nothing running */ }
+      try { engine?.endJob(); } catch { /* nothing running */ }
       post({type: Msg.error, kind: ErrorKind.graph, message: errorMessage(e)});
     }
   }

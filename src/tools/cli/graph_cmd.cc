@@ -1,7 +1,7 @@
-// gpt2 graph: the attribution graph of [50256] + the prompt (graph/graph.h, lab/graph.h).
+// gpt2 graph: the attribution graph of [50256] + the prompt (graph/attribute.h, lab/graph.h).
 //   Without --json: the replacement and completeness scores and the kept nodes by influence.
-//   --json OUT.json writes circuit-tracer's graph file (lab/graph.h GraphJson, the writer the
-//   page's engine shares):
+//   --json OUT.json writes circuit-tracer's graph file (graph/graph_json.h GraphJson, the writer
+//   the page's engine shares):
 //   {"metadata": {"slug", "scan", "transcoder_list", "prompt_tokens", "prompt", "node_threshold",
 //                 "replacement_score", "completeness_score"},
 //    "qParams": {...}, "nodes": [{"node_id", "feature", "layer", "ctx_idx", "feature_type",
@@ -22,7 +22,9 @@
 
 #include "base/error.h"
 #include "format/gguf.h"
+#include "graph/graph_json.h"
 #include "lab/graph.h"
+#include "lab/graph_check.h"
 #include "lab/lab.h"
 #include "tools/cli/args.h"
 #include "tools/cli/json_out.h"
