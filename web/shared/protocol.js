@@ -206,12 +206,13 @@
 //     {type:'transcoders', blocks, bytes, nLayer, note, from}  the blocks held, their bytes; from:
 //                                                    'hf' | 'network' | 'cache' | 'file' | '' (none
 //                                                    loaded by this request)
-//     {type:'graph-progress', encoding, done, total}  blocks whose features are read (encoding),
+//     {type:'graph-progress', ...JobProgress}        blocks whose features are read (encoding),
 //                                                    then rows of the graph's adjacency done
-//     {type:'graph', text, prompt, nodeThreshold, done, total, cancelled, encoding, ms}  text: circuit-
+//     {type:'graph', ...JobProgress, text, prompt, nodeThreshold, cancelled, ms}  text: circuit-
 //                                                    tracer's graph file (pruned loosely, so the
 //                                                    page's node threshold can go up to 0.99;
-//                                                    nodeThreshold: the one to show first)
+//                                                    nodeThreshold: the one to show first); a
+//                                                    cancelled one has no text
 //     {type:'graph-check', ...GraphCheck, nodeIds, value}
 //     {type:'graph-card', ...GraphFeatureCard, layer, feature, ids, pieces}  ids: the graph's prompt
 //     {type:'graph-qk', ...QkAttribution, layer, head, query, key, ids, pieces}
@@ -267,6 +268,8 @@
 //   SaeLogitWeights {promoted, promotedValues, suppressed, suppressedValues}
 //                                                    the tokens a feature's decoder direction promotes
 //                                                    and suppresses most (W_dec[F] @ W_U)
+//   JobProgress {encoding, done, total, finished}    a graph's: encoding, blocks whose features are
+//                                                    read, else rows of its adjacency done
 //   GraphCheck {predicted, exact}                    the top logit's change: the graph's, a re-run's
 //   GraphFeatureCard {activations, promoted, promotedWeights, suppressed, suppressedWeights}
 //                                                    activations: Float32Array [ids]

@@ -210,23 +210,22 @@ export function createGraph({post, yieldToEvents, loader, module, under}) {
       const options = msg.maxFeatureNodes > 0 ? {maxFeatureNodes: msg.maxFeatureNodes | 0} : {};
       graphIds = null;
       let p = engine.startGraph(ids, options);
-      post({type: Msg.graphProgress, encoding: p.encoding, done: p.done, total: p.total});
+      reply(post, Msg.graphProgress, kPlain, p);
       while (!p.finished && !cancelled) {
         await yieldToEvents();
         if (cancelled) break;
         p = engine.continueGraph();
-        post({type: Msg.graphProgress, encoding: p.encoding, done: p.done, total: p.total});
+        reply(post, Msg.graphProgress, kPlain, p);
       }
       if (!p.finished) {
         engine.endJob();
-        post({type: Msg.graph, under: kPlain, cancelled: true, encoding: p.encoding, done: p.done, total: p.total,
-              ms: performance.now() - started});
+        reply(post, Msg.graph, kPlain, p, {cancelled: true, ms: performance.now() - started});
         return;
       }
       graphIds = [50256, ...ids];
       const text = engine.graphJson(kSentNodeThreshold, kEdgeThreshold, true);
-      post({type: Msg.graph, under: kPlain, text, prompt: msg.prompt, nodeThreshold: 0.8, done: p.done, total: p.total,
-            ms: performance.now() - started});
+      reply(post, Msg.graph, kPlain, p, {text, prompt: msg.prompt, nodeThreshold: 0.8, cancelled: false,
+                                         ms: performance.now() - started});
     } catch (e) {
       try { engine?.endJob(); } catch { /* nothing running */ }
       post({type: Msg.error, kind: ErrorKind.graph, message: errorMessage(e)});
