@@ -9,8 +9,8 @@
 
 #include "base/error.h"
 #include "format/gguf.h"
-#include "model/session.h"
 #include "model/sampler.h"
+#include "model/session.h"
 #include "tokenizer/tokenizer.h"
 
 // Small enough that a fuzzed config cannot make one step slow or exhaust the fuzzer's memory.
@@ -34,8 +34,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const float* logits = session.Step(model->config().n_vocab - 1);
     // Fuzzed weights give any logits, NaN and infinities included: every sampling mode must
     // still return an id in range.
-    for (const gpt2::SamplingParams& p : {gpt2::SamplingParams{0.0f, 0, 1.0f, 1},
-                                          gpt2::SamplingParams{0.8f, 40, 0.95f, 2}}) {
+    for (const gpt2::SamplingParams& p :
+         {gpt2::SamplingParams{0.0f, 0, 1.0f, 1}, gpt2::SamplingParams{0.8f, 40, 0.95f, 2}}) {
       gpt2::Sampler sampler(p);
       const int id = sampler.Sample(logits, model->config().n_vocab);
       if (id < 0 || id >= model->config().n_vocab) __builtin_trap();

@@ -5,18 +5,18 @@
 // (Gpt2GgufStream from the header alone, fed the pieces it asks for, small ones). The only
 // acceptable failure is gpt2::Error.
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "base/error.h"
+#include "convert/convert.h"
 #include "format/gguf.h"
 #include "format/safetensors.h"
 #include "json_and_bytes.h"
-#include "convert/convert.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
@@ -41,15 +41,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     gpt2::GgufFile::Parse(gguf.data(), gguf.size());  // must not throw: we wrote it
 
     const uint64_t header_end = gpt2::SafetensorsFile::HeaderEnd(st, st_size, st_size);
-    gpt2::Gpt2GgufStream stream(st, static_cast<size_t>(header_end), st_size, config, nullptr, type, "",
-                                uint64_t{1} << 28, /*piece_bytes=*/64);
+    gpt2::Gpt2GgufStream stream(st, static_cast<size_t>(header_end), st_size, config, nullptr, type,
+                                "", uint64_t{1} << 28, /*piece_bytes=*/64);
     while (!stream.done()) {
       const gpt2::Gpt2GgufStream::Range r = stream.next();
       if (r.bytes == 0 || r.offset + r.bytes > st_size) std::abort();
       const std::vector<uint8_t> piece(st + r.offset, st + r.offset + r.bytes);
       stream.Feed(piece.data(), piece.size());
     }
-    if (stream.output_size() != gguf.size() || std::memcmp(stream.output(), gguf.data(), gguf.size()) != 0) {
+    if (stream.output_size() != gguf.size() ||
+        std::memcmp(stream.output(), gguf.data(), gguf.size()) != 0) {
       std::abort();
     }
   } catch (const gpt2::Error&) {

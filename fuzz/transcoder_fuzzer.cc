@@ -24,18 +24,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
   const JsonAndBytes input = SplitJsonAndBytes(data, size);
   try {
-    std::unique_ptr<gpt2::SafetensorsFile> file = gpt2::SafetensorsFile::Parse(input.bytes, input.size);
+    std::unique_ptr<gpt2::SafetensorsFile> file =
+        gpt2::SafetensorsFile::Parse(input.bytes, input.size);
     const gpt2::SaeConfig config = gpt2::TranscoderPartConfig(*file, input.json, 1);
     // Keep an absurd but valid shape's allocations small: the weights must match it anyway.
     if (int64_t{config.d_in} * config.d_sae > (int64_t{1} << 20)) return 0;
     const gpt2::TensorType type =
         input.size > 0 && (input.bytes[0] & 1) ? gpt2::TensorType::kQ4_0 : gpt2::TensorType::kQ8_0;
-    const gpt2::SaeGgufConversion conversion({gpt2::SaeGgufPart{file.get(), config, input.json, "tc.1"}}, type);
+    const gpt2::SaeGgufConversion conversion(
+        {gpt2::SaeGgufPart{file.get(), config, input.json, "tc.1"}}, type);
     if (conversion.layout().size > (uint64_t{1} << 28)) return 0;
     std::vector<uint8_t> out(static_cast<size_t>(conversion.layout().size));
     conversion.WriteHeader(out.data());
-    for (int i = 0; i < conversion.num_tensors(); ++i) conversion.EncodeTensor(i, out.data(), nullptr);
-    std::shared_ptr<const gpt2::GgufFile> gguf(gpt2::GgufFile::Parse(out.data(), out.size()).release());
+    for (int i = 0; i < conversion.num_tensors(); ++i)
+      conversion.EncodeTensor(i, out.data(), nullptr);
+    std::shared_ptr<const gpt2::GgufFile> gguf(
+        gpt2::GgufFile::Parse(out.data(), out.size()).release());
     gpt2::Config model;
     model.n_layer = 2;
     model.n_embd = config.d_in;

@@ -67,11 +67,13 @@ class Shape {
   }
   template <auto kMember>
   Shape& array(const char* name) {
-    return computed(name, +[](const T& o) { return CopyToJs(o.*kMember); });
+    return computed(
+        name, +[](const T& o) { return CopyToJs(o.*kMember); });
   }
   template <typename R>
   Shape& computed(const char* name, R (*get)(const T&)) {
-    object_.field(name, get, +[](T&, R) {});  // results only: JS never sends one back
+    object_.field(
+        name, get, +[](T&, R) {});  // results only: JS never sends one back
     return *this;
   }
 
@@ -94,7 +96,8 @@ std::vector<T> List(const val& v) {  // a JS array or typed array (undefined or 
 
 // --- Requests: a JS object read into a C++ struct, its fields named once (Shape's other way) ---
 //   template <> const Request<ResidPatch>& RequestOf() {
-//     static const auto r = Request<ResidPatch>().field("layer", &ResidPatch::layer)...; return r; }
+//     static const auto r = Request<ResidPatch>().field("layer", &ResidPatch::layer)...; return r;
+//     }
 //   ReadJs<LabInterventions>(spec, "interventions")
 // Every field is optional (absent, undefined or null: the member's default). A field the table
 // does not name, or a value of the wrong kind, is an error naming it ("interventions.skipMlp[1]
@@ -122,7 +125,8 @@ T ReadJs(const val& v, const std::string& where) {
     return v.isTrue();
   } else if constexpr (std::is_arithmetic_v<T>) {
     const double d = v.isNumber() ? v.as<double>() : NAN, lo = std::numeric_limits<T>::lowest();
-    const double above = static_cast<double>(std::numeric_limits<T>::max()) + 1;  // 2^64 for uint64_t
+    const double above =
+        static_cast<double>(std::numeric_limits<T>::max()) + 1;  // 2^64 for uint64_t
     if (!std::isfinite(d)) throw Error(where + " must be a number");
     if (std::is_integral_v<T> && (d != std::floor(d) || d < lo || !(d < above))) {
       throw Error(where + " must be a whole number" + (lo == 0 ? " >= 0" : ""));
@@ -135,17 +139,20 @@ T ReadJs(const val& v, const std::string& where) {
     using E = typename T::value_type;
     if constexpr (std::is_arithmetic_v<E> && !std::is_same_v<E, bool>) {  // a typed array: one copy
       if (val::global("ArrayBuffer").call<bool>("isView", v) && v["BYTES_PER_ELEMENT"].isNumber() &&
-          !v.instanceof(val::global("BigInt64Array")) && !v.instanceof(val::global("BigUint64Array"))) {
+              !v.instanceof
+          (val::global("BigInt64Array")) && !v.instanceof (val::global("BigUint64Array"))) {
         return emscripten::convertJSArrayToNumberVector<E>(v);
       }
     }
     if (!IsArray(v)) throw Error(where + " must be a list");
     T out;
-    for (int i = 0, n = v["length"].as<int>(); i < n; ++i) out.push_back(ReadJs<E>(v[i], where + "[" + std::to_string(i) + "]"));
+    for (int i = 0, n = v["length"].as<int>(); i < n; ++i)
+      out.push_back(ReadJs<E>(v[i], where + "[" + std::to_string(i) + "]"));
     return out;
   } else if constexpr (IsPair<T>::value) {
     if (!IsArray(v) || v["length"].as<int>() != 2) throw Error(where + " must be a pair [a, b]");
-    return {ReadJs<typename T::first_type>(v[0], where + "[0]"), ReadJs<typename T::second_type>(v[1], where + "[1]")};
+    return {ReadJs<typename T::first_type>(v[0], where + "[0]"),
+            ReadJs<typename T::second_type>(v[1], where + "[1]")};
   } else {
     return RequestOf<T>().Read(v, where);
   }
@@ -156,13 +163,17 @@ class Request {
  public:
   template <typename F>
   Request& field(const char* name, F T::*member) {
-    fields_.push_back({name, [member](const val& v, T& out, const std::string& at) { out.*member = ReadJs<F>(v, at); }});
+    fields_.push_back({name, [member](const val& v, T& out, const std::string& at) {
+                         out.*member = ReadJs<F>(v, at);
+                       }});
     return *this;
   }
   template <typename M>  // every field of M's table, read into the member `outer`
   Request& fields(M T::*outer, const Request<M>& table) {
     for (const auto& f : table.fields_) {
-      fields_.push_back({f.name, [=, read = f.read](const val& v, T& out, const std::string& at) { read(v, out.*outer, at); }});
+      fields_.push_back({f.name, [=, read = f.read](const val& v, T& out, const std::string& at) {
+                           read(v, out.*outer, at);
+                         }});
     }
     return *this;
   }
@@ -170,11 +181,13 @@ class Request {
   T Read(const val& v, const std::string& where) const {
     T out{};
     if (!Given(v)) return out;
-    if (v.typeOf().as<std::string>() != "object" || IsArray(v)) throw Error(where + " must be an object");
+    if (v.typeOf().as<std::string>() != "object" || IsArray(v))
+      throw Error(where + " must be an object");
     const val keys = val::global("Object").call<val>("keys", v);
     for (int i = 0, n = keys["length"].as<int>(); i < n; ++i) {
       const std::string key = keys[i].as<std::string>();
-      if (std::none_of(fields_.begin(), fields_.end(), [&](const Field& f) { return key == f.name; })) {
+      if (std::none_of(fields_.begin(), fields_.end(),
+                       [&](const Field& f) { return key == f.name; })) {
         std::string names;
         for (const Field& f : fields_) names += std::string(names.empty() ? "" : ", ") + f.name;
         throw Error(where + " has no field '" + key + "' (its fields: " + names + ")");
@@ -200,7 +213,9 @@ class Request {
 //   .GUARDED_METHOD(Converter, c, "plan", (, std::string type), c.Plan(type))
 #define GPT2_UNPAREN(...) __VA_ARGS__
 #define GUARDED_METHOD(Class, self, js_name, params, ...) \
-  function(js_name, +[](Class& self GPT2_UNPAREN params) { return self.Guarded([&] { return __VA_ARGS__; }); })
+  function(                                               \
+      js_name,                                            \
+      +[](Class& self GPT2_UNPAREN params) { return self.Guarded([&] { return __VA_ARGS__; }); })
 
 // The classes Embind exports report a C++ error by value: Guarded runs a call and turns its
 // exception into the message TakeError (JS: takeError) hands over once, plus a default result;
@@ -230,8 +245,10 @@ class ErrorsByValue {
       error_ = std::string("Internal error: ") + e.what();
     }
     using Result = decltype(f());  // what a failing call returns; takeError() has its message
-    if constexpr (std::is_same_v<Result, val>) return val::undefined();
-    else return Result();
+    if constexpr (std::is_same_v<Result, val>)
+      return val::undefined();
+    else
+      return Result();
   }
 
  private:

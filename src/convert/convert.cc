@@ -1,9 +1,8 @@
 #include "convert/convert.h"
 
 #include <algorithm>
-#include <cstdlib>
-
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -14,26 +13,25 @@
 
 #include "base/error.h"
 #include "base/text.h"
+#include "convert/gpt2_gguf.h"
 #include "format/gguf.h"
 #include "format/json.h"
 #include "format/safetensors.h"
 #include "tokenizer/tokenizer.h"
-#include "convert/gpt2_gguf.h"
 
 namespace gpt2 {
 
 namespace {
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 bool FileExists(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return f.good();
 }
-
-
 
 int PositiveInt(const JsonValue& root, const char* key, bool required, int fallback) {
   const JsonValue* v = root.Find(key);
@@ -102,7 +100,8 @@ bool SameValues(const SafetensorsTensor& a, const SafetensorsTensor& b) {
 // unless it equals wte bit for bit.
 std::vector<Gpt2GgufConversion::Planned> PlanTensors(const SafetensorsFile& checkpoint,
                                                      const Config& config, TensorType matrix_type,
-                                                     const bool* lm_head_tied, ConvertStats* stats) {
+                                                     const bool* lm_head_tied,
+                                                     ConvertStats* stats) {
   const std::vector<Expected> expected = ExpectedTensors(config);
   std::map<std::string, size_t> expected_index;
   for (size_t i = 0; i < expected.size(); ++i) expected_index[expected[i].hf_name] = i;
@@ -146,12 +145,13 @@ std::vector<Gpt2GgufConversion::Planned> PlanTensors(const SafetensorsFile& chec
   for (const Expected& e : expected) {
     auto it = by_name.find(e.hf_name);
     if (it == by_name.end()) {
-      throw Error("checkpoint is missing tensor '" + e.hf_name + "' (or 'transformer." + e.hf_name + "')");
+      throw Error("checkpoint is missing tensor '" + e.hf_name + "' (or 'transformer." + e.hf_name +
+                  "')");
     }
     const SafetensorsTensor& t = *it->second;
     if (t.shape != e.shape) {
-      throw Error("tensor '" + t.name + "' has shape " + ShapeString(t.shape) + " but config.json implies " +
-                  ShapeString(e.shape));
+      throw Error("tensor '" + t.name + "' has shape " + ShapeString(t.shape) +
+                  " but config.json implies " + ShapeString(e.shape));
     }
     planned.push_back(plan(e.gguf_name, &t, e.conv1d));
     if (e.hf_name == "wte.weight") wte = &t;
@@ -243,7 +243,8 @@ Config ConfigFromHfJson(const std::string& json_text) {
   for (const char* flag : {"scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"}) {
     const JsonValue* v = root.Find(flag);
     if (v && v->kind == JsonValue::Kind::kBool && v->boolean) {
-      throw Error(std::string("config.json sets ") + flag + ", which llama.cpp's GPT-2 does not implement");
+      throw Error(std::string("config.json sets ") + flag +
+                  ", which llama.cpp's GPT-2 does not implement");
     }
   }
   Config c;
@@ -317,8 +318,9 @@ void Gpt2GgufConversion::EncodeRows(int i, int64_t first_row, int64_t n_rows, co
   const Planned& p = tensors_[i];
   const int64_t rows = Rows(p.ne);
   if (first_row < 0 || n_rows < 1 || first_row + n_rows > rows || (p.conv1d && n_rows != rows)) {
-    throw Error("rows " + std::to_string(first_row) + "+" + std::to_string(n_rows) + " are not a piece of '" +
-                p.gguf_name + "' (" + std::to_string(rows) + " rows" + (p.conv1d ? ", encoded whole)" : ")"));
+    throw Error("rows " + std::to_string(first_row) + "+" + std::to_string(n_rows) +
+                " are not a piece of '" + p.gguf_name + "' (" + std::to_string(rows) + " rows" +
+                (p.conv1d ? ", encoded whole)" : ")"));
   }
   const uint64_t row_bytes = RowBytes(p.type, p.ne[0]);
   uint8_t* dst = file + layout_.offsets[i] + first_row * row_bytes;
@@ -337,7 +339,8 @@ int64_t Gpt2GgufConversion::rows(int i) const {
 
 void Gpt2GgufConversion::CheckIndex(int i) const {
   if (i < 0 || i >= num_tensors()) {
-    throw Error("tensor index " + std::to_string(i) + " is outside 0.." + std::to_string(num_tensors() - 1));
+    throw Error("tensor index " + std::to_string(i) + " is outside 0.." +
+                std::to_string(num_tensors() - 1));
   }
 }
 
@@ -353,13 +356,15 @@ ConvertStats ConvertHfGpt2(const std::string& input_dir, const std::string& outp
   } else if (FileExists(dir + "/encoder.json") && FileExists(dir + "/vocab.bpe")) {
     tokenizer = Tokenizer::FromFiles(dir + "/encoder.json", dir + "/vocab.bpe");
   } else {
-    throw Error(dir + " has no vocabulary: expected vocab.json + merges.txt (Hugging Face) or "
-                      "encoder.json + vocab.bpe (OpenAI)");
+    throw Error(dir +
+                " has no vocabulary: expected vocab.json + merges.txt (Hugging Face) or "
+                "encoder.json + vocab.bpe (OpenAI)");
   }
 
   const std::string weights_path = dir + "/model.safetensors";
   if (!FileExists(weights_path)) {
-    throw Error(weights_path + " not found (sharded or PyTorch .bin checkpoints are not supported)");
+    throw Error(weights_path +
+                " not found (sharded or PyTorch .bin checkpoints are not supported)");
   }
   std::unique_ptr<MappedFile> mapped = MappedFile::Open(weights_path);
   std::unique_ptr<SafetensorsFile> checkpoint =
@@ -377,8 +382,9 @@ ConvertStats ConvertHfGpt2(const std::string& input_dir, const std::string& outp
   const ConvertStats& stats = conversion.stats();
   if (log) {
     *log << "wrote " << stats.tensors_written << " tensors (" << stats.tensors_skipped
-         << " mask buffers skipped, lm_head " << (stats.lm_head_tied ? "tied to token_embd" : "kept as output.weight")
-         << ") to " << output_path << "\n";
+         << " mask buffers skipped, lm_head "
+         << (stats.lm_head_tied ? "tied to token_embd" : "kept as output.weight") << ") to "
+         << output_path << "\n";
   }
   return stats;
 }
@@ -391,7 +397,8 @@ Gpt2GgufInMemory::Gpt2GgufInMemory(const SafetensorsFile& checkpoint, const Conf
   if (bytes > max_bytes) throw Error("The converted model would not fit in WebAssembly memory.");
   output_ = static_cast<uint8_t*>(std::malloc(static_cast<size_t>(bytes)));
   if (output_ == nullptr) {
-    throw Error("Not enough memory for the converted model (" + std::to_string(bytes >> 20) + " MB).");
+    throw Error("Not enough memory for the converted model (" + std::to_string(bytes >> 20) +
+                " MB).");
   }
   conversion_.WriteHeader(output_);
 }
@@ -421,16 +428,22 @@ uint64_t TieElements(const SafetensorsTensor& a, const SafetensorsTensor& b, uin
 int64_t PieceRows(const Gpt2GgufConversion::Planned& p, int64_t rows, uint64_t piece_bytes) {
   if (p.conv1d) return rows;
   const uint64_t row_bytes = static_cast<uint64_t>(p.ne[0]) * SafetensorsDtypeSize(p.source->dtype);
-  return std::max<int64_t>(1, std::min<int64_t>(rows, static_cast<int64_t>(piece_bytes / row_bytes)));
+  return std::max<int64_t>(1,
+                           std::min<int64_t>(rows, static_cast<int64_t>(piece_bytes / row_bytes)));
 }
 
 }  // namespace
 
 Gpt2GgufStream::Gpt2GgufStream(const uint8_t* prefix, size_t prefix_size, uint64_t file_size,
-                               const Config& config, const Tokenizer* tokenizer, TensorType matrix_type,
-                               const std::string& model_name, uint64_t max_bytes, uint64_t piece_bytes)
+                               const Config& config, const Tokenizer* tokenizer,
+                               TensorType matrix_type, const std::string& model_name,
+                               uint64_t max_bytes, uint64_t piece_bytes)
     : header_(SafetensorsFile::ParseHeader(prefix, prefix_size, file_size, "model.safetensors")),
-      config_(config), tokenizer_(tokenizer), type_(matrix_type), name_(model_name), max_bytes_(max_bytes),
+      config_(config),
+      tokenizer_(tokenizer),
+      type_(matrix_type),
+      name_(model_name),
+      max_bytes_(max_bytes),
       piece_bytes_(piece_bytes) {
   // Planned as tied first: every check is made now, before any piece is fetched.
   const bool tied = true;
@@ -455,7 +468,8 @@ void Gpt2GgufStream::Begin() {
   tie_known_ = true;
   lm_head_piece_ = {};
   if (!tied_) {
-    plan_ = std::make_unique<Gpt2GgufConversion>(*header_, config_, tokenizer_, type_, name_, &tied_);
+    plan_ =
+        std::make_unique<Gpt2GgufConversion>(*header_, config_, tokenizer_, type_, name_, &tied_);
     total_ += lm_head_->nbytes;
   }
   for (int i = 0; i < plan_->num_tensors(); ++i) {
@@ -465,8 +479,11 @@ void Gpt2GgufStream::Begin() {
     const int64_t step = PieceRows(p, rows, piece_bytes_);
     for (int64_t r = 0; r < rows; r += step) {
       const int64_t n = std::min(step, rows - r);
-      pieces_.push_back({i, r, n, {p.source->offset + static_cast<uint64_t>(r) * row_bytes,
-                                   static_cast<uint64_t>(n) * row_bytes}});
+      pieces_.push_back({i,
+                         r,
+                         n,
+                         {p.source->offset + static_cast<uint64_t>(r) * row_bytes,
+                          static_cast<uint64_t>(n) * row_bytes}});
     }
     rows_left_.push_back(rows);
   }
@@ -476,7 +493,8 @@ void Gpt2GgufStream::Begin() {
   if (bytes > max_bytes_) throw Error("The converted model would not fit in WebAssembly memory.");
   output_ = static_cast<uint8_t*>(std::malloc(static_cast<size_t>(bytes)));
   if (output_ == nullptr) {
-    throw Error("Not enough memory for the converted model (" + std::to_string(bytes >> 20) + " MB).");
+    throw Error("Not enough memory for the converted model (" + std::to_string(bytes >> 20) +
+                " MB).");
   }
   plan_->WriteHeader(output_);
 }
@@ -500,7 +518,8 @@ Gpt2GgufStream::Range Gpt2GgufStream::next() const {
 
 void Gpt2GgufStream::Feed(const uint8_t* bytes, uint64_t n) {
   const Range want = next();
-  if (want.bytes == 0) throw Error("the conversion is complete; no more of model.safetensors is needed");
+  if (want.bytes == 0)
+    throw Error("the conversion is complete; no more of model.safetensors is needed");
   if (n != want.bytes) {
     throw Error("model.safetensors piece at " + std::to_string(want.offset) + " should be " +
                 std::to_string(want.bytes) + " bytes, got " + std::to_string(n));
@@ -522,7 +541,8 @@ void Gpt2GgufStream::Feed(const uint8_t* bytes, uint64_t n) {
       if (!tied_ || tie_elements_ == static_cast<uint64_t>(lm_head_->NumElements())) {
         // The rest of the check is not fetched once a difference is found.
         const uint64_t left = static_cast<uint64_t>(lm_head_->NumElements()) - tie_elements_;
-        total_ -= left * (SafetensorsDtypeSize(lm_head_->dtype) + SafetensorsDtypeSize(wte_->dtype));
+        total_ -=
+            left * (SafetensorsDtypeSize(lm_head_->dtype) + SafetensorsDtypeSize(wte_->dtype));
         fed_ += n;
         Begin();
         return;

@@ -47,7 +47,7 @@ std::string Gpt2DefaultModelName(const Config& config);
 
 struct ConvertStats {
   int tensors_written = 0;
-  int tensors_skipped = 0;  // attention mask buffers
+  int tensors_skipped = 0;   // attention mask buffers
   bool lm_head_tied = true;  // no output.weight written
 };
 
@@ -80,15 +80,16 @@ class Gpt2GgufConversion {
   // The same for rows [first_row, first_row + n_rows) of tensor i (ggml rows: for a matrix not
   // transposed, the checkpoint's rows too), whose checkpoint bytes are `source`; a transposed
   // (Conv1D) tensor only whole. The last piece writes the padding after the tensor.
-  void EncodeRows(int i, int64_t first_row, int64_t n_rows, const uint8_t* source, uint8_t* file) const;
+  void EncodeRows(int i, int64_t first_row, int64_t n_rows, const uint8_t* source,
+                  uint8_t* file) const;
   int64_t rows(int i) const;
 
   // One output tensor: where its values come from and how they are stored.
   struct Planned {
     std::string gguf_name;
     const SafetensorsTensor* source = nullptr;
-    bool conv1d = false;        // stored [in, out]: transposed while encoding
-    std::vector<int64_t> ne;    // ggml order, after the transpose
+    bool conv1d = false;      // stored [in, out]: transposed while encoding
+    std::vector<int64_t> ne;  // ggml order, after the transpose
     TensorType type = TensorType::kF32;
   };
 
@@ -107,8 +108,9 @@ class Gpt2GgufConversion {
 // and `tokenizer` must outlive this object.
 class Gpt2GgufInMemory {
  public:
-  Gpt2GgufInMemory(const SafetensorsFile& checkpoint, const Config& config, const Tokenizer* tokenizer,
-                   TensorType matrix_type, const std::string& model_name, uint64_t max_bytes);
+  Gpt2GgufInMemory(const SafetensorsFile& checkpoint, const Config& config,
+                   const Tokenizer* tokenizer, TensorType matrix_type,
+                   const std::string& model_name, uint64_t max_bytes);
   ~Gpt2GgufInMemory();
   Gpt2GgufInMemory(const Gpt2GgufInMemory&) = delete;
   Gpt2GgufInMemory& operator=(const Gpt2GgufInMemory&) = delete;
@@ -146,9 +148,10 @@ class Gpt2GgufStream {
   // prefix: the file's first bytes, at least SafetensorsFile::HeaderEnd of them. Makes every check
   // the conversion makes. `tokenizer` must outlive this object. Throws gpt2::Error.
   // piece_bytes: the largest piece (tests make it small).
-  Gpt2GgufStream(const uint8_t* prefix, size_t prefix_size, uint64_t file_size, const Config& config,
-                 const Tokenizer* tokenizer, TensorType matrix_type, const std::string& model_name,
-                 uint64_t max_bytes, uint64_t piece_bytes = kPieceBytes);
+  Gpt2GgufStream(const uint8_t* prefix, size_t prefix_size, uint64_t file_size,
+                 const Config& config, const Tokenizer* tokenizer, TensorType matrix_type,
+                 const std::string& model_name, uint64_t max_bytes,
+                 uint64_t piece_bytes = kPieceBytes);
   ~Gpt2GgufStream();
   Gpt2GgufStream(const Gpt2GgufStream&) = delete;
   Gpt2GgufStream& operator=(const Gpt2GgufStream&) = delete;

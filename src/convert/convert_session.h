@@ -29,8 +29,9 @@ class ConvertSession {
  public:
   struct Planned {
     int tensors = 0;
-    uint64_t bytes = 0;  // the output's (Plan, PlanSae, PlanTranscoder) or the source's (BeginStream)
-    std::string name;    // the model's name (Plan, BeginStream)
+    uint64_t bytes =
+        0;             // the output's (Plan, PlanSae, PlanTranscoder) or the source's (BeginStream)
+    std::string name;  // the model's name (Plan, BeginStream)
   };
 
   explicit ConvertSession(uint64_t max_output_bytes = kWasmMemoryBudget);
@@ -44,8 +45,8 @@ class ConvertSession {
 
   Planned Plan(const uint8_t* checkpoint, size_t size, TensorType type);
   Planned PlanSae(const uint8_t* checkpoint, size_t size, TensorType type);
-  Planned PlanTranscoder(const uint8_t* checkpoint, size_t size, const std::string& sae_json, int layer,
-                         TensorType type);
+  Planned PlanTranscoder(const uint8_t* checkpoint, size_t size, const std::string& sae_json,
+                         int layer, TensorType type);
   int ConvertNext();  // the tensors converted so far
 
   Planned BeginStream(const uint8_t* prefix, size_t size, uint64_t file_size, TensorType type);

@@ -25,10 +25,14 @@ constexpr int32_t kTokenTypeControl = 3;
 
 uint32_t LlamaFileType(TensorType matrix_type) {
   switch (matrix_type) {
-    case TensorType::kF32: return kLlamaFtypeAllF32;
-    case TensorType::kF16: return kLlamaFtypeMostlyF16;
-    case TensorType::kQ4_0: return kLlamaFtypeMostlyQ4_0;
-    case TensorType::kQ8_0: return kLlamaFtypeMostlyQ8_0;
+    case TensorType::kF32:
+      return kLlamaFtypeAllF32;
+    case TensorType::kF16:
+      return kLlamaFtypeMostlyF16;
+    case TensorType::kQ4_0:
+      return kLlamaFtypeMostlyQ4_0;
+    case TensorType::kQ8_0:
+      return kLlamaFtypeMostlyQ8_0;
   }
   throw Error("unsupported matrix type " + std::to_string(static_cast<uint32_t>(matrix_type)));
 }
@@ -50,7 +54,8 @@ void AddGpt2Metadata(GgufWriter& writer, const Config& config, const Tokenizer* 
   const std::vector<std::string>& tokens = tokenizer->tokens();
   if (static_cast<int>(tokens.size()) != config.n_vocab) {
     throw Error("the vocabulary has " + std::to_string(tokens.size()) +
-                " tokens but the model's embedding has " + std::to_string(config.n_vocab) + " rows");
+                " tokens but the model's embedding has " + std::to_string(config.n_vocab) +
+                " rows");
   }
   std::vector<int32_t> token_types(tokens.size(), kTokenTypeNormal);
   int32_t end_of_text = -1;

@@ -48,6 +48,7 @@ class GgufRequantizeInMemory {
 };
 
 // The whole file at once, written atomically to output_path. Throws gpt2::Error.
-void RequantizeGgufFile(const std::string& input_path, const std::string& output_path, TensorType matrix_type);
+void RequantizeGgufFile(const std::string& input_path, const std::string& output_path,
+                        TensorType matrix_type);
 
 }  // namespace gpt2

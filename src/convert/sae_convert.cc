@@ -30,7 +30,8 @@ SaeGgufConversion::SaeGgufConversion(const std::vector<SaeGgufPart>& parts, Tens
   GgufWriter writer;
   writer.AddString("general.architecture", "transcoders");
   for (const SaeGgufPart& part : parts) {
-    if (!part.config.transcoder) throw Error("transcoder set part " + part.prefix + " is not a transcoder");
+    if (!part.config.transcoder)
+      throw Error("transcoder set part " + part.prefix + " is not a transcoder");
     Plan(part, type);
     AddSaeMetadata(writer, part.config, part.cfg_json, part.prefix);
   }
@@ -60,7 +61,8 @@ void SaeGgufConversion::Plan(const SaeGgufPart& part, TensorType type) {
     for (const Want& w : want) known = known || t.name == w.name;
     if (!known) {
       throw Error(std::string(file_name) + " tensor '" + t.name + "' is not part of a " +
-                  (c.transcoder ? std::string("transcoder") : std::string(SaeArchitectureName(c.architecture)) + " SAE") +
+                  (c.transcoder ? std::string("transcoder")
+                                : std::string(SaeArchitectureName(c.architecture)) + " SAE") +
                   " (expected W_enc, b_enc, W_dec, b_dec" + (jump ? ", threshold)" : ")"));
     }
   }
@@ -71,8 +73,10 @@ void SaeGgufConversion::Plan(const SaeGgufPart& part, TensorType type) {
       throw Error("SAE tensor '" + t->name + "' has shape " + ShapeString(t->shape) + " but " +
                   (c.transcoder ? "W_enc" : "cfg.json") + " implies " + ShapeString(w.shape));
     }
-    if (SafetensorsDtypeSize(t->dtype) == 0 || (t->dtype != "F32" && t->dtype != "F16" && t->dtype != "BF16")) {
-      throw Error("SAE tensor '" + t->name + "' has dtype " + t->dtype + "; expected F32, F16 or BF16");
+    if (SafetensorsDtypeSize(t->dtype) == 0 ||
+        (t->dtype != "F32" && t->dtype != "F16" && t->dtype != "BF16")) {
+      throw Error("SAE tensor '" + t->name + "' has dtype " + t->dtype +
+                  "; expected F32, F16 or BF16");
     }
     Planned p;
     p.gguf_name = part.prefix + "." + w.name;
@@ -81,7 +85,8 @@ void SaeGgufConversion::Plan(const SaeGgufPart& part, TensorType type) {
     if (w.shape.size() == 1) {
       p.ne = {w.shape[0]};
     } else {
-      p.ne = w.transpose ? std::vector<int64_t>{w.shape[0], w.shape[1]} : std::vector<int64_t>{w.shape[1], w.shape[0]};
+      p.ne = w.transpose ? std::vector<int64_t>{w.shape[0], w.shape[1]}
+                         : std::vector<int64_t>{w.shape[1], w.shape[0]};
     }
     p.type = TensorType::kF32;
     if (w.quantized) {
@@ -99,7 +104,8 @@ void SaeGgufConversion::WriteHeader(uint8_t* file) const {
 // A piece at a time, so that converting GPT-2 small's 151 MB SAE in the page holds the input and
 // the output and no full f32 copy of a matrix (W_enc alone is 75 MB).
 void SaeGgufConversion::EncodeTensor(int i, uint8_t* file, std::ostream* log) const {
-  if (i < 0 || i >= num_tensors()) throw Error("SAE tensor index " + std::to_string(i) + " is out of range");
+  if (i < 0 || i >= num_tensors())
+    throw Error("SAE tensor index " + std::to_string(i) + " is out of range");
   const Planned& p = tensors_[i];
   const int64_t cols = p.ne[0], rows = p.ne.size() > 1 ? p.ne[1] : 1;
   const size_t row_bytes = RowBytes(p.type, cols);
@@ -120,9 +126,11 @@ void SaeGgufConversion::EncodeTensor(int i, uint8_t* file, std::ostream* log) co
       tile.resize(size_t(kTile) * n);
       for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
         const int64_t m = std::min(kTile, cols - c0);
-        for (int64_t c = 0; c < m; ++c) ReadAsF32(*p.source, (c0 + c) * rows + r0, n, tile.data() + size_t(c) * n);
+        for (int64_t c = 0; c < m; ++c)
+          ReadAsF32(*p.source, (c0 + c) * rows + r0, n, tile.data() + size_t(c) * n);
         for (int64_t j = 0; j < n; ++j) {
-          for (int64_t c = 0; c < m; ++c) block[size_t(j) * cols + c0 + c] = tile[size_t(c) * n + j];
+          for (int64_t c = 0; c < m; ++c)
+            block[size_t(j) * cols + c0 + c] = tile[size_t(c) * n + j];
         }
       }
     } else {
@@ -134,8 +142,8 @@ void SaeGgufConversion::EncodeTensor(int i, uint8_t* file, std::ostream* log) co
   const uint64_t used = layout_.offsets[i] + layout_.nbytes[i];
   std::memset(file + used, 0, static_cast<size_t>(end - used));
   if (log) {
-    *log << "  " << p.gguf_name << "  " << GgmlTypeName(static_cast<uint32_t>(p.type)) << "  " << ShapeString(p.ne)
-         << "\n";
+    *log << "  " << p.gguf_name << "  " << GgmlTypeName(static_cast<uint32_t>(p.type)) << "  "
+         << ShapeString(p.ne) << "\n";
   }
 }
 
@@ -145,7 +153,8 @@ SaeGgufInMemory::SaeGgufInMemory(const SafetensorsFile& weights, const SaeConfig
   Begin(max_bytes);
 }
 
-SaeGgufInMemory::SaeGgufInMemory(const std::vector<SaeGgufPart>& parts, TensorType type, uint64_t max_bytes)
+SaeGgufInMemory::SaeGgufInMemory(const std::vector<SaeGgufPart>& parts, TensorType type,
+                                 uint64_t max_bytes)
     : conversion_(parts, type) {
   Begin(max_bytes);
 }
@@ -162,7 +171,8 @@ int SaeGgufInMemory::ConvertNext() {
 }
 
 const uint8_t* SaeGgufInMemory::output() const {
-  if (done_ != num_tensors()) throw Error("takeOutput called before every SAE tensor was converted");
+  if (done_ != num_tensors())
+    throw Error("takeOutput called before every SAE tensor was converted");
   return output_.data();
 }
 
@@ -173,10 +183,12 @@ void ConvertSaeDir(const std::string& input_dir, const std::string& output_path,
   const SaeConfig config = SaeConfigFromJson(cfg_json);
   const std::string weights_path = dir + "/sae_weights.safetensors";
   std::unique_ptr<MappedFile> mapped = MappedFile::Open(weights_path);
-  std::unique_ptr<SafetensorsFile> weights = SafetensorsFile::Parse(mapped->data(), mapped->size(), weights_path);
+  std::unique_ptr<SafetensorsFile> weights =
+      SafetensorsFile::Parse(mapped->data(), mapped->size(), weights_path);
   if (log) {
-    *log << "converting " << weights_path << " (" << SaeArchitectureName(config.architecture) << " SAE at "
-         << config.hook_name << ", " << config.d_sae << " features) to " << output_path << "\n";
+    *log << "converting " << weights_path << " (" << SaeArchitectureName(config.architecture)
+         << " SAE at " << config.hook_name << ", " << config.d_sae << " features) to "
+         << output_path << "\n";
   }
   const SaeGgufConversion conversion(*weights, config, cfg_json, type);
   std::vector<uint8_t> file(static_cast<size_t>(conversion.layout().size));
@@ -192,20 +204,25 @@ bool FileExists(const std::string& path) { return std::ifstream(path, std::ios::
 
 }  // namespace
 
-std::string TranscoderFolder(int layer) { return "gpt2-small-dun-chl-mlp-tc" + std::to_string(layer); }
-
-SaeConfig TranscoderPartConfig(const SafetensorsFile& weights, const std::string& sae_json, int layer) {
-  const SafetensorsTensor* enc = weights.Find("W_enc");
-  if (enc == nullptr) throw Error("sae.safetensors has no tensor 'W_enc'");
-  if (enc->shape.size() != 2 || enc->shape[0] < 1 || enc->shape[1] < 1 || enc->shape[0] > (int64_t{1} << 24) ||
-      enc->shape[1] > (int64_t{1} << 24)) {
-    throw Error("transcoder tensor 'W_enc' has shape " + ShapeString(enc->shape) + "; expected [d_in, d_sae]");
-  }
-  return TranscoderConfigFromJson(sae_json, layer, static_cast<int>(enc->shape[0]), static_cast<int>(enc->shape[1]));
+std::string TranscoderFolder(int layer) {
+  return "gpt2-small-dun-chl-mlp-tc" + std::to_string(layer);
 }
 
-void ConvertTranscoderDir(const std::string& input_dir, const std::string& output_path, TensorType type,
-                          std::ostream* log) {
+SaeConfig TranscoderPartConfig(const SafetensorsFile& weights, const std::string& sae_json,
+                               int layer) {
+  const SafetensorsTensor* enc = weights.Find("W_enc");
+  if (enc == nullptr) throw Error("sae.safetensors has no tensor 'W_enc'");
+  if (enc->shape.size() != 2 || enc->shape[0] < 1 || enc->shape[1] < 1 ||
+      enc->shape[0] > (int64_t{1} << 24) || enc->shape[1] > (int64_t{1} << 24)) {
+    throw Error("transcoder tensor 'W_enc' has shape " + ShapeString(enc->shape) +
+                "; expected [d_in, d_sae]");
+  }
+  return TranscoderConfigFromJson(sae_json, layer, static_cast<int>(enc->shape[0]),
+                                  static_cast<int>(enc->shape[1]));
+}
+
+void ConvertTranscoderDir(const std::string& input_dir, const std::string& output_path,
+                          TensorType type, std::ostream* log) {
   const std::string dir = input_dir.empty() ? "." : input_dir;
   std::vector<std::unique_ptr<MappedFile>> mapped;
   std::vector<std::unique_ptr<SafetensorsFile>> weights;
@@ -216,19 +233,26 @@ void ConvertTranscoderDir(const std::string& input_dir, const std::string& outpu
     const std::string weights_path = folder + "/sae.safetensors";
     if (!FileExists(weights_path)) continue;
     const std::string json_path = folder + "/sae.json";
-    const std::string json = FileExists(json_path) ? ReadWholeFile(json_path, "transcoder sae.json") : std::string();
+    const std::string json =
+        FileExists(json_path) ? ReadWholeFile(json_path, "transcoder sae.json") : std::string();
     mapped.push_back(MappedFile::Open(weights_path));
-    weights.push_back(SafetensorsFile::Parse(mapped.back()->data(), mapped.back()->size(), weights_path));
-    parts.push_back(SaeGgufPart{weights.back().get(), TranscoderPartConfig(*weights.back(), json, l), json,
+    weights.push_back(
+        SafetensorsFile::Parse(mapped.back()->data(), mapped.back()->size(), weights_path));
+    parts.push_back(SaeGgufPart{weights.back().get(),
+                                TranscoderPartConfig(*weights.back(), json, l), json,
                                 TranscoderPrefix(l)});
   }
   if (parts.empty()) {
-    throw Error("no transcoder in " + dir + " (expected " + TranscoderFolder(0) + "/sae.safetensors and the like)");
+    throw Error("no transcoder in " + dir + " (expected " + TranscoderFolder(0) +
+                "/sae.safetensors and the like)");
   }
-  if (log) *log << "converting " << parts.size() << " transcoder blocks from " << dir << " to " << output_path << "\n";
+  if (log)
+    *log << "converting " << parts.size() << " transcoder blocks from " << dir << " to "
+         << output_path << "\n";
   const SaeGgufConversion conversion(parts, type);
   // The layout's size is 64-bit; a 32-bit size_t (wasm32) must not wrap it.
-  if (conversion.layout().size > std::numeric_limits<size_t>::max()) throw Error("the transcoder GGUF is too large");
+  if (conversion.layout().size > std::numeric_limits<size_t>::max())
+    throw Error("the transcoder GGUF is too large");
   std::vector<uint8_t> file(static_cast<size_t>(conversion.layout().size));
   conversion.WriteHeader(file.data());
   for (int i = 0; i < conversion.num_tensors(); ++i) conversion.EncodeTensor(i, file.data(), log);

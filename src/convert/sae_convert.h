@@ -53,8 +53,8 @@ struct SaeGgufPart {
 class SaeGgufConversion {
  public:
   // Makes every check and fixes the output's layout. `weights` must outlive this object.
-  SaeGgufConversion(const SafetensorsFile& weights, const SaeConfig& config, const std::string& cfg_json,
-                    TensorType type);
+  SaeGgufConversion(const SafetensorsFile& weights, const SaeConfig& config,
+                    const std::string& cfg_json, TensorType type);
   // A transcoder set: every part a transcoder block (general.architecture "transcoders").
   SaeGgufConversion(const std::vector<SaeGgufPart>& parts, TensorType type);
   const GgufWriter::Layout& layout() const { return layout_; }
@@ -82,15 +82,15 @@ class SaeGgufConversion {
 // Converter.planSae / convertNext / takeOutput).
 class SaeGgufInMemory {
  public:
-  SaeGgufInMemory(const SafetensorsFile& weights, const SaeConfig& config, const std::string& cfg_json,
-                  TensorType type, uint64_t max_bytes);
+  SaeGgufInMemory(const SafetensorsFile& weights, const SaeConfig& config,
+                  const std::string& cfg_json, TensorType type, uint64_t max_bytes);
   // A transcoder set (the page converts one block at a time: one part).
   SaeGgufInMemory(const std::vector<SaeGgufPart>& parts, TensorType type, uint64_t max_bytes);
   SaeGgufInMemory(const SaeGgufInMemory&) = delete;
   SaeGgufInMemory& operator=(const SaeGgufInMemory&) = delete;
   int num_tensors() const { return conversion_.num_tensors(); }
   uint64_t size() const { return conversion_.layout().size; }
-  int ConvertNext();  // returns the tensors done so far
+  int ConvertNext();              // returns the tensors done so far
   const uint8_t* output() const;  // throws unless every tensor was converted
 
  private:
@@ -101,12 +101,14 @@ class SaeGgufInMemory {
 };
 
 // Reads DIR/cfg.json and DIR/sae_weights.safetensors and writes output_path atomically.
-void ConvertSaeDir(const std::string& dir, const std::string& output_path, TensorType type, std::ostream* log);
+void ConvertSaeDir(const std::string& dir, const std::string& output_path, TensorType type,
+                   std::ostream* log);
 // The folder of block `layer` in a transcoder DIR: "gpt2-small-dun-chl-mlp-tc{layer}".
 std::string TranscoderFolder(int layer);
 // A transcoder block's config from its sae.json text (may be empty) and weights: shapes from
 // W_enc (gpt2::Error when absent or not 2-D), then sae/sae_config.h TranscoderConfigFromJson.
-SaeConfig TranscoderPartConfig(const SafetensorsFile& weights, const std::string& sae_json, int layer);
+SaeConfig TranscoderPartConfig(const SafetensorsFile& weights, const std::string& sae_json,
+                               int layer);
 // Every DIR/gpt2-small-dun-chl-mlp-tc{L}/ (L = 0..99; sae.json, sae.safetensors) present into one
 // GGUF at output_path, written atomically; gpt2::Error when none is.
 void ConvertTranscoderDir(const std::string& dir, const std::string& output_path, TensorType type,

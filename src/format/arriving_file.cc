@@ -17,7 +17,9 @@ void ArrivingFile::Begin(double total_bytes) {
   if (!(total_bytes > 0) || total_bytes > static_cast<double>(kWasmMemoryBudget)) {
     char shown[64];  // any JS number, NaN and 1e300 included
     std::snprintf(shown, sizeof shown, "%.0f", total_bytes);
-    throw Error(what_ + " (" + shown + " bytes) is not something this page can load: WebAssembly memory is limited to 4 GB.");
+    throw Error(
+        what_ + " (" + shown +
+        " bytes) is not something this page can load: WebAssembly memory is limited to 4 GB.");
   }
   size_ = static_cast<size_t>(total_bytes);
   data_ = static_cast<uint8_t*>(std::aligned_alloc(64, (size_ + 63) & ~size_t{63}));
@@ -49,8 +51,8 @@ void ArrivingFile::RequireComplete() {
   StopTouching();
   if (data_ == nullptr) throw Error(begin_ + " was not called");
   if (filled_ != size_) {
-    throw Error(what_ + " is incomplete: received " + std::to_string(filled_) + " of " + std::to_string(size_) +
-                " bytes.");
+    throw Error(what_ + " is incomplete: received " + std::to_string(filled_) + " of " +
+                std::to_string(size_) + " bytes.");
   }
 }
 
@@ -75,7 +77,8 @@ void ArrivingFile::StartTouching() {
         // Once the copy has passed this page the rest are faulted in already.
         if (i * sizeof(int32_t) < filled_at_least()) break;
         int32_t expected = 0;
-        __atomic_compare_exchange_n(words_begin + i, &expected, 0, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+        __atomic_compare_exchange_n(words_begin + i, &expected, 0, false, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED);
       }
     });
   } catch (const std::system_error&) {

@@ -27,7 +27,8 @@ class ArrivingFile {
  public:
   // `what` names the file in errors ("The model", "model.safetensors"); `begin` the JS call
   // that starts it.
-  ArrivingFile(std::string what, std::string begin) : what_(std::move(what)), begin_(std::move(begin)) {}
+  ArrivingFile(std::string what, std::string begin)
+      : what_(std::move(what)), begin_(std::move(begin)) {}
   ArrivingFile(const ArrivingFile&) = delete;
   ~ArrivingFile() { Free(); }
 

@@ -207,8 +207,8 @@ GgufValue ReadScalarOrString(Reader& r, GgufValueType type, const What& what) {
       const uint8_t b = r.Read<uint8_t>(what);
       // gguf.md: "Anything else is invalid, and should be treated as ... the model being invalid".
       if (b > 1) {
-        throw Error("GGUF " + Describe(what) + " is a bool with value " + std::to_string(b) + " at byte " +
-                    std::to_string(at) + " (must be 0 or 1)");
+        throw Error("GGUF " + Describe(what) + " is a bool with value " + std::to_string(b) +
+                    " at byte " + std::to_string(at) + " (must be 0 or 1)");
       }
       v.u = b;
       break;
@@ -834,7 +834,8 @@ std::vector<uint8_t> GgufWriter::Serialize(uint32_t alignment) const {
                   " was added without data (AddTensorInfo); its bytes go to MakeLayout's offset");
     }
     if (!tensors_[i].bytes.empty()) {
-      std::memcpy(out.data() + layout.offsets[i], tensors_[i].bytes.data(), tensors_[i].bytes.size());
+      std::memcpy(out.data() + layout.offsets[i], tensors_[i].bytes.data(),
+                  tensors_[i].bytes.size());
     }
   }
   return out;

@@ -34,8 +34,19 @@
 namespace gpt2 {
 
 enum class GgufValueType : uint32_t {
-  kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7,
-  kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
+  kU8 = 0,
+  kI8 = 1,
+  kU16 = 2,
+  kI16 = 3,
+  kU32 = 4,
+  kI32 = 5,
+  kF32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kU64 = 10,
+  kI64 = 11,
+  kF64 = 12,
 };
 
 struct GgufValue {
@@ -44,7 +55,7 @@ struct GgufValue {
   uint64_t u = 0;
   int64_t i = 0;
   double f = 0;
-  std::string str;                  // kString
+  std::string str;  // kString
   // kArray of scalars or strings (nested arrays are rejected):
   GgufValueType array_type = GgufValueType::kU8;
   uint64_t array_count = 0;
@@ -61,9 +72,9 @@ struct GgufTensor {
   std::string name;
   TensorType type = TensorType::kF32;
   int n_dims = 0;
-  int64_t ne[4] = {1, 1, 1, 1};  // ggml order: ne[0] is the contiguous dimension
-  uint64_t offset = 0;           // from the start of the data section
-  const uint8_t* data = nullptr; // into the caller's buffer
+  int64_t ne[4] = {1, 1, 1, 1};   // ggml order: ne[0] is the contiguous dimension
+  uint64_t offset = 0;            // from the start of the data section
+  const uint8_t* data = nullptr;  // into the caller's buffer
   size_t nbytes = 0;
   int64_t NumElements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
 };
@@ -149,7 +160,8 @@ class GgufWriter {
     std::vector<uint8_t> bytes;
   };
   // Checks name, type and shape; returns the data size the shape and type need.
-  uint64_t CheckTensor(const std::string& name, TensorType type, const std::vector<int64_t>& ne) const;
+  uint64_t CheckTensor(const std::string& name, TensorType type,
+                       const std::vector<int64_t>& ne) const;
   std::vector<std::pair<std::string, GgufValue>> metadata_;
   std::vector<PendingTensor> tensors_;
 };

@@ -59,20 +59,33 @@ class Parser {
     if (p_ == end_) Fail("unexpected end of input");
     JsonValue v;
     switch (*p_) {
-      case '{': ParseObject(&v, depth); return v;
-      case '[': ParseArray(&v, depth); return v;
-      case '"': v.kind = JsonValue::Kind::kString; v.str = ParseString(); return v;
+      case '{':
+        ParseObject(&v, depth);
+        return v;
+      case '[':
+        ParseArray(&v, depth);
+        return v;
+      case '"':
+        v.kind = JsonValue::Kind::kString;
+        v.str = ParseString();
+        return v;
       case 't':
         if (!Consume("true")) Fail("expected 'true'");
-        v.kind = JsonValue::Kind::kBool; v.boolean = true; return v;
+        v.kind = JsonValue::Kind::kBool;
+        v.boolean = true;
+        return v;
       case 'f':
         if (!Consume("false")) Fail("expected 'false'");
-        v.kind = JsonValue::Kind::kBool; return v;
+        v.kind = JsonValue::Kind::kBool;
+        return v;
       case 'n':
         if (!Consume("null")) Fail("expected 'null'");
         return v;
       default:
-        if (*p_ == '-' || (*p_ >= '0' && *p_ <= '9')) { ParseNumber(&v); return v; }
+        if (*p_ == '-' || (*p_ >= '0' && *p_ <= '9')) {
+          ParseNumber(&v);
+          return v;
+        }
         Fail(std::string("unexpected character '") + *p_ + "'");
     }
   }
@@ -82,7 +95,10 @@ class Parser {
     ++p_;  // '{'
     std::unordered_set<std::string> keys;
     SkipSpace();
-    if (p_ != end_ && *p_ == '}') { ++p_; return; }
+    if (p_ != end_ && *p_ == '}') {
+      ++p_;
+      return;
+    }
     for (;;) {
       SkipSpace();
       if (p_ == end_ || *p_ != '"') Fail("expected a string key");
@@ -95,8 +111,14 @@ class Parser {
       v->object.emplace_back(std::move(key), std::move(item));
       SkipSpace();
       if (p_ == end_) Fail("unterminated object");
-      if (*p_ == ',') { ++p_; continue; }
-      if (*p_ == '}') { ++p_; return; }
+      if (*p_ == ',') {
+        ++p_;
+        continue;
+      }
+      if (*p_ == '}') {
+        ++p_;
+        return;
+      }
       Fail("expected ',' or '}'");
     }
   }
@@ -105,13 +127,22 @@ class Parser {
     v->kind = JsonValue::Kind::kArray;
     ++p_;  // '['
     SkipSpace();
-    if (p_ != end_ && *p_ == ']') { ++p_; return; }
+    if (p_ != end_ && *p_ == ']') {
+      ++p_;
+      return;
+    }
     for (;;) {
       v->array.push_back(ParseValue(depth + 1));
       SkipSpace();
       if (p_ == end_) Fail("unterminated array");
-      if (*p_ == ',') { ++p_; continue; }
-      if (*p_ == ']') { ++p_; return; }
+      if (*p_ == ',') {
+        ++p_;
+        continue;
+      }
+      if (*p_ == ']') {
+        ++p_;
+        return;
+      }
       Fail("expected ',' or ']'");
     }
   }
@@ -122,14 +153,17 @@ class Parser {
       if (p_ == end_) Fail("truncated \\u escape");
       char c = *p_++;
       u <<= 4;
-      if (c >= '0' && c <= '9') u |= c - '0';
-      else if (c >= 'a' && c <= 'f') u |= c - 'a' + 10;
-      else if (c >= 'A' && c <= 'F') u |= c - 'A' + 10;
-      else Fail("bad hex digit in \\u escape");
+      if (c >= '0' && c <= '9')
+        u |= c - '0';
+      else if (c >= 'a' && c <= 'f')
+        u |= c - 'a' + 10;
+      else if (c >= 'A' && c <= 'F')
+        u |= c - 'A' + 10;
+      else
+        Fail("bad hex digit in \\u escape");
     }
     return u;
   }
-
 
   std::string ParseString() {
     ++p_;  // opening quote
@@ -139,18 +173,37 @@ class Parser {
       unsigned char c = static_cast<unsigned char>(*p_++);
       if (c == '"') return out;
       if (c < 0x20) Fail("control character in string");
-      if (c != '\\') { out.push_back(static_cast<char>(c)); continue; }
+      if (c != '\\') {
+        out.push_back(static_cast<char>(c));
+        continue;
+      }
       if (p_ == end_) Fail("unterminated escape");
       char e = *p_++;
       switch (e) {
-        case '"': out.push_back('"'); break;
-        case '\\': out.push_back('\\'); break;
-        case '/': out.push_back('/'); break;
-        case 'b': out.push_back('\b'); break;
-        case 'f': out.push_back('\f'); break;
-        case 'n': out.push_back('\n'); break;
-        case 'r': out.push_back('\r'); break;
-        case 't': out.push_back('\t'); break;
+        case '"':
+          out.push_back('"');
+          break;
+        case '\\':
+          out.push_back('\\');
+          break;
+        case '/':
+          out.push_back('/');
+          break;
+        case 'b':
+          out.push_back('\b');
+          break;
+        case 'f':
+          out.push_back('\f');
+          break;
+        case 'n':
+          out.push_back('\n');
+          break;
+        case 'r':
+          out.push_back('\r');
+          break;
+        case 't':
+          out.push_back('\t');
+          break;
         case 'u': {
           uint32_t cp = ParseHex4();
           if (cp >= 0xD800 && cp < 0xDC00) {
@@ -165,7 +218,8 @@ class Parser {
           AppendUtf8(cp, &out);
           break;
         }
-        default: Fail(std::string("bad escape '\\") + e + "'");
+        default:
+          Fail(std::string("bad escape '\\") + e + "'");
       }
     }
   }

@@ -11,8 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <ostream>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -49,8 +49,10 @@ void JsonArray(std::ostream& out, const T* values, size_t n) {
   out << '[';
   for (size_t i = 0; i < n; ++i) {
     if (i) out << ',';
-    if constexpr (std::is_floating_point<T>::value) JsonNumber(out, values[i]);
-    else out << values[i];
+    if constexpr (std::is_floating_point<T>::value)
+      JsonNumber(out, values[i]);
+    else
+      out << values[i];
   }
   out << ']';
 }

@@ -17,8 +17,8 @@ namespace gpt2 {
 
 constexpr int kQK8_0 = 32;
 struct BlockQ8_0 {
-  uint16_t d;          // f16 scale
-  int8_t qs[kQK8_0];   // quants
+  uint16_t d;         // f16 scale
+  int8_t qs[kQK8_0];  // quants
 };
 static_assert(sizeof(BlockQ8_0) == 2 + kQK8_0, "Q8_0 block must match ggml (34 bytes)");
 

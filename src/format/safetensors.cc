@@ -16,7 +16,6 @@ namespace {
 // huggingface/safetensors MAX_HEADER_SIZE.
 constexpr uint64_t kMaxHeaderBytes = 100000000;
 
-
 // A JSON number that is a non-negative integer (offsets and dimensions).
 bool NonNegativeInteger(const JsonValue& v, uint64_t* out) {
   if (v.kind != JsonValue::Kind::kNumber || !v.is_integer || v.integer < 0) return false;
@@ -42,10 +41,13 @@ int64_t SafetensorsTensor::NumElements() const {
 
 size_t SafetensorsDtypeSize(const std::string& dtype) {
   // The dtypes of safetensors' Dtype enum.
-  static const struct { const char* name; size_t size; } kDtypes[] = {
-      {"BOOL", 1}, {"U8", 1}, {"I8", 1}, {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2},
-      {"U16", 2}, {"F16", 2}, {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4},
-      {"F64", 8}, {"I64", 8}, {"U64", 8},
+  static const struct {
+    const char* name;
+    size_t size;
+  } kDtypes[] = {
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1},
+      {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},
+      {"U32", 4},  {"F32", 4}, {"F64", 8}, {"I64", 8},     {"U64", 8},
   };
   for (const auto& d : kDtypes) {
     if (dtype == d.name) return d.size;
@@ -66,8 +68,9 @@ uint64_t SafetensorsFile::HeaderEnd(const uint8_t* data, size_t size, uint64_t f
                 " exceeds the 100,000,000-byte limit (not a safetensors file?)");
   }
   if (header_len > file_size - 8) {
-    throw Error(what + ": header length " + std::to_string(header_len) + " runs past the end of the " +
-                std::to_string(file_size) + "-byte file (truncated download?)");
+    throw Error(what + ": header length " + std::to_string(header_len) +
+                " runs past the end of the " + std::to_string(file_size) +
+                "-byte file (truncated download?)");
   }
   return 8 + header_len;
 }
@@ -77,8 +80,10 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::Parse(const uint8_t* data, siz
   return ParseImpl(data, size, size, /*with_data=*/true, what);
 }
 
-std::unique_ptr<SafetensorsFile> SafetensorsFile::ParseHeader(const uint8_t* prefix, size_t prefix_size,
-                                                              uint64_t file_size, const std::string& what) {
+std::unique_ptr<SafetensorsFile> SafetensorsFile::ParseHeader(const uint8_t* prefix,
+                                                              size_t prefix_size,
+                                                              uint64_t file_size,
+                                                              const std::string& what) {
   return ParseImpl(prefix, prefix_size, file_size, /*with_data=*/false, what);
 }
 
@@ -108,7 +113,8 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::ParseImpl(const uint8_t* data,
     const std::string& name = kv.first;
     const JsonValue& entry = kv.second;
     if (name == "__metadata__") {
-      if (entry.kind != JsonValue::Kind::kObject) throw Error(where + ": __metadata__ is not an object");
+      if (entry.kind != JsonValue::Kind::kObject)
+        throw Error(where + ": __metadata__ is not an object");
       for (const auto& m : entry.object) {
         if (m.second.kind != JsonValue::Kind::kString) {
           throw Error(where + ": __metadata__ value \"" + m.first + "\" is not a string");
@@ -122,8 +128,10 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::ParseImpl(const uint8_t* data,
     const JsonValue* dtype = entry.Find("dtype");
     const JsonValue* shape = entry.Find("shape");
     const JsonValue* offsets = entry.Find("data_offsets");
-    if (!dtype || dtype->kind != JsonValue::Kind::kString) throw Error(at + " has no \"dtype\" string");
-    if (!shape || shape->kind != JsonValue::Kind::kArray) throw Error(at + " has no \"shape\" array");
+    if (!dtype || dtype->kind != JsonValue::Kind::kString)
+      throw Error(at + " has no \"dtype\" string");
+    if (!shape || shape->kind != JsonValue::Kind::kArray)
+      throw Error(at + " has no \"shape\" array");
     if (!offsets || offsets->kind != JsonValue::Kind::kArray || offsets->array.size() != 2) {
       throw Error(at + " has no \"data_offsets\" pair");
     }
@@ -141,27 +149,34 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::ParseImpl(const uint8_t* data,
     uint64_t n_elements = 1;
     for (const JsonValue& d : shape->array) {
       uint64_t dim = 0;
-      if (!NonNegativeInteger(d, &dim)) throw Error(at + " has a shape entry that is not a non-negative integer");
+      if (!NonNegativeInteger(d, &dim))
+        throw Error(at + " has a shape entry that is not a non-negative integer");
       // Keep every product below 2^62 so the byte count below cannot overflow either.
-      if (dim != 0 && n_elements > (uint64_t{1} << 62) / dim) throw Error(at + " has an absurd shape (element count overflows)");
+      if (dim != 0 && n_elements > (uint64_t{1} << 62) / dim)
+        throw Error(at + " has an absurd shape (element count overflows)");
       n_elements *= dim;
       t.shape.push_back(static_cast<int64_t>(dim));
     }
     uint64_t begin = 0, end = 0;
-    if (!NonNegativeInteger(offsets->array[0], &begin) || !NonNegativeInteger(offsets->array[1], &end)) {
+    if (!NonNegativeInteger(offsets->array[0], &begin) ||
+        !NonNegativeInteger(offsets->array[1], &end)) {
       throw Error(at + " has data_offsets that are not non-negative integers");
     }
-    if (begin > end) throw Error(at + " has data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "] with begin > end");
+    if (begin > end)
+      throw Error(at + " has data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+                  "] with begin > end");
     if (end > data_size) {
       throw Error(at + " has data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
-                  "] past the end of the " + std::to_string(data_size) + "-byte data section (truncated file?)");
+                  "] past the end of the " + std::to_string(data_size) +
+                  "-byte data section (truncated file?)");
     }
     if (n_elements > (uint64_t{1} << 62) / elem_size || end - begin != n_elements * elem_size) {
       throw Error(at + " is " + std::to_string(end - begin) + " bytes but " + t.dtype + " " +
                   ShapeString(t.shape) + " needs " + std::to_string(n_elements * elem_size));
     }
     if (end - begin > SIZE_MAX) {
-      throw Error(at + " is " + std::to_string(end - begin) + " bytes, more than this build can address");
+      throw Error(at + " is " + std::to_string(end - begin) +
+                  " bytes, more than this build can address");
     }
     t.offset = header_end + begin;
     if (with_data) t.data = data + t.offset;
@@ -174,7 +189,8 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::ParseImpl(const uint8_t* data,
   // Overlapping tensors would alias each other's data; the format forbids it.
   std::vector<size_t> order(extents.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return extents[a] < extents[b]; });
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return extents[a] < extents[b]; });
   uint64_t max_end = 0;
   size_t max_owner = 0;
   for (size_t k = 0; k < order.size(); ++k) {
@@ -199,7 +215,8 @@ const SafetensorsTensor* SafetensorsFile::Find(const std::string& name) const {
 
 void ReadAsF32(const SafetensorsTensor& tensor, int64_t first, int64_t n, float* out) {
   if (tensor.dtype == "F32") {
-    std::memcpy(out, tensor.data + size_t(first) * sizeof(float), size_t(n) * sizeof(float));  // little-endian host, as the file
+    std::memcpy(out, tensor.data + size_t(first) * sizeof(float),
+                size_t(n) * sizeof(float));  // little-endian host, as the file
   } else if (tensor.dtype == "F16" || tensor.dtype == "BF16") {
     const bool bf16 = tensor.dtype == "BF16";
     const uint8_t* in = tensor.data + size_t(first) * 2;
@@ -208,7 +225,8 @@ void ReadAsF32(const SafetensorsTensor& tensor, int64_t first, int64_t n, float*
       out[i] = bf16 ? Bf16ToF32(h) : F16ToF32(h);
     }
   } else {
-    throw Error("tensor '" + tensor.name + "' has dtype " + tensor.dtype + "; expected F32, F16 or BF16");
+    throw Error("tensor '" + tensor.name + "' has dtype " + tensor.dtype +
+                "; expected F32, F16 or BF16");
   }
 }
 

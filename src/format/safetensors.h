@@ -31,8 +31,8 @@ namespace gpt2 {
 
 struct SafetensorsTensor {
   std::string name;
-  std::string dtype;           // as written: "F32", "F16", "BF16", "I64", ...
-  std::vector<int64_t> shape;  // row-major; empty for a scalar
+  std::string dtype;              // as written: "F32", "F16", "BF16", "I64", ...
+  std::vector<int64_t> shape;     // row-major; empty for a scalar
   const uint8_t* data = nullptr;  // null when only the header was parsed (ParseHeader)
   uint64_t offset = 0;            // of the data in the file: 8 + header length + data_offsets[0]
   size_t nbytes = 0;
@@ -61,8 +61,9 @@ class SafetensorsFile {
   const SafetensorsTensor* Find(const std::string& name) const;  // nullptr when absent
 
  private:
-  static std::unique_ptr<SafetensorsFile> ParseImpl(const uint8_t* data, size_t size, uint64_t file_size,
-                                                    bool with_data, const std::string& what);
+  static std::unique_ptr<SafetensorsFile> ParseImpl(const uint8_t* data, size_t size,
+                                                    uint64_t file_size, bool with_data,
+                                                    const std::string& what);
   std::vector<SafetensorsTensor> tensors_;
   std::vector<std::pair<std::string, std::string>> metadata_;
 };

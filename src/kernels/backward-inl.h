@@ -8,14 +8,14 @@
 #define GPT2_KERNELS_BACKWARD_INL_H_
 #endif
 
+#include <hwy/contrib/math/math-inl.h>
+#include <hwy/highway.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <vector>
-
-#include <hwy/highway.h>
-#include <hwy/contrib/math/math-inl.h>
 
 #include "format/quant.h"
 #include "kernels/internal.h"
@@ -104,8 +104,8 @@ HWY_INLINE void DecodeStrip(const WeightView& w, int64_t o0, int64_t n, int64_t 
 // Column strips one block wide, kStripRows rows at a time: each strip is decoded once and
 // multiplied into all T tokens, 4 at a time in registers, the o sum in row order (each chunk's
 // partial sum added to dx).
-HWY_NOINLINE void MatMulTransposedKernel(const float* dy, int64_t T, const WeightView& w,
-                                         float* dx, int64_t col_begin, int64_t col_end) {
+HWY_NOINLINE void MatMulTransposedKernel(const float* dy, int64_t T, const WeightView& w, float* dx,
+                                         int64_t col_begin, int64_t col_end) {
   namespace hn = hwy::HWY_NAMESPACE;
   using backward::kLanes;
   using backward::kStripCols;
@@ -116,7 +116,8 @@ HWY_NOINLINE void MatMulTransposedKernel(const float* dy, int64_t T, const Weigh
   strip_buffer.resize(kStripRows * kStripCols);
   float* strip = strip_buffer.data();
   const int64_t rows = w.rows, cols = w.cols;
-  for (int64_t t = 0; t < T; ++t) std::fill(dx + t * cols + col_begin, dx + t * cols + col_end, 0.0f);
+  for (int64_t t = 0; t < T; ++t)
+    std::fill(dx + t * cols + col_begin, dx + t * cols + col_end, 0.0f);
   HWY_ALIGN float tile[kTileTokens * kStripCols];
   // Row chunks outermost: a chunk's rows (kStripRows whole rows of the matrix) stay in cache
   // while its strips are decoded one after another, so the weights stream from memory once.
@@ -245,9 +246,9 @@ HWY_INLINE void Axpy(float alpha, const float* HWY_RESTRICT x, float* HWY_RESTRI
 // kernels.h AttentionHeadBackward: one query's backward through softmax(scale q.k) v.
 HWY_NOINLINE void AttentionHeadBackwardKernel(const float* q, const float* k, const float* v,
                                               int64_t kv_stride, const float* probs,
-                                              const float* dout, int64_t n_keys,
-                                              int64_t head_dim, float scale, float* dq, float* dk,
-                                              float* dv, int64_t dkv_stride, float* dscores) {
+                                              const float* dout, int64_t n_keys, int64_t head_dim,
+                                              float scale, float* dq, float* dk, float* dv,
+                                              int64_t dkv_stride, float* dscores) {
   // dp_j = dout . v_j, and the probability-weighted mean of dp.
   float mean = 0.0f;
   for (int64_t j = 0; j < n_keys; ++j) {

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "format/quant.h"
-
 #include "kernels/kernels.h"
 
 namespace gpt2 {
@@ -148,11 +147,11 @@ struct MatMulInputData {
   const float* x = nullptr;  // [T, cols], the caller's; read by the f32-activation paths
   int64_t T = 0;
   int64_t cols = 0;
-  TensorType type = TensorType::kF32;                // the weight type it was prepared for
-  QuantActivations act = QuantActivations::kInt8;    // resolved: never kFastest
-  bool quantized = false;  // q holds x (kInt8 with Q8_0/Q4_0 weights)
-  int64_t target = 0;      // the Highway target that prepared it
-  Int8Activations q;       // buffers only grow: a steady token loop does not allocate
+  TensorType type = TensorType::kF32;              // the weight type it was prepared for
+  QuantActivations act = QuantActivations::kInt8;  // resolved: never kFastest
+  bool quantized = false;                          // q holds x (kInt8 with Q8_0/Q4_0 weights)
+  int64_t target = 0;                              // the Highway target that prepared it
+  Int8Activations q;  // buffers only grow: a steady token loop does not allocate
 };
 
 // What `in` holds, for the tests of the quantizer (kernels.cc). Throws if `in` was moved from.

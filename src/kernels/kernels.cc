@@ -12,7 +12,6 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/kernels.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
-
 #include <hwy/highway.h>
 
 #include "kernels/backward-inl.h"
@@ -116,8 +115,7 @@ ProfileBuckets& Buckets() {
 // spent descheduled does not count); wall time in wasm, which has no CPU clock.
 double ProfileClockSeconds() {
 #if defined(__EMSCRIPTEN__)
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 #else
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -293,27 +291,27 @@ void AttentionHead(const float* q, const float* k, const float* v, int64_t kv_st
                    int64_t n_keys, int64_t head_dim, float scale, float* scores, float* probs,
                    float* out) {
   ProfileScope profile("AttentionHead", n_keys);
-  GPT2_DISPATCH(AttentionHeadKernel)(q, k, v, kv_stride, n_keys, head_dim, scale, scores, probs,
-                                     out);
+  GPT2_DISPATCH(AttentionHeadKernel)
+  (q, k, v, kv_stride, n_keys, head_dim, scale, scores, probs, out);
 }
 
 void AttentionHead(const float* q, const uint16_t* k, const uint16_t* v, int64_t kv_stride,
                    int64_t n_keys, int64_t head_dim, float scale, float* scores, float* probs,
                    float* out) {
   ProfileScope profile("AttentionHead", n_keys);
-  GPT2_DISPATCH(AttentionHeadF16Kernel)(q, k, v, kv_stride, n_keys, head_dim, scale, scores,
-                                        probs, out);
+  GPT2_DISPATCH(AttentionHeadF16Kernel)
+  (q, k, v, kv_stride, n_keys, head_dim, scale, scores, probs, out);
 }
 
 void AttentionHead(const float* q, const KvHeadQ8& keys, const KvHeadQ8& values, int64_t n_keys,
                    int64_t head_dim, float scale, float* scores, float* probs, float* out) {
   ProfileScope profile("AttentionHead", n_keys);
-  GPT2_DISPATCH(AttentionHeadQ8Kernel)(q, keys, values, n_keys, head_dim, scale, scores, probs,
-                                       out);
+  GPT2_DISPATCH(AttentionHeadQ8Kernel)
+  (q, keys, values, n_keys, head_dim, scale, scores, probs, out);
 }
 
-void MatMulTransposed(const float* dy, int64_t T, const WeightView& w, float* dx,
-                      int64_t col_begin, int64_t col_end) {
+void MatMulTransposed(const float* dy, int64_t T, const WeightView& w, float* dx, int64_t col_begin,
+                      int64_t col_end) {
   kernels_internal::CheckMatMulTransposedArgs(dy, T, w, dx, col_begin, col_end);
   if (T == 0 || col_begin == col_end) return;
   ProfileScope profile("MatMulTransposed", T, &w, T);
@@ -326,12 +324,12 @@ void GeluBackward(const float* x, const float* dy, float* dx, int64_t n) {
 }
 
 void AttentionHeadBackward(const float* q, const float* k, const float* v, int64_t kv_stride,
-                           const float* probs, const float* dout, int64_t n_keys,
-                           int64_t head_dim, float scale, float* dq, float* dk, float* dv,
-                           int64_t dkv_stride, float* dscores) {
+                           const float* probs, const float* dout, int64_t n_keys, int64_t head_dim,
+                           float scale, float* dq, float* dk, float* dv, int64_t dkv_stride,
+                           float* dscores) {
   ProfileScope profile("AttentionHeadBackward", n_keys);
-  GPT2_DISPATCH(AttentionHeadBackwardKernel)(q, k, v, kv_stride, probs, dout, n_keys, head_dim,
-                                             scale, dq, dk, dv, dkv_stride, dscores);
+  GPT2_DISPATCH(AttentionHeadBackwardKernel)
+  (q, k, v, kv_stride, probs, dout, n_keys, head_dim, scale, dq, dk, dv, dkv_stride, dscores);
 }
 
 void StoreKeyQ8(const float* x, int64_t head_dim, int64_t j, int8_t* q, uint16_t* d,

@@ -65,8 +65,7 @@ QuantActivations FastestQuantActivations(int64_t T);
 // x again (into per-thread scratch that grows once, no allocation in a steady token loop): a
 // caller splitting one product prepares x once instead (MatMulInput below).
 void MatMul(const float* x, int64_t T, const WeightView& w, const float* bias, float* y,
-            int64_t row_begin, int64_t row_end,
-            QuantActivations act = QuantActivations::kInt8);
+            int64_t row_begin, int64_t row_end, QuantActivations act = QuantActivations::kInt8);
 
 // MatMul works on tiles of a few rows, and a row's rounding can depend on the tile it falls in
 // (a wider tile keeps fewer accumulators per row). Tiles start at row_begin and never straddle a
@@ -90,8 +89,7 @@ class MatMulInput {
   friend void StartMatMulInput(const float*, int64_t, const WeightView&, QuantActivations,
                                MatMulInput&);
   friend void PrepareMatMulInputRows(MatMulInput&, int64_t, int64_t);
-  friend void MatMul(const MatMulInput&, const WeightView&, const float*, float*, int64_t,
-                     int64_t);
+  friend void MatMul(const MatMulInput&, const WeightView&, const float*, float*, int64_t, int64_t);
   friend const kernels_internal::MatMulInputData& kernels_internal::InputData(const MatMulInput&);
   std::unique_ptr<kernels_internal::MatMulInputData> data_;
 };
@@ -155,8 +153,8 @@ void AttentionHead(const float* q, const uint16_t* k, const uint16_t* v, int64_t
 // kInt8 has no gradient here). The weights are decoded a block-wide strip of rows at a time,
 // never the whole matrix. col_begin must be a multiple of TypeBlockSize(w.type) (32 for Q8_0 and
 // Q4_0), and col_end too unless it is w.cols, so that threads can split the columns.
-void MatMulTransposed(const float* dy, int64_t T, const WeightView& w, float* dx,
-                      int64_t col_begin, int64_t col_end);
+void MatMulTransposed(const float* dy, int64_t T, const WeightView& w, float* dx, int64_t col_begin,
+                      int64_t col_end);
 
 // dx[i] = dy[i] * gelu'(x[i]) for Gelu's tanh form (x is Gelu's input). dx may alias dy.
 void GeluBackward(const float* x, const float* dy, float* dx, int64_t n);
@@ -168,9 +166,9 @@ void GeluBackward(const float* x, const float* dy, float* dx, int64_t n);
 //   dq = scale sum_j dscores[j] k_j   (written),
 //   dk_j += scale dscores[j] q,  dv_j += probs[j] dout   (accumulated, at dk/dv + j*dkv_stride).
 void AttentionHeadBackward(const float* q, const float* k, const float* v, int64_t kv_stride,
-                           const float* probs, const float* dout, int64_t n_keys,
-                           int64_t head_dim, float scale, float* dq, float* dk, float* dv,
-                           int64_t dkv_stride, float* dscores);
+                           const float* probs, const float* dout, int64_t n_keys, int64_t head_dim,
+                           float scale, float* dq, float* dk, float* dv, int64_t dkv_stride,
+                           float* dscores);
 
 // ---- The 8-bit KV cache (quantized models) ------------------------------------------------
 // A head's key or value row of head_dim numbers in ggml's Q8_0 rounding (format/quant.h
@@ -232,10 +230,10 @@ void F32ToF16Saturated(const float* x, uint16_t* h, int64_t n);
 void F16ToF32(const uint16_t* h, float* x, int64_t n);
 
 // Per-call time accounting for profiling a forward pass (tests/kernels/forward_profile_test.cc,
-// BENCHMARKS-history.md "Where the time goes"). Off by default: then each kernel call costs one relaxed atomic load more.
-// When on, every call of the functions above adds its time to a bucket keyed by kernel, weight
-// type and shape (MatMul: rows x cols, T == 1 or not), from any thread. Time is the calling
-// thread's CPU time natively, wall-clock time in wasm (no CPU clock there).
+// BENCHMARKS-history.md "Where the time goes"). Off by default: then each kernel call costs one
+// relaxed atomic load more. When on, every call of the functions above adds its time to a bucket
+// keyed by kernel, weight type and shape (MatMul: rows x cols, T == 1 or not), from any thread.
+// Time is the calling thread's CPU time natively, wall-clock time in wasm (no CPU clock there).
 struct KernelProfileEntry {
   std::string kernel;  // "MatMul", "PrepareMatMulInput" (with kInt8: quantizing x),
                        // "LayerNorm", "Gelu", "Softmax", "AddInPlace", "AttentionHead"

@@ -9,11 +9,11 @@
 #define GPT2_KERNELS_MATMUL_DECODE_INL_H_
 #endif
 
+#include <hwy/highway.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-
-#include <hwy/highway.h>
 
 #include "format/quant.h"
 #include "kernels/internal.h"
@@ -74,10 +74,10 @@ HWY_INLINE void HalvesToF32(DF df, const uint16_t* HWY_RESTRICT p, VF& lo, VF& h
 #else
   const hn::Repartition<uint16_t, DF> du16;
   const auto bits = hn::LoadU(du16, p);
-  lo = ShiftedHalvesToF32(df, hn::BitCast(hn::RebindToSigned<DF>(),
-                                          hn::InterleaveLower(du16, hn::Zero(du16), bits)));
-  hi = ShiftedHalvesToF32(df, hn::BitCast(hn::RebindToSigned<DF>(),
-                                          hn::InterleaveUpper(du16, hn::Zero(du16), bits)));
+  lo = ShiftedHalvesToF32(
+      df, hn::BitCast(hn::RebindToSigned<DF>(), hn::InterleaveLower(du16, hn::Zero(du16), bits)));
+  hi = ShiftedHalvesToF32(
+      df, hn::BitCast(hn::RebindToSigned<DF>(), hn::InterleaveUpper(du16, hn::Zero(du16), bits)));
 #endif
 }
 
@@ -130,8 +130,7 @@ HWY_INLINE void Int8x16ToF32(DF df, hn::Vec<hn::Full128<int8_t>> v, VF* HWY_REST
 #endif
 
 // Q8_0: the 32 quants of a block as kBlockVecs f32 vectors (unscaled; w = d * q).
-HWY_INLINE void DecodeBlock(DF df, const BlockQ8_0* HWY_RESTRICT block,
-                            VF (&w)[kBlockVecs]) {
+HWY_INLINE void DecodeBlock(DF df, const BlockQ8_0* HWY_RESTRICT block, VF (&w)[kBlockVecs]) {
 #if GPT2_MATMUL_FULL_LOADS
   const hn::Full128<int8_t> di8;
   Int8x16ToF32(df, hn::LoadU(di8, block->qs), w);
@@ -148,8 +147,7 @@ HWY_INLINE void DecodeBlock(DF df, const BlockQ8_0* HWY_RESTRICT block,
 
 // Q4_0: weight i < 16 is the low nibble of qs[i], weight i >= 16 the high nibble of qs[i - 16];
 // w = d * (nibble - 8) (format/quant.h, ggml dequantize_row_q4_0). Unscaled, like Q8_0.
-HWY_INLINE void DecodeBlock(DF df, const BlockQ4_0* HWY_RESTRICT block,
-                            VF (&w)[kBlockVecs]) {
+HWY_INLINE void DecodeBlock(DF df, const BlockQ4_0* HWY_RESTRICT block, VF (&w)[kBlockVecs]) {
 #if GPT2_MATMUL_FULL_LOADS
   const hn::Full128<uint8_t> du8;
   const hn::Full128<int8_t> di8;
@@ -164,9 +162,9 @@ HWY_INLINE void DecodeBlock(DF df, const BlockQ4_0* HWY_RESTRICT block,
   for (size_t j = 0; j < kBlockVecs; ++j) {
     const size_t first = j * kLanes;
     const bool high = first >= 16;
-    const auto bytes = hn::BitCast(
-        di32, hn::PromoteTo(hn::RebindToUnsigned<DF>(),
-                            hn::LoadU(du8, block->qs + (high ? first - 16 : first))));
+    const auto bytes =
+        hn::BitCast(di32, hn::PromoteTo(hn::RebindToUnsigned<DF>(),
+                                        hn::LoadU(du8, block->qs + (high ? first - 16 : first))));
     const auto nibbles = high ? hn::ShiftRight<4>(bytes) : hn::And(bytes, hn::Set(di32, 0x0f));
     w[j] = hn::ConvertTo(df, hn::Sub(nibbles, hn::Set(di32, 8)));
   }
@@ -196,7 +194,7 @@ HWY_INLINE void BlockToI16(const BlockQ8_0* HWY_RESTRICT block, VI16 (&w)[kI16Ve
   (void)di16;
   for (size_t j = 0; j < kI16Vecs; ++j) w[j] = VI16{wasm_i16x8_load8x8(block->qs + 8 * j)};
 #else
-  const hn::Rebind<int8_t, DI16> di8;  // x86: one vpmovsx{bw} from memory per vector
+  const hn::Rebind<int8_t, DI16> di8;       // x86: one vpmovsx{bw} from memory per vector
   for (size_t j = 0; j < kI16Vecs; ++j) {
     w[j] = hn::PromoteTo(di16, hn::LoadU(di8, block->qs + j * kI16Lanes));
   }
@@ -219,8 +217,7 @@ HWY_INLINE void BlockToI16(const BlockQ4_0* HWY_RESTRICT block, VI16 (&w)[kI16Ve
   static_assert(kI16Lanes == 32, "AVX-512 has 32 int16 lanes");
   const hn::Half<decltype(du16)> du16h;
   const auto b = hn::PromoteTo(du16h, hn::LoadU(hn::Rebind<uint8_t, decltype(du16h)>(), block->qs));
-  const auto nibbles =
-      hn::Combine(du16, hn::ShiftRight<4>(b), hn::And(b, hn::Set(du16h, 0x0f)));
+  const auto nibbles = hn::Combine(du16, hn::ShiftRight<4>(b), hn::And(b, hn::Set(du16h, 0x0f)));
   w[0] = hn::BitCast(di16, nibbles);
 #elif HWY_TARGET == HWY_AVX2
   static_assert(kI16Lanes == 16, "AVX2 has 16 int16 lanes");

@@ -8,10 +8,10 @@
 #define GPT2_KERNELS_MATMUL_FLOAT_INL_H_
 #endif
 
+#include <hwy/highway.h>
+
 #include <cstddef>
 #include <cstdint>
-
-#include <hwy/highway.h>
 
 #include "kernels/internal.h"
 #include "kernels/matmul-decode-inl.h"

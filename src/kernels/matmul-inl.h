@@ -32,9 +32,9 @@
 #define GPT2_KERNELS_MATMUL_INL_H_
 #endif
 
-#include <cstdint>
-
 #include <hwy/highway.h>
+
+#include <cstdint>
 
 #include "kernels/internal.h"
 #include "kernels/kernels.h"
@@ -45,8 +45,8 @@
 #include "kernels/matmul-float-inl.h"   // f32 activations: FloatTile, QuantTile
 #include "kernels/matmul-int8-inl.h"    // int8 activations: the quantizer, Int8Tile
 #include "kernels/matmul-tiling-inl.h"  // rows and tokens into tiles, every target
-#include "kernels/matmul-wasm-inl.h"    // WASM int8 decode and prefill
 #include "kernels/matmul-vnni-inl.h"    // AVX3_DL int8 prefill (vpdpbusd)
+#include "kernels/matmul-wasm-inl.h"    // WASM int8 decode and prefill
 
 HWY_BEFORE_NAMESPACE();
 namespace gpt2 {
@@ -127,15 +127,13 @@ HWY_NOINLINE void MatMulKernel(const kernels_internal::MatMulInputData& in, cons
   if (T == 1) {
 #if HWY_TARGET == HWY_WASM
     if (qa != nullptr) {
-      r = w.type == TensorType::kQ8_0
-              ? matmul::Int8Decode<BlockQ8_0>(*qa, w, bias, y, r, row_end)
-              : matmul::Int8Decode<BlockQ4_0>(*qa, w, bias, y, r, row_end);
+      r = w.type == TensorType::kQ8_0 ? matmul::Int8Decode<BlockQ8_0>(*qa, w, bias, y, r, row_end)
+                                      : matmul::Int8Decode<BlockQ4_0>(*qa, w, bias, y, r, row_end);
     }
 #endif
-    r = matmul::ForEachStridedTile<matmul::kDecodeRows>(
-        r, row_end, [&](int64_t r0, int64_t step) {
-          matmul::RunTile<matmul::kDecodeRows, 1>(x, qa, 0, w, bias, y, r0, step);
-        });
+    r = matmul::ForEachStridedTile<matmul::kDecodeRows>(r, row_end, [&](int64_t r0, int64_t step) {
+      matmul::RunTile<matmul::kDecodeRows, 1>(x, qa, 0, w, bias, y, r0, step);
+    });
   } else {
 #if HWY_TARGET == HWY_AVX3_DL
     if (qa != nullptr) {
@@ -165,8 +163,7 @@ HWY_NOINLINE void MatMulKernel(const kernels_internal::MatMulInputData& in, cons
       }
     }
 #endif
-    for (; r + static_cast<int64_t>(matmul::kPrefillRows) <= row_end;
-         r += matmul::kPrefillRows) {
+    for (; r + static_cast<int64_t>(matmul::kPrefillRows) <= row_end; r += matmul::kPrefillRows) {
       matmul::RunRowGroup<matmul::kPrefillRows>(x, qa, T, w, bias, y, r);
     }
   }

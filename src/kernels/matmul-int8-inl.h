@@ -9,11 +9,11 @@
 #define GPT2_KERNELS_MATMUL_INT8_INL_H_
 #endif
 
+#include <hwy/highway.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-
-#include <hwy/highway.h>
 
 #include "format/f16.h"
 #include "format/quant.h"
@@ -208,12 +208,12 @@ HWY_NOINLINE void QuantizeActivations(const float* HWY_RESTRICT x, int64_t t0, i
 
 // The int32 vector a block's dot starts from: zero for Q8_0, the activations' -8 sum_i qx for
 // Q4_0 (Int8Activations::q4_offset); t and b are the token and block.
-HWY_INLINE hn::Vec<DI32> BlockDotStart(const BlockQ8_0*, const Int8Activations&, int64_t,
-                                        int64_t, int64_t) {
+HWY_INLINE hn::Vec<DI32> BlockDotStart(const BlockQ8_0*, const Int8Activations&, int64_t, int64_t,
+                                       int64_t) {
   return hn::Zero(DI32());
 }
 HWY_INLINE hn::Vec<DI32> BlockDotStart(const BlockQ4_0*, const Int8Activations& a, int64_t t,
-                                        int64_t nb, int64_t b) {
+                                       int64_t nb, int64_t b) {
   return hn::LoadU(DI32(), a.q4_offset.data() + (t * nb + b) * kI32Lanes);
 }
 
@@ -236,8 +236,10 @@ HWY_INLINE hn::Vec<DI32> SumEachOf4(const hn::Vec<DI32> (&v)[4]) {
   const DI32 di32;
   const hn::Repartition<int64_t, DI32> di64;
   // [v0_0 + v0_2, v1_0 + v1_2, v0_1 + v0_3, v1_1 + v1_3] and the same for v2, v3.
-  const auto s01 = hn::Add(hn::InterleaveLower(di32, v[0], v[1]), hn::InterleaveUpper(di32, v[0], v[1]));
-  const auto s23 = hn::Add(hn::InterleaveLower(di32, v[2], v[3]), hn::InterleaveUpper(di32, v[2], v[3]));
+  const auto s01 =
+      hn::Add(hn::InterleaveLower(di32, v[0], v[1]), hn::InterleaveUpper(di32, v[0], v[1]));
+  const auto s23 =
+      hn::Add(hn::InterleaveLower(di32, v[2], v[3]), hn::InterleaveUpper(di32, v[2], v[3]));
   const auto lo = hn::InterleaveLower(di64, hn::BitCast(di64, s01), hn::BitCast(di64, s23));
   const auto hi = hn::InterleaveUpper(di64, hn::BitCast(di64, s01), hn::BitCast(di64, s23));
   return hn::Add(hn::BitCast(di32, lo), hn::BitCast(di32, hi));
@@ -255,8 +257,7 @@ HWY_INLINE void Int8Tile(const Int8Activations& a, int64_t t0, int64_t cols,
   // into the lanes of one vector (SumEachOf4), so the int->float convert, the dw * dx scale and
   // the accumulate are one vector operation each per row and block instead of one per token;
   // acc[r][0] then holds token t in lane t.
-  constexpr bool kPackTokens =
-      HWY_TARGET != HWY_SCALAR && kT == 4 && kLanes == 4 && kI32Lanes == 4;
+  constexpr bool kPackTokens = HWY_TARGET != HWY_SCALAR && kT == 4 && kLanes == 4 && kI32Lanes == 4;
   VF acc[kR][kT];
   for (size_t r = 0; r < kR; ++r) {
     for (size_t t = 0; t < kT; ++t) acc[r][t] = hn::Zero(df);
@@ -309,8 +310,8 @@ HWY_INLINE void Int8Tile(const Int8Activations& a, int64_t t0, int64_t cols,
             const int16_t* HWY_RESTRICT qt = qx + static_cast<int64_t>(t) * cols + b * 32;
             VI16 q[kI16Vecs];
             for (size_t j = 0; j < kI16Vecs; ++j) q[j] = hn::LoadU(di16, qt + j * kI16Lanes);
-            dots[t] = BlockDot(w, q,
-                               BlockDotStart(rows[0], a, t0 + static_cast<int64_t>(t), num_blocks, b));
+            dots[t] = BlockDot(
+                w, q, BlockDotStart(rows[0], a, t0 + static_cast<int64_t>(t), num_blocks, b));
           }
           const VF scale = hn::Mul(dx4, hn::Set(df, scales[r][i]));
           acc[r][0] = hn::MulAdd(hn::ConvertTo(df, SumEachOf4(dots)), scale, acc[r][0]);

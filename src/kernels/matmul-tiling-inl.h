@@ -10,13 +10,13 @@
 #define GPT2_KERNELS_MATMUL_TILING_INL_H_
 #endif
 
+#include <hwy/highway.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
-
-#include <hwy/highway.h>
 
 #include "format/quant.h"
 #include "kernels/internal.h"
@@ -85,18 +85,17 @@ HWY_INLINE int64_t ForEachStridedTile(int64_t r0, int64_t r1, const TileFn& tile
   return r0 + tiles * kRows;
 }
 
-constexpr size_t kTokenTile = 4;    // tokens sharing one decoded weight vector
+constexpr size_t kTokenTile = 4;  // tokens sharing one decoded weight vector
 
 // The block-quantized cases of RunTile: Q8_0 and Q4_0 differ only in their block type.
 template <size_t kR, size_t kT, typename Block>
 HWY_INLINE void BlockTile(const float* HWY_RESTRICT xt, const Int8Activations* qa, int64_t t0,
-                          const WeightView& w, int64_t r0, int64_t row_step,
-                          float (&out)[kR][kT]) {
+                          const WeightView& w, int64_t r0, int64_t row_step, float (&out)[kR][kT]) {
   const int64_t cols = w.cols;
   const Block* rows[kR];
   for (size_t r = 0; r < kR; ++r) {
-    rows[r] = static_cast<const Block*>(w.data) +
-              (r0 + static_cast<int64_t>(r) * row_step) * (cols / 32);
+    rows[r] =
+        static_cast<const Block*>(w.data) + (r0 + static_cast<int64_t>(r) * row_step) * (cols / 32);
   }
   if (qa != nullptr) {
     Int8Tile<kR, kT>(*qa, t0, cols, rows, out);
@@ -109,9 +108,8 @@ HWY_INLINE void BlockTile(const float* HWY_RESTRICT xt, const Int8Activations* q
 
 // Adds the bias to a tile's dot products and stores them in y [T, rows].
 template <size_t kR, size_t kT>
-HWY_INLINE void StoreTile(const float (&out)[kR][kT], const float* HWY_RESTRICT bias,
-                          int64_t rows, int64_t t0, int64_t r0, int64_t row_step,
-                          float* HWY_RESTRICT y) {
+HWY_INLINE void StoreTile(const float (&out)[kR][kT], const float* HWY_RESTRICT bias, int64_t rows,
+                          int64_t t0, int64_t r0, int64_t row_step, float* HWY_RESTRICT y) {
   for (size_t r = 0; r < kR; ++r) {
     const int64_t row = r0 + static_cast<int64_t>(r) * row_step;
     const float b = bias != nullptr ? bias[row] : 0.0f;
@@ -130,10 +128,17 @@ HWY_INLINE void ForEachTokenTile(int64_t T, const TileFn& tile) {
     tile(std::integral_constant<size_t, kTokenTile>(), t0);
   }
   switch (T - t0) {
-    case 3: tile(std::integral_constant<size_t, 3>(), t0); break;
-    case 2: tile(std::integral_constant<size_t, 2>(), t0); break;
-    case 1: tile(std::integral_constant<size_t, 1>(), t0); break;
-    default: break;
+    case 3:
+      tile(std::integral_constant<size_t, 3>(), t0);
+      break;
+    case 2:
+      tile(std::integral_constant<size_t, 2>(), t0);
+      break;
+    case 1:
+      tile(std::integral_constant<size_t, 1>(), t0);
+      break;
+    default:
+      break;
   }
 }
 static_assert(kTokenTile == 4, "ForEachTokenTile's tail switch assumes 4-token tiles");
@@ -152,8 +157,8 @@ HWY_NOINLINE void RunTile(const float* HWY_RESTRICT x, const Int8Activations* qa
     case TensorType::kF32: {
       const float* rows[kR];
       for (size_t r = 0; r < kR; ++r) {
-        rows[r] = static_cast<const float*>(w.data) +
-                  (r0 + static_cast<int64_t>(r) * row_step) * cols;
+        rows[r] =
+            static_cast<const float*>(w.data) + (r0 + static_cast<int64_t>(r) * row_step) * cols;
       }
       FloatTile<kR, kT, float, kStepVecs>(xt, cols, rows, out);
       break;
@@ -193,9 +198,9 @@ HWY_INLINE void RunRowGroup(const float* x, const Int8Activations* qa, int64_t T
 // arithmetic on a quarter (Q8_0) or an eighth (Q4_0) of its memory traffic. w = d * q is exact
 // in f32, so the result is the f32 weights d * q's, summed as FloatTile sums.
 template <size_t kR, typename Block>
-HWY_NOINLINE void DequantizedRowGroup(const float* HWY_RESTRICT x, int64_t T,
-                                      const WeightView& w, const float* HWY_RESTRICT bias,
-                                      float* HWY_RESTRICT y, int64_t r0) {
+HWY_NOINLINE void DequantizedRowGroup(const float* HWY_RESTRICT x, int64_t T, const WeightView& w,
+                                      const float* HWY_RESTRICT bias, float* HWY_RESTRICT y,
+                                      int64_t r0) {
   const int64_t cols = w.cols;
   // Per thread (the model splits one product's rows over threads); grows only.
   // Aligned: with AVX-512 every FloatTile load of a row 16 floats off a cache line would

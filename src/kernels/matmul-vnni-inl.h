@@ -8,13 +8,13 @@
 #define GPT2_KERNELS_MATMUL_VNNI_INL_H_
 #endif
 
+#include <hwy/highway.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <iterator>
 #include <vector>
-
-#include <hwy/highway.h>
 
 #include "format/quant.h"
 #include "kernels/internal.h"

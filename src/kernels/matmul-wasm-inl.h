@@ -11,14 +11,14 @@
 #define GPT2_KERNELS_MATMUL_WASM_INL_H_
 #endif
 
+#include <hwy/highway.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 #include <vector>
-
-#include <hwy/highway.h>
 
 #include "format/quant.h"
 #include "kernels/internal.h"
@@ -89,8 +89,8 @@ HWY_INLINE VF GroupBlock(const Block* HWY_RESTRICT const* rows, int64_t b,
 // against Int8Tile's 64-row tiles, which it replaced.
 template <size_t kGroups, typename Block>
 HWY_NOINLINE void Int8DecodeGroups(const Int8Activations& a, const WeightView& w,
-                                   const float* HWY_RESTRICT bias, float* HWY_RESTRICT y,
-                                   int64_t r, int64_t row_step) {
+                                   const float* HWY_RESTRICT bias, float* HWY_RESTRICT y, int64_t r,
+                                   int64_t row_step) {
   const DF df;
   const DI16 di16;
   const int64_t nb = w.cols / 32;
@@ -137,9 +137,12 @@ HWY_INLINE int64_t Int8Decode(const Int8Activations& a, const WeightView& w,
                               int64_t r1) {
   constexpr int64_t kTile = 4 * kInt8DecodeGroups;
   const int64_t row_bytes = w.cols / 32 * static_cast<int64_t>(sizeof(Block));
-  const int64_t groups_begin = ForEachStridedTile<kTile>(r0, r1, [&](int64_t r, int64_t step) {
-    Int8DecodeGroups<kInt8DecodeGroups, Block>(a, w, bias, y, r, step);
-  }, row_bytes);
+  const int64_t groups_begin = ForEachStridedTile<kTile>(
+      r0, r1,
+      [&](int64_t r, int64_t step) {
+        Int8DecodeGroups<kInt8DecodeGroups, Block>(a, w, bias, y, r, step);
+      },
+      row_bytes);
   return ForEachStridedTile<4>(groups_begin, r1, [&](int64_t r, int64_t step) {
     Int8DecodeGroups<1, Block>(a, w, bias, y, r, step);
   });
@@ -402,10 +405,17 @@ HWY_INLINE void Int8PrefillRowGroup(const float* x, const Int8Activations& a,
   for (size_t i = 0; i < kRows; ++i) {
     const int64_t row = r + static_cast<int64_t>(i);
     switch (T - t0) {
-      case 3: RunTile<1, 3>(x, &a, t0, w, bias, y, row); break;
-      case 2: RunTile<1, 2>(x, &a, t0, w, bias, y, row); break;
-      case 1: RunTile<1, 1>(x, &a, t0, w, bias, y, row); break;
-      default: break;
+      case 3:
+        RunTile<1, 3>(x, &a, t0, w, bias, y, row);
+        break;
+      case 2:
+        RunTile<1, 2>(x, &a, t0, w, bias, y, row);
+        break;
+      case 1:
+        RunTile<1, 1>(x, &a, t0, w, bias, y, row);
+        break;
+      default:
+        break;
     }
   }
 }

@@ -10,6 +10,9 @@
 #define GPT2_KERNELS_OPS_INL_H_
 #endif
 
+#include <hwy/contrib/math/math-inl.h>
+#include <hwy/highway.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -17,9 +20,6 @@
 #include <cstring>
 #include <limits>
 #include <vector>
-
-#include <hwy/highway.h>
-#include <hwy/contrib/math/math-inl.h>
 
 #include "kernels/internal.h"
 #include "kernels/kernels.h"
@@ -113,8 +113,8 @@ HWY_INLINE hn::Vec<hn::Full128<float>> SumsOf4(VF a, VF b, VF c, VF d) {
 
 // torch.nn.LayerNorm: two passes (mean, then the centred variance) as PyTorch does, so large
 // means do not cancel the variance.
-HWY_NOINLINE void LayerNormKernel(const float* x, const float* gamma, const float* beta,
-                                  float eps, int64_t n, float* y) {
+HWY_NOINLINE void LayerNormKernel(const float* x, const float* gamma, const float* beta, float eps,
+                                  int64_t n, float* y) {
   namespace hn = hwy::HWY_NAMESPACE;
   using ops::kLanes;
   if (n <= 0) return;
@@ -237,8 +237,8 @@ HWY_INLINE hn::Vec<DF> LoadKv(DF df, const uint16_t* HWY_RESTRICT p) {
   const hn::RebindToSigned<DF> di32;
   const hn::Rebind<int16_t, DF> di16;
   const auto wide = hn::PromoteTo(di32, hn::LoadU(di16, reinterpret_cast<const int16_t*>(p)));
-  return hn::BitCast(df, hn::And(hn::ShiftLeft<13>(wide),
-                                 hn::Set(di32, static_cast<int32_t>(0x8fffffffu))));
+  return hn::BitCast(
+      df, hn::And(hn::ShiftLeft<13>(wide), hn::Set(di32, static_cast<int32_t>(0x8fffffffu))));
 #endif
 }
 // The other factor of each product, times 2^112 for f16 keys or values (exact: a power of two).
@@ -497,13 +497,12 @@ HWY_INLINE void ScoreKeys(const int16_t* qq, const float* qd, const KvHeadQ8& ke
         touched |= static_cast<uint8_t>(pairs[0] | pairs[2 * kKvBlock]);
       }
     }
-    hn::StoreU(Score4(qq, qd, keys.q + j * row, keys.d + j, keys.capacity, nb), DF4(),
-               scores + j);
+    hn::StoreU(Score4(qq, qd, keys.q + j * row, keys.d + j, keys.capacity, nb), DF4(), scores + j);
   }
   [[maybe_unused]] volatile uint8_t kept = touched;
   if (j == n_keys) return;
   const int64_t rest = n_keys - j;
-  static thread_local std::vector<int8_t> k_tail;     // [4, nb * 32]
+  static thread_local std::vector<int8_t> k_tail;    // [4, nb * 32]
   static thread_local std::vector<uint16_t> d_tail;  // [nb, 4]
   k_tail.assign(static_cast<size_t>(4 * row), 0);
   d_tail.assign(static_cast<size_t>(4 * nb), 0);
@@ -645,8 +644,8 @@ HWY_NOINLINE void StoreKvRowQ8Kernel(const float* x, int64_t head_dim, int64_t j
   const int64_t nb = KvBlocks(head_dim);
   for (int64_t b = 0; b < nb; ++b) {
     const int64_t width = std::min(kKvBlock, head_dim - b * kKvBlock);
-    int8_t* HWY_RESTRICT row = value ? q + (b * capacity + j - j % 2) * kKvBlock + j % 2
-                                     : q + (j * nb + b) * kKvBlock;
+    int8_t* HWY_RESTRICT row =
+        value ? q + (b * capacity + j - j % 2) * kKvBlock + j % 2 : q + (j * nb + b) * kKvBlock;
     const int64_t stride = value ? 2 : 1;
 #if HWY_TARGET == HWY_SCALAR
     d[b * capacity + j] = kernels_internal::QuantizeKvBlock(x + b * kKvBlock, width, row, stride);

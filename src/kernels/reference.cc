@@ -34,8 +34,8 @@ void CheckMatMulArgs(const float* x, int64_t T, const WeightView& w, const float
                 " columns is not a multiple of the quantization block size 32");
   }
   if (row_begin < 0 || row_begin > row_end || row_end > w.rows) {
-    throw Error("MatMul: row range [" + std::to_string(row_begin) + ", " +
-                std::to_string(row_end) + ") is not inside [0, " + std::to_string(w.rows) + ")");
+    throw Error("MatMul: row range [" + std::to_string(row_begin) + ", " + std::to_string(row_end) +
+                ") is not inside [0, " + std::to_string(w.rows) + ")");
   }
   if (T > 0 && row_end > row_begin && (x == nullptr || y == nullptr || w.data == nullptr)) {
     throw Error("MatMul: null input, output or weight pointer");
@@ -53,8 +53,8 @@ void CheckMatMulTransposedArgs(const float* dy, int64_t T, const WeightView& w, 
   }
   if (col_begin % block != 0 || (col_end != w.cols && col_end % block != 0)) {
     throw Error("MatMulTransposed: column range [" + std::to_string(col_begin) + ", " +
-                std::to_string(col_end) + ") does not fall on blocks of " +
-                std::to_string(block) + " columns");
+                std::to_string(col_end) + ") does not fall on blocks of " + std::to_string(block) +
+                " columns");
   }
   if (T > 0 && col_end > col_begin && (dy == nullptr || dx == nullptr || w.data == nullptr)) {
     throw Error("MatMulTransposed: null input, output or weight pointer");
@@ -306,8 +306,8 @@ void AttentionHead(const float* q, const KvHeadQ8& keys, const KvHeadQ8& values,
   }
 }
 
-void MatMulTransposed(const float* dy, int64_t T, const WeightView& w, float* dx,
-                      int64_t col_begin, int64_t col_end) {
+void MatMulTransposed(const float* dy, int64_t T, const WeightView& w, float* dx, int64_t col_begin,
+                      int64_t col_end) {
   kernels_internal::CheckMatMulTransposedArgs(dy, T, w, dx, col_begin, col_end);
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t c = col_begin; c < col_end; ++c) {
@@ -333,9 +333,9 @@ void GeluBackward(const float* x, const float* dy, float* dx, int64_t n) {
 }
 
 void AttentionHeadBackward(const float* q, const float* k, const float* v, int64_t kv_stride,
-                           const float* probs, const float* dout, int64_t n_keys,
-                           int64_t head_dim, float scale, float* dq, float* dk, float* dv,
-                           int64_t dkv_stride, float* dscores) {
+                           const float* probs, const float* dout, int64_t n_keys, int64_t head_dim,
+                           float scale, float* dq, float* dk, float* dv, int64_t dkv_stride,
+                           float* dscores) {
   std::vector<double> dp(static_cast<size_t>(n_keys));
   double mean = 0.0;
   for (int64_t j = 0; j < n_keys; ++j) {

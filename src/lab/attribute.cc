@@ -4,7 +4,8 @@
 
 namespace gpt2 {
 
-Attribution Attribute(Conversation& c, const std::vector<int>& ids, int position, int target, int contrast) {
+Attribution Attribute(Conversation& c, const std::vector<int>& ids, int position, int target,
+                      int contrast) {
   c.CheckPrompt(static_cast<int>(ids.size()));
   AttributionRequest request;
   request.position = position;
@@ -21,7 +22,8 @@ Attribution Attribute(Conversation& c, const std::vector<int>& ids, int position
   return a;
 }
 
-Attribution AttributeConversation(Conversation& c, const LabInterventions& iv, int position, int target) {
+Attribution AttributeConversation(Conversation& c, const LabInterventions& iv, int position,
+                                  int target) {
   if (c.tokens().empty()) throw Error("Generate some text first.");
   const std::vector<int> ids = c.tokens();  // mean ablation may run the prompt in between
   const int prompt_length = static_cast<int>(c.prompt().size()), unrun = c.unrun();

@@ -13,12 +13,14 @@ namespace gpt2 {
 
 void CheckSameShape(const Config& a, const Config& b) {
   const std::pair<const char*, std::pair<int, int>> fields[] = {
-      {"n_vocab", {a.n_vocab, b.n_vocab}}, {"n_ctx", {a.n_ctx, b.n_ctx}},       {"n_embd", {a.n_embd, b.n_embd}},
-      {"n_head", {a.n_head, b.n_head}},    {"n_layer", {a.n_layer, b.n_layer}}, {"n_ff", {a.n_ff, b.n_ff}}};
+      {"n_vocab", {a.n_vocab, b.n_vocab}}, {"n_ctx", {a.n_ctx, b.n_ctx}},
+      {"n_embd", {a.n_embd, b.n_embd}},    {"n_head", {a.n_head, b.n_head}},
+      {"n_layer", {a.n_layer, b.n_layer}}, {"n_ff", {a.n_ff, b.n_ff}}};
   for (const auto& f : fields) {
     if (f.second.first != f.second.second) {
       throw Error(std::string("The two models differ in shape: ") + f.first + " is " +
-                  std::to_string(f.second.first) + " in the first and " + std::to_string(f.second.second) +
+                  std::to_string(f.second.first) + " in the first and " +
+                  std::to_string(f.second.second) +
                   " in the second; compare two files of the same model.");
     }
   }
@@ -64,15 +66,17 @@ int64_t ArgMax(const float* x, int64_t n) {  // ties to the lower id
 
 }  // namespace
 
-Comparison CompareModels(Session& a, Session& b, const std::vector<int>& ids, const CompareOptions& options) {
+Comparison CompareModels(Session& a, Session& b, const std::vector<int>& ids,
+                         const CompareOptions& options) {
   const Config& c = a.model().config();
   CheckSameShape(c, b.model().config());
   const int T = static_cast<int>(ids.size()), L = c.n_layer, H = c.n_head;
   const int64_t C = c.n_embd, V = c.n_vocab;
   if (T == 0) throw Error("The prompt is empty: give at least one token.");
   if (T > c.n_ctx) {
-    throw Error("The prompt is " + std::to_string(T) + " tokens long, longer than the models' context of " +
-                std::to_string(c.n_ctx) + " tokens.");
+    throw Error("The prompt is " + std::to_string(T) +
+                " tokens long, longer than the models' context of " + std::to_string(c.n_ctx) +
+                " tokens.");
   }
   Comparison out;
   out.positions = T;
@@ -80,7 +84,8 @@ Comparison CompareModels(Session& a, Session& b, const std::vector<int>& ids, co
   // A's attention probabilities, [L][H] causal triangles, while B runs.
   std::vector<float> probs_a;
   const size_t tri = Tri(T);
-  const bool head_drift = options.head_drift && size_t(L) * H * tri * sizeof(float) <= kHeadDriftBytes;
+  const bool head_drift =
+      options.head_drift && size_t(L) * H * tri * sizeof(float) <= kHeadDriftBytes;
   if (head_drift) {
     probs_a.assign(size_t(L) * H * tri, 0.0f);
     out.head_drift.assign(size_t(L) * H, 0.0);
@@ -185,7 +190,8 @@ SecondModel::SecondModel(std::vector<uint8_t> bytes) : bytes_(std::move(bytes)) 
   session_ = std::make_unique<Session>(*model_, 1);
 }
 
-std::unique_ptr<SecondModel> SecondModel::Requantized(const GgufFile& source, TensorType matrix_type) {
+std::unique_ptr<SecondModel> SecondModel::Requantized(const GgufFile& source,
+                                                      TensorType matrix_type) {
   GgufRequantizeInMemory job(source, matrix_type, UINT64_MAX);
   while (job.ConvertNext() < job.num_tensors()) {
   }
@@ -196,7 +202,8 @@ const char* SecondModel::matrix_type() const {
   return GgmlTypeName(static_cast<uint32_t>(model_->blocks[0].qkv.type));
 }
 
-Comparison CompareOnConversation(Conversation& conversation, SecondModel& b, const std::vector<int>& ids) {
+Comparison CompareOnConversation(Conversation& conversation, SecondModel& b,
+                                 const std::vector<int>& ids) {
   CheckSameShape(conversation.config(), b.model().config());
   conversation.CheckPrompt(static_cast<int>(ids.size()));
   for (int id : ids) conversation.RequireToken(id);

@@ -2,7 +2,8 @@
 // and as Q8_0 or Q4_0) on the same tokens, block by block. For each block L, over the T positions:
 //   cos = mean_p cos(x_A[p], x_B[p])           x = blocks.L.hook_resid_post of each model
 //   rel = mean_p |x_A[p] - x_B[p]| / |x_A[p]|
-//   kl  = mean_p KL(P_A || P_B)                 P = softmax of that block's logit lens (each model's
+//   kl  = mean_p KL(P_A || P_B)                 P = softmax of that block's logit lens (each
+//   model's
 //                                               own ln_f and unembedding, Session::FinalLogits)
 // and top1 = the positions where the two next-token predictions (argmax of the final logits, ties
 // to the lower id) agree. Sums in double.
@@ -39,7 +40,8 @@ struct CompareOptions {
   // Also each head's pattern drift: the mean over queries of the total variation distance
   // (half the L1 distance) between the two models' attention rows. Keeps one model's attention
   // probabilities (n_layer * n_head * T * (T + 1) / 2 floats) while the other runs, so only
-  // while they fit kHeadDriftBytes (GPT-2 small: up to ~480 tokens); longer, head_drift stays empty.
+  // while they fit kHeadDriftBytes (GPT-2 small: up to ~480 tokens); longer, head_drift stays
+  // empty.
   bool head_drift = false;
   // Also direct logit attribution (model/attribution.h) of both at the last position, for A's
   // most probable next token: each model's prefill is then AttributeLogit's.
@@ -48,10 +50,10 @@ struct CompareOptions {
 
 struct Comparison {
   int positions = 0;
-  std::vector<BlockDrift> blocks;  // [n_layer]
-  int agree = 0;                   // positions whose top-1 next tokens agree
-  std::vector<int> top_a, top_b;   // [positions] each model's top-1 next token
-  std::vector<double> head_drift;  // [n_layer * n_head] when asked for, else empty
+  std::vector<BlockDrift> blocks;            // [n_layer]
+  int agree = 0;                             // positions whose top-1 next tokens agree
+  std::vector<int> top_a, top_b;             // [positions] each model's top-1 next token
+  std::vector<double> head_drift;            // [n_layer * n_head] when asked for, else empty
   Attribution attribution_a, attribution_b;  // when asked for (last_logits not kept)
 };
 
@@ -94,6 +96,7 @@ class SecondModel {
 // The lens between the conversation's model (A) and b on ids, with head drift and attribution;
 // then the conversation restarts as ids, captured under the plain model (a third prefill, so its
 // attention can be opened). Throws gpt2::Error before running anything for ids that do not fit.
-Comparison CompareOnConversation(Conversation& conversation, SecondModel& b, const std::vector<int>& ids);
+Comparison CompareOnConversation(Conversation& conversation, SecondModel& b,
+                                 const std::vector<int>& ids);
 
 }  // namespace gpt2

@@ -18,32 +18,35 @@ void Conversation::CheckPrompt(int n_tokens) const {
   const int n_ctx = config().n_ctx;
   if (n_tokens == 0) throw Error("The prompt is empty: type at least one character.");
   if (n_tokens > n_ctx) {
-    throw Error("The prompt is " + std::to_string(n_tokens) + " tokens long, longer than the model's context of " +
-                std::to_string(n_ctx) + " tokens. Shorten it.");
+    throw Error("The prompt is " + std::to_string(n_tokens) +
+                " tokens long, longer than the model's context of " + std::to_string(n_ctx) +
+                " tokens. Shorten it.");
   }
 }
 
 void Conversation::RequireToken(int id) const {
   const int V = config().n_vocab;
   if (id < 0 || id >= V) {
-    throw Error("The token id " + std::to_string(id) + " is not in the vocabulary (0.." + std::to_string(V - 1) +
-                ").");
+    throw Error("The token id " + std::to_string(id) + " is not in the vocabulary (0.." +
+                std::to_string(V - 1) + ").");
   }
 }
 
 void Conversation::RequireCaptured(const char* what) const {
-  if (tokens_.empty() || capture_.n_positions() != static_cast<int>(tokens_.size())) throw Error(what);
+  if (tokens_.empty() || capture_.n_positions() != static_cast<int>(tokens_.size()))
+    throw Error(what);
 }
 
 void Conversation::RequirePlainCapture(int position) const {
   const int P = session_->position();
   if (P == 0 || capture_.n_positions() != P || !capture_plain_) {
-    throw Error("This experiment needs a captured run of the plain model: run the text with capture "
-                "on and no interventions first.");
+    throw Error(
+        "This experiment needs a captured run of the plain model: run the text with capture "
+        "on and no interventions first.");
   }
   if (position < 0 || position >= P) {
-    throw Error("position " + std::to_string(position) + " is out of range; valid positions are 0.." +
-                std::to_string(P - 1));
+    throw Error("position " + std::to_string(position) +
+                " is out of range; valid positions are 0.." + std::to_string(P - 1));
   }
 }
 
@@ -68,7 +71,8 @@ void Conversation::Run(const std::vector<int>& ids, const Prefill& prefill) {
   if (position() + n > config().n_ctx) {
     throw Error("The context is full (" + std::to_string(config().n_ctx) + " tokens).");
   }
-  if (prefill && position() != 0) throw Error("A run of its own starts the conversation over: Reset first.");
+  if (prefill && position() != 0)
+    throw Error("A run of its own starts the conversation over: Reset first.");
   Forward(ids.data(), n, &block_ms_, prefill);
 }
 
@@ -99,7 +103,8 @@ int Conversation::Recapture(const std::vector<int>& ids) {
 }
 
 // block_ms: where this call's per-block times go (null: not timed).
-void Conversation::Forward(const int* ids, int n, std::vector<double>* block_ms, const Prefill& prefill) {
+void Conversation::Forward(const int* ids, int n, std::vector<double>* block_ms,
+                           const Prefill& prefill) {
   const int pos0 = session_->position();
   if (pos0 > 0 && probed_) {
     throw Error("The cache holds a probe's partial re-run: call rerun() before running on.");
@@ -127,7 +132,8 @@ void Conversation::Forward(const int* ids, int n, std::vector<double>* block_ms,
     cache_first_changed_ = config().n_layer;
     probed_ = false;
   }
-  cache_first_changed_ = std::min(cache_first_changed_, interventions_.FirstChangedBlock(config().n_layer));
+  cache_first_changed_ =
+      std::min(cache_first_changed_, interventions_.FirstChangedBlock(config().n_layer));
   capture_plain_ = cache_first_changed_ >= config().n_layer;
 }
 
@@ -135,7 +141,9 @@ int Conversation::Rerun(int block) {
   const int P = position(), L = config().n_layer;
   if (P == 0) throw Error("Nothing to re-run: run a prompt first.");
   if (capture_.n_positions() != P) {
-    throw Error("Re-running needs the activations of every position: turn on capture and run the prompt again.");
+    throw Error(
+        "Re-running needs the activations of every position: turn on capture and run the prompt "
+        "again.");
   }
   const int first = std::min({cache_first_changed_, interventions_.FirstChangedBlock(L), block});
   // The cache and the capture are already those of this run (e.g. the plain run before a
@@ -186,8 +194,10 @@ std::vector<float> Conversation::PlainHeadMeans(const std::vector<int>& prompt) 
   return capture_.HeadMeans();
 }
 
-Interventions Conversation::Resolve(const LabInterventions& in, MeansOf means, const std::vector<int>* means_prompt) {
-  if (!in.sae.empty()) throw Error("SAE interventions reach a conversation as stream edits (SaeSet::AddEdits).");
+Interventions Conversation::Resolve(const LabInterventions& in, MeansOf means,
+                                    const std::vector<int>* means_prompt) {
+  if (!in.sae.empty())
+    throw Error("SAE interventions reach a conversation as stream edits (SaeSet::AddEdits).");
   Interventions iv = in.iv;
   if (iv.head_means.empty() && in.mean_ablation && !iv.ablate_heads.empty()) {
     if (means == MeansOf::kCapture) {
@@ -207,8 +217,8 @@ std::vector<float> Conversation::FinalProbs(int position) const {
   const Config& c = config();
   const int P = capture_.n_positions();
   if (position < 0 || position >= P) {
-    throw Error("position " + std::to_string(position) + " is out of range; valid positions are 0.." +
-                std::to_string(P - 1));
+    throw Error("position " + std::to_string(position) +
+                " is out of range; valid positions are 0.." + std::to_string(P - 1));
   }
   // ln_f and the unembedding of the final stream, as the logit lens computes it.
   const std::vector<float>& r = capture_.Residual(c.n_layer);
@@ -217,7 +227,8 @@ std::vector<float> Conversation::FinalProbs(int position) const {
       std::vector<float>(r.begin() + position * C, r.begin() + (position + 1) * C)};
   const std::vector<LensEntry> lens = LogitLens(model_, final_stream, 1, position, c.n_vocab);
   std::vector<float> probs(static_cast<size_t>(c.n_vocab), 0.0f);
-  for (size_t k = 0; k < lens[0].top_ids.size(); ++k) probs[lens[0].top_ids[k]] = lens[0].top_probs[k];
+  for (size_t k = 0; k < lens[0].top_ids.size(); ++k)
+    probs[lens[0].top_ids[k]] = lens[0].top_probs[k];
   return probs;
 }
 
@@ -227,8 +238,8 @@ std::vector<double> Conversation::LogProbs(int position, const std::vector<int>&
     throw Error("This needs a captured run: run the text with capture on first.");
   }
   if (position < 0 || position >= P) {
-    throw Error("position " + std::to_string(position) + " is out of range; valid positions are 0.." +
-                std::to_string(P - 1));
+    throw Error("position " + std::to_string(position) +
+                " is out of range; valid positions are 0.." + std::to_string(P - 1));
   }
   for (int id : ids) RequireToken(id);
   const Config& c = config();
@@ -244,7 +255,8 @@ std::vector<double> Conversation::LogProbs(int position, const std::vector<int>&
 
 // Rows an earlier probe left changed that this one reads (those before `end`) run again with
 // it, which gives them back the plain run's values where iv does not change them.
-const float* Conversation::Probe(const Interventions& iv, int first_block, int begin, int end, int changed_begin) {
+const float* Conversation::Probe(const Interventions& iv, int first_block, int begin, int end,
+                                 int changed_begin) {
   const int L = config().n_layer;
   int from = first_block, b = begin;
   const bool reread = probed_ && probe_begin_ < end;
@@ -283,8 +295,13 @@ const float* Conversation::Probe(const Interventions& iv, int first_block, int b
 // --- Scope ---------------------------------------------------------------------------------
 
 Conversation::Scope::Scope(Conversation& c)
-    : c_(c), ids_(c.tokens_), prompt_length_(c.prompt_length_), unrun_(c.unrun_), capture_on_(c.capture_on_),
-      captured_(!c.tokens_.empty() && c.capture_.n_positions() == static_cast<int>(c.tokens_.size())),
+    : c_(c),
+      ids_(c.tokens_),
+      prompt_length_(c.prompt_length_),
+      unrun_(c.unrun_),
+      capture_on_(c.capture_on_),
+      captured_(!c.tokens_.empty() &&
+                c.capture_.n_positions() == static_cast<int>(c.tokens_.size())),
       restore_iv_(c.interventions_) {}
 
 Conversation::Scope::~Scope() {

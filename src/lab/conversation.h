@@ -22,8 +22,8 @@
 
 #include "model/backward.h"
 #include "model/capture.h"
-#include "model/session.h"
 #include "model/run_options.h"
+#include "model/session.h"
 
 namespace gpt2 {
 
@@ -103,7 +103,8 @@ class Conversation {
   // in as the conversation runs it: SAE edits already in in.iv; mean ablation's means over the
   // capture or the prompt (means_prompt, else prompt()), the latter by a plain captured run of
   // it, after which the conversation is that prompt. Throws naming the valid range.
-  Interventions Resolve(const LabInterventions& in, MeansOf means, const std::vector<int>* means_prompt = nullptr);
+  Interventions Resolve(const LabInterventions& in, MeansOf means,
+                        const std::vector<int>* means_prompt = nullptr);
   // [n_layer, n_embd]: each head's output averaged over a plain captured run of prompt, which
   // the conversation then is (under the interventions set, which stay).
   std::vector<float> PlainHeadMeans(const std::vector<int>& prompt);
@@ -136,13 +137,16 @@ class Conversation {
   // captured; returns position end - 1's residual stream leaving the last block. iv changes
   // rows changed_begin.. (a patch: from its position; a knocked-out head: every row). The
   // rows probes left changed are remembered: a later probe re-runs those it reads, Rerun all.
-  const float* Probe(const Interventions& iv, int first_block, int begin, int end, int changed_begin);
+  const float* Probe(const Interventions& iv, int first_block, int begin, int end,
+                     int changed_begin);
   // The session for runs the conversation does not follow (a backward pass, path patching, a
   // second prompt): the conversation is empty from here on, and the session's cache unknown
   // until Reset (a Scope's End does it).
   Session& UnrecordedSession();
   // The unembedding, for rows an experiment computed.
-  void FinalLogits(const float* rows, int n, float* logits) { session_->FinalLogits(rows, n, logits); }
+  void FinalLogits(const float* rows, int n, float* logits) {
+    session_->FinalLogits(rows, n, logits);
+  }
   // Made by the first gradient experiment.
   Backward& backward();
 

@@ -11,7 +11,8 @@ namespace gpt2 {
 
 void CheckSampling(const SamplingParams& params) {
   if (!(params.temperature >= 0) || params.top_k < 0 || !(params.top_p > 0 && params.top_p <= 1)) {
-    throw Error("Sampling settings out of range: temperature >= 0, top-k >= 0, 0 < top-p <= 1, seed >= 0.");
+    throw Error(
+        "Sampling settings out of range: temperature >= 0, top-k >= 0, 0 < top-p <= 1, seed >= 0.");
   }
 }
 
@@ -19,8 +20,8 @@ namespace {
 
 // What the model writes from prompt under the conversation's interventions, uncaptured; the
 // conversation is then that text.
-std::vector<int> SampleIds(Conversation& c, const std::vector<int>& prompt, const SamplingParams& sampling,
-                           int max_tokens) {
+std::vector<int> SampleIds(Conversation& c, const std::vector<int>& prompt,
+                           const SamplingParams& sampling, int max_tokens) {
   c.Reset();
   c.SetCapture(false);
   c.Run(prompt);
@@ -57,8 +58,9 @@ void TopOf(const std::vector<float>& dist, std::vector<int>* ids, std::vector<fl
 
 }  // namespace
 
-ExperimentResult Experiment(Conversation& c, const std::vector<int>& prompt, const LabInterventions& iv,
-                            int position, const SamplingParams& sampling, int max_tokens) {
+ExperimentResult Experiment(Conversation& c, const std::vector<int>& prompt,
+                            const LabInterventions& iv, int position,
+                            const SamplingParams& sampling, int max_tokens) {
   if (c.tokens().empty()) throw Error("Generate some text first, then run the experiment.");
   c.CheckPrompt(static_cast<int>(prompt.size()));
   Conversation::Scope scope(c);

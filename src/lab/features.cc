@@ -12,8 +12,15 @@ namespace gpt2 {
 
 SaeInfo InfoOf(const LoadedSae& s) {
   const SaeConfig& c = s.sae->config();
-  return {s.id, c.layer, c.d_sae, c.k, c.hook_name, SaeStreamPointName(c.point), SaeArchitectureName(c.architecture),
-          SaeNormalizeName(c.normalize), static_cast<double>(s.bytes.size())};
+  return {s.id,
+          c.layer,
+          c.d_sae,
+          c.k,
+          c.hook_name,
+          SaeStreamPointName(c.point),
+          SaeArchitectureName(c.architecture),
+          SaeNormalizeName(c.normalize),
+          static_cast<double>(s.bytes.size())};
 }
 
 void TopFeatures(const float* f, int n, int k, std::vector<int>* ids, std::vector<float>* values) {
@@ -46,11 +53,13 @@ int SaeSet::Load(std::vector<uint8_t> bytes, Conversation& conversation) {
   const Config& model = conversation.config();
   auto loaded = std::make_unique<LoadedSae>();
   loaded->bytes = std::move(bytes);
-  std::shared_ptr<const GgufFile> file = GgufFile::Parse(loaded->bytes.data(), loaded->bytes.size());
+  std::shared_ptr<const GgufFile> file =
+      GgufFile::Parse(loaded->bytes.data(), loaded->bytes.size());
   auto sae = std::make_shared<const Sae>(file, model.n_embd);
   const SaeConfig& c = sae->config();
   if (c.layer >= model.n_layer) {
-    throw Error("the SAE reads " + c.hook_name + " but the model has blocks 0.." + std::to_string(model.n_layer - 1));
+    throw Error("the SAE reads " + c.hook_name + " but the model has blocks 0.." +
+                std::to_string(model.n_layer - 1));
   }
   if (const char* name = KeptStreamName(c.point)) conversation.capture().KeepStream(name, c.layer);
   loaded->sae = std::move(sae);
@@ -68,7 +77,9 @@ LoadedSae& SaeSet::Find(int id) {
 
 void SaeSet::Drop(int id) {
   Find(id);
-  saes_.erase(std::remove_if(saes_.begin(), saes_.end(), [id](const auto& s) { return s->id == id; }), saes_.end());
+  saes_.erase(
+      std::remove_if(saes_.begin(), saes_.end(), [id](const auto& s) { return s->id == id; }),
+      saes_.end());
 }
 
 std::vector<int> SaeSet::ids() const {
@@ -77,7 +88,9 @@ std::vector<int> SaeSet::ids() const {
   return ids;
 }
 
-StreamEdit SaeSet::Edit(const SaeIntervention& s) const { return Sae::Edit(Find(s.id).sae, s.steer, s.clamp); }
+StreamEdit SaeSet::Edit(const SaeIntervention& s) const {
+  return Sae::Edit(Find(s.id).sae, s.steer, s.clamp);
+}
 
 LabInterventions SaeSet::WithEdits(LabInterventions iv) const {
   for (const SaeIntervention& s : iv.sae) iv.iv.stream_edits.push_back(Edit(s));
@@ -92,7 +105,8 @@ const LoadedSae& EncodeCapture(Conversation& conversation, LoadedSae& s) {
   const SaeConfig& c = s.sae->config();
   const CaptureStore& capture = conversation.capture();
   conversation.RequireCaptured(
-      "Reading SAE features needs the activations of the whole conversation: turn on capture and run it again.");
+      "Reading SAE features needs the activations of the whole conversation: turn on capture and "
+      "run it again.");
   const int P = capture.n_positions(), C = c.d_in, S = c.d_sae;
   const std::vector<float>* rows = nullptr;
   if (c.point == StreamPoint::kResidPre) rows = &capture.Residual(c.layer);
@@ -104,7 +118,8 @@ const LoadedSae& EncodeCapture(Conversation& conversation, LoadedSae& s) {
       // Loaded after the conversation ran: its stream is captured by running again from its block.
       conversation.Rerun(c.layer);
       rows = capture.Stream(name, c.layer);
-      if (rows == nullptr) throw Error("the SAE's stream " + c.hook_name + " could not be captured");
+      if (rows == nullptr)
+        throw Error("the SAE's stream " + c.hook_name + " could not be captured");
     }
   }
   // Encode from the first row that differs from the rows encoded last (a generation step adds
@@ -112,7 +127,8 @@ const LoadedSae& EncodeCapture(Conversation& conversation, LoadedSae& s) {
   const int had = static_cast<int>(s.scales.size());
   int same = 0;
   while (same < std::min(had, P) &&
-         std::memcmp(s.encoded_input.data() + size_t(same) * C, rows->data() + size_t(same) * C, sizeof(float) * C) == 0) {
+         std::memcmp(s.encoded_input.data() + size_t(same) * C, rows->data() + size_t(same) * C,
+                     sizeof(float) * C) == 0) {
     ++same;
   }
   s.encoded_input.assign(rows->begin(), rows->begin() + size_t(P) * C);
@@ -143,13 +159,15 @@ SaeFeatureList SaeFeatures(Conversation& conversation, LoadedSae& loaded, int po
   const LoadedSae& s = EncodeCapture(conversation, loaded);
   const int P = static_cast<int>(s.scales.size()), C = s.sae->config().d_in, S = s.sae->d_sae();
   if (position < 0 || position >= P) {
-    throw Error("position " + std::to_string(position) + " is out of range; valid positions are 0.." + std::to_string(P - 1));
+    throw Error("position " + std::to_string(position) +
+                " is out of range; valid positions are 0.." + std::to_string(P - 1));
   }
   std::vector<float> f(S, 0.0f);
   for (const auto& a : s.active[position]) f[a.first] = a.second;
   SaeFeatureList out;
   TopFeatures(f.data(), S, k, &out.features, &out.activations);
-  out.explained = s.sae->Explained(s.encoded_input.data() + size_t(position) * C, f.data(), s.scales[position]);
+  out.explained =
+      s.sae->Explained(s.encoded_input.data() + size_t(position) * C, f.data(), s.scales[position]);
   return out;
 }
 
@@ -166,8 +184,8 @@ std::vector<float> SaeStrip(Conversation& conversation, LoadedSae& loaded, int f
   return strip;
 }
 
-std::vector<SaeLogitWeights> SaeLogitWeightsOf(const Model& model, const Sae& sae, const std::vector<int>& features,
-                                               int k) {
+std::vector<SaeLogitWeights> SaeLogitWeightsOf(const Model& model, const Sae& sae,
+                                               const std::vector<int>& features, int k) {
   const std::vector<float> all = sae.LogitWeights(model, features);
   const int V = model.config().n_vocab;
   std::vector<float> negated(V);

@@ -38,10 +38,10 @@ struct LoadedSae {
   int id = 0;
   std::vector<uint8_t> bytes;
   std::shared_ptr<const Sae> sae;
-  std::vector<float> encoded_input;  // [rows, d_in]: the stream rows encoded
+  std::vector<float> encoded_input;                        // [rows, d_in]: the stream rows encoded
   std::vector<std::vector<std::pair<int, float>>> active;  // [rows]: nonzero features, ascending
-  std::vector<float> scales;         // [rows]
-  std::vector<float> dense;          // the encoder's output for a few rows, reused
+  std::vector<float> scales;                               // [rows]
+  std::vector<float> dense;  // the encoder's output for a few rows, reused
   SaeScratch scratch;
 };
 
@@ -77,7 +77,7 @@ class SaeSet {
 // capture does not keep has its stream captured by re-running from its block once.
 SaeFeatureList SaeFeatures(Conversation& c, LoadedSae& s, int position, int k);
 std::vector<float> SaeStrip(Conversation& c, LoadedSae& s, int feature);  // [captured positions]
-std::vector<SaeLogitWeights> SaeLogitWeightsOf(const Model& model, const Sae& sae, const std::vector<int>& features,
-                                               int k);
+std::vector<SaeLogitWeights> SaeLogitWeightsOf(const Model& model, const Sae& sae,
+                                               const std::vector<int>& features, int k);
 
 }  // namespace gpt2

@@ -21,12 +21,14 @@ const Keep kPatchable{{Hook::kAttnHeads, Hook::kResidPre}};
 }  // namespace
 
 SaliencyMethod SaliencyMethodNamed(const std::string& name) {
-  if (name != "grad" && name != "ig") throw Error("The saliency method must be grad or ig, not '" + name + "'.");
+  if (name != "grad" && name != "ig")
+    throw Error("The saliency method must be grad or ig, not '" + name + "'.");
   return name == "ig" ? SaliencyMethod::kIntegrated : SaliencyMethod::kGradient;
 }
 
 AtpCell AtpCellNamed(const std::string& name) {
-  if (name != "head" && name != "resid") throw Error("The cell kind must be head or resid, not '" + name + "'.");
+  if (name != "head" && name != "resid")
+    throw Error("The cell kind must be head or resid, not '" + name + "'.");
   return name == "head" ? AtpCell::kHead : AtpCell::kResidPre;
 }
 
@@ -70,8 +72,8 @@ SaliencyResult Saliency(Session& session, Backward& backward, const std::vector<
     // m(0): with zeros entering block 0 every position computes the same row (LayerNorm, the MLP
     // and int8 rounding act per row; causal attention over equal keys and values returns that
     // value), so one position stands for all, unless a patch or a head patch sets positions apart.
-    const bool uniform =
-        iv == nullptr || (iv->patches.empty() && iv->head_patches.empty() && iv->frozen_attn.empty());
+    const bool uniform = iv == nullptr || (iv->patches.empty() && iv->head_patches.empty() &&
+                                           iv->frozen_attn.empty());
     if (uniform) {
       const std::vector<float> zero(C, 0.0f);
       backward.Forward(session, {ids[0]}, iv, zero.data());
@@ -171,9 +173,9 @@ AtpResult AttributionPatching(Session& session, Backward& backward, const std::v
   return r;
 }
 
-ExactPatchResult ExactPatch(Session& session, const std::vector<int>& clean, const std::vector<int>& corrupt,
-                            AtpCell cell, int layer, int index, int target, int contrast,
-                            const Interventions* iv) {
+ExactPatchResult ExactPatch(Session& session, const std::vector<int>& clean,
+                            const std::vector<int>& corrupt, AtpCell cell, int layer, int index,
+                            int target, int contrast, const Interventions* iv) {
   const Config& c = session.model().config();
   CheckPromptPair(clean, corrupt, "an exact patch");
   const int T = static_cast<int>(clean.size());
@@ -184,8 +186,9 @@ ExactPatchResult ExactPatch(Session& session, const std::vector<int>& clean, con
   }
   const int n_index = cell == AtpCell::kHead ? c.n_head : T;
   if (index < 0 || index >= n_index) {
-    throw Error(std::string(cell == AtpCell::kHead ? "head " : "position ") + std::to_string(index) +
-                " is out of range; valid ones are 0.." + std::to_string(n_index - 1));
+    throw Error(std::string(cell == AtpCell::kHead ? "head " : "position ") +
+                std::to_string(index) + " is out of range; valid ones are 0.." +
+                std::to_string(n_index - 1));
   }
   if (target >= c.n_vocab || contrast >= c.n_vocab) {
     throw Error("token id out of range; valid ids are 0.." + std::to_string(c.n_vocab - 1));
@@ -232,36 +235,41 @@ ExactPatchResult ExactPatch(Session& session, const std::vector<int>& clean, con
 SaliencyResult Saliency(Conversation& c, const SaliencyRequest& request) {
   if (c.tokens().empty()) throw Error("Generate some text first.");
   const std::vector<int> ids = c.tokens();
-  return c.WithRestore(
-      [&] { return Saliency(c.UnrecordedSession(), c.backward(), ids, request, &c.interventions()); });
+  return c.WithRestore([&] {
+    return Saliency(c.UnrecordedSession(), c.backward(), ids, request, &c.interventions());
+  });
 }
 
 ScoreSaliencyResult ScoreSaliency(Conversation& c, const ScoreSpec& spec) {
   if (c.tokens().empty()) throw Error("Generate some text first.");
   const std::vector<int> ids = c.tokens();
-  return c.WithRestore(
-      [&] { return ScoreSaliency(c.UnrecordedSession(), c.backward(), ids, spec, &c.interventions()); });
-}
-
-AtpResult AttributionPatching(Conversation& c, const std::vector<int>& clean, const std::vector<int>& corrupt,
-                              int target, int contrast) {
-  c.CheckPrompt(static_cast<int>(clean.size()));
-  c.CheckPrompt(static_cast<int>(corrupt.size()));
-  if (target >= c.config().n_vocab || contrast >= c.config().n_vocab) {
-    throw Error("token id out of range; valid ids are 0.." + std::to_string(c.config().n_vocab - 1));
-  }
   return c.WithRestore([&] {
-    return AttributionPatching(c.UnrecordedSession(), c.backward(), clean, corrupt, target, contrast,
-                               &c.interventions());
+    return ScoreSaliency(c.UnrecordedSession(), c.backward(), ids, spec, &c.interventions());
   });
 }
 
-ExactPatchResult ExactPatch(Conversation& c, const std::vector<int>& clean, const std::vector<int>& corrupt,
-                            AtpCell cell, int layer, int index, int target, int contrast) {
+AtpResult AttributionPatching(Conversation& c, const std::vector<int>& clean,
+                              const std::vector<int>& corrupt, int target, int contrast) {
+  c.CheckPrompt(static_cast<int>(clean.size()));
+  c.CheckPrompt(static_cast<int>(corrupt.size()));
+  if (target >= c.config().n_vocab || contrast >= c.config().n_vocab) {
+    throw Error("token id out of range; valid ids are 0.." +
+                std::to_string(c.config().n_vocab - 1));
+  }
+  return c.WithRestore([&] {
+    return AttributionPatching(c.UnrecordedSession(), c.backward(), clean, corrupt, target,
+                               contrast, &c.interventions());
+  });
+}
+
+ExactPatchResult ExactPatch(Conversation& c, const std::vector<int>& clean,
+                            const std::vector<int>& corrupt, AtpCell cell, int layer, int index,
+                            int target, int contrast) {
   c.CheckPrompt(static_cast<int>(clean.size()));
   c.CheckPrompt(static_cast<int>(corrupt.size()));
   return c.WithRestore([&] {
-    return ExactPatch(c.UnrecordedSession(), clean, corrupt, cell, layer, index, target, contrast, &c.interventions());
+    return ExactPatch(c.UnrecordedSession(), clean, corrupt, cell, layer, index, target, contrast,
+                      &c.interventions());
   });
 }
 

@@ -13,8 +13,8 @@
 
 #include "lab/conversation.h"
 #include "model/backward.h"
-#include "model/session.h"
 #include "model/run_options.h"
+#include "model/session.h"
 
 namespace gpt2 {
 
@@ -26,7 +26,7 @@ struct SaliencyRequest {
   int target = -1;    // < 0: the most probable next token at the position
   int contrast = -1;  // < 0: none
   SaliencyMethod method = SaliencyMethod::kGradient;
-  int steps = 16;     // integrated gradients' K
+  int steps = 16;  // integrated gradients' K
 };
 
 // With x[p] = wte[id_p] + wpe[p] (the stream entering block 0):
@@ -94,17 +94,18 @@ struct ExactPatchResult {
   double metric_clean = 0, metric_patched = 0;
 };
 
-ExactPatchResult ExactPatch(Session& session, const std::vector<int>& clean, const std::vector<int>& corrupt,
-                            AtpCell cell, int layer, int index, int target, int contrast,
-                            const Interventions* iv);
+ExactPatchResult ExactPatch(Session& session, const std::vector<int>& clean,
+                            const std::vector<int>& corrupt, AtpCell cell, int layer, int index,
+                            int target, int contrast, const Interventions* iv);
 
 // The four on a conversation (conversation.h), under its interventions: its tokens (saliency)
 // or the prompts given, then the conversation given back (Conversation::WithRestore).
 SaliencyResult Saliency(Conversation& c, const SaliencyRequest& request);
 ScoreSaliencyResult ScoreSaliency(Conversation& c, const ScoreSpec& spec);
-AtpResult AttributionPatching(Conversation& c, const std::vector<int>& clean, const std::vector<int>& corrupt,
-                              int target, int contrast);
-ExactPatchResult ExactPatch(Conversation& c, const std::vector<int>& clean, const std::vector<int>& corrupt,
-                            AtpCell cell, int layer, int index, int target, int contrast);
+AtpResult AttributionPatching(Conversation& c, const std::vector<int>& clean,
+                              const std::vector<int>& corrupt, int target, int contrast);
+ExactPatchResult ExactPatch(Conversation& c, const std::vector<int>& clean,
+                            const std::vector<int>& corrupt, AtpCell cell, int layer, int index,
+                            int target, int contrast);
 
 }  // namespace gpt2

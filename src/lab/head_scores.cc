@@ -85,8 +85,9 @@ HeadScores DetectHeads(Conversation& conversation, const std::vector<int>& ids) 
   const int R = static_cast<int>(ids.size());
   if (R < 1) throw Error("Head detection needs at least one token id to repeat.");
   if (c.n_vocab <= kEndOfText) {
-    throw Error("Head detection starts its sequence with <|endoftext|> (" + std::to_string(kEndOfText) +
-                "), which this model's vocabulary of " + std::to_string(c.n_vocab) + " tokens lacks.");
+    throw Error("Head detection starts its sequence with <|endoftext|> (" +
+                std::to_string(kEndOfText) + "), which this model's vocabulary of " +
+                std::to_string(c.n_vocab) + " tokens lacks.");
   }
   for (int id : ids) {
     if (id < 0 || id >= c.n_vocab) {
@@ -96,8 +97,9 @@ HeadScores DetectHeads(Conversation& conversation, const std::vector<int>& ids) 
   }
   if (2 * R + 1 > c.n_ctx) {
     throw Error(std::to_string(R) + " ids repeated make " + std::to_string(2 * R + 1) +
-                " positions with <|endoftext|>, more than the model's context of " + std::to_string(c.n_ctx) +
-                ": give at most " + std::to_string((c.n_ctx - 1) / 2) + " ids.");
+                " positions with <|endoftext|>, more than the model's context of " +
+                std::to_string(c.n_ctx) + ": give at most " + std::to_string((c.n_ctx - 1) / 2) +
+                " ids.");
   }
   conversation.Restart(RepeatedSequence(ids));
   return ScoreHeads(conversation.capture(), c.n_head, R);

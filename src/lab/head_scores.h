@@ -12,8 +12,8 @@
 // (H(2R + 1) - 1) / 2R with H the harmonic number, dup and induction about ln(2) / R (0.042 and
 // 0.014 for R = 50). UniformHeadScores says exactly; a head worth a name scores far above.
 //
-// `gpt2 heads` (src/tools/cli/heads_cmd.cc) and the page's heads grid (web/views/view-heads.js) both
-// call DetectHeads; scripts/make_golden.py computes the same scores with PyTorch.
+// `gpt2 heads` (src/tools/cli/heads_cmd.cc) and the page's heads grid (web/views/view-heads.js)
+// both call DetectHeads; scripts/make_golden.py computes the same scores with PyTorch.
 #pragma once
 
 #include <cstdint>

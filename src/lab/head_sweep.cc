@@ -53,7 +53,8 @@ void HeadSweepJob::Measure(size_t begin, size_t end) {
   std::vector<HeadRef> heads;
   for (size_t i = begin; i < end; ++i) heads.push_back({cells_[i].layer, cells_[i].index});
   const std::vector<double> lp = AblatedLogProbs(c_, heads, start_.position, start_.target, means_);
-  for (size_t i = begin; i < end; ++i) results_.push_back({cells_[i].layer, cells_[i].index, lp[i - begin]});
+  for (size_t i = begin; i < end; ++i)
+    results_.push_back({cells_[i].layer, cells_[i].index, lp[i - begin]});
 }
 
 }  // namespace gpt2

@@ -42,7 +42,8 @@ void Lab::StartGeneration(const std::vector<int>& prompt, const LabInterventions
   SetSampling(sampling);
   generation_.reset();
   Interventions resolved = conv_.Resolve(saes_.WithEdits(iv), MeansOf::kPrompt, &prompt);
-  generation_ = std::make_unique<Generation>(conv_, prompt, std::move(resolved), sampling, max_tokens, capture);
+  generation_ = std::make_unique<Generation>(conv_, prompt, std::move(resolved), sampling,
+                                             max_tokens, capture);
 }
 
 std::vector<int> Lab::conversation() const {
@@ -92,7 +93,8 @@ void Lab::EndJob() {
 }
 
 std::vector<int> Lab::LoadTranscoders(std::vector<uint8_t> bytes) {
-  std::shared_ptr<const TranscoderSet> set = TranscodersFromBytes(std::move(bytes), model_->config());
+  std::shared_ptr<const TranscoderSet> set =
+      TranscodersFromBytes(std::move(bytes), model_->config());
   if (transcoders_) set = std::make_shared<const TranscoderSet>(*transcoders_, *set);
   if (graph_job() != nullptr) job_.reset();
   graph_.reset();
@@ -107,7 +109,8 @@ void Lab::DropTranscoders() {
 }
 
 const TranscoderSet& Lab::transcoders() const {
-  if (!transcoders_) throw Error("Load transcoders first (a GGUF from gpt2-convert --transcoders).");
+  if (!transcoders_)
+    throw Error("Load transcoders first (a GGUF from gpt2-convert --transcoders).");
   return *transcoders_;
 }
 

@@ -27,24 +27,24 @@
 #include <vector>
 
 #include "format/gguf.h"
+#include "graph/graph_json.h"
 #include "lab/attribute.h"
 #include "lab/conversation.h"
 #include "lab/experiment.h"
 #include "lab/features.h"
 #include "lab/generation.h"
-#include "graph/graph_json.h"
+#include "lab/gradients.h"
 #include "lab/graph.h"
 #include "lab/graph_card.h"
 #include "lab/graph_check.h"
-#include "lab/gradients.h"
 #include "lab/head_sweep.h"
 #include "lab/job.h"
-#include "lab/path_patch.h"
 #include "lab/patching.h"
+#include "lab/path_patch.h"
 #include "lab/probes.h"
 #include "lab/qk.h"
-#include "model/session.h"
 #include "model/sampler.h"
+#include "model/session.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gpt2 {
@@ -96,7 +96,9 @@ class Lab {
   void StartGeneration(const std::vector<int>& prompt, const LabInterventions& iv,
                        const SamplingParams& sampling, int max_tokens, bool capture);
   int NextToken(bool stop) { return generation_ ? generation_->Next(stop) : -1; }
-  StopReason stop_reason() const { return generation_ ? generation_->stop_reason() : StopReason::kMaxTokens; }
+  StopReason stop_reason() const {
+    return generation_ ? generation_->stop_reason() : StopReason::kMaxTokens;
+  }
   int generated() const { return generation_ ? generation_->produced() : 0; }
   // The tokens and the one sampled after them and not run (as the page shows them).
   std::vector<int> conversation() const;
@@ -115,13 +117,16 @@ class Lab {
 
   // --- Reading and probes (probes.h) ---------------------------------------------------------
   std::vector<float> FinalProbs(int position) const { return conv_.FinalProbs(position); }
-  std::vector<double> LogProbs(int position, const std::vector<int>& ids) { return conv_.LogProbs(position, ids); }
+  std::vector<double> LogProbs(int position, const std::vector<int>& ids) {
+    return conv_.LogProbs(position, ids);
+  }
   std::vector<double> AblatedLogProbs(const std::vector<HeadRef>& heads, int position, int target,
                                       const std::vector<float>& means) {
     return gpt2::AblatedLogProbs(conv_, heads, position, target, means);
   }
   std::vector<double> PatchedLogProbs(int layer, const std::vector<int>& positions,
-                                      const std::vector<float>& stream, const std::vector<int>& ids) {
+                                      const std::vector<float>& stream,
+                                      const std::vector<int>& ids) {
     return gpt2::PatchedLogProbs(conv_, layer, positions, stream, ids);
   }
 
@@ -136,13 +141,14 @@ class Lab {
     return Start<PatchingJob>(clean, corrupted, saes_.WithEdits(iv))->start();
   }
   PathPatchStart StartPathPatch(const std::vector<int>& clean, const std::vector<int>& corrupted,
-                                const std::vector<PathReceiver>& receivers, int target, int contrast,
-                                const LabInterventions& iv) {
+                                const std::vector<PathReceiver>& receivers, int target,
+                                int contrast, const LabInterventions& iv) {
     return Start<PathPatchSweep>(clean, corrupted, receivers, target, contrast, saes_.WithEdits(iv))
         ->start();
   }
-  PathPatchStart StartSenderPaths(const std::vector<int>& clean, const std::vector<int>& corrupted, HeadRef sender,
-                                  int target, int contrast, const LabInterventions& iv) {
+  PathPatchStart StartSenderPaths(const std::vector<int>& clean, const std::vector<int>& corrupted,
+                                  HeadRef sender, int target, int contrast,
+                                  const LabInterventions& iv) {
     return Start<SenderPathsJob>(clean, corrupted, sender, target, contrast, saes_.WithEdits(iv))
         ->start();
   }
@@ -155,12 +161,13 @@ class Lab {
   void EndJob();
 
   // --- Experiments, one call each --------------------------------------------------------------
-  PathPatchResult PathPatch(const std::vector<int>& clean, const std::vector<int>& corrupted, HeadRef sender,
-                            const std::vector<PathReceiver>& receivers, int target, int contrast) {
+  PathPatchResult PathPatch(const std::vector<int>& clean, const std::vector<int>& corrupted,
+                            HeadRef sender, const std::vector<PathReceiver>& receivers, int target,
+                            int contrast) {
     return gpt2::PathPatch(conv_, clean, corrupted, sender, receivers, target, contrast);
   }
-  ExperimentResult Experiment(const std::vector<int>& prompt, const LabInterventions& iv, int position,
-                              const SamplingParams& sampling, int max_tokens) {
+  ExperimentResult Experiment(const std::vector<int>& prompt, const LabInterventions& iv,
+                              int position, const SamplingParams& sampling, int max_tokens) {
     return gpt2::Experiment(conv_, prompt, saes_.WithEdits(iv), position, sampling, max_tokens);
   }
   Attribution Attribute(const std::vector<int>& ids, int position, int target, int contrast) {
@@ -170,13 +177,15 @@ class Lab {
     return gpt2::AttributeConversation(conv_, saes_.WithEdits(iv), position, target);
   }
   SaliencyResult Saliency(const SaliencyRequest& request) { return gpt2::Saliency(conv_, request); }
-  AtpResult AttributionPatching(const std::vector<int>& clean, const std::vector<int>& corrupt, int target,
-                                int contrast) {
+  AtpResult AttributionPatching(const std::vector<int>& clean, const std::vector<int>& corrupt,
+                                int target, int contrast) {
     return gpt2::AttributionPatching(conv_, clean, corrupt, target, contrast);
   }
-  ScoreSaliencyResult ScoreSaliency(const ScoreSpec& spec) { return gpt2::ScoreSaliency(conv_, spec); }
-  ExactPatchResult ExactPatch(const std::vector<int>& clean, const std::vector<int>& corrupt, AtpCell cell,
-                              int layer, int index, int target, int contrast) {
+  ScoreSaliencyResult ScoreSaliency(const ScoreSpec& spec) {
+    return gpt2::ScoreSaliency(conv_, spec);
+  }
+  ExactPatchResult ExactPatch(const std::vector<int>& clean, const std::vector<int>& corrupt,
+                              AtpCell cell, int layer, int index, int target, int contrast) {
     return gpt2::ExactPatch(conv_, clean, corrupt, cell, layer, index, target, contrast);
   }
 
@@ -193,8 +202,11 @@ class Lab {
   SaeFeatureList SaeFeatures(int id, int position, int k) {
     return gpt2::SaeFeatures(conv_, saes_.Find(id), position, k);
   }
-  std::vector<float> SaeStrip(int id, int feature) { return gpt2::SaeStrip(conv_, saes_.Find(id), feature); }
-  std::vector<SaeLogitWeights> SaeLogitWeightsOf(int id, const std::vector<int>& features, int k) const {
+  std::vector<float> SaeStrip(int id, int feature) {
+    return gpt2::SaeStrip(conv_, saes_.Find(id), feature);
+  }
+  std::vector<SaeLogitWeights> SaeLogitWeightsOf(int id, const std::vector<int>& features,
+                                                 int k) const {
     return gpt2::SaeLogitWeightsOf(*model_, sae(id), features, k);
   }
   StreamEdit SaeEdit(const SaeIntervention& s) const { return saes_.Edit(s); }
@@ -213,10 +225,12 @@ class Lab {
   }
   JobProgress ContinueGraph();  // gpt2::Error unless the job running is a graph's
   std::string GraphJsonText(double node_threshold, double edge_threshold, bool prune) const {
-    return GraphJson(graph(), SelectGraph(graph(), node_threshold, edge_threshold, prune), *tokenizer_);
+    return GraphJson(graph(), SelectGraph(graph(), node_threshold, edge_threshold, prune),
+                     *tokenizer_);
   }
   GraphCheck CheckGraph(const std::vector<std::string>& node_ids, float value) {
-    return gpt2::CheckGraph(conv_, transcoders(), graph(), GraphFeatureNodes(graph(), node_ids), value);
+    return gpt2::CheckGraph(conv_, transcoders(), graph(), GraphFeatureNodes(graph(), node_ids),
+                            value);
   }
   GraphFeatureCard FeatureCard(int layer, int feature, int k) {
     return FeatureCardOf(conv_, transcoders(), graph().ids, layer, feature, k);

@@ -15,28 +15,33 @@ namespace {
 
 const char* PartName(HeadPart part) {
   switch (part) {
-    case HeadPart::kQuery: return "q";
-    case HeadPart::kKey: return "k";
-    case HeadPart::kValue: return "v";
-    case HeadPart::kOutput: break;
+    case HeadPart::kQuery:
+      return "q";
+    case HeadPart::kKey:
+      return "k";
+    case HeadPart::kValue:
+      return "v";
+    case HeadPart::kOutput:
+      break;
   }
   return "z";
 }
 
 // A whole non-negative decimal number, or -1.
 int Number(const std::string& s) {
-  if (s.empty() || s.size() > 6 || s.find_first_not_of("0123456789") != std::string::npos) return -1;
+  if (s.empty() || s.size() > 6 || s.find_first_not_of("0123456789") != std::string::npos)
+    return -1;
   return std::atoi(s.c_str());
 }
 
 void CheckHead(const char* what, int layer, int head, const Config& c) {
   if (layer < 0 || layer >= c.n_layer) {
-    throw Error(std::string(what) + ": layer " + std::to_string(layer) + " is out of range; valid layers are 0.." +
-                std::to_string(c.n_layer - 1));
+    throw Error(std::string(what) + ": layer " + std::to_string(layer) +
+                " is out of range; valid layers are 0.." + std::to_string(c.n_layer - 1));
   }
   if (head < 0 || head >= c.n_head) {
-    throw Error(std::string(what) + ": head " + std::to_string(head) + " is out of range; valid heads are 0.." +
-                std::to_string(c.n_head - 1));
+    throw Error(std::string(what) + ": head " + std::to_string(head) +
+                " is out of range; valid heads are 0.." + std::to_string(c.n_head - 1));
   }
 }
 
@@ -52,14 +57,16 @@ std::vector<PathReceiver> ParsePathReceivers(const std::string& spec, const Conf
   size_t start = 0;
   while (true) {
     const size_t comma = spec.find(',', start);
-    const std::string item = spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const std::string item =
+        spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     const size_t d1 = item.find('.'), d2 = d1 == std::string::npos ? d1 : item.find('.', d1 + 1);
     const std::string part = d2 == std::string::npos ? "" : item.substr(d2 + 1);
     PathReceiver r;
     r.layer = d1 == std::string::npos ? -1 : Number(item.substr(0, d1));
     r.head = d2 == std::string::npos ? -1 : Number(item.substr(d1 + 1, d2 - d1 - 1));
     if (r.layer < 0 || r.head < 0 || (part != "q" && part != "k" && part != "v")) {
-      throw Error("receivers: '" + item + "' is not LAYER.HEAD.q|k|v (e.g. 9.6.q); the receivers are 'logits' "
+      throw Error("receivers: '" + item +
+                  "' is not LAYER.HEAD.q|k|v (e.g. 9.6.q); the receivers are 'logits' "
                   "or a list of those");
     }
     r.part = part == "q" ? HeadPart::kQuery : part == "k" ? HeadPart::kKey : HeadPart::kValue;
@@ -74,7 +81,8 @@ std::vector<PathReceiver> ParsePathReceivers(const std::string& spec, const Conf
 void CheckPathReceivers(const std::vector<PathReceiver>& receivers, const Config& c) {
   for (const PathReceiver& r : receivers) {
     CheckHead("receivers", r.layer, r.head, c);
-    if (r.part == HeadPart::kOutput) throw Error("receivers: a receiver takes its q, k or v, not its output");
+    if (r.part == HeadPart::kOutput)
+      throw Error("receivers: a receiver takes its q, k or v, not its output");
   }
 }
 
@@ -83,9 +91,9 @@ void CheckPathSender(HeadRef sender, const std::vector<PathReceiver>& receivers,
   CheckPathReceivers(receivers, c);
   for (const PathReceiver& r : receivers) {
     if (r.layer <= sender.layer) {
-      throw Error("receiver " + std::to_string(r.layer) + "." + std::to_string(r.head) + "." + PartName(r.part) +
-                  " is not after the sender " + std::to_string(sender.layer) + "." + std::to_string(sender.head) +
-                  ": receivers must be in later blocks");
+      throw Error("receiver " + std::to_string(r.layer) + "." + std::to_string(r.head) + "." +
+                  PartName(r.part) + " is not after the sender " + std::to_string(sender.layer) +
+                  "." + std::to_string(sender.head) + ": receivers must be in later blocks");
     }
   }
 }
@@ -94,8 +102,9 @@ namespace {
 
 // The checks, before the job remembers anything.
 const LabInterventions& Checked(const Conversation& c, const std::vector<int>& clean,
-                                const std::vector<int>& corrupted, const std::vector<PathReceiver>& receivers,
-                                int target, int contrast, const LabInterventions& iv) {
+                                const std::vector<int>& corrupted,
+                                const std::vector<PathReceiver>& receivers, int target,
+                                int contrast, const LabInterventions& iv) {
   CheckPromptPair(clean, corrupted, "path patching");
   c.CheckPrompt(static_cast<int>(clean.size()));
   for (int id : clean) c.RequireToken(id);
@@ -120,9 +129,10 @@ HeadPatch SenderPatch(const std::vector<float>& z, HeadRef sender, int p0, int T
 }  // namespace
 
 // Step 1: both prompts, their heads' outputs, the clean streams and the two metrics.
-PathPatchJobBase::PathPatchJobBase(Conversation& c, const std::vector<int>& clean, const std::vector<int>& corrupted,
-                                   const std::vector<PathReceiver>& receivers, int target, int contrast,
-                                   const LabInterventions& iv)
+PathPatchJobBase::PathPatchJobBase(Conversation& c, const std::vector<int>& clean,
+                                   const std::vector<int>& corrupted,
+                                   const std::vector<PathReceiver>& receivers, int target,
+                                   int contrast, const LabInterventions& iv)
     : CellJob(c, Checked(c, clean, corrupted, receivers, target, contrast, iv)),
       session_(c.UnrecordedSession()),
       receivers_(receivers) {
@@ -146,7 +156,8 @@ PathPatchJobBase::PathPatchJobBase(Conversation& c, const std::vector<int>& clea
   std::copy_n(clean_.StreamInto(L).data() + size_t(T_ - 1) * C, C, rows.data());
   std::copy_n(corrupt_.StreamInto(L).data() + size_t(T_ - 1) * C, C, rows.data() + C);
   session_.FinalLogits(rows.data(), 2, logits.data());
-  if (target < 0) target = int(std::max_element(logits.data(), logits.data() + config.n_vocab) - logits.data());
+  if (target < 0)
+    target = int(std::max_element(logits.data(), logits.data() + config.n_vocab) - logits.data());
   start_.positions = T_;
   start_.total = L * H;
   start_.target = target;
@@ -159,7 +170,8 @@ double PathPatchJobBase::Metric(const float* logits) const {
   return gpt2::Metric(logits, start_.target, start_.contrast);
 }
 
-PathPatchSweep::PathPatchSweep(Conversation& c, const std::vector<int>& clean, const std::vector<int>& corrupted,
+PathPatchSweep::PathPatchSweep(Conversation& c, const std::vector<int>& clean,
+                               const std::vector<int>& corrupted,
                                const std::vector<PathReceiver>& receivers, int target, int contrast,
                                const LabInterventions& iv)
     : PathPatchJobBase(c, clean, corrupted, receivers, target, contrast, iv) {
@@ -183,7 +195,8 @@ PathPatchSweep::PathPatchSweep(Conversation& c, const std::vector<int>& clean, c
       if (receivers.empty()) {
         work.push_back(double(L - l) / L * kLoneRow / T + unembed);
       } else if (l < last_receiver) {
-        work.push_back(double(last_receiver + 1 - l) / L + double(L - first_receiver) / L + unembed);
+        work.push_back(double(last_receiver + 1 - l) / L + double(L - first_receiver) / L +
+                       unembed);
       } else {
         work.push_back(0);
       }
@@ -208,7 +221,8 @@ const float* PathPatchSweep::PatchedRow(HeadRef sender) {
     }
     iv.head_patches.push_back(SenderPatch(corrupt_.blocks[ls].z, sender, T - 1, T, c));
     run.interventions = &iv;
-    return session_.Rerun({T - 1, T, ls, true}, clean_.StreamInto(ls).data() + size_t(T - 1) * C, run);
+    return session_.Rerun({T - 1, T, ls, true}, clean_.StreamInto(ls).data() + size_t(T - 1) * C,
+                          run);
   }
   int first = L, last = -1;
   bool any_after = false;
@@ -235,10 +249,12 @@ const float* PathPatchSweep::PatchedRow(HeadRef sender) {
   for (const PathReceiver& r : receivers) {
     if (r.layer <= ls) continue;
     const BlockActs& in = inputs.blocks[r.layer];
-    const std::vector<float>& part =
-        r.part == HeadPart::kQuery ? in.q : r.part == HeadPart::kKey ? in.k : in.v;
+    const std::vector<float>& part = r.part == HeadPart::kQuery ? in.q
+                                     : r.part == HeadPart::kKey ? in.k
+                                                                : in.v;
     const float* rows = part.data() + size_t(r.head) * T * D;  // [H, T, D]
-    patched.head_patches.push_back({r.layer, r.head, r.part, 0, std::vector<float>(rows, rows + size_t(T) * D)});
+    patched.head_patches.push_back(
+        {r.layer, r.head, r.part, 0, std::vector<float>(rows, rows + size_t(T) * D)});
   }
   // Step 3: every row from the first receiver's block, always the same block, so each sender's
   // run rewrites all the cache the previous one changed.
@@ -280,9 +296,11 @@ void PathPatchSweep::Measure(size_t begin, size_t end) {
   }
 }
 
-SenderPathsJob::SenderPathsJob(Conversation& c, const std::vector<int>& clean, const std::vector<int>& corrupted,
-                               HeadRef sender, int target, int contrast, const LabInterventions& iv)
-    : PathPatchJobBase(c, clean, corrupted, {}, target, contrast, (CheckPathSender(sender, {}, c.config()), iv)) {
+SenderPathsJob::SenderPathsJob(Conversation& c, const std::vector<int>& clean,
+                               const std::vector<int>& corrupted, HeadRef sender, int target,
+                               int contrast, const LabInterventions& iv)
+    : PathPatchJobBase(c, clean, corrupted, {}, target, contrast,
+                       (CheckPathSender(sender, {}, c.config()), iv)) {
   const Config& config = c.config();
   const int L = config.n_layer, H = config.n_head, T = T_, ls = sender.layer;
   const size_t C = size_t(config.n_embd);
@@ -329,7 +347,8 @@ void SenderPathsJob::Measure(size_t begin, size_t end) {
     const std::vector<float>* given[3] = {&in.q, &in.k, &in.v};
     for (int part = 0; part < 3; ++part) {
       const float* values = given[part]->data() + size_t(h) * T * D;  // [H, T, D]
-      patched.head_patches.push_back({l, h, parts[part], 0, std::vector<float>(values, values + size_t(T) * D)});
+      patched.head_patches.push_back(
+          {l, h, parts[part], 0, std::vector<float>(values, values + size_t(T) * D)});
     }
     RunOptions run;
     run.interventions = &patched;
@@ -343,12 +362,14 @@ void SenderPathsJob::Measure(size_t begin, size_t end) {
     session_.FinalLogits(rows.data() + size_t(i0) * C, k, logits.data() + size_t(i0) * V);
   }
   for (size_t i = begin; i < end; ++i) {
-    results_.push_back({cells_[i].layer, cells_[i].index, Metric(logits.data() + (i - begin) * V) - start_.clean});
+    results_.push_back(
+        {cells_[i].layer, cells_[i].index, Metric(logits.data() + (i - begin) * V) - start_.clean});
   }
 }
 
-PathPatchResult PathPatch(Conversation& c, const std::vector<int>& clean, const std::vector<int>& corrupted,
-                          HeadRef sender, const std::vector<PathReceiver>& receivers, int target, int contrast) {
+PathPatchResult PathPatch(Conversation& c, const std::vector<int>& clean,
+                          const std::vector<int>& corrupted, HeadRef sender,
+                          const std::vector<PathReceiver>& receivers, int target, int contrast) {
   CheckPathSender(sender, receivers, c.config());
   LabInterventions keep;
   keep.iv = c.interventions();

@@ -61,8 +61,9 @@ class PathPatchJobBase : public CellJob {
   const PathPatchStart& start() const { return start_; }
 
  protected:
-  PathPatchJobBase(Conversation& c, const std::vector<int>& clean, const std::vector<int>& corrupted,
-                   const std::vector<PathReceiver>& receivers, int target, int contrast, const LabInterventions& iv);
+  PathPatchJobBase(Conversation& c, const std::vector<int>& clean,
+                   const std::vector<int>& corrupted, const std::vector<PathReceiver>& receivers,
+                   int target, int contrast, const LabInterventions& iv);
   double Metric(const float* logits) const;
 
   Session& session_;  // holds the clean run after step 1; the conversation's, unrecorded
@@ -79,7 +80,8 @@ class PathPatchJobBase : public CellJob {
 class PathPatchSweep : public PathPatchJobBase {
  public:
   PathPatchSweep(Conversation& c, const std::vector<int>& clean, const std::vector<int>& corrupted,
-                 const std::vector<PathReceiver>& receivers, int target, int contrast, const LabInterventions& iv);
+                 const std::vector<PathReceiver>& receivers, int target, int contrast,
+                 const LabInterventions& iv);
   // m_patched of each sender (the clean run's m when no receiver comes after it).
   std::vector<double> Metrics(const std::vector<HeadRef>& senders);
 
@@ -94,8 +96,8 @@ class PathPatchSweep : public PathPatchJobBase {
 // (layer, head) from the last block down, value m_patched - m_clean.
 class SenderPathsJob : public PathPatchJobBase {
  public:
-  SenderPathsJob(Conversation& c, const std::vector<int>& clean, const std::vector<int>& corrupted, HeadRef sender,
-                 int target, int contrast, const LabInterventions& iv);
+  SenderPathsJob(Conversation& c, const std::vector<int>& clean, const std::vector<int>& corrupted,
+                 HeadRef sender, int target, int contrast, const LabInterventions& iv);
 
  private:
   void Measure(size_t begin, size_t end) override;
@@ -105,7 +107,8 @@ class SenderPathsJob : public PathPatchJobBase {
 
 // One sender's run of steps 1-3 under no interventions; the conversation is given back
 // afterwards under the interventions set.
-PathPatchResult PathPatch(Conversation& c, const std::vector<int>& clean, const std::vector<int>& corrupted,
-                          HeadRef sender, const std::vector<PathReceiver>& receivers, int target, int contrast);
+PathPatchResult PathPatch(Conversation& c, const std::vector<int>& clean,
+                          const std::vector<int>& corrupted, HeadRef sender,
+                          const std::vector<PathReceiver>& receivers, int target, int contrast);
 
 }  // namespace gpt2

@@ -7,8 +7,8 @@
 
 namespace gpt2 {
 
-std::vector<double> AblatedLogProbs(Conversation& c, const std::vector<HeadRef>& heads, int position, int target,
-                                    const std::vector<float>& means) {
+std::vector<double> AblatedLogProbs(Conversation& c, const std::vector<HeadRef>& heads,
+                                    int position, int target, const std::vector<float>& means) {
   c.RequirePlainCapture(position);
   c.RequireToken(target);
   std::vector<Interventions> probes(heads.size());
@@ -36,7 +36,8 @@ std::vector<double> PatchedLogProbs(Conversation& c, int layer, const std::vecto
     const int p = positions[i];
     c.RequirePlainCapture(p);
     probes[i].patches.push_back(
-        {layer, p, std::vector<float>(stream.begin() + size_t(p) * C, stream.begin() + size_t(p + 1) * C)});
+        {layer, p,
+         std::vector<float>(stream.begin() + size_t(p) * C, stream.begin() + size_t(p + 1) * C)});
     probes[i].Validate(c.config());
   }
   return ProbeLogProbs(c, static_cast<int>(positions.size()), ids, [&](int i) {

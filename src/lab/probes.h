@@ -15,8 +15,8 @@ constexpr int kProbeRows = 16;
 // log P(target) at `position` with each head knocked out alone (zeroed, or replaced by means
 // [n_layer, n_embd] unless empty). Positions 0..position run again from the head's block; a sweep
 // from the last block down costs sum_l (n_layer - l) / n_layer prefills a head.
-std::vector<double> AblatedLogProbs(Conversation& c, const std::vector<HeadRef>& heads, int position, int target,
-                                    const std::vector<float>& means);
+std::vector<double> AblatedLogProbs(Conversation& c, const std::vector<HeadRef>& heads,
+                                    int position, int target, const std::vector<float>& means);
 
 // For each of positions: the log-probabilities of ids after the last position when the stream
 // entering block `layer` there is row p of stream ([position(), n_embd], e.g. another run's

@@ -15,8 +15,9 @@ inline void CheckPromptPair(const std::vector<int>& clean, const std::vector<int
                             const char* experiment) {
   if (clean.empty() || corrupted.empty()) throw Error("Type a clean and a corrupted prompt.");
   if (clean.size() != corrupted.size()) {
-    throw Error("The clean prompt is " + std::to_string(clean.size()) + " tokens and the corrupted one " +
-                std::to_string(corrupted.size()) + ": " + experiment +
+    throw Error("The clean prompt is " + std::to_string(clean.size()) +
+                " tokens and the corrupted one " + std::to_string(corrupted.size()) + ": " +
+                experiment +
                 " needs the same number of tokens (change a word for another of one token).");
   }
 }

@@ -7,31 +7,51 @@ namespace {
 std::vector<float>* FieldOf(Acts& acts, Hook hook, int layer) {
   if (!Info(hook).per_block) {
     switch (hook) {
-      case Hook::kEmbed: return &acts.embed;
-      case Hook::kLnFinal: return &acts.ln_final;
-      case Hook::kLogits: return &acts.logits;
-      default: return nullptr;
+      case Hook::kEmbed:
+        return &acts.embed;
+      case Hook::kLnFinal:
+        return &acts.ln_final;
+      case Hook::kLogits:
+        return &acts.logits;
+      default:
+        return nullptr;
     }
   }
   if (layer < 0 || layer >= static_cast<int>(acts.blocks.size())) return nullptr;
   BlockActs& b = acts.blocks[layer];
   switch (hook) {
-    case Hook::kResidPre: return &b.resid_pre;
-    case Hook::kLn1: return &b.ln1;
-    case Hook::kQ: return &b.q;
-    case Hook::kK: return &b.k;
-    case Hook::kV: return &b.v;
-    case Hook::kAttnScores: return &b.scores;
-    case Hook::kAttnProbs: return &b.pattern;
-    case Hook::kAttnHeads: return &b.z;
-    case Hook::kAttnOut: return &b.attn_out;
-    case Hook::kResidMid: return &b.resid_mid;
-    case Hook::kLn2: return &b.ln2;
-    case Hook::kMlpPre: return &b.mlp_pre;
-    case Hook::kMlpAct: return &b.mlp_post;
-    case Hook::kMlpOut: return &b.mlp_out;
-    case Hook::kResidPost: return &b.resid_post;
-    default: return nullptr;
+    case Hook::kResidPre:
+      return &b.resid_pre;
+    case Hook::kLn1:
+      return &b.ln1;
+    case Hook::kQ:
+      return &b.q;
+    case Hook::kK:
+      return &b.k;
+    case Hook::kV:
+      return &b.v;
+    case Hook::kAttnScores:
+      return &b.scores;
+    case Hook::kAttnProbs:
+      return &b.pattern;
+    case Hook::kAttnHeads:
+      return &b.z;
+    case Hook::kAttnOut:
+      return &b.attn_out;
+    case Hook::kResidMid:
+      return &b.resid_mid;
+    case Hook::kLn2:
+      return &b.ln2;
+    case Hook::kMlpPre:
+      return &b.mlp_pre;
+    case Hook::kMlpAct:
+      return &b.mlp_post;
+    case Hook::kMlpOut:
+      return &b.mlp_out;
+    case Hook::kResidPost:
+      return &b.resid_post;
+    default:
+      return nullptr;
   }
 }
 

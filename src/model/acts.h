@@ -65,9 +65,9 @@ struct BlockActs {
 };
 
 struct Acts {
-  int T = 0;     // rows of the call
-  int pos0 = 0;  // absolute position of row 0
-  int C = 0;     // n_embd
+  int T = 0;                        // rows of the call
+  int pos0 = 0;                     // absolute position of row 0
+  int C = 0;                        // n_embd
   std::vector<float> embed;         // [T, C] hook_embed + hook_pos_embed
   std::vector<BlockActs> blocks;    // [n_layer]
   std::vector<float> final_stream;  // [T, C] the stream entering ln_f (the last resid_post)

@@ -32,8 +32,9 @@ Attribution AttributeLogit(Session& session, const std::vector<int>& ids,
   const int T = static_cast<int>(ids.size()), C = c.n_embd, H = c.n_head, D = c.head_dim();
   const Interventions* iv = request.interventions;
   if (iv != nullptr && !iv->KeepsResidualSum()) {
-    throw Error("direct logit attribution needs the residual stream to be a sum of writes; "
-                "no residual, post-norm and patches change that (ablations and skips are fine)");
+    throw Error(
+        "direct logit attribution needs the residual stream to be a sum of writes; "
+        "no residual, post-norm and patches change that (ablations and skips are fine)");
   }
   Attribution out;
   out.position = request.position < 0 ? T - 1 : request.position;
@@ -53,8 +54,10 @@ Attribution AttributeLogit(Session& session, const std::vector<int>& ids,
   const int p = out.position;
   Acts acts;
   RunOptions run;
-  RecordActs(c, Keep{{Hook::kEmbed, Hook::kAttnHeads, Hook::kMlpOut, Hook::kLogits}, /*final_stream=*/true},
-             acts, run, request.observer ? &request.observer : nullptr);
+  RecordActs(
+      c,
+      Keep{{Hook::kEmbed, Hook::kAttnHeads, Hook::kMlpOut, Hook::kLogits}, /*final_stream=*/true},
+      acts, run, request.observer ? &request.observer : nullptr);
   run.interventions = iv;
   session.Reset();
   out.last_logits = session.Prefill(ids.data(), T, run);
@@ -99,12 +102,13 @@ Attribution AttributeLogit(Session& session, const std::vector<int>& ids,
       std::fill(z.begin(), z.end(), 0.0f);
       std::copy_n(acts.Row(acts.blocks[l].z, p) + h * D, D, z.data() + h * D);
       MatMul(z.data(), 1, w.proj, nullptr, write.data(), 0, C, QuantActivations::kFloat);
-      out.components.push_back({std::to_string(l) + "." + std::to_string(h),
-                                attn_on ? dla(write.data()) : 0.0});
+      out.components.push_back(
+          {std::to_string(l) + "." + std::to_string(h), attn_on ? dla(write.data()) : 0.0});
       if (attn_on) take(write.data());
     }
     out.components.push_back({"attn_bias." + std::to_string(l), attn_on ? dla(w.proj_b) : 0.0});
-    out.components.push_back({"mlp." + std::to_string(l), mlp_on ? dla(acts.Row(acts.blocks[l].mlp_out, p)) : 0.0});
+    out.components.push_back(
+        {"mlp." + std::to_string(l), mlp_on ? dla(acts.Row(acts.blocks[l].mlp_out, p)) : 0.0});
     if (attn_on) take(w.proj_b);
     if (mlp_on) take(acts.Row(acts.blocks[l].mlp_out, p));
   }

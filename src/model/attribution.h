@@ -45,8 +45,8 @@ struct Attribution {
 };
 
 // Runs the prompt in `session` from position 0 (the session is reset; afterwards it is as after
-// Prefill(ids) with the request's interventions) and attributes the requested logit. Throws gpt2::Error for an out-of-range position or token, or interventions
-// that break the residual sum.
+// Prefill(ids) with the request's interventions) and attributes the requested logit. Throws
+// gpt2::Error for an out-of-range position or token, or interventions that break the residual sum.
 Attribution AttributeLogit(Session& session, const std::vector<int>& ids,
                            const AttributionRequest& request);
 

@@ -27,7 +27,8 @@ Backward::~Backward() = default;
 void Backward::CheckDifferentiable(const Interventions& iv) {
   for (const StreamEdit& e : iv.stream_edits) {
     if (!e.backward) {
-      throw Error("gradients cannot go through the stream edit " + (e.name.empty() ? std::string("(unnamed)") : e.name) +
+      throw Error("gradients cannot go through the stream edit " +
+                  (e.name.empty() ? std::string("(unnamed)") : e.name) +
                   ": it has no backward; remove it to compute gradients");
     }
   }
@@ -49,7 +50,8 @@ void Backward::Forward(Session& session, const std::vector<int>& ids, const Inte
   for (size_t i = 0; i < run_iv.stream_edits.size(); ++i) {
     const int64_t C = c.n_embd;
     std::vector<float>* in = &edit_in_[i];
-    run_iv.stream_edits[i].edit = [in, C, edit = iv_.stream_edits[i].edit](int pos0, int rows, float* x) {
+    run_iv.stream_edits[i].edit = [in, C, edit = iv_.stream_edits[i].edit](int pos0, int rows,
+                                                                           float* x) {
       std::copy_n(x, size_t(rows) * C, in->data() + size_t(pos0) * C);
       edit(pos0, rows, x);
     };
@@ -89,8 +91,8 @@ void Backward::Forward(Session& session, const std::vector<int>& ids, const Inte
 void Backward::Logits(Session& session, int position, std::vector<float>& logits) {
   const Config& c = model_.config();
   if (position < 0 || position >= T_) {
-    throw Error("position " + std::to_string(position) + " is out of range; valid positions are 0.." +
-                std::to_string(T_ - 1));
+    throw Error("position " + std::to_string(position) +
+                " is out of range; valid positions are 0.." + std::to_string(T_ - 1));
   }
   logits.resize(c.n_vocab);
   session.FinalLogits(acts_.Row(acts_.final_stream, position), 1, logits.data());
@@ -110,8 +112,8 @@ int64_t Backward::SavedBytes() const {
   int64_t floats = int64_t(acts_.embed.size()) + int64_t(acts_.final_stream.size());
   for (const BlockActs& b : acts_.blocks) {
     for (const std::vector<float>* v :
-         {&b.resid_pre, &b.q, &b.k, &b.v, &b.pattern, &b.resid_mid, &b.mlp_pre, &b.attn_out, &b.mlp_out,
-          &b.ln1, &b.scores, &b.z, &b.ln2, &b.mlp_post, &b.resid_post}) {
+         {&b.resid_pre, &b.q, &b.k, &b.v, &b.pattern, &b.resid_mid, &b.mlp_pre, &b.attn_out,
+          &b.mlp_out, &b.ln1, &b.scores, &b.z, &b.ln2, &b.mlp_post, &b.resid_post}) {
       floats += int64_t(v->size());
     }
   }
@@ -120,11 +122,13 @@ int64_t Backward::SavedBytes() const {
 
 void Backward::LayerNormBackwardRows(const float* x, const float* gamma, const float* dy, float* dx,
                                      int64_t rows, bool accumulate) const {
-  LayerNormBackward(x, gamma, dy, dx, rows, model_.config().n_embd, model_.config().ln_eps, accumulate);
+  LayerNormBackward(x, gamma, dy, dx, rows, model_.config().n_embd, model_.config().ln_eps,
+                    accumulate);
 }
 
 // dx [rows, w.cols] = dy [rows, w.rows] W, the columns split over the pool in whole blocks.
-void MatMulTransposedOn(ThreadPool& pool, const float* dy, int64_t rows, const WeightView& w, float* dx) {
+void MatMulTransposedOn(ThreadPool& pool, const float* dy, int64_t rows, const WeightView& w,
+                        float* dx) {
   constexpr int64_t kGrain = 32;  // a quantization block: the kernel's column ranges start there
   const int64_t grains = (w.cols + kGrain - 1) / kGrain;
   const int64_t n_chunks = std::min<int64_t>(grains, int64_t(pool.size()) * 2);
@@ -189,7 +193,8 @@ void Backward::QkvRows(int l, int64_t rows) {
     if (p.layer != l || p.part == HeadPart::kOutput) continue;
     float* d = parts[p.part == HeadPart::kQuery ? 0 : p.part == HeadPart::kKey ? 1 : 2];
     const int64_t end = std::min<int64_t>(T, p.pos0 + int64_t(p.values.size()) / D);
-    for (int64_t t = std::max<int64_t>(p.pos0, 0); t < end; ++t) std::fill_n(d + (p.head * T + t) * D, D, 0.0f);
+    for (int64_t t = std::max<int64_t>(p.pos0, 0); t < end; ++t)
+      std::fill_n(d + (p.head * T + t) * D, D, 0.0f);
   }
   for (int64_t t = 0; t < rows; ++t) {
     for (int part = 0; part < 3; ++part) {
@@ -214,7 +219,8 @@ void Backward::EditsBackward(int l, StreamPoint point, int64_t lo, int64_t rows,
 void Backward::Prepare() {
   const Config& c = model_.config();
   const int64_t T = T_, C = c.n_embd, F = c.n_ff, H = c.n_head, D = c.head_dim();
-  for (std::vector<float>* v : {&g_, &dx_, &dsub_, &dz_, &tmp_, &report_}) v->assign(size_t(T) * C, 0.0f);
+  for (std::vector<float>* v : {&g_, &dx_, &dsub_, &dz_, &tmp_, &report_})
+    v->assign(size_t(T) * C, 0.0f);
   dff_.assign(size_t(T) * F, 0.0f);
   dqkv_.assign(size_t(T) * 3 * C, 0.0f);
   for (std::vector<float>* v : {&dq_, &dk_, &dv_}) v->assign(size_t(H) * T * D, 0.0f);
@@ -225,8 +231,8 @@ void Backward::Run(const MetricSpec& spec, const ActivationObserver& grads) {
   const Config& c = model_.config();
   if (T_ == 0) throw Error("backward: no forward pass to go back through");
   if (spec.position < 0 || spec.position >= T_) {
-    throw Error("position " + std::to_string(spec.position) + " is out of range; valid positions are 0.." +
-                std::to_string(T_ - 1));
+    throw Error("position " + std::to_string(spec.position) +
+                " is out of range; valid positions are 0.." + std::to_string(T_ - 1));
   }
   if (spec.target < 0 || spec.target >= c.n_vocab || spec.contrast >= c.n_vocab) {
     throw Error("token id out of range; valid ids are 0.." + std::to_string(c.n_vocab - 1));
@@ -265,15 +271,16 @@ void Backward::CheckScore(const ScoreSpec& spec) const {
                 std::to_string(c.n_head - 1));
   }
   if (spec.query < 0 || spec.query >= T_) {
-    throw Error("query position " + std::to_string(spec.query) + " is out of range; valid positions are 0.." +
-                std::to_string(T_ - 1));
+    throw Error("query position " + std::to_string(spec.query) +
+                " is out of range; valid positions are 0.." + std::to_string(T_ - 1));
   }
   if (spec.key < 0 || spec.key > spec.query) {
     throw Error("key position " + std::to_string(spec.key) + " is out of range; the query at " +
                 std::to_string(spec.query) + " sees positions 0.." + std::to_string(spec.query));
   }
   if (Interventions::Lists(iv_.skip_attn, spec.layer)) {
-    throw Error("block " + std::to_string(spec.layer) + "'s attention is skipped: it has no scores");
+    throw Error("block " + std::to_string(spec.layer) +
+                "'s attention is skipped: it has no scores");
   }
   if (iv_.Frozen(spec.layer) != nullptr) {
     throw Error("block " + std::to_string(spec.layer) +
@@ -303,7 +310,8 @@ void Backward::RunScore(const ScoreSpec& spec, const ActivationObserver& grads) 
 // attention score of block top (g_ is zero: nothing above the score depends on it). Each block
 // is its forward's steps (session.cc RunBlocks) in reverse: MlpStep, AttentionStep, then the
 // stream entering it.
-void Backward::Blocks(int top, int64_t lo, const ScoreSpec* score, const ActivationObserver& grads) {
+void Backward::Blocks(int top, int64_t lo, const ScoreSpec* score,
+                      const ActivationObserver& grads) {
   const Config& c = model_.config();
   const int64_t T = T_, F = c.n_ff, H = c.n_head;
   // Attention is causal: rows after the metric's position get no gradient. Rows [lo, rows) may
@@ -337,7 +345,8 @@ void Backward::Blocks(int top, int64_t lo, const ScoreSpec* score, const Activat
 
 // The score's own gradient: ds/dq[query] = scale k[key], ds/dk[key] = scale q[query] (s = scale
 // q.k, before softmax), into dqkv_.
-void Backward::ScoreBackward(const ScoreSpec& score, int64_t rows, const ActivationObserver& grads) {
+void Backward::ScoreBackward(const ScoreSpec& score, int64_t rows,
+                             const ActivationObserver& grads) {
   const Config& c = model_.config();
   const int64_t T = T_, D = c.head_dim();
   const int64_t h = score.head, tq = score.query, tk = score.key;
@@ -358,11 +367,12 @@ void Backward::ScoreBackward(const ScoreSpec& score, int64_t rows, const Activat
 
 // Post-norm's step x' = ln((x unless no residual) + out): g_ on rows [lo, rows) from dm/dx' to
 // dm/d(the sum).
-void Backward::PostNormBackward(const std::vector<float>& x, const std::vector<float>& out, bool nores,
-                                const float* gamma, int64_t lo, int64_t rows) {
+void Backward::PostNormBackward(const std::vector<float>& x, const std::vector<float>& out,
+                                bool nores, const float* gamma, int64_t lo, int64_t rows) {
   const int64_t C = model_.config().n_embd;
   for (int64_t i = lo * C; i < rows * C; ++i) tmp_[i] = nores ? out[i] : x[i] + out[i];
-  LayerNormBackwardRows(tmp_.data() + lo * C, gamma, g_.data() + lo * C, dsub_.data() + lo * C, rows - lo, false);
+  LayerNormBackwardRows(tmp_.data() + lo * C, gamma, g_.data() + lo * C, dsub_.data() + lo * C,
+                        rows - lo, false);
   std::copy_n(dsub_.data() + lo * C, (rows - lo) * C, g_.data() + lo * C);
 }
 
@@ -395,8 +405,11 @@ void Backward::MlpStepBackward(int l, int64_t lo, int64_t rows, const Activation
   Transposed(dff_.data() + lo * F, n, w.fc, dx_.data() + lo * C);
   Report(grads, Hook::kLn2, l, 0, dx_.data(), T, C);
   if (nores) std::fill_n(g, rows * C, 0.0f);
-  if (post) AddInPlace(g + lo * C, dx_.data() + lo * C, n * C);
-  else LayerNormBackwardRows(s.resid_mid.data() + lo * C, w.ln2_g, dx_.data() + lo * C, g + lo * C, n, true);
+  if (post)
+    AddInPlace(g + lo * C, dx_.data() + lo * C, n * C);
+  else
+    LayerNormBackwardRows(s.resid_mid.data() + lo * C, w.ln2_g, dx_.data() + lo * C, g + lo * C, n,
+                          true);
   Report(grads, Hook::kResidMid, l, 0, g, T, C);
 }
 
@@ -406,7 +419,8 @@ void Backward::MlpStepBackward(int l, int64_t lo, int64_t rows, const Activation
 //   x1 = edits_resid_mid([post-norm: ln_1]((x0 unless no residual) + edits_attn_out(proj(z)))),
 //   z = the heads' outputs, after patches and ablation (constants: no gradient passes them), or
 //   the given ones of a frozen block; x1 = edits_resid_mid(x0) when the attention is skipped.
-bool Backward::AttentionStepBackward(int l, int64_t lo, int64_t rows, const ActivationObserver& grads) {
+bool Backward::AttentionStepBackward(int l, int64_t lo, int64_t rows,
+                                     const ActivationObserver& grads) {
   const Config& c = model_.config();
   const int64_t T = T_, C = c.n_embd, H = c.n_head, D = c.head_dim(), n = rows - lo;
   const BlockWeights& w = model_.blocks[l];
@@ -436,7 +450,8 @@ bool Backward::AttentionStepBackward(int l, int64_t lo, int64_t rows, const Acti
   for (const HeadPatch& p : iv_.head_patches) {
     if (p.layer != l || p.part != HeadPart::kOutput) continue;
     const int64_t end = std::min<int64_t>(rows, p.pos0 + int64_t(p.values.size()) / D);
-    for (int64_t t = std::max<int64_t>(p.pos0, 0); t < end; ++t) std::fill_n(dz_.data() + t * C + p.head * D, D, 0.0f);
+    for (int64_t t = std::max<int64_t>(p.pos0, 0); t < end; ++t)
+      std::fill_n(dz_.data() + t * C + p.head * D, D, 0.0f);
   }
   if (iv_.Frozen(l) != nullptr) {
     Report(grads, Hook::kAttnScores, l, 0, zeros_.data(), H, T, T);
@@ -458,8 +473,11 @@ void Backward::Ln1Backward(int l, int64_t rows, bool attended, const ActivationO
   const BlockWeights& w = model_.blocks[l];
   Transposed(dqkv_.data(), rows, w.qkv, dx_.data());
   Report(grads, Hook::kLn1, l, 0, dx_.data(), T, C);
-  if (iv_.post_norm) AddInPlace(g_.data(), dx_.data(), rows * C);
-  else LayerNormBackwardRows(acts_.blocks[l].resid_pre.data(), w.ln1_g, dx_.data(), g_.data(), rows, true);
+  if (iv_.post_norm)
+    AddInPlace(g_.data(), dx_.data(), rows * C);
+  else
+    LayerNormBackwardRows(acts_.blocks[l].resid_pre.data(), w.ln1_g, dx_.data(), g_.data(), rows,
+                          true);
 }
 
 // The stream entering block l: g_ is dm/d(resid_pre) as the block read it; back through its edits

@@ -79,7 +79,8 @@ struct ScoreSpec {
 
 // dx [rows, w.cols] = dy [rows, w.rows] @ W (kernels.h MatMulTransposed), its columns split over
 // pool's threads; also the graph's frozen backward (graph/replacement.h).
-void MatMulTransposedOn(ThreadPool& pool, const float* dy, int64_t rows, const WeightView& w, float* dx);
+void MatMulTransposedOn(ThreadPool& pool, const float* dy, int64_t rows, const WeightView& w,
+                        float* dx);
 
 class Backward {
  public:
@@ -152,7 +153,7 @@ class Backward {
   Interventions iv_;
   int T_ = 0;
   std::vector<int> ids_;
-  Acts acts_;  // the last Forward's record
+  Acts acts_;                                // the last Forward's record
   std::vector<std::vector<float>> edit_in_;  // [stream edit][T, C]: the rows as they entered it
   // Scratch of Run, reused.
   std::vector<float> g_, dx_, dsub_, dff_, dz_, dqkv_, dq_, dk_, dv_, dscores_, tmp_, report_;

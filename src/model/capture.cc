@@ -48,8 +48,9 @@ void TopProbabilities(const float* logits, int64_t n, int k, int* ids, float* pr
   for (int j = 0; j < k; ++j) {
     const bool have = j < static_cast<int>(best.size());
     ids[j] = have ? best[j].second : -1;
-    probs[j] = have ? static_cast<float>(std::exp(static_cast<double>(best[j].first - max_logit)) / sum)
-                    : 0.0f;
+    probs[j] =
+        have ? static_cast<float>(std::exp(static_cast<double>(best[j].first - max_logit)) / sum)
+             : 0.0f;
   }
 }
 
@@ -166,7 +167,8 @@ void CaptureStore::Resize(int end) {
 }
 
 void CaptureStore::Begin(int pos0, int n) {
-  if (pos0 != n_positions_) throw Error("capture must continue at position " + std::to_string(n_positions_));
+  if (pos0 != n_positions_)
+    throw Error("capture must continue at position " + std::to_string(n_positions_));
   pending_T_ = n;
   pending_end_ = pos0 + n;
   pending_head_sum_ = head_sum_;
@@ -196,7 +198,8 @@ void CaptureStore::Abort() {
 
 void CaptureStore::CopyRows(std::vector<float>& dst, const Activation& a, int width) {
   const int64_t rows = a.shape[0];
-  std::memcpy(dst.data() + static_cast<size_t>(a.pos0) * width, a.data, sizeof(float) * rows * width);
+  std::memcpy(dst.data() + static_cast<size_t>(a.pos0) * width, a.data,
+              sizeof(float) * rows * width);
 }
 
 // [H, T, D] as reported for q into rows [pos0, pos0 + T) of dst [P, C].
@@ -225,8 +228,10 @@ void CaptureStore::Observe(const Activation& a) {
     if (a.hook != kSublayerTensors[k]) continue;
     for (int64_t t = 0; t < a.shape[0]; ++t) {
       double s = 0;
-      for (int i = 0; i < n_embd_; ++i) s += static_cast<double>(a.data[t * n_embd_ + i]) * a.data[t * n_embd_ + i];
-      sublayer_norms_[a.layer][(static_cast<size_t>(a.pos0) + t) * 4 + k] = static_cast<float>(std::sqrt(s));
+      for (int i = 0; i < n_embd_; ++i)
+        s += static_cast<double>(a.data[t * n_embd_ + i]) * a.data[t * n_embd_ + i];
+      sublayer_norms_[a.layer][(static_cast<size_t>(a.pos0) + t) * 4 + k] =
+          static_cast<float>(std::sqrt(s));
     }
     return;
   }
@@ -239,7 +244,8 @@ void CaptureStore::Observe(const Activation& a) {
       break;
     case Hook::kResidMid:
       for (int64_t t = 0; t < a.shape[0]; ++t) {
-        RowStats(a.data + t * n_embd_, n_embd_, resid_attn_stats_[a.layer].data() + (a.pos0 + t) * 2);
+        RowStats(a.data + t * n_embd_, n_embd_,
+                 resid_attn_stats_[a.layer].data() + (a.pos0 + t) * 2);
       }
       break;
     case Hook::kMlpAct:
@@ -293,7 +299,9 @@ const float* CaptureStore::AttentionRows(int layer, int h0, int h1, int p) const
   return attn_row_.data();
 }
 
-const float* CaptureStore::Attention(int layer, int p) const { return AttentionRows(layer, 0, n_head_, p); }
+const float* CaptureStore::Attention(int layer, int p) const {
+  return AttentionRows(layer, 0, n_head_, p);
+}
 
 const float* CaptureStore::HeadAttention(int layer, int head, int p) const {
   if (head < 0 || head >= n_head_) {
@@ -310,8 +318,8 @@ const float* CaptureStore::MlpActivations(int layer, int p) const {
 
 const std::vector<float>& CaptureStore::Residual(int index) const {
   if (index < 0 || index > n_layer_) {
-    throw Error("residual index " + std::to_string(index) + " is out of range; valid indices are 0.." +
-                std::to_string(n_layer_));
+    throw Error("residual index " + std::to_string(index) +
+                " is out of range; valid indices are 0.." + std::to_string(n_layer_));
   }
   return resid_[index];
 }
@@ -324,8 +332,10 @@ void CaptureStore::EnsureTop(int p) const {
   const std::vector<std::vector<float>> row{
       std::vector<float>(final_stream.begin() + p * C, final_stream.begin() + (p + 1) * C)};
   const LensEntry e = LogitLens(*model_, row, 1, p, kTopProbs)[0];
-  std::copy(e.top_ids.begin(), e.top_ids.end(), top_ids_.begin() + static_cast<size_t>(p) * kTopProbs);
-  std::copy(e.top_probs.begin(), e.top_probs.end(), top_probs_.begin() + static_cast<size_t>(p) * kTopProbs);
+  std::copy(e.top_ids.begin(), e.top_ids.end(),
+            top_ids_.begin() + static_cast<size_t>(p) * kTopProbs);
+  std::copy(e.top_probs.begin(), e.top_probs.end(),
+            top_probs_.begin() + static_cast<size_t>(p) * kTopProbs);
   top_done_[p] = 1;
 }
 
@@ -356,7 +366,8 @@ std::vector<float> CaptureStore::ResidualNorms() const {
 std::vector<float> CaptureStore::SublayerNorms() const {
   const size_t per_layer = static_cast<size_t>(n_positions_) * 4;
   std::vector<float> out(static_cast<size_t>(n_layer_) * per_layer);
-  for (int l = 0; l < n_layer_; ++l) std::copy_n(sublayer_norms_[l].begin(), per_layer, out.begin() + l * per_layer);
+  for (int l = 0; l < n_layer_; ++l)
+    std::copy_n(sublayer_norms_[l].begin(), per_layer, out.begin() + l * per_layer);
   return out;
 }
 
@@ -375,15 +386,17 @@ std::vector<float> CaptureStore::LayerNormStats() const {
   return out;
 }
 
-void CaptureStore::LogitLensWindow(const Model& model, int begin, int end, int layer_begin, int layer_end,
-                                   int top_k, std::vector<int>* ids, std::vector<float>* probs) const {
+void CaptureStore::LogitLensWindow(const Model& model, int begin, int end, int layer_begin,
+                                   int layer_end, int top_k, std::vector<int>* ids,
+                                   std::vector<float>* probs) const {
   if (begin < 0 || end > n_positions_ || begin >= end || top_k < 1) {
     throw Error("logit lens window [" + std::to_string(begin) + ", " + std::to_string(end) +
                 ") is out of range; captured positions are 0.." + std::to_string(n_positions_ - 1));
   }
   if (layer_begin < 0 || layer_end > n_layer_ || layer_begin >= layer_end) {
-    throw Error("logit lens blocks [" + std::to_string(layer_begin) + ", " + std::to_string(layer_end) +
-                ") are out of range; blocks are 0.." + std::to_string(n_layer_ - 1));
+    throw Error("logit lens blocks [" + std::to_string(layer_begin) + ", " +
+                std::to_string(layer_end) + ") are out of range; blocks are 0.." +
+                std::to_string(n_layer_ - 1));
   }
   const int L = layer_end - layer_begin, C = n_embd_, T = end - begin;
   std::vector<std::vector<float>> residuals(L);
@@ -406,7 +419,8 @@ void CaptureStore::LogitLensWindow(const Model& model, int begin, int end, int l
 std::vector<float> CaptureStore::HeadMeans() const {
   if (n_positions_ == 0) throw Error("mean ablation needs a captured run to take the means from");
   std::vector<float> means(head_sum_.size());
-  for (size_t i = 0; i < means.size(); ++i) means[i] = static_cast<float>(head_sum_[i] / n_positions_);
+  for (size_t i = 0; i < means.size(); ++i)
+    means[i] = static_cast<float>(head_sum_[i] / n_positions_);
   return means;
 }
 

@@ -114,8 +114,8 @@ class CaptureStore {
   // probs [layer_end - layer_begin, end - begin, top_k] (LogitLens in model.h). A block range
   // lets the page compute a window in pieces and answer clicks in between (for GPT-2 XL one
   // position is 48 unembeddings, ~1 s). Throws gpt2::Error for a window outside the store.
-  void LogitLensWindow(const Model& model, int begin, int end, int layer_begin, int layer_end, int top_k,
-                       std::vector<int>* ids, std::vector<float>* probs) const;
+  void LogitLensWindow(const Model& model, int begin, int end, int layer_begin, int layer_end,
+                       int top_k, std::vector<int>* ids, std::vector<float>* probs) const;
   // [n_layer, C]: each block's "attn_heads" averaged over the captured positions, the values
   // Interventions::head_means wants for mean ablation. Throws if nothing is captured.
   std::vector<float> HeadMeans() const;
@@ -149,28 +149,28 @@ class CaptureStore {
 
   int n_positions_ = 0;  // positions 0..n_positions_-1 are complete
   int pending_end_ = 0;
-  int pending_T_ = 0;    // tokens of the forward pass being observed
+  int pending_T_ = 0;  // tokens of the forward pass being observed
   int n_layer_ = 0, n_head_ = 0, n_embd_ = 0, n_ff_ = 0, n_ctx_ = 0;
   // Queries and keys instead of the attention triangle they give: [P, C] per block grows
   // linearly (GPT-2 small at 1024 positions: 75 MB for both; the triangle was 151 MB even as
   // 16-bit fixed point), and a query's row costs n_head * (p + 1) dot products when asked for.
-  std::vector<std::vector<float>> q_;           // [n_layer][P, C], heads concatenated
+  std::vector<std::vector<float>> q_;  // [n_layer][P, C], heads concatenated
   // The keys as the session's KV cache holds them (same type, same format), so that they give
   // the run's probabilities to the bit; grown with the positions.
   KvCache keys_;
-  mutable std::vector<float> attn_row_;         // Attention()'s answer [n_head, p + 1]
-  std::vector<std::vector<float>> resid_;       // [n_layer + 1][P, C]: 0 embed, l+1 after block l
+  mutable std::vector<float> attn_row_;    // Attention()'s answer [n_head, p + 1]
+  std::vector<std::vector<float>> resid_;  // [n_layer + 1][P, C]: 0 embed, l+1 after block l
   // [n_layer][P, 2]: mean and standard deviation of the stream after attention of block l (ln_2's
   // input), the only use of that stream.
   std::vector<std::vector<float>> resid_attn_stats_;
-  std::vector<std::vector<float>> mlp_act_;     // [n_layer][P, F] after GELU
+  std::vector<std::vector<float>> mlp_act_;         // [n_layer][P, F] after GELU
   std::vector<std::vector<float>> sublayer_norms_;  // [n_layer][P, 4], see SublayerNorms
-  std::vector<double> head_sum_;                // [n_layer, C] "attn_heads" summed over P
-  std::vector<double> pending_head_sum_;        // the same for the pass being observed
+  std::vector<double> head_sum_;                    // [n_layer, C] "attn_heads" summed over P
+  std::vector<double> pending_head_sum_;            // the same for the pass being observed
   // Filled on demand (EnsureTop); top_done_[p] says whether position p's entries are.
-  mutable std::vector<int> top_ids_;            // [P, kTopProbs] from the final logits
-  mutable std::vector<float> top_probs_;        // [P, kTopProbs]
-  mutable std::vector<char> top_done_;          // [P]
+  mutable std::vector<int> top_ids_;      // [P, kTopProbs] from the final logits
+  mutable std::vector<float> top_probs_;  // [P, kTopProbs]
+  mutable std::vector<char> top_done_;    // [P]
 };
 
 }  // namespace gpt2

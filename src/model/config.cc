@@ -73,18 +73,24 @@ int64_t Config::kv8_head_scales() const { return int64_t{kv_capacity()} * KvBloc
 
 double Config::kv_bytes_per_value() const {
   switch (kv_cache) {
-    case KvCache::kF32: return 4;
-    case KvCache::kF16: return 2;
-    case KvCache::kQ8_0: break;
+    case KvCache::kF32:
+      return 4;
+    case KvCache::kF16:
+      return 2;
+    case KvCache::kQ8_0:
+      break;
   }
   return static_cast<double>(KvBlocks(head_dim()) * (kKvBlock + 2)) / head_dim();
 }
 
 const char* Config::kv_cache_name() const {
   switch (kv_cache) {
-    case KvCache::kF32: return "f32";
-    case KvCache::kF16: return "f16";
-    case KvCache::kQ8_0: break;
+    case KvCache::kF32:
+      return "f32";
+    case KvCache::kF16:
+      return "f16";
+    case KvCache::kQ8_0:
+      break;
   }
   return "q8_0";
 }
@@ -121,8 +127,8 @@ std::string Megabytes(int64_t bytes) {
 }  // namespace
 
 MemoryPlan PlanMemory(const Config& c) {
-  const int64_t L = c.n_layer, P = c.n_ctx, C = c.n_embd, H = c.n_head, F = c.n_ff,
-                V = c.n_vocab, D = c.head_dim();
+  const int64_t L = c.n_layer, P = c.n_ctx, C = c.n_embd, H = c.n_head, F = c.n_ff, V = c.n_vocab,
+                D = c.head_dim();
   MemoryPlan plan;
   PlanBuilder b(plan);
   // Mirrors Session::Buffers one for one, at their worst case (activations for n_ctx rows: an
@@ -135,7 +141,8 @@ MemoryPlan PlanMemory(const Config& c) {
     b.Add(plan.session_bytes, "KV cache quants", L * H * c.kv8_head_quants(), 2, 1);
     b.Add(plan.session_bytes, "KV cache scales", L * H * c.kv8_head_scales(), 2, 2);
   } else {
-    b.Add(plan.session_bytes, "KV cache", L * P * C, 2, c.kv_cache == Config::KvCache::kF16 ? 2 : 4);
+    b.Add(plan.session_bytes, "KV cache", L * P * C, 2,
+          c.kv_cache == Config::KvCache::kF16 ? 2 : 4);
   }
   b.Add(plan.session_bytes, "attention scratch", H * P, 2);
   b.Add(plan.session_bytes, "logits", V);
@@ -149,7 +156,8 @@ MemoryPlan PlanMemory(const Config& c) {
   if (c.kv_cache == Config::KvCache::kQ8_0) {
     b.Add(plan.capture_bytes, "captured keys", P * H * nb * (kKvBlock + 2), L, 1);
   } else {
-    b.Add(plan.capture_bytes, "captured keys", P * C, L, c.kv_cache == Config::KvCache::kF16 ? 2 : 4);
+    b.Add(plan.capture_bytes, "captured keys", P * C, L,
+          c.kv_cache == Config::KvCache::kF16 ? 2 : 4);
   }
   b.Add(plan.capture_bytes, "captured attention row", H * P);
   b.Add(plan.capture_bytes, "captured residuals", P * C, 2 * L + 1);
@@ -201,16 +209,15 @@ int64_t DefaultMemoryBudget() {
 void CheckMemoryBudget(const Config& c, uint64_t file_bytes, int64_t budget_bytes) {
   const MemoryPlan plan = PlanMemory(c);
 #ifdef __EMSCRIPTEN__
-  const std::string where = "this page", limit = "WebAssembly memory is limited to " +
-                                                 Megabytes(budget_bytes);
+  const std::string where = "this page",
+                    limit = "WebAssembly memory is limited to " + Megabytes(budget_bytes);
 #else
   const std::string where = "this machine", limit = "its memory is " + Megabytes(budget_bytes);
 #endif
-  const std::string shape = " (" + std::to_string(c.n_layer) +
-                            (c.n_layer == 1 ? " layer" : " layers") + ", context " +
-                            std::to_string(c.n_ctx) + ", embedding " + std::to_string(c.n_embd) +
-                            ", feed-forward " + std::to_string(c.n_ff) + ", vocabulary " +
-                            std::to_string(c.n_vocab) + ")";
+  const std::string shape =
+      " (" + std::to_string(c.n_layer) + (c.n_layer == 1 ? " layer" : " layers") + ", context " +
+      std::to_string(c.n_ctx) + ", embedding " + std::to_string(c.n_embd) + ", feed-forward " +
+      std::to_string(c.n_ff) + ", vocabulary " + std::to_string(c.n_vocab) + ")";
   if (file_bytes > static_cast<uint64_t>(budget_bytes) ||
       plan.session_bytes > budget_bytes - static_cast<int64_t>(file_bytes)) {
     throw Error("This model is too large for " + where + shape + ": running it needs " +

@@ -11,12 +11,12 @@ namespace gpt2 {
 class GgufFile;
 
 struct Config {
-  int n_vocab = 0;   // rows of token_embd (50257 for GPT-2)
-  int n_ctx = 0;     // gpt2.context_length (1024)
-  int n_embd = 0;    // gpt2.embedding_length (768)
-  int n_head = 0;    // gpt2.attention.head_count (12)
-  int n_layer = 0;   // gpt2.block_count (12)
-  int n_ff = 0;      // gpt2.feed_forward_length (3072)
+  int n_vocab = 0;       // rows of token_embd (50257 for GPT-2)
+  int n_ctx = 0;         // gpt2.context_length (1024)
+  int n_embd = 0;        // gpt2.embedding_length (768)
+  int n_head = 0;        // gpt2.attention.head_count (12)
+  int n_layer = 0;       // gpt2.block_count (12)
+  int n_ff = 0;          // gpt2.feed_forward_length (3072)
   float ln_eps = 1e-5f;  // gpt2.attention.layer_norm_epsilon
   // The number format of the KV cache (and of the capture store's keys), set by FromGguf from the
   // block weights' type: an F32 model keeps f32 (as close to PyTorch as its weights), an F16

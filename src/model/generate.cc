@@ -6,10 +6,14 @@ namespace gpt2 {
 
 const char* StopReasonName(StopReason reason) {
   switch (reason) {
-    case StopReason::kMaxTokens: return "max_tokens";
-    case StopReason::kEndOfText: return "end_of_text";
-    case StopReason::kContextFull: return "context_full";
-    case StopReason::kStoppedByCaller: return "stopped";
+    case StopReason::kMaxTokens:
+      return "max_tokens";
+    case StopReason::kEndOfText:
+      return "end_of_text";
+    case StopReason::kContextFull:
+      return "context_full";
+    case StopReason::kStoppedByCaller:
+      return "stopped";
   }
   return "unknown";
 }
@@ -46,8 +50,8 @@ TokenLoop::Next TokenLoop::After(int id, bool go_on, int position) const {
   return next;
 }
 
-StopReason Generate(Session& session, const std::vector<int>& prompt, const GenerateOptions& options,
-                    const std::function<bool(int id)>& on_token) {
+StopReason Generate(Session& session, const std::vector<int>& prompt,
+                    const GenerateOptions& options, const std::function<bool(int id)>& on_token) {
   const Config& c = session.model().config();
   TokenLoop loop(options, c.n_vocab, c.n_ctx);
   const RunOptions& run = options.run;

@@ -7,8 +7,8 @@
 #include <functional>
 #include <vector>
 
-#include "model/session.h"
 #include "model/sampler.h"
+#include "model/session.h"
 
 namespace gpt2 {
 
@@ -58,7 +58,7 @@ class TokenLoop {
 // otherwise) and reports each sampled id to on_token, which returns false to stop. When the
 // context is full generation stops with kContextFull: the last sampled token is reported but
 // not run, since there is no room left to run it.
-StopReason Generate(Session& session, const std::vector<int>& prompt, const GenerateOptions& options,
-                    const std::function<bool(int id)>& on_token);
+StopReason Generate(Session& session, const std::vector<int>& prompt,
+                    const GenerateOptions& options, const std::function<bool(int id)>& on_token);
 
 }  // namespace gpt2

@@ -53,11 +53,16 @@ bool FindHook(const std::string& name, Hook* out) {
 
 Hook StreamPointHook(StreamPoint p) {
   switch (p) {
-    case StreamPoint::kResidPre: return Hook::kResidPre;
-    case StreamPoint::kResidMid: return Hook::kResidMid;
-    case StreamPoint::kResidPost: return Hook::kResidPost;
-    case StreamPoint::kAttnOut: return Hook::kAttnOut;
-    case StreamPoint::kMlpOut: return Hook::kMlpOut;
+    case StreamPoint::kResidPre:
+      return Hook::kResidPre;
+    case StreamPoint::kResidMid:
+      return Hook::kResidMid;
+    case StreamPoint::kResidPost:
+      return Hook::kResidPost;
+    case StreamPoint::kAttnOut:
+      return Hook::kAttnOut;
+    case StreamPoint::kMlpOut:
+      return Hook::kMlpOut;
   }
   return Hook::kResidPre;
 }

@@ -5,12 +5,11 @@
 
 #include <string>
 
-
 namespace gpt2 {
 
 // In the order a forward pass reports them.
 enum class Hook : int {
-  kEmbed,       // "embed"        hook_embed + hook_pos_embed (= blocks.0.hook_resid_pre before patches)
+  kEmbed,  // "embed"        hook_embed + hook_pos_embed (= blocks.0.hook_resid_pre before patches)
   kResidPre,    // "resid_pre"    blocks.L.hook_resid_pre
   kLn1,         // "ln1"          blocks.L.ln1.hook_normalized
   kQ,           // "q"            blocks.L.attn.hook_q
@@ -40,7 +39,8 @@ struct HookInfo {
 
 const HookInfo& Info(Hook h);
 inline const char* HookName(Hook h) { return Info(h).name; }
-// TransformerLens's name of the hook at `layer` ("blocks.3.hook_resid_mid", "ln_final.hook_normalized").
+// TransformerLens's name of the hook at `layer` ("blocks.3.hook_resid_mid",
+// "ln_final.hook_normalized").
 std::string LensName(Hook h, int layer);
 // The hook named `name` (ours); false if there is none.
 bool FindHook(const std::string& name, Hook* out);

@@ -9,8 +9,9 @@
 
 namespace gpt2 {
 
-std::vector<LensEntry> LogitLens(const Model& model, const std::vector<std::vector<float>>& residuals,
-                                 int T, int pos0, int top_k) {
+std::vector<LensEntry> LogitLens(const Model& model,
+                                 const std::vector<std::vector<float>>& residuals, int T, int pos0,
+                                 int top_k) {
   const Config& c = model.config();
   const int64_t C = c.n_embd, V = c.n_vocab;
   if (top_k < 1) top_k = 1;

@@ -25,8 +25,9 @@ void CheckShape(const GgufTensor& t, int64_t ne0, int64_t ne1) {
   const bool ok = ne1 == 0 ? (t.n_dims == 1 && t.ne[0] == ne0)
                            : (t.n_dims == 2 && t.ne[0] == ne0 && t.ne[1] == ne1);
   if (!ok) {
-    const std::string want = ne1 == 0 ? "[" + std::to_string(ne0) + "]"
-                                      : "[" + std::to_string(ne0) + ", " + std::to_string(ne1) + "]";
+    const std::string want = ne1 == 0
+                                 ? "[" + std::to_string(ne0) + "]"
+                                 : "[" + std::to_string(ne0) + ", " + std::to_string(ne1) + "]";
     throw Error("tensor '" + t.name + "' has shape " + ShapeString(t) + ", expected " + want);
   }
 }

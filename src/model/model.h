@@ -17,17 +17,17 @@ namespace gpt2 {
 class ThreadPool;
 
 struct BlockWeights {
-  const float* ln1_g;  // [C]
-  const float* ln1_b;  // [C]
-  WeightView qkv;      // [3C rows, C cols]
-  const float* qkv_b;  // [3C]
-  WeightView proj;     // [C, C]
-  const float* proj_b; // [C]
+  const float* ln1_g;   // [C]
+  const float* ln1_b;   // [C]
+  WeightView qkv;       // [3C rows, C cols]
+  const float* qkv_b;   // [3C]
+  WeightView proj;      // [C, C]
+  const float* proj_b;  // [C]
   const float* ln2_g;
   const float* ln2_b;
-  WeightView fc;       // [F, C]
-  const float* fc_b;   // [F]
-  WeightView fc_proj;  // [C, F]
+  WeightView fc;           // [F, C]
+  const float* fc_b;       // [F]
+  WeightView fc_proj;      // [C, F]
   const float* fc_proj_b;  // [C]
 };
 
@@ -42,9 +42,9 @@ class Model {
 
   const Config& config() const { return config_; }
   const GgufFile& file() const { return *file_; }
-  int64_t ParameterCount() const;          // all tensors
-  int64_t BlockParameterCount() const;     // one block
-  double ForwardFlopsPerToken() const;     // 2 * multiply-adds of the matmuls, at position 0
+  int64_t ParameterCount() const;       // all tensors
+  int64_t BlockParameterCount() const;  // one block
+  double ForwardFlopsPerToken() const;  // 2 * multiply-adds of the matmuls, at position 0
 
   WeightView token_embedding;     // [V, C]
   WeightView position_embedding;  // [n_ctx, C]
@@ -61,13 +61,14 @@ class Model {
 // The logit lens: each block's residual stream (and the final one) put through the final
 // LayerNorm and the unembedding, to see what the model "would predict" after each block.
 struct LensEntry {
-  int layer;     // 0..n_layer-1: after that block
-  int position;  // absolute position
+  int layer;                     // 0..n_layer-1: after that block
+  int position;                  // absolute position
   std::vector<int> top_ids;      // most probable first
   std::vector<float> top_probs;  // softmax over the full vocabulary
 };
 // residuals: [n_layer][T, C] as observed in "resid_out"; returns n_layer * T entries.
-std::vector<LensEntry> LogitLens(const Model& model, const std::vector<std::vector<float>>& residuals,
-                                 int T, int pos0, int top_k);
+std::vector<LensEntry> LogitLens(const Model& model,
+                                 const std::vector<std::vector<float>>& residuals, int T, int pos0,
+                                 int top_k);
 
 }  // namespace gpt2

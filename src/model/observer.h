@@ -7,9 +7,10 @@
 // asked), the page's capture store across prefill and steps (model/capture.h CaptureStore), or
 // a log of every report as made (capture.h Recorder: `inspect --json`, the tests).
 //
-// Names (hooks.h: the enum a consumer switches on, our name and TransformerLens's) and shapes, for a forward over T new tokens starting at position pos0 with
-// n_keys = pos0 + T keys visible (C = n_embd, H = n_head, D = head_dim, F = n_ff, V = n_vocab),
-// with the TransformerLens hook each one equals (the page and the golden files use our names):
+// Names (hooks.h: the enum a consumer switches on, our name and TransformerLens's) and shapes, for
+// a forward over T new tokens starting at position pos0 with n_keys = pos0 + T keys visible (C =
+// n_embd, H = n_head, D = head_dim, F = n_ff, V = n_vocab), with the TransformerLens hook each one
+// equals (the page and the golden files use our names):
 //   per block (layer = l = 0..n_layer-1):
 //     "resid_pre" [T, C]    the stream entering the block, after its patches and stream edits
 //                                                         blocks.l.hook_resid_pre
@@ -55,8 +56,8 @@ namespace gpt2 {
 struct Activation {
   Hook hook;
   const char* name;  // HookName(hook)
-  int layer;        // -1 for tensors outside the blocks
-  int pos0;         // position of the first of the T rows
+  int layer;         // -1 for tensors outside the blocks
+  int pos0;          // position of the first of the T rows
   int n_dims;
   int64_t shape[3];
   const float* data;  // valid only during the callback

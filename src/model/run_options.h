@@ -49,8 +49,8 @@ struct HeadRef {
 };
 
 struct ResidPatch {
-  int layer;     // the stream entering this block
-  int position;  // absolute position
+  int layer;                 // the stream entering this block
+  int position;              // absolute position
   std::vector<float> value;  // [n_embd]
 };
 
@@ -105,7 +105,7 @@ struct Interventions {
   std::vector<ResidPatch> patches;
   std::vector<HeadPatch> head_patches;
   std::vector<FrozenAttention> frozen_attn;  // at most one per block
-  std::vector<StreamEdit> stream_edits;       // applied in order at each point
+  std::vector<StreamEdit> stream_edits;      // applied in order at each point
 
   bool empty() const {
     return ablate_heads.empty() && skip_attn.empty() && skip_mlp.empty() && no_residual.empty() &&

@@ -40,7 +40,8 @@ int Sampler::Sample(const float* logits, int n_vocab) {
   const double max_logit = std::isinf(key(order_[0])) ? 0.0 : key(order_[0]);
   double total = 0;
   for (int i = 0; i < kept; ++i) {
-    const double p = std::isinf(key(order_[0])) ? 1.0 : std::exp((key(order_[i]) - max_logit) * inv_t);
+    const double p =
+        std::isinf(key(order_[0])) ? 1.0 : std::exp((key(order_[i]) - max_logit) * inv_t);
     probs_[i] = p;
     total += p;
   }

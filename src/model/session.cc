@@ -1,5 +1,7 @@
 // The GPT-2 forward pass over a KV cache. Mirrors Hugging Face GPT2Model.forward (pre-LN
 // blocks) with llm.c's habit of one flat buffer per activation, allocated once per Session.
+#include "model/session.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -11,7 +13,6 @@
 #include "base/error.h"
 #include "format/quant.h"
 #include "model/kv_cache.h"
-#include "model/session.h"
 #include "model/thread_pool.h"
 
 namespace gpt2 {
@@ -49,21 +50,21 @@ struct Session::Buffers {
   const QuantActivations activations;  // for every MatMul of Q8_0/Q4_0 weights
   int64_t rows_ = 0;
   ThreadPool pool;
-  MatMulInput matmul_input;  // the activations of the matmul running now (ParallelMatMul)
-  Activations x;      // [T, C] residual stream
-  Activations xn;     // [T, C] LayerNorm output
-  Activations qkv;    // [T, 3C] q | k | v, heads contiguous inside each
-  Activations heads;  // [T, C] attention output, heads concatenated
-  Activations tmp;    // [T, C] projection outputs before the residual add
-  Activations ff;     // [T, F] MLP hidden
-  KvCache kv;                  // every block's keys and values, [L, H, n_ctx, D] in its format
-  std::vector<float> scores;   // [H, n_ctx] per-head scratch
-  std::vector<float> probs;    // [H, n_ctx]
-  std::vector<float> logits;   // [V] logits of the last position
+  MatMulInput matmul_input;   // the activations of the matmul running now (ParallelMatMul)
+  Activations x;              // [T, C] residual stream
+  Activations xn;             // [T, C] LayerNorm output
+  Activations qkv;            // [T, 3C] q | k | v, heads contiguous inside each
+  Activations heads;          // [T, C] attention output, heads concatenated
+  Activations tmp;            // [T, C] projection outputs before the residual add
+  Activations ff;             // [T, F] MLP hidden
+  KvCache kv;                 // every block's keys and values, [L, H, n_ctx, D] in its format
+  std::vector<float> scores;  // [H, n_ctx] per-head scratch
+  std::vector<float> probs;   // [H, n_ctx]
+  std::vector<float> logits;  // [V] logits of the last position
   // Only used while an observer is set (allocated on first use, then reused).
-  std::vector<float> observed;      // [H, T, D] q/k/v regrouped, or [T, V] logits
-  std::vector<float> obs_scores;    // [H, T, n_keys]
-  std::vector<float> obs_probs;     // [H, T, n_keys]
+  std::vector<float> observed;    // [H, T, D] q/k/v regrouped, or [T, V] logits
+  std::vector<float> obs_scores;  // [H, T, n_keys]
+  std::vector<float> obs_probs;   // [H, T, n_keys]
 };
 
 Session::Session(const Model& model, int n_threads, QuantActivations activations)
@@ -76,7 +77,8 @@ ThreadPool& Session::pool() { return buffers_->pool; }
 Session::~Session() = default;
 
 void Session::Truncate(int p) {
-  if (p < 0 || p > position_) throw Error("cannot truncate the session to position " + std::to_string(p));
+  if (p < 0 || p > position_)
+    throw Error("cannot truncate the session to position " + std::to_string(p));
   position_ = p;
 }
 
@@ -180,8 +182,10 @@ void ReplaceHeadOutputs(const Interventions& iv, int l, const Config& c, int64_t
     if (a.layer != l) continue;
     for (int64_t t = 0; t < T; ++t) {
       float* z = heads + t * C + a.head * D;
-      if (iv.head_means.empty()) std::fill_n(z, D, 0.0f);
-      else std::copy_n(iv.head_means.data() + size_t(l) * C + a.head * D, D, z);
+      if (iv.head_means.empty())
+        std::fill_n(z, D, 0.0f);
+      else
+        std::copy_n(iv.head_means.data() + size_t(l) * C + a.head * D, D, z);
     }
   }
 }
@@ -191,14 +195,17 @@ void ReplaceHeadOutputs(const Interventions& iv, int l, const Config& c, int64_t
 // (no residual), and under post-norm is followed by the sublayer's LayerNorm (ln_g, ln_b).
 // Both sublayers end this way; only the skip list and the LayerNorm differ.
 void WriteSublayer(const Interventions* iv, int layer, bool skip, const float* out,
-                   const float* ln_g, const float* ln_b, float* x, int64_t T, int64_t C, float eps) {
+                   const float* ln_g, const float* ln_b, float* x, int64_t T, int64_t C,
+                   float eps) {
   if (iv == nullptr) {
     AddInPlace(x, out, T * C);
     return;
   }
   if (skip) return;
-  if (Interventions::Lists(iv->no_residual, layer)) std::copy_n(out, T * C, x);
-  else AddInPlace(x, out, T * C);
+  if (Interventions::Lists(iv->no_residual, layer))
+    std::copy_n(out, T * C, x);
+  else
+    AddInPlace(x, out, T * C);
   if (iv->post_norm) {
     for (int64_t t = 0; t < T; ++t) LayerNorm(x + t * C, ln_g, ln_b, eps, C, x + t * C);
   }
@@ -210,19 +217,20 @@ void Interventions::Validate(const Config& c) const {
   const std::string layers = "valid layers are 0.." + std::to_string(c.n_layer - 1);
   auto check_layer = [&](int l, const char* what) {
     if (l < 0 || l >= c.n_layer) {
-      throw Error(std::string(what) + ": layer " + std::to_string(l) + " is out of range; " + layers);
+      throw Error(std::string(what) + ": layer " + std::to_string(l) + " is out of range; " +
+                  layers);
     }
   };
   for (const HeadRef& h : ablate_heads) {
     check_layer(h.layer, "ablate heads");
     if (h.head < 0 || h.head >= c.n_head) {
-      throw Error("ablate heads: head " + std::to_string(h.head) + " is out of range; valid heads are 0.." +
-                  std::to_string(c.n_head - 1));
+      throw Error("ablate heads: head " + std::to_string(h.head) +
+                  " is out of range; valid heads are 0.." + std::to_string(c.n_head - 1));
     }
   }
   if (!head_means.empty() && head_means.size() != size_t(c.n_layer) * c.n_embd) {
-    throw Error("mean ablation needs " + std::to_string(c.n_layer) + " x " + std::to_string(c.n_embd) +
-                " head means, got " + std::to_string(head_means.size()));
+    throw Error("mean ablation needs " + std::to_string(c.n_layer) + " x " +
+                std::to_string(c.n_embd) + " head means, got " + std::to_string(head_means.size()));
   }
   for (int l : skip_attn) check_layer(l, "skip attention");
   for (int l : skip_mlp) check_layer(l, "skip MLP");
@@ -230,20 +238,21 @@ void Interventions::Validate(const Config& c) const {
   const int64_t D = c.head_dim();
   auto check_rows = [&](const char* what, int pos0, size_t values, int64_t width) {
     if (values == 0 || values % size_t(width) != 0) {
-      throw Error(std::string(what) + ": " + std::to_string(values) + " values are not whole rows of " +
-                  std::to_string(width));
+      throw Error(std::string(what) + ": " + std::to_string(values) +
+                  " values are not whole rows of " + std::to_string(width));
     }
     const int64_t rows = int64_t(values / size_t(width));
     if (pos0 < 0 || pos0 + rows > c.n_ctx) {
-      throw Error(std::string(what) + ": positions " + std::to_string(pos0) + ".." + std::to_string(pos0 + rows - 1) +
-                  " are out of range; valid positions are 0.." + std::to_string(c.n_ctx - 1));
+      throw Error(std::string(what) + ": positions " + std::to_string(pos0) + ".." +
+                  std::to_string(pos0 + rows - 1) + " are out of range; valid positions are 0.." +
+                  std::to_string(c.n_ctx - 1));
     }
   };
   for (const HeadPatch& p : head_patches) {
     check_layer(p.layer, "head patch");
     if (p.head < 0 || p.head >= c.n_head) {
-      throw Error("head patch: head " + std::to_string(p.head) + " is out of range; valid heads are 0.." +
-                  std::to_string(c.n_head - 1));
+      throw Error("head patch: head " + std::to_string(p.head) +
+                  " is out of range; valid heads are 0.." + std::to_string(c.n_head - 1));
     }
     check_rows("head patch", p.pos0, p.values.size(), D);
   }
@@ -264,12 +273,12 @@ void Interventions::Validate(const Config& c) const {
   for (const ResidPatch& p : patches) {
     check_layer(p.layer, "patch");
     if (p.position < 0 || p.position >= c.n_ctx) {
-      throw Error("patch: position " + std::to_string(p.position) + " is out of range; valid positions are 0.." +
-                  std::to_string(c.n_ctx - 1));
+      throw Error("patch: position " + std::to_string(p.position) +
+                  " is out of range; valid positions are 0.." + std::to_string(c.n_ctx - 1));
     }
     if (p.value.size() != size_t(c.n_embd)) {
-      throw Error("patch: the residual vector has " + std::to_string(p.value.size()) + " values, the model " +
-                  std::to_string(c.n_embd));
+      throw Error("patch: the residual vector has " + std::to_string(p.value.size()) +
+                  " values, the model " + std::to_string(c.n_embd));
     }
   }
 }
@@ -294,8 +303,8 @@ void Interventions::CheckRows(const Config& c, int begin, int end, int first_blo
     const int rows = static_cast<int>(f.heads.size() / size_t(c.n_embd));
     if (f.layer >= first_block && (begin < f.pos0 || end > f.pos0 + rows)) {
       throw Error("frozen attention of block " + std::to_string(f.layer) + " has positions " +
-                  std::to_string(f.pos0) + ".." + std::to_string(f.pos0 + rows - 1) + ", the run needs " +
-                  std::to_string(begin) + ".." + std::to_string(end - 1));
+                  std::to_string(f.pos0) + ".." + std::to_string(f.pos0 + rows - 1) +
+                  ", the run needs " + std::to_string(begin) + ".." + std::to_string(end - 1));
     }
   }
 }
@@ -345,8 +354,9 @@ const float* Session::Rerun(const RerunRange& range, const float* resid_in, cons
   }
   const int end_block = range.end_block < 0 ? c.n_layer : range.end_block;
   if (end_block < range.first_block || end_block > c.n_layer) {
-    throw Error("re-run: blocks " + std::to_string(range.first_block) + " to " + std::to_string(end_block) +
-                " are not a range of the model's 0.." + std::to_string(c.n_layer));
+    throw Error("re-run: blocks " + std::to_string(range.first_block) + " to " +
+                std::to_string(end_block) + " are not a range of the model's 0.." +
+                std::to_string(c.n_layer));
   }
   if (run.interventions != nullptr) {
     run.interventions->Validate(c);
@@ -372,8 +382,8 @@ void Session::StartBlockTimes(int first_block, const RunOptions& run) {
   std::fill(run.block_ms->begin() + first_block, run.block_ms->end(), 0.0);
 }
 
-const float* Session::RunBlocks(int first_block, int end_block, int pos0, int T, const RunOptions& run,
-                                bool unembed) {
+const float* Session::RunBlocks(int first_block, int end_block, int pos0, int T,
+                                const RunOptions& run, bool unembed) {
   const Interventions* iv = run.interventions;
   const int L = model_.config().n_layer;
   const int64_t C = model_.config().n_embd;
@@ -402,7 +412,8 @@ const float* Session::RunBlocks(int first_block, int end_block, int pos0, int T,
     }
     if (run.block_ms != nullptr) {
       (*run.block_ms)[l] +=
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count();
     }
   }
   return unembed ? Unembed(pos0, T, last, run) : x + last * C;
@@ -517,7 +528,8 @@ void Session::AttendHeads(int l, int pos0, int T_int, const RunOptions& run) {
 // What AttentionStep reports before the projection: ln_1's output, q, k and v regrouped by head
 // ([H, T, D] each; not in a frozen block that did not compute them), the scores and probabilities
 // AttendHeads kept (none in a frozen block, which did not attend), and the heads' output.
-void Session::ReportAttention(int l, int pos0, int T_int, const RunOptions& run, bool attended, bool inputs) {
+void Session::ReportAttention(int l, int pos0, int T_int, const RunOptions& run, bool attended,
+                              bool inputs) {
   const Config& c = model_.config();
   Buffers& b = *buffers_;
   const int64_t T = T_int, C = c.n_embd, H = c.n_head, D = c.head_dim(), n_keys = pos0 + T;
@@ -587,7 +599,8 @@ const float* Session::Unembed(int pos0, int T_int, int64_t last, const RunOption
     FinalLogits(x + last * C, 1, b.logits.data());
     return b.logits.data();
   }
-  for (int64_t t = 0; t < T; ++t) LayerNorm(x + t * C, model_.ln_f_g, model_.ln_f_b, c.ln_eps, C, b.xn.data() + t * C);
+  for (int64_t t = 0; t < T; ++t)
+    LayerNorm(x + t * C, model_.ln_f_g, model_.ln_f_b, c.ln_eps, C, b.xn.data() + t * C);
   Report(run.observer, Hook::kLnFinal, -1, pos0, b.xn.data(), T, C);
   if (run.observe_all_logits) {
     b.observed.resize(std::max<size_t>(size_t(T) * c.n_vocab, b.observed.size()));
@@ -607,7 +620,8 @@ void Session::FinalLogits(const float* x, int n, float* logits) {
   Buffers& b = *buffers_;
   const int64_t C = c.n_embd;
   b.EnsureRows(n);
-  for (int64_t t = 0; t < n; ++t) LayerNorm(x + t * C, model_.ln_f_g, model_.ln_f_b, c.ln_eps, C, b.xn.data() + t * C);
+  for (int64_t t = 0; t < n; ++t)
+    LayerNorm(x + t * C, model_.ln_f_g, model_.ln_f_b, c.ln_eps, C, b.xn.data() + t * C);
   ParallelMatMul(b.pool, b.matmul_input, b.xn.data(), n, model_.output, nullptr, logits,
                  b.activations);
 }

@@ -89,7 +89,6 @@ class Session {
   // Forget everything from position p on (keeps the cache before it).
   void Truncate(int p);
 
-
  private:
   struct Buffers;
   // The named steps, each over T positions from pos0; x (the residual stream [T, C]) lives in
@@ -98,7 +97,8 @@ class Session {
   void PatchResidual(int layer, int pos0, int T, const Interventions& iv);
   void AttentionStep(int layer, int pos0, int T, const RunOptions& run);
   void AttendHeads(int layer, int pos0, int T, const RunOptions& run);  // through the KV cache
-  void ReportAttention(int layer, int pos0, int T, const RunOptions& run, bool attended, bool inputs);
+  void ReportAttention(int layer, int pos0, int T, const RunOptions& run, bool attended,
+                       bool inputs);
   void MlpStep(int layer, int pos0, int T, const RunOptions& run);
   // last: the row of x holding position pos0 + T - 1 (RunBlocks may have moved it to row 0).
   const float* Unembed(int pos0, int T, int64_t last, const RunOptions& run);

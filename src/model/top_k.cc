@@ -8,10 +8,13 @@ namespace gpt2 {
 
 void KeepLargest(const float* x, int k, std::vector<int>* order) {
   auto before = [x](int a, int b) { return RanksBefore(x, a, b); };
-  const size_t keep = static_cast<size_t>(std::min<int64_t>(std::max(k, 0), static_cast<int64_t>(order->size())));
+  const size_t keep =
+      static_cast<size_t>(std::min<int64_t>(std::max(k, 0), static_cast<int64_t>(order->size())));
   // The whole order (the sampler without top-k): introsort beats partial_sort's heap sort.
-  if (keep == order->size()) std::sort(order->begin(), order->end(), before);
-  else std::partial_sort(order->begin(), order->begin() + keep, order->end(), before);
+  if (keep == order->size())
+    std::sort(order->begin(), order->end(), before);
+  else
+    std::partial_sort(order->begin(), order->begin() + keep, order->end(), before);
   order->resize(keep);
 }
 

@@ -5,15 +5,16 @@
 #include <string>
 
 #include "base/error.h"
-#include "model/model.h"
 #include "format/quant.h"
+#include "model/model.h"
 #include "model/top_k.h"
 
 namespace gpt2 {
 
 namespace {
 
-const GgufTensor& Bind(const GgufFile& f, const std::string& name, int64_t ne0, int64_t ne1, bool f32) {
+const GgufTensor& Bind(const GgufFile& f, const std::string& name, int64_t ne0, int64_t ne1,
+                       bool f32) {
   const GgufTensor* t = f.FindTensor(name);
   if (t == nullptr) throw Error("SAE GGUF has no tensor '" + name + "'");
   const int want_dims = ne1 > 0 ? 2 : 1;
@@ -26,12 +27,14 @@ const GgufTensor& Bind(const GgufFile& f, const std::string& name, int64_t ne0, 
 
 }  // namespace
 
-Sae::Sae(std::shared_ptr<const GgufFile> file, int d_model, const std::string& prefix) : file_(std::move(file)) {
+Sae::Sae(std::shared_ptr<const GgufFile> file, int d_model, const std::string& prefix)
+    : file_(std::move(file)) {
   config_ = SaeConfigFromGguf(*file_, prefix);
   const SaeConfig& c = config_;
   if (c.d_in != d_model) {
-    throw Error("the SAE reads vectors of " + std::to_string(c.d_in) + " numbers (d_in) but the model's stream has " +
-                std::to_string(d_model) + "; it was trained on another model");
+    throw Error("the SAE reads vectors of " + std::to_string(c.d_in) +
+                " numbers (d_in) but the model's stream has " + std::to_string(d_model) +
+                "; it was trained on another model");
   }
   const std::string p = prefix + ".";
   const GgufTensor& enc = Bind(*file_, p + "W_enc", c.d_in, c.d_sae, false);
@@ -44,7 +47,8 @@ Sae::Sae(std::shared_ptr<const GgufFile> file, int d_model, const std::string& p
   if (dec.type == TensorType::kF32) w_dec_ = reinterpret_cast<const float*>(dec.data);
   b_dec_ = reinterpret_cast<const float*>(Bind(*file_, p + "b_dec", c.d_in, 0, true).data);
   if (c.architecture == SaeArchitecture::kJumpRelu) {
-    threshold_ = reinterpret_cast<const float*>(Bind(*file_, p + "threshold", c.d_sae, 0, true).data);
+    threshold_ =
+        reinterpret_cast<const float*>(Bind(*file_, p + "threshold", c.d_sae, 0, true).data);
   }
   const size_t expected = c.architecture == SaeArchitecture::kJumpRelu ? 5 : 4;
   if (prefix == "sae" && file_->tensors().size() != expected) {
@@ -55,20 +59,22 @@ Sae::Sae(std::shared_ptr<const GgufFile> file, int d_model, const std::string& p
 void Sae::DecoderRowInto(int feature, float* out) const {
   CheckFeature(feature);
   const size_t row_bytes = RowBytes(w_dec_view_.type, config_.d_in);
-  DequantizeRow(w_dec_view_.type, static_cast<const uint8_t*>(w_dec_view_.data) + row_bytes * feature, out,
+  DequantizeRow(w_dec_view_.type,
+                static_cast<const uint8_t*>(w_dec_view_.data) + row_bytes * feature, out,
                 config_.d_in);
 }
 
 void Sae::EncoderRowInto(int feature, float* out) const {
   CheckFeature(feature);
   const size_t row_bytes = RowBytes(w_enc_.type, config_.d_in);
-  DequantizeRow(w_enc_.type, static_cast<const uint8_t*>(w_enc_.data) + row_bytes * feature, out, config_.d_in);
+  DequantizeRow(w_enc_.type, static_cast<const uint8_t*>(w_enc_.data) + row_bytes * feature, out,
+                config_.d_in);
 }
 
 void Sae::CheckFeature(int feature) const {
   if (feature < 0 || feature >= config_.d_sae) {
-    throw Error("SAE feature " + std::to_string(feature) + " is out of range; valid features are 0.." +
-                std::to_string(config_.d_sae - 1));
+    throw Error("SAE feature " + std::to_string(feature) +
+                " is out of range; valid features are 0.." + std::to_string(config_.d_sae - 1));
   }
 }
 
@@ -130,15 +136,16 @@ void Sae::Encode(const float* x, int n, float* features, float* scale, SaeScratc
   }
 }
 
-void Sae::EncodeFeatures(const float* x, int n, const int* features, int count, float* acts, float* scale,
-                         SaeScratch& scratch) const {
+void Sae::EncodeFeatures(const float* x, int n, const int* features, int count, float* acts,
+                         float* scale, SaeScratch& scratch) const {
   const int C = config_.d_in, S = config_.d_sae;
   std::vector<float>& all = scratch.products;
   if (config_.architecture == SaeArchitecture::kTopK) {
     all.resize(size_t(n) * S);
     Encode(x, n, all.data(), scale, scratch);
     for (int t = 0; t < n; ++t) {
-      for (int j = 0; j < count; ++j) acts[int64_t(t) * count + j] = all[int64_t(t) * S + features[j]];
+      for (int j = 0; j < count; ++j)
+        acts[int64_t(t) * count + j] = all[int64_t(t) * S + features[j]];
     }
     return;
   }
@@ -152,16 +159,19 @@ void Sae::EncodeFeatures(const float* x, int n, const int* features, int count, 
     const int first = f / kMatMulRowGrain * kMatMulRowGrain;
     const int rows = std::min<int>(kMatMulRowGrain, S - first);
     if (first != have) {
-      const WeightView w{w_enc_.type, static_cast<const uint8_t*>(w_enc_.data) + row_bytes * first, rows, C};
+      const WeightView w{w_enc_.type, static_cast<const uint8_t*>(w_enc_.data) + row_bytes * first,
+                         rows, C};
       MatMul(in, n, w, b_enc_ + first, group, 0, rows);
       have = first;
     }
-    for (int t = 0; t < n; ++t) acts[int64_t(t) * count + j] = Activate(group[int64_t(t) * rows + f - first], f);
+    for (int t = 0; t < n; ++t)
+      acts[int64_t(t) * count + j] = Activate(group[int64_t(t) * rows + f - first], f);
   }
 }
 
 double Sae::Explained(const float* x, const float* features, float scale) const {
-  if (config_.transcoder) throw Error("a transcoder reconstructs another tensor than it reads: no explained share");
+  if (config_.transcoder)
+    throw Error("a transcoder reconstructs another tensor than it reads: no explained share");
   const int C = config_.d_in, S = config_.d_sae;
   std::vector<double> x_hat(b_dec_, b_dec_ + C);
   for (int i = 0; i < S; ++i) {
@@ -210,8 +220,8 @@ void Sae::Steer(const std::vector<std::pair<int, float>>& steer, int rows, float
   }
 }
 
-void Sae::Clamp(const std::vector<std::pair<int, float>>& clamp, const std::vector<int>& features, int rows,
-                float* x, float* acts, float* scale, SaeScratch& scratch) const {
+void Sae::Clamp(const std::vector<std::pair<int, float>>& clamp, const std::vector<int>& features,
+                int rows, float* x, float* acts, float* scale, SaeScratch& scratch) const {
   const int C = config_.d_in;
   const int K = static_cast<int>(clamp.size());
   EncodeFeatures(x, rows, features.data(), K, acts, scale, scratch);
@@ -250,23 +260,26 @@ double Sae::ScaleGradient(const float* x, double* xc, double* ds) const {
 // The vector-Jacobian product of Steer then Clamp (see Edit), row by row in double:
 //   steering  x1 = x0 + s(x0) sum_i alpha_i d_i:
 //             g0 = g1 + (sum_i alpha_i g1.d_i) ds(x0)
-//   clamping  x2 = x1 + sum_j (v_j - f_j(x1)) s(x1) d_j, f_j = act(pre_j), pre_j = in(x1).w_j + b_j,
+//   clamping  x2 = x1 + sum_j (v_j - f_j(x1)) s(x1) d_j, f_j = act(pre_j), pre_j = in(x1).w_j +
+//   b_j,
 //             in = xc / s - b_dec (apply_b_dec_to_input):
 //             g1 = g2 + sum_j (g2.d_j) [(v_j - f_j) ds(x1) - s(x1) df_j/dx1],
 //             df_j/dx1 = [f_j > 0] (wc_j / s - (xc.w_j / s^2) ds(x1)), wc_j = w_j - mean(w_j)
 // (the activation's slope is 1 where the feature fires, for ReLU, JumpReLU and TopK alike:
 // f = pre there). The encoder rows are dequantized, the straight-through gradient of its type.
 void Sae::EditBackward(const std::vector<std::pair<int, float>>& steer,
-                       const std::vector<std::pair<int, float>>& clamp, const std::vector<int>& features,
-                       int rows, const float* x_in, float* g, EditScratch& scratch) const {
+                       const std::vector<std::pair<int, float>>& clamp,
+                       const std::vector<int>& features, int rows, const float* x_in, float* g,
+                       EditScratch& scratch) const {
   const int C = config_.d_in;
   const int K = static_cast<int>(clamp.size());
   scratch.x.assign(x_in, x_in + int64_t(rows) * C);
   scratch.scale.resize(rows);
   scratch.acts.resize(size_t(rows) * K);
   if (!steer.empty()) Steer(steer, rows, scratch.x.data(), scratch.scale.data(), scratch.sae);
-  if (K > 0) EncodeFeatures(scratch.x.data(), rows, features.data(), K, scratch.acts.data(), scratch.scale.data(),
-                            scratch.sae);
+  if (K > 0)
+    EncodeFeatures(scratch.x.data(), rows, features.data(), K, scratch.acts.data(),
+                   scratch.scale.data(), scratch.sae);
   std::vector<double> xc(C), ds(C), delta(C);
   // The clamped features' encoder rows, dequantized once, and each one's mean.
   std::vector<float> w(size_t(K) * C);
@@ -274,7 +287,8 @@ void Sae::EditBackward(const std::vector<std::pair<int, float>>& steer,
   const size_t row_bytes = RowBytes(w_enc_.type, C);
   for (int j = 0; j < K; ++j) {
     float* wj = w.data() + size_t(j) * C;
-    DequantizeRow(w_enc_.type, static_cast<const uint8_t*>(w_enc_.data) + row_bytes * clamp[j].first, wj, C);
+    DequantizeRow(w_enc_.type,
+                  static_cast<const uint8_t*>(w_enc_.data) + row_bytes * clamp[j].first, wj, C);
     for (int i = 0; i < C; ++i) w_mean[j] += wj[i];
     w_mean[j] /= C;
   }
@@ -294,7 +308,8 @@ void Sae::EditBackward(const std::vector<std::pair<int, float>>& steer,
         const float* wj = w.data() + size_t(j) * C;
         double xw = 0;
         for (int i = 0; i < C; ++i) xw += xc[i] * wj[i];
-        for (int i = 0; i < C; ++i) delta[i] -= s * gd * ((wj[i] - w_mean[j]) / s - xw / (s * s) * ds[i]);
+        for (int i = 0; i < C; ++i)
+          delta[i] -= s * gd * ((wj[i] - w_mean[j]) / s - xw / (s * s) * ds[i]);
       }
       for (int i = 0; i < C; ++i) gt[i] = static_cast<float>(gt[i] + delta[i]);
     }
@@ -312,9 +327,11 @@ void Sae::EditBackward(const std::vector<std::pair<int, float>>& steer,
   }
 }
 
-StreamEdit Sae::Edit(std::shared_ptr<const Sae> sae, const std::vector<std::pair<int, float>>& steer,
+StreamEdit Sae::Edit(std::shared_ptr<const Sae> sae,
+                     const std::vector<std::pair<int, float>>& steer,
                      const std::vector<std::pair<int, float>>& clamp) {
-  if (sae->config().transcoder) throw Error("a transcoder's features are not steered or clamped as an SAE's");
+  if (sae->config().transcoder)
+    throw Error("a transcoder's features are not steered or clamped as an SAE's");
   for (const auto& s : steer) sae->CheckFeature(s.first);
   for (const auto& c : clamp) sae->CheckFeature(c.first);
   StreamEdit e;
@@ -333,7 +350,9 @@ StreamEdit Sae::Edit(std::shared_ptr<const Sae> sae, const std::vector<std::pair
     scratch->scale.resize(rows);
     scratch->acts.resize(size_t(rows) * clamp.size());
     if (!steer.empty()) sae->Steer(steer, rows, x, scratch->scale.data(), scratch->sae);
-    if (!clamp.empty()) sae->Clamp(clamp, features, rows, x, scratch->acts.data(), scratch->scale.data(), scratch->sae);
+    if (!clamp.empty())
+      sae->Clamp(clamp, features, rows, x, scratch->acts.data(), scratch->scale.data(),
+                 scratch->sae);
   };
   e.backward = [sae, steer, clamp, features, scratch](int, int rows, const float* x_in, float* g) {
     sae->EditBackward(steer, clamp, features, rows, x_in, g, *scratch);
@@ -345,7 +364,8 @@ std::shared_ptr<const Sae> LoadSaeFile(const std::string& path, int d_model) {
   std::shared_ptr<MappedFile> mapping = MappedFile::Open(path);
   std::unique_ptr<GgufFile> parsed = GgufFile::Parse(mapping->data(), mapping->size());
   // The parsed file points into the mapping: it keeps the mapping alive.
-  std::shared_ptr<const GgufFile> file(parsed.release(), [mapping](const GgufFile* f) { delete f; });
+  std::shared_ptr<const GgufFile> file(parsed.release(),
+                                       [mapping](const GgufFile* f) { delete f; });
   return std::make_shared<const Sae>(std::move(file), d_model);
 }
 

@@ -69,8 +69,8 @@ class Sae {
   // rows in whole kMatMulRowGrain groups, which MatMul rounds as in one call over all rows).
   // Standard and JumpReLU SAEs compute only the groups holding those features; a TopK SAE,
   // whose survivors depend on every feature, encodes all of them. scale [n] as Encode's.
-  void EncodeFeatures(const float* x, int n, const int* features, int count, float* acts, float* scale,
-                      SaeScratch& scratch) const;
+  void EncodeFeatures(const float* x, int n, const int* features, int count, float* acts,
+                      float* scale, SaeScratch& scratch) const;
   // explained (above) of row x [d_in] with its features [d_sae] and scale.
   double Explained(const float* x, const float* features, float scale) const;
   // [d_in]; an F32 decoder only (every SAE's): null for a transcoder's F16 or quantized one.
@@ -91,7 +91,8 @@ class Sae {
   // the SAE's hook, with its exact vector-Jacobian product for the backward pass (steering under
   // layer_norm scales with the stream; clamping subtracts the feature's own dependence on it). The
   // edit holds the Sae (shared) and its own scratch. Throws for a feature out of range.
-  static StreamEdit Edit(std::shared_ptr<const Sae> sae, const std::vector<std::pair<int, float>>& steer,
+  static StreamEdit Edit(std::shared_ptr<const Sae> sae,
+                         const std::vector<std::pair<int, float>>& steer,
                          const std::vector<std::pair<int, float>>& clamp);
 
  private:
@@ -104,12 +105,13 @@ class Sae {
   // (value - f_F(x)) s(x) W_dec[F] (acts [rows, clamped features] receives f).
   void Steer(const std::vector<std::pair<int, float>>& steer, int rows, float* x, float* scale,
              SaeScratch& scratch) const;
-  void Clamp(const std::vector<std::pair<int, float>>& clamp, const std::vector<int>& features, int rows,
-             float* x, float* acts, float* scale, SaeScratch& scratch) const;
+  void Clamp(const std::vector<std::pair<int, float>>& clamp, const std::vector<int>& features,
+             int rows, float* x, float* acts, float* scale, SaeScratch& scratch) const;
   // Edit's vector-Jacobian product: g [rows, d_in] = dm/d(edited rows) becomes dm/d(x_in).
   void EditBackward(const std::vector<std::pair<int, float>>& steer,
-                    const std::vector<std::pair<int, float>>& clamp, const std::vector<int>& features, int rows,
-                    const float* x_in, float* g, EditScratch& scratch) const;
+                    const std::vector<std::pair<int, float>>& clamp,
+                    const std::vector<int>& features, int rows, const float* x_in, float* g,
+                    EditScratch& scratch) const;
   // s(x) of one row, with xc [d_in] = x - mean(x) and ds [d_in] = ds/dx.
   double ScaleGradient(const float* x, double* xc, double* ds) const;
   // xc / s - b_dec * apply into in [n, d_in], s into scale [n].
@@ -124,7 +126,7 @@ class Sae {
 
   std::shared_ptr<const GgufFile> file_;
   SaeConfig config_;
-  WeightView w_enc_;             // [d_sae rows, d_in cols]
+  WeightView w_enc_;                  // [d_sae rows, d_in cols]
   const float* b_enc_ = nullptr;      // [d_sae]
   WeightView w_dec_view_;             // [d_sae rows, d_in cols]
   const float* w_dec_ = nullptr;      // [d_sae, d_in] when F32

@@ -11,8 +11,9 @@ std::string TranscoderPrefix(int layer) { return "tc." + std::to_string(layer); 
 TranscoderSet::TranscoderSet(std::shared_ptr<const GgufFile> file, const Config& model) {
   const GgufValue* arch = file->Find("general.architecture");
   if (arch == nullptr || arch->type != GgufValueType::kString || arch->str != "transcoders") {
-    throw Error("not a transcoder GGUF (general.architecture is not \"transcoders\"; convert one with "
-                "gpt2-convert --transcoders)");
+    throw Error(
+        "not a transcoder GGUF (general.architecture is not \"transcoders\"; convert one with "
+        "gpt2-convert --transcoders)");
   }
   blocks_.resize(model.n_layer);
   size_t bound = 0;
@@ -20,24 +21,27 @@ TranscoderSet::TranscoderSet(std::shared_ptr<const GgufFile> file, const Config&
     if (file->Find(TranscoderPrefix(l) + ".hook_name") == nullptr) continue;
     auto sae = std::make_shared<const Sae>(file, model.n_embd, TranscoderPrefix(l));
     const SaeConfig& c = sae->config();
-    if (!c.transcoder || c.layer != l || c.point != StreamPoint::kResidMid || c.out_point != StreamPoint::kMlpOut ||
-        c.architecture != SaeArchitecture::kStandard) {
+    if (!c.transcoder || c.layer != l || c.point != StreamPoint::kResidMid ||
+        c.out_point != StreamPoint::kMlpOut || c.architecture != SaeArchitecture::kStandard) {
       throw Error("transcoder GGUF block " + std::to_string(l) +
                   " is not a ReLU transcoder from its blocks.L.hook_resid_mid to its hook_mlp_out");
     }
     bound += 4;
     blocks_[l] = std::move(sae);
   }
-  if (bound == 0) throw Error("transcoder GGUF holds no transcoder of the model's blocks 0.." +
-                              std::to_string(model.n_layer - 1));
+  if (bound == 0)
+    throw Error("transcoder GGUF holds no transcoder of the model's blocks 0.." +
+                std::to_string(model.n_layer - 1));
   if (file->tensors().size() != bound) {
     throw Error("transcoder GGUF has tensors no block of this model uses (a block past its " +
                 std::to_string(model.n_layer) + "?)");
   }
 }
 
-TranscoderSet::TranscoderSet(const TranscoderSet& base, const TranscoderSet& added) : blocks_(base.blocks_) {
-  if (added.n_layer() != base.n_layer()) throw Error("transcoder sets of models with different block counts");
+TranscoderSet::TranscoderSet(const TranscoderSet& base, const TranscoderSet& added)
+    : blocks_(base.blocks_) {
+  if (added.n_layer() != base.n_layer())
+    throw Error("transcoder sets of models with different block counts");
   for (int l = 0; l < n_layer(); ++l) {
     if (added.blocks_[l] != nullptr) blocks_[l] = added.blocks_[l];
   }
@@ -58,10 +62,12 @@ bool TranscoderSet::complete() const {
   return true;
 }
 
-std::shared_ptr<const TranscoderSet> LoadTranscoderFile(const std::string& path, const Config& model) {
+std::shared_ptr<const TranscoderSet> LoadTranscoderFile(const std::string& path,
+                                                        const Config& model) {
   std::shared_ptr<MappedFile> mapping = MappedFile::Open(path);
   std::unique_ptr<GgufFile> parsed = GgufFile::Parse(mapping->data(), mapping->size());
-  std::shared_ptr<const GgufFile> file(parsed.release(), [mapping](const GgufFile* f) { delete f; });
+  std::shared_ptr<const GgufFile> file(parsed.release(),
+                                       [mapping](const GgufFile* f) { delete f; });
   return std::make_shared<const TranscoderSet>(std::move(file), model);
 }
 
@@ -74,25 +80,29 @@ std::shared_ptr<const TranscoderSet> TranscodersFromBytes(std::vector<uint8_t> b
   return std::make_shared<const TranscoderSet>(std::move(file), model);
 }
 
-std::vector<StreamEdit> TranscoderClampEdits(const TranscoderSet& set, const std::vector<TranscoderClamp>& clamps,
+std::vector<StreamEdit> TranscoderClampEdits(const TranscoderSet& set,
+                                             const std::vector<TranscoderClamp>& clamps,
                                              int n_ctx) {
   std::vector<StreamEdit> edits;
   for (int l = 0; l < set.n_layer(); ++l) {
     std::vector<TranscoderClamp> here;
     for (const TranscoderClamp& c : clamps) {
       if (c.layer < 0 || c.layer >= set.n_layer()) {
-        throw Error("clamp: block " + std::to_string(c.layer) + " is out of range 0.." + std::to_string(set.n_layer() - 1));
+        throw Error("clamp: block " + std::to_string(c.layer) + " is out of range 0.." +
+                    std::to_string(set.n_layer() - 1));
       }
       if (c.layer == l) here.push_back(c);
     }
     if (here.empty()) continue;
     const Sae* tc = set.block(l);
-    if (tc == nullptr) throw Error("clamp: the set has no transcoder of block " + std::to_string(l));
+    if (tc == nullptr)
+      throw Error("clamp: the set has no transcoder of block " + std::to_string(l));
     std::vector<int> features;
     for (const TranscoderClamp& c : here) {
       tc->CheckFeature(c.feature);
       if (c.position < 0 || c.position >= n_ctx) {
-        throw Error("clamp: position " + std::to_string(c.position) + " is out of range 0.." + std::to_string(n_ctx - 1));
+        throw Error("clamp: position " + std::to_string(c.position) + " is out of range 0.." +
+                    std::to_string(n_ctx - 1));
       }
       features.push_back(c.feature);
     }
@@ -112,8 +122,8 @@ std::vector<StreamEdit> TranscoderClampEdits(const TranscoderSet& set, const std
       shared->pos0 = pos0;
       shared->rows = rows;
       shared->acts.resize(size_t(rows) * features.size());
-      tc->EncodeFeatures(x, rows, features.data(), static_cast<int>(features.size()), shared->acts.data(), nullptr,
-                         shared->scratch);
+      tc->EncodeFeatures(x, rows, features.data(), static_cast<int>(features.size()),
+                         shared->acts.data(), nullptr, shared->scratch);
     };
     StreamEdit write{l, StreamPoint::kMlpOut, nullptr, nullptr, name};
     write.edit = [tc, here, shared](int pos0, int rows, float* x) {

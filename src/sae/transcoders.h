@@ -32,7 +32,7 @@ class TranscoderSet {
     return layer >= 0 && layer < static_cast<int>(blocks_.size()) ? blocks_[layer].get() : nullptr;
   }
   int n_layer() const { return static_cast<int>(blocks_.size()); }
-  bool complete() const;  // every block of the model has one
+  bool complete() const;            // every block of the model has one
   std::vector<int> blocks() const;  // the blocks present, ascending
 
  private:
@@ -52,14 +52,15 @@ struct TranscoderClamp {
 // leaves the stream as it is), one at hook_mlp_out that writes. No backward (a backward pass
 // through them refuses). `set` must outlive the edits. gpt2::Error for a block without a
 // transcoder, a feature or position out of range.
-std::vector<StreamEdit> TranscoderClampEdits(const TranscoderSet& set, const std::vector<TranscoderClamp>& clamps,
-                                             int n_ctx);
+std::vector<StreamEdit> TranscoderClampEdits(const TranscoderSet& set,
+                                             const std::vector<TranscoderClamp>& clamps, int n_ctx);
 
 // The GGUF key prefix of block `layer` ("tc.3").
 std::string TranscoderPrefix(int layer);
 
 // A transcoder GGUF mapped into memory (native tools).
-std::shared_ptr<const TranscoderSet> LoadTranscoderFile(const std::string& path, const Config& model);
+std::shared_ptr<const TranscoderSet> LoadTranscoderFile(const std::string& path,
+                                                        const Config& model);
 // A transcoder GGUF from bytes that it keeps (the page's, one block at a time).
 std::shared_ptr<const TranscoderSet> TranscodersFromBytes(std::vector<uint8_t> bytes,
                                                           const Config& model);

@@ -113,7 +113,6 @@ Char DecodeChar(const unsigned char* s, size_t n) {
   return {c.cp, c.size, c.cp == kInvalidCodepoint ? CharClass::kOther : ClassifyCodepoint(c.cp)};
 }
 
-
 // The length in bytes of the pre-tokenizer piece starting at text[pos] (pos < n): the first
 // alternative of
 //   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
@@ -223,8 +222,6 @@ std::string BytesToAlphabet(const std::string& bytes) {
   for (unsigned char b : bytes) AppendUtf8(Alphabet().codepoint_of_byte[b], &out);
   return out;
 }
-
-
 
 }  // namespace
 

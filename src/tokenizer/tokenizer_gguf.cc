@@ -16,9 +16,10 @@ std::unique_ptr<Tokenizer> Tokenizer::FromGguf(const GgufFile& file) {
     }
   }
   if (file.Find("tokenizer.ggml.tokens") == nullptr) {
-    throw Error("This model file has no tokenizer: its metadata lacks 'tokenizer.ggml.tokens'. "
-                "Convert the model with its vocabulary (llama.cpp's convert_hf_to_gguf.py and "
-                "gpt2-convert both include it).");
+    throw Error(
+        "This model file has no tokenizer: its metadata lacks 'tokenizer.ggml.tokens'. "
+        "Convert the model with its vocabulary (llama.cpp's convert_hf_to_gguf.py and "
+        "gpt2-convert both include it).");
   }
   std::vector<std::string> tokens = file.GetStringArray("tokenizer.ggml.tokens");
   if (tokens.empty()) throw Error("GGUF tokenizer.ggml.tokens is empty");

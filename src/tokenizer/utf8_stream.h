@@ -33,9 +33,12 @@ class Utf8Stream {
       const unsigned char c = static_cast<unsigned char>(s[n - back]);
       if ((c & 0xC0) == 0x80) continue;  // continuation byte: keep looking for the lead
       size_t need = 0;
-      if ((c & 0xE0) == 0xC0) need = 2;
-      else if ((c & 0xF0) == 0xE0) need = 3;
-      else if ((c & 0xF8) == 0xF0) need = 4;
+      if ((c & 0xE0) == 0xC0)
+        need = 2;
+      else if ((c & 0xF0) == 0xE0)
+        need = 3;
+      else if ((c & 0xF8) == 0xF0)
+        need = 4;
       return (need > back) ? n - back : n;
     }
     return n;

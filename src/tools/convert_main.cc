@@ -2,9 +2,10 @@
 // GGUF file llama.cpp and our engine both load. See convert/convert.h for the mapping.
 //
 //   gpt2-convert --input DIR --output FILE.gguf --type f32|f16|q8_0|q4_0 [--name NAME]
-//   gpt2-convert --input IN.gguf --output FILE.gguf --type ...   (re-encode a GGUF: convert/requantize.h)
-//   gpt2-convert --sae DIR --output S.gguf [--type ...]          (a SAELens SAE: convert/sae_convert.h)
-//   gpt2-convert --transcoders DIR --output T.gguf [--type ...]  (per-block MLP transcoders, same file)
+//   gpt2-convert --input IN.gguf --output FILE.gguf --type ...   (re-encode a GGUF:
+//   convert/requantize.h) gpt2-convert --sae DIR --output S.gguf [--type ...]          (a SAELens
+//   SAE: convert/sae_convert.h) gpt2-convert --transcoders DIR --output T.gguf [--type ...]
+//   (per-block MLP transcoders, same file)
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -18,9 +19,11 @@
 namespace {
 
 void Usage(std::ostream& out) {
-  out << "usage: gpt2-convert --input DIR --output FILE.gguf [--type f32|f16|q8_0|q4_0] [--name NAME] [--quiet]\n"
+  out << "usage: gpt2-convert --input DIR --output FILE.gguf [--type f32|f16|q8_0|q4_0] [--name "
+         "NAME] [--quiet]\n"
          "       gpt2-convert --sae DIR --output S.gguf [--type f32|f16|q8_0|q4_0] [--quiet]\n"
-         "       gpt2-convert --transcoders DIR --output T.gguf [--type f32|f16|q8_0|q4_0] [--quiet]\n"
+         "       gpt2-convert --transcoders DIR --output T.gguf [--type f32|f16|q8_0|q4_0] "
+         "[--quiet]\n"
          "  DIR holds model.safetensors, config.json and vocab.json + merges.txt\n"
          "  (or encoder.json + vocab.bpe). The default type is q8_0.\n"
          "  --input IN.gguf re-encodes a GPT-2 GGUF (e.g. F32 or F16) with --type's matrices.\n"
@@ -48,15 +51,24 @@ int main(int argc, char** argv) {
       }
       *dst = argv[++i];
     };
-    if (arg == "--input") value(&input);
-    else if (arg == "--output") value(&output);
-    else if (arg == "--sae") value(&sae);
-    else if (arg == "--transcoders") value(&transcoders);
-    else if (arg == "--type") value(&type);
-    else if (arg == "--name") value(&name);
-    else if (arg == "--quiet") quiet = true;
-    else if (arg == "--help" || arg == "-h") { Usage(std::cout); return 0; }
-    else {
+    if (arg == "--input")
+      value(&input);
+    else if (arg == "--output")
+      value(&output);
+    else if (arg == "--sae")
+      value(&sae);
+    else if (arg == "--transcoders")
+      value(&transcoders);
+    else if (arg == "--type")
+      value(&type);
+    else if (arg == "--name")
+      value(&name);
+    else if (arg == "--quiet")
+      quiet = true;
+    else if (arg == "--help" || arg == "-h") {
+      Usage(std::cout);
+      return 0;
+    } else {
       std::cerr << "gpt2-convert: unknown argument '" << arg << "'\n";
       Usage(std::cerr);
       return 2;
@@ -72,8 +84,12 @@ int main(int argc, char** argv) {
         std::cerr << "gpt2-convert: --name is for GPT-2 checkpoints, not --sae or --transcoders\n";
         return 2;
       }
-      if (!sae.empty()) gpt2::ConvertSaeDir(sae, output, gpt2::ParseConvertType(type), quiet ? nullptr : &std::cout);
-      else gpt2::ConvertTranscoderDir(transcoders, output, gpt2::ParseConvertType(type), quiet ? nullptr : &std::cout);
+      if (!sae.empty())
+        gpt2::ConvertSaeDir(sae, output, gpt2::ParseConvertType(type),
+                            quiet ? nullptr : &std::cout);
+      else
+        gpt2::ConvertTranscoderDir(transcoders, output, gpt2::ParseConvertType(type),
+                                   quiet ? nullptr : &std::cout);
       return 0;
     }
     const bool gguf = input.size() > 5 && input.compare(input.size() - 5, 5, ".gguf") == 0;
@@ -81,8 +97,11 @@ int main(int argc, char** argv) {
       std::cerr << "gpt2-convert: --name is for checkpoints; a GGUF keeps its own general.name\n";
       return 2;
     }
-    if (gguf) gpt2::RequantizeGgufFile(input, output, gpt2::ParseConvertType(type));
-    else gpt2::ConvertHfGpt2(input, output, gpt2::ParseConvertType(type), quiet ? nullptr : &std::cout, name);
+    if (gguf)
+      gpt2::RequantizeGgufFile(input, output, gpt2::ParseConvertType(type));
+    else
+      gpt2::ConvertHfGpt2(input, output, gpt2::ParseConvertType(type), quiet ? nullptr : &std::cout,
+                          name);
   } catch (const gpt2::Error& e) {
     std::cerr << "gpt2-convert: " << e.what() << "\n";
     return 1;

@@ -94,7 +94,8 @@ int main(int argc, char** argv) {
       } else if (value == "tiny") {
         config = gpt2::TinyTestConfig();
       } else {
-        UsageError("--shape must be gpt2, gpt2-medium, gpt2-large, gpt2-xl or tiny, got '" + value + "'");
+        UsageError("--shape must be gpt2, gpt2-medium, gpt2-large, gpt2-xl or tiny, got '" + value +
+                   "'");
       }
     } else if (flag == "--n-layer") {
       n_layer = ParseInt(flag, value, 1);
@@ -146,8 +147,7 @@ int main(int argc, char** argv) {
     gpt2::WriteSyntheticModel(output, config, type, tokenizer.get(), seed);
     std::printf("wrote %s: %d layers, %d heads, n_embd %d, n_ff %d, n_ctx %d, n_vocab %d, %s%s\n",
                 output.c_str(), config.n_layer, config.n_head, config.n_embd, config.n_ff,
-                config.n_ctx, config.n_vocab,
-                gpt2::GgmlTypeName(static_cast<uint32_t>(type)),
+                config.n_ctx, config.n_vocab, gpt2::GgmlTypeName(static_cast<uint32_t>(type)),
                 tokenizer ? ", with tokenizer" : ", no tokenizer");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpt2-make-model: %s\n", e.what());

@@ -1,22 +1,21 @@
 // The whole import path against PyTorch: the tiny golden model written as a Hugging Face
 // checkpoint (model.safetensors layout, Conv1D weights [in, out]), converted by our converter,
 // loaded and run, must give the logits scripts/make_golden.py computed with PyTorch.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "convert/convert.h"
 #include "convert/convert_test_util.h"
 #include "format/gguf.h"
 #include "format/safetensors.h"
 #include "model/golden_file.h"
 #include "model/session.h"
 #include "test_paths.h"
-#include "convert/convert.h"
 #include "tools/common/synthetic_model.h"
 
 namespace {
@@ -102,8 +101,8 @@ TEST_CASE("convert: a Hugging Face checkpoint of the golden model matches PyTorc
   for (const auto& c : kCases) {
     INFO("type " << gpt2::GgmlTypeName(static_cast<uint32_t>(c.type)));
     gpt2::GgufWriter writer;
-    gpt2::BuildGpt2Gguf(*checkpoint, gpt2::ConfigFromHfJson(TinyConfigJson(shape)), nullptr,
-                        c.type, &writer, nullptr);
+    gpt2::BuildGpt2Gguf(*checkpoint, gpt2::ConfigFromHfJson(TinyConfigJson(shape)), nullptr, c.type,
+                        &writer, nullptr);
     const std::vector<uint8_t> bytes = writer.Serialize();
     std::shared_ptr<const gpt2::GgufFile> file = gpt2::GgufFile::Parse(bytes.data(), bytes.size());
     auto model = gpt2::Model::FromGguf(file);
@@ -146,8 +145,8 @@ TEST_CASE("convert: the widths and heads of GPT-2 medium, large and XL match PyT
     entries.clear();
 
     const uint64_t header_end = gpt2::SafetensorsFile::HeaderEnd(st.data(), st.size(), st.size());
-    gpt2::Gpt2GgufStream stream(st.data(), static_cast<size_t>(header_end), st.size(), config, nullptr,
-                                TensorType::kF32, "", uint64_t{1} << 31);
+    gpt2::Gpt2GgufStream stream(st.data(), static_cast<size_t>(header_end), st.size(), config,
+                                nullptr, TensorType::kF32, "", uint64_t{1} << 31);
     while (!stream.done()) {
       const gpt2::Gpt2GgufStream::Range r = stream.next();
       stream.Feed(st.data() + r.offset, r.bytes);
@@ -182,8 +181,8 @@ TEST_CASE("convert: the widths and heads of GPT-2 medium, large and XL match PyT
     float scale = 1.0f;
     for (float v : want) scale = std::max(scale, std::fabs(v));
     INFO("largest |logit| " << scale);
-    CHECK(gpt2_test::CheckTensor("logits", all.data(), want.data(), static_cast<int64_t>(want.size()),
-                                 1e-5 * scale));
+    CHECK(gpt2_test::CheckTensor("logits", all.data(), want.data(),
+                                 static_cast<int64_t>(want.size()), 1e-5 * scale));
 
     const std::vector<int32_t>& greedy = golden.I32(name + "/greedy");
     std::vector<int> got;

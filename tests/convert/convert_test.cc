@@ -1,16 +1,17 @@
 // The Hugging Face GPT-2 -> GGUF converter: names, layouts and storage types as llama.cpp
 // writes them, quantized blocks bit-identical to an independent reference of ggml's rounding,
 // and clear errors for checkpoints that do not fit the config.
-#include <catch2/catch.hpp>
+#include "convert/convert.h"
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -18,13 +19,12 @@
 
 #include "../test_paths.h"
 #include "base/error.h"
+#include "convert/gpt2_gguf.h"
 #include "convert_test_util.h"
 #include "format/gguf.h"
 #include "format/safetensors.h"
 #include "model/session.h"
 #include "tokenizer/tokenizer.h"
-#include "convert/convert.h"
-#include "convert/gpt2_gguf.h"
 
 using namespace convert_test;
 using gpt2::TensorType;
@@ -44,9 +44,7 @@ std::vector<StEntry> EncodeAll(std::vector<HfTensor>* tensors, const std::string
   return entries;
 }
 
-gpt2::Config ConfigOf(const TinyShape& s) {
-  return gpt2::ConfigFromHfJson(TinyConfigJson(s));
-}
+gpt2::Config ConfigOf(const TinyShape& s) { return gpt2::ConfigFromHfJson(TinyConfigJson(s)); }
 
 Converted Convert(const std::vector<uint8_t>& st, const TinyShape& shape, TensorType type,
                   const gpt2::Tokenizer* tokenizer = nullptr) {
@@ -61,7 +59,8 @@ Converted Convert(const std::vector<uint8_t>& st, const TinyShape& shape, Tensor
   const gpt2::Gpt2GgufConversion conversion(*checkpoint, ConfigOf(shape), tokenizer, type, "");
   std::vector<uint8_t> streamed(static_cast<size_t>(conversion.layout().size), 0xAB);
   conversion.WriteHeader(streamed.data());
-  for (int i = conversion.num_tensors() - 1; i >= 0; --i) conversion.EncodeTensor(i, streamed.data(), nullptr);
+  for (int i = conversion.num_tensors() - 1; i >= 0; --i)
+    conversion.EncodeTensor(i, streamed.data(), nullptr);
   REQUIRE(streamed == c.bytes);
   CHECK(conversion.stats().tensors_written == c.stats.tensors_written);
   CHECK(conversion.stats().lm_head_tied == c.stats.lm_head_tied);
@@ -70,13 +69,14 @@ Converted Convert(const std::vector<uint8_t>& st, const TinyShape& shape, Tensor
   // come in many row pieces and a lm_head tie check in several.
   for (const uint64_t piece : {uint64_t{1000}, uint64_t{1} << 20}) {
     const uint64_t header_end = gpt2::SafetensorsFile::HeaderEnd(st.data(), st.size(), st.size());
-    gpt2::Gpt2GgufStream stream(st.data(), static_cast<size_t>(header_end), st.size(), ConfigOf(shape),
-                                tokenizer, type, "", uint64_t{1} << 30, piece);
+    gpt2::Gpt2GgufStream stream(st.data(), static_cast<size_t>(header_end), st.size(),
+                                ConfigOf(shape), tokenizer, type, "", uint64_t{1} << 30, piece);
     uint64_t fed = 0, last_offset = 0;
     int pieces = 0;
     while (!stream.done()) {
       const gpt2::Gpt2GgufStream::Range r = stream.next();
-      if (stream.output_size() > 0) {  // past the tie check: in the file's order, one sequential read
+      if (stream.output_size() >
+          0) {  // past the tie check: in the file's order, one sequential read
         REQUIRE(r.offset >= last_offset);
         last_offset = r.offset + r.bytes;
       }
@@ -85,8 +85,9 @@ Converted Convert(const std::vector<uint8_t>& st, const TinyShape& shape, Tensor
       const uint64_t conv1d = uint64_t{4} * shape.n_embd * std::max(3 * shape.n_embd, shape.n_ff);
       REQUIRE(r.bytes <= std::max(piece, conv1d));
       REQUIRE(r.offset + r.bytes <= st.size());
-      const std::vector<uint8_t> bytes(st.begin() + static_cast<std::ptrdiff_t>(r.offset),
-                                       st.begin() + static_cast<std::ptrdiff_t>(r.offset + r.bytes));
+      const std::vector<uint8_t> bytes(
+          st.begin() + static_cast<std::ptrdiff_t>(r.offset),
+          st.begin() + static_cast<std::ptrdiff_t>(r.offset + r.bytes));
       stream.Feed(bytes.data(), bytes.size());
       fed += r.bytes;
       ++pieces;
@@ -124,12 +125,12 @@ std::vector<float> GgmlRowMajor(const HfTensor& t, bool conv1d, int64_t* rows, i
 
 std::string GgufName(const std::string& hf) {
   static const std::pair<const char*, const char*> kMap[] = {
-      {"ln_1.weight", "attn_norm.weight"}, {"ln_1.bias", "attn_norm.bias"},
-      {"attn.c_attn.weight", "attn_qkv.weight"}, {"attn.c_attn.bias", "attn_qkv.bias"},
+      {"ln_1.weight", "attn_norm.weight"},          {"ln_1.bias", "attn_norm.bias"},
+      {"attn.c_attn.weight", "attn_qkv.weight"},    {"attn.c_attn.bias", "attn_qkv.bias"},
       {"attn.c_proj.weight", "attn_output.weight"}, {"attn.c_proj.bias", "attn_output.bias"},
-      {"ln_2.weight", "ffn_norm.weight"}, {"ln_2.bias", "ffn_norm.bias"},
-      {"mlp.c_fc.weight", "ffn_up.weight"}, {"mlp.c_fc.bias", "ffn_up.bias"},
-      {"mlp.c_proj.weight", "ffn_down.weight"}, {"mlp.c_proj.bias", "ffn_down.bias"}};
+      {"ln_2.weight", "ffn_norm.weight"},           {"ln_2.bias", "ffn_norm.bias"},
+      {"mlp.c_fc.weight", "ffn_up.weight"},         {"mlp.c_fc.bias", "ffn_up.bias"},
+      {"mlp.c_proj.weight", "ffn_down.weight"},     {"mlp.c_proj.bias", "ffn_down.bias"}};
   if (hf == "wte.weight") return "token_embd.weight";
   if (hf == "wpe.weight") return "position_embd.weight";
   if (hf == "ln_f.weight") return "output_norm.weight";
@@ -144,12 +145,14 @@ std::string GgufName(const std::string& hf) {
 }
 
 bool IsConv1D(const std::string& hf) {
-  return hf.find("c_attn.weight") != std::string::npos || hf.find("c_proj.weight") != std::string::npos ||
+  return hf.find("c_attn.weight") != std::string::npos ||
+         hf.find("c_proj.weight") != std::string::npos ||
          hf.find("c_fc.weight") != std::string::npos;
 }
 
 // Independent expectation for one tensor's bytes at `type`.
-std::vector<uint8_t> ExpectedBytes(const std::vector<float>& v, int64_t rows, int64_t cols, TensorType type) {
+std::vector<uint8_t> ExpectedBytes(const std::vector<float>& v, int64_t rows, int64_t cols,
+                                   TensorType type) {
   std::vector<uint8_t> out;
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = v.data() + r * cols;
@@ -169,7 +172,8 @@ std::vector<uint8_t> ExpectedBytes(const std::vector<float>& v, int64_t rows, in
   return out;
 }
 
-void CheckAgainstReference(const std::vector<HfTensor>& hf, const gpt2::GgufFile& gguf, TensorType type) {
+void CheckAgainstReference(const std::vector<HfTensor>& hf, const gpt2::GgufFile& gguf,
+                           TensorType type) {
   for (const HfTensor& t : hf) {
     const std::string name = GgufName(t.name);
     INFO("tensor " << t.name << " -> " << name);
@@ -194,7 +198,8 @@ void CheckAgainstReference(const std::vector<HfTensor>& hf, const gpt2::GgufFile
 
 TEST_CASE("convert: every type matches ggml's reference rounding, F32 input", "[convert]") {
   const TinyShape shape;
-  for (TensorType type : {TensorType::kF32, TensorType::kF16, TensorType::kQ8_0, TensorType::kQ4_0}) {
+  for (TensorType type :
+       {TensorType::kF32, TensorType::kF16, TensorType::kQ8_0, TensorType::kQ4_0}) {
     INFO("type " << gpt2::GgmlTypeName(static_cast<uint32_t>(type)));
     std::vector<HfTensor> hf = TinyCheckpoint(shape);
     const auto st = WriteSafetensors(EncodeAll(&hf, "F32", "transformer."), "{\"format\":\"pt\"}");
@@ -208,14 +213,18 @@ TEST_CASE("convert: every type matches ggml's reference rounding, F32 input", "[
   }
 }
 
-TEST_CASE("convert: F16 and BF16 checkpoints, with and without the transformer. prefix", "[convert]") {
+TEST_CASE("convert: F16 and BF16 checkpoints, with and without the transformer. prefix",
+          "[convert]") {
   const TinyShape shape;
   for (const char* dtype : {"F16", "BF16"}) {
     for (const char* prefix : {"", "transformer."}) {
-      for (TensorType type : {TensorType::kF32, TensorType::kF16, TensorType::kQ8_0, TensorType::kQ4_0}) {
-        INFO(dtype << " prefix '" << prefix << "' type " << gpt2::GgmlTypeName(static_cast<uint32_t>(type)));
+      for (TensorType type :
+           {TensorType::kF32, TensorType::kF16, TensorType::kQ8_0, TensorType::kQ4_0}) {
+        INFO(dtype << " prefix '" << prefix << "' type "
+                   << gpt2::GgmlTypeName(static_cast<uint32_t>(type)));
         std::vector<HfTensor> hf = TinyCheckpoint(shape, 11);
-        const auto st = WriteSafetensors(EncodeAll(&hf, dtype, prefix));  // hf now holds decoded values
+        const auto st =
+            WriteSafetensors(EncodeAll(&hf, dtype, prefix));  // hf now holds decoded values
         Converted c = Convert(st, shape, type);
         CheckAgainstReference(hf, *c.gguf, type);
       }
@@ -255,7 +264,8 @@ TEST_CASE("convert: vocabulary keys and the whole directory pipeline", "[convert
   WriteFileText(dir + "/config.json", TinyConfigJson(shape));
   // OpenAI's file names; Hugging Face's vocab.json/merges.txt have the same formats.
   REQUIRE(std::system(("cp " + gpt2_test::EncoderJsonPath() + " " + dir + "/encoder.json && cp " +
-                       gpt2_test::VocabBpePath() + " " + dir + "/vocab.bpe").c_str()) == 0);
+                       gpt2_test::VocabBpePath() + " " + dir + "/vocab.bpe")
+                          .c_str()) == 0);
   const std::string out = dir + "/out.gguf";
   std::ostringstream log;
   gpt2::ConvertStats stats = gpt2::ConvertHfGpt2(dir, out, TensorType::kQ4_0, &log);
@@ -289,7 +299,8 @@ TEST_CASE("convert: vocabulary keys and the whole directory pipeline", "[convert
   // A name given is written as general.name.
   gpt2::ConvertHfGpt2(dir, out, TensorType::kQ8_0, nullptr, "my GPT-2");
   auto named_file = gpt2::MappedFile::Open(out);
-  CHECK(gpt2::GgufFile::Parse(named_file->data(), named_file->size())->GetString("general.name") == "my GPT-2");
+  CHECK(gpt2::GgufFile::Parse(named_file->data(), named_file->size())->GetString("general.name") ==
+        "my GPT-2");
 
   // Without a vocabulary the converter says what it needs.
   std::remove((dir + "/vocab.bpe").c_str());
@@ -304,7 +315,8 @@ TEST_CASE("convert: mask buffers skipped, lm_head tied or kept", "[convert]") {
   std::vector<HfTensor> hf = TinyCheckpoint(shape);
   std::vector<StEntry> entries = EncodeAll(&hf, "F32", "transformer.");
   // The causal-mask buffers older checkpoints carry (GPT2Attention's registered buffers).
-  entries.push_back({"transformer.h.0.attn.bias", "F32", {1, 1, 16, 16}, std::vector<uint8_t>(1024)});
+  entries.push_back(
+      {"transformer.h.0.attn.bias", "F32", {1, 1, 16, 16}, std::vector<uint8_t>(1024)});
   entries.push_back({"transformer.h.1.attn.masked_bias", "F32", {}, std::vector<uint8_t>(4)});
   HfTensor head = hf[0];  // equal to wte: tied
   entries.push_back(Encode(&head, "F32", "lm_head."));
@@ -325,7 +337,8 @@ TEST_CASE("convert: mask buffers skipped, lm_head tied or kept", "[convert]") {
   CHECK(out->type == TensorType::kQ8_0);
   CHECK(out->ne[0] == 64);
   CHECK(out->ne[1] == shape.n_vocab);
-  std::vector<uint8_t> expected = RefQuantizeQ8_0(head.values.data(), static_cast<int64_t>(head.values.size()));
+  std::vector<uint8_t> expected =
+      RefQuantizeQ8_0(head.values.data(), static_cast<int64_t>(head.values.size()));
   REQUIRE(out->nbytes == expected.size());
   CHECK(std::memcmp(out->data, expected.data(), expected.size()) == 0);
 }
@@ -347,18 +360,23 @@ TEST_CASE("convert: checkpoints that do not fit give clear errors", "[convert]")
   SECTION("wrong shape") {
     std::vector<StEntry> e = good;
     e[4].shape = {3 * 64, 64};  // c_attn stored as nn.Linear instead of Conv1D
-    REQUIRE_THROWS_WITH(convert_entries(e),
-                        Catch::Contains("'h.0.attn.c_attn.weight' has shape [192, 64] but config.json implies [64, 192]"));
+    REQUIRE_THROWS_WITH(
+        convert_entries(e),
+        Catch::Contains(
+            "'h.0.attn.c_attn.weight' has shape [192, 64] but config.json implies [64, 192]"));
   }
   SECTION("wrong dtype") {
     std::vector<StEntry> e = good;
     e[3].dtype = "I32";  // h.0.ln_1.bias: same byte size, not a float type
-    REQUIRE_THROWS_WITH(convert_entries(e), Catch::Contains("'h.0.ln_1.bias' has dtype I32; expected F32, F16 or BF16"));
+    REQUIRE_THROWS_WITH(
+        convert_entries(e),
+        Catch::Contains("'h.0.ln_1.bias' has dtype I32; expected F32, F16 or BF16"));
   }
   SECTION("unexpected tensor") {
     std::vector<StEntry> e = good;
     e.push_back({"h.2.ln_1.weight", "F32", {64}, std::vector<uint8_t>(256)});
-    REQUIRE_THROWS_WITH(convert_entries(e), Catch::Contains("'h.2.ln_1.weight' is not part of a GPT-2 with 2 layers"));
+    REQUIRE_THROWS_WITH(convert_entries(e),
+                        Catch::Contains("'h.2.ln_1.weight' is not part of a GPT-2 with 2 layers"));
   }
   SECTION("duplicate under both names") {
     std::vector<StEntry> e = good;
@@ -369,11 +387,13 @@ TEST_CASE("convert: checkpoints that do not fit give clear errors", "[convert]")
   SECTION("offsets past the end of the file") {
     std::vector<uint8_t> st = WriteSafetensors(good);
     st.resize(st.size() - 10);
-    REQUIRE_THROWS_WITH(Convert(st, shape, TensorType::kQ8_0), Catch::Contains("past the end of the"));
+    REQUIRE_THROWS_WITH(Convert(st, shape, TensorType::kQ8_0),
+                        Catch::Contains("past the end of the"));
   }
 }
 
-TEST_CASE("convert: the default general.name names OpenAI's four released shapes only", "[convert]") {
+TEST_CASE("convert: the default general.name names OpenAI's four released shapes only",
+          "[convert]") {
   // config.json of openai-community/gpt2 (small) and gpt2-xl, abridged to what the converter reads.
   const char* small = R"({"model_type": "gpt2", "n_layer": 12, "n_head": 12, "n_embd": 768,
       "n_positions": 1024, "vocab_size": 50257, "activation_function": "gelu_new"})";
@@ -396,15 +416,20 @@ TEST_CASE("convert: config.json parsing", "[convert]") {
   CHECK(c.n_layer == 2);
   CHECK(c.n_ff == 256);  // n_inner null: 4 * n_embd
   CHECK(c.ln_eps == 1e-5f);
-  REQUIRE_THROWS_WITH(gpt2::ConfigFromHfJson("{\"n_layer\": 2}"), Catch::Contains("config.json has no \"n_head\""));
-  REQUIRE_THROWS_WITH(gpt2::ConfigFromHfJson("{\"model_type\": \"llama\"}"), Catch::Contains("only GPT-2"));
+  REQUIRE_THROWS_WITH(gpt2::ConfigFromHfJson("{\"n_layer\": 2}"),
+                      Catch::Contains("config.json has no \"n_head\""));
+  REQUIRE_THROWS_WITH(gpt2::ConfigFromHfJson("{\"model_type\": \"llama\"}"),
+                      Catch::Contains("only GPT-2"));
   REQUIRE_THROWS_WITH(gpt2::ConfigFromHfJson("{\"activation_function\": \"relu\"}"),
                       Catch::Contains("activation_function \"relu\" is not supported"));
-  REQUIRE_THROWS_WITH(gpt2::ConfigFromHfJson(
-                          "{\"n_layer\": 2, \"n_head\": 5, \"n_embd\": 64, \"vocab_size\": 9, \"n_positions\": 8}"),
-                      Catch::Contains("not divisible by n_head"));
-  REQUIRE_THROWS_WITH(gpt2::ConfigFromHfJson("{\"n_layer\": -2}"), Catch::Contains("positive integer"));
-  REQUIRE_THROWS_WITH(gpt2::ParseConvertType("q5_0"), Catch::Contains("expected f32, f16, q8_0 or q4_0"));
+  REQUIRE_THROWS_WITH(
+      gpt2::ConfigFromHfJson(
+          "{\"n_layer\": 2, \"n_head\": 5, \"n_embd\": 64, \"vocab_size\": 9, \"n_positions\": 8}"),
+      Catch::Contains("not divisible by n_head"));
+  REQUIRE_THROWS_WITH(gpt2::ConfigFromHfJson("{\"n_layer\": -2}"),
+                      Catch::Contains("positive integer"));
+  REQUIRE_THROWS_WITH(gpt2::ParseConvertType("q5_0"),
+                      Catch::Contains("expected f32, f16, q8_0 or q4_0"));
 }
 
 TEST_CASE("convert: round trip safetensors -> GGUF -> Model equals the weights written directly",

@@ -64,8 +64,16 @@ inline std::vector<uint8_t> WriteSafetensors(const std::vector<StEntry>& entries
 
 // ---- reference f16 / bf16 (ggml-impl.h ggml_compute_fp32_to_fp16: the FP16 library's
 // bit-twiddling conversion, round to nearest even) ----
-inline uint32_t Bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
-inline float FromBits(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float FromBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 
 inline uint16_t RefF32ToF16(float f) {
   const float scale_to_inf = FromBits(UINT32_C(0x77800000));   // 0x1.0p+112f
@@ -81,7 +89,8 @@ inline uint16_t RefF32ToF16(float f) {
   const uint32_t exp_bits = (bits >> 13) & UINT32_C(0x00007C00);
   const uint32_t mantissa_bits = bits & UINT32_C(0x00000FFF);
   const uint32_t nonsign = exp_bits + mantissa_bits;
-  return static_cast<uint16_t>((sign >> 16) | (shl1_w > UINT32_C(0xFF000000) ? UINT16_C(0x7E00) : nonsign));
+  return static_cast<uint16_t>((sign >> 16) |
+                               (shl1_w > UINT32_C(0xFF000000) ? UINT16_C(0x7E00) : nonsign));
 }
 
 // ggml_compute_fp16_to_fp32 (FP16 library's fp16_ieee_to_fp32_value).
@@ -96,7 +105,8 @@ inline float RefF16ToF32(uint16_t h) {
   const float magic_bias = 0.5f;
   const float denormalized_value = FromBits((two_w >> 17) | magic_mask) - magic_bias;
   const uint32_t denormalized_cutoff = UINT32_C(1) << 27;
-  const uint32_t result = sign | (two_w < denormalized_cutoff ? Bits(denormalized_value) : Bits(normalized_value));
+  const uint32_t result =
+      sign | (two_w < denormalized_cutoff ? Bits(denormalized_value) : Bits(normalized_value));
   return FromBits(result);
 }
 
@@ -148,8 +158,10 @@ inline std::vector<uint8_t> RefQuantizeQ4_0(const float* x, int64_t n) {
     for (int j = 0; j < 16; ++j) {
       const float x0 = v[j] * id;
       const float x1 = v[16 + j] * id;
-      const uint8_t xi0 = static_cast<uint8_t>(std::min(15, static_cast<int>(static_cast<int8_t>(x0 + 8.5f))));
-      const uint8_t xi1 = static_cast<uint8_t>(std::min(15, static_cast<int>(static_cast<int8_t>(x1 + 8.5f))));
+      const uint8_t xi0 =
+          static_cast<uint8_t>(std::min(15, static_cast<int>(static_cast<int8_t>(x0 + 8.5f))));
+      const uint8_t xi1 =
+          static_cast<uint8_t>(std::min(15, static_cast<int>(static_cast<int8_t>(x1 + 8.5f))));
       out.push_back(static_cast<uint8_t>(xi0 | (xi1 << 4)));
     }
   }
@@ -167,28 +179,31 @@ inline std::vector<float> Values(uint64_t seed, size_t n, float scale) {
   std::vector<float> v(n);
   uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
   for (size_t i = 0; i < n; ++i) {
-    s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
     v[i] = scale * (static_cast<float>(s >> 40) / static_cast<float>(1 << 23) - 1.0f);
   }
   if (n >= 96) {
-    for (int j = 0; j < 32; ++j) v[j] = 0.0f;           // d = 0 path
-    v[32 + 5] = -2.0f * scale;                          // Q4_0: max is negative
+    for (int j = 0; j < 32; ++j) v[j] = 0.0f;                           // d = 0 path
+    v[32 + 5] = -2.0f * scale;                                          // Q4_0: max is negative
     for (int j = 64; j < 96; ++j) v[j] = (j - 80) * 0.5f * scale / 16;  // halves: ties
   }
   return v;
 }
 
 struct HfTensor {
-  std::string name;                 // Hugging Face name, without "transformer."
-  std::vector<int64_t> shape;       // PyTorch shape
-  std::vector<float> values;        // row-major
+  std::string name;            // Hugging Face name, without "transformer."
+  std::vector<int64_t> shape;  // PyTorch shape
+  std::vector<float> values;   // row-major
 };
 
 inline std::vector<HfTensor> TinyCheckpoint(const TinyShape& t, uint64_t seed = 7) {
   const int64_t C = t.n_embd, F = t.n_ff;
   std::vector<HfTensor> out;
   uint64_t k = seed;
-  auto add = [&](const std::string& name, std::vector<int64_t> shape, float scale, float offset = 0) {
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, float scale,
+                 float offset = 0) {
     size_t n = 1;
     for (int64_t d : shape) n *= static_cast<size_t>(d);
     std::vector<float> v = Values(++k, n, scale);
@@ -241,12 +256,16 @@ inline StEntry Encode(HfTensor* t, const std::string& dtype, const std::string& 
 inline std::string TinyConfigJson(const TinyShape& t) {
   return "{\"activation_function\": \"gelu_new\", \"architectures\": [\"GPT2LMHeadModel\"],"
          " \"bos_token_id\": 50256, \"eos_token_id\": 50256, \"layer_norm_epsilon\": 1e-05,"
-         " \"model_type\": \"gpt2\", \"n_ctx\": " + std::to_string(t.n_ctx) +
-         ", \"n_embd\": " + std::to_string(t.n_embd) + ", \"n_head\": " + std::to_string(t.n_head) +
-         ", \"n_inner\": " + (t.n_ff == 4 * t.n_embd ? std::string("null") : std::to_string(t.n_ff)) +
-         ", \"n_layer\": " + std::to_string(t.n_layer) + ", \"n_positions\": " + std::to_string(t.n_ctx) +
-         ", \"task_specific_params\": {\"text-generation\": {\"do_sample\": true, \"max_length\": 50}},"
-         " \"vocab_size\": " + std::to_string(t.n_vocab) + "}";
+         " \"model_type\": \"gpt2\", \"n_ctx\": " +
+         std::to_string(t.n_ctx) + ", \"n_embd\": " + std::to_string(t.n_embd) +
+         ", \"n_head\": " + std::to_string(t.n_head) + ", \"n_inner\": " +
+         (t.n_ff == 4 * t.n_embd ? std::string("null") : std::to_string(t.n_ff)) +
+         ", \"n_layer\": " + std::to_string(t.n_layer) +
+         ", \"n_positions\": " + std::to_string(t.n_ctx) +
+         ", \"task_specific_params\": {\"text-generation\": {\"do_sample\": true, \"max_length\": "
+         "50}},"
+         " \"vocab_size\": " +
+         std::to_string(t.n_vocab) + "}";
 }
 
 inline void WriteFileBytes(const std::string& path, const std::vector<uint8_t>& bytes) {

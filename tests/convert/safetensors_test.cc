@@ -1,14 +1,14 @@
 // The safetensors reader: well-formed files parse to the right views, malformed ones give
 // errors that say what is wrong.
-#include <catch2/catch.hpp>
+#include "format/safetensors.h"
 
+#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
 #include "base/error.h"
 #include "convert_test_util.h"
 #include "format/json.h"
-#include "format/safetensors.h"
 
 using convert_test::StEntry;
 using convert_test::WriteSafetensors;
@@ -83,12 +83,12 @@ TEST_CASE("safetensors: bad header length", "[convert]") {
 TEST_CASE("safetensors: bad JSON", "[convert]") {
   const char* bad[] = {
       "{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}",  // unterminated
-      "{\"a\": {\"dtype\": F32}}",                                              // bare word
-      "{\"a\" {}}",                                                             // missing ':'
-      "{\"a\": {}, }",                                                          // trailing comma
-      "{\"a\": \"\\q\"}",                                                       // bad escape
-      "{} x",                                                                   // trailing data
-      "{\"a\": {}, \"a\": {}}",                                                 // duplicate key
+      "{\"a\": {\"dtype\": F32}}",                                               // bare word
+      "{\"a\" {}}",                                                              // missing ':'
+      "{\"a\": {}, }",                                                           // trailing comma
+      "{\"a\": \"\\q\"}",                                                        // bad escape
+      "{} x",                                                                    // trailing data
+      "{\"a\": {}, \"a\": {}}",                                                  // duplicate key
   };
   for (const char* h : bad) {
     INFO(h);
@@ -99,26 +99,36 @@ TEST_CASE("safetensors: bad JSON", "[convert]") {
 }
 
 TEST_CASE("safetensors: bad tensor entries", "[convert]") {
-  struct Case { const char* header; size_t data; const char* message; };
+  struct Case {
+    const char* header;
+    size_t data;
+    const char* message;
+  };
   const Case cases[] = {
       {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4,
        "'w' has data_offsets [0, 8] past the end of the 4-byte data section"},
       {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,4]}}", 8, "begin > end"},
       {"{\"w\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8,
        "'w' is 8 bytes but F32 [3] needs 12"},
-      {"{\"w\":{\"dtype\":\"F12\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "unknown dtype \"F12\""},
+      {"{\"w\":{\"dtype\":\"F12\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
+       "unknown dtype \"F12\""},
       {"{\"w\":{\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "no \"dtype\""},
       {"{\"w\":{\"dtype\":\"F32\",\"data_offsets\":[0,8]}}", 8, "no \"shape\""},
-      {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0]}}", 8, "no \"data_offsets\" pair"},
-      {"{\"w\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8, "not a non-negative integer"},
-      {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2.5],\"data_offsets\":[0,8]}}", 8, "not a non-negative integer"},
+      {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0]}}", 8,
+       "no \"data_offsets\" pair"},
+      {"{\"w\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8,
+       "not a non-negative integer"},
+      {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2.5],\"data_offsets\":[0,8]}}", 8,
+       "not a non-negative integer"},
       {"{\"w\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,8]}}", 8,
        "element count overflows"},
-      {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"extra\":1}}", 8, "unknown field \"extra\""},
+      {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"extra\":1}}", 8,
+       "unknown field \"extra\""},
       {"{\"w\":[1,2]}", 8, "'w' is not an object"},
       {"{\"__metadata__\":{\"k\":1}}", 0, "__metadata__ value \"k\" is not a string"},
       {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-       "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, "'a' and 'b' overlap"},
+       "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+       8, "'a' and 'b' overlap"},
   };
   for (const Case& c : cases) {
     INFO(c.header);
@@ -152,7 +162,8 @@ TEST_CASE("json: strings, numbers and escapes", "[convert]") {
   CHECK(v.Find("t")->boolean);
   CHECK(v.Find("n")->kind == gpt2::JsonValue::Kind::kNull);
   CHECK(v.Find("arr")->array.size() == 2);
-  REQUIRE_THROWS_WITH(gpt2::ParseJson("\"\\ud800x\"", "test"), Catch::Contains("unpaired surrogate"));
+  REQUIRE_THROWS_WITH(gpt2::ParseJson("\"\\ud800x\"", "test"),
+                      Catch::Contains("unpaired surrogate"));
   REQUIRE_THROWS_WITH(gpt2::ParseJson("01", "test"), Catch::Contains("unexpected data"));
   REQUIRE_THROWS_WITH(gpt2::ParseJson("-", "test"), Catch::Contains("bad number"));
 }

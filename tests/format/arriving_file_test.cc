@@ -14,14 +14,16 @@
 
 namespace {
 
-using gpt2::ArrivingFile;
 using Catch::Matchers::Contains;
+using gpt2::ArrivingFile;
 
 TEST_CASE("arriving file: sizes no page can hold are refused by name", "[format]") {
   ArrivingFile file("The model", "beginLoad");
-  for (double bad : {0.0, -1.0, std::nan(""), 5e9, 1e300, std::numeric_limits<double>::infinity()}) {
+  for (double bad :
+       {0.0, -1.0, std::nan(""), 5e9, 1e300, std::numeric_limits<double>::infinity()}) {
     INFO(bad);
-    REQUIRE_THROWS_WITH(file.Begin(bad), Contains("The model (") && Contains("is not something this page can load"));
+    REQUIRE_THROWS_WITH(file.Begin(bad),
+                        Contains("The model (") && Contains("is not something this page can load"));
     REQUIRE(file.data() == nullptr);
   }
 }

@@ -3,8 +3,8 @@
 // and malformed files, each of which must raise gpt2::Error with a message that names the fault.
 #include "format/gguf.h"
 
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -103,9 +103,7 @@ ParsedCopy ParseCopy(const std::vector<uint8_t>& bytes, size_t size) {
   return p;
 }
 
-ParsedCopy Parse(const std::vector<uint8_t>& bytes) {
-  return ParseCopy(bytes, bytes.size());
-}
+ParsedCopy Parse(const std::vector<uint8_t>& bytes) { return ParseCopy(bytes, bytes.size()); }
 
 std::string ParseError(const std::vector<uint8_t>& bytes) {
   try {
@@ -264,7 +262,8 @@ TEST_CASE("GGUF writer rejects inconsistent tensors and keys", "[format]") {
   CHECK_THROWS_AS(w.Serialize(48), gpt2::Error);
 }
 
-TEST_CASE("GGUF writer layout: tensors written at its offsets make the Serialize file", "[format]") {
+TEST_CASE("GGUF writer layout: tensors written at its offsets make the Serialize file",
+          "[format]") {
   for (uint32_t alignment : {32u, 64u}) {
     CAPTURE(alignment);
     const std::vector<uint8_t> whole = MakeWriter().Serialize(alignment);

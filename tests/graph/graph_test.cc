@@ -2,8 +2,9 @@
 // scripts/make_golden.py's write_graph() builds random transcoders of the tiny model in the public
 // set's layout (tests/data/transcoders) and the graph of its prompt by float64 autograd through the
 // replacement model, with circuit-tracer's pruning written anew there.
-#include <catch2/catch.hpp>
+#include "graph/graph.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -18,7 +19,6 @@
 #include "convert/sae_convert.h"
 #include "format/gguf.h"
 #include "format/safetensors.h"
-#include "graph/graph.h"
 #include "lab/graph.h"
 #include "lab/lab.h"
 #include "lab/qk.h"
@@ -46,25 +46,30 @@ struct TranscoderFiles {
       json.push_back(gpt2::ReadWholeFile(dir + "/sae.json", "sae.json"));
     }
     for (int l = 0; l < 2; ++l) {
-      weights.push_back(gpt2::SafetensorsFile::Parse(reinterpret_cast<const uint8_t*>(bytes[l].data()),
-                                                     bytes[l].size(), "sae.safetensors"));
-      parts.push_back(gpt2::SaeGgufPart{weights[l].get(), gpt2::TranscoderPartConfig(*weights[l], json[l], l),
+      weights.push_back(gpt2::SafetensorsFile::Parse(
+          reinterpret_cast<const uint8_t*>(bytes[l].data()), bytes[l].size(), "sae.safetensors"));
+      parts.push_back(gpt2::SaeGgufPart{weights[l].get(),
+                                        gpt2::TranscoderPartConfig(*weights[l], json[l], l),
                                         json[l], gpt2::TranscoderPrefix(l)});
     }
   }
 };
 
-std::shared_ptr<const gpt2::GgufFile> Convert(const std::vector<gpt2::SaeGgufPart>& parts, gpt2::TensorType type) {
+std::shared_ptr<const gpt2::GgufFile> Convert(const std::vector<gpt2::SaeGgufPart>& parts,
+                                              gpt2::TensorType type) {
   const gpt2::SaeGgufConversion conversion(parts, type);
   auto buffer = std::make_shared<std::vector<uint8_t>>(conversion.layout().size);
   conversion.WriteHeader(buffer->data());
-  for (int i = 0; i < conversion.num_tensors(); ++i) conversion.EncodeTensor(i, buffer->data(), nullptr);
+  for (int i = 0; i < conversion.num_tensors(); ++i)
+    conversion.EncodeTensor(i, buffer->data(), nullptr);
   std::unique_ptr<gpt2::GgufFile> parsed = gpt2::GgufFile::Parse(buffer->data(), buffer->size());
-  return std::shared_ptr<const gpt2::GgufFile>(parsed.release(), [buffer](const gpt2::GgufFile* f) { delete f; });
+  return std::shared_ptr<const gpt2::GgufFile>(parsed.release(),
+                                               [buffer](const gpt2::GgufFile* f) { delete f; });
 }
 
 struct TinyGraphLab {
-  std::vector<uint8_t> bytes = gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), gpt2::TensorType::kF32, nullptr);
+  std::vector<uint8_t> bytes =
+      gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), gpt2::TensorType::kF32, nullptr);
   std::unique_ptr<gpt2::Lab> lab;
   TinyGraphLab() {
     gpt2::LoadedGguf loaded;
@@ -81,7 +86,8 @@ std::vector<int> Prompt() {
 
 }  // namespace
 
-TEST_CASE("transcoder converter: every block under tc.L, encoder and decoder as --type", "[graph]") {
+TEST_CASE("transcoder converter: every block under tc.L, encoder and decoder as --type",
+          "[graph]") {
   TranscoderFiles files;
   const gpt2::Config config = gpt2::TinyTestConfig();
   for (gpt2::TensorType type : {gpt2::TensorType::kF32, gpt2::TensorType::kQ8_0}) {
@@ -93,7 +99,8 @@ TEST_CASE("transcoder converter: every block under tc.L, encoder and decoder as 
       CHECK(file->FindTensor(p + "W_dec")->type == type);
       CHECK(file->FindTensor(p + "b_enc")->type == gpt2::TensorType::kF32);
       CHECK(file->GetString(p + "hook_name") == "blocks." + std::to_string(l) + ".hook_resid_mid");
-      CHECK(file->GetString(p + "out_hook_name") == "blocks." + std::to_string(l) + ".hook_mlp_out");
+      CHECK(file->GetString(p + "out_hook_name") ==
+            "blocks." + std::to_string(l) + ".hook_mlp_out");
     }
     const gpt2::TranscoderSet set(file, config);
     CHECK(set.complete());
@@ -113,13 +120,16 @@ TEST_CASE("transcoder converter: every block under tc.L, encoder and decoder as 
   CHECK(both.blocks() == std::vector<int>({0, 1}));
   CHECK(both.block(0) == zero.block(0));
   CHECK(both.block(1) == subset.block(1));
-  const gpt2::TranscoderSet again(both, gpt2::TranscoderSet(Convert({files.parts[1]}, gpt2::TensorType::kQ8_0), config));
+  const gpt2::TranscoderSet again(
+      both, gpt2::TranscoderSet(Convert({files.parts[1]}, gpt2::TensorType::kQ8_0), config));
   CHECK(again.block(0) == zero.block(0));
   CHECK(again.block(1) != subset.block(1));
 }
 
-TEST_CASE("convert session: a transcoder block as the page converts it, gpt2-convert's bytes; calls out of order say so",
-          "[graph]") {
+TEST_CASE(
+    "convert session: a transcoder block as the page converts it, gpt2-convert's bytes; calls out "
+    "of order say so",
+    "[graph]") {
   TranscoderFiles files;
   gpt2::ConvertSession s;
   const auto* data = reinterpret_cast<const uint8_t*>(files.bytes[1].data());
@@ -128,11 +138,14 @@ TEST_CASE("convert session: a transcoder block as the page converts it, gpt2-con
   CHECK_THROWS_WITH(s.output(), Catch::Contains("before every tensor"));
   CHECK_THROWS_WITH(s.stream(), Catch::Contains("beginStream"));
   CHECK_THROWS_WITH(s.Plan(data, size, gpt2::TensorType::kQ8_0), Catch::Contains("setConfig"));
-  CHECK_THROWS_WITH(s.PlanSae(data, size, gpt2::TensorType::kQ8_0), Catch::Contains("setSaeConfig"));
+  CHECK_THROWS_WITH(s.PlanSae(data, size, gpt2::TensorType::kQ8_0),
+                    Catch::Contains("setSaeConfig"));
   // Block 1's sae.json names block 1's hooks: planned as block 0 it is refused.
-  CHECK_THROWS_WITH(s.PlanTranscoder(data, size, files.json[1], 0, gpt2::TensorType::kQ8_0), Catch::Contains("hook"));
+  CHECK_THROWS_WITH(s.PlanTranscoder(data, size, files.json[1], 0, gpt2::TensorType::kQ8_0),
+                    Catch::Contains("hook"));
 
-  const gpt2::ConvertSession::Planned planned = s.PlanTranscoder(data, size, files.json[1], 1, gpt2::TensorType::kQ8_0);
+  const gpt2::ConvertSession::Planned planned =
+      s.PlanTranscoder(data, size, files.json[1], 1, gpt2::TensorType::kQ8_0);
   REQUIRE(planned.tensors == 4);
   CHECK_THROWS(s.output());
   while (s.ConvertNext() < planned.tensors) {
@@ -148,17 +161,22 @@ TEST_CASE("convert session: a transcoder block as the page converts it, gpt2-con
   CHECK(t.lab->LoadTranscoders(got) == std::vector<int>({1}));
 }
 
-TEST_CASE("transcoder converter: bad shapes, tensors and hooks are refused, naming them", "[graph]") {
+TEST_CASE("transcoder converter: bad shapes, tensors and hooks are refused, naming them",
+          "[graph]") {
   TranscoderFiles files;
   // W_dec of the wrong shape: block 0's config with block 1's d_sae changed.
   gpt2::SaeGgufPart bad = files.parts[0];
   bad.config.d_sae = 40;
-  CHECK_THROWS_WITH(gpt2::SaeGgufConversion({bad}, gpt2::TensorType::kF32), Catch::Contains("W_enc"));
-  CHECK_THROWS_WITH(gpt2::TranscoderConfigFromJson("{\"hook_point\": \"blocks.1.hook_resid_pre\"}", 1, 64, 48),
-                    Catch::Contains("hook_point"));
-  CHECK_THROWS_WITH(gpt2::TranscoderConfigFromJson("{\"out_hook_point\": \"blocks.0.hook_mlp_out\"}", 1, 64, 48),
-                    Catch::Contains("out_hook_point"));
-  CHECK_THROWS_WITH(gpt2::TranscoderConfigFromJson("{\"d_sae\": 12}", 1, 64, 48), Catch::Contains("d_sae"));
+  CHECK_THROWS_WITH(gpt2::SaeGgufConversion({bad}, gpt2::TensorType::kF32),
+                    Catch::Contains("W_enc"));
+  CHECK_THROWS_WITH(
+      gpt2::TranscoderConfigFromJson("{\"hook_point\": \"blocks.1.hook_resid_pre\"}", 1, 64, 48),
+      Catch::Contains("hook_point"));
+  CHECK_THROWS_WITH(
+      gpt2::TranscoderConfigFromJson("{\"out_hook_point\": \"blocks.0.hook_mlp_out\"}", 1, 64, 48),
+      Catch::Contains("out_hook_point"));
+  CHECK_THROWS_WITH(gpt2::TranscoderConfigFromJson("{\"d_sae\": 12}", 1, 64, 48),
+                    Catch::Contains("d_sae"));
   CHECK_THROWS_WITH(gpt2::TranscoderConfigFromJson("{\"architecture\": \"topk\"}", 1, 64, 48),
                     Catch::Contains("architecture"));
   CHECK_NOTHROW(gpt2::TranscoderConfigFromJson("", 1, 64, 48));
@@ -173,17 +191,23 @@ TEST_CASE("transcoder converter: bad shapes, tensors and hooks are refused, nami
   const gpt2::GgufWriter::Layout layout = w.MakeLayout();
   std::vector<uint8_t> bytes(layout.header.begin(), layout.header.end());
   bytes.resize(layout.size);
-  std::shared_ptr<const gpt2::GgufFile> sae(gpt2::GgufFile::Parse(bytes.data(), bytes.size()).release());
-  CHECK_THROWS_WITH(gpt2::TranscoderSet(sae, gpt2::TinyTestConfig()), Catch::Contains("not a transcoder GGUF"));
+  std::shared_ptr<const gpt2::GgufFile> sae(
+      gpt2::GgufFile::Parse(bytes.data(), bytes.size()).release());
+  CHECK_THROWS_WITH(gpt2::TranscoderSet(sae, gpt2::TinyTestConfig()),
+                    Catch::Contains("not a transcoder GGUF"));
 }
 
-TEST_CASE("attribution graph: every node and edge equals PyTorch autograd's; pruning keeps its nodes", "[graph]") {
+TEST_CASE(
+    "attribution graph: every node and edge equals PyTorch autograd's; pruning keeps its nodes",
+    "[graph]") {
   TranscoderFiles files;
   TinyGraphLab t;
   // The set as the page loads it, one block per file.
-  const gpt2::TranscoderSet set(gpt2::TranscoderSet(Convert({files.parts[0]}, gpt2::TensorType::kF32), t.lab->config()),
-                                gpt2::TranscoderSet(Convert({files.parts[1]}, gpt2::TensorType::kF32), t.lab->config()));
-  const gpt2::AttributionGraph g = gpt2::AttributionGraphOf(t.lab->conv(), set, Prompt(), gpt2::GraphOptions());
+  const gpt2::TranscoderSet set(
+      gpt2::TranscoderSet(Convert({files.parts[0]}, gpt2::TensorType::kF32), t.lab->config()),
+      gpt2::TranscoderSet(Convert({files.parts[1]}, gpt2::TensorType::kF32), t.lab->config()));
+  const gpt2::AttributionGraph g =
+      gpt2::AttributionGraphOf(t.lab->conv(), set, Prompt(), gpt2::GraphOptions());
 
   const std::vector<int32_t>& features = Golden().I32("graph/features");
   const std::vector<float>& acts = Golden().F32("graph/activations");
@@ -202,7 +226,8 @@ TEST_CASE("attribution graph: every node and edge equals PyTorch autograd's; pru
   REQUIRE(g.n_logits == static_cast<int>(logit_ids.size()));
   for (int i = 0; i < g.n_logits; ++i) {
     CHECK(g.nodes[g.logit_begin() + i].index == logit_ids[i]);
-    CHECK(g.nodes[g.logit_begin() + i].activation == Approx(Golden().F32("graph/logit_probs")[i]).epsilon(1e-4));
+    CHECK(g.nodes[g.logit_begin() + i].activation ==
+          Approx(Golden().F32("graph/logit_probs")[i]).epsilon(1e-4));
   }
   const std::vector<float>& A = Golden().F32("graph/adjacency");
   const int N = g.size();
@@ -217,14 +242,17 @@ TEST_CASE("attribution graph: every node and edge equals PyTorch autograd's; pru
   int checked = 0;
   for (int t = 0; t < N; ++t) {
     double row_max = 0;
-    for (int s = 0; s < N; ++s) row_max = std::max(row_max, std::fabs(double(A[int64_t(t) * N + s])));
+    for (int s = 0; s < N; ++s)
+      row_max = std::max(row_max, std::fabs(double(A[int64_t(t) * N + s])));
     for (int s = 0; s < N; ++s) {
       const double want = A[int64_t(t) * N + s], got = g.edge(t, s);
-      const double err = std::fabs(got - want) / std::max(std::fabs(want), kEdgeFloor * row_max + 1e-30);
+      const double err =
+          std::fabs(got - want) / std::max(std::fabs(want), kEdgeFloor * row_max + 1e-30);
       worst = std::max(worst, err);
       if (want != 0) ++checked;
       if (err > 1e-4) {
-        INFO("edge " << gpt2::GraphNodeId(g, s) << " -> " << gpt2::GraphNodeId(g, t) << ": " << got << " vs " << want);
+        INFO("edge " << gpt2::GraphNodeId(g, s) << " -> " << gpt2::GraphNodeId(g, t) << ": " << got
+                     << " vs " << want);
         CHECK(err <= 1e-4);
       }
     }
@@ -237,13 +265,15 @@ TEST_CASE("attribution graph: every node and edge equals PyTorch autograd's; pru
   for (int i = 0; i < N; ++i) {
     INFO("node " << gpt2::GraphNodeId(g, i));
     CHECK(int(pruned.node_mask[i]) == keep[i]);
-    CHECK(pruned.influence[i] == Approx(Golden().F32("graph/influence")[i]).epsilon(1e-4).margin(1e-7));
+    CHECK(pruned.influence[i] ==
+          Approx(Golden().F32("graph/influence")[i]).epsilon(1e-4).margin(1e-7));
   }
   CHECK(pruned.replacement_score == Approx(Golden().F32("graph/scores")[0]).epsilon(1e-4));
   CHECK(pruned.completeness_score == Approx(Golden().F32("graph/scores")[1]).epsilon(1e-4));
 }
 
-TEST_CASE("attribution graph: the real run under it is PyTorch's; the conversation comes back", "[graph]") {
+TEST_CASE("attribution graph: the real run under it is PyTorch's; the conversation comes back",
+          "[graph]") {
   TranscoderFiles files;
   TinyGraphLab t;
   const gpt2::TranscoderSet set(Convert(files.parts, gpt2::TensorType::kF32), t.lab->config());
@@ -260,7 +290,8 @@ TEST_CASE("attribution graph: the real run under it is PyTorch's; the conversati
   const std::vector<float>& want = Golden().F32("graph/logits");
   const float* got = t.lab->conv().logits();
   double worst = 0;
-  for (size_t v = 0; v < want.size(); ++v) worst = std::max(worst, double(std::fabs(got[v] - want[v])));
+  for (size_t v = 0; v < want.size(); ++v)
+    worst = std::max(worst, double(std::fabs(got[v] - want[v])));
   CHECK(worst < 1e-4);
   // A target picks one logit node.
   gpt2::GraphOptions one;
@@ -272,12 +303,16 @@ TEST_CASE("attribution graph: the real run under it is PyTorch's; the conversati
   CHECK_THROWS(gpt2::AttributionGraphOf(t.lab->conv(), set, Prompt(), one));
 }
 
-TEST_CASE("graph check: predicted change against the frozen model's forward, exact against PyTorch's edited run", "[graph]") {
+TEST_CASE(
+    "graph check: predicted change against the frozen model's forward, exact against PyTorch's "
+    "edited run",
+    "[graph]") {
   TranscoderFiles files;
   TinyGraphLab t;
   const gpt2::TranscoderSet set(Convert(files.parts, gpt2::TensorType::kF32), t.lab->config());
   t.lab->Run({464, 2068});
-  const gpt2::AttributionGraph g = gpt2::AttributionGraphOf(t.lab->conv(), set, Prompt(), gpt2::GraphOptions());
+  const gpt2::AttributionGraph g =
+      gpt2::AttributionGraphOf(t.lab->conv(), set, Prompt(), gpt2::GraphOptions());
   const std::vector<int32_t>& chosen = Golden().I32("graph/check_nodes");
   const std::vector<int> nodes(chosen.begin(), chosen.end());
   const std::vector<float>& values = Golden().F32("graph/check_values");
@@ -285,30 +320,37 @@ TEST_CASE("graph check: predicted change against the frozen model's forward, exa
     INFO("value " << values[i]);
     const gpt2::GraphCheck check = gpt2::CheckGraph(t.lab->conv(), set, g, nodes, values[i]);
     WARN("check at " << values[i] << ": predicted " << check.predicted << " (PyTorch "
-         << Golden().F32("graph/check_predicted")[i] << "), exact " << check.exact << " (PyTorch "
-         << Golden().F32("graph/check_exact")[i] << ")");
-    CHECK(check.predicted == Approx(Golden().F32("graph/check_predicted")[i]).epsilon(1e-4).margin(1e-6));
+                     << Golden().F32("graph/check_predicted")[i] << "), exact " << check.exact
+                     << " (PyTorch " << Golden().F32("graph/check_exact")[i] << ")");
+    CHECK(check.predicted ==
+          Approx(Golden().F32("graph/check_predicted")[i]).epsilon(1e-4).margin(1e-6));
     CHECK(check.exact == Approx(Golden().F32("graph/check_exact")[i]).epsilon(1e-3).margin(1e-5));
   }
   CHECK(t.lab->conv().tokens() == std::vector<int>({464, 2068}));
   // Not a feature node, not a logit node, nothing picked, a value that is no number.
-  CHECK_THROWS_WITH(gpt2::CheckGraph(t.lab->conv(), set, g, {g.error_begin()}, 0.0f), Catch::Contains("not a feature node"));
-  CHECK_THROWS_WITH(gpt2::CheckGraph(t.lab->conv(), set, g, nodes, 0.0f, 0), Catch::Contains("not a logit node"));
+  CHECK_THROWS_WITH(gpt2::CheckGraph(t.lab->conv(), set, g, {g.error_begin()}, 0.0f),
+                    Catch::Contains("not a feature node"));
+  CHECK_THROWS_WITH(gpt2::CheckGraph(t.lab->conv(), set, g, nodes, 0.0f, 0),
+                    Catch::Contains("not a logit node"));
   CHECK_THROWS(gpt2::CheckGraph(t.lab->conv(), set, g, {}, 0.0f));
   CHECK_THROWS(gpt2::CheckGraph(t.lab->conv(), set, g, nodes, std::nanf("")));
 }
 
-TEST_CASE("graph feature card: activations over the prompt and the decoder's tokens equal PyTorch's", "[graph]") {
+TEST_CASE(
+    "graph feature card: activations over the prompt and the decoder's tokens equal PyTorch's",
+    "[graph]") {
   TranscoderFiles files;
   TinyGraphLab t;
   const gpt2::TranscoderSet set(Convert(files.parts, gpt2::TensorType::kF32), t.lab->config());
   const std::vector<int32_t>& which = Golden().I32("graph/card_feature");
   const std::vector<int32_t>& ids32 = Golden().I32("graph/ids");
   const std::vector<int> ids(ids32.begin(), ids32.end());
-  const gpt2::GraphFeatureCard card = gpt2::FeatureCardOf(t.lab->conv(), set, ids, which[0], which[1], 5);
+  const gpt2::GraphFeatureCard card =
+      gpt2::FeatureCardOf(t.lab->conv(), set, ids, which[0], which[1], 5);
   const std::vector<float>& acts = Golden().F32("graph/card_activations");
   REQUIRE(card.activations.size() == acts.size());
-  for (size_t p = 0; p < acts.size(); ++p) CHECK(card.activations[p] == Approx(acts[p]).epsilon(1e-4).margin(1e-6));
+  for (size_t p = 0; p < acts.size(); ++p)
+    CHECK(card.activations[p] == Approx(acts[p]).epsilon(1e-4).margin(1e-6));
   const std::vector<int32_t>& up = Golden().I32("graph/card_promoted");
   const std::vector<int32_t>& down = Golden().I32("graph/card_suppressed");
   const std::vector<float>& weights = Golden().F32("graph/card_weights");
@@ -323,7 +365,8 @@ TEST_CASE("graph feature card: activations over the prompt and the decoder's tok
   CHECK_THROWS(gpt2::FeatureCardOf(t.lab->conv(), set, ids, 2, 0, 5));
 }
 
-TEST_CASE("QK attribution: every part and pair equals PyTorch's; each side sums to the real score", "[graph]") {
+TEST_CASE("QK attribution: every part and pair equals PyTorch's; each side sums to the real score",
+          "[graph]") {
   TranscoderFiles files;
   TinyGraphLab t;
   const gpt2::TranscoderSet set(Convert(files.parts, gpt2::TensorType::kF32), t.lab->config());
@@ -339,7 +382,8 @@ TEST_CASE("QK attribution: every part and pair equals PyTorch's; each side sums 
   CHECK(all.score == Approx(Golden().F32("graph/qk_score")[0]).epsilon(1e-4));
   const auto index = [](const std::vector<int32_t>& parts, const gpt2::QkPart& p) {
     for (size_t i = 0; 3 * i < parts.size(); ++i) {
-      if (parts[3 * i] == static_cast<int>(p.kind) && parts[3 * i + 1] == p.layer && parts[3 * i + 2] == p.feature) {
+      if (parts[3 * i] == static_cast<int>(p.kind) && parts[3 * i + 1] == p.layer &&
+          parts[3 * i + 2] == p.feature) {
         return static_cast<int>(i);
       }
     }
@@ -348,7 +392,8 @@ TEST_CASE("QK attribution: every part and pair equals PyTorch's; each side sums 
   const std::vector<int32_t>& qref = Golden().I32("graph/qk_query_parts");
   const std::vector<int32_t>& kref = Golden().I32("graph/qk_key_parts");
   double magnitude = 0;  // the error scale of a share: float32 products of parts this large
-  for (float x : Golden().F32("graph/qk_query_shares")) magnitude = std::max(magnitude, double(std::fabs(x)));
+  for (float x : Golden().F32("graph/qk_query_shares"))
+    magnitude = std::max(magnitude, double(std::fabs(x)));
   for (const auto& [parts, ref, shares] :
        {std::make_tuple(&all.query_parts, &qref, &Golden().F32("graph/qk_query_shares")),
         std::make_tuple(&all.key_parts, &kref, &Golden().F32("graph/qk_key_shares"))}) {
@@ -363,7 +408,8 @@ TEST_CASE("QK attribution: every part and pair equals PyTorch's; each side sums 
   const std::vector<float>& pairs_ref = Golden().F32("graph/qk_pairs");
   const size_t nk = kref.size() / 3;
   for (const gpt2::QkPair& pair : all.pairs) {
-    const int i = index(qref, all.query_parts[pair.query_part]), j = index(kref, all.key_parts[pair.key_part]);
+    const int i = index(qref, all.query_parts[pair.query_part]),
+              j = index(kref, all.key_parts[pair.key_part]);
     REQUIRE((i >= 0 && j >= 0));
     CHECK(pair.score == Approx(pairs_ref[i * nk + j]).epsilon(1e-4).margin(1e-6 * magnitude));
   }
@@ -395,7 +441,8 @@ TEST_CASE("QK attribution: every part and pair equals PyTorch's; each side sums 
   double pairs = 0;
   for (const gpt2::QkPair& p : all.pairs) pairs += p.score;
   CHECK(pairs == Approx(score).epsilon(1e-4));
-  // Block 1's parts: the embedding, block 0's attention, features, decoder bias and error, the bias.
+  // Block 1's parts: the embedding, block 0's attention, features, decoder bias and error, the
+  // bias.
   int features = 0;
   for (const gpt2::QkPart& p : all.query_parts) features += p.kind == gpt2::QkPartKind::kFeature;
   CHECK(all.query_parts.size() == size_t(features) + 5);
@@ -405,7 +452,8 @@ TEST_CASE("QK attribution: every part and pair equals PyTorch's; each side sums 
   const gpt2::Sae& tc = *set.block(0);
   const gpt2::BlockWeights& bw = t.lab->model().blocks[1];
   std::vector<float> dec(C);
-  for (const auto& [parts, p] : {std::make_pair(&all.query_parts, spec.query), std::make_pair(&all.key_parts, spec.key)}) {
+  for (const auto& [parts, p] :
+       {std::make_pair(&all.query_parts, spec.query), std::make_pair(&all.key_parts, spec.key)}) {
     const float* xp = x.data() + int64_t(p) * C;
     const float* g = dln1.data() + int64_t(p) * C;
     double mean = 0, var = 0, mg = 0;
@@ -418,7 +466,8 @@ TEST_CASE("QK attribution: every part and pair equals PyTorch's; each side sums 
       if (part.kind != gpt2::QkPartKind::kFeature) continue;
       tc.DecoderRowInto(part.feature, dec.data());
       double want = 0;
-      for (int i = 0; i < C; ++i) want += part.activation * dec[i] * inv * (g[i] * bw.ln1_g[i] - mg);
+      for (int i = 0; i < C; ++i)
+        want += part.activation * dec[i] * inv * (g[i] * bw.ln1_g[i] - mg);
       CHECK(part.score == Approx(want).epsilon(1e-4).margin(1e-6 * std::fabs(score)));
       ++checked;
     }
@@ -433,12 +482,16 @@ TEST_CASE("QK attribution: every part and pair equals PyTorch's; each side sums 
   CHECK(top.pairs.size() == 3);
   CHECK(std::fabs(top.pairs[0].score) >= std::fabs(top.pairs[2].score));
 
-  CHECK_THROWS_WITH(gpt2::QkAttributionOf(t.lab->conv(), set, ids, {1, 2, 2, 3}, 3), Catch::Contains("key position 3"));
-  CHECK_THROWS_WITH(gpt2::QkAttributionOf(t.lab->conv(), set, ids, {2, 0, 2, 1}, 3), Catch::Contains("block 2"));
-  CHECK_THROWS_WITH(gpt2::QkAttributionOf(t.lab->conv(), set, ids, {1, 9, 2, 1}, 3), Catch::Contains("head 9"));
+  CHECK_THROWS_WITH(gpt2::QkAttributionOf(t.lab->conv(), set, ids, {1, 2, 2, 3}, 3),
+                    Catch::Contains("key position 3"));
+  CHECK_THROWS_WITH(gpt2::QkAttributionOf(t.lab->conv(), set, ids, {2, 0, 2, 1}, 3),
+                    Catch::Contains("block 2"));
+  CHECK_THROWS_WITH(gpt2::QkAttributionOf(t.lab->conv(), set, ids, {1, 9, 2, 1}, 3),
+                    Catch::Contains("head 9"));
   CHECK_THROWS(gpt2::QkAttributionOf(t.lab->conv(), set, ids, spec, 0));
   gpt2::LabInterventions iv;
   iv.iv.skip_mlp = {0};
   t.lab->SetInterventions(iv, gpt2::MeansOf::kCapture);
-  CHECK_THROWS_WITH(gpt2::QkAttributionOf(t.lab->conv(), set, ids, spec, 3), Catch::Contains("interventions"));
+  CHECK_THROWS_WITH(gpt2::QkAttributionOf(t.lab->conv(), set, ids, spec, 3),
+                    Catch::Contains("interventions"));
 }

@@ -5,15 +5,14 @@
 // and values contiguous (stride head_dim) as the model's KV cache lays them out. Times are
 // process CPU time (in wasm Node's process.cpuUsage, as Emscripten's clock() is wall time, which
 // the loaded shared machine makes useless for comparisons).
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
 #include <ctime>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -100,11 +99,12 @@ TEST_CASE("AttentionHead throughput", "[.][bench]") {
                       KvHeadQ8{vq.data(), vd.data(), capacity}, n_keys, kHeadDim, scale, nullptr,
                       probs.data(), out.data());
       });
-      std::printf("%-8s AttentionHead head_dim %lld n_keys %-5lld f32 %8.2f us/call %6.2f ns/key"
-                  "   8-bit %8.2f us/call %6.2f ns/key\n",
-                  ActiveKernelTargetName().c_str(), static_cast<long long>(kHeadDim),
-                  static_cast<long long>(n_keys), f32 * 1e6, f32 / n_keys * 1e9, q8 * 1e6,
-                  q8 / n_keys * 1e9);
+      std::printf(
+          "%-8s AttentionHead head_dim %lld n_keys %-5lld f32 %8.2f us/call %6.2f ns/key"
+          "   8-bit %8.2f us/call %6.2f ns/key\n",
+          ActiveKernelTargetName().c_str(), static_cast<long long>(kHeadDim),
+          static_cast<long long>(n_keys), f32 * 1e6, f32 / n_keys * 1e9, q8 * 1e6,
+          q8 / n_keys * 1e9);
     }
     ForceKernelTarget(0);
   }
@@ -145,11 +145,11 @@ void TimeWholeCache(const char* name, double bytes, bool hot,
       } while (elapsed < 1.0);
       const double per_head = best / kCacheHeads;
       static const char* const kWhere[3] = {"in memory", "in L3    ", "one head "};
-      std::printf("%-8s AttentionHead %s cache %s: %lld heads x n_keys %lld  %8.2f us/head  "
-                  "%6.2f GB/s\n",
-                  ActiveKernelTargetName().c_str(), name, kWhere[mode],
-                  static_cast<long long>(kCacheHeads), static_cast<long long>(kCacheKeys),
-                  per_head * 1e6, bytes / per_head / 1e9);
+      std::printf(
+          "%-8s AttentionHead %s cache %s: %lld heads x n_keys %lld  %8.2f us/head  "
+          "%6.2f GB/s\n",
+          ActiveKernelTargetName().c_str(), name, kWhere[mode], static_cast<long long>(kCacheHeads),
+          static_cast<long long>(kCacheKeys), per_head * 1e6, bytes / per_head / 1e9);
     }
   }
   ForceKernelTarget(0);
@@ -172,8 +172,8 @@ void WholeCacheBench(const char* type_name) {
   TimeWholeCache(type_name, 2.0 * kCacheKeys * kHeadDim * sizeof(T), false, [&](bool) {
     for (int64_t h = 0; h < kHeads; ++h) {
       const size_t base = static_cast<size_t>(h * kCtx * kHeadDim);
-      AttentionHead(q.data() + h * kHeadDim, k.data() + base, v.data() + base, kHeadDim,
-                    kCacheKeys, kHeadDim, scale, nullptr, probs.data(), out.data() + h * kHeadDim);
+      AttentionHead(q.data() + h * kHeadDim, k.data() + base, v.data() + base, kHeadDim, kCacheKeys,
+                    kHeadDim, scale, nullptr, probs.data(), out.data() + h * kHeadDim);
     }
   });
 }

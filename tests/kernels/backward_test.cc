@@ -1,11 +1,10 @@
 // The backward kernels against their scalar twins (kernels/reference.h) on every compiled target,
 // for every weight type and awkward sizes.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -105,7 +104,8 @@ void CheckTransposed(TensorType type, int64_t T, int64_t rows, int64_t cols, int
     for (int64_t o = 0; o < rows; ++o) {
       DequantizeRow(type, w.bytes.data() + o * RowBytes(type, cols), decoded.data(), cols);
       for (int64_t t = 0; t < T; ++t) {
-        for (int64_t c = 0; c < cols; ++c) scale[t * cols + c] += abs_dy[t * rows + o] * std::fabs(decoded[c]);
+        for (int64_t c = 0; c < cols; ++c)
+          scale[t * cols + c] += abs_dy[t * rows + o] * std::fabs(decoded[c]);
       }
     }
   }

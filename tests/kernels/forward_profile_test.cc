@@ -13,7 +13,6 @@
 // KV cache copies, loop overhead). The phase's wall time is printed too: on a shared machine a
 // large gap between it and the CPU time means the wall figures include time spent descheduled.
 #include <catch2/catch.hpp>
-
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -42,10 +41,14 @@ std::string MatrixName(const Config& c, const KernelProfileEntry& e) {
 
 const char* TypeName(TensorType t) {
   switch (t) {
-    case TensorType::kF32: return "f32";
-    case TensorType::kF16: return "f16";
-    case TensorType::kQ8_0: return "q8_0";
-    case TensorType::kQ4_0: return "q4_0";
+    case TensorType::kF32:
+      return "f32";
+    case TensorType::kF16:
+      return "f16";
+    case TensorType::kQ8_0:
+      return "q8_0";
+    case TensorType::kQ4_0:
+      return "q4_0";
   }
   return "?";
 }
@@ -53,10 +56,14 @@ const char* TypeName(TensorType t) {
 double WeightBytes(const KernelProfileEntry& e) {
   const double n = static_cast<double>(e.rows) * static_cast<double>(e.cols);
   switch (e.type) {
-    case TensorType::kF32: return 4 * n;
-    case TensorType::kF16: return 2 * n;
-    case TensorType::kQ8_0: return n / 32 * 34;
-    case TensorType::kQ4_0: return n / 32 * 18;
+    case TensorType::kF32:
+      return 4 * n;
+    case TensorType::kF16:
+      return 2 * n;
+    case TensorType::kQ8_0:
+      return n / 32 * 34;
+    case TensorType::kQ4_0:
+      return n / 32 * 18;
   }
   return 0;
 }
@@ -69,14 +76,12 @@ void ProfilePhase(const Config& c, const char* phase, int tokens, const Run& run
   const std::clock_t c0 = std::clock();
   run();
   const double total = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
-  const double wall =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   SetKernelProfiling(false);
   const std::vector<KernelProfileEntry> entries = TakeKernelProfile();
   std::printf("\n%s, %s: %d tokens, %.1f ms = %.1f tok/s (wall %.1f ms)\n", phase,
               ActiveKernelTargetName().c_str(), tokens, total * 1e3, tokens / total, wall * 1e3);
-  std::printf("  %-30s %7s %10s %7s %6s  %s\n", "kernel", "calls", "ms/token", "ms", "%",
-              "rate");
+  std::printf("  %-30s %7s %10s %7s %6s  %s\n", "kernel", "calls", "ms/token", "ms", "%", "rate");
   double in_kernels = 0;
   for (const KernelProfileEntry& e : entries) {
     in_kernels += e.seconds;

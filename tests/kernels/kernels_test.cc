@@ -3,9 +3,8 @@
 // types comes from a quantizer written here after ggml's quantize_row_q8_0_ref /
 // quantize_row_q4_0_ref, plus raw random blocks (any int8, subnormal and negative scales), so the
 // tests do not depend on the format layer.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -247,10 +246,14 @@ std::vector<float> RandomVector(int64_t n, uint32_t seed, float lo = -1.0f, floa
 
 const char* TypeName(TensorType type) {
   switch (type) {
-    case TensorType::kF32: return "f32";
-    case TensorType::kF16: return "f16";
-    case TensorType::kQ8_0: return "q8_0";
-    case TensorType::kQ4_0: return "q4_0";
+    case TensorType::kF32:
+      return "f32";
+    case TensorType::kF16:
+      return "f16";
+    case TensorType::kQ8_0:
+      return "q8_0";
+    case TensorType::kQ4_0:
+      return "q4_0";
   }
   return "?";
 }
@@ -304,8 +307,7 @@ void CheckMatMul(const TestWeights& w, int64_t T, int64_t row_begin, int64_t row
         const int64_t i = t * w.rows + r;
         if (r < row_begin || r >= row_end) {
           if (got[i] != kSentinel) ++bad;  // outside the range: untouched
-        } else if (!(std::fabs(got[i] - want[i]) <=
-                     kMatMulAbsTol + kMatMulRelTol * magnitude[i])) {
+        } else if (!(std::fabs(got[i] - want[i]) <= kMatMulAbsTol + kMatMulRelTol * magnitude[i])) {
           if (bad < 3) {
             INFO("t " << t << " r " << r << " got " << got[i] << " want " << want[i]
                       << " magnitude " << magnitude[i]);
@@ -346,8 +348,8 @@ TEST_CASE("Kernel targets can be listed, forced and restored", "[kernels]") {
   // The VNNI int8 prefill lives in AVX3_DL, which Highway 1.0.3 compiles only when asked
   // (CMakeLists.txt HWY_WANT_AVX3_DL): a CPU with AVX-512 VNNI must find it compiled.
   const bool cpu_has_vnni = (hwy::SupportedTargets() & HWY_AVX3_DL) != 0;
-  const bool compiled = std::find(targets.begin(), targets.end(), int64_t{HWY_AVX3_DL}) !=
-                        targets.end();
+  const bool compiled =
+      std::find(targets.begin(), targets.end(), int64_t{HWY_AVX3_DL}) != targets.end();
   CHECK(compiled == cpu_has_vnni);
 #endif
   CHECK_THROWS_AS(ForceKernelTarget(int64_t{1} << 40), Error);
@@ -408,9 +410,8 @@ TEST_CASE("F16ToF32 gives format/f16's bits for every half on every target", "[k
   reference::F16ToF32(halves.data(), want.data(), static_cast<int64_t>(halves.size()));
   ForEachTarget([&] {
     std::vector<float> got;
-    CHECK(ConvertInPieces(halves, got, kSentinel, [](const uint16_t* h, float* x, int64_t n) {
-      F16ToF32(h, x, n);
-    }));
+    CHECK(ConvertInPieces(halves, got, kSentinel,
+                          [](const uint16_t* h, float* x, int64_t n) { F16ToF32(h, x, n); }));
     int mismatches = 0;
     for (size_t i = 0; i < halves.size(); ++i) {
       if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) ++mismatches;
@@ -427,18 +428,43 @@ TEST_CASE("F32ToF16Saturated gives format/f16's bits of the clamped value on eve
     std::memcpy(&f, &u, sizeof(f));
     return f;
   };
-  std::vector<float> edges = {
-      0.0f, 1.0f, 0.5f, 1.0f / 3.0f, 65504.0f, 65505.0f, std::nextafter(65520.0f, 0.0f),
-      65520.0f, 1e30f, std::numeric_limits<float>::max(), std::numeric_limits<float>::infinity(),
-      tiny, 0.5f * tiny, std::nextafter(0.5f * tiny, 1.0f), 1.5f * tiny, 2.5f * tiny,
-      1023.0f * tiny, 1023.5f * tiny, std::nextafter(1023.5f * tiny, 0.0f),
-      std::ldexp(1.0f, -14), std::nextafter(std::ldexp(1.0f, -14), 0.0f),
-      std::numeric_limits<float>::denorm_min(), 1e-40f, std::numeric_limits<float>::min(),
-      1.0f + std::ldexp(1.0f, -11), 1.0f + 3.0f * std::ldexp(1.0f, -11),
-      std::nextafter(1.0f + std::ldexp(1.0f, -11), 2.0f), std::nextafter(2.0f, 0.0f),
-      2.0f - std::ldexp(1.0f, -11), 2048.0f + 1.0f, 2048.0f + 3.0f, 32768.0f + 16.0f,
-      from_bits(0x7fc00000u), from_bits(0x7f800001u), from_bits(0x7fbfffffu),
-      from_bits(0x7f802000u), from_bits(0x7fffe000u)};
+  std::vector<float> edges = {0.0f,
+                              1.0f,
+                              0.5f,
+                              1.0f / 3.0f,
+                              65504.0f,
+                              65505.0f,
+                              std::nextafter(65520.0f, 0.0f),
+                              65520.0f,
+                              1e30f,
+                              std::numeric_limits<float>::max(),
+                              std::numeric_limits<float>::infinity(),
+                              tiny,
+                              0.5f * tiny,
+                              std::nextafter(0.5f * tiny, 1.0f),
+                              1.5f * tiny,
+                              2.5f * tiny,
+                              1023.0f * tiny,
+                              1023.5f * tiny,
+                              std::nextafter(1023.5f * tiny, 0.0f),
+                              std::ldexp(1.0f, -14),
+                              std::nextafter(std::ldexp(1.0f, -14), 0.0f),
+                              std::numeric_limits<float>::denorm_min(),
+                              1e-40f,
+                              std::numeric_limits<float>::min(),
+                              1.0f + std::ldexp(1.0f, -11),
+                              1.0f + 3.0f * std::ldexp(1.0f, -11),
+                              std::nextafter(1.0f + std::ldexp(1.0f, -11), 2.0f),
+                              std::nextafter(2.0f, 0.0f),
+                              2.0f - std::ldexp(1.0f, -11),
+                              2048.0f + 1.0f,
+                              2048.0f + 3.0f,
+                              32768.0f + 16.0f,
+                              from_bits(0x7fc00000u),
+                              from_bits(0x7f800001u),
+                              from_bits(0x7fbfffffu),
+                              from_bits(0x7f802000u),
+                              from_bits(0x7fffe000u)};
   for (size_t i = 0, n = edges.size(); i < n; ++i) edges.push_back(-edges[i]);
   // Random bit patterns: every pattern (a third NaN or beyond the clamp), then magnitudes near
   // the half range (float exponents 100..144: below the subnormals up to beyond 65504), where
@@ -632,7 +658,8 @@ std::vector<float> AdversarialActivations() {
   std::vector<std::vector<float>> blocks;
   std::vector<float> ties(32);
   ties[0] = 127.0f;
-  for (int i = 1; i < 32; ++i) ties[i] = (i % 2 ? 1.0f : -1.0f) * (static_cast<float>(i * 4) + 0.5f);
+  for (int i = 1; i < 32; ++i)
+    ties[i] = (i % 2 ? 1.0f : -1.0f) * (static_cast<float>(i * 4) + 0.5f);
   blocks.push_back(ties);
   std::vector<float> near_ties(32);
   near_ties[0] = -127.0f;
@@ -644,10 +671,13 @@ std::vector<float> AdversarialActivations() {
   blocks.push_back(std::vector<float>(32, 0.0f));
   blocks.push_back(std::vector<float>(32, -0.0f));
   std::vector<float> subnormal(32, 0.0f);
-  for (int i = 0; i < 32; i += 3) subnormal[i] = (i % 2 ? -1.0f : 1.0f) * 1e-40f * static_cast<float>(i + 1);
+  for (int i = 0; i < 32; i += 3)
+    subnormal[i] = (i % 2 ? -1.0f : 1.0f) * 1e-40f * static_cast<float>(i + 1);
   blocks.push_back(subnormal);
   std::vector<float> tiny(32);
-  for (int i = 0; i < 32; ++i) tiny[i] = (i % 2 ? -1.0f : 1.0f) * std::numeric_limits<float>::denorm_min() * static_cast<float>(i % 5);
+  for (int i = 0; i < 32; ++i)
+    tiny[i] = (i % 2 ? -1.0f : 1.0f) * std::numeric_limits<float>::denorm_min() *
+              static_cast<float>(i % 5);
   blocks.push_back(tiny);
   std::vector<float> f16_overflow(32);
   for (int i = 0; i < 32; ++i) f16_overflow[i] = 1e7f * static_cast<float>(i - 16) / 16.0f;
@@ -680,7 +710,8 @@ std::vector<float> AdversarialActivations() {
   return x;
 }
 
-TEST_CASE("Int8 activations are quantized exactly as QuantizeRowQ8_0 on every target", "[kernels]") {
+TEST_CASE("Int8 activations are quantized exactly as QuantizeRowQ8_0 on every target",
+          "[kernels]") {
   // The kernels' vector quantizer against format/quant.h's scalar one (ggml's
   // quantize_row_q8_0_ref), bit for bit: quants, the f16 scale (kept as f32) and, for Q4_0
   // weights, the -8 sum qx offset. Rows of 1 block, 3 blocks and 5 blocks (odd counts leave
@@ -755,8 +786,10 @@ TEST_CASE("Int8 activations are quantized exactly as QuantizeRowQ8_0 on every ta
   }
 }
 
-TEST_CASE("MatMul over a prepared input gives MatMul's bits when split at row grains", "[kernels]") {
-  for (TensorType type : {TensorType::kF32, TensorType::kF16, TensorType::kQ8_0, TensorType::kQ4_0}) {
+TEST_CASE("MatMul over a prepared input gives MatMul's bits when split at row grains",
+          "[kernels]") {
+  for (TensorType type :
+       {TensorType::kF32, TensorType::kF16, TensorType::kQ8_0, TensorType::kQ4_0}) {
     const TestWeights w = MakeWeights(type, 2 * kMatMulRowGrain + 23, 96, false, 600);
     const std::vector<float> bias = RandomVector(w.rows, 601);
     for (int64_t T : {1, 3, 8}) {
@@ -904,7 +937,8 @@ TEST_CASE("MatMul f32/f16 decode covers its row tiles", "[kernels]") {
   constexpr int64_t kRows = 39;
   for (TensorType type : {TensorType::kF32, TensorType::kF16}) {
     for (int64_t cols : {9, 768}) {
-      const TestWeights w = MakeWeights(type, kRows, cols, false, 450 + static_cast<uint32_t>(cols));
+      const TestWeights w =
+          MakeWeights(type, kRows, cols, false, 450 + static_cast<uint32_t>(cols));
       CheckMatMul(w, 1, 0, kRows, true);
       CheckMatMul(w, 1, 3, kRows - 1, false);
     }
@@ -1154,7 +1188,8 @@ TEST_CASE("Softmax and Gelu of NaN inputs give the scalar twin's NaNs", "[kernel
       for (int64_t i = 0; i < n; ++i) {
         if (std::isnan(softmax[i]) != std::isnan(want_softmax[i])) ++bad;
         if (std::isnan(gelu[i]) != std::isnan(want_gelu[i])) ++bad;
-        if (!std::isnan(want_gelu[i]) && !Near(gelu[i], want_gelu[i], kGeluAbsTol, kGeluRelTol)) ++bad;
+        if (!std::isnan(want_gelu[i]) && !Near(gelu[i], want_gelu[i], kGeluAbsTol, kGeluRelTol))
+          ++bad;
       }
       CHECK(bad == 0);
     });
@@ -1203,12 +1238,12 @@ TEST_CASE("AttentionHead matches the scalar twin", "[kernels]") {
       const float* v = kv.data() + head_dim;
       const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
       std::vector<float> want_scores(n_keys), want_probs(n_keys), want_out(head_dim);
-      reference::AttentionHead(q.data(), k, v, stride, n_keys, head_dim, scale,
-                               want_scores.data(), want_probs.data(), want_out.data());
+      reference::AttentionHead(q.data(), k, v, stride, n_keys, head_dim, scale, want_scores.data(),
+                               want_probs.data(), want_out.data());
       ForEachTarget([&] {
         std::vector<float> scores(n_keys), probs(n_keys), out(head_dim), out2(head_dim);
-        AttentionHead(q.data(), k, v, stride, n_keys, head_dim, scale, scores.data(),
-                      probs.data(), out.data());
+        AttentionHead(q.data(), k, v, stride, n_keys, head_dim, scale, scores.data(), probs.data(),
+                      out.data());
         const int bad = AttentionMismatches(scores, probs, out, want_scores, want_probs, want_out);
         // Without the scores buffer the result is the same.
         AttentionHead(q.data(), k, v, stride, n_keys, head_dim, scale, nullptr, probs.data(),
@@ -1250,9 +1285,8 @@ TEST_CASE("AttentionHead on f16 keys and values matches the scalar twin and the 
       ToHalves(big_f32, big, big_decoded);
       const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
       std::vector<float> want_scores(n_keys), want_probs(n_keys), want_out(head_dim);
-      reference::AttentionHead(q.data(), kv.data(), kv.data() + head_dim, stride, n_keys,
-                               head_dim, scale, want_scores.data(), want_probs.data(),
-                               want_out.data());
+      reference::AttentionHead(q.data(), kv.data(), kv.data() + head_dim, stride, n_keys, head_dim,
+                               scale, want_scores.data(), want_probs.data(), want_out.data());
       ForEachTarget([&] {
         std::vector<float> scores(n_keys), probs(n_keys), out(head_dim);
         AttentionHead(q.data(), kv.data(), kv.data() + head_dim, stride, n_keys, head_dim, scale,
@@ -1284,9 +1318,13 @@ TEST_CASE("AttentionHead on f16 keys and values matches the scalar twin and the 
 // A head's cache of `capacity` positions in kernels.h's 8-bit layouts, written row by row.
 struct CacheQ8 {
   CacheQ8(int64_t head_dim, int64_t capacity)
-      : head_dim(head_dim), capacity(capacity), nb(KvBlocks(head_dim)),
-        kq(static_cast<size_t>(capacity * nb * kKvBlock), 99), vq(kq.size(), 99),
-        kd(static_cast<size_t>(nb * capacity), 0x3c00), vd(kd.size(), 0x3c00) {}
+      : head_dim(head_dim),
+        capacity(capacity),
+        nb(KvBlocks(head_dim)),
+        kq(static_cast<size_t>(capacity * nb * kKvBlock), 99),
+        vq(kq.size(), 99),
+        kd(static_cast<size_t>(nb * capacity), 0x3c00),
+        vd(kd.size(), 0x3c00) {}
   void Store(int64_t j, const float* k, const float* v) {
     StoreKeyQ8(k, head_dim, j, kq.data(), kd.data(), capacity);
     StoreValueQ8(v, head_dim, j, vq.data(), vd.data(), capacity);
@@ -1311,68 +1349,68 @@ struct CacheQ8 {
 
 TEST_CASE("The 8-bit KV cache rounds each row as QuantizeRowQ8_0, in its layouts", "[kernels]") {
   ForEachTarget([] {
-  for (int64_t head_dim : {1, 5, 16, 32, 40, 64, 65}) {
-    INFO("head_dim " << head_dim);
-    const int64_t nb = KvBlocks(head_dim), capacity = 8;
-    CacheQ8 cache(head_dim, capacity);
-    std::vector<std::vector<float>> rows;
-    for (int64_t j = 0; j < capacity; ++j) {
-      std::vector<float> row = RandomVector(head_dim, 40 + static_cast<uint32_t>(j), -3.0f, 3.0f);
-      if (j == 3) std::fill(row.begin(), row.end(), 0.0f);
-      if (j == 4) row[0] = 0.5f * 127 / 3;  // a .5 tie: halves round away from zero, as ggml
-      if (j == 5) {  // a subnormal scale, whose reciprocal overflows: quants +127 and -128
-        for (float& x : row) x *= 1e-39f;
-      }
-      rows.push_back(row);
-      std::vector<float> v = row;
-      for (float& x : v) x = -x;
-      cache.Store(j, row.data(), v.data());
-    }
-    for (int64_t j = 0; j < capacity; ++j) {
-      for (int64_t b = 0; b < nb; ++b) {
-        // ggml's quantizer on the block, padded with zeros to 32.
-        float padded[32] = {}, negated[32] = {};
-        const int64_t width = std::min<int64_t>(32, head_dim - 32 * b);
-        for (int64_t c = 0; c < width; ++c) {
-          padded[c] = rows[j][32 * b + c];
-          negated[c] = -padded[c];
+    for (int64_t head_dim : {1, 5, 16, 32, 40, 64, 65}) {
+      INFO("head_dim " << head_dim);
+      const int64_t nb = KvBlocks(head_dim), capacity = 8;
+      CacheQ8 cache(head_dim, capacity);
+      std::vector<std::vector<float>> rows;
+      for (int64_t j = 0; j < capacity; ++j) {
+        std::vector<float> row = RandomVector(head_dim, 40 + static_cast<uint32_t>(j), -3.0f, 3.0f);
+        if (j == 3) std::fill(row.begin(), row.end(), 0.0f);
+        if (j == 4) row[0] = 0.5f * 127 / 3;  // a .5 tie: halves round away from zero, as ggml
+        if (j == 5) {  // a subnormal scale, whose reciprocal overflows: quants +127 and -128
+          for (float& x : row) x *= 1e-39f;
         }
-        BlockQ8_0 want, want_v;
-        QuantizeRowQ8_0(padded, &want, 32);
-        QuantizeRowQ8_0(negated, &want_v, 32);
-        CHECK(cache.kd[b * capacity + j] == want.d);
-        CHECK(cache.vd[b * capacity + j] == want_v.d);
-        for (int64_t c = 0; c < 32; ++c) {
-          const int64_t i = 32 * b + c;
-          // Past head_dim: the short block's unused quants, written as zeros.
-          const int8_t key = cache.kq[(j * nb + b) * 32 + c];
-          const int8_t value = cache.vq[(b * capacity + j - j % 2) * 32 + 2 * c + j % 2];
-          CHECK(int{key} == int{i < head_dim ? want.qs[c] : int8_t{0}});
-          CHECK(int{value} == int{i < head_dim ? want_v.qs[c] : int8_t{0}});
+        rows.push_back(row);
+        std::vector<float> v = row;
+        for (float& x : v) x = -x;
+        cache.Store(j, row.data(), v.data());
+      }
+      for (int64_t j = 0; j < capacity; ++j) {
+        for (int64_t b = 0; b < nb; ++b) {
+          // ggml's quantizer on the block, padded with zeros to 32.
+          float padded[32] = {}, negated[32] = {};
+          const int64_t width = std::min<int64_t>(32, head_dim - 32 * b);
+          for (int64_t c = 0; c < width; ++c) {
+            padded[c] = rows[j][32 * b + c];
+            negated[c] = -padded[c];
+          }
+          BlockQ8_0 want, want_v;
+          QuantizeRowQ8_0(padded, &want, 32);
+          QuantizeRowQ8_0(negated, &want_v, 32);
+          CHECK(cache.kd[b * capacity + j] == want.d);
+          CHECK(cache.vd[b * capacity + j] == want_v.d);
+          for (int64_t c = 0; c < 32; ++c) {
+            const int64_t i = 32 * b + c;
+            // Past head_dim: the short block's unused quants, written as zeros.
+            const int8_t key = cache.kq[(j * nb + b) * 32 + c];
+            const int8_t value = cache.vq[(b * capacity + j - j % 2) * 32 + 2 * c + j % 2];
+            CHECK(int{key} == int{i < head_dim ? want.qs[c] : int8_t{0}});
+            CHECK(int{value} == int{i < head_dim ? want_v.qs[c] : int8_t{0}});
+          }
         }
       }
     }
-  }
-  // The two rules that keep the cache finite.
-  std::vector<float> row = RandomVector(64, 50);
-  row[3] = 1e7f;                                        // block 0: the scale saturates at 65504
-  row[40] = std::numeric_limits<float>::quiet_NaN();    // block 1: zeros
-  CacheQ8 cache(64, 2);
-  cache.Store(1, row.data(), row.data());
-  CHECK(cache.kd[1] == 0x7bff);
-  CHECK(cache.vd[1] == 0x7bff);
-  CHECK(cache.KeyQuant(1, 3) == 127);
-  CHECK(cache.kd[2 + 1] == 0);
-  CHECK(cache.vd[2 + 1] == 0);
-  for (int64_t i = 32; i < 64; ++i) {
-    CHECK(cache.KeyQuant(1, i) == 0);
-    CHECK(cache.ValueQuant(1, i) == 0);
-  }
-  row[40] = std::numeric_limits<float>::infinity();
-  cache.Store(0, row.data(), row.data());
-  CHECK(cache.kd[2] == 0);
-  // Writing value 0 left value 1, its partner in the pair, as it was.
-  CHECK(cache.ValueQuant(1, 3) == 127);
+    // The two rules that keep the cache finite.
+    std::vector<float> row = RandomVector(64, 50);
+    row[3] = 1e7f;                                      // block 0: the scale saturates at 65504
+    row[40] = std::numeric_limits<float>::quiet_NaN();  // block 1: zeros
+    CacheQ8 cache(64, 2);
+    cache.Store(1, row.data(), row.data());
+    CHECK(cache.kd[1] == 0x7bff);
+    CHECK(cache.vd[1] == 0x7bff);
+    CHECK(cache.KeyQuant(1, 3) == 127);
+    CHECK(cache.kd[2 + 1] == 0);
+    CHECK(cache.vd[2 + 1] == 0);
+    for (int64_t i = 32; i < 64; ++i) {
+      CHECK(cache.KeyQuant(1, i) == 0);
+      CHECK(cache.ValueQuant(1, i) == 0);
+    }
+    row[40] = std::numeric_limits<float>::infinity();
+    cache.Store(0, row.data(), row.data());
+    CHECK(cache.kd[2] == 0);
+    // Writing value 0 left value 1, its partner in the pair, as it was.
+    CHECK(cache.ValueQuant(1, 3) == 127);
   });
 }
 
@@ -1380,7 +1418,8 @@ TEST_CASE("The 8-bit KV cache rounds each row as QuantizeRowQ8_0, in its layouts
 // holding rows that must not count.
 struct AttentionCase {
   AttentionCase(int64_t head_dim, int64_t n_keys, uint32_t seed, float range = 2.0f)
-      : cache(head_dim, (n_keys + 3) / 2 * 2), k(RandomVector(cache.capacity * head_dim, seed, -range, range)),
+      : cache(head_dim, (n_keys + 3) / 2 * 2),
+        k(RandomVector(cache.capacity * head_dim, seed, -range, range)),
         v(RandomVector(cache.capacity * head_dim, seed + 1, -range, range)) {
     for (int64_t j = 0; j < cache.capacity; ++j) {
       cache.Store(j, k.data() + j * head_dim, v.data() + j * head_dim);
@@ -1398,8 +1437,8 @@ TEST_CASE("AttentionHead on the 8-bit cache matches the scalar twin", "[kernels]
       const std::vector<float> q = RandomVector(head_dim, 8, -2.0f, 2.0f);
       const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
       std::vector<float> want_scores(n_keys), want_probs(n_keys), want_out(head_dim);
-      reference::AttentionHead(q.data(), c.cache.keys(), c.cache.values(), n_keys, head_dim,
-                               scale, want_scores.data(), want_probs.data(), want_out.data());
+      reference::AttentionHead(q.data(), c.cache.keys(), c.cache.values(), n_keys, head_dim, scale,
+                               want_scores.data(), want_probs.data(), want_out.data());
       ForEachTarget([&] {
         std::vector<float> scores(n_keys), probs(n_keys), out(head_dim);
         AttentionHead(q.data(), c.cache.keys(), c.cache.values(), n_keys, head_dim, scale,
@@ -1410,8 +1449,8 @@ TEST_CASE("AttentionHead on the 8-bit cache matches the scalar twin", "[kernels]
         CHECK(bad == 0);
         // Without the value sum (the capture store's call): the same scores and probabilities.
         std::vector<float> scores2(n_keys), probs2(n_keys);
-        AttentionHead(q.data(), c.cache.keys(), KvHeadQ8{}, n_keys, head_dim, scale,
-                      scores2.data(), probs2.data(), nullptr);
+        AttentionHead(q.data(), c.cache.keys(), KvHeadQ8{}, n_keys, head_dim, scale, scores2.data(),
+                      probs2.data(), nullptr);
         CHECK(scores2 == scores);
         CHECK(probs2 == probs);
       });
@@ -1452,7 +1491,8 @@ TEST_CASE("AttentionHead on the 8-bit cache stays within its rounding of the f32
     // (half a step of W / 32767 per key and element).
     float W = 0;
     for (int64_t j = 0; j < n_keys; ++j) {
-      for (int64_t i = 0; i < head_dim; i += 32) W = std::max(W, probs[j] * c.cache.ValueScale(j, i));
+      for (int64_t i = 0; i < head_dim; i += 32)
+        W = std::max(W, probs[j] * c.cache.ValueScale(j, i));
     }
     for (int64_t i = 0; i < head_dim; ++i) {
       double want = 0, quants = 0;

@@ -6,7 +6,6 @@
 // process.cpuUsage(), where std::clock would be wall time), steadier than wall time on a shared
 // machine.
 #include <catch2/catch.hpp>
-
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -33,7 +32,7 @@ struct Shape {
 #if defined(__EMSCRIPTEN__)
 // User + system CPU time of the Node process; wall time where there is no process (a browser).
 EM_JS(double, NodeCpuSeconds, (), {
-  if (typeof process !== 'undefined' && process.cpuUsage) {
+  if (typeof process != = 'undefined' && process.cpuUsage) {
     const u = process.cpuUsage();
     return (u.user + u.system) / 1e6;
   }
@@ -102,9 +101,9 @@ TEST_CASE("MatMul throughput", "[.][bench]") {
             const double per_call = elapsed / reps;
             std::printf(
                 "%-8s %-18s %-5s T=%-3lld %-5s %8.1f us/call  %6.2f GB/s weights  %6.1f GFLOP/s\n",
-                ActiveKernelTargetName().c_str(), shape.name, type_name,
-                static_cast<long long>(T), act == QuantActivations::kInt8 ? "int8" : "f32",
-                per_call * 1e6, bytes / per_call / 1e9, 2.0 * elems * T / per_call / 1e9);
+                ActiveKernelTargetName().c_str(), shape.name, type_name, static_cast<long long>(T),
+                act == QuantActivations::kInt8 ? "int8" : "f32", per_call * 1e6,
+                bytes / per_call / 1e9, 2.0 * elems * T / per_call / 1e9);
           }
         }
         ForceKernelTarget(0);
@@ -121,8 +120,9 @@ TEST_CASE("MatMul throughput", "[.][bench]") {
             elapsed = CpuSeconds() - t0;
           } while (elapsed < 0.2);
           std::printf("%-8s %-18s %-5s T=%-3lld %-5s %8.1f us/call  %6.1f GFLOP/s (dy @ W)\n",
-                      ActiveKernelTargetName().c_str(), shape.name, type_name, static_cast<long long>(T), "f32",
-                      elapsed / reps * 1e6, 2.0 * elems * T / (elapsed / reps) / 1e9);
+                      ActiveKernelTargetName().c_str(), shape.name, type_name,
+                      static_cast<long long>(T), "f32", elapsed / reps * 1e6,
+                      2.0 * elems * T / (elapsed / reps) / 1e9);
         }
       }
     }

@@ -4,17 +4,17 @@
 // "logits" of a run whose later blocks are skipped (attention and MLP add nothing, so ln_f and
 // the unembedding see that block's stream: the forward pass's own Unembed, not CompareModels's
 // lens windows).
+#include "lab/compare.h"
+
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
-
 #include "../model/model_test_util.h"
 #include "base/error.h"
-#include "lab/compare.h"
 #include "lab/lab.h"
 #include "model/attribution.h"
 #include "model/capture.h"
@@ -23,17 +23,18 @@
 namespace gpt2_test {
 namespace {
 
-const std::vector<int> kIds = {464, 2068, 7586, 21831, 50256, 18045, 625, 262, 16931, 3290, 0, 31373, 11, 995,
-                               1212, 318, 257, 1332, 49999, 25};
+const std::vector<int> kIds = {464, 2068,  7586, 21831, 50256, 18045, 625, 262,  16931, 3290,
+                               0,   31373, 11,   995,   1212,  318,   257, 1332, 49999, 25};
 
-std::unique_ptr<LoadedModel> Synthetic(gpt2::TensorType type, gpt2::Config config = gpt2::TinyTestConfig()) {
+std::unique_ptr<LoadedModel> Synthetic(gpt2::TensorType type,
+                                       gpt2::Config config = gpt2::TinyTestConfig()) {
   return LoadModelBytes(gpt2::SyntheticModelBytes(config, type, nullptr));
 }
 
 struct Reference {
-  std::vector<std::vector<float>> resid;   // [L][T, C]
-  std::vector<std::vector<float>> lens;    // [L][T, V]
-  std::vector<std::vector<float>> probs;   // [L][H, T, T]
+  std::vector<std::vector<float>> resid;  // [L][T, C]
+  std::vector<std::vector<float>> lens;   // [L][T, V]
+  std::vector<std::vector<float>> probs;  // [L][H, T, T]
 };
 
 Reference Observe(const gpt2::Model& model, const std::vector<int>& ids) {
@@ -106,7 +107,8 @@ Figures FromReferences(const Reference& a, const Reference& b, const gpt2::Confi
         k += pa * std::log(pa / pb);
       }
       kl += k / T;
-      if (l == L - 1) f.agree += std::max_element(la, la + V) - la == std::max_element(lb, lb + V) - lb;
+      if (l == L - 1)
+        f.agree += std::max_element(la, la + V) - la == std::max_element(lb, lb + V) - lb;
     }
     f.cos.push_back(cos);
     f.rel.push_back(rel);
@@ -125,7 +127,8 @@ Figures FromReferences(const Reference& a, const Reference& b, const gpt2::Confi
   return f;
 }
 
-TEST_CASE("A model compared with itself: cos 1, rel 0, kl 0, every top-1 agrees", "[circuits][compare]") {
+TEST_CASE("A model compared with itself: cos 1, rel 0, kl 0, every top-1 agrees",
+          "[circuits][compare]") {
   auto m = Synthetic(gpt2::TensorType::kQ8_0);
   gpt2::Session a(*m->model), b(*m->model);
   gpt2::CompareOptions options;
@@ -159,8 +162,8 @@ TEST_CASE("F32 against Q8_0 and Q4_0 of the same weights equals the figures from
     options.attribution = true;
     const gpt2::Comparison r = gpt2::CompareModels(a, b, kIds, options);
     for (int l = 0; l < c.n_layer; ++l) {
-      INFO("type " << int(type) << " block " << l << ": cos " << r.blocks[l].cos << " rel " << r.blocks[l].rel
-                   << " kl " << r.blocks[l].kl);
+      INFO("type " << int(type) << " block " << l << ": cos " << r.blocks[l].cos << " rel "
+                   << r.blocks[l].rel << " kl " << r.blocks[l].kl);
       CHECK(r.blocks[l].cos == Approx(want.cos[l]).margin(1e-9));
       CHECK(r.blocks[l].rel == Approx(want.rel[l]).epsilon(1e-6));
       CHECK(r.blocks[l].kl == Approx(want.kl[l]).epsilon(1e-3).margin(1e-7));
@@ -191,20 +194,24 @@ TEST_CASE("Models of different shapes or vocabularies are not compared", "[circu
   deeper.n_layer = 3;
   auto b = Synthetic(gpt2::TensorType::kF32, deeper);
   gpt2::Session sa(*a->model), sb(*b->model);
-  CHECK_THROWS_WITH(gpt2::CompareModels(sa, sb, kIds), Catch::Contains("n_layer is 2 in the first and 3"));
+  CHECK_THROWS_WITH(gpt2::CompareModels(sa, sb, kIds),
+                    Catch::Contains("n_layer is 2 in the first and 3"));
   gpt2::Session sa2(*a->model);
   CHECK_THROWS_WITH(gpt2::CompareModels(sa, sa2, {}), Catch::Contains("empty"));
-  CHECK_THROWS_WITH(gpt2::CompareModels(sa, sa2, std::vector<int>(65, 1)), Catch::Contains("context of 64"));
+  CHECK_THROWS_WITH(gpt2::CompareModels(sa, sa2, std::vector<int>(65, 1)),
+                    Catch::Contains("context of 64"));
 }
 
 TEST_CASE("The page's lens: the lab's model against its re-encoded twin, then the prompt captured",
           "[circuits][compare]") {
-  std::vector<uint8_t> bytes = gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), gpt2::TensorType::kF32, nullptr);
+  std::vector<uint8_t> bytes =
+      gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), gpt2::TensorType::kF32, nullptr);
   gpt2::LoadedGguf loaded;
   loaded.file = gpt2::GgufFile::Parse(bytes.data(), bytes.size());
   loaded.model = gpt2::Model::FromGguf(loaded.file);
   gpt2::Lab lab(std::move(loaded), 1);
-  std::unique_ptr<gpt2::SecondModel> twin = gpt2::SecondModel::Requantized(lab.file(), gpt2::TensorType::kQ4_0);
+  std::unique_ptr<gpt2::SecondModel> twin =
+      gpt2::SecondModel::Requantized(lab.file(), gpt2::TensorType::kQ4_0);
   CHECK(std::string(twin->matrix_type()) == "q4_0");
   // The same file the synthetic maker writes in Q4_0 (tests/convert/requantize_test.cc).
   auto q4 = Synthetic(gpt2::TensorType::kQ4_0);
@@ -240,7 +247,8 @@ TEST_CASE("The page's lens: the lab's model against its re-encoded twin, then th
   gpt2::Config deeper = gpt2::TinyTestConfig();
   deeper.n_layer = 3;
   gpt2::SecondModel other(gpt2::SyntheticModelBytes(deeper, gpt2::TensorType::kF32, nullptr));
-  CHECK_THROWS_WITH(gpt2::CompareOnConversation(lab.conv(), other, kIds), Catch::Contains("n_layer"));
+  CHECK_THROWS_WITH(gpt2::CompareOnConversation(lab.conv(), other, kIds),
+                    Catch::Contains("n_layer"));
   CHECK(lab.tokens() == kIds);
   CHECK_THROWS_WITH(gpt2::CompareOnConversation(lab.conv(), *twin, {}), Catch::Contains("empty"));
 }

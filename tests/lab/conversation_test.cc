@@ -1,12 +1,12 @@
 // The one way experiments give a conversation back (src/lab/conversation.h's Scope), against a
 // fresh Session's full prefill under the same interventions, on the tiny synthetic model.
+#include "lab/conversation.h"
+
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <memory>
 #include <vector>
 
-#include <catch2/catch.hpp>
-
-#include "lab/conversation.h"
 #include "model/session.h"
 #include "tools/common/synthetic_model.h"
 
@@ -14,7 +14,8 @@ namespace gpt2_test {
 namespace {
 
 TEST_CASE("a Scope gives the conversation back as it was, whatever ran in between", "[lab]") {
-  const std::vector<uint8_t> bytes = gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), gpt2::TensorType::kF32, nullptr);
+  const std::vector<uint8_t> bytes =
+      gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), gpt2::TensorType::kF32, nullptr);
   std::shared_ptr<const gpt2::GgufFile> file = gpt2::GgufFile::Parse(bytes.data(), bytes.size());
   const std::unique_ptr<gpt2::Model> model = gpt2::Model::FromGguf(file);
   const int V = model->config().n_vocab;

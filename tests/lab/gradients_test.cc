@@ -1,24 +1,24 @@
 // Saliency and attribution patching (lab/gradients.h) against PyTorch autograd
 // (scripts/make_golden.py write_gradients -> tests/data/golden_gradients.bin), integrated
 // gradients' completeness, and attribution patching against exact activation patching.
+#include "lab/gradients.h"
+
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
-
-#include "base/error.h"
-#include "lab/gradients.h"
-#include "lab/lab.h"
-#include "model/backward.h"
-#include "model/capture.h"
 #include "../model/golden_file.h"
 #include "../model/intervention_cases.h"
 #include "../model/model_test_util.h"
 #include "../test_paths.h"
+#include "base/error.h"
+#include "lab/lab.h"
+#include "model/backward.h"
+#include "model/capture.h"
 #include "tools/common/synthetic_model.h"
 
 namespace gpt2_test {
@@ -118,7 +118,8 @@ TEST_CASE("an attention score's gradients and gradient x input match PyTorch aut
   const gpt2::Config& c = model.config();
   const std::vector<int> ids = Ids("ids");
   const int T = static_cast<int>(ids.size());
-  std::map<std::string, gpt2::Interventions> ivs = InterventionCases(model, ids, Ids("patch_source_ids"));
+  std::map<std::string, gpt2::Interventions> ivs =
+      InterventionCases(model, ids, Ids("patch_source_ids"));
   gpt2::Session session(model);
   gpt2::Backward backward(model);
   for (const char* name : {"plain", "block0", "same", "patch", "combined", "post_norm"}) {
@@ -131,10 +132,12 @@ TEST_CASE("an attention score's gradients and gradient x input match PyTorch aut
                                 std::string(name) == "post_norm"));
     backward.Forward(session, ids, iv);
     const float want_score = Golden().F32(prefix + "score")[0];
-    REQUIRE(std::fabs(backward.Score(spec) - want_score) <= kRelTol * std::max(1.0f, std::fabs(want_score)));
+    REQUIRE(std::fabs(backward.Score(spec) - want_score) <=
+            kRelTol * std::max(1.0f, std::fabs(want_score)));
     std::map<std::string, std::vector<float>> grads;
     backward.RunScore(spec, [&](const gpt2::Activation& a) {
-      const std::string key = a.layer >= 0 ? "blk" + std::to_string(a.layer) + "/" + a.name : a.name;
+      const std::string key =
+          a.layer >= 0 ? "blk" + std::to_string(a.layer) + "/" + a.name : a.name;
       int64_t n = 1;
       for (int d = 0; d < a.n_dims; ++d) n *= a.shape[d];
       grads[key].assign(a.data, a.data + n);
@@ -161,7 +164,8 @@ TEST_CASE("an attention score's gradients and gradient x input match PyTorch aut
     double products = 0.0;
     for (int p = 0; p < T; ++p) {
       double sum = 0.0;
-      for (int64_t d = 0; d < c.n_embd; ++d) sum += std::fabs(double(x[p * c.n_embd + d]) * embed[p * c.n_embd + d]);
+      for (int64_t d = 0; d < c.n_embd; ++d)
+        sum += std::fabs(double(x[p * c.n_embd + d]) * embed[p * c.n_embd + d]);
       products = std::max(products, sum);
     }
     const gpt2::ScoreSaliencyResult r = gpt2::ScoreSaliency(session, backward, ids, spec, iv);
@@ -183,7 +187,8 @@ TEST_CASE("an attention score's backward rejects what has no score", "[gradients
   gpt2::Session session(model);
   gpt2::Backward backward(model);
   const gpt2::ActivationObserver none = [](const gpt2::Activation&) {};
-  REQUIRE_THROWS_AS(backward.RunScore(gpt2::ScoreSpec{0, 0, 0, 0}, none), gpt2::Error);  // no forward yet
+  REQUIRE_THROWS_AS(backward.RunScore(gpt2::ScoreSpec{0, 0, 0, 0}, none),
+                    gpt2::Error);  // no forward yet
   backward.Forward(session, ids, nullptr);
   for (const gpt2::ScoreSpec& bad :
        {gpt2::ScoreSpec{-1, 0, 3, 1}, gpt2::ScoreSpec{model.config().n_layer, 0, 3, 1},
@@ -205,7 +210,8 @@ TEST_CASE("integrated gradients' m(0) from one position equals the whole prompt'
   const gpt2::Model& model = Tiny();
   const std::vector<int> ids = Ids("ids");
   const int T = static_cast<int>(ids.size());
-  std::map<std::string, gpt2::Interventions> ivs = InterventionCases(model, ids, Ids("patch_source_ids"));
+  std::map<std::string, gpt2::Interventions> ivs =
+      InterventionCases(model, ids, Ids("patch_source_ids"));
   gpt2::Session session(model);
   gpt2::Backward backward(model);
   for (const char* name : {"plain", "ablate_mean", "post_norm", "combined", "patch"}) {
@@ -227,8 +233,8 @@ TEST_CASE("integrated gradients' m(0) from one position equals the whole prompt'
 TEST_CASE("attribution patching matches PyTorch autograd", "[gradients][golden]") {
   gpt2::Session session(Tiny());
   gpt2::Backward backward(Tiny());
-  const gpt2::AtpResult r = gpt2::AttributionPatching(session, backward, Ids("ids"),
-                                                      Ids("corrupt_ids"), -1, -1, nullptr);
+  const gpt2::AtpResult r =
+      gpt2::AttributionPatching(session, backward, Ids("ids"), Ids("corrupt_ids"), -1, -1, nullptr);
   REQUIRE(r.target == Golden().I32("atp/query")[0]);
   CheckValues(r.heads, Golden().F32("atp/heads"));
   CheckValues(r.resid_pre, Golden().F32("atp/resid_pre"));
@@ -253,12 +259,14 @@ TEST_CASE("attribution patching estimates what exact patching measures", "[gradi
   session.Prefill(corrupt.data(), T, {bad.Observer()});
   std::vector<double> exact, estimate;
   for (int l = 0; l < c.n_layer; ++l) {
-    const gpt2::RecordedTensor* stream = l == 0 ? bad.Find("embed", -1) : bad.Find("resid_out", l - 1);
+    const gpt2::RecordedTensor* stream =
+        l == 0 ? bad.Find("embed", -1) : bad.Find("resid_out", l - 1);
     REQUIRE(stream != nullptr);
     for (int p = 0; p < T; ++p) {
       gpt2::Interventions iv;
-      iv.patches.push_back({l, p, std::vector<float>(stream->data.begin() + p * c.n_embd,
-                                                     stream->data.begin() + (p + 1) * c.n_embd)});
+      iv.patches.push_back({l, p,
+                            std::vector<float>(stream->data.begin() + p * c.n_embd,
+                                               stream->data.begin() + (p + 1) * c.n_embd)});
       gpt2::RunOptions run;
       run.interventions = &iv;
       session.Reset();
@@ -280,7 +288,8 @@ TEST_CASE("attribution patching estimates what exact patching measures", "[gradi
     sea += (exact[i] - me) * (estimate[i] - ma);
   }
   const double correlation = sea / std::sqrt(see * saa);
-  INFO("Pearson correlation of estimates and exact patches over " << n << " cells: " << correlation);
+  INFO("Pearson correlation of estimates and exact patches over " << n
+                                                                  << " cells: " << correlation);
   REQUIRE(correlation > kAtpCorrelationBound);
 }
 
@@ -291,7 +300,8 @@ TEST_CASE("an attribution patching cell run exactly matches PyTorch", "[gradient
     INFO("case " << name);
     const std::vector<int32_t>& q = Golden().I32(std::string("exact/") + name + "/query");
     const gpt2::AtpCell cell = q[0] == 0 ? gpt2::AtpCell::kHead : gpt2::AtpCell::kResidPre;
-    const gpt2::ExactPatchResult r = gpt2::ExactPatch(session, clean, corrupt, cell, q[1], q[2], -1, q[4], nullptr);
+    const gpt2::ExactPatchResult r =
+        gpt2::ExactPatch(session, clean, corrupt, cell, q[1], q[2], -1, q[4], nullptr);
     REQUIRE(r.target == q[3]);
     const std::vector<float>& want = Golden().F32(std::string("exact/") + name + "/values");
     const double scale = std::max(1.0, std::fabs(double(want[1])));
@@ -299,14 +309,20 @@ TEST_CASE("an attribution patching cell run exactly matches PyTorch", "[gradient
     REQUIRE(std::fabs(r.metric_clean - want[1]) <= kRelTol * scale);
     REQUIRE(std::fabs(r.metric_patched - want[2]) <= kRelTol * scale);
   }
-  REQUIRE_THROWS_AS(gpt2::ExactPatch(session, clean, corrupt, gpt2::AtpCell::kHead, 0, 4, -1, -1, nullptr), gpt2::Error);
-  REQUIRE_THROWS_AS(gpt2::ExactPatch(session, clean, corrupt, gpt2::AtpCell::kResidPre, 2, 0, -1, -1, nullptr),
-                    gpt2::Error);
-  REQUIRE_THROWS_AS(gpt2::ExactPatch(session, clean, corrupt, gpt2::AtpCell::kResidPre, 0, 12, -1, -1, nullptr),
-                    gpt2::Error);
+  REQUIRE_THROWS_AS(
+      gpt2::ExactPatch(session, clean, corrupt, gpt2::AtpCell::kHead, 0, 4, -1, -1, nullptr),
+      gpt2::Error);
+  REQUIRE_THROWS_AS(
+      gpt2::ExactPatch(session, clean, corrupt, gpt2::AtpCell::kResidPre, 2, 0, -1, -1, nullptr),
+      gpt2::Error);
+  REQUIRE_THROWS_AS(
+      gpt2::ExactPatch(session, clean, corrupt, gpt2::AtpCell::kResidPre, 0, 12, -1, -1, nullptr),
+      gpt2::Error);
   std::vector<int> shorter = corrupt;
   shorter.pop_back();
-  REQUIRE_THROWS_AS(gpt2::ExactPatch(session, clean, shorter, gpt2::AtpCell::kHead, 0, 0, -1, -1, nullptr), gpt2::Error);
+  REQUIRE_THROWS_AS(
+      gpt2::ExactPatch(session, clean, shorter, gpt2::AtpCell::kHead, 0, 0, -1, -1, nullptr),
+      gpt2::Error);
 }
 
 TEST_CASE("attribution patching's head estimates track the exact head patches", "[gradients]") {
@@ -317,11 +333,14 @@ TEST_CASE("attribution patching's head estimates track the exact head patches", 
   const std::vector<int> clean = Ids("ids"), corrupt = Ids("corrupt_ids");
   gpt2::Session session(model);
   gpt2::Backward backward(model);
-  const gpt2::AtpResult r = gpt2::AttributionPatching(session, backward, clean, corrupt, -1, -1, nullptr);
+  const gpt2::AtpResult r =
+      gpt2::AttributionPatching(session, backward, clean, corrupt, -1, -1, nullptr);
   std::vector<double> exact, estimate;
   for (int l = 0; l < c.n_layer; ++l) {
     for (int h = 0; h < c.n_head; ++h) {
-      exact.push_back(gpt2::ExactPatch(session, clean, corrupt, gpt2::AtpCell::kHead, l, h, r.target, -1, nullptr).value);
+      exact.push_back(gpt2::ExactPatch(session, clean, corrupt, gpt2::AtpCell::kHead, l, h,
+                                       r.target, -1, nullptr)
+                          .value);
       estimate.push_back(r.heads[size_t(l) * c.n_head + h]);
     }
   }

@@ -2,7 +2,10 @@
 // scripts/make_golden.py's write_heads: the same scores from torch's attention probabilities on
 // the tiny synthetic model), and on the committed small model, whose previous-token head 0.0 and
 // induction head 2.0 weights/README.md documents.
+#include "lab/head_scores.h"
+
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <fstream>
 #include <memory>
@@ -11,12 +14,9 @@
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
-
 #include "../model/golden_file.h"
 #include "../test_paths.h"
 #include "base/error.h"
-#include "lab/head_scores.h"
 #include "lab/lab.h"
 #include "model/config.h"
 #include "tools/common/synthetic_model.h"
@@ -29,7 +29,9 @@ constexpr double kF32Tolerance = 1e-4;
 
 const GoldenFile& HeadsGolden() { return GoldenData("golden_circuits_heads.bin"); }
 
-std::vector<int> Ints(const std::vector<int32_t>& v) { return std::vector<int>(v.begin(), v.end()); }
+std::vector<int> Ints(const std::vector<int32_t>& v) {
+  return std::vector<int>(v.begin(), v.end());
+}
 
 std::unique_ptr<gpt2::Lab> TinyLab(std::vector<uint8_t>& bytes) {
   bytes = gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), gpt2::TensorType::kF32, nullptr);
@@ -39,9 +41,12 @@ std::unique_ptr<gpt2::Lab> TinyLab(std::vector<uint8_t>& bytes) {
   return std::make_unique<gpt2::Lab>(std::move(loaded), 1);
 }
 
-std::vector<float> AsFloats(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
+std::vector<float> AsFloats(const std::vector<double>& v) {
+  return std::vector<float>(v.begin(), v.end());
+}
 
-TEST_CASE("The default ids of `gpt2 heads` are the documented SplitMix64 draw", "[circuits][heads]") {
+TEST_CASE("The default ids of `gpt2 heads` are the documented SplitMix64 draw",
+          "[circuits][heads]") {
   const std::vector<int> ids = gpt2::DefaultHeadIds(50257);
   CHECK(ids == Ints(HeadsGolden().I32("default_ids")));
   CHECK(std::set<int>(ids.begin(), ids.end()).size() == ids.size());
@@ -67,10 +72,12 @@ TEST_CASE("Head scores equal PyTorch's on the tiny model", "[circuits][heads][go
       CHECK(s.repeat == int(ids.size()));
       for (const char* score : {"prev", "dup", "induction"}) {
         const std::string k = key + "/" + score;
-        const std::vector<double>& ours =
-            std::string(score) == "prev" ? s.prev : std::string(score) == "dup" ? s.dup : s.induction;
+        const std::vector<double>& ours = std::string(score) == "prev"  ? s.prev
+                                          : std::string(score) == "dup" ? s.dup
+                                                                        : s.induction;
         REQUIRE(ours.size() == size_t(L) * H);
-        CHECK(CheckTensor(k, AsFloats(ours).data(), HeadsGolden().F32(k).data(), L * H, kF32Tolerance));
+        CHECK(CheckTensor(k, AsFloats(ours).data(), HeadsGolden().F32(k).data(), L * H,
+                          kF32Tolerance));
       }
       // The conversation is the repeated sequence, captured, for the attention view.
       CHECK(lab->tokens() == gpt2::RepeatedSequence(ids));
@@ -79,17 +86,20 @@ TEST_CASE("Head scores equal PyTorch's on the tiny model", "[circuits][heads][go
   }
 }
 
-TEST_CASE("Head detection rejects ids that do not fit the model before it runs anything", "[circuits][heads]") {
+TEST_CASE("Head detection rejects ids that do not fit the model before it runs anything",
+          "[circuits][heads]") {
   std::vector<uint8_t> bytes;
   auto lab = TinyLab(bytes);
   lab->SetCapture(false);
   lab->Run({1, 2, 3});
   const std::vector<int> before = lab->tokens();
   CHECK_THROWS_WITH(gpt2::DetectHeads(lab->conv(), {}), Catch::Contains("at least one token id"));
-  CHECK_THROWS_WITH(gpt2::DetectHeads(lab->conv(), {5, 50257}), Catch::Contains("not in the vocabulary (0..50256)"));
+  CHECK_THROWS_WITH(gpt2::DetectHeads(lab->conv(), {5, 50257}),
+                    Catch::Contains("not in the vocabulary (0..50256)"));
   CHECK_THROWS_WITH(gpt2::DetectHeads(lab->conv(), {-1}), Catch::Contains("not in the vocabulary"));
   // n_ctx 64: 32 ids make 65 positions.
-  CHECK_THROWS_WITH(gpt2::DetectHeads(lab->conv(), std::vector<int>(32, 7)), Catch::Contains("at most 31 ids"));
+  CHECK_THROWS_WITH(gpt2::DetectHeads(lab->conv(), std::vector<int>(32, 7)),
+                    Catch::Contains("at most 31 ids"));
   CHECK(lab->tokens() == before);
   // A success keeps the capture setting as it was (off), the sequence captured all the same.
   gpt2::DetectHeads(lab->conv(), {7, 8, 9});
@@ -149,8 +159,8 @@ TEST_CASE("On the small model the documented heads come out on top", "[circuits]
     }
     const gpt2::HeadScores s = gpt2::DetectHeads(lab.conv(), ids);
     const std::vector<size_t> induction = Ranked(s.induction);
-    INFO("prev 0.0 " << s.prev[kPrevHead] << ", induction 2.0 " << s.induction[2 * H] << ", 4th best induction "
-                     << s.induction[induction[3]]);
+    INFO("prev 0.0 " << s.prev[kPrevHead] << ", induction 2.0 " << s.induction[2 * H]
+                     << ", 4th best induction " << s.induction[induction[3]]);
     CHECK(Ranked(s.prev)[0] == kPrevHead);
     CHECK(s.prev[kPrevHead] > 0.9);
     CHECK(top3(s.induction) == kInductionHeads);
@@ -163,7 +173,8 @@ TEST_CASE("On the small model the documented heads come out on top", "[circuits]
   SECTION("on `gpt2 heads`'s default ids") {
     // Random ids are mostly tokens the small model never read (it saw 21.6 k token types), so
     // its induction heads match them weakly; they still lead.
-    const gpt2::HeadScores s = gpt2::DetectHeads(lab.conv(), gpt2::DefaultHeadIds(lab.config().n_vocab));
+    const gpt2::HeadScores s =
+        gpt2::DetectHeads(lab.conv(), gpt2::DefaultHeadIds(lab.config().n_vocab));
     INFO("prev 0.0 " << s.prev[kPrevHead] << ", induction 2.0 " << s.induction[2 * H]);
     CHECK(Ranked(s.prev)[0] == kPrevHead);
     CHECK(top3(s.induction) == kInductionHeads);

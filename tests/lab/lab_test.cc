@@ -2,18 +2,18 @@
 // Session's full prefill under the same interventions, intervened runs equal PyTorch's
 // (tests/data/golden_interventions.bin, scripts/make_golden.py), and generation equals a
 // hand-written Session + Sampler loop. The tiny synthetic model keeps it fast under ASan and wasm.
+#include "lab/lab.h"
+
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
-
 #include "../model/golden_file.h"
 #include "../model/model_test_util.h"
 #include "base/error.h"
-#include "lab/lab.h"
 #include "tools/common/synthetic_model.h"
 
 namespace gpt2_test {
@@ -58,7 +58,8 @@ struct TinyLab {
   }
 
   // The reference: a fresh session's full prefill of ids under iv; log P(id) at `position`.
-  double FreshLogProb(const std::vector<int>& ids, int position, const gpt2::Interventions& iv, int id) const {
+  double FreshLogProb(const std::vector<int>& ids, int position, const gpt2::Interventions& iv,
+                      int id) const {
     gpt2::Session fresh(*model);
     gpt2::RunOptions run;
     run.interventions = &iv;
@@ -79,7 +80,8 @@ std::vector<int> OtherPrompt() {
   return ids;
 }
 
-TEST_CASE("lab: ablated log-probabilities equal fresh full runs, after any sequence of probes", "[lab]") {
+TEST_CASE("lab: ablated log-probabilities equal fresh full runs, after any sequence of probes",
+          "[lab]") {
   TinyLab t;
   const std::vector<int> ids = Prompt();
   const int T = static_cast<int>(ids.size());
@@ -87,7 +89,8 @@ TEST_CASE("lab: ablated log-probabilities equal fresh full runs, after any seque
   const int target = 464;
   const std::vector<float> none;
   // Mixed positions and blocks, up and down, so each probe meets the rows an earlier one left.
-  const std::vector<std::pair<int, int>> probes = {{T - 1, 1}, {2, 0}, {T - 1, 0}, {3, 1}, {1, 1}, {T - 2, 0}};
+  const std::vector<std::pair<int, int>> probes = {{T - 1, 1}, {2, 0}, {T - 1, 0},
+                                                   {3, 1},     {1, 1}, {T - 2, 0}};
   for (const auto& [p, l] : probes) {
     for (int h : {0, t.H - 1}) {
       INFO("head " << l << "." << h << " at " << p);
@@ -112,7 +115,8 @@ TEST_CASE("lab: ablated log-probabilities equal fresh full runs, after any seque
     CHECK(got[i] == Approx(t.FreshLogProb(ids, T - 1, iv, target)).margin(kRerunTolerance));
   }
   // The baseline: log P at a position of the run as captured.
-  CHECK(t.lab->LogProbs(2, {target}).at(0) == Approx(t.FreshLogProb(ids, 2, {}, target)).margin(kRerunTolerance));
+  CHECK(t.lab->LogProbs(2, {target}).at(0) ==
+        Approx(t.FreshLogProb(ids, 2, {}, target)).margin(kRerunTolerance));
 }
 
 TEST_CASE("lab: two heads knocked out and re-run equal PyTorch", "[lab]") {
@@ -127,7 +131,8 @@ TEST_CASE("lab: two heads knocked out and re-run equal PyTorch", "[lab]") {
   CHECK(t.lab->Rerun() == 0);
   const std::vector<float>& want = Golden().F32("iv/ablate_zero/logits");
   for (int id : {0, 464, 50256}) {
-    CHECK(t.lab->LogProbs(T - 1, {id}).at(0) == Approx(gpt2::LogProbability(want.data(), t.V, id)).margin(kF32Tolerance));
+    CHECK(t.lab->LogProbs(T - 1, {id}).at(0) ==
+          Approx(gpt2::LogProbability(want.data(), t.V, id)).margin(kF32Tolerance));
   }
 }
 
@@ -147,11 +152,13 @@ TEST_CASE("lab: patched log-probabilities equal fresh full runs and PyTorch", "[
     for (size_t i = 0; i < positions.size(); ++i) {
       const int p = positions[i];
       gpt2::Interventions iv;
-      iv.patches.push_back({l, p, std::vector<float>(streams[l].begin() + size_t(p) * t.C,
-                                                     streams[l].begin() + size_t(p + 1) * t.C)});
+      iv.patches.push_back({l, p,
+                            std::vector<float>(streams[l].begin() + size_t(p) * t.C,
+                                               streams[l].begin() + size_t(p + 1) * t.C)});
       for (size_t k = 0; k < measured.size(); ++k) {
         INFO("block " << l << " position " << p << " id " << measured[k]);
-        CHECK(got[i * measured.size() + k] == Approx(t.FreshLogProb(ids, T - 1, iv, measured[k])).margin(kRerunTolerance));
+        CHECK(got[i * measured.size() + k] ==
+              Approx(t.FreshLogProb(ids, T - 1, iv, measured[k])).margin(kRerunTolerance));
       }
     }
   }
@@ -181,7 +188,8 @@ TEST_CASE("lab: probes, then a re-run, then more steps equal a fresh run", "[lab
   REQUIRE(t.lab->capture().n_positions() == P);
   const std::vector<float> got = t.lab->FinalProbs(P - 1);
   for (int id : {0, 5, 464}) {
-    CHECK(std::log(double(got[id])) == Approx(gpt2::LogProbability(want, t.V, id)).margin(kRerunTolerance));
+    CHECK(std::log(double(got[id])) ==
+          Approx(gpt2::LogProbability(want, t.V, id)).margin(kRerunTolerance));
   }
   CHECK(t.lab->tokens() == ids);
 }
@@ -201,7 +209,8 @@ TEST_CASE("lab: the head sweep job equals fresh runs, and gives the conversation
   const int target = 464, position = P - 2;
   const gpt2::HeadSweepStart start = t.lab->StartHeadSweep(position, target, page);
   CHECK(start.total == t.L * t.H);
-  CHECK(start.base == Approx(t.FreshLogProb(conversation, position, {}, target)).margin(kRerunTolerance));
+  CHECK(start.base ==
+        Approx(t.FreshLogProb(conversation, position, {}, target)).margin(kRerunTolerance));
   int calls = 0;
   while (!t.lab->job_done()) {
     t.lab->ContinueJob();
@@ -214,7 +223,8 @@ TEST_CASE("lab: the head sweep job equals fresh runs, and gives the conversation
   for (const gpt2::JobCell& cell : cells) {
     gpt2::Interventions iv;
     iv.ablate_heads = {{cell.layer, cell.index}};
-    CHECK(cell.value == Approx(t.FreshLogProb(conversation, position, iv, target)).margin(kRerunTolerance));
+    CHECK(cell.value ==
+          Approx(t.FreshLogProb(conversation, position, iv, target)).margin(kRerunTolerance));
   }
   t.lab->EndJob();
   CHECK(t.lab->tokens() == conversation);
@@ -231,7 +241,8 @@ TEST_CASE("lab: the patching job equals fresh runs", "[lab]") {
   const gpt2::PatchingStart start = t.lab->StartPatching(clean, corrupted, {});
   CHECK(start.total == t.L * T);
   auto diff = [&](const std::vector<int>& ids, const gpt2::Interventions& iv) {
-    return t.FreshLogProb(ids, T - 1, iv, start.answer) - t.FreshLogProb(ids, T - 1, iv, start.other);
+    return t.FreshLogProb(ids, T - 1, iv, start.answer) -
+           t.FreshLogProb(ids, T - 1, iv, start.other);
   };
   CHECK(start.clean_diff == Approx(diff(clean, {})).margin(kRerunTolerance));
   CHECK(start.corrupted_diff == Approx(diff(corrupted, {})).margin(kRerunTolerance));
@@ -245,9 +256,11 @@ TEST_CASE("lab: the patching job equals fresh runs", "[lab]") {
     const std::vector<float>& in =
         cell.layer == 0 ? rec.Find("embed", -1)->data : rec.Find("resid_out", cell.layer - 1)->data;
     gpt2::Interventions iv;
-    iv.patches.push_back({cell.layer, cell.index, std::vector<float>(in.begin() + size_t(cell.index) * t.C,
-                                                                     in.begin() + size_t(cell.index + 1) * t.C)});
-    const double want = (diff(corrupted, iv) - start.corrupted_diff) / (start.clean_diff - start.corrupted_diff);
+    iv.patches.push_back({cell.layer, cell.index,
+                          std::vector<float>(in.begin() + size_t(cell.index) * t.C,
+                                             in.begin() + size_t(cell.index + 1) * t.C)});
+    const double want =
+        (diff(corrupted, iv) - start.corrupted_diff) / (start.clean_diff - start.corrupted_diff);
     INFO("block " << cell.layer << " position " << cell.index);
     CHECK(cell.value == Approx(want).margin(1e-3));
   }
@@ -275,7 +288,8 @@ TEST_CASE("lab: generation equals a hand-written Session + Sampler loop", "[lab]
     if (!end_of_text) logits = by_hand.Step(want.back());  // the page runs the last token too
   }
   CHECK(got == want);
-  CHECK(t.lab->stop_reason() == (end_of_text ? gpt2::StopReason::kEndOfText : gpt2::StopReason::kMaxTokens));
+  CHECK(t.lab->stop_reason() ==
+        (end_of_text ? gpt2::StopReason::kEndOfText : gpt2::StopReason::kMaxTokens));
   CHECK(t.lab->position() == by_hand.position());
   std::vector<int> conversation = prompt;
   conversation.insert(conversation.end(), want.begin(), want.end());
@@ -289,7 +303,8 @@ TEST_CASE("lab: generation equals a hand-written Session + Sampler loop", "[lab]
   CHECK(t.lab->position() == static_cast<int>(prompt.size()));
 }
 
-TEST_CASE("lab: generation stops when the context is full; prompts are checked in one place", "[lab]") {
+TEST_CASE("lab: generation stops when the context is full; prompts are checked in one place",
+          "[lab]") {
   TinyLab t;
   const int n_ctx = t.model->config().n_ctx;
   gpt2::SamplingParams greedy;
@@ -300,9 +315,11 @@ TEST_CASE("lab: generation stops when the context is full; prompts are checked i
   CHECK(t.lab->stop_reason() == gpt2::StopReason::kContextFull);
   CHECK(produced == 3);  // two run to fill the context, the third reported only
   CHECK(t.lab->position() == n_ctx);
-  CHECK_THROWS_WITH(t.lab->StartGeneration({}, {}, greedy, 5, false), "The prompt is empty: type at least one character.");
-  CHECK_THROWS_WITH(t.lab->StartGeneration(std::vector<int>(n_ctx + 1, 100), {}, greedy, 5, false),
-                    "The prompt is 65 tokens long, longer than the model's context of 64 tokens. Shorten it.");
+  CHECK_THROWS_WITH(t.lab->StartGeneration({}, {}, greedy, 5, false),
+                    "The prompt is empty: type at least one character.");
+  CHECK_THROWS_WITH(
+      t.lab->StartGeneration(std::vector<int>(n_ctx + 1, 100), {}, greedy, 5, false),
+      "The prompt is 65 tokens long, longer than the model's context of 64 tokens. Shorten it.");
 }
 
 TEST_CASE("lab: the experiment's distributions and texts equal fresh runs", "[lab]") {
@@ -331,8 +348,10 @@ TEST_CASE("lab: the experiment's distributions and texts equal fresh runs", "[la
   gpt2::Interventions changed = iv.iv;
   changed.head_means = store.HeadMeans();
   for (int id : {0, 464}) {
-    CHECK(std::log(double(r.before[id])) == Approx(t.FreshLogProb(conversation, 2, {}, id)).margin(kRerunTolerance));
-    CHECK(std::log(double(r.after[id])) == Approx(t.FreshLogProb(conversation, 2, changed, id)).margin(kRerunTolerance));
+    CHECK(std::log(double(r.before[id])) ==
+          Approx(t.FreshLogProb(conversation, 2, {}, id)).margin(kRerunTolerance));
+    CHECK(std::log(double(r.after[id])) ==
+          Approx(t.FreshLogProb(conversation, 2, changed, id)).margin(kRerunTolerance));
   }
   auto generate = [&](const gpt2::Interventions& with) {
     gpt2::GenerateOptions options;
@@ -341,7 +360,10 @@ TEST_CASE("lab: the experiment's distributions and texts equal fresh runs", "[la
     options.run.interventions = &with;
     gpt2::Session s(*t.model);
     std::vector<int> ids;
-    gpt2::Generate(s, prompt, options, [&](int id) { ids.push_back(id); return true; });
+    gpt2::Generate(s, prompt, options, [&](int id) {
+      ids.push_back(id);
+      return true;
+    });
     return ids;
   };
   CHECK(r.text_before == generate({}));
@@ -350,8 +372,11 @@ TEST_CASE("lab: the experiment's distributions and texts equal fresh runs", "[la
   CHECK(t.lab->FirstChangedBlock() == 1);
 }
 
-TEST_CASE("lab: interventions set over the prompt take generation's means and leave the conversation captured "
-          "under them", "[lab]") {
+TEST_CASE(
+    "lab: interventions set over the prompt take generation's means and leave the conversation "
+    "captured "
+    "under them",
+    "[lab]") {
   TinyLab t;
   const std::vector<int> prompt = Prompt();
   t.lab->StartGeneration(prompt, {}, gpt2::SamplingParams{0.8f, 0, 1.0f, 7}, 4, true);
@@ -397,7 +422,8 @@ TEST_CASE("lab: interventions set over the prompt take generation's means and le
 // "Run again"'s numbers from the two distributions, each by a plain loop of its own: KL(before ||
 // after) with the intervened probability floored at 1e-30, and the ten most probable tokens by a
 // full sort (descending, ties to the lower id).
-TEST_CASE("lab: the experiment's KL and top lists equal plain loops over its distributions", "[lab]") {
+TEST_CASE("lab: the experiment's KL and top lists equal plain loops over its distributions",
+          "[lab]") {
   TinyLab t;
   const std::vector<int> prompt = Prompt();
   gpt2::SamplingParams sampling{0.8f, 0, 1.0f, 7};
@@ -423,7 +449,8 @@ TEST_CASE("lab: the experiment's KL and top lists equal plain loops over its dis
   auto top = [&](const std::vector<float>& dist) {
     std::vector<int> order(dist.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
-    std::sort(order.begin(), order.end(), [&](int a, int b) { return dist[a] > dist[b] || (dist[a] == dist[b] && a < b); });
+    std::sort(order.begin(), order.end(),
+              [&](int a, int b) { return dist[a] > dist[b] || (dist[a] == dist[b] && a < b); });
     order.resize(gpt2::kExperimentTop);
     return order;
   };
@@ -441,8 +468,10 @@ TEST_CASE("lab: the experiment's KL and top lists equal plain loops over its dis
   CHECK(r.top_before != r.top_after);  // the lists differ, so each is read from its own side
 }
 
-TEST_CASE("lab: attribution of the conversation sums to the fresh run's logit, under the page's interventions",
-          "[lab]") {
+TEST_CASE(
+    "lab: attribution of the conversation sums to the fresh run's logit, under the page's "
+    "interventions",
+    "[lab]") {
   TinyLab t;
   const std::vector<int> prompt = Prompt();
   gpt2::SamplingParams greedy;

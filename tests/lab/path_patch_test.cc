@@ -3,12 +3,11 @@
 // the receivers' q/k/v patched) on the same tiny synthetic model and writes
 // tests/data/golden_path_patch.bin. Also: the sweep job, run in pieces, equals one-by-one runs,
 // and the lab's conversation comes back afterwards.
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "../model/golden_file.h"
 #include "base/error.h"
@@ -32,7 +31,8 @@ std::vector<int> Ids(const std::string& name) {
 std::vector<gpt2::PathReceiver> Receivers(const std::string& name) {
   const std::vector<int32_t>& r = Golden().I32(name);
   REQUIRE(r.size() == size_t(1 + 3 * r[0]));
-  const gpt2::HeadPart parts[3] = {gpt2::HeadPart::kQuery, gpt2::HeadPart::kKey, gpt2::HeadPart::kValue};
+  const gpt2::HeadPart parts[3] = {gpt2::HeadPart::kQuery, gpt2::HeadPart::kKey,
+                                   gpt2::HeadPart::kValue};
   std::vector<gpt2::PathReceiver> out;
   for (int i = 0; i < r[0]; ++i) out.push_back({r[1 + 3 * i], r[2 + 3 * i], parts[r[3 + 3 * i]]});
   return out;
@@ -63,8 +63,8 @@ TEST_CASE_METHOD(TinyLab, "path patching to logits and to q, k and v receivers e
       // Without a contrast the target is left to the default (the clean run's top token).
       const int contrast = query[3];
       const int target = contrast < 0 ? -1 : query[2];
-      const gpt2::PathPatchResult r =
-          lab->PathPatch(clean, corrupt, {query[0], query[1]}, Receivers(key + "/receivers"), target, contrast);
+      const gpt2::PathPatchResult r = lab->PathPatch(
+          clean, corrupt, {query[0], query[1]}, Receivers(key + "/receivers"), target, contrast);
       INFO(name << ": patched " << r.patched << " vs " << want[0]);
       CHECK(r.target == query[2]);
       CHECK(r.contrast == contrast);
@@ -93,8 +93,8 @@ TEST_CASE_METHOD(TinyLab, "the path patching sweep, in pieces, equals PyTorch an
       lab->Run({464, 2068, 7586});
       const double before = lab->LogProbs(2, {21831}).at(0);
 
-      const gpt2::PathPatchStart start =
-          lab->StartPathPatch(clean, corrupt, receivers, query[0], query[1], gpt2::LabInterventions());
+      const gpt2::PathPatchStart start = lab->StartPathPatch(clean, corrupt, receivers, query[0],
+                                                             query[1], gpt2::LabInterventions());
       CHECK(start.total == L * H);
       CHECK(start.positions == static_cast<int>(clean.size()));
       int calls = 0, done = 0;
@@ -122,14 +122,16 @@ TEST_CASE_METHOD(TinyLab, "the path patching sweep, in pieces, equals PyTorch an
           CHECK(cells[i].value == 0.0);  // every receiver sees the clean inputs
           continue;
         }
-        const gpt2::PathPatchResult one = lab->PathPatch(clean, corrupt, {l, h}, receivers, query[0], query[1]);
+        const gpt2::PathPatchResult one =
+            lab->PathPatch(clean, corrupt, {l, h}, receivers, query[0], query[1]);
         CHECK(cells[i].value == Approx(one.patched - one.clean).margin(kRerunTolerance));
       }
     }
   }
 }
 
-TEST_CASE_METHOD(TinyLab, "a sender's paths, each alone, equal one-by-one runs and PyTorch's", "[path_patch][lab]") {
+TEST_CASE_METHOD(TinyLab, "a sender's paths, each alone, equal one-by-one runs and PyTorch's",
+                 "[path_patch][lab]") {
   const int L = config().n_layer, H = config().n_head;
   const std::vector<int32_t>& query = Golden().I32("pp/logits/query");  // sender 0.1, to the logits
   const gpt2::HeadRef sender{query[0], query[1]};
@@ -161,12 +163,14 @@ TEST_CASE_METHOD(TinyLab, "a sender's paths, each alone, equal one-by-one runs a
     last_layer = l;
     const std::string head = std::to_string(l) + "." + std::to_string(h);
     const gpt2::PathPatchResult one = lab->PathPatch(
-        clean, corrupt, sender, gpt2::ParsePathReceivers(head + ".q," + head + ".k," + head + ".v", config()), -1, -1);
+        clean, corrupt, sender,
+        gpt2::ParsePathReceivers(head + ".q," + head + ".k," + head + ".v", config()), -1, -1);
     CHECK(cells[i].value == Approx(one.patched - one.clean).margin(kRerunTolerance));
   }
 }
 
-TEST_CASE_METHOD(TinyLab, "path patching refuses what it cannot do, naming why", "[path_patch][lab]") {
+TEST_CASE_METHOD(TinyLab, "path patching refuses what it cannot do, naming why",
+                 "[path_patch][lab]") {
   const gpt2::Config& c = config();
   auto message = [&](auto f) -> std::string {
     try {
@@ -183,19 +187,27 @@ TEST_CASE_METHOD(TinyLab, "path patching refuses what it cannot do, naming why",
   CHECK(r[2].part == gpt2::HeadPart::kValue);
   for (const char* bad : {"", "1.0", "1.0.z", "1.0.q,", "a.0.q", "1..q", "logit", "1.0.q,logits"}) {
     INFO(bad);
-    CHECK(message([&] { gpt2::ParsePathReceivers(bad, c); }).find("is not LAYER.HEAD.q|k|v") != std::string::npos);
+    CHECK(message([&] { gpt2::ParsePathReceivers(bad, c); }).find("is not LAYER.HEAD.q|k|v") !=
+          std::string::npos);
   }
-  CHECK(message([&] { gpt2::ParsePathReceivers("2.0.q", c); }).find("valid layers are 0..1") != std::string::npos);
-  CHECK(message([&] { gpt2::ParsePathReceivers("1.4.k", c); }).find("valid heads are 0..3") != std::string::npos);
-  CHECK(message([&] { gpt2::CheckPathSender({1, 0}, gpt2::ParsePathReceivers("1.2.q", c), c); })
-            .find("is not after the sender") != std::string::npos);
-  CHECK(message([&] { gpt2::CheckPathSender({0, 4}, {}, c); }).find("valid heads are 0..3") != std::string::npos);
+  CHECK(message([&] { gpt2::ParsePathReceivers("2.0.q", c); }).find("valid layers are 0..1") !=
+        std::string::npos);
+  CHECK(message([&] { gpt2::ParsePathReceivers("1.4.k", c); }).find("valid heads are 0..3") !=
+        std::string::npos);
+  CHECK(message([&] {
+          gpt2::CheckPathSender({1, 0}, gpt2::ParsePathReceivers("1.2.q", c), c);
+        }).find("is not after the sender") != std::string::npos);
+  CHECK(message([&] {
+          gpt2::CheckPathSender({0, 4}, {}, c);
+        }).find("valid heads are 0..3") != std::string::npos);
   std::vector<int> shorter = corrupt;
   shorter.pop_back();
-  CHECK(message([&] { lab->PathPatch(clean, shorter, {0, 0}, {}, -1, -1); }).find("same number of tokens") !=
-        std::string::npos);
-  CHECK(message([&] { lab->PathPatch(clean, corrupt, {0, 0}, {}, c.n_vocab, -1); }).find("not in the vocabulary") !=
-        std::string::npos);
+  CHECK(message([&] {
+          lab->PathPatch(clean, shorter, {0, 0}, {}, -1, -1);
+        }).find("same number of tokens") != std::string::npos);
+  CHECK(message([&] {
+          lab->PathPatch(clean, corrupt, {0, 0}, {}, c.n_vocab, -1);
+        }).find("not in the vocabulary") != std::string::npos);
   // A refused run leaves no job behind.
   CHECK_THROWS_AS(lab->ContinueJob(), gpt2::Error);
 }

@@ -1,17 +1,17 @@
 // The record of a run (src/model/acts.h) against PyTorch: a record that keeps every hook holds
 // make_golden.py's tensors of the tiny model under TransformerLens's names, a record filled by the
 // backward holds PyTorch autograd's gradients, and a record keeps only what it is asked for.
+#include "model/acts.h"
+
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
-
-#include "model/acts.h"
+#include "golden_file.h"
 #include "model/backward.h"
 #include "model/session.h"
-#include "golden_file.h"
 #include "model_test_util.h"
 
 namespace gpt2_test {
@@ -34,7 +34,8 @@ std::string GoldenName(gpt2::Hook h, int layer) {
 
 size_t Elements(const GoldenTensor& g) { return size_t(g.NumElements()); }
 
-TEST_CASE("a record of every hook holds PyTorch's tensors by their names", "[model][acts][golden]") {
+TEST_CASE("a record of every hook holds PyTorch's tensors by their names",
+          "[model][acts][golden]") {
   const GoldenFile& golden = GoldenData("golden_tiny.bin");
   const gpt2::Model& model = TinyModel();
   const gpt2::Config& c = model.config();
@@ -71,7 +72,8 @@ TEST_CASE("a record of every hook holds PyTorch's tensors by their names", "[mod
   CHECK(&acts.StreamInto(1) == &acts.blocks[0].resid_post);
 }
 
-TEST_CASE("a record keeps only what it is asked for, and the run reports no more", "[model][acts]") {
+TEST_CASE("a record keeps only what it is asked for, and the run reports no more",
+          "[model][acts]") {
   const gpt2::Model& model = TinyModel();
   const gpt2::Config& c = model.config();
   const std::vector<int> ids = {1, 2, 3, 4, 5};
@@ -88,8 +90,8 @@ TEST_CASE("a record keeps only what it is asked for, and the run reports no more
     INFO("block " << l);
     CHECK(acts.blocks[l].resid_mid.size() == size_t(5) * c.n_embd);
     CHECK(acts.blocks[l].pattern.size() == size_t(c.n_head) * 5 * 5);
-    for (gpt2::Hook h : {gpt2::Hook::kResidPre, gpt2::Hook::kQ, gpt2::Hook::kAttnScores, gpt2::Hook::kAttnHeads,
-                         gpt2::Hook::kMlpOut, gpt2::Hook::kResidPost}) {
+    for (gpt2::Hook h : {gpt2::Hook::kResidPre, gpt2::Hook::kQ, gpt2::Hook::kAttnScores,
+                         gpt2::Hook::kAttnHeads, gpt2::Hook::kMlpOut, gpt2::Hook::kResidPost}) {
       CHECK(acts.Of(h, l).empty());
     }
   }
@@ -104,7 +106,8 @@ TEST_CASE("a record keeps only what it is asked for, and the run reports no more
   CHECK(acts.blocks[0].resid_mid.empty());
 }
 
-TEST_CASE("the backward fills a record of the same type with PyTorch's gradients", "[model][acts][gradients][golden]") {
+TEST_CASE("the backward fills a record of the same type with PyTorch's gradients",
+          "[model][acts][gradients][golden]") {
   const GoldenFile& golden = GoldenData("golden_gradients.bin");
   const gpt2::Model& model = TinyModel();
   const gpt2::Config& c = model.config();

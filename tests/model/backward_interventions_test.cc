@@ -7,6 +7,7 @@
 // intervention_cases.h too, against central finite differences of our own forward, which needs
 // no reference; and what cannot be differentiated is refused by name.
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -14,8 +15,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "../sae/sae_test_util.h"
 #include "../test_paths.h"
@@ -52,7 +51,8 @@ std::shared_ptr<const gpt2::Sae> TestSae(const std::string& name) {
   if (!slot) {
     auto bytes = std::make_shared<std::vector<uint8_t>>(ConvertSae(name, gpt2::TensorType::kF32));
     std::unique_ptr<gpt2::GgufFile> parsed = gpt2::GgufFile::Parse(bytes->data(), bytes->size());
-    std::shared_ptr<const gpt2::GgufFile> file(parsed.release(), [bytes](const gpt2::GgufFile* f) { delete f; });
+    std::shared_ptr<const gpt2::GgufFile> file(parsed.release(),
+                                               [bytes](const gpt2::GgufFile* f) { delete f; });
     slot = std::make_shared<const gpt2::Sae>(std::move(file), Tiny().config().n_embd);
   }
   return slot;
@@ -74,13 +74,17 @@ struct SaeEditCase {
 };
 const std::map<std::string, std::vector<SaeEditCase>>& SaeCases() {
   static const std::map<std::string, std::vector<SaeEditCase>> cases = {
-      {"sae_standard", {{"standard", true, true}}}, {"sae_layer_norm", {{"layer_norm", true, true}}},
-      {"sae_topk", {{"topk", false, true}}},        {"sae_jumprelu", {{"jumprelu", false, true}}},
-      {"sae_mlp_out", {{"mlp_out", true, true}}},   {"everything", {{"layer_norm", true, true}}}};
+      {"sae_standard", {{"standard", true, true}}},
+      {"sae_layer_norm", {{"layer_norm", true, true}}},
+      {"sae_topk", {{"topk", false, true}}},
+      {"sae_jumprelu", {{"jumprelu", false, true}}},
+      {"sae_mlp_out", {{"mlp_out", true, true}}},
+      {"everything", {{"layer_norm", true, true}}}};
   return cases;
 }
-const char* const kNewCases[] = {"patch_z", "patch_q", "patch_k", "patch_v", "freeze", "sae_standard",
-                                 "sae_layer_norm", "sae_topk", "sae_jumprelu", "sae_mlp_out", "everything"};
+const char* const kNewCases[] = {"patch_z",      "patch_q",      "patch_k",        "patch_v",
+                                 "freeze",       "sae_standard", "sae_layer_norm", "sae_topk",
+                                 "sae_jumprelu", "sae_mlp_out",  "everything"};
 
 gpt2::Interventions GoldenCase(const std::string& name) {
   const gpt2::Config& c = Tiny().config();
@@ -101,14 +105,16 @@ gpt2::Interventions GoldenCase(const std::string& name) {
   if (Golden().Has(prefix + "frozen")) {
     const std::vector<int32_t>& layers = Golden().I32(prefix + "frozen");
     for (size_t i = 0; i < layers.size(); ++i) {
-      iv.frozen_attn.push_back({layers[i], 0, Golden().F32(prefix + "frozen/" + std::to_string(i))});
+      iv.frozen_attn.push_back(
+          {layers[i], 0, Golden().F32(prefix + "frozen/" + std::to_string(i))});
     }
   }
   auto sae = SaeCases().find(name);
   if (sae != SaeCases().end()) {
     for (const SaeEditCase& e : sae->second) {
-      iv.stream_edits.push_back(gpt2::Sae::Edit(TestSae(e.sae), e.steer ? SaePairs(e.sae, "steer") : std::vector<std::pair<int, float>>(),
-                                                e.clamp ? SaePairs(e.sae, "clamp") : std::vector<std::pair<int, float>>()));
+      iv.stream_edits.push_back(gpt2::Sae::Edit(
+          TestSae(e.sae), e.steer ? SaePairs(e.sae, "steer") : std::vector<std::pair<int, float>>(),
+          e.clamp ? SaePairs(e.sae, "clamp") : std::vector<std::pair<int, float>>()));
     }
   }
   if (name == "everything") {
@@ -118,10 +124,12 @@ gpt2::Interventions GoldenCase(const std::string& name) {
   return iv;
 }
 
-std::map<std::string, std::vector<float>> RunBackward(gpt2::Backward& backward, const gpt2::MetricSpec& spec) {
+std::map<std::string, std::vector<float>> RunBackward(gpt2::Backward& backward,
+                                                      const gpt2::MetricSpec& spec) {
   std::map<std::string, std::vector<float>> grads;
   backward.Run(spec, [&](const gpt2::Activation& a) {
-    const std::string key = a.layer >= 0 ? "blk" + std::to_string(a.layer) + "/" + a.name : std::string(a.name);
+    const std::string key =
+        a.layer >= 0 ? "blk" + std::to_string(a.layer) + "/" + a.name : std::string(a.name);
     int64_t n = 1;
     for (int d = 0; d < a.n_dims; ++d) n *= a.shape[d];
     grads[key].assign(a.data, a.data + n);
@@ -136,7 +144,8 @@ double MaxAbs(const std::vector<float>& v) {
 }
 
 template <typename T>
-void CheckValues(const std::string& name, const std::vector<T>& got, const std::vector<float>& want) {
+void CheckValues(const std::string& name, const std::vector<T>& got,
+                 const std::vector<float>& want) {
   INFO(name);
   REQUIRE(got.size() == want.size());
   const double tol = kRelTol * std::max(MaxAbs(want), 1e-6);
@@ -170,7 +179,8 @@ TEST_CASE("gradients through head patches, frozen attention and SAE edits match 
     for (const auto& g : Golden().tensors()) {
       if (g.first.compare(0, prefix.size(), prefix) != 0) continue;
       const std::string hook = g.first.substr(prefix.size());
-      if (hook == "query" || hook == "metric" || hook.compare(0, 4, "head") == 0 || hook.compare(0, 6, "frozen") == 0) {
+      if (hook == "query" || hook == "metric" || hook.compare(0, 4, "head") == 0 ||
+          hook.compare(0, 6, "frozen") == 0) {
         continue;
       }
       INFO("hook " << hook);
@@ -194,7 +204,8 @@ TEST_CASE("saliency, attribution patching and a score's gradient under intervent
     for (const char* method : {"grad", "ig"}) {
       INFO(method);
       gpt2::SaliencyRequest request;
-      request.method = std::string(method) == "ig" ? gpt2::SaliencyMethod::kIntegrated : gpt2::SaliencyMethod::kGradient;
+      request.method = std::string(method) == "ig" ? gpt2::SaliencyMethod::kIntegrated
+                                                   : gpt2::SaliencyMethod::kGradient;
       request.steps = 16;
       request.target = Golden().I32("atp/query")[0];  // the plain model's most probable token
       const gpt2::SaliencyResult r = gpt2::Saliency(session, backward, ids, request, &iv);
@@ -230,7 +241,8 @@ TEST_CASE("saliency, attribution patching and a score's gradient under intervent
   }
 }
 
-TEST_CASE("every intervention's gradient equals central finite differences of the forward", "[gradients]") {
+TEST_CASE("every intervention's gradient equals central finite differences of the forward",
+          "[gradients]") {
   // d/dh m(x + h v) at h = 0 along random directions v of the stream entering block 0, from our
   // own forward (Backward::Forward over resid_in, Metric), against g_embed . v: a check that
   // needs no reference and holds for any intervention the forward runs.
@@ -238,7 +250,8 @@ TEST_CASE("every intervention's gradient equals central finite differences of th
   const gpt2::Config& c = model.config();
   const std::vector<int> ids = Ids("ids");
   const int T = static_cast<int>(ids.size());
-  std::map<std::string, gpt2::Interventions> cases = InterventionCases(model, ids, Ids("patch_source_ids"));
+  std::map<std::string, gpt2::Interventions> cases =
+      InterventionCases(model, ids, Ids("patch_source_ids"));
   for (const char* name : kNewCases) cases[name] = GoldenCase(name);
   cases["plain"];
   gpt2::Session session(model);
@@ -253,7 +266,8 @@ TEST_CASE("every intervention's gradient equals central finite differences of th
     const std::vector<float> x = backward.embed();
     std::vector<float> grad;
     backward.Run(spec, [&](const gpt2::Activation& a) {
-      if (a.layer < 0 && std::string(a.name) == "embed") grad.assign(a.data, a.data + size_t(T) * c.n_embd);
+      if (a.layer < 0 && std::string(a.name) == "embed")
+        grad.assign(a.data, a.data + size_t(T) * c.n_embd);
     });
     double x_norm = 0.0;
     for (float v : x) x_norm += double(v) * v;
@@ -265,10 +279,10 @@ TEST_CASE("every intervention's gradient equals central finite differences of th
         e = normal(rng);
         v_norm += double(e) * e;
       }
-      // Fourth-order central differences, m'(0) = (m(-2h) - 8 m(-h) + 8 m(h) - m(2h)) / 12h + O(h^4),
-      // at a step of 3e-3 of the stream's size and at half that. Their disagreement measures what
-      // the f32 forward's rounding and a ReLU of an SAE crossing zero inside the steps do to the
-      // estimate; a wrong gradient is off at both steps alike.
+      // Fourth-order central differences, m'(0) = (m(-2h) - 8 m(-h) + 8 m(h) - m(2h)) / 12h +
+      // O(h^4), at a step of 3e-3 of the stream's size and at half that. Their disagreement
+      // measures what the f32 forward's rounding and a ReLU of an SAE crossing zero inside the
+      // steps do to the estimate; a wrong gradient is off at both steps alike.
       double analytic = 0.0;
       for (size_t i = 0; i < v.size(); ++i) analytic += double(grad[i]) * v[i];
       std::vector<float> shifted(x.size());
@@ -276,7 +290,8 @@ TEST_CASE("every intervention's gradient equals central finite differences of th
         const double steps[4] = {-2, -1, 1, 2}, weights[4] = {1, -8, 8, -1};
         double sum = 0.0;
         for (int k = 0; k < 4; ++k) {
-          for (size_t i = 0; i < x.size(); ++i) shifted[i] = static_cast<float>(x[i] + steps[k] * h * v[i]);
+          for (size_t i = 0; i < x.size(); ++i)
+            shifted[i] = static_cast<float>(x[i] + steps[k] * h * v[i]);
           backward.Forward(session, ids, iv, shifted.data());
           sum += weights[k] * backward.Metric(session, spec);
         }
@@ -285,7 +300,8 @@ TEST_CASE("every intervention's gradient equals central finite differences of th
       const double h = 3e-3 * x_norm / std::sqrt(v_norm);
       const double numeric = numeric_at(h), half = numeric_at(h / 2);
       const double noise = std::fabs(numeric - half);
-      INFO("trial " << trial << ": analytic " << analytic << " numeric " << numeric << " (at h/2 " << half << ")");
+      INFO("trial " << trial << ": analytic " << analytic << " numeric " << numeric << " (at h/2 "
+                    << half << ")");
       REQUIRE(std::fabs(analytic - numeric) <= 0.01 * std::fabs(analytic) + 2 * noise + 1e-4);
     }
   }
@@ -301,7 +317,10 @@ TEST_CASE("what the backward cannot differentiate is refused by name", "[gradien
   gpt2::StreamEdit edit;
   edit.layer = 1;
   edit.point = gpt2::StreamPoint::kResidMid;
-  edit.edit = [](int, int rows, float* x) { x[0] *= 2.0f; (void)rows; };
+  edit.edit = [](int, int rows, float* x) {
+    x[0] *= 2.0f;
+    (void)rows;
+  };
   edit.name = "doubling of the first number";
   iv.stream_edits.push_back(edit);
   try {
@@ -315,9 +334,11 @@ TEST_CASE("what the backward cannot differentiate is refused by name", "[gradien
   // A frozen block attends nothing: its scores do not exist.
   const gpt2::Interventions frozen = GoldenCase("freeze");
   backward.Forward(session, ids, &frozen);
-  REQUIRE_THROWS_AS(backward.RunScore(gpt2::ScoreSpec{0, 1, 3, 1}, [](const gpt2::Activation&) {}), gpt2::Error);
+  REQUIRE_THROWS_AS(backward.RunScore(gpt2::ScoreSpec{0, 1, 3, 1}, [](const gpt2::Activation&) {}),
+                    gpt2::Error);
   // An SAE edit names itself.
-  const gpt2::StreamEdit sae = gpt2::Sae::Edit(TestSae("standard"), {}, SaePairs("standard", "clamp"));
+  const gpt2::StreamEdit sae =
+      gpt2::Sae::Edit(TestSae("standard"), {}, SaePairs("standard", "clamp"));
   REQUIRE(sae.backward);
   REQUIRE(sae.name.find("clamp of feature 5") != std::string::npos);
   REQUIRE(sae.name.find("blocks.1.hook_resid_pre") != std::string::npos);

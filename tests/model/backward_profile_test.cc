@@ -8,7 +8,6 @@
 // Times are this thread's CPU time natively, wall time in wasm (std::clock), as in
 // tests/kernels/forward_profile_test.cc; each phase also lists its kernels' share.
 #include <catch2/catch.hpp>
-
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
@@ -34,8 +33,10 @@ double Seconds(const char* phase, double prefill, const Run& run) {
   run();
   const double s = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
   SetKernelProfiling(false);
-  if (prefill > 0) std::printf("%-34s %8.1f ms = %5.2f prefills\n", phase, s * 1e3, s / prefill);
-  else std::printf("%-34s %8.1f ms\n", phase, s * 1e3);
+  if (prefill > 0)
+    std::printf("%-34s %8.1f ms = %5.2f prefills\n", phase, s * 1e3, s / prefill);
+  else
+    std::printf("%-34s %8.1f ms\n", phase, s * 1e3);
   for (const KernelProfileEntry& e : TakeKernelProfile()) {
     if (e.seconds < 0.02 * s) continue;
     std::printf("    %-22s %5lldx%-5lld %7.1f ms %5.1f%%\n", e.kernel.c_str(),
@@ -45,7 +46,8 @@ double Seconds(const char* phase, double prefill, const Run& run) {
   return s;
 }
 
-TEST_CASE("Gradient costs in prefills, GPT-2 small shape, q8_0", "[.][profile][gradients_profile]") {
+TEST_CASE("Gradient costs in prefills, GPT-2 small shape, q8_0",
+          "[.][profile][gradients_profile]") {
   const Config config = Gpt2SmallConfig();
   std::vector<uint8_t> bytes = SyntheticModelBytes(config, TensorType::kQ8_0, nullptr);
   std::shared_ptr<const GgufFile> file = GgufFile::Parse(bytes.data(), bytes.size());
@@ -71,12 +73,10 @@ TEST_CASE("Gradient costs in prefills, GPT-2 small shape, q8_0", "[.][profile][g
   const MetricSpec spec{T - 1, 11, -1};
   Seconds("backward", prefill, [&] { backward.Run(spec, [](const Activation&) {}); });
   std::printf("saved: %.1f MB\n", backward.SavedBytes() / 1e6);
-  Seconds("saliency grad (forward + backward)", prefill, [&] {
-    Saliency(session, backward, ids, SaliencyRequest(), nullptr);
-  });
-  Seconds("atp (both runs and the backward)", prefill, [&] {
-    AttributionPatching(session, backward, ids, other, -1, -1, nullptr);
-  });
+  Seconds("saliency grad (forward + backward)", prefill,
+          [&] { Saliency(session, backward, ids, SaliencyRequest(), nullptr); });
+  Seconds("atp (both runs and the backward)", prefill,
+          [&] { AttributionPatching(session, backward, ids, other, -1, -1, nullptr); });
   SaliencyRequest ig;
   ig.method = SaliencyMethod::kIntegrated;
   ig.steps = 16;

@@ -1,22 +1,22 @@
 // The backward pass (model/backward.h) against PyTorch autograd: scripts/make_golden.py's
 // write_gradients() differentiates the same metric on the same tiny synthetic model and writes
 // the gradient at every hook, plain and under each intervention (tests/data/golden_gradients.bin).
+#include "model/backward.h"
+
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
-
+#include "../test_paths.h"
 #include "base/error.h"
-#include "model/backward.h"
-#include "model/session.h"
 #include "golden_file.h"
 #include "intervention_cases.h"
+#include "model/session.h"
 #include "model_test_util.h"
-#include "../test_paths.h"
 #include "tools/common/synthetic_model.h"
 
 namespace gpt2_test {
@@ -49,7 +49,8 @@ std::map<std::string, std::vector<float>> RunBackward(gpt2::Backward& backward,
 }
 
 // max |got - want| <= kGradientRelTol * max |want|, printed like llm.c's check_tensor.
-void CheckGradient(const std::string& name, const std::vector<float>& got, const GoldenTensor& want) {
+void CheckGradient(const std::string& name, const std::vector<float>& got,
+                   const GoldenTensor& want) {
   INFO(name);
   REQUIRE(int64_t(got.size()) == want.NumElements());
   double scale = 0.0;
@@ -135,8 +136,7 @@ TEST_CASE("the backward keeps what the issue budgets and checks its arguments", 
   backward.Forward(session, ids, nullptr);
   // Per token and block: resid_pre, q, k, v, resid_mid (5C), mlp_pre (F), T probabilities per
   // head; plus the embedding and the final stream.
-  const int64_t floats =
-      c.n_layer * T * (5 * c.n_embd + c.n_ff + c.n_head * T) + 2 * T * c.n_embd;
+  const int64_t floats = c.n_layer * T * (5 * c.n_embd + c.n_ff + c.n_head * T) + 2 * T * c.n_embd;
   REQUIRE(backward.SavedBytes() == floats * 4);
   // GPT-2 small by the same count at 128 tokens: within the issue's 100 MB.
   const int64_t small = 12 * 128 * (5 * 768 + 3072 + 12 * 128) + 2 * 128 * 768;

@@ -2,7 +2,10 @@
 // under AddressSanitizer, and in wasm under Node): filled by the forward pass of the tiny model
 // in chunks as the page fills it (prefill, then steps), and checked against PyTorch's tensors
 // in tests/data/golden_tiny.bin, with the statistics recomputed here from those tensors.
+#include "model/capture.h"
+
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -10,12 +13,9 @@
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
-
 #include "base/error.h"
-#include "model/capture.h"
-#include "model/session.h"
 #include "golden_file.h"
+#include "model/session.h"
 #include "model_test_util.h"
 #include "tools/common/synthetic_model.h"
 
@@ -25,7 +25,8 @@ namespace {
 const GoldenFile& Golden() { return GoldenData("golden_tiny.bin"); }
 
 // The obvious top-k: sort everything, softmax in double.
-void SortedTopK(const std::vector<float>& logits, int k, std::vector<int>* ids, std::vector<float>* probs) {
+void SortedTopK(const std::vector<float>& logits, int k, std::vector<int>* ids,
+                std::vector<float>* probs) {
   std::vector<int> order(logits.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return logits[a] > logits[b]; });
@@ -86,7 +87,8 @@ TEST_CASE("the capture store holds PyTorch's activations and statistics", "[mode
 
   // Residual streams against PyTorch's.
   std::vector<const std::vector<float>*> resid = {&Golden().F32("p3/embed")};
-  for (int l = 0; l < L; ++l) resid.push_back(&Golden().F32("p3/blk" + std::to_string(l) + "/resid_out"));
+  for (int l = 0; l < L; ++l)
+    resid.push_back(&Golden().F32("p3/blk" + std::to_string(l) + "/resid_out"));
   for (int r = 0; r <= L; ++r) {
     REQUIRE(store.Residual(r).size() == resid[r]->size());
     CHECK(CheckTensor("residual " + std::to_string(r), store.Residual(r).data(), resid[r]->data(),
@@ -107,9 +109,10 @@ TEST_CASE("the capture store holds PyTorch's activations and statistics", "[mode
     }
     for (int row = 0; row < 2 * L + 1; ++row) {
       const std::vector<float>& in =
-          row == 2 * L ? *resid[L]
-                       : (row % 2 == 0 ? *resid[row / 2]
-                                       : Golden().F32("p3/blk" + std::to_string(row / 2) + "/resid_attn"));
+          row == 2 * L
+              ? *resid[L]
+              : (row % 2 == 0 ? *resid[row / 2]
+                              : Golden().F32("p3/blk" + std::to_string(row / 2) + "/resid_attn"));
       double mean = 0, var = 0;
       for (int i = 0; i < C; ++i) mean += in[p * C + i];
       mean /= C;
@@ -138,7 +141,8 @@ TEST_CASE("the capture store holds PyTorch's activations and statistics", "[mode
 
   // Attention rows and final top probabilities.
   for (int l = 0; l < L; ++l) {
-    const std::vector<float>& probs = Golden().F32("p3/blk" + std::to_string(l) + "/attn_probs");  // [H, P, P]
+    const std::vector<float>& probs =
+        Golden().F32("p3/blk" + std::to_string(l) + "/attn_probs");  // [H, P, P]
     for (int p = 0; p < P; ++p) {
       const float* got = store.Attention(l, p);
       for (int h = 0; h < H; ++h) {
@@ -152,8 +156,9 @@ TEST_CASE("the capture store holds PyTorch's activations and statistics", "[mode
   for (int p = 0; p < P; ++p) {
     std::vector<int> want_ids;
     std::vector<float> want_probs;
-    SortedTopK(std::vector<float>(logits.begin() + size_t(p) * V, logits.begin() + size_t(p + 1) * V),
-               gpt2::CaptureStore::kTopProbs, &want_ids, &want_probs);
+    SortedTopK(
+        std::vector<float>(logits.begin() + size_t(p) * V, logits.begin() + size_t(p + 1) * V),
+        gpt2::CaptureStore::kTopProbs, &want_ids, &want_probs);
     for (int k = 0; k < gpt2::CaptureStore::kTopProbs; ++k) {
       CHECK(store.TopIds(p)[k] == want_ids[k]);
       CHECK(store.TopProbs(p)[k] == Approx(want_probs[k]).margin(1e-5));
@@ -196,12 +201,15 @@ TEST_CASE("the capture store holds PyTorch's activations and statistics", "[mode
   for (int l = 1; l < L; ++l) {
     for (int t = 0; t < 4; ++t) {
       CHECK(lens_ids[(size_t(l - 1) * 4 + t) * 5] == gold_ids[(size_t(l) * P + 2 + t) * 5]);
-      CHECK(lens_probs[(size_t(l - 1) * 4 + t) * 5] == Approx(gold_probs[(size_t(l) * P + 2 + t) * 5]).margin(1e-5));
+      CHECK(lens_probs[(size_t(l - 1) * 4 + t) * 5] ==
+            Approx(gold_probs[(size_t(l) * P + 2 + t) * 5]).margin(1e-5));
     }
   }
-  CHECK_THROWS_AS(store.LogitLensWindow(model, 0, P + 1, 0, L, 5, &lens_ids, &lens_probs), gpt2::Error);
+  CHECK_THROWS_AS(store.LogitLensWindow(model, 0, P + 1, 0, L, 5, &lens_ids, &lens_probs),
+                  gpt2::Error);
   CHECK_THROWS_AS(store.LogitLensWindow(model, 0, P, 1, 1, 5, &lens_ids, &lens_probs), gpt2::Error);
-  CHECK_THROWS_AS(store.LogitLensWindow(model, 0, P, 0, L + 1, 5, &lens_ids, &lens_probs), gpt2::Error);
+  CHECK_THROWS_AS(store.LogitLensWindow(model, 0, P, 0, L + 1, 5, &lens_ids, &lens_probs),
+                  gpt2::Error);
 
   // An aborted pass leaves the store as it was; Clear empties it.
   store.Begin(P, 1);
@@ -259,12 +267,14 @@ TEST_CASE("the capture store's attention rows are the run's own probabilities",
     for (int l = 0; l < L; ++l) {
       size_t offset = 0;
       for (int p = 0; p < store.n_positions(); ++p) {
-        INFO(gpt2::GgmlTypeName(static_cast<uint32_t>(type)) << " block " << l << " position " << p);
+        INFO(gpt2::GgmlTypeName(static_cast<uint32_t>(type))
+             << " block " << l << " position " << p);
         const size_t n = size_t(H) * (p + 1);
         const float* got = store.Attention(l, p);
         CHECK(std::memcmp(got, want[l].data() + offset, n * sizeof(float)) == 0);
         for (int h = 0; h < H; ++h) {
-          CHECK(std::memcmp(store.HeadAttention(l, h, p), want[l].data() + offset + size_t(h) * (p + 1),
+          CHECK(std::memcmp(store.HeadAttention(l, h, p),
+                            want[l].data() + offset + size_t(h) * (p + 1),
                             (p + 1) * sizeof(float)) == 0);
         }
         offset += n;
@@ -335,17 +345,20 @@ TEST_CASE("the capture store takes a long prompt in chunks with one pass's value
     for (int p : {0, 127, 128, 200, 255, 256, n - 1}) {
       INFO("block " << l << " position " << p);
       const size_t row = size_t(config.n_head) * (p + 1);
-      CHECK(std::equal(chunked.Attention(l, p), chunked.Attention(l, p) + row, one_pass.Attention(l, p)));
+      CHECK(std::equal(chunked.Attention(l, p), chunked.Attention(l, p) + row,
+                       one_pass.Attention(l, p)));
       CHECK(std::equal(chunked.MlpActivations(l, p), chunked.MlpActivations(l, p) + F,
                        one_pass.MlpActivations(l, p)));
     }
   }
   for (int p : {0, 200, n - 1}) {
-    CHECK(std::equal(chunked.TopIds(p), chunked.TopIds(p) + gpt2::CaptureStore::kTopProbs, one_pass.TopIds(p)));
+    CHECK(std::equal(chunked.TopIds(p), chunked.TopIds(p) + gpt2::CaptureStore::kTopProbs,
+                     one_pass.TopIds(p)));
   }
 }
 
-TEST_CASE("the hook table names every observed tensor, ours and TransformerLens's", "[model][capture]") {
+TEST_CASE("the hook table names every observed tensor, ours and TransformerLens's",
+          "[model][capture]") {
   for (int i = 0; i < gpt2::kNumHooks; ++i) {
     const gpt2::Hook h = static_cast<gpt2::Hook>(i);
     REQUIRE(gpt2::Info(h).hook == h);  // the table is in the enum's order

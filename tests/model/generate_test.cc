@@ -1,11 +1,11 @@
 // The generation loop's stopping rules (src/model/generate.h), on the tiny synthetic model,
 // checked against a plain prefill/sample/step loop written here.
-#include <catch2/catch.hpp>
+#include "model/generate.h"
 
+#include <catch2/catch.hpp>
 #include <vector>
 
 #include "base/error.h"
-#include "model/generate.h"
 #include "model/sampler.h"
 #include "model_test_util.h"
 
@@ -67,7 +67,8 @@ TEST_CASE("Generate stops when the context is full, and when the caller says sto
 
   session.Reset();
   std::vector<int> too_long(n_ctx + 1, 7);
-  CHECK_THROWS_AS(gpt2::Generate(session, too_long, options, [](int) { return true; }), gpt2::Error);
+  CHECK_THROWS_AS(gpt2::Generate(session, too_long, options, [](int) { return true; }),
+                  gpt2::Error);
   CHECK(session.position() == 0);
 }
 

@@ -42,7 +42,7 @@ class GoldenFile {
 const GoldenFile& GoldenData(const std::string& name);
 
 struct TensorDiff {
-  double max_abs = 0;       // over entries finite in both
+  double max_abs = 0;  // over entries finite in both
   int64_t worst_index = -1;
   int64_t mismatched_infinities = 0;  // -inf/+inf/NaN in one and not the other, or different
 };

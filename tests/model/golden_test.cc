@@ -3,6 +3,7 @@
 // its PyTorch dump. Also the properties the golden implies: the KV cache, chunked prefill,
 // quantized models, greedy decoding, the logit lens and context overflow.
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -11,15 +12,13 @@
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
-
 #include "base/error.h"
 #include "format/gguf.h"
+#include "golden_file.h"
 #include "kernels/kernels.h"
 #include "model/config.h"
-#include "model/session.h"
 #include "model/sampler.h"
-#include "golden_file.h"
+#include "model/session.h"
 #include "model_test_util.h"
 #include "tools/common/synthetic_model.h"
 
@@ -172,8 +171,8 @@ TEST_CASE("forward pass matches PyTorch tensor by tensor", "[model][golden]") {
       // Prefill's return value is the last row of the logits.
       const GoldenTensor& logits = Golden().Get(std::string(prompt) + "/logits");
       const int64_t V = logits.dims[1];
-      CHECK(CheckTensor("returned logits", last,
-                        logits.f32.data() + (ids.size() - 1) * V, V, kF32Tolerance));
+      CHECK(CheckTensor("returned logits", last, logits.f32.data() + (ids.size() - 1) * V, V,
+                        kF32Tolerance));
     }
   }
 }
@@ -192,8 +191,8 @@ TEST_CASE("every compiled kernel target gives PyTorch's logits", "[model][golden
     const std::map<std::string, ObservedTensor> seen = ByGoldenName(recorder);
     const std::vector<float>& logits = seen.at("logits").data;
     REQUIRE(logits.size() == golden.f32.size());
-    CHECK(CheckTensor(name, logits.data(), golden.f32.data(),
-                      static_cast<int64_t>(logits.size()), kF32Tolerance));
+    CHECK(CheckTensor(name, logits.data(), golden.f32.data(), static_cast<int64_t>(logits.size()),
+                      kF32Tolerance));
   }
   gpt2::ForceKernelTarget(0);  // back to normal dispatch
 }
@@ -220,8 +219,7 @@ TEST_CASE("KV-cache decode equals a full prefill", "[model][golden]") {
   }
 }
 
-TEST_CASE("prefill in two chunks equals one prefill, and sees the cached keys",
-          "[model][golden]") {
+TEST_CASE("prefill in two chunks equals one prefill, and sees the cached keys", "[model][golden]") {
   const gpt2::Model& model = TinyModel(gpt2::TensorType::kF32);
   const std::vector<int> ids = PromptIds("p3");
   const int V = model.config().n_vocab;
@@ -296,8 +294,8 @@ TEST_CASE("an unobserved prefill runs the last block's MLP for the last row only
       CHECK(CheckTensor("unobserved prefill vs full pass", l, full_last, V, kF32Tolerance));
       if (type == gpt2::TensorType::kF32) {
         const GoldenTensor& golden = Golden().Get(std::string(prompt) + "/logits");
-        CHECK(CheckTensor("unobserved prefill vs PyTorch", l,
-                          golden.f32.data() + size_t(T - 1) * V, V, kF32Tolerance));
+        CHECK(CheckTensor("unobserved prefill vs PyTorch", l, golden.f32.data() + size_t(T - 1) * V,
+                          V, kF32Tolerance));
       }
       const float* s1 = full.Step(ids[0]);
       const std::vector<float> full_next(s1, s1 + V);
@@ -311,8 +309,8 @@ TEST_CASE("an unobserved prefill runs the last block's MLP for the last row only
 struct QuantBound {
   gpt2::TensorType type;
   const char* name;
-  double max_abs;     // largest |logit - golden logit| over all positions of the 3 prompts
-  double min_top1;    // fraction of positions whose argmax equals the golden's
+  double max_abs;   // largest |logit - golden logit| over all positions of the 3 prompts
+  double min_top1;  // fraction of positions whose argmax equals the golden's
 };
 
 TEST_CASE("quantized models stay near the f32 golden", "[model][golden]") {
@@ -438,8 +436,7 @@ TEST_CASE("a prompt past the context throws and leaves the session usable", "[mo
 
   gpt2::Session session(model);
   std::vector<int> too_long(n_ctx + 1, 50256);
-  CHECK_THROWS_AS(session.Prefill(too_long.data(), static_cast<int>(too_long.size())),
-                  gpt2::Error);
+  CHECK_THROWS_AS(session.Prefill(too_long.data(), static_cast<int>(too_long.size())), gpt2::Error);
   CHECK(session.position() == 0);
   const int bad_id[] = {464, 50257};
   CHECK_THROWS_AS(session.Prefill(bad_id, 2), gpt2::Error);

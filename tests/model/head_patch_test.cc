@@ -3,12 +3,11 @@
 // scalar reasoning on the tiny F32 model (the projection and q.k / sqrt(D) written out here), a
 // plain full run, and zero ablation's PyTorch logits (tests/data/golden_interventions.bin).
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "base/error.h"
 #include "golden_file.h"
@@ -73,11 +72,13 @@ struct Runs {
   }
 };
 
-TEST_CASE_METHOD(Runs, "a head output patch: zeros are zero ablation, the head's own values the plain run",
-                 "[path_patch][model]") {
+TEST_CASE_METHOD(
+    Runs, "a head output patch: zeros are zero ablation, the head's own values the plain run",
+    "[path_patch][model]") {
   gpt2::Interventions zeros;
   for (gpt2::HeadRef h : {gpt2::HeadRef{0, 1}, gpt2::HeadRef{1, 3}}) {
-    zeros.head_patches.push_back({h.layer, h.head, gpt2::HeadPart::kOutput, 0, std::vector<float>(size_t(T) * D)});
+    zeros.head_patches.push_back(
+        {h.layer, h.head, gpt2::HeadPart::kOutput, 0, std::vector<float>(size_t(T) * D)});
   }
   gpt2::RunOptions run;
   run.interventions = &zeros;
@@ -87,10 +88,12 @@ TEST_CASE_METHOD(Runs, "a head output patch: zeros are zero ablation, the head's
                     Golden().F32("iv/ablate_zero/logits").data(), V, kF32Tolerance));
 
   gpt2::Interventions own;
-  own.head_patches.push_back({1, 2, gpt2::HeadPart::kOutput, 0, HeadRows(clean, "attn_heads", 1, 2)});
+  own.head_patches.push_back(
+      {1, 2, gpt2::HeadPart::kOutput, 0, HeadRows(clean, "attn_heads", 1, 2)});
   run.interventions = &own;
   gpt2::Session s2(model);
-  CHECK(CheckTensor("own values", s2.Prefill(ids.data(), T, run), clean_logits.data(), V, kRerunTolerance));
+  CHECK(CheckTensor("own values", s2.Prefill(ids.data(), T, run), clean_logits.data(), V,
+                    kRerunTolerance));
 
   // A patch of some positions only changes those rows of the head's output.
   gpt2::Interventions part;
@@ -106,11 +109,13 @@ TEST_CASE_METHOD(Runs, "a head output patch: zeros are zero ablation, the head's
   const std::vector<float> clean_rows = HeadRows(clean, "attn_heads", 0, 3);
   for (int p = 0; p < T; ++p) {
     const std::vector<float>& want = p >= 4 && p < 7 ? rows : clean_rows;
-    CHECK(std::equal(got_rows.begin() + p * D, got_rows.begin() + (p + 1) * D, want.begin() + p * D));
+    CHECK(
+        std::equal(got_rows.begin() + p * D, got_rows.begin() + (p + 1) * D, want.begin() + p * D));
   }
 }
 
-TEST_CASE_METHOD(Runs, "frozen attention projects the given heads, attends nothing and leaves the cache",
+TEST_CASE_METHOD(Runs,
+                 "frozen attention projects the given heads, attends nothing and leaves the cache",
                  "[path_patch][model]") {
   const std::vector<float>& z = Get(source, "attn_heads", 1);
   gpt2::Interventions iv;
@@ -151,8 +156,8 @@ TEST_CASE_METHOD(Runs, "frozen attention projects the given heads, attends nothi
   CHECK(bare.Find("ln1", 1) == nullptr);
   CHECK(bare.Find("k", 1) == nullptr);
   CHECK(Get(bare, "attn_heads", 1) == z);
-  CHECK(CheckTensor("frozen block's attn_out, inputs not computed", Get(bare, "attn_out", 1).data(), want.data(),
-                    T * C, kScalarTolerance));
+  CHECK(CheckTensor("frozen block's attn_out, inputs not computed", Get(bare, "attn_out", 1).data(),
+                    want.data(), T * C, kScalarTolerance));
 
   // The cache still holds the plain run's keys and values: one more token equals a plain run.
   const int next = 50256;
@@ -160,7 +165,8 @@ TEST_CASE_METHOD(Runs, "frozen attention projects the given heads, attends nothi
   std::vector<int> longer = ids;
   longer.push_back(next);
   gpt2::Session full(model);
-  CHECK(CheckTensor("step after a frozen re-run", step, full.Prefill(longer.data(), T + 1), V, kRerunTolerance));
+  CHECK(CheckTensor("step after a frozen re-run", step, full.Prefill(longer.data(), T + 1), V,
+                    kRerunTolerance));
 }
 
 TEST_CASE_METHOD(Runs, "frozen at the clean heads is the plain run; frozen rows run alone",
@@ -170,13 +176,15 @@ TEST_CASE_METHOD(Runs, "frozen at the clean heads is the plain run; frozen rows 
   gpt2::RunOptions run;
   run.interventions = &iv;
   gpt2::Session s(model);
-  CHECK(CheckTensor("frozen at clean", s.Prefill(ids.data(), T, run), clean_logits.data(), V, kRerunTolerance));
+  CHECK(CheckTensor("frozen at clean", s.Prefill(ids.data(), T, run), clean_logits.data(), V,
+                    kRerunTolerance));
 
   // With every block from 1 frozen, positions no longer meet: the last row alone, given only
   // its own frozen rows, ends where it does among all rows.
   gpt2::Interventions late;
   late.frozen_attn.push_back({1, 0, Get(source, "attn_heads", 1)});
-  late.head_patches.push_back({1, 2, gpt2::HeadPart::kOutput, 0, HeadRows(clean, "attn_heads", 1, 2)});
+  late.head_patches.push_back(
+      {1, 2, gpt2::HeadPart::kOutput, 0, HeadRows(clean, "attn_heads", 1, 2)});
   run.interventions = &late;
   gpt2::Session all(model), one(model);
   all.Prefill(ids.data(), T, {});
@@ -187,15 +195,18 @@ TEST_CASE_METHOD(Runs, "frozen at the clean heads is the plain run; frozen rows 
   const std::vector<float>& z = Get(source, "attn_heads", 1);
   late_one.frozen_attn.push_back({1, T - 1, std::vector<float>(z.end() - C, z.end())});
   const std::vector<float> own = HeadRows(clean, "attn_heads", 1, 2);
-  late_one.head_patches.push_back({1, 2, gpt2::HeadPart::kOutput, T - 1, std::vector<float>(own.end() - D, own.end())});
+  late_one.head_patches.push_back(
+      {1, 2, gpt2::HeadPart::kOutput, T - 1, std::vector<float>(own.end() - D, own.end())});
   run.interventions = &late_one;
-  const float* row = one.Rerun({T - 1, T, 1, true}, Get(clean, "resid_out", 0).data() + size_t(T - 1) * C, run);
+  const float* row =
+      one.Rerun({T - 1, T, 1, true}, Get(clean, "resid_out", 0).data() + size_t(T - 1) * C, run);
   CHECK(CheckTensor("last row alone", row, all_rows.data(), C, kRerunTolerance));
   CHECK(late_one.FirstChangedBlock(c.n_layer) == 1);
 }
 
-TEST_CASE_METHOD(Runs, "q, k and v patches: scores and outputs from the patched values; the cache keeps them",
-                 "[path_patch][model]") {
+TEST_CASE_METHOD(
+    Runs, "q, k and v patches: scores and outputs from the patched values; the cache keeps them",
+    "[path_patch][model]") {
   const std::vector<float> k_new = HeadRows(source, "k", 1, 2);
   const std::vector<float> v_new = HeadRows(source, "v", 1, 0);
   const std::vector<float> q_new = HeadRows(source, "q", 1, 3);
@@ -223,8 +234,10 @@ TEST_CASE_METHOD(Runs, "q, k and v patches: scores and outputs from the patched 
         s2 += double(q2[t * D + d]) * k_new[j * D + d];
         s3 += double(q_new[t * D + d]) * k3[j * D + d];
       }
-      worst = std::max(worst, std::abs(s2 / std::sqrt(double(D)) - scores[(size_t(2) * T + t) * T + j]));
-      worst = std::max(worst, std::abs(s3 / std::sqrt(double(D)) - scores[(size_t(3) * T + t) * T + j]));
+      worst = std::max(worst,
+                       std::abs(s2 / std::sqrt(double(D)) - scores[(size_t(2) * T + t) * T + j]));
+      worst = std::max(worst,
+                       std::abs(s3 / std::sqrt(double(D)) - scores[(size_t(3) * T + t) * T + j]));
     }
   }
   CHECK(worst < kScalarTolerance);
@@ -249,8 +262,8 @@ TEST_CASE_METHOD(Runs, "q, k and v patches: scores and outputs from the patched 
   std::vector<int> longer = ids;
   longer.push_back(50256);
   gpt2::Session full(model);
-  CHECK(CheckTensor("step over patched keys and values", step, full.Prefill(longer.data(), T + 1, run), V,
-                    kRerunTolerance));
+  CHECK(CheckTensor("step over patched keys and values", step,
+                    full.Prefill(longer.data(), T + 1, run), V, kRerunTolerance));
   gpt2::Session plain(model);
   CHECK(CompareTensors(step, plain.Prefill(longer.data(), T + 1), V).max_abs > 1e-3);
 }
@@ -260,13 +273,14 @@ TEST_CASE_METHOD(Runs, "a re-run that ends early returns the stream leaving its 
   gpt2::Session s(model);
   s.Prefill(ids.data(), T, {});
   const float* row = s.Rerun({0, T, 0, true, 1}, Get(clean, "embed", -1).data(), {});
-  CHECK(CheckTensor("stream after block 0", row, Get(clean, "resid_out", 0).data() + size_t(T - 1) * C, C,
-                    kRerunTolerance));
+  CHECK(CheckTensor("stream after block 0", row,
+                    Get(clean, "resid_out", 0).data() + size_t(T - 1) * C, C, kRerunTolerance));
   CHECK_THROWS_AS(s.Rerun({0, T, 1, true, 0}, Get(clean, "resid_out", 0).data(), {}), gpt2::Error);
   CHECK_THROWS_AS(s.Rerun({0, T, 0, true, 3}, Get(clean, "embed", -1).data(), {}), gpt2::Error);
 }
 
-TEST_CASE_METHOD(Runs, "head patches and frozen attention out of range are refused", "[path_patch][model]") {
+TEST_CASE_METHOD(Runs, "head patches and frozen attention out of range are refused",
+                 "[path_patch][model]") {
   auto refused = [&](const gpt2::Interventions& iv, const std::string& needle) {
     gpt2::RunOptions run;
     run.interventions = &iv;
@@ -303,8 +317,10 @@ TEST_CASE_METHOD(Runs, "head patches and frozen attention out of range are refus
   iv.frozen_attn = {{1, T - 1, std::vector<float>(C)}};
   gpt2::RunOptions run;
   run.interventions = &iv;
-  CHECK_THROWS_AS(s.Rerun({T - 2, T, 1, true}, Get(clean, "resid_out", 0).data(), run), gpt2::Error);
-  CHECK_NOTHROW(s.Rerun({T - 1, T, 1, true}, Get(clean, "resid_out", 0).data() + size_t(T - 1) * C, run));
+  CHECK_THROWS_AS(s.Rerun({T - 2, T, 1, true}, Get(clean, "resid_out", 0).data(), run),
+                  gpt2::Error);
+  CHECK_NOTHROW(
+      s.Rerun({T - 1, T, 1, true}, Get(clean, "resid_out", 0).data() + size_t(T - 1) * C, run));
   iv.frozen_attn.clear();
   iv.head_patches = {{0, 1, gpt2::HeadPart::kKey, 0, rows}};
   CHECK(iv.FirstChangedBlock(c.n_layer) == 0);

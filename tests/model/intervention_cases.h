@@ -3,21 +3,21 @@
 // Used by the intervention and the gradient golden tests.
 #pragma once
 
+#include <catch2/catch.hpp>
 #include <map>
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
-
 #include "model/capture.h"
-#include "model/session.h"
 #include "model/run_options.h"
+#include "model/session.h"
 
 namespace gpt2_test {
 
 // The cases of make_golden.py's intervention_cases(), built the same way from our own runs.
 inline std::map<std::string, gpt2::Interventions> InterventionCases(
-    const gpt2::Model& model, const std::vector<int>& ids, const std::vector<int>& patch_source_ids) {
+    const gpt2::Model& model, const std::vector<int>& ids,
+    const std::vector<int>& patch_source_ids) {
   const gpt2::Config& c = model.config();
   std::map<std::string, gpt2::Interventions> cases;
   const std::vector<gpt2::HeadRef> heads = {{0, 1}, {1, 3}};

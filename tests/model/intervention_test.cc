@@ -3,23 +3,22 @@
 // synthetic model and writes tests/data/golden_interventions.bin. Also: an intervened re-run that
 // reuses the KV cache equals a full intervened run, and decoding keeps the interventions.
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
 #include <iterator>
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
-
 #include "base/error.h"
+#include "golden_file.h"
+#include "intervention_cases.h"
 #include "model/attribution.h"
 #include "model/capture.h"
 #include "model/session.h"
-#include "golden_file.h"
-#include "intervention_cases.h"
 #include "model_test_util.h"
 #include "tools/cli/args.h"
 #include "tools/common/intervention_flags.h"
@@ -166,7 +165,8 @@ struct CleanRun {
   }
 };
 
-TEST_CASE_METHOD(CleanRun, "a re-run of some positions (heads sweep, patching probes) equals a full run",
+TEST_CASE_METHOD(CleanRun,
+                 "a re-run of some positions (heads sweep, patching probes) equals a full run",
                  "[model][interventions]") {
   REQUIRE(T > 3);
   gpt2::Interventions iv;
@@ -189,7 +189,8 @@ TEST_CASE_METHOD(CleanRun, "a re-run of some positions (heads sweep, patching pr
   const std::vector<float>& want = Golden().F32("iv/ablate_zero/logits");
   CHECK(CheckTensor("prefix of the whole prompt, ablate_zero", l0, want.data(), V, kF32Tolerance));
   for (int id : {0, 50256, 464}) {
-    CHECK(gpt2::LogProbability(l0, V, id) == Approx(ReferenceLogProb(want.data(), V, id)).margin(1e-4));
+    CHECK(gpt2::LogProbability(l0, V, id) ==
+          Approx(ReferenceLogProb(want.data(), V, id)).margin(1e-4));
     CHECK(gpt2::LogProbability(l0, V, id) == Approx(ReferenceLogProb(l0, V, id)).margin(1e-9));
   }
   CHECK_THROWS_AS(session.Rerun({0, T + 1, 1}, resid->data.data(), run), gpt2::Error);
@@ -201,15 +202,17 @@ TEST_CASE_METHOD(CleanRun, "a re-run of some positions (heads sweep, patching pr
   const gpt2::Interventions patch = Cases().at("patch");
   run.interventions = &patch;
   const int p = patch.patches[0].position;
-  session.Rerun({0, T, 0}, clean.Find("embed", -1)->data.data(), gpt2::RunOptions());  // plain again
+  session.Rerun({0, T, 0}, clean.Find("embed", -1)->data.data(),
+                gpt2::RunOptions());  // plain again
   const float* got = session.Rerun({p, T, 1}, resid->data.data() + size_t(p) * C, run);
   const std::vector<float>& want_patch = Golden().F32("iv/patch/logits");
   CHECK(CheckTensor("patch re-run of positions p..", got, want_patch.data(), V, kF32Tolerance));
 }
 
-TEST_CASE_METHOD(CleanRun,
-                 "probes to the final stream, unembedded together, equal PyTorch; the cache they leave runs on",
-                 "[model][interventions]") {
+TEST_CASE_METHOD(
+    CleanRun,
+    "probes to the final stream, unembedded together, equal PyTorch; the cache they leave runs on",
+    "[model][interventions]") {
   const float* embed = clean.Find("embed", -1)->data.data();
   // Two probes' final rows (the last block runs its MLP for the last row only), then one
   // FinalLogits call for both.
@@ -223,13 +226,14 @@ TEST_CASE_METHOD(CleanRun,
   std::copy_n(session.Rerun({0, T, 0, true}, embed, run), C, rows.data());
   run.interventions = &patch;
   session.Rerun({0, T, 0, true}, embed, gpt2::RunOptions());  // plain again
-  std::copy_n(session.Rerun({p, T, 1, true}, resid->data.data() + size_t(p) * C, run), C, rows.data() + C);
+  std::copy_n(session.Rerun({p, T, 1, true}, resid->data.data() + size_t(p) * C, run), C,
+              rows.data() + C);
   CHECK(session.position() == T);
   session.FinalLogits(rows.data(), 2, logits.data());
   CHECK(CheckTensor("ablate_zero, unembedded with another row", logits.data(),
                     Golden().F32("iv/ablate_zero/logits").data(), V, kF32Tolerance));
-  CHECK(CheckTensor("patch, unembedded with another row", logits.data() + V, Golden().F32("iv/patch/logits").data(),
-                    V, kF32Tolerance));
+  CHECK(CheckTensor("patch, unembedded with another row", logits.data() + V,
+                    Golden().F32("iv/patch/logits").data(), V, kF32Tolerance));
   // The last block's rows before the last skipped its MLP but kept their keys and values: after
   // a plain probe over every position the conversation goes on as after a plain prefill.
   session.Rerun({0, T, 0, true}, embed, gpt2::RunOptions());
@@ -238,7 +242,8 @@ TEST_CASE_METHOD(CleanRun,
   std::vector<int> longer = ids;
   longer.push_back(next);
   gpt2::Session full(model);
-  CHECK(CheckTensor("step after probes", got, full.Prefill(longer.data(), T + 1), V, kRerunTolerance));
+  CHECK(CheckTensor("step after probes", got, full.Prefill(longer.data(), T + 1), V,
+                    kRerunTolerance));
 }
 
 TEST_CASE("per-block times: every block run gets a positive time, the others keep theirs",
@@ -279,12 +284,12 @@ TEST_CASE("interventions hold in decode steps as in one prefill", "[model][inter
     const float* logits = nullptr;
     for (int t = 5; t < T; ++t) logits = session.Step(ids[t], run);
     CHECK(CheckTensor(std::string(name) + " stepwise", logits,
-                      Golden().F32("iv/" + std::string(name) + "/logits").data(), V, kF32Tolerance));
+                      Golden().F32("iv/" + std::string(name) + "/logits").data(), V,
+                      kF32Tolerance));
   }
 }
 
-TEST_CASE("interventions out of range are refused with the valid range",
-          "[model][interventions]") {
+TEST_CASE("interventions out of range are refused with the valid range", "[model][interventions]") {
   const gpt2::Model& model = TinyModel();
   gpt2::Session session(model);
   const int ids[] = {464, 2068};
@@ -334,12 +339,13 @@ TEST_CASE("the CLI's intervention flags parse and name the valid range", "[model
   auto parse = [&](std::vector<std::string> words) {
     std::vector<char*> argv = {const_cast<char*>("gpt2"), const_cast<char*>("generate")};
     for (std::string& w : words) argv.push_back(&w[0]);
-    std::set<std::string> known(std::begin(gpt2::kInterventionFlags), std::end(gpt2::kInterventionFlags));
+    std::set<std::string> known(std::begin(gpt2::kInterventionFlags),
+                                std::end(gpt2::kInterventionFlags));
     const gpt2::Args args(static_cast<int>(argv.size()), argv.data(), 2, known, {"post-norm"});
     return gpt2::InterventionsFromArgs(args, c);
   };
-  const gpt2::Interventions iv = parse({"--ablate-heads", "0.1,1.3", "--skip-attn", "1", "--skip-mlp",
-                                        "0,1", "--no-residual", "0", "--post-norm"});
+  const gpt2::Interventions iv = parse({"--ablate-heads", "0.1,1.3", "--skip-attn", "1",
+                                        "--skip-mlp", "0,1", "--no-residual", "0", "--post-norm"});
   REQUIRE(iv.ablate_heads.size() == 2);
   CHECK(iv.ablate_heads[1].layer == 1);
   CHECK(iv.ablate_heads[1].head == 3);
@@ -356,7 +362,8 @@ TEST_CASE("the CLI's intervention flags parse and name the valid range", "[model
     }
     return "accepted";
   };
-  CHECK(message({"--skip-attn", "2"}) == "--skip-attn: layer 2 is out of range; valid layers are 0..1");
+  CHECK(message({"--skip-attn", "2"}) ==
+        "--skip-attn: layer 2 is out of range; valid layers are 0..1");
   CHECK(message({"--ablate-heads", "1.4"}) ==
         "--ablate-heads: head 4 is out of range; valid heads are 0..3");
   CHECK(message({"--ablate-heads", "3"}).find("LAYER.HEAD") != std::string::npos);
@@ -382,8 +389,10 @@ TEST_CASE("direct logit attribution matches PyTorch and sums to the logit",
       request.contrast = query[2];
       // "last" asks for the defaults (last position, most probable token); make_golden.py
       // wrote what they resolve to.
-      if (std::string(name) == "last") request.position = -1;
-      else request.target = query[1];
+      if (std::string(name) == "last")
+        request.position = -1;
+      else
+        request.target = query[1];
       auto it = interventions.find(name);
       if (it != interventions.end()) request.interventions = &it->second;
       gpt2::Session session(model);

@@ -4,9 +4,10 @@
 // more is widened to f32 once), keys read at a stride as the session reads them from q | k | v.
 // Then what the capture store relies on: a keys-only cache, and one grown on the way, give the
 // full cache's probabilities to the bit.
-#include <catch2/catch.hpp>
+#include "model/kv_cache.h"
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -17,7 +18,6 @@
 #include "kernels/kernels.h"
 #include "kernels/reference.h"
 #include "model/config.h"
-#include "model/kv_cache.h"
 
 namespace gpt2_test {
 namespace {

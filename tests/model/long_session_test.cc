@@ -2,9 +2,8 @@
 // observer on and off, must give every time what a fresh Session gives for the same seed (no
 // state carried over between conversations), and allocate nothing that outlives it (the
 // suite runs under LeakSanitizer in scripts/test.sh).
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -79,7 +78,8 @@ TEST_CASE("a long prompt prefilled in chunks gives one pass's logits bit for bit
 
     gpt2::Session one_pass(*m->model);
     int observed = 0;
-    const float* l1 = one_pass.Prefill(ids.data(), n, {[&](const gpt2::Activation&) { ++observed; }});
+    const float* l1 =
+        one_pass.Prefill(ids.data(), n, {[&](const gpt2::Activation&) { ++observed; }});
     REQUIRE(observed > 0);
     const std::vector<float> one(l1, l1 + V);
     const float* s1 = one_pass.Step(ids[0]);
@@ -104,7 +104,8 @@ TEST_CASE("block times of a chunked prefill add up its chunks", "[model][long]")
   config.n_vocab = 512;
   config.n_embd = 256;
   config.n_ff = 1024;
-  auto m = gpt2_test::LoadModelBytes(gpt2::SyntheticModelBytes(config, gpt2::TensorType::kF32, nullptr));
+  auto m =
+      gpt2_test::LoadModelBytes(gpt2::SyntheticModelBytes(config, gpt2::TensorType::kF32, nullptr));
   const int n = 2 * gpt2::Session::kPrefillChunk + 77;
   std::vector<int> ids(n, 464);
   gpt2::Session session(*m->model);
@@ -113,7 +114,8 @@ TEST_CASE("block times of a chunked prefill add up its chunks", "[model][long]")
   run.block_ms = &ms;
   const auto start = std::chrono::steady_clock::now();
   session.Prefill(ids.data(), n, run);
-  const double total = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const double total =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   REQUIRE(ms.size() == size_t(config.n_layer));
   double sum = 0;
   for (double t : ms) sum += t;

@@ -2,11 +2,10 @@
 // buffer sizes come from file values, and in the WebAssembly build size_t is 32 bits, so a
 // product past 2^32 used to wrap into a tiny allocation that the forward pass then overran.
 // Expected sizes are written out by hand from Session::Buffers and the page's CaptureStore.
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <memory>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "base/error.h"
 #include "format/gguf.h"
@@ -45,8 +44,8 @@ TEST_CASE("memory plan of GPT-2 small matches its buffers", "[model][memory]") {
   CHECK(plan.observer_bytes == 4 * (int64_t{1024} * 50257 + 2 * int64_t{12} * 1024 * 1024));
   // Per block: queries and keys 24 x [1024, 768], residuals 25 x [1024, 768], MLP [1024, 3072];
   // one attention row [12, 1024]; plus top-10 ids and probabilities per position.
-  CHECK(plan.capture_bytes == 4 * (24 * 1024 * 768 + 12 * 1024 + 25 * 1024 * 768 +
-                                   12 * 1024 * 3072 + 2 * 1024 * 10));
+  CHECK(plan.capture_bytes ==
+        4 * (24 * 1024 * 768 + 12 * 1024 + 25 * 1024 * 768 + 12 * 1024 * 3072 + 2 * 1024 * 10));
   CHECK(plan.largest_buffer_bytes == 4 * int64_t{1024} * 50257);
   // GPT-2 small as Q8_0 (about 170 MB) fits the page.
   CHECK_NOTHROW(gpt2::CheckMemoryBudget(c, 170u << 20, kWasmBudget));
@@ -55,9 +54,9 @@ TEST_CASE("memory plan of GPT-2 small matches its buffers", "[model][memory]") {
 TEST_CASE("the KV cache and captured keys take the weights' precision", "[model][memory]") {
   using KvCache = gpt2::Config::KvCache;
   const std::pair<gpt2::TensorType, KvCache> kinds[] = {{gpt2::TensorType::kF32, KvCache::kF32},
-                                                       {gpt2::TensorType::kF16, KvCache::kF16},
-                                                       {gpt2::TensorType::kQ8_0, KvCache::kQ8_0},
-                                                       {gpt2::TensorType::kQ4_0, KvCache::kQ8_0}};
+                                                        {gpt2::TensorType::kF16, KvCache::kF16},
+                                                        {gpt2::TensorType::kQ8_0, KvCache::kQ8_0},
+                                                        {gpt2::TensorType::kQ4_0, KvCache::kQ8_0}};
   for (const auto& [type, kv] : kinds) {
     const std::vector<uint8_t> bytes =
         gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), type, nullptr);
@@ -76,8 +75,7 @@ TEST_CASE("the KV cache and captured keys take the weights' precision", "[model]
   CHECK(f32.capture_bytes - f16.capture_bytes == 2 * int64_t{12} * 1024 * 768);
   // 8 bits: each head's 64 numbers of a position are 2 blocks of 32 quants and an f16 scale.
   const int64_t q8_row = 2 * (32 + 2);
-  CHECK(f32.session_bytes - q8.session_bytes ==
-        2 * int64_t{12} * 1024 * (768 * 4 - 12 * q8_row));
+  CHECK(f32.session_bytes - q8.session_bytes == 2 * int64_t{12} * 1024 * (768 * 4 - 12 * q8_row));
   CHECK(f32.capture_bytes - q8.capture_bytes == int64_t{12} * 1024 * (768 * 4 - 12 * q8_row));
   CHECK(c.kv_bytes_per_value() == 1.0625);
   CHECK(f16.observer_bytes == f32.observer_bytes);
@@ -101,8 +99,7 @@ TEST_CASE("GPT-2 XL fits the page's 4 GB as Q8_0 and F16, not as F32", "[model][
   CHECK(kWasmBudget < (int64_t{1} << 32));
 }
 
-TEST_CASE("a GGUF whose buffer sizes pass 2^32 with small tensors is refused",
-          "[model][memory]") {
+TEST_CASE("a GGUF whose buffer sizes pass 2^32 with small tensors is refused", "[model][memory]") {
   const gpt2::Config c = WrappingConfig();
   // What the old size_t arithmetic computed in a 32-bit build.
   REQUIRE(static_cast<uint32_t>(uint64_t(c.n_ctx) * uint64_t(c.n_ff)) == 0);

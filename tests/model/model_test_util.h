@@ -2,13 +2,12 @@
 // activations by the golden files' names ("blk0/ln1", "logits").
 #pragma once
 
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "format/gguf.h"
 #include "format/tensor_type.h"
@@ -61,8 +60,8 @@ inline std::map<std::string, ObservedTensor> ByGoldenName(const gpt2::Recorder& 
 
 // Rows [t0, t0 + T) of a golden [.., T_all, last] tensor whose time axis is `time_axis`
 // ([T, X]: axis 0; [H, T, X]: axis 1), keeping only the first `last` entries of the last axis.
-inline std::vector<float> SliceTime(const GoldenTensor& g, int time_axis, int64_t t0,
-                                    int64_t T, int64_t last) {
+inline std::vector<float> SliceTime(const GoldenTensor& g, int time_axis, int64_t t0, int64_t T,
+                                    int64_t last) {
   const int64_t outer = time_axis == 0 ? 1 : g.dims[0];
   const int64_t t_all = g.dims[time_axis];
   const int64_t width = g.dims.back();
@@ -91,8 +90,7 @@ inline void CheckObservedAgainst(const GoldenTensor& g, const std::string& key,
   expected_shape[time_axis] = T;
   if (keyed) expected_shape.back() = seen.pos0 + T;
   REQUIRE(seen.shape == expected_shape);
-  const std::vector<float> expected =
-      SliceTime(g, time_axis, seen.pos0, T, expected_shape.back());
+  const std::vector<float> expected = SliceTime(g, time_axis, seen.pos0, T, expected_shape.back());
   std::vector<float> actual = seen.data;
   std::vector<float> reference = expected;
   if (scores) {

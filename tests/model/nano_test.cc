@@ -3,6 +3,7 @@
 // scripts/make_nano_reference.py into tests/data/nano_sort.gguf and nano_sort_partials.bin).
 // Unlike the synthetic golden, neither the weights nor the reference values come from us, and
 // the model has a separate (untied) head, `output.weight`.
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -10,13 +11,11 @@
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
-
-#include "format/gguf.h"
-#include "model/session.h"
-#include "golden_file.h"
-#include "model_test_util.h"
 #include "../test_paths.h"
+#include "format/gguf.h"
+#include "golden_file.h"
+#include "model/session.h"
+#include "model_test_util.h"
 
 namespace gpt2_test {
 namespace {

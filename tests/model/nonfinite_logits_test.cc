@@ -3,7 +3,6 @@
 // an id in range, never a NaN one while a finite logit exists; its sort needs a strict weak
 // order, which a plain `>` on NaNs is not (std::sort may then read out of bounds).
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -20,10 +19,9 @@ TEST_CASE("the sampler ranks NaN logits last and stays in range", "[sampling][ho
   for (int i = 0; i < V; ++i) logits[i] = (i % 3 == 0) ? nan : std::sin(0.1f * i);
   logits[7] = 5.0f;  // clearly the best finite logit
 
-  for (const gpt2::SamplingParams& p : {gpt2::SamplingParams{0.0f, 0, 1.0f, 1},
-                                        gpt2::SamplingParams{1.0f, 0, 1.0f, 2},
-                                        gpt2::SamplingParams{0.8f, 40, 0.95f, 3},
-                                        gpt2::SamplingParams{1.5f, 0, 0.5f, 4}}) {
+  for (const gpt2::SamplingParams& p :
+       {gpt2::SamplingParams{0.0f, 0, 1.0f, 1}, gpt2::SamplingParams{1.0f, 0, 1.0f, 2},
+        gpt2::SamplingParams{0.8f, 40, 0.95f, 3}, gpt2::SamplingParams{1.5f, 0, 0.5f, 4}}) {
     gpt2::Sampler sampler(p);
     for (int k = 0; k < 20; ++k) {
       const int id = sampler.Sample(logits.data(), V);

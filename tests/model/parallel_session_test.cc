@@ -2,7 +2,6 @@
 // quantization of its activations by tokens) over its pool, and runs GELU inside the first MLP
 // product's row chunks: none of it may change a bit of what one thread computes.
 #include <catch2/catch.hpp>
-
 #include <cstring>
 #include <vector>
 
@@ -35,7 +34,8 @@ TEST_CASE("two and three threads give one thread's logits bit for bit", "[model]
     auto m = gpt2_test::LoadModelBytes(gpt2::SyntheticModelBytes(config, type, nullptr));
     for (int n : {5, 41}) {  // below and above the token count that splits the quantization
       std::vector<int> ids(n);
-      for (int i = 0; i < n; ++i) ids[i] = int((uint32_t(i) * 2654435761u) % uint32_t(config.n_vocab));
+      for (int i = 0; i < n; ++i)
+        ids[i] = int((uint32_t(i) * 2654435761u) % uint32_t(config.n_vocab));
       for (bool observe : {false, true}) {
         INFO("prompt " << n << " observed " << observe);
         const std::vector<float> one = RunLogits(*m->model, 1, ids, observe);

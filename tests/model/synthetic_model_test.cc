@@ -1,21 +1,21 @@
 // The synthetic model maker (tools/common/synthetic_model.h): file layout as llama.cpp's
 // convert_hf_to_gguf.py writes GPT-2, with and without the tokenizer, and its error handling.
 // The weight values themselves are checked against numpy in golden_test.cc.
+#include "tools/common/synthetic_model.h"
+
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
-
+#include "../test_paths.h"
 #include "base/error.h"
 #include "format/gguf.h"
 #include "format/quant.h"
 #include "format/tensor_type.h"
 #include "model/config.h"
 #include "tokenizer/tokenizer.h"
-#include "tools/common/synthetic_model.h"
-#include "../test_paths.h"
 
 namespace gpt2_test {
 namespace {
@@ -113,16 +113,14 @@ TEST_CASE("synthetic model rejects impossible configs with a clear error", "[mod
   gpt2::Config config = gpt2::TinyTestConfig();
   config.n_embd = 40;  // not a multiple of Q8_0's 32-weight blocks
   config.n_head = 4;
-  CHECK_THROWS_AS(gpt2::SyntheticModelBytes(config, gpt2::TensorType::kQ8_0, nullptr),
-                  gpt2::Error);
+  CHECK_THROWS_AS(gpt2::SyntheticModelBytes(config, gpt2::TensorType::kQ8_0, nullptr), gpt2::Error);
   config = gpt2::TinyTestConfig();
   config.n_head = 3;
   CHECK_THROWS_WITH(gpt2::SyntheticModelBytes(config, gpt2::TensorType::kF32, nullptr),
                     Catch::Contains("divisible by n_head"));
   config = gpt2::TinyTestConfig();
   config.n_layer = 0;
-  CHECK_THROWS_AS(gpt2::SyntheticModelBytes(config, gpt2::TensorType::kF32, nullptr),
-                  gpt2::Error);
+  CHECK_THROWS_AS(gpt2::SyntheticModelBytes(config, gpt2::TensorType::kF32, nullptr), gpt2::Error);
   CHECK_THROWS_AS(gpt2::SyntheticTensor("blk.0.ffn_up.weight", 1000, gpt2::kSyntheticSeed),
                   gpt2::Error);
 }

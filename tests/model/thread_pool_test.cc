@@ -4,6 +4,7 @@
 #include "model/thread_pool.h"
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -11,8 +12,6 @@
 #include <random>
 #include <thread>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "base/error.h"
 #include "format/quant.h"
@@ -51,7 +50,10 @@ TEST_CASE("an exception thrown by a task reaches the caller", "[model][threads]"
   CHECK(ran <= 200);
 
   // bad_alloc keeps its type, so the page's out-of-memory message can be chosen for it.
-  CHECK_THROWS_AS(pool.ParallelFor(50, [](int64_t t) { if (t % 3 == 1) throw std::bad_alloc(); }),
+  CHECK_THROWS_AS(pool.ParallelFor(50,
+                                   [](int64_t t) {
+                                     if (t % 3 == 1) throw std::bad_alloc();
+                                   }),
                   std::bad_alloc);
 
   // Every task throwing: one exception arrives, nothing hangs, and the pool is still usable.
@@ -71,16 +73,15 @@ TEST_CASE("an exception thrown on a worker thread reaches the caller", "[model][
   const std::thread::id caller = std::this_thread::get_id();
   std::atomic<bool> thrown_on_worker{false};
   // Tasks wait briefly so the workers take some; only tasks on a worker throw.
-  CHECK_THROWS_WITH(
-      pool.ParallelFor(400,
-                       [&](int64_t) {
-                         std::this_thread::sleep_for(std::chrono::microseconds(200));
-                         if (std::this_thread::get_id() != caller) {
-                           thrown_on_worker = true;
-                           throw gpt2::Error("failed on a worker");
-                         }
-                       }),
-      "failed on a worker");
+  CHECK_THROWS_WITH(pool.ParallelFor(400,
+                                     [&](int64_t) {
+                                       std::this_thread::sleep_for(std::chrono::microseconds(200));
+                                       if (std::this_thread::get_id() != caller) {
+                                         thrown_on_worker = true;
+                                         throw gpt2::Error("failed on a worker");
+                                       }
+                                     }),
+                    "failed on a worker");
   CHECK(thrown_on_worker);
   std::atomic<int> count{0};
   pool.ParallelFor(100, [&](int64_t) { ++count; });
@@ -103,9 +104,10 @@ TEST_CASE("threads sharing one prepared matmul input give one call's bits", "[mo
   gpt2::QuantizeRowQ8_0(dense.data(), q8.data(), kRows * kCols);
   gpt2::QuantizeRowQ4_0(dense.data(), q4.data(), kRows * kCols);
   gpt2::ThreadPool pool(4);
-  for (const gpt2::WeightView& w : {gpt2::WeightView{gpt2::TensorType::kQ8_0, q8.data(), kRows, kCols},
-                                   gpt2::WeightView{gpt2::TensorType::kQ4_0, q4.data(), kRows, kCols},
-                                   gpt2::WeightView{gpt2::TensorType::kF32, dense.data(), kRows, kCols}}) {
+  for (const gpt2::WeightView& w :
+       {gpt2::WeightView{gpt2::TensorType::kQ8_0, q8.data(), kRows, kCols},
+        gpt2::WeightView{gpt2::TensorType::kQ4_0, q4.data(), kRows, kCols},
+        gpt2::WeightView{gpt2::TensorType::kF32, dense.data(), kRows, kCols}}) {
     for (int64_t T : {int64_t{1}, kMaxT}) {
       INFO("weight type id " << int(w.type) << " T " << T);
       std::vector<float> want(T * kRows), got(T * kRows, -1.0f);

@@ -7,9 +7,8 @@
 // token, a cross-entropy of ln 50257 = 10.82 nats per token (perplexity 50257); and PyTorch
 // (train_tiny.py, float32 weights) measured this text on the same model at kPyTorchNll. Our
 // engine runs the Q8_0 file, so it may differ by the quantization's small error.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <fstream>
 #include <memory>
@@ -19,8 +18,8 @@
 
 #include "format/gguf.h"
 #include "model/capture.h"
-#include "model/session.h"
 #include "model/run_options.h"
+#include "model/session.h"
 #include "test_paths.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/common/synthetic_model.h"
@@ -58,14 +57,16 @@ double MeanNll(const Model& model, const std::vector<int>& ids) {
   return total / double(ids.size() - 1);
 }
 
-TEST_CASE("The committed small model predicts held-out English far better than chance", "[model][tiny]") {
+TEST_CASE("The committed small model predicts held-out English far better than chance",
+          "[model][tiny]") {
   const std::string path = gpt2_test::SourcePath("weights/gpt2-tiny-q8_0.gguf");
   auto mapping = MappedFile::Open(path);
   std::shared_ptr<const GgufFile> file = GgufFile::Parse(mapping->data(), mapping->size());
   auto model = Model::FromGguf(file);
   const Config& c = model->config();
   CHECK(c.n_vocab == 50257);  // GPT-2's own vocabulary and tokenizer
-  std::vector<int> ids = Tokenizer::FromGguf(*file)->Encode(ReadText(gpt2_test::DataPath("tiny_heldout.txt")));
+  std::vector<int> ids =
+      Tokenizer::FromGguf(*file)->Encode(ReadText(gpt2_test::DataPath("tiny_heldout.txt")));
   REQUIRE(ids.size() > 500);
   if (int(ids.size()) > c.n_ctx) ids.resize(c.n_ctx);
 
@@ -73,8 +74,8 @@ TEST_CASE("The committed small model predicts held-out English far better than c
   const double kRandom = std::log(50257.0);
   // From train_tiny.py's log for the committed model (weights/README.md).
   const double kPyTorchNll = 5.7161;
-  INFO(ids.size() << " tokens: " << nll << " nats/token (perplexity " << std::exp(nll) << "); PyTorch "
-                  << kPyTorchNll << ", random " << kRandom);
+  INFO(ids.size() << " tokens: " << nll << " nats/token (perplexity " << std::exp(nll)
+                  << "); PyTorch " << kPyTorchNll << ", random " << kRandom);
   CHECK(std::abs(nll - kPyTorchNll) < 0.05);
   // The stated bound: well below chance, as only a trained model can be (and below the previous
   // committed model, 6.19).
@@ -121,8 +122,9 @@ HeadScores BestHeadScores(const Model& model, const std::vector<int>& ids, int n
   return s;
 }
 
-TEST_CASE("The small model has a previous-token head and an induction head; an untrained one has neither",
-          "[model][tiny][heads]") {
+TEST_CASE(
+    "The small model has a previous-token head and an induction head; an untrained one has neither",
+    "[model][tiny][heads]") {
   const std::string path = gpt2_test::SourcePath("weights/gpt2-tiny-q8_0.gguf");
   auto mapping = MappedFile::Open(path);
   std::shared_ptr<const GgufFile> file = GgufFile::Parse(mapping->data(), mapping->size());
@@ -131,7 +133,8 @@ TEST_CASE("The small model has a previous-token head and an induction head; an u
   // Random order, so that no head can be following the text's own structure: n distinct tokens
   // of the held-out page (tokens the model has an embedding for), shuffled by a fixed LCG
   // (Knuth's MMIX constants; the same sequence in every build), then the same n again.
-  const std::vector<int> page = Tokenizer::FromGguf(*file)->Encode(ReadText(gpt2_test::DataPath("tiny_heldout.txt")));
+  const std::vector<int> page =
+      Tokenizer::FromGguf(*file)->Encode(ReadText(gpt2_test::DataPath("tiny_heldout.txt")));
   std::vector<int> pool;
   for (int id : page) {
     if (std::find(pool.begin(), pool.end(), id) == pool.end()) pool.push_back(id);
@@ -147,15 +150,17 @@ TEST_CASE("The small model has a previous-token head and an induction head; an u
   for (int copy = 0; copy < 2; ++copy) ids.insert(ids.end(), pool.begin(), pool.begin() + n);
 
   const HeadScores trained = BestHeadScores(*model, ids, n);
-  INFO("trained: previous-token " << trained.previous << " (head " << trained.previous_head << ", uniform "
-                                  << trained.previous_uniform << "), induction " << trained.induction << " (head "
-                                  << trained.induction_head << ", uniform " << trained.induction_uniform << ")");
+  INFO("trained: previous-token " << trained.previous << " (head " << trained.previous_head
+                                  << ", uniform " << trained.previous_uniform << "), induction "
+                                  << trained.induction << " (head " << trained.induction_head
+                                  << ", uniform " << trained.induction_uniform << ")");
   CHECK(trained.previous > kMinPreviousTokenScore);
   CHECK(trained.induction > kMinInductionScore);
 
   // The same shape with deterministic pseudo-random weights (tools/common/synthetic_model.h):
   // attention, but nothing learned.
-  const std::vector<uint8_t> bytes = SyntheticModelBytes(model->config(), TensorType::kQ8_0, nullptr);
+  const std::vector<uint8_t> bytes =
+      SyntheticModelBytes(model->config(), TensorType::kQ8_0, nullptr);
   std::shared_ptr<const GgufFile> synthetic_file = GgufFile::Parse(bytes.data(), bytes.size());
   auto synthetic = Model::FromGguf(synthetic_file);
   const HeadScores untrained = BestHeadScores(*synthetic, ids, n);

@@ -1,20 +1,20 @@
 // model/top_k.h against a stable sort of every index (the definition written out): descending,
 // equal values by lower index, NaN below -inf's equals by index, k clamped.
+#include "model/top_k.h"
+
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
 #include <numeric>
 #include <random>
 #include <vector>
 
-#include <catch2/catch.hpp>
-
-#include "model/top_k.h"
-
 namespace gpt2_test {
 
 TEST_CASE("KeepLargest: descending, ties to the lower index, NaN last, k clamped", "[sampling]") {
-  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN(),
+              inf = std::numeric_limits<float>::infinity();
   std::mt19937 rng(3);
   for (int n : {1, 2, 7, 100, 1000}) {
     std::vector<float> x(n);

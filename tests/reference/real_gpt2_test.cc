@@ -2,9 +2,8 @@
 // computed by PyTorch/Hugging Face). Runs only when real weights are present: set GPT2_MODEL to
 // a GGUF path, or run scripts/get-weights.sh so weights/gpt2-*.gguf exist. Otherwise each case
 // says why it skipped.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -45,18 +44,23 @@ struct Budget {
 };
 Budget BudgetFor(TensorType t) {
   switch (t) {
-    case TensorType::kF32: return {2e-3, 1e-4};
-    case TensorType::kF16: return {0.25, 5e-3};
-    case TensorType::kQ8_0: return {1.0, 2e-2};
-    default: return {4.0, 8e-2};
+    case TensorType::kF32:
+      return {2e-3, 1e-4};
+    case TensorType::kF16:
+      return {0.25, 5e-3};
+    case TensorType::kQ8_0:
+      return {1.0, 2e-2};
+    default:
+      return {4.0, 8e-2};
   }
 }
 
 TEST_CASE("Real GPT-2 small matches the reference logits, attention and tokens", "[reference]") {
   const std::vector<std::string> models = RealModelPaths();
   if (models.empty()) {
-    WARN("skipped: no real GPT-2 weights (set GPT2_MODEL or run scripts/get-weights.sh, which "
-         "needs internet access)");
+    WARN(
+        "skipped: no real GPT-2 weights (set GPT2_MODEL or run scripts/get-weights.sh, which "
+        "needs internet access)");
     return;
   }
   for (int example = 0; example < 2; ++example) {
@@ -85,7 +89,8 @@ TEST_CASE("Real GPT-2 small matches the reference logits, attention and tokens",
       std::vector<std::vector<float>> probs(12);
       RunOptions run;
       run.observer = [&](const Activation& a) {
-        if (std::string(a.name) == "attn_probs") probs[a.layer].assign(a.data, a.data + a.shape[0] * a.shape[1] * a.shape[2]);
+        if (std::string(a.name) == "attn_probs")
+          probs[a.layer].assign(a.data, a.data + a.shape[0] * a.shape[1] * a.shape[2]);
       };
       const float* logits = session.Prefill(ids.data(), static_cast<int>(ids.size()), run);
       const std::vector<double> want = Numbers(At(ref, "last_position_logits"));

@@ -3,7 +3,10 @@
 // synthetic model (tests/data/sae/<name>/, tests/data/golden_sae.bin): activations, explained
 // share, logit weights, steered and clamped logits; the converter's f32 round trip; every cfg
 // layout the public files use and every unsupported cfg as a clear error.
+#include "sae/sae.h"
+
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -12,20 +15,17 @@
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
-
 #include "../convert/convert_test_util.h"
 #include "../model/golden_file.h"
 #include "../test_paths.h"
-#include "sae_test_util.h"
 #include "base/error.h"
 #include "base/text.h"
 #include "convert/sae_convert.h"
 #include "format/safetensors.h"
 #include "lab/lab.h"
 #include "model/attribution.h"
-#include "sae/sae.h"
 #include "sae/sae_config.h"
+#include "sae_test_util.h"
 #include "tools/common/synthetic_model.h"
 
 namespace gpt2_test {
@@ -39,7 +39,8 @@ const GoldenFile& Golden() { return GoldenData("golden_sae.bin"); }
 std::string Cfg(const std::string& name) { return SaeCfg(name); }
 
 struct TinySaeLab {
-  std::vector<uint8_t> bytes = gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), gpt2::TensorType::kF32, nullptr);
+  std::vector<uint8_t> bytes =
+      gpt2::SyntheticModelBytes(gpt2::TinyTestConfig(), gpt2::TensorType::kF32, nullptr);
   std::unique_ptr<gpt2::Lab> lab;
   TinySaeLab() {
     gpt2::LoadedGguf loaded;
@@ -61,7 +62,8 @@ std::vector<int> Ids(const std::string& name) {
 
 std::vector<std::pair<int, float>> Pairs(const std::vector<float>& flat) {
   std::vector<std::pair<int, float>> out;
-  for (size_t i = 0; i + 1 < flat.size(); i += 2) out.push_back({static_cast<int>(flat[i]), flat[i + 1]});
+  for (size_t i = 0; i + 1 < flat.size(); i += 2)
+    out.push_back({static_cast<int>(flat[i]), flat[i + 1]});
   return out;
 }
 
@@ -114,18 +116,29 @@ TEST_CASE("SAE cfg.json: every layout of the public files", "[sae]") {
 TEST_CASE("SAE cfg.json: anything unsupported is an error naming it", "[sae]") {
   const std::string base = R"("d_in": 64, "d_sae": 96, )";
   ExpectError("[1]", "not a JSON object");
-  ExpectError("{" + base + R"("architecture": "gated", "hook_name": "blocks.0.hook_resid_pre"})", "gated");
-  ExpectError("{" + base + R"("normalize_activations": "expected_average_only_in", "hook_name": "blocks.0.hook_resid_pre"})",
-              "expected_average_only_in");
+  ExpectError("{" + base + R"("architecture": "gated", "hook_name": "blocks.0.hook_resid_pre"})",
+              "gated");
+  ExpectError(
+      "{" + base +
+          R"("normalize_activations": "expected_average_only_in", "hook_name": "blocks.0.hook_resid_pre"})",
+      "expected_average_only_in");
   ExpectError("{" + base + R"("hook_name": "blocks.0.attn.hook_z"})", "blocks.0.attn.hook_z");
   ExpectError("{" + base + R"("hook_name": "blocks.x.hook_resid_pre"})", "blocks.x.hook_resid_pre");
-  ExpectError("{" + base + R"("hook_name": "blocks.0.hook_resid_pre", "hook_head_index": 3})", "hook_head_index");
-  ExpectError("{" + base + R"("architecture": "topk", "hook_name": "blocks.0.hook_resid_pre"})", "without k");
-  ExpectError("{" + base + R"("architecture": "topk", "k": 97, "hook_name": "blocks.0.hook_resid_pre"})", "1..96");
-  ExpectError("{" + base + R"("hook_name": "blocks.0.hook_resid_pre", "hook_point": "blocks.1.hook_resid_pre"})",
-              "two hooks");
+  ExpectError("{" + base + R"("hook_name": "blocks.0.hook_resid_pre", "hook_head_index": 3})",
+              "hook_head_index");
+  ExpectError("{" + base + R"("architecture": "topk", "hook_name": "blocks.0.hook_resid_pre"})",
+              "without k");
+  ExpectError(
+      "{" + base + R"("architecture": "topk", "k": 97, "hook_name": "blocks.0.hook_resid_pre"})",
+      "1..96");
+  ExpectError(
+      "{" + base +
+          R"("hook_name": "blocks.0.hook_resid_pre", "hook_point": "blocks.1.hook_resid_pre"})",
+      "two hooks");
   ExpectError(R"({"d_sae": 96, "hook_name": "blocks.0.hook_resid_pre"})", "d_in");
-  ExpectError("{" + base + R"("hook_name": "blocks.0.hook_resid_pre", "activation_fn_str": "tanh-relu"})", "tanh-relu");
+  ExpectError(
+      "{" + base + R"("hook_name": "blocks.0.hook_resid_pre", "activation_fn_str": "tanh-relu"})",
+      "tanh-relu");
   ExpectError("{" + base + R"("d_in": 64})", "");  // a duplicate key: the JSON reader's error
   ExpectError(R"({"d_in": 64, "d_sae": 96})", "hook_name");
 }
@@ -138,7 +151,8 @@ TEST_CASE("SAE converter: f32 round trip is exact; quantized encoder, f32 decode
     const gpt2::SaeConfig c = gpt2::SaeConfigFromGguf(*file);
     CHECK(c.hook_name == gpt2::SaeConfigFromJson(Cfg(name)).hook_name);
     CHECK(file->GetString("sae.cfg_json") == Cfg(name));
-    const std::string weights = gpt2::ReadWholeFile(DataPath(std::string("sae/") + name + "/sae_weights.safetensors"), "w");
+    const std::string weights =
+        gpt2::ReadWholeFile(DataPath(std::string("sae/") + name + "/sae_weights.safetensors"), "w");
     std::unique_ptr<gpt2::SafetensorsFile> st = gpt2::SafetensorsFile::Parse(
         reinterpret_cast<const uint8_t*>(weights.data()), weights.size());
     for (const gpt2::SafetensorsTensor& t : st->tensors()) {
@@ -167,20 +181,25 @@ TEST_CASE("SAE converter: f32 round trip is exact; quantized encoder, f32 decode
 
 TEST_CASE("SAE converter: wrong or missing tensors are errors naming them", "[sae]") {
   const std::string json = Cfg("standard");
-  const std::string weights = gpt2::ReadWholeFile(DataPath("sae/standard/sae_weights.safetensors"), "w");
+  const std::string weights =
+      gpt2::ReadWholeFile(DataPath("sae/standard/sae_weights.safetensors"), "w");
   std::unique_ptr<gpt2::SafetensorsFile> st = gpt2::SafetensorsFile::Parse(
       reinterpret_cast<const uint8_t*>(weights.data()), weights.size());
   gpt2::SaeConfig c = gpt2::SaeConfigFromJson(json);
   c.d_sae = 128;  // the shapes no longer match
-  CHECK_THROWS_WITH(gpt2::SaeGgufConversion(*st, c, json, gpt2::TensorType::kF32), Catch::Contains("W_enc"));
+  CHECK_THROWS_WITH(gpt2::SaeGgufConversion(*st, c, json, gpt2::TensorType::kF32),
+                    Catch::Contains("W_enc"));
   c = gpt2::SaeConfigFromJson(json);
   c.architecture = gpt2::SaeArchitecture::kJumpRelu;  // needs a threshold the file lacks
-  CHECK_THROWS_WITH(gpt2::SaeGgufConversion(*st, c, json, gpt2::TensorType::kF32), Catch::Contains("threshold"));
-  const std::string jump = gpt2::ReadWholeFile(DataPath("sae/jumprelu/sae_weights.safetensors"), "w");
-  std::unique_ptr<gpt2::SafetensorsFile> jst = gpt2::SafetensorsFile::Parse(
-      reinterpret_cast<const uint8_t*>(jump.data()), jump.size());
-  CHECK_THROWS_WITH(gpt2::SaeGgufConversion(*jst, gpt2::SaeConfigFromJson(json), json, gpt2::TensorType::kF32),
+  CHECK_THROWS_WITH(gpt2::SaeGgufConversion(*st, c, json, gpt2::TensorType::kF32),
                     Catch::Contains("threshold"));
+  const std::string jump =
+      gpt2::ReadWholeFile(DataPath("sae/jumprelu/sae_weights.safetensors"), "w");
+  std::unique_ptr<gpt2::SafetensorsFile> jst =
+      gpt2::SafetensorsFile::Parse(reinterpret_cast<const uint8_t*>(jump.data()), jump.size());
+  CHECK_THROWS_WITH(
+      gpt2::SaeGgufConversion(*jst, gpt2::SaeConfigFromJson(json), json, gpt2::TensorType::kF32),
+      Catch::Contains("threshold"));
 }
 
 TEST_CASE("SAE activations, explained share and logit weights equal PyTorch's", "[sae]") {
@@ -198,7 +217,8 @@ TEST_CASE("SAE activations, explained share and logit weights equal PyTorch's", 
       REQUIRE(strip.size() == size_t(T));
       for (int p = 0; p < T; ++p) got[size_t(p) * S + f] = strip[p];
     }
-    CHECK(CheckTensor(std::string(name) + " features", got.data(), want.data(), T * S, kF32Tolerance));
+    CHECK(CheckTensor(std::string(name) + " features", got.data(), want.data(), T * S,
+                      kF32Tolerance));
     const std::vector<float>& explained = Golden().F32(std::string("sae/") + name + "/explained");
     int fired = 0;
     for (int p = 0; p < T; ++p) {
@@ -216,25 +236,30 @@ TEST_CASE("SAE activations, explained share and logit weights equal PyTorch's", 
     }
     CHECK(fired > 0);
     CHECK(fired < T * S / 2);
-    const std::vector<float>& logit_want = Golden().F32(std::string("sae/") + name + "/logit_weights");
+    const std::vector<float>& logit_want =
+        Golden().F32(std::string("sae/") + name + "/logit_weights");
     const int64_t V = static_cast<int64_t>(logit_want.size());
     const std::vector<float> logit_got = t.lab->sae(id).LogitWeights(t.lab->model(), {7});
-    CHECK(CheckTensor(std::string(name) + " logit weights", logit_got.data(), logit_want.data(), V, kF32Tolerance));
+    CHECK(CheckTensor(std::string(name) + " logit weights", logit_got.data(), logit_want.data(), V,
+                      kF32Tolerance));
     // Several features in one product: feature 7's row is PyTorch's wherever it stands, and each
     // row is that feature's own product.
     const std::vector<int> several = {3, 7, 0, 95};
     const std::vector<float> rows = t.lab->sae(id).LogitWeights(t.lab->model(), several);
     REQUIRE(rows.size() == several.size() * V);
-    CHECK(CheckTensor(std::string(name) + " logit weights, batched", rows.data() + V, logit_want.data(), V, kF32Tolerance));
+    CHECK(CheckTensor(std::string(name) + " logit weights, batched", rows.data() + V,
+                      logit_want.data(), V, kF32Tolerance));
     for (size_t i = 0; i < several.size(); ++i) {
       const std::vector<float> one = t.lab->sae(id).LogitWeights(t.lab->model(), {several[i]});
-      CHECK(CheckTensor(std::string(name) + " logit weights row " + std::to_string(i), rows.data() + i * V, one.data(), V,
-                        kF32Tolerance));
+      CHECK(CheckTensor(std::string(name) + " logit weights row " + std::to_string(i),
+                        rows.data() + i * V, one.data(), V, kF32Tolerance));
     }
     const std::vector<gpt2::SaeLogitWeights> lw = t.lab->SaeLogitWeightsOf(id, {0, 7}, 5);
     REQUIRE(lw.size() == 2);
-    CHECK(lw[1].promoted[0] == std::max_element(logit_want.begin(), logit_want.end()) - logit_want.begin());
-    CHECK(lw[1].suppressed[0] == std::min_element(logit_want.begin(), logit_want.end()) - logit_want.begin());
+    CHECK(lw[1].promoted[0] ==
+          std::max_element(logit_want.begin(), logit_want.end()) - logit_want.begin());
+    CHECK(lw[1].suppressed[0] ==
+          std::min_element(logit_want.begin(), logit_want.end()) - logit_want.begin());
     CHECK(t.lab->SaeLogitWeightsOf(id, {}, 5).empty());
     CHECK_THROWS_WITH(t.lab->SaeLogitWeightsOf(id, {7, S}, 5), Catch::Contains("0..95"));
     CHECK_THROWS_WITH(t.lab->SaeStrip(id, S), Catch::Contains("0..95"));
@@ -251,7 +276,8 @@ TEST_CASE("a Q8_0 SAE keeps each position's top features", "[sae]") {
     const std::vector<int> ids = Ids(name);
     t.Run(ids);
     for (int p = 0; p < static_cast<int>(ids.size()); ++p) {
-      const gpt2::SaeFeatureList a = t.lab->SaeFeatures(f32, p, 3), b = t.lab->SaeFeatures(q8, p, 3);
+      const gpt2::SaeFeatureList a = t.lab->SaeFeatures(f32, p, 3),
+                                 b = t.lab->SaeFeatures(q8, p, 3);
       INFO("position " << p);
       REQUIRE(!a.features.empty());
       CHECK(a.features[0] == b.features[0]);
@@ -267,11 +293,13 @@ TEST_CASE("SAE steering and clamping equal PyTorch's logits", "[sae]") {
     const int id = t.lab->LoadSae(ConvertSae(name, gpt2::TensorType::kF32));
     const std::vector<int> ids = Ids(name);
     const std::string key = std::string("sae/") + name;
-    const auto steer = Pairs(Golden().F32(key + "/steer")), clamp = Pairs(Golden().F32(key + "/clamp"));
+    const auto steer = Pairs(Golden().F32(key + "/steer")),
+               clamp = Pairs(Golden().F32(key + "/clamp"));
     const struct {
       const char* name;
       gpt2::SaeIntervention si;
-    } cases[] = {{"steer", {id, steer, {}}}, {"clamp", {id, {}, clamp}}, {"both", {id, steer, clamp}}};
+    } cases[] = {
+        {"steer", {id, steer, {}}}, {"clamp", {id, {}, clamp}}, {"both", {id, steer, clamp}}};
     for (const auto& c : cases) {
       INFO(c.name);
       const std::vector<float>& want = Golden().F32(key + "/" + c.name + "/logits");
@@ -282,9 +310,10 @@ TEST_CASE("SAE steering and clamping equal PyTorch's logits", "[sae]") {
       gpt2::RunOptions run;
       run.interventions = &iv;
       const float* logits = fresh.Prefill(ids.data(), static_cast<int>(ids.size()), run);
-      CHECK(CheckTensor(key + " " + c.name + " prefill", logits, want.data(), static_cast<int64_t>(want.size()),
-                        kF32Tolerance));
-      // The lab: the plain run captured, then the interventions set and re-run from the SAE's block.
+      CHECK(CheckTensor(key + " " + c.name + " prefill", logits, want.data(),
+                        static_cast<int64_t>(want.size()), kF32Tolerance));
+      // The lab: the plain run captured, then the interventions set and re-run from the SAE's
+      // block.
       t.Run(ids);
       gpt2::LabInterventions li;
       li.sae.push_back(c.si);
@@ -319,7 +348,8 @@ TEST_CASE("an SAE loaded after the run reads its hook; a wrong width is refused"
   const int S = t.lab->sae(id).d_sae();
   const gpt2::SaeFeatureList list = t.lab->SaeFeatures(id, 2, 1);
   REQUIRE(list.features.size() == 1);
-  CHECK(std::fabs(list.activations[0] - *std::max_element(want.begin() + 2 * S, want.begin() + 3 * S)) < kF32Tolerance);
+  CHECK(std::fabs(list.activations[0] -
+                  *std::max_element(want.begin() + 2 * S, want.begin() + 3 * S)) < kF32Tolerance);
 
   gpt2::Config wide = gpt2::TinyTestConfig();
   wide.n_embd = 128;
@@ -329,7 +359,8 @@ TEST_CASE("an SAE loaded after the run reads its hook; a wrong width is refused"
   loaded.file = gpt2::GgufFile::Parse(bytes.data(), bytes.size());
   loaded.model = gpt2::Model::FromGguf(loaded.file);
   gpt2::Lab other(std::move(loaded), 1);
-  CHECK_THROWS_WITH(other.LoadSae(ConvertSae("standard", gpt2::TensorType::kF32)), Catch::Contains("64"));
+  CHECK_THROWS_WITH(other.LoadSae(ConvertSae("standard", gpt2::TensorType::kF32)),
+                    Catch::Contains("64"));
   CHECK_THROWS_WITH(other.DropSae(7), Catch::Contains("no SAE"));
 }
 
@@ -337,7 +368,8 @@ TEST_CASE("an SAE loaded after the run reads its hook; a wrong width is refused"
 
 namespace gpt2_test {
 
-TEST_CASE("direct logit attribution under SAE steering: the edit is one more term of the sum", "[sae]") {
+TEST_CASE("direct logit attribution under SAE steering: the edit is one more term of the sum",
+          "[sae]") {
   TinySaeLab t;
   const int id = t.lab->LoadSae(ConvertSae("standard", gpt2::TensorType::kF32));
   gpt2::Interventions iv;
@@ -371,7 +403,8 @@ TEST_CASE("SAE: the clamped features' rows alone equal the full encode, bit for 
       INFO(name << " " << gpt2::GgmlTypeName(static_cast<uint32_t>(type)));
       const std::vector<uint8_t> bytes = ConvertSae(name, type);
       auto sae = std::make_shared<const gpt2::Sae>(
-          std::shared_ptr<const gpt2::GgufFile>(gpt2::GgufFile::Parse(bytes.data(), bytes.size())), 64);
+          std::shared_ptr<const gpt2::GgufFile>(gpt2::GgufFile::Parse(bytes.data(), bytes.size())),
+          64);
       const int n = 9, C = sae->config().d_in, S = sae->d_sae();
       std::vector<float> x(size_t(n) * C);
       for (float& v : x) v = 3.0f * normal(rng) + 0.5f;
@@ -416,7 +449,8 @@ TEST_CASE("SAE: the clamped features' rows alone equal the full encode, bit for 
 
 namespace gpt2_test {
 
-TEST_CASE("SAE converter: W_enc over several pieces and source row blocks is the exact transpose", "[sae]") {
+TEST_CASE("SAE converter: W_enc over several pieces and source row blocks is the exact transpose",
+          "[sae]") {
   // Shapes that cross the converter's 256-row pieces and 32-row source blocks with remainders,
   // each source dtype; the reference is the source read element by element and, for Q8_0, ggml's
   // quantize_row_q8_0_ref written out in tests/convert (convert_test_util.h).
@@ -424,8 +458,10 @@ TEST_CASE("SAE converter: W_enc over several pieces and source row blocks is the
     int d_in, d_sae;
     const char* dtype;
     gpt2::TensorType type;
-  } cases[] = {{100, 600, "BF16", gpt2::TensorType::kF32}, {64, 257, "F16", gpt2::TensorType::kF32},
-               {40, 513, "F32", gpt2::TensorType::kF32}, {96, 300, "F32", gpt2::TensorType::kQ8_0}};
+  } cases[] = {{100, 600, "BF16", gpt2::TensorType::kF32},
+               {64, 257, "F16", gpt2::TensorType::kF32},
+               {40, 513, "F32", gpt2::TensorType::kF32},
+               {96, 300, "F32", gpt2::TensorType::kQ8_0}};
   for (const auto& c : cases) {
     INFO(c.d_in << " x " << c.d_sae << " " << c.dtype);
     std::vector<convert_test::HfTensor> t = {
@@ -436,13 +472,17 @@ TEST_CASE("SAE converter: W_enc over several pieces and source row blocks is the
     std::vector<convert_test::StEntry> entries;
     for (convert_test::HfTensor& h : t) entries.push_back(convert_test::Encode(&h, c.dtype, ""));
     const std::vector<uint8_t> st_bytes = convert_test::WriteSafetensors(entries);
-    std::unique_ptr<gpt2::SafetensorsFile> st = gpt2::SafetensorsFile::Parse(st_bytes.data(), st_bytes.size());
-    const std::string json = R"({"hook_name": "blocks.0.hook_resid_pre", "d_in": )" + std::to_string(c.d_in) +
-                             R"(, "d_sae": )" + std::to_string(c.d_sae) + "}";
-    gpt2::SaeGgufInMemory conversion(*st, gpt2::SaeConfigFromJson(json), json, c.type, uint64_t{1} << 30);
+    std::unique_ptr<gpt2::SafetensorsFile> st =
+        gpt2::SafetensorsFile::Parse(st_bytes.data(), st_bytes.size());
+    const std::string json = R"({"hook_name": "blocks.0.hook_resid_pre", "d_in": )" +
+                             std::to_string(c.d_in) + R"(, "d_sae": )" + std::to_string(c.d_sae) +
+                             "}";
+    gpt2::SaeGgufInMemory conversion(*st, gpt2::SaeConfigFromJson(json), json, c.type,
+                                     uint64_t{1} << 30);
     while (conversion.ConvertNext() < conversion.num_tensors()) {
     }
-    std::unique_ptr<gpt2::GgufFile> file = gpt2::GgufFile::Parse(conversion.output(), conversion.size());
+    std::unique_ptr<gpt2::GgufFile> file =
+        gpt2::GgufFile::Parse(conversion.output(), conversion.size());
     const gpt2::GgufTensor* w = file->FindTensor("sae.W_enc");
     REQUIRE(w != nullptr);
     REQUIRE(w->type == c.type);
@@ -452,8 +492,8 @@ TEST_CASE("SAE converter: W_enc over several pieces and source row blocks is the
       for (int i = 0; i < c.d_in; ++i) row[i] = want[size_t(i) * c.d_sae + f];
       INFO("feature " << f);
       if (c.type == gpt2::TensorType::kF32) {
-        REQUIRE(std::memcmp(reinterpret_cast<const float*>(w->data) + size_t(f) * c.d_in, row.data(),
-                            sizeof(float) * c.d_in) == 0);
+        REQUIRE(std::memcmp(reinterpret_cast<const float*>(w->data) + size_t(f) * c.d_in,
+                            row.data(), sizeof(float) * c.d_in) == 0);
       } else {
         const std::vector<uint8_t> q = convert_test::RefQuantizeQ8_0(row.data(), c.d_in);
         REQUIRE(std::memcmp(w->data + q.size() * f, q.data(), q.size()) == 0);

@@ -25,7 +25,8 @@ inline std::vector<uint8_t> ConvertSae(const std::string& name, gpt2::TensorType
       gpt2::ReadWholeFile(DataPath("sae/" + name + "/sae_weights.safetensors"), "weights");
   std::unique_ptr<gpt2::SafetensorsFile> file = gpt2::SafetensorsFile::Parse(
       reinterpret_cast<const uint8_t*>(weights.data()), weights.size(), "sae_weights.safetensors");
-  gpt2::SaeGgufInMemory conversion(*file, gpt2::SaeConfigFromJson(json), json, type, uint64_t{1} << 30);
+  gpt2::SaeGgufInMemory conversion(*file, gpt2::SaeConfigFromJson(json), json, type,
+                                   uint64_t{1} << 30);
   while (conversion.ConvertNext() < conversion.num_tensors()) {
   }
   return std::vector<uint8_t>(conversion.output(), conversion.output() + conversion.size());

@@ -1,14 +1,14 @@
 // The sampler against independent facts: published SplitMix64 outputs, softmax frequencies,
 // and the definitions of top-k and top-p.
-#include <catch2/catch.hpp>
+#include "model/sampler.h"
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
 #include <numeric>
 #include <vector>
 
-#include "model/sampler.h"
 #include "model/thread_pool.h"
 
 namespace gpt2 {

@@ -47,7 +47,8 @@ class Args {
     } catch (...) {
       used = 0;
     }
-    if (used != v.size() || v.empty()) throw Error("--" + name + " expects an integer, got '" + v + "'");
+    if (used != v.size() || v.empty())
+      throw Error("--" + name + " expects an integer, got '" + v + "'");
     return out;
   }
   double GetFloat(const std::string& name, double fallback) const {
@@ -60,7 +61,8 @@ class Args {
     } catch (...) {
       used = 0;
     }
-    if (used != v.size() || v.empty()) throw Error("--" + name + " expects a number, got '" + v + "'");
+    if (used != v.size() || v.empty())
+      throw Error("--" + name + " expects a number, got '" + v + "'");
     return out;
   }
 

@@ -92,7 +92,8 @@ int CompareCommand(int argc, char** argv) {
   const std::vector<int> ids = a.tokenizer->Encode(args.Get("prompt"));
   if (ids.empty()) throw UsageError("the prompt is empty");
   if (static_cast<int>(ids.size()) > a.model->config().n_ctx) {
-    throw UsageError("the prompt is " + std::to_string(ids.size()) + " tokens, longer than the context of " +
+    throw UsageError("the prompt is " + std::to_string(ids.size()) +
+                     " tokens, longer than the context of " +
                      std::to_string(a.model->config().n_ctx));
   }
   Session session_a(*a.model, static_cast<int>(threads));

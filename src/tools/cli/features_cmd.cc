@@ -26,7 +26,8 @@ namespace gpt2 {
 int FeaturesCommand(int argc, char** argv) {
   const Args args = [&] {
     try {
-      return Args(argc, argv, 2, {"model", "sae", "prompt", "top", "bos", "json", "threads"}, {"bos"});
+      return Args(argc, argv, 2, {"model", "sae", "prompt", "top", "bos", "json", "threads"},
+                  {"bos"});
     } catch (const Error& e) {
       throw UsageError(e.what());
     }
@@ -53,7 +54,8 @@ int FeaturesCommand(int argc, char** argv) {
   ids.insert(ids.end(), prompt.begin(), prompt.end());
   if (prompt.empty()) throw UsageError("--prompt: the prompt is empty");
   if (static_cast<int>(ids.size()) > lab.config().n_ctx) {
-    throw UsageError("--prompt: " + std::to_string(ids.size()) + " tokens, but the model's context holds " +
+    throw UsageError("--prompt: " + std::to_string(ids.size()) +
+                     " tokens, but the model's context holds " +
                      std::to_string(lab.config().n_ctx));
   }
   int id = 0;
@@ -70,7 +72,8 @@ int FeaturesCommand(int argc, char** argv) {
   for (int p = 0; p < static_cast<int>(ids.size()); ++p) {
     lists.push_back(lab.SaeFeatures(id, p, static_cast<int>(top)));
     const SaeFeatureList& f = lists.back();
-    for (size_t i = 0; i < f.features.size(); ++i) std::printf("%d\t%d\t%.6f\n", p, f.features[i], f.activations[i]);
+    for (size_t i = 0; i < f.features.size(); ++i)
+      std::printf("%d\t%d\t%.6f\n", p, f.features[i], f.activations[i]);
   }
   if (args.Has("json")) {
     WriteJsonFile(args.Get("json"), [&](std::ostream& out) {

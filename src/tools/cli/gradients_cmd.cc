@@ -52,9 +52,9 @@ std::vector<int> Prompt(const Args& args, const std::string& flag, const Tokeniz
   const std::vector<int> ids = tokenizer.Encode(args.Get(flag));
   if (ids.empty()) throw UsageError("--" + flag + ": the prompt is empty");
   if (static_cast<int>(ids.size()) > c.n_ctx) {
-    throw UsageError("--" + flag + ": the prompt is too long for the model: " +
-                     std::to_string(ids.size()) + " tokens, but its context holds " +
-                     std::to_string(c.n_ctx));
+    throw UsageError("--" + flag +
+                     ": the prompt is too long for the model: " + std::to_string(ids.size()) +
+                     " tokens, but its context holds " + std::to_string(c.n_ctx));
   }
   return ids;
 }
@@ -77,9 +77,12 @@ int RunSaliency(const Args& args, const Model& model, const Tokenizer& tokenizer
     request.position = static_cast<int>(p);
   }
   const std::string method = args.Get("method", "grad");
-  if (method == "grad") request.method = SaliencyMethod::kGradient;
-  else if (method == "ig") request.method = SaliencyMethod::kIntegrated;
-  else throw UsageError("--method must be grad or ig, got '" + method + "'");
+  if (method == "grad")
+    request.method = SaliencyMethod::kGradient;
+  else if (method == "ig")
+    request.method = SaliencyMethod::kIntegrated;
+  else
+    throw UsageError("--method must be grad or ig, got '" + method + "'");
   const long long steps = IntFlag(args, "steps", 16);
   if (steps < 1 || steps > 1000000) {
     throw UsageError("--steps must be in 1..1000000, got " + std::to_string(steps));
@@ -125,7 +128,8 @@ int RunAtp(const Args& args, const Model& model, const Tokenizer& tokenizer, int
   Backward backward(model, n_threads);
   const AtpResult r = AttributionPatching(session, backward, clean, corrupt, target, contrast, &iv);
   for (int l = 0; l < c.n_layer; ++l) {
-    for (int h = 0; h < c.n_head; ++h) std::printf("%d.%d\t%.7g\n", l, h, r.heads[size_t(l) * c.n_head + h]);
+    for (int h = 0; h < c.n_head; ++h)
+      std::printf("%d.%d\t%.7g\n", l, h, r.heads[size_t(l) * c.n_head + h]);
   }
   for (int l = 0; l < c.n_layer; ++l) {
     for (int p = 0; p < r.tokens; ++p) {
@@ -161,8 +165,8 @@ int RunAtp(const Args& args, const Model& model, const Tokenizer& tokenizer, int
 
 std::set<std::string> GradientsFlags(const std::string& command) {
   if (command == "saliency") {
-    return {"model", "prompt", "target", "contrast", "position", "method", "steps", "json",
-            "threads", "activations"};
+    return {"model",  "prompt", "target", "contrast", "position",
+            "method", "steps",  "json",   "threads",  "activations"};
   }
   return {"model", "clean", "corrupt", "target", "contrast", "json", "threads", "activations"};
 }

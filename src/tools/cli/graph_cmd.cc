@@ -36,8 +36,8 @@ int GraphCommand(int argc, char** argv) {
   const Args args = [&] {
     try {
       return Args(argc, argv, 2,
-                  {"model", "transcoders", "prompt", "target", "no-prune", "node-threshold", "edge-threshold",
-                   "max-feature-nodes", "json", "threads", "check", "clamp"},
+                  {"model", "transcoders", "prompt", "target", "no-prune", "node-threshold",
+                   "edge-threshold", "max-feature-nodes", "json", "threads", "check", "clamp"},
                   {"no-prune"});
     } catch (const Error& e) {
       throw UsageError(e.what());
@@ -60,12 +60,15 @@ int GraphCommand(int argc, char** argv) {
     throw UsageError(e.what());
   }
   if (args.Has("target") && target < 0) throw UsageError("--target must be a token id");
-  if (args.Has("max-feature-nodes") && max_nodes < 0) throw UsageError("--max-feature-nodes must be >= 0");
-  if (!(node_threshold >= 0 && node_threshold <= 1) || !(edge_threshold >= 0 && edge_threshold <= 1)) {
+  if (args.Has("max-feature-nodes") && max_nodes < 0)
+    throw UsageError("--max-feature-nodes must be >= 0");
+  if (!(node_threshold >= 0 && node_threshold <= 1) ||
+      !(edge_threshold >= 0 && edge_threshold <= 1)) {
     throw UsageError("--node-threshold and --edge-threshold must be between 0 and 1");
   }
   if (threads < 1) throw UsageError("--threads must be >= 1");
-  if (args.Has("clamp") && !args.Has("check")) throw UsageError("--clamp needs --check NODE_ID[,NODE_ID...]");
+  if (args.Has("clamp") && !args.Has("check"))
+    throw UsageError("--clamp needs --check NODE_ID[,NODE_ID...]");
 
   const std::unique_ptr<MappedFile> mapping = MappedFile::Open(args.Get("model"));
   Lab lab(LoadGguf(mapping->data(), mapping->size()), static_cast<int>(threads));
@@ -83,7 +86,8 @@ int GraphCommand(int argc, char** argv) {
   options.max_feature_nodes = static_cast<int>(max_nodes);
   const auto t0 = std::chrono::steady_clock::now();
   const AttributionGraph g = AttributionGraphOf(lab.conv(), *tcs, prompt, options);
-  const double build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const double build_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (args.Has("check")) {
     // --check: the node ids as the JSON and the summary name them ("L_F_P"), feature nodes only.
     std::vector<std::string> ids;
@@ -100,9 +104,10 @@ int GraphCommand(int argc, char** argv) {
       throw UsageError(std::string("--check: ") + e.what());
     }
     const GraphCheck check = CheckGraph(lab.conv(), *tcs, g, chosen, static_cast<float>(clamp));
-    std::printf("check: %zu feature node(s) %s %g, logit %s: predicted change %.6g, exact change %.6g\n",
-                chosen.size(), clamp == 0 ? "ablated to" : "clamped to", clamp,
-                GraphNodeId(g, g.logit_begin()).c_str(), check.predicted, check.exact);
+    std::printf(
+        "check: %zu feature node(s) %s %g, logit %s: predicted change %.6g, exact change %.6g\n",
+        chosen.size(), clamp == 0 ? "ablated to" : "clamped to", clamp,
+        GraphNodeId(g, g.logit_begin()).c_str(), check.predicted, check.exact);
   }
   // Without pruning every node is kept; influence and scores are reported all the same.
   const GraphSelection sel = SelectGraph(g, node_threshold, edge_threshold, !args.Has("no-prune"));
@@ -111,20 +116,26 @@ int GraphCommand(int argc, char** argv) {
   const int N = g.size();
 
   // The build time is what scripts/bench-graph.mjs divides by a prefill's.
-  std::printf("graph of %d tokens: %lld active features, %d feature nodes, %d logits, built in %.0f ms\n", g.n_pos,
-              static_cast<long long>(g.n_active), g.n_features, g.n_logits, build_ms);
-  std::printf("replacement score %.4f, completeness score %.4f\n", pruned.replacement_score, pruned.completeness_score);
+  std::printf(
+      "graph of %d tokens: %lld active features, %d feature nodes, %d logits, built in %.0f ms\n",
+      g.n_pos, static_cast<long long>(g.n_active), g.n_features, g.n_logits, build_ms);
+  std::printf("replacement score %.4f, completeness score %.4f\n", pruned.replacement_score,
+              pruned.completeness_score);
   if (!args.Has("json")) {
     std::vector<int> order;
     for (int i = 0; i < g.logit_begin(); ++i) {
       if (used[i]) order.push_back(i);
     }
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return pruned.influence[a] > pruned.influence[b]; });
-    std::printf("top nodes by influence on the logits (node_id, type, token, influence, activation):\n");
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return pruned.influence[a] > pruned.influence[b]; });
+    std::printf(
+        "top nodes by influence on the logits (node_id, type, token, influence, activation):\n");
     for (size_t k = 0; k < order.size() && k < 20; ++k) {
       const GraphNode& n = g.nodes[order[k]];
-      std::printf("  %-16s %-26s %-14s %.4f %s\n", GraphNodeId(g, order[k]).c_str(), GraphFeatureType(n.kind),
-                  ("'" + lab.tokenizer().Decode({g.ids[n.position]}) + "'").c_str(), pruned.influence[order[k]],
+      std::printf("  %-16s %-26s %-14s %.4f %s\n", GraphNodeId(g, order[k]).c_str(),
+                  GraphFeatureType(n.kind),
+                  ("'" + lab.tokenizer().Decode({g.ids[n.position]}) + "'").c_str(),
+                  pruned.influence[order[k]],
                   n.kind == GraphNodeKind::kFeature ? std::to_string(n.activation).c_str() : "");
     }
     for (int i = g.logit_begin(); i < N; ++i) {

@@ -64,8 +64,8 @@ void WriteInspectJson(std::ostream& out, const Model& model, const Tokenizer& to
   }
   const std::vector<LensEntry> lens = LogitLens(model, residuals, T, 0, top_k);
   for (size_t i = 0; i < lens.size(); ++i) {
-    out << (i ? ",\n" : "\n") << "{\"layer\":" << lens[i].layer << ",\"position\":" << lens[i].position
-        << ',';
+    out << (i ? ",\n" : "\n") << "{\"layer\":" << lens[i].layer
+        << ",\"position\":" << lens[i].position << ',';
     WriteTop(out, lens[i].top_ids, lens[i].top_probs);
     out << '}';
   }
@@ -87,8 +87,8 @@ void WriteInspectJson(std::ostream& out, const Model& model, const Tokenizer& to
 }
 
 void WriteAttributionJson(std::ostream& out, const Attribution& a) {
-  out << "{\"position\":" << a.position << ",\"target\":" << a.target << ",\"contrast\":" << a.contrast
-      << ",\n\"components\":[";
+  out << "{\"position\":" << a.position << ",\"target\":" << a.target
+      << ",\"contrast\":" << a.contrast << ",\n\"components\":[";
   for (size_t i = 0; i < a.components.size(); ++i) {
     out << (i ? ",\n" : "\n") << "{\"name\":";
     JsonString(out, a.components[i].name);

@@ -21,21 +21,21 @@
 #include "model/acts.h"
 #include "model/attribution.h"
 #include "model/generate.h"
-#include "model/session.h"
 #include "model/sampler.h"
+#include "model/session.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8_stream.h"
 #include "tools/cli/args.h"
 #include "tools/cli/features_cmd.h"
-#include "tools/cli/graph_cmd.h"
 #include "tools/cli/gradients_cmd.h"
+#include "tools/cli/graph_cmd.h"
 #include "tools/cli/inspect_json.h"
 #include "tools/cli/json_out.h"
 #include "tools/cli/path_patch_cmd.h"
 #include "tools/common/intervention_flags.h"
 
 namespace gpt2 {
-int HeadsCommand(int argc, char** argv);  // heads_cmd.cc
+int HeadsCommand(int argc, char** argv);    // heads_cmd.cc
 int CompareCommand(int argc, char** argv);  // compare_cmd.cc
 namespace {
 
@@ -50,7 +50,8 @@ constexpr char kUsage[] =
     "  gpt2 attribute --model M.gguf --prompt TEXT [--target ID] [--contrast ID] [--position N]\n"
     "                [--json FILE] [--threads N] [INTERVENTIONS]\n"
     "  gpt2 path-patch --model M.gguf --clean TEXT --corrupt TEXT (--sender L.H | --sweep)\n"
-    "                [--receivers logits|L.H.q|k|v[,...]] [--target ID] [--contrast ID] [--threads N]\n"
+    "                [--receivers logits|L.H.q|k|v[,...]] [--target ID] [--contrast ID] [--threads "
+    "N]\n"
     "  gpt2 bench --model M.gguf [--prompt-tokens 128] [--decode-tokens 64] [--threads N]\n"
     "             [INTERVENTIONS: also time a re-run under them reusing the cache]\n"
     "  gpt2 heads --model M.gguf [--ids I1,I2,...,IR] [--json FILE] [--threads N]\n"
@@ -58,7 +59,8 @@ constexpr char kUsage[] =
     "                without --ids R = 50 distinct ids: SplitMix64 seeded 2028, id = next %\n"
     "                (n_vocab - 1), repeats skipped (lab/head_scores.h)\n"
     "  gpt2 compare --model A.gguf --model-b B.gguf --prompt TEXT [--json FILE] [--threads N]\n"
-    "                per block L<TAB>cos<TAB>rel<TAB>kl of B against A, then top1<TAB>agree/positions\n"
+    "                per block L<TAB>cos<TAB>rel<TAB>kl of B against A, then "
+    "top1<TAB>agree/positions\n"
     "  gpt2 saliency --model M.gguf --prompt TEXT [--target ID] [--contrast ID] [--position N]\n"
     "                [--method grad|ig] [--steps K] [--json FILE] [--threads N] [INTERVENTIONS]\n"
     "  gpt2 atp --model M.gguf --clean TEXT --corrupt TEXT [--target ID] [--contrast ID]\n"
@@ -78,7 +80,8 @@ constexpr char kUsage[] =
     "  --no-residual L[,L...]       x = attn(ln_1(x)); x = mlp(ln_2(x)) in those blocks\n"
     "  --post-norm                  x = ln_1(x + attn(x)); x = ln_2(x + mlp(x)) in every block\n"
     "  --sae S.gguf --steer F:ALPHA[,F:ALPHA...]   add ALPHA * W_dec[F] at the SAE's hook\n"
-    "  --sae S.gguf --clamp F:VALUE[,F:VALUE...]   set feature F to VALUE there (keeping the error)\n"
+    "  --sae S.gguf --clamp F:VALUE[,F:VALUE...]   set feature F to VALUE there (keeping the "
+    "error)\n"
     "generate, inspect, attribute, bench, saliency and atp also take\n"
     "  --activations int8|f32|fastest  how products with Q8_0/Q4_0 weights take their input:\n"
     "                               int8 as llama.cpp and the page do (the same numbers there),\n"
@@ -125,7 +128,6 @@ SamplingParams SamplingFromArgs(const Args& args) {
   return p;
 }
 
-
 // --activations (kernels.h QuantActivations). The default is the fastest; the tests that compare
 // the CLI with the page, which always runs int8, ask for int8.
 QuantActivations ActivationsArg(const Args& args) {
@@ -158,15 +160,16 @@ int Generate(const Args& args) {
   std::vector<int> sampled;
   Utf8Stream stream;
   std::cout << args.Get("prompt") << std::flush;
-  const StopReason reason =
-      options.max_tokens == 0 ? StopReason::kMaxTokens
-                              : gpt2::Generate(session, prompt, options, [&](int id) {
-                                  sampled.push_back(id);
-                                  if (id != kEndOfText) {
-                                    std::cout << stream.Push(m.tokenizer->TokenBytes(id)) << std::flush;
-                                  }
-                                  return true;
-                                });
+  const StopReason reason = options.max_tokens == 0
+                                ? StopReason::kMaxTokens
+                                : gpt2::Generate(session, prompt, options, [&](int id) {
+                                    sampled.push_back(id);
+                                    if (id != kEndOfText) {
+                                      std::cout << stream.Push(m.tokenizer->TokenBytes(id))
+                                                << std::flush;
+                                    }
+                                    return true;
+                                  });
   std::cout << stream.Flush() << "\n";
   if (reason == StopReason::kContextFull) {
     std::cerr << "gpt2: stopped early: the context of " << m.model->config().n_ctx
@@ -192,9 +195,12 @@ int Tokenize(const Args& args) {
     throw Error("tokenize needs --model, or --vocab and --merges");
   }
   std::string text;
-  if (args.Has("text")) text = args.Get("text");
-  else if (args.Has("file")) text = ReadWholeFile(args.Get("file"), "input file");
-  else throw Error("tokenize needs --text or --file");
+  if (args.Has("text"))
+    text = args.Get("text");
+  else if (args.Has("file"))
+    text = ReadWholeFile(args.Get("file"), "input file");
+  else
+    throw Error("tokenize needs --text or --file");
   const std::vector<int> ids = tokenizer->Encode(text);
   for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i];
   std::cout << "\n";
@@ -215,8 +221,9 @@ int Info(const Args& args) {
             << f.tensors().size() << " tensors, " << f.metadata().size() << " metadata keys)\n";
   std::cout << "architecture: gpt2\n"
             << "n_vocab: " << c.n_vocab << "\nn_ctx: " << c.n_ctx << "\nn_embd: " << c.n_embd
-            << "\nn_head: " << c.n_head << "\nhead_dim: " << c.head_dim() << "\nn_layer: " << c.n_layer
-            << "\nn_ff: " << c.n_ff << "\nlayer_norm_epsilon: " << c.ln_eps << "\n";
+            << "\nn_head: " << c.n_head << "\nhead_dim: " << c.head_dim()
+            << "\nn_layer: " << c.n_layer << "\nn_ff: " << c.n_ff
+            << "\nlayer_norm_epsilon: " << c.ln_eps << "\n";
   std::map<std::string, std::pair<int, int64_t>> by_type;  // type -> (tensors, bytes)
   for (const GgufTensor& t : f.tensors()) {
     auto& e = by_type[GgmlTypeName(static_cast<uint32_t>(t.type))];
@@ -293,7 +300,8 @@ int Attribute(const Args& args) {
   if (args.Has("position")) {
     const long long p = args.GetInt("position", -1);
     if (p < 0 || p >= static_cast<long long>(ids.size())) {
-      throw UsageError("--position: " + std::to_string(p) + " is out of range; the prompt's positions are 0.." +
+      throw UsageError("--position: " + std::to_string(p) +
+                       " is out of range; the prompt's positions are 0.." +
                        std::to_string(ids.size() - 1));
     }
     request.position = static_cast<int>(p);
@@ -316,8 +324,10 @@ int Bench(const Args& args) {
   LoadedModel m = Load(args.Get("model"), false);
   const Config& c = m.model->config();
   const int threads = static_cast<int>(args.GetInt("threads", 1));
-  const int n_prompt = std::min<int>(static_cast<int>(args.GetInt("prompt-tokens", 128)), c.n_ctx - 1);
-  const int n_decode = std::min<int>(static_cast<int>(args.GetInt("decode-tokens", 64)), c.n_ctx - n_prompt);
+  const int n_prompt =
+      std::min<int>(static_cast<int>(args.GetInt("prompt-tokens", 128)), c.n_ctx - 1);
+  const int n_decode =
+      std::min<int>(static_cast<int>(args.GetInt("decode-tokens", 64)), c.n_ctx - n_prompt);
   const int repeats = static_cast<int>(args.GetInt("repeats", 3));
   Session session(*m.model, threads, activations);
   std::vector<int> prompt(n_prompt);
@@ -360,11 +370,10 @@ int Bench(const Args& args) {
   std::printf("prefill: %d tokens in %.3f s = %.1f tokens/s\n", n_prompt, best_prefill,
               n_prompt / best_prefill);
   std::printf("decode: %d tokens in %.3f s = %.1f tokens/s (%.1f GB/s of weights)\n", n_decode,
-              best_decode, n_decode / best_decode,
-              weight_bytes * (n_decode / best_decode) / 1e9);
+              best_decode, n_decode / best_decode, weight_bytes * (n_decode / best_decode) / 1e9);
   if (!interventions.empty()) {
-    std::printf("intervened re-run from block %d: %d tokens in %.3f s (%.2f x the prefill)\n", first,
-                n_prompt, best_rerun, best_rerun / best_prefill);
+    std::printf("intervened re-run from block %d: %d tokens in %.3f s (%.2f x the prefill)\n",
+                first, n_prompt, best_rerun, best_rerun / best_prefill);
   }
   return 0;
 }
@@ -386,10 +395,10 @@ int Main(int argc, char** argv) {
   }
   if (command == "info") return Info(Args(argc, argv, 2, {"model"}));
   if (command == "inspect") {
-    return Inspect(Args(argc, argv, 2,
-                        WithInterventionFlags({"model", "prompt", "json", "top-k", "threads",
-                                               "activations"}),
-                        {"post-norm"}));
+    return Inspect(
+        Args(argc, argv, 2,
+             WithInterventionFlags({"model", "prompt", "json", "top-k", "threads", "activations"}),
+             {"post-norm"}));
   }
   if (command == "attribute") {
     return Attribute(Args(argc, argv, 2,
@@ -420,7 +429,8 @@ int Main(int argc, char** argv) {
     const QuantActivations activations = ActivationsArg(args);
     LoadedModel m = Load(args.Get("model"), true);
     return GradientsCommand(command, args, *m.model, *m.tokenizer,
-                            static_cast<int>(args.GetInt("threads", DefaultThreads())), activations);
+                            static_cast<int>(args.GetInt("threads", DefaultThreads())),
+                            activations);
   }
   std::cerr << "gpt2: unknown command '" << command << "'\n" << kUsage;
   return 2;

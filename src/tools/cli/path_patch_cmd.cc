@@ -36,18 +36,23 @@ auto AsUsage(F f) -> decltype(f()) {
 
 HeadRef SenderArg(const std::string& text, const Config& c) {
   const size_t dot = text.find('.');
-  const std::string l = text.substr(0, dot), h = dot == std::string::npos ? "" : text.substr(dot + 1);
+  const std::string l = text.substr(0, dot),
+                    h = dot == std::string::npos ? "" : text.substr(dot + 1);
   auto number = [](const std::string& s) {
-    if (s.empty() || s.size() > 6 || s.find_first_not_of("0123456789") != std::string::npos) return -1;
+    if (s.empty() || s.size() > 6 || s.find_first_not_of("0123456789") != std::string::npos)
+      return -1;
     return std::stoi(s);
   };
   const HeadRef sender{number(l), number(h)};
-  if (sender.layer < 0 || sender.head < 0) throw UsageError("--sender: '" + text + "' is not LAYER.HEAD (e.g. 0.3)");
+  if (sender.layer < 0 || sender.head < 0)
+    throw UsageError("--sender: '" + text + "' is not LAYER.HEAD (e.g. 0.3)");
   if (sender.layer >= c.n_layer) {
-    throw UsageError("--sender: layer " + l + " is out of range; valid layers are 0.." + std::to_string(c.n_layer - 1));
+    throw UsageError("--sender: layer " + l + " is out of range; valid layers are 0.." +
+                     std::to_string(c.n_layer - 1));
   }
   if (sender.head >= c.n_head) {
-    throw UsageError("--sender: head " + h + " is out of range; valid heads are 0.." + std::to_string(c.n_head - 1));
+    throw UsageError("--sender: head " + h + " is out of range; valid heads are 0.." +
+                     std::to_string(c.n_head - 1));
   }
   return sender;
 }
@@ -56,8 +61,8 @@ int TokenArg(const Args& args, const std::string& flag, int n_vocab) {
   if (!args.Has(flag)) return -1;
   const long long id = AsUsage([&] { return args.GetInt(flag, -1); });
   if (id < 0 || id >= n_vocab) {
-    throw UsageError("--" + flag + ": token id " + std::to_string(id) + " is outside the vocabulary; valid ids are 0.." +
-                     std::to_string(n_vocab - 1));
+    throw UsageError("--" + flag + ": token id " + std::to_string(id) +
+                     " is outside the vocabulary; valid ids are 0.." + std::to_string(n_vocab - 1));
   }
   return static_cast<int>(id);
 }
@@ -67,13 +72,15 @@ int TokenArg(const Args& args, const std::string& flag, int n_vocab) {
 int PathPatchCommand(int argc, char** argv) {
   const Args args = AsUsage([&] {
     return Args(argc, argv, 2,
-                {"model", "clean", "corrupt", "sender", "sweep", "receivers", "target", "contrast", "threads"},
+                {"model", "clean", "corrupt", "sender", "sweep", "receivers", "target", "contrast",
+                 "threads"},
                 {"sweep"});
   });
   for (const char* required : {"model", "clean", "corrupt"}) {
     if (!args.Has(required)) throw UsageError(std::string("path-patch needs --") + required);
   }
-  if (args.Has("sweep") == args.Has("sender")) throw UsageError("path-patch needs either --sender L.H or --sweep");
+  if (args.Has("sweep") == args.Has("sender"))
+    throw UsageError("path-patch needs either --sender L.H or --sweep");
   const long long threads = AsUsage([&] {
     const unsigned n = std::thread::hardware_concurrency();
     return args.GetInt("threads", n == 0 ? 1 : n);
@@ -88,11 +95,12 @@ int PathPatchCommand(int argc, char** argv) {
   if (clean.empty() || corrupt.empty()) throw UsageError("--clean and --corrupt must not be empty");
   if (clean.size() != corrupt.size()) {
     throw UsageError("--clean is " + std::to_string(clean.size()) + " tokens and --corrupt " +
-                     std::to_string(corrupt.size()) + ": path patching needs the same number of tokens");
+                     std::to_string(corrupt.size()) +
+                     ": path patching needs the same number of tokens");
   }
   if (static_cast<int>(clean.size()) > c.n_ctx) {
-    throw UsageError("the prompts are " + std::to_string(clean.size()) + " tokens, longer than the context of " +
-                     std::to_string(c.n_ctx));
+    throw UsageError("the prompts are " + std::to_string(clean.size()) +
+                     " tokens, longer than the context of " + std::to_string(c.n_ctx));
   }
   const std::vector<PathReceiver> receivers =
       AsUsage([&] { return ParsePathReceivers(args.Get("receivers", "logits"), c); });
@@ -111,7 +119,8 @@ int PathPatchCommand(int argc, char** argv) {
   }
   lab.StartPathPatch(clean, corrupt, receivers, target, contrast, LabInterventions());
   while (!lab.job_done()) lab.ContinueJob();
-  for (const JobCell& cell : lab.job_results()) std::printf("%d.%d\t%.7g\n", cell.layer, cell.index, cell.value);
+  for (const JobCell& cell : lab.job_results())
+    std::printf("%d.%d\t%.7g\n", cell.layer, cell.index, cell.value);
   lab.EndJob();
   return 0;
 }

@@ -9,7 +9,7 @@
 namespace gpt2 {
 
 const char* const kInterventionFlags[8] = {"ablate-heads", "skip-attn", "skip-mlp", "no-residual",
-                                           "post-norm", "sae", "steer", "clamp"};
+                                           "post-norm",    "sae",       "steer",    "clamp"};
 
 namespace {
 
@@ -18,7 +18,8 @@ std::vector<std::string> SplitCommas(const std::string& s) {
   size_t start = 0;
   while (true) {
     const size_t comma = s.find(',', start);
-    parts.push_back(s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    parts.push_back(
+        s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     if (comma == std::string::npos) return parts;
     start = comma + 1;
   }
@@ -57,17 +58,21 @@ std::vector<int> Layers(const Args& args, const std::string& flag, const Config&
 }
 
 // F:X[,F:X...] for the SAE's features.
-std::vector<std::pair<int, float>> FeatureValues(const Args& args, const std::string& flag, const Sae& sae) {
+std::vector<std::pair<int, float>> FeatureValues(const Args& args, const std::string& flag,
+                                                 const Sae& sae) {
   std::vector<std::pair<int, float>> out;
   if (!args.Has(flag)) return out;
   const char* what = flag == "steer" ? "F:ALPHA" : "F:VALUE";
   for (const std::string& part : SplitCommas(args.Get(flag))) {
     const size_t colon = part.find(':');
-    if (colon == std::string::npos) throw UsageError("--" + flag + ": '" + part + "' is not " + what + " (e.g. 42:5)");
+    if (colon == std::string::npos)
+      throw UsageError("--" + flag + ": '" + part + "' is not " + what + " (e.g. 42:5)");
     const int f = ParseIndex(part.substr(0, colon));
-    if (f < 0) throw UsageError("--" + flag + ": '" + part.substr(0, colon) + "' is not a feature number");
+    if (f < 0)
+      throw UsageError("--" + flag + ": '" + part.substr(0, colon) + "' is not a feature number");
     if (f >= sae.d_sae()) {
-      throw UsageError("--" + flag + ": feature " + std::to_string(f) + " is out of range; valid features are 0.." +
+      throw UsageError("--" + flag + ": feature " + std::to_string(f) +
+                       " is out of range; valid features are 0.." +
                        std::to_string(sae.d_sae() - 1));
     }
     const std::string number = part.substr(colon + 1);
@@ -117,10 +122,11 @@ Interventions InterventionsFromArgs(const Args& args, const Config& c) {
       throw UsageError(std::string("--sae: ") + e.what());
     }
     if (sae->config().layer >= c.n_layer) {
-      throw UsageError("--sae: the SAE reads " + sae->config().hook_name + " but the model has blocks 0.." +
-                       std::to_string(c.n_layer - 1));
+      throw UsageError("--sae: the SAE reads " + sae->config().hook_name +
+                       " but the model has blocks 0.." + std::to_string(c.n_layer - 1));
     }
-    const auto steer = FeatureValues(args, "steer", *sae), clamp = FeatureValues(args, "clamp", *sae);
+    const auto steer = FeatureValues(args, "steer", *sae),
+               clamp = FeatureValues(args, "clamp", *sae);
     if (!steer.empty() || !clamp.empty()) iv.stream_edits.push_back(Sae::Edit(sae, steer, clamp));
   }
   return iv;

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "base/error.h"
+#include "convert/gpt2_gguf.h"
 #include "format/gguf.h"
 #include "tokenizer/tokenizer.h"
-#include "convert/gpt2_gguf.h"
 
 namespace gpt2 {
 namespace {
@@ -79,8 +79,9 @@ std::vector<float> FormulaTensor(const std::string& name, int64_t n, uint64_t se
 void CheckConfig(const Config& c, TensorType matrix_type) {
   if (c.n_vocab <= 0 || c.n_ctx <= 0 || c.n_embd <= 0 || c.n_head <= 0 || c.n_layer <= 0 ||
       c.n_ff <= 0) {
-    throw Error("synthetic model: every size (n_vocab, n_ctx, n_embd, n_head, n_layer, n_ff) "
-                "must be positive");
+    throw Error(
+        "synthetic model: every size (n_vocab, n_ctx, n_embd, n_head, n_layer, n_ff) "
+        "must be positive");
   }
   if (c.n_embd % c.n_head != 0) {
     throw Error("synthetic model: n_embd (" + std::to_string(c.n_embd) +
@@ -88,10 +89,10 @@ void CheckConfig(const Config& c, TensorType matrix_type) {
   }
   const int64_t block = TypeBlockSize(matrix_type);
   if (c.n_embd % block != 0 || c.n_ff % block != 0) {
-    throw Error("synthetic model: " + std::string(GgmlTypeName(static_cast<uint32_t>(matrix_type))) +
-                " matrices need n_embd and n_ff to be multiples of " + std::to_string(block) +
-                " (got n_embd " + std::to_string(c.n_embd) + ", n_ff " + std::to_string(c.n_ff) +
-                ")");
+    throw Error(
+        "synthetic model: " + std::string(GgmlTypeName(static_cast<uint32_t>(matrix_type))) +
+        " matrices need n_embd and n_ff to be multiples of " + std::to_string(block) +
+        " (got n_embd " + std::to_string(c.n_embd) + ", n_ff " + std::to_string(c.n_ff) + ")");
   }
   if (!(c.ln_eps > 0.0f)) throw Error("synthetic model: ln_eps must be positive");
 }
@@ -170,7 +171,8 @@ std::vector<float> SyntheticTensor(const std::string& name, int64_t n_elements, 
     c_squared = n_elements / 4;
   }
   if (c_squared > 0) {
-    const int64_t root = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(c_squared))));
+    const int64_t root =
+        static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(c_squared))));
     if (root * root != c_squared) {
       throw Error("SyntheticTensor: cannot infer n_embd for '" + name + "' from " +
                   std::to_string(n_elements) + " elements; use the Config overload");
