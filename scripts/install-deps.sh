@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing need on Debian 12: compilers (clang and its compiler-rt for
 # the libFuzzer targets; ccache, so native builds of unchanged code are not compiled again),
+# clang-format-14 (the C++ is checked against .clang-format),
 # Highway, Catch2, Emscripten, Unicode data, Chromium and Firefox ESR for the browser tests, and
 # the npm packages in package-lock.json (the browser drivers among them, which never download a
 # browser: the tests drive these two).
@@ -8,8 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(g++ clang-14 libclang-rt-14-dev cmake make ccache libhwy-dev catch2 emscripten chromium firefox-esr
-          unicode-data python3)
+packages=(g++ clang-14 libclang-rt-14-dev clang-format-14 cmake make ccache libhwy-dev catch2 emscripten chromium
+          firefox-esr unicode-data python3)
 # Node and npm may come from Debian or from another nodejs package (whose npm is built in).
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
 command -v npm >/dev/null 2>&1 || packages+=(npm)

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Runs every test: native Catch2 suite (and again, whole, under AddressSanitizer and
-# UndefinedBehaviorSanitizer), 30 s of each libFuzzer target, the same suite compiled to
-# WebAssembly under Node (and the thread pool in the pthreads build), and the browser tests in
-# headless Chromium, their core suite (tests/web/browsers.test.mjs) in Firefox ESR too. Installs
-# what it needs first.
+# Runs every test: first that the C++ follows .clang-format (scripts/check-format.sh), then the
+# native Catch2 suite (and again, whole, under AddressSanitizer and UndefinedBehaviorSanitizer),
+# 30 s of each libFuzzer target, the same suite compiled to WebAssembly under Node (and the
+# thread pool in the pthreads build), and the browser tests in headless Chromium, their core
+# suite (tests/web/browsers.test.mjs) in Firefox ESR too. Installs what it needs first.
 #
 # Every configuration is built once: scripts/build.sh (native, wasm + site) beside the sanitizer
 # build (the sanitizer suite and the fuzzers, scripts/fuzz.sh), so that neither's links and
@@ -20,6 +20,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 start_all=$SECONDS
 bash scripts/install-deps.sh
+echo "== the C++ against .clang-format (clang-format-14)"
+bash scripts/check-format.sh
 
 logs=build/test-logs
 mkdir -p "$logs"
