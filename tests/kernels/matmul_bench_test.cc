@@ -31,13 +31,16 @@ struct Shape {
 
 #if defined(__EMSCRIPTEN__)
 // User + system CPU time of the Node process; wall time where there is no process (a browser).
+// The body is JavaScript: clang-format would split its !== into != =.
+// clang-format off
 EM_JS(double, NodeCpuSeconds, (), {
-  if (typeof process != = 'undefined' && process.cpuUsage) {
+  if (typeof process !== 'undefined' && process.cpuUsage) {
     const u = process.cpuUsage();
     return (u.user + u.system) / 1e6;
   }
   return performance.now() / 1e3;
 });
+// clang-format on
 double CpuSeconds() { return NodeCpuSeconds(); }
 #else
 double CpuSeconds() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
