@@ -61,13 +61,14 @@ describe('the message protocol', () => {
   });
 
   test('the results the replies carry are documented with the fields embind.cc declares', () => {
-    // Each Shape<X>("X") of the bindings, its JS field names in order.
+    // Each Shape<X>("X") of the bindings, its JS field names in order (clang-format may wrap a
+    // call before its name).
     const bindings = fs.readFileSync(path.join(kRoot, 'src/bindings/embind.cc'), 'utf8');
     const declared = new Map();
     for (const chunk of bindings.split('Shape<').slice(1)) {
       const name = /^(\w+)>/.exec(chunk)[1];
       const body = chunk.split('// The methods.')[0];
-      declared.set(name, [...body.matchAll(/\.(?:field|computed)\("(\w+)"|\.array<[^>]*>\("(\w+)"\)/g)]
+      declared.set(name, [...body.matchAll(/\.(?:field|computed)\(\s*"(\w+)"|\.array<[^>]*>\(\s*"(\w+)"\)/g)]
           .map((m) => m[1] ?? m[2]));
     }
     assert.ok(declared.size >= 20, `read ${declared.size} Shapes`);
