@@ -23,9 +23,13 @@ namespace {
 constexpr int kFeaturesPerStep = 64;
 
 // The packed activations of one window and block (see the header): per firing column, ascending,
-//   varint(column - previous column - 1), varint(count),
-//   count x { varint(position - previous position - 1), float32 value }
-// with "previous" -1 at the start; positions count the window's tokens from 0 (the BOS skipped).
+//   varint(column - previous column - 1),
+//   per position where it fires: varint(2 * (position - previous position - 1) + more),
+//                                float32 value
+// with "previous" -1 at the start, more = 1 while another position of the column follows (a
+// count would cost a byte per column, and many fire at only one position of a window: most of
+// the bench's random transcoders' do); positions count the window's tokens from 0 (the BOS
+// skipped).
 void PutVarint(std::vector<uint8_t>& out, uint64_t v) {
   while (v >= 0x80) {
     out.push_back(static_cast<uint8_t>(v | 0x80));
@@ -274,12 +278,12 @@ void DashboardJob::RunWindow(int64_t w) {
       if (fired[j] == 0) continue;
       PutVarint(packed_, uint64_t(j - previous - 1));
       previous = j;
-      PutVarint(packed_, uint64_t(fired[j]));
-      int last = -1;
+      int last = -1, left = fired[j];
       for (int t = 1; t < T; ++t) {
         const float v = dense_[int64_t(t) * W + j];
         if (!(v > 0)) continue;
-        PutVarint(packed_, uint64_t(t - 1 - last - 1));
+        --left;
+        PutVarint(packed_, uint64_t(2 * (t - 1 - last - 1) + (left > 0 ? 1 : 0)));
         last = t - 1;
         PutFloat(packed_, v);
       }
@@ -301,12 +305,11 @@ void DashboardJob::PrepareBlock(Block& b) {
     int column = -1;
     while (p < end) {
       column += static_cast<int>(GetVarint(p)) + 1;
-      const int64_t count = static_cast<int64_t>(GetVarint(p));
       ++b.begin[column + 1];
-      b.nonzero[column] += count;
-      for (int64_t i = 0; i < count; ++i) {
-        GetVarint(p);
+      for (bool more = true; more;) {
+        more = (GetVarint(p) & 1) != 0;
         b.max[column] = std::max(b.max[column], GetFloat(p));
+        ++b.nonzero[column];
       }
     }
   }
@@ -326,11 +329,10 @@ void DashboardJob::PrepareBlock(Block& b) {
     while (p < end) {
       const uint32_t at = static_cast<uint32_t>(p - start);
       column += static_cast<int>(GetVarint(p)) + 1;
-      const int64_t count = static_cast<int64_t>(GetVarint(p));
       float m = 0;
       int64_t* bins = b.histogram.data() + int64_t(column) * kHistogramBins;
-      for (int64_t i = 0; i < count; ++i) {
-        GetVarint(p);
+      for (bool more = true; more;) {
+        more = (GetVarint(p) & 1) != 0;
         const float v = GetFloat(p);
         m = std::max(m, v);
         ++bins[DashboardBand(v, b.max[column], kHistogramBins)];
@@ -367,10 +369,11 @@ FeatureDashboard DashboardJob::FinishFeature(Block& b, int column) {
     d.values.assign(len, 0.0f);
     const uint8_t* p = b.packed[d.window].data() + b.offset[e];
     GetVarint(p);  // the column
-    const int64_t count = static_cast<int64_t>(GetVarint(p));
     int position = -1;
-    for (int64_t i = 0; i < count; ++i) {
-      position += static_cast<int>(GetVarint(p)) + 1;
+    for (bool more = true; more;) {
+      const uint64_t step = GetVarint(p);
+      more = (step & 1) != 0;
+      position += static_cast<int>(step >> 1) + 1;
       d.values[position] = GetFloat(p);
     }
     d.max_value = b.window_max[e];
