@@ -253,3 +253,24 @@ write("transcoder_fuzzer", "other_block.bin", convert_input(tc_json(hook_point="
                                                             sae_weights()))
 write("transcoder_fuzzer", "shape_mismatch.bin", convert_input(tc_json(d_sae=5), sae_weights()))
 write("transcoder_fuzzer", "threshold.bin", convert_input(tc_json(), sae_weights(jump=True)))
+
+# --- dashboard corpora (corpus_fuzzer): [format | piece << 1][max line / 8][context - 1]
+# [max_tokens] then the file ------------------------------------------------------------------
+
+
+def corpus_input(jsonl, text, piece=5, max_line=0, context=16, max_tokens=0):
+    return bytes([(1 if jsonl else 0) | ((piece - 1) << 1), max_line, context - 1, max_tokens]) + text
+
+
+write("corpus_fuzzer", "txt.bin", corpus_input(False, "The fox.\nIt runs.\n<|endoftext|>\nA dog\r\n"
+                                                      "<|endoftext|>\r\n\n<|endoftext|>\nlast".encode()))
+write("corpus_fuzzer", "jsonl.bin", corpus_input(True, (json.dumps({"text": "caf\u00e9 \U0001F642\n\"x\""}) + "\n\n" +
+                                                        json.dumps({"id": 2, "text": "second"}) + "\r\n").encode()))
+write("corpus_fuzzer", "jsonl_escapes.bin",
+      corpus_input(True, b'{"text": "\\u00e9\\ud83d\\ude42\\t\\\\ \\/ \\b\\f\\r"}\n{"text": ""}\n', piece=1))
+write("corpus_fuzzer", "broken_utf8.bin", corpus_input(False, b"\xff\xfe\xc3(\xe2\x82\n<|endoftext|>\n\xf0\x9f\x99"))
+write("corpus_fuzzer", "broken_utf8_jsonl.bin", corpus_input(True, b'{"text": "\xff\xc3("}\n'))
+write("corpus_fuzzer", "long_line.bin", corpus_input(True, b'{"text": "' + b"a" * 300 + b'"}\n', max_line=16))
+write("corpus_fuzzer", "malformed.bin", corpus_input(True, b'{"text": "a"}\n[1]\n{"text": 3}\n{"text": "\\ud83d"}\n'))
+write("corpus_fuzzer", "max_tokens.bin", corpus_input(False, b"one two three four five six seven eight",
+                                                      context=3, max_tokens=5))

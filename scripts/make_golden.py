@@ -1408,6 +1408,364 @@ def write_graph(w, directory, path):
           f"replacement {replacement:.3f}, completeness {completeness:.3f}; wrote {path}", file=sys.stderr)
 
 
+
+# Feature dashboards (src/lab/dashboard.h) on the test transcoders and an SAE of the tiny model,
+# over a small corpus tokenized here by GPT-2's BPE (OpenAI's encoder.py algorithm) with the
+# vocabulary and merges of the committed small model's file.
+DASH_DOCUMENTS = [
+    "The quick brown fox jumps over the lazy dog. The dog sleeps; the fox runs on.\n"
+    "Foxes and dogs: the same story, told twice, and then the story again.",
+    "Caf\u00e9 cr\u00e8me \u2014 a r\u00e9sum\u00e9 of na\u00efve d\u00e9j\u00e0 vu \U0001F642 with "
+    "\"quoted\" words,\ttabs and a back\\slash.",
+    "import os\nfor i in range(10):\n    print(i * i)  # squares\n",
+    "Licence text: Permission is hereby granted, free of charge, to any person obtaining a copy "
+    "of this software. THE SOFTWARE IS PROVIDED \"AS IS\", WITHOUT WARRANTY OF ANY KIND.",
+    "A line that mentions <|endoftext|> in the middle is plain text, not a separator.",
+    "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+    "sixteen seventeen eighteen nineteen twenty, and one two three four five again.",
+    "Numbers 3.14159, 2.71828 and 1,000,000; dates 2026-12-07; e-mail someone@example.org.",
+]
+DASH_CASES = {
+    # name: dictionary, corpus file, context, max_tokens (-1: all), top, bands, per_band, seed,
+    #       features ([(layer, index)]; None: every feature of every block)
+    "transcoders": ("transcoders", "corpus.jsonl", 16, -1, 5, 3, 2, 7, None),
+    "sae": ("sae/standard", "corpus.txt", 24, 200, 4, 4, 3, 11,
+            [(1, f) for f in (0, 3, 7, 20, 41, 66, 95)]),
+}
+DASH_BINS = 50
+DASH_LOGIT_TOKENS = 10
+# Margins the float32 engine must clear to agree with float64 on which side of a threshold a
+# number falls: whether a feature fires (its pre-activation, absolute), a window's band and the
+# order of top windows (relative to the feature's max). A histogram counts thousands of values,
+# some of which do fall that near a bin's edge: those are counted in both bins' upper bounds.
+DASH_MARGIN = 1e-5
+TINY_GGUF = "weights/gpt2-tiny-q8_0.gguf"
+
+
+def gguf_tokenizer(path):
+    """tokenizer.ggml.tokens and tokenizer.ggml.merges of a GGUF (ggml/docs/gguf.md), read here."""
+    with open(path, "rb") as f:
+        data = f.read()
+    pos = 0
+
+    def take(fmt):
+        nonlocal pos
+        v = struct.unpack_from("<" + fmt, data, pos)
+        pos += struct.calcsize("<" + fmt)
+        return v[0]
+
+    def string():
+        nonlocal pos
+        n = take("Q")
+        s = data[pos:pos + n].decode("utf-8")
+        pos += n
+        return s
+
+    sizes = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+
+    def value(t):
+        if t == 8:
+            return string()
+        if t == 9:
+            et, n = take("I"), take("Q")
+            return [value(et) for _ in range(n)]
+        return take(sizes[t])
+
+    assert data[:4] == b"GGUF"
+    pos = 4
+    take("I")
+    take("Q")
+    n_kv = take("Q")
+    kv = {}
+    for _ in range(n_kv):
+        key = string()
+        kv[key] = value(take("I"))
+    return kv["tokenizer.ggml.tokens"], kv["tokenizer.ggml.merges"]
+
+
+class DashBpe:
+    """GPT-2's byte-level BPE as OpenAI's encoder.py: the pre-tokenizer's pieces, then the
+    lowest-ranked merge first."""
+
+    def __init__(self, tokens, merges):
+        import regex
+        from gpt2_bytes import bytes_to_unicode
+        self.pat = regex.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
+        self.encoder = {}
+        for i, t in enumerate(tokens):
+            self.encoder.setdefault(t, i)
+        self.ranks = {tuple(m.split(" ")): i for i, m in enumerate(merges)}
+        self.byte_encoder = bytes_to_unicode()
+        self.byte_decoder = {c: b for b, c in self.byte_encoder.items()}
+        self.tokens = tokens
+
+    def bpe(self, word):
+        word = list(word)
+        while len(word) > 1:
+            rank, i = min((self.ranks.get((a, b), math.inf), i) for i, (a, b) in enumerate(zip(word, word[1:])))
+            if rank == math.inf:
+                break
+            first, second = word[i], word[i + 1]
+            out, i = [], 0
+            while i < len(word):
+                if i < len(word) - 1 and word[i] == first and word[i + 1] == second:
+                    out.append(first + second)
+                    i += 2
+                else:
+                    out.append(word[i])
+                    i += 1
+            word = out
+        return [self.encoder[p] for p in word]
+
+    def encode(self, text):
+        ids = []
+        for piece in self.pat.findall(text):
+            ids.extend(self.bpe("".join(self.byte_encoder[b] for b in piece.encode("utf-8"))))
+        return ids
+
+    def token_bytes(self, i):
+        return bytes(self.byte_decoder[c] for c in self.tokens[i])
+
+
+def write_dash_corpus(directory):
+    """The same documents as .jsonl (json.dumps: \\uXXXX escapes, surrogate pairs, an extra key,
+    a blank line) and as .txt (<|endoftext|> lines between them)."""
+    import os
+    os.makedirs(directory, exist_ok=True)
+    with open(f"{directory}/corpus.jsonl", "w", encoding="utf-8") as f:
+        for i, d in enumerate(DASH_DOCUMENTS):
+            f.write(json.dumps({"id": i, "text": d}) + "\n")
+            if i == 2:
+                f.write("\n")
+    with open(f"{directory}/corpus.txt", "w", encoding="utf-8", newline="") as f:
+        # A document's last newline belongs to the separator's line: one ending in "\n" gets a
+        # blank line before it.
+        f.write("\n<|endoftext|>\n".join(DASH_DOCUMENTS) + "\n")
+
+
+def read_dash_corpus(path):
+    """Documents of a corpus file by lab/corpus.h's rules, written anew here."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if path.endswith(".jsonl"):
+        return [d for d in (json.loads(l)["text"] for l in data.split(b"\n") if l.strip()) if d]
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()  # the file's last newline ends its last line
+    docs, current = [], []
+    for line in lines:
+        if line.rstrip(b"\r") == b"<|endoftext|>":
+            docs.append(b"\n".join(current))
+            current = []
+        else:
+            current.append(line)
+    docs.append(b"\n".join(current))
+    return [d.decode("utf-8") for d in docs if d]
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for k, v in header.items():
+        if k == "__metadata__":
+            continue
+        a, b = v["data_offsets"]
+        out[k] = torch.from_numpy(np.frombuffer(data[a:b], dtype="<f4").reshape(v["shape"]).copy()).double()
+    return out
+
+
+def dash_band(m, mx, bands):
+    """lab/dashboard.h DashboardBand: the b with mx*b/bands < m <= mx*(b+1)/bands (doubles)."""
+    edge = [mx * b / bands for b in range(bands)] + [mx]
+    for b in range(bands):
+        if edge[b] < m <= edge[b + 1]:
+            return b
+    raise AssertionError(f"{m} is outside (0, {mx}]")
+
+
+def dash_near_edge(v, mx, bands):
+    return min(abs(v - mx * b / bands) for b in range(1, bands)) < DASH_MARGIN * mx if bands > 1 else False
+
+
+def band_sample(seed, layer, feature, band, n, per_band):
+    """lab/dashboard.h BandSample: SplitMix64 (model/sampler.h Rng), partial Fisher-Yates."""
+    places = list(range(n))
+    if n <= per_band:
+        return places
+    state = (seed ^ (layer << 48) ^ (feature << 8) ^ band) & MASK64
+
+    def next_u64():
+        nonlocal state
+        state = (state + 0x9E3779B97F4A7C15) & MASK64
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+        return z ^ (z >> 31)
+
+    for i in range(per_band):
+        j = i + next_u64() % (n - i)
+        places[i], places[j] = places[j], places[i]
+    return sorted(places[:per_band])
+
+
+def dash_reference(w, bpe, case):
+    dictionary, corpus, context, max_tokens, top, bands, per_band, seed, chosen = DASH_CASES[case]
+    docs = read_dash_corpus(f"tests/data/dashboard/{corpus}")
+    assert docs == DASH_DOCUMENTS, f"{corpus}: the reader's documents differ from those written"
+    ids, starts = [], []
+    for d in docs:
+        t = bpe.encode(d)
+        if max_tokens >= 0:
+            t = t[:max(0, max_tokens - len(ids))]
+        starts.extend(len(ids) + b for b in range(0, len(t), context))
+        ids.extend(t)
+    windows = [ids[a:b] for a, b in zip(starts, starts[1:] + [len(ids)])]
+    # The dictionary's blocks: (layer, hook, encode(x [T, C]) -> [T, S], W_dec [S, C]).
+    blocks = []
+    if dictionary == "transcoders":
+        for l in range(N_LAYER):
+            tc = read_safetensors(f"tests/data/transcoders/gpt2-small-dun-chl-mlp-tc{l}/sae.safetensors")
+            blocks.append((l, f"blk{l}/resid_attn",
+                           lambda x, tc=tc: bare_ln(x) @ tc["W_enc"] + tc["b_enc"], tc["W_dec"]))
+    else:
+        name = dictionary.split("/")[1]
+        hook = SAES[name][0]
+        wt = read_safetensors(f"tests/data/{dictionary}/sae_weights.safetensors")
+        _, apply_b_dec, norm = SAES[name][2], SAES[name][3], SAES[name][4]
+        assert SAES[name][1] == "standard"
+        blocks.append((int(hook.split(".")[1]), hook,
+                       lambda x: sae_input(x, wt["b_dec"], apply_b_dec, norm)[0] @ wt["W_enc"] + wt["b_enc"],
+                       wt["W_dec"]))
+    wd = {k: v.double() for k, v in w.items()}
+    pre = {l: [] for l, *_ in blocks}  # per block, per window: pre-activations [n, S]
+    for win in windows:
+        rec = {}
+        forward(wd, [50256] + win, lambda name, t: rec.__setitem__(name, t.clone()))
+        for l, hook, encode, _ in blocks:
+            x = sae_hook_tensor(rec, hook) if hook.startswith("blocks.") else rec[hook]
+            pre[l].append(encode(x)[1:])
+    features = chosen or [(l, f) for l, *_ in blocks for f in range(blocks[0][3].shape[0])]
+    n_tokens = len(ids)
+    out = {"features": [], "frac": [], "max": [], "hist": [], "hist_hi": [], "pos_ids": [], "pos_values": [],
+           "neg_ids": [], "neg_values": [], "records": [], "record_bins": [], "record_max": [],
+           "record_values": []}
+    gamma, wte = wd["output_norm.weight"], wd["token_embd.weight"]
+    for row, (l, f) in enumerate(features):
+        p = [a[:, f] for a in pre[l]]
+        assert all(float(v.abs().min()) > DASH_MARGIN for v in p), f"{case} {l}_{f}: a pre-activation near 0"
+        acts = [torch.relu(v) for v in p]
+        wmax = [float(a.max()) for a in acts]
+        mx = max(wmax)
+        nonzero = sum(int((a > 0).sum()) for a in acts)
+        out["features"].append([l, f])
+        out["frac"].append(nonzero / n_tokens)
+        out["max"].append(mx)
+        W_dec = dict((b[0], b[3]) for b in blocks)[l]
+        weights = (W_dec[f] * gamma) @ wte.T
+        promoted = torch.sort(-weights, stable=True).indices[:DASH_LOGIT_TOKENS + 1]
+        suppressed = torch.sort(weights, stable=True).indices[:DASH_LOGIT_TOKENS + 1]
+        for order in (promoted, suppressed):
+            gaps = (weights[order][1:] - weights[order][:-1]).abs()
+            assert float(gaps.min()) > 1e-6, f"{case} {l}_{f}: logit weights too close to order"
+        out["pos_ids"].append(promoted[:DASH_LOGIT_TOKENS].tolist())
+        out["pos_values"].append(weights[promoted[:DASH_LOGIT_TOKENS]].tolist())
+        out["neg_ids"].append(suppressed[:DASH_LOGIT_TOKENS].tolist())
+        out["neg_values"].append(weights[suppressed[:DASH_LOGIT_TOKENS]].tolist())
+        hist, hist_hi = [0] * DASH_BINS, [0] * DASH_BINS
+        firing = [i for i, m in enumerate(wmax) if m > 0]
+        if mx > 0:
+            for a in acts:
+                for v in a[a > 0].tolist():
+                    b = dash_band(v, mx, DASH_BINS)
+                    hist_hi[b] += 1
+                    if not dash_near_edge(v, mx, DASH_BINS):
+                        hist[b] += 1
+                    elif v - mx * b / DASH_BINS < DASH_MARGIN * mx:
+                        hist_hi[b - 1] += 1
+                    else:
+                        hist_hi[b + 1] += 1
+        out["hist"].append(hist)
+        out["hist_hi"].append(hist_hi)
+        # Distinct window maxima far enough apart to rank the same in float32.
+        ranked = sorted(firing, key=lambda i: (-wmax[i], i))
+        for a, b in zip(ranked, ranked[1:]):
+            assert wmax[a] - wmax[b] > DASH_MARGIN * mx or wmax[a] == wmax[b], f"{case} {l}_{f}: close maxima"
+
+        def record(i, kind, band, lo, hi, contains):
+            a = acts[i].tolist()
+            first = a.index(max(a))
+            others = [v for j, v in enumerate(a) if j != first]
+            assert not others or a[first] - max(others) > DASH_MARGIN * a[first] or a[first] in others
+            out["records"].append([row, i, first, contains, kind, band])
+            out["record_bins"].append([lo, hi])
+            out["record_max"].append(wmax[i])
+            out["record_values"].append(a + [0.0] * (context - len(a)))
+
+        for i in ranked[:top]:
+            record(i, 0, -1, -1.0, -1.0, len(firing))
+        members = [[] for _ in range(bands)]
+        for i in firing:
+            assert not dash_near_edge(wmax[i], mx, bands), f"{case} {l}_{f}: a window's max near a band edge"
+            members[dash_band(wmax[i], mx, bands)].append(i)
+        for b in range(bands):
+            for k in band_sample(seed, l, f, b, len(members[b]), per_band):
+                record(members[b][k], 1, b, mx * b / bands, mx * (b + 1) / bands, len(members[b]))
+    dead = sum(1 for m in out["max"] if m == 0)
+    print(f"dashboard {case}: {len(windows)} windows, {n_tokens} tokens, {len(features)} features "
+          f"({dead} never fire), {len(out['records'])} windows listed", file=sys.stderr)
+    return ids, starts, out, (context, max_tokens, top, bands, per_band, seed)
+
+
+# Byte strings and what Python's bytes.decode("utf-8", "replace") makes of them (base/text.h
+# ValidUtf8, a token's text in the dashboard's file).
+UTF8_CASES = [b"plain", b"caf\xc3\xa9", b"\xc3", b"\xe2\x82", b"\xe2\x82\xac", b"\xf0\x9f\x99\x82",
+              b"\xf0\x9f\x99", b"\x80\x80", b"\xc0\xaf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80",
+              b"a\xffb", b"\xe0\x80\x80", b"\xf0\x80", b"\xc3\x28", b"\xf1\x80\x80\xc3\xa9"]
+
+
+def write_dashboard(w, directory, path):
+    """tests/data/dashboard/corpus.{jsonl,txt} and golden_dashboard.bin:
+        utf8/<k>/in, utf8/<k>/out   i32 [n]  bytes, and their decode with errors="replace" as UTF-8
+        dash/<case>/options   i32 [6]  context, max_tokens, top, bands, per_band, seed
+        dash/<case>/ids       i32 [N]  the corpus's tokens; window_starts i32 [W]
+        dash/<case>/features  i32 [F, 2] layer, index
+        dash/<case>/frac, max f32 [F]
+        dash/<case>/hist, hist_hi i32 [F, 50]  the histogram's counts, at least and at most: a value
+                              within DASH_MARGIN * max of a bin's edge counts in hist_hi on both
+                              sides and in neither in hist
+        dash/<case>/pos_ids, neg_ids i32 [F, 10]; pos_values, neg_values f32 [F, 10]
+                              (W_dec[f] * ln_f.weight) @ wte^T's largest and smallest, ties to the
+                              lower id
+        dash/<case>/records   i32 [R, 6]  feature row, window, max token index, binContains,
+                              kind (0 top, 1 band), band (-1 for a top window); in the file's
+                              order
+        dash/<case>/record_bins f32 [R, 2] binMin, binMax; record_max f32 [R];
+        dash/<case>/record_values f32 [R, context]  per token (zeros past the window's end)"""
+    write_dash_corpus(directory)
+    tokens, merges = gguf_tokenizer(TINY_GGUF)
+    bpe = DashBpe(tokens, merges)
+    out = GoldenWriter()
+    for k, b in enumerate(UTF8_CASES):
+        out.add(f"utf8/{k}/in", np.array(list(b), np.int32))
+        out.add(f"utf8/{k}/out", np.array(list(b.decode("utf-8", "replace").encode("utf-8")), np.int32))
+    with torch.no_grad():
+        for case in DASH_CASES:
+            ids, starts, ref, options = dash_reference(w, bpe, case)
+            out.add(f"dash/{case}/options", np.array(options, np.int32))
+            out.add(f"dash/{case}/ids", np.array(ids, np.int32))
+            out.add(f"dash/{case}/window_starts", np.array(starts, np.int32))
+            for key in ("features", "hist", "hist_hi", "pos_ids", "neg_ids", "records"):
+                out.add(f"dash/{case}/{key}", np.array(ref[key], np.int32))
+            for key in ("frac", "max", "pos_values", "neg_values", "record_bins", "record_max",
+                        "record_values"):
+                out.add(f"dash/{case}/{key}", np.array(ref[key], np.float32))
+    out.write(path)
+    print(f"wrote {path}: {len(out.records)} records", file=sys.stderr)
+
+
 class GoldenWriter:
     def __init__(self):
         self.records = []
@@ -1449,6 +1807,10 @@ def main():
     parser.add_argument("--graph-output", default="tests/data/golden_graph.bin")
     parser.add_argument("--only-graph", action="store_true",
                         help="write only the transcoders and golden_graph.bin")
+    parser.add_argument("--dashboard-dir", default="tests/data/dashboard")
+    parser.add_argument("--dashboard-output", default="tests/data/golden_dashboard.bin")
+    parser.add_argument("--only-dashboard", action="store_true",
+                        help="write only the dashboard's corpus and golden_dashboard.bin")
     args = parser.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(2)
@@ -1457,6 +1819,9 @@ def main():
     w = {k: torch.from_numpy(v) for k, v in weights_np.items()}
     if args.only_graph:
         write_graph(w, args.transcoder_dir, args.graph_output)
+        return
+    if args.only_dashboard:
+        write_dashboard(w, args.dashboard_dir, args.dashboard_output)
         return
     if args.only_sae:
         with torch.no_grad():
@@ -1498,6 +1863,7 @@ def main():
         write_saes(w, args.sae_dir, args.sae_output)
     write_gradients(w, args.gradients_output)  # autograd: outside no_grad
     write_graph(w, args.transcoder_dir, args.graph_output)
+    write_dashboard(w, args.dashboard_dir, args.dashboard_output)
 
     out.write(args.output)
     print(f"wrote {args.output}: {len(out.records)} records; greedy {greedy}", file=sys.stderr)

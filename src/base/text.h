@@ -50,4 +50,52 @@ inline void AppendUtf8(uint32_t cp, std::string* out) {
   }
 }
 
+// bytes as valid UTF-8: each maximal ill-formed subsequence replaced by U+FFFD, as Python's
+// bytes.decode("utf-8", errors="replace") does (Unicode's "maximal subpart" practice), which is
+// how Hugging Face's tokenizers show a token that is part of a character.
+inline std::string ValidUtf8(const std::string& bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  const size_t n = bytes.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = static_cast<unsigned char>(bytes[i]);
+    if (c < 0x80) {
+      out.push_back(static_cast<char>(c));
+      ++i;
+      continue;
+    }
+    // The sequence's length and its second byte's range (RFC 3629's table); the later bytes are
+    // 0x80..0xBF.
+    int need = 0;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) {
+      need = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      need = 2;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      need = 3;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    }
+    size_t j = i + 1;
+    int got = 0;
+    while (got < need && j < n) {
+      const unsigned char d = static_cast<unsigned char>(bytes[j]);
+      if (d < (got == 0 ? lo : 0x80) || d > (got == 0 ? hi : 0xBF)) break;
+      ++got;
+      ++j;
+    }
+    if (need > 0 && got == need) {
+      out.append(bytes, i, j - i);
+    } else {
+      out += "\xEF\xBF\xBD";
+    }
+    i = need > 0 ? j : i + 1;
+  }
+  return out;
+}
+
 }  // namespace gpt2

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../model/golden_file.h"
+#include "../sae/transcoder_test_util.h"
 #include "../test_paths.h"
 #include "base/error.h"
 #include "base/text.h"
@@ -28,44 +29,13 @@
 
 namespace {
 
+using gpt2_test::Convert;
 using gpt2_test::DataPath;
 using gpt2_test::GoldenData;
 using gpt2_test::GoldenFile;
+using gpt2_test::TranscoderFiles;
 
 const GoldenFile& Golden() { return GoldenData("golden_graph.bin"); }
-
-// The test set's blocks, read as gpt2-convert --transcoders reads a folder, converted in memory.
-struct TranscoderFiles {
-  std::vector<std::string> bytes, json;
-  std::vector<std::unique_ptr<gpt2::SafetensorsFile>> weights;
-  std::vector<gpt2::SaeGgufPart> parts;
-  TranscoderFiles() {
-    for (int l = 0; l < 2; ++l) {
-      const std::string dir = DataPath("transcoders/" + gpt2::TranscoderFolder(l));
-      bytes.push_back(gpt2::ReadWholeFile(dir + "/sae.safetensors", "weights"));
-      json.push_back(gpt2::ReadWholeFile(dir + "/sae.json", "sae.json"));
-    }
-    for (int l = 0; l < 2; ++l) {
-      weights.push_back(gpt2::SafetensorsFile::Parse(
-          reinterpret_cast<const uint8_t*>(bytes[l].data()), bytes[l].size(), "sae.safetensors"));
-      parts.push_back(gpt2::SaeGgufPart{weights[l].get(),
-                                        gpt2::TranscoderPartConfig(*weights[l], json[l], l),
-                                        json[l], gpt2::TranscoderPrefix(l)});
-    }
-  }
-};
-
-std::shared_ptr<const gpt2::GgufFile> Convert(const std::vector<gpt2::SaeGgufPart>& parts,
-                                              gpt2::TensorType type) {
-  const gpt2::SaeGgufConversion conversion(parts, type);
-  auto buffer = std::make_shared<std::vector<uint8_t>>(conversion.layout().size);
-  conversion.WriteHeader(buffer->data());
-  for (int i = 0; i < conversion.num_tensors(); ++i)
-    conversion.EncodeTensor(i, buffer->data(), nullptr);
-  std::unique_ptr<gpt2::GgufFile> parsed = gpt2::GgufFile::Parse(buffer->data(), buffer->size());
-  return std::shared_ptr<const gpt2::GgufFile>(parsed.release(),
-                                               [buffer](const gpt2::GgufFile* f) { delete f; });
-}
 
 struct TinyGraphLab {
   std::vector<uint8_t> bytes =

@@ -26,6 +26,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8_stream.h"
 #include "tools/cli/args.h"
+#include "tools/cli/dashboard_cmd.h"
 #include "tools/cli/features_cmd.h"
 #include "tools/cli/gradients_cmd.h"
 #include "tools/cli/graph_cmd.h"
@@ -73,6 +74,12 @@ constexpr char kUsage[] =
     "             [--check NODE_ID[,NODE_ID...] [--clamp V]]   those feature nodes ablated (or\n"
     "                clamped to V): the graph's predicted and the re-run's exact change of the\n"
     "                top logit (logit - mean logit)\n"
+    "  gpt2 dashboard --model M.gguf (--transcoders T.gguf | --sae S.gguf) --corpus FILE\n"
+    "             [--blocks L,...] [--features L_F,...] [--context N] [--max-tokens M] [--top K]\n"
+    "             [--bands B] [--per-band S] [--seed X] [--json OUT] [--threads N]\n"
+    "                feature dashboards over a .txt (<|endoftext|> lines between documents) or\n"
+    "                .jsonl ({\"text\": ...} lines) corpus: top windows, bands, histogram,\n"
+    "                logit tables (Neuronpedia's JSON with --json)\n"
     "INTERVENTIONS (combine freely; layers and heads count from 0):\n"
     "  --ablate-heads L.H[,L.H...]  zero the heads' outputs before the output projection\n"
     "  --skip-attn L[,L...]         the blocks' attention adds nothing to the stream\n"
@@ -82,7 +89,7 @@ constexpr char kUsage[] =
     "  --sae S.gguf --steer F:ALPHA[,F:ALPHA...]   add ALPHA * W_dec[F] at the SAE's hook\n"
     "  --sae S.gguf --clamp F:VALUE[,F:VALUE...]   set feature F to VALUE there (keeping the "
     "error)\n"
-    "generate, inspect, attribute, bench, saliency and atp also take\n"
+    "generate, inspect, attribute, bench, saliency, atp and dashboard also take\n"
     "  --activations int8|f32|fastest  how products with Q8_0/Q4_0 weights take their input:\n"
     "                               int8 as llama.cpp and the page do (the same numbers there),\n"
     "                               f32, or whichever is faster on this CPU (default: fastest)\n";
@@ -417,6 +424,22 @@ int Main(int argc, char** argv) {
   if (command == "compare") return CompareCommand(argc, argv);
   if (command == "features") return FeaturesCommand(argc, argv);
   if (command == "graph") return GraphCommand(argc, argv);
+  if (command == "dashboard") {
+    const Args args = [&] {
+      try {
+        return Args(argc, argv, 2, DashboardFlags());
+      } catch (const Error& e) {
+        throw UsageError(e.what());
+      }
+    }();
+    long long threads = 0;
+    try {
+      threads = args.GetInt("threads", DefaultThreads());
+    } catch (const Error& e) {
+      throw UsageError(e.what());
+    }
+    return DashboardCommand(args, ActivationsArg(args), static_cast<int>(threads));
+  }
   if (command == "saliency" || command == "atp") {
     const Args args = [&] {
       try {
