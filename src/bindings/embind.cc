@@ -102,6 +102,30 @@ const Request<GraphOptions>& RequestOf() {  // targets: logit ids (none: the mos
   return r;
 }
 template <>
+const Request<DashboardOptions>& RequestOf() {  // the CLI's flags' defaults when left out
+  using O = DashboardOptions;
+  static const Request<O> r = Request<O>()
+                                  .field("context", &O::context)
+                                  .field("maxTokens", &O::max_tokens)
+                                  .field("top", &O::top)
+                                  .field("bands", &O::bands)
+                                  .field("perBand", &O::per_band)
+                                  .field("seed", &O::seed);
+  return r;
+}
+template <>
+const Request<DashboardRequest>& RequestOf() {  // features: [[layer, feature], ...]
+  using D = DashboardRequest;
+  static const Request<D> r = Request<D>()
+                                  .fields(&D::options, RequestOf<DashboardOptions>())
+                                  .field("corpus", &D::corpus)
+                                  .field("model", &D::model)
+                                  .field("dictionary", &D::dictionary)
+                                  .field("blocks", &D::blocks)
+                                  .field("features", &D::features);
+  return r;
+}
+template <>
 const Request<SamplingParams>& RequestOf() {  // setSampling's; the Lab checks the ranges
   using P = SamplingParams;
   static const Request<P> r = Request<P>()
@@ -387,6 +411,8 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .array<&SaeLogitWeights::suppressed_values>("suppressedValues");
   Shape<JobProgress>("JobProgress")
       .computed("encoding", &GraphJob::Encoding)  // the graph's
+      .computed(
+          "phase", +[](const JobProgress& p) { return std::string(p.phase); })
       .field("done", &JobProgress::done)
       .field("total", &JobProgress::total)
       .field("finished", &JobProgress::finished);
@@ -577,6 +603,14 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .LAB_METHOD("graphFeatureCard", (, int layer, int feature, int k),
                   l.FeatureCard(layer, feature, k))
       .LAB_METHOD("graphQk", (, int layer, int head, int query, int key, int k),
-                  l.GraphQk({layer, head, query, key}, k));
+                  l.GraphQk({layer, head, query, key}, k))
+      // Feature dashboards (lab/dashboard_file.h): then continueJob until finished, endJob.
+      .LAB_METHOD("startDashboard", (, val request, int sae_id),
+                  l.StartDashboard(ReadJs<DashboardRequest>(request, "dashboard request"), sae_id))
+      .LAB_METHOD("feedDashboard", (, val bytes), l.FeedDashboard(BytesFromJs(bytes)))
+      .LAB_METHOD("endDashboardInput", (), l.EndDashboardInput())
+      .LAB_METHOD("dashboardWantsInput", (), l.DashboardWantsInput())
+      .LAB_METHOD("jobProgress", (), l.job_progress())
+      .LAB_METHOD("dashboardText", (), l.DashboardText());
 #undef LAB_METHOD
 }

@@ -1,5 +1,6 @@
 #include "lab/lab.h"
 
+#include <map>
 #include <string>
 #include <utility>
 
@@ -78,6 +79,32 @@ JobProgress Lab::Step() {
 JobProgress Lab::ContinueGraph() {
   if (graph_job() == nullptr) throw Error("No graph is being computed.");
   return Step();
+}
+
+JobProgress Lab::StartDashboard(const DashboardRequest& request, int sae_id) {
+  std::map<int, const Sae*> have;
+  if (request.dictionary == "transcoders") {
+    for (int l : transcoders().blocks()) have[l] = transcoders().block(l);
+  } else if (request.dictionary == "sae") {
+    const Sae& s = sae(sae_id);
+    have[s.config().layer] = &s;
+  } else {
+    throw Error("A dashboard's dictionary is \"transcoders\" or \"sae\", not \"" +
+                request.dictionary + "\".");
+  }
+  std::vector<DashboardBlock> blocks =
+      SelectDashboardBlocks(have, request.blocks, request.features);
+  return Start<DashboardFileJob>(*tokenizer_, std::move(blocks), request)->progress();
+}
+
+DashboardFileJob& Lab::dashboard_job() const {
+  auto* job = dynamic_cast<DashboardFileJob*>(job_.get());
+  if (job == nullptr) throw Error("No dashboards are being computed.");
+  return *job;
+}
+
+void Lab::FeedDashboard(const std::vector<uint8_t>& bytes) {
+  dashboard_job().Feed(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
 
 const std::vector<JobCell>& Lab::job_results() const {

@@ -37,6 +37,7 @@
 #include "lab/graph.h"
 #include "lab/graph_card.h"
 #include "lab/graph_check.h"
+#include "lab/dashboard_file.h"
 #include "lab/head_sweep.h"
 #include "lab/job.h"
 #include "lab/patching.h"
@@ -232,6 +233,17 @@ class Lab {
     return gpt2::CheckGraph(conv_, transcoders(), graph(), GraphFeatureNodes(graph(), node_ids),
                             value);
   }
+  // --- Feature dashboards (dashboard_file.h) as the job: StartDashboard; then, while
+  // DashboardWantsInput(), FeedDashboard the corpus's next bytes (EndDashboardInput after its
+  // last); ContinueJob until finished; DashboardText, the file `gpt2 dashboard --json` writes.
+  // The dictionary: request.dictionary "transcoders" (those loaded for graphs) or "sae" (the SAE
+  // `sae_id`). gpt2::Error for either missing and as DashboardFileJob's constructor.
+  JobProgress StartDashboard(const DashboardRequest& request, int sae_id);
+  void FeedDashboard(const std::vector<uint8_t>& bytes);
+  void EndDashboardInput() { dashboard_job().EndInput(); }
+  bool DashboardWantsInput() { return dashboard_job().wants_input(); }
+  std::string DashboardText() { return dashboard_job().Text(); }
+
   GraphFeatureCard FeatureCard(int layer, int feature, int k) {
     return FeatureCardOf(conv_, transcoders(), graph().ids, layer, feature, k);
   }
@@ -250,6 +262,7 @@ class Lab {
     return static_cast<J*>(job_.get());
   }
   GraphJob* graph_job() const { return dynamic_cast<GraphJob*>(job_.get()); }
+  DashboardFileJob& dashboard_job() const;  // gpt2::Error unless the job running is dashboards
   JobProgress Step();  // ContinueJob's
 
   std::shared_ptr<const GgufFile> file_;

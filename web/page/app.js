@@ -22,8 +22,10 @@ import * as modelView from '../views/view-model.js';
 import * as tokensView from '../views/view-tokens.js';
 import {createCircuitsPanel} from './app-circuits.js';
 import {createExperimentsPanel} from './app-experiments.js';
+import {createDashboardPanel, kDashboardState} from './app-dashboard.js';
 import {createExportPanel, download} from './app-export.js';
 import {createGraphPanel, kGraphState} from './app-graph.js';
+import {Kind} from './graph.js';
 import {createInspectPanel} from './app-inspect.js';
 import {createLoadPanel} from './app-load.js';
 import {createSaePanel, kSaeState} from './app-sae.js';
@@ -131,6 +133,7 @@ const store = createStore({
   sharedPending: true,    // the link's view is restored once, with the first model
   pendingPick: undefined, // the link's picked position, applied when its generation ends
   ...kSaeState,           // the SAE panel's (app-sae.js)
+  ...kDashboardState,     // the dashboard panel's (app-dashboard.js)
   ...kGraphState,         // the attribution graph panel's (app-graph.js)
 }, render);
 const state = store.state;
@@ -370,11 +373,20 @@ const circuitsPanel = createCircuitsPanel({store, worker, $, on, busy, pick, cho
 const exportPanel = createExportPanel({store, $, on, compute});
 const graphPanel = createGraphPanel({store, worker, $, on, download, hfBase: loadPanel.hfBase, canRun: (s) => !busy(s),
                                      showUnder});
+// The computed or opened graph's transcoder features, [[layer, feature], ...], once each.
+const graphFeatures = () => {
+  const nodes = state.graph?.model?.nodes || [];
+  const seen = new Set();
+  return nodes.filter((n) => n.kind === Kind.feature && n.feature !== null && n.block >= 0)
+      .map((n) => [n.block, n.feature]).filter(([l, f]) => !seen.has(`${l}_${f}`) && seen.add(`${l}_${f}`));
+};
+const dashboardPanel = createDashboardPanel({store, worker, $, on, download, canRun: (s) => !busy(s), graphFeatures});
 const sharePanel = createSharePanel({store, $, on, params, samplingDefaults: kSamplingDefaults, saePanel: () => saePanel,
                                      generate});
 // Each draws its part of the page (render) and takes its worker replies (onMessage: true when
 // the reply was its own); the experiments and circuits panels also end what waits on an error.
-const panels = [inspectPanel, loadPanel, experimentsPanel, circuitsPanel, saePanel, exportPanel, sharePanel, graphPanel];
+const panels = [inspectPanel, loadPanel, experimentsPanel, circuitsPanel, saePanel, exportPanel, sharePanel, graphPanel,
+                dashboardPanel];
 
 // ---- Worker messages ------------------------------------------------------------------------------
 
@@ -400,6 +412,10 @@ worker.onmessage = ({data: msg}) => {
       experimentsPanel.onError(msg.kind);
       circuitsPanel.onError(msg.kind);
       if (msg.kind === ErrorKind.sae) saePanel.onError(msg.message);
+      if (msg.kind === ErrorKind.dashboard) {
+        dashboardPanel.onError(msg.message);  // shown in the panel
+        break;
+      }
       if (msg.kind === ErrorKind.graph) {
         graphPanel.onError(msg.message);  // shown in the panel, beside what failed
         break;

@@ -110,6 +110,17 @@
 //     {type:'graph-qk', layer, head, query, key}  what makes one head's attention score from query
 //                                    to key on the graph's prompt (query < 0: the last position):
 //                                    QK attribution (src/graph/qk.h)
+//     {type:'dashboard', dictionary, saeId, dictionaryName, blocks, features, corpus, options, request}
+//                                    feature dashboards (worker-dashboard.js; `gpt2 dashboard`):
+//                                    dictionary 'transcoders' (those loaded for graphs) or 'sae' (the
+//                                    SAE saeId); blocks [L, ...] and features [[L, F], ...] as its
+//                                    --blocks and --features (empty: every one); corpus {kind:
+//                                    'held-out'} (the small model's held-out text beside the page),
+//                                    {kind:'file', file} or {kind:'url', url}, .txt or .jsonl,
+//                                    streamed; options {context, maxTokens, top, bands, perBand,
+//                                    seed} (left out: the CLI's defaults); dictionaryName: names the
+//                                    dictionary in the cache's key; request: the page's, echoed;
+//                                    'dashboard-progress' while it runs, 'cancel-job' stops it
 //     {type:'clear-cache'}
 //     {type:'cache-info'}            answered with 'cache' at once, even while a job runs
 //   worker -> page (each reply to a request in kComputes also carries `under`, see above)
@@ -216,6 +227,12 @@
 //     {type:'graph-check', ...GraphCheck, nodeIds, value}
 //     {type:'graph-card', ...GraphFeatureCard, layer, feature, ids, pieces}  ids: the graph's prompt
 //     {type:'graph-qk', ...QkAttribution, layer, head, query, key, ids, pieces}
+//     {type:'dashboard-progress', ...JobProgress, bytes, size}  phase 'windows' (done/total: windows
+//                                                    run of those read so far; bytes of the corpus's
+//                                                    size read, size 0 when unknown), then 'features'
+//     {type:'dashboard', text, cached, cancelled, request, ms}  text: the file `gpt2 dashboard --json`
+//                                                    writes (shared/dashboard.js reads it); cached: read
+//                                                    from the Cache API; a cancelled one has no text
 //     {type:'cache', entries, bytes, urls, cleared, stored}  after clear-cache / cache-info / a
 //                                                    converted model's write (stored: it is cached)
 //     {type:'error', kind, message}                  kind: an ErrorKind value
@@ -268,8 +285,10 @@
 //   SaeLogitWeights {promoted, promotedValues, suppressed, suppressedValues}
 //                                                    the tokens a feature's decoder direction promotes
 //                                                    and suppresses most (W_dec[F] @ W_U)
-//   JobProgress {encoding, done, total, finished}    a graph's: encoding, blocks whose features are
-//                                                    read, else rows of its adjacency done
+//   JobProgress {encoding, phase, done, total, finished}  a graph's: encoding, blocks whose features
+//                                                    are read, else rows of its adjacency done;
+//                                                    phase: the job's (dashboards': 'windows',
+//                                                    'features')
 //   GraphCheck {predicted, exact}                    the top logit's change: the graph's, a re-run's
 //   GraphFeatureCard {activations, promoted, promotedWeights, suppressed, suppressedWeights}
 //                                                    activations: Float32Array [ids]
@@ -310,6 +329,7 @@ export const Msg = Object.freeze({
   graphCheck: 'graph-check',      // also the worker's reply
   graphCard: 'graph-card',        // also the worker's reply
   graphQk: 'graph-qk',            // also the worker's reply
+  dashboard: 'dashboard',         // also the worker's reply
   clearCache: 'clear-cache',
   cacheInfo: 'cache-info',
   // worker -> page
@@ -334,6 +354,7 @@ export const Msg = Object.freeze({
   transcoders: 'transcoders',
   graphProgress: 'graph-progress',
   graph: 'graph',
+  dashboardProgress: 'dashboard-progress',
   cache: 'cache',
   error: 'error',
 });
@@ -366,6 +387,7 @@ export const ErrorKind = Object.freeze({
   atpExact: 'atp-exact',
   sae: 'sae',
   graph: 'graph',
+  dashboard: 'dashboard',
 });
 
 // Between the engine's worker and the download worker of a streamed conversion (worker-fetch.js,

@@ -22,6 +22,7 @@ import {startEngineModule} from './relaxed-simd.js';
 import {createHfConverter} from './worker-convert.js';
 import {createJobs} from './worker-jobs.js';
 import {createGraph} from './worker-graph.js';
+import {createDashboards} from './worker-dashboard.js';
 import {createLoader} from './worker-load.js';
 import {createSae} from './worker-sae.js';
 import {createUnder} from './worker-under.js';
@@ -53,6 +54,7 @@ const saeLoader = createLoader({post: (m) => post(m.type === Msg.progress ? {...
 const sae = createSae({post, yieldToEvents, loader: saeLoader, module: () => Module, under});
 const graphLoader = createLoader({post: (m) => post(m.type === Msg.progress ? {...m, type: Msg.transcodersProgress} : m)});
 const graph = createGraph({post, yieldToEvents, loader: graphLoader, module: () => Module, under});
+const dashboards = createDashboards({post, yieldToEvents});
 
 // ---- Start ----------------------------------------------------------------------------------
 
@@ -160,6 +162,7 @@ function makeRoom(total) {
     jobs.attach(engine, null);
     sae.attach(engine, null);
     graph.attach(engine, null);
+    dashboards.attach(engine, null);
   }
 }
 
@@ -187,6 +190,7 @@ async function handleLoad(msg) {
     jobs.attach(engine, info);
     sae.attach(engine, info);
     graph.attach(engine, info);
+    dashboards.attach(engine, info, loaded.name);
     jobs.warmUp();
     // The module's memory never shrinks, so its size here is the most the load (a conversion
     // included) has used.
@@ -229,7 +233,7 @@ async function handleClearCache() {
 // Handled the moment they arrive, even while a job runs.
 const immediate = {
   [Msg.stop]: () => jobs.stop(),
-  [Msg.cancelJob]: () => { jobs.cancel(); graph.cancel(); },
+  [Msg.cancelJob]: () => { jobs.cancel(); graph.cancel(); dashboards.cancel(); },
   [Msg.cacheInfo]: () => loader.cacheSummary().then((s) => post({type: Msg.cache, ...s})),
 };
 
@@ -264,6 +268,7 @@ const queued = {
   [Msg.graphCheck]: graph.check,
   [Msg.graphCard]: graph.card,
   [Msg.graphQk]: graph.qk,
+  [Msg.dashboard]: dashboards.compute,
 };
 
 // Messages that only read the captured run: the logit lens window they interrupt stays valid.
@@ -278,6 +283,7 @@ self.onmessage = (event) => {
   // A cancel sent after a job's message (even before the job starts) cancels it.
   if ([Msg.headSweep, Msg.patching, Msg.pathPatch, Msg.pathPatchPaths].includes(msg.type)) jobs.clearCancel();
   if ([Msg.graphCompute, Msg.transcodersLoad].includes(msg.type)) graph.clearCancel();
+  if (msg.type === Msg.dashboard) dashboards.clearCancel();
   const handler = Object.hasOwn(queued, msg.type) ? queued[msg.type] : null;
   ++queuedCount;
   queue = queue.then(async () => {

@@ -1,0 +1,67 @@
+// Feature dashboards as the page's job (lab.h): DashboardJob (dashboard.h) run on the
+// conversation's session and giving the conversation back at its end (its Scope), over the Lab's
+// dictionary, its features written as they finish into the file's text (dashboard_json.h), the
+// same text `gpt2 dashboard --json` writes, which the worker hands to the page as it is.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lab/conversation.h"
+#include "lab/dashboard.h"
+#include "lab/dashboard_json.h"
+#include "lab/job.h"
+
+namespace gpt2 {
+
+// What the page asks for: the corpus's name (its extension picks the format, corpus.h), the
+// blocks and features (dashboard.h SelectDashboardBlocks), the options, and what the file's
+// metadata names the model and the dictionary.
+struct DashboardRequest {
+  std::string corpus, model, dictionary;
+  std::vector<int> blocks;
+  std::vector<std::pair<int, int>> features;  // (layer, feature)
+  DashboardOptions options;
+};
+
+// The blocks of `have` (a dictionary's blocks by layer) a request reads: `blocks` (empty: all of
+// them), and of those only `features` when any are named. gpt2::Error naming a block the
+// dictionary lacks or a feature outside its block or the blocks asked for.
+std::vector<DashboardBlock> SelectDashboardBlocks(const std::map<int, const Sae*>& have,
+                                                  std::vector<int> blocks,
+                                                  const std::vector<std::pair<int, int>>& features);
+
+class DashboardFileJob : public Job {
+ public:
+  // gpt2::Error as DashboardJob's constructor, or for a corpus name that is not .txt or .jsonl.
+  DashboardFileJob(Conversation& c, const Tokenizer& tokenizer, std::vector<DashboardBlock> blocks,
+                   const DashboardRequest& request);
+  // The corpus's bytes as they arrive, then EndInput (dashboard.h).
+  void Feed(const char* data, size_t size) { job_->Feed(data, size); }
+  void EndInput() { job_->EndInput(); }
+  // Whether the windows read so far have all run: the worker feeds more then.
+  bool wants_input() const;
+  void Continue() override;
+  JobProgress progress() const override { return job_->progress(); }
+  // The file's text; gpt2::Error before the job is done.
+  std::string Text() const;
+  int64_t n_windows() const { return job_->n_windows(); }
+  int64_t n_tokens() const { return job_->n_tokens(); }
+  void End() override { scope_.End(); }
+  void Dismiss() override { scope_.Dismiss(); }
+
+ private:
+  Conversation::Scope scope_;
+  const Tokenizer& tokenizer_;
+  DashboardRequest request_;
+  std::unique_ptr<DashboardJob> job_;
+  std::ostringstream text_;
+  std::unique_ptr<DashboardJsonWriter> writer_;  // once the windows have run
+};
+
+}  // namespace gpt2

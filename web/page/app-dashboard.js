@@ -1,0 +1,210 @@
+// The page's feature-dashboard panel: dashboards computed by the engine's worker
+// (worker-dashboard.js: `gpt2 dashboard` over the small model's held-out text, a local file or a
+// URL, with progress and cancel) or opened from a file (ours, or Neuronpedia's export of a block),
+// a feature picked among them, the export of what is held. Other panels ask for a feature's
+// dashboard through showFeature(): the graph's pinned node and the SAE panel's features. Every
+// dashboard text, whatever its source, enters through openText(). State lives in the store
+// (kDashboardState); shared/dashboard.js reads files, view-dashboard.js draws.
+import {DashboardFileError, dashboardText, openDashboardBytes, parseDashboardText} from '../shared/dashboard.js';
+import {Msg} from '../shared/protocol.js';
+import {renderIfChanged} from './store.js';
+import * as dashboardView from '../views/view-dashboard.js';
+
+// The store's dashboard fields, merged into app.js's initial state.
+export const kDashboardState = {
+  dashboards: null,        // {metadata, features, source (in words), dictionary: 'transcoders' | 'sae' | ''}
+  dashboardPick: -1,       // index into dashboards.features
+  dashboardDictionary: 'transcoders',  // or 'sae:<id>'
+  dashboardScope: 'block', // 'graph' | 'block' | 'all' | 'feature'
+  dashboardBlock: '0',
+  dashboardFeature: null,  // {layer, index}: the feature a panel asked for ('feature' scope)
+  dashboardCorpus: 'held-out',  // 'held-out' | 'file' | 'url'
+  dashboardCorpusUrl: '',
+  dashboardCorpusFile: null,
+  dashboardContext: '128',
+  dashboardMaxTokens: '',
+  dashboardComputing: null,  // the worker's 'dashboard-progress' while it computes ({} before the first)
+  dashboardStatus: 'No dashboards yet.',
+  dashboardError: '',
+};
+
+// store, worker, $, on: app.js's; download(name, blob): app-export.js's; canRun(s): whether the
+// engine is free; graphFeatures(): the computed graph's features [[layer, feature], ...] (or []).
+export function createDashboardPanel({store, worker, $, on, download, canRun, graphFeatures}) {
+  const state = store.state;
+
+  // The one way dashboards reach the page. A text that is not one leaves what was held.
+  function openText(text, source, dictionary = '') {
+    let parsed;
+    try {
+      parsed = typeof text === 'string' ? parseDashboardText(text) : text;
+    } catch (e) {
+      store.set({dashboardError: e instanceof DashboardFileError ? `${source}: ${e.message}` : String(e)});
+      return;
+    }
+    const dict = parsed.metadata?.dictionary || dictionary;
+    const asked = state.dashboardFeature;
+    let pick = parsed.features.length ? 0 : -1;
+    if (asked) {
+      const at = parsed.features.findIndex((f) => f.layer === asked.layer && f.index === asked.index);
+      if (at >= 0) pick = at;
+    }
+    store.set({dashboards: {...parsed, source, dictionary: dict}, dashboardPick: pick, dashboardError: '',
+               dashboardStatus: `${parsed.features.length} feature${parsed.features.length === 1 ? '' : 's'} from ${source}` +
+                   (parsed.metadata ? ` (${parsed.metadata.n_tokens} tokens in ${parsed.metadata.n_windows} windows of ` +
+                                      `${parsed.metadata.context})` : '') + '.'});
+  }
+
+  function dictionaryOf(s) {
+    if (s.dashboardDictionary.startsWith('sae:')) return {dictionary: 'sae', saeId: Number(s.dashboardDictionary.slice(4))};
+    return {dictionary: 'transcoders', saeId: -1};
+  }
+
+  function compute() {
+    const {dictionary, saeId} = dictionaryOf(state);
+    let blocks = [];
+    let features = [];
+    if (state.dashboardScope === 'block') {
+      const b = Number(state.dashboardBlock);
+      if (!Number.isInteger(b) || b < 0) { store.set({dashboardError: 'The block must be a whole number.'}); return; }
+      blocks = [b];
+    } else if (state.dashboardScope === 'graph') {
+      features = graphFeatures();
+      if (!features.length) { store.set({dashboardError: 'Compute or open a graph first: its features are asked for.'}); return; }
+    } else if (state.dashboardScope === 'feature') {
+      if (!state.dashboardFeature) { store.set({dashboardError: 'Ask for a feature from the graph or the SAE panel first.'}); return; }
+      features = [[state.dashboardFeature.layer, state.dashboardFeature.index]];
+    }
+    if (dictionary === 'sae') blocks = [];  // an SAE has one block: its features are its own
+    const context = Number(state.dashboardContext);
+    if (!Number.isInteger(context) || context < 1) { store.set({dashboardError: 'The context must be a whole number of tokens.'}); return; }
+    const options = {context};
+    if (String(state.dashboardMaxTokens).trim()) {
+      const m = Number(state.dashboardMaxTokens);
+      if (!Number.isInteger(m) || m < 1) { store.set({dashboardError: 'Tokens at most: a whole number, or empty for all.'}); return; }
+      options.maxTokens = m;
+    }
+    const corpus = state.dashboardCorpus === 'file' ? {kind: 'file', file: state.dashboardCorpusFile} :
+        state.dashboardCorpus === 'url' ? {kind: 'url', url: state.dashboardCorpusUrl} : {kind: 'held-out'};
+    if (corpus.kind === 'file' && !corpus.file) { store.set({dashboardError: 'Choose a .txt or .jsonl file first.'}); return; }
+    const sae = state.saes?.find((x) => x.id === saeId);
+    store.set({dashboardComputing: {}, dashboardError: '', dashboardStatus: 'Starting…'});
+    worker.postMessage({type: Msg.dashboard, dictionary, saeId, dictionaryName: sae ? `${sae.hook} ${sae.dSae}` : 'transcoders',
+                        blocks, features, corpus, options, request: {dictionary, scope: state.dashboardScope}});
+  }
+
+  // A panel asks for one feature's dashboard: shown at once when held, else the 'feature' scope
+  // is chosen for it (Compute makes it).
+  function showFeature({dictionary, saeId = -1, layer, index}) {
+    const held = state.dashboards;
+    const at = held && (!held.dictionary || held.dictionary === dictionary) ?
+        held.features.findIndex((f) => f.layer === layer && f.index === index) : -1;
+    const dict = dictionary === 'sae' ? `sae:${saeId}` : 'transcoders';
+    if (at >= 0) {
+      store.set({dashboardPick: at, dashboardFeature: {layer, index}});
+    } else {
+      store.set({dashboardFeature: {layer, index}, dashboardScope: 'feature', dashboardDictionary: dict,
+                 dashboardStatus: `Block ${layer}, feature #${index}: press Compute for its dashboard.`});
+    }
+    $('dashboard-panel').scrollIntoView({block: 'nearest'});
+  }
+
+  // ---- Controls ---------------------------------------------------------------------------------
+
+  const kept = (id, key, event = 'input') => $(id).addEventListener(event, (e) => store.set({[key]: e.target.value}));
+  kept('dashboard-dictionary', 'dashboardDictionary', 'change');
+  kept('dashboard-scope', 'dashboardScope', 'change');
+  kept('dashboard-block', 'dashboardBlock');
+  kept('dashboard-corpus', 'dashboardCorpus', 'change');
+  kept('dashboard-corpus-url', 'dashboardCorpusUrl');
+  kept('dashboard-context', 'dashboardContext');
+  kept('dashboard-max-tokens', 'dashboardMaxTokens');
+  on($('dashboard-corpus-file'), 'change', (e) => {
+    const file = e.target.files?.[0] || null;
+    store.set({dashboardCorpusFile: file, dashboardCorpus: file ? 'file' : state.dashboardCorpus});
+  });
+  on($('dashboard-compute'), 'click', compute);
+  on($('dashboard-cancel'), 'click', () => worker.postMessage({type: Msg.cancelJob}));
+  on($('dashboard-file'), 'change', async (e) => {
+    const file = e.target.files?.[0];
+    e.target.value = '';
+    if (!file) return;
+    try {
+      openText(await openDashboardBytes(await file.arrayBuffer()), file.name);
+    } catch (err) {
+      store.set({dashboardError: `${file.name}: ${err.message}`});
+    }
+    store.flush();
+  });
+  on($('dashboard-pick'), 'change', (e) => store.set({dashboardPick: Number(e.target.value)}));
+  on($('dashboard-export'), 'click', () => {
+    const d = state.dashboards;
+    if (!d) return;
+    download('dashboards.json', new Blob([dashboardText(d)], {type: 'application/json'}));
+  });
+
+  // ---- Worker replies ---------------------------------------------------------------------------
+
+  function onMessage(msg) {
+    if (msg.type === Msg.dashboardProgress) {
+      const what = msg.phase === 'windows' ?
+          `Reading windows: ${msg.done} of ${msg.total} read so far` +
+              (msg.size ? ` (${Math.round((100 * msg.bytes) / msg.size)}% of the text)` : '') :
+          `Finishing features: ${msg.done} of ${msg.total}`;
+      store.set({dashboardComputing: msg, dashboardStatus: `${what}…`});
+      return true;
+    }
+    if (msg.type === Msg.dashboard) {
+      store.set({dashboardComputing: null});
+      if (msg.cancelled) {
+        store.set({dashboardStatus: 'Cancelled; the dashboards held before are kept.'});
+        return true;
+      }
+      openText(msg.text, `${msg.cached ? 'the browser cache' : 'the engine'}, in ${(msg.ms / 1000).toFixed(1)} s`,
+               msg.request?.dictionary);
+      return true;
+    }
+    return false;
+  }
+
+  function onError(message) {
+    store.set({dashboardComputing: null, dashboardError: message, dashboardStatus: 'Not computed.'});
+  }
+
+  // ---- Drawing ----------------------------------------------------------------------------------
+
+  function render(s) {
+    const busy = !canRun(s) || !!s.dashboardComputing;
+    $('dashboard-compute').disabled = busy || !s.info;
+    $('dashboard-cancel').disabled = !s.dashboardComputing;
+    const dict = $('dashboard-dictionary');
+    const options = [['transcoders', `the graph's transcoders (${s.graphTranscoders?.blocks?.length ?? 0} blocks)`],
+                     ...(s.saes || []).map((x) => [`sae:${x.id}`, `SAE ${x.id}: ${x.hook}`])];
+    const optionsKey = JSON.stringify(options);
+    if (dict.dataset.options !== optionsKey) {
+      dict.replaceChildren(...options.map(([value, text]) => new Option(text, value)));
+      dict.dataset.options = optionsKey;
+    }
+    dict.value = s.dashboardDictionary;
+    $('dashboard-scope').value = s.dashboardScope;
+    $('dashboard-corpus').value = s.dashboardCorpus;
+    $('dashboard-status').textContent = s.dashboardStatus;
+    $('dashboard-error').textContent = s.dashboardError;
+    const p = s.dashboardComputing;
+    $('dashboard-progress').value = p && p.total ? (100 * p.done) / p.total : 0;
+    $('dashboard-export').disabled = !s.dashboards;
+    const pick = $('dashboard-pick');
+    const features = s.dashboards?.features || [];
+    if (pick.dataset.held !== String(features.length) + (s.dashboards?.source || '')) {
+      pick.replaceChildren(...features.map((f, i) =>
+        new Option(`block ${f.layer}, #${f.index}${f.label ? `: ${f.label}` : ''} (max ${f.maxActApprox.toPrecision(3)})`, String(i))));
+      pick.dataset.held = String(features.length) + (s.dashboards?.source || '');
+    }
+    pick.value = String(s.dashboardPick);
+    pick.disabled = !features.length;
+    renderIfChanged(dashboardView.render, $('dashboard-view'),
+                    {feature: features[s.dashboardPick] || null, label: '', source: s.dashboards?.source || ''});
+  }
+
+  return {render, onMessage, onError, showFeature, openText};
+}
