@@ -258,7 +258,10 @@ void DashboardJob::RunWindow(int64_t w) {
     const int W = b.width;
     // Every row, the BOS's too, as the graph encodes them (so the activations are its own);
     // the BOS's row is then left out.
-    const float* x = acts_.Of(b.hook, b.layer).data();
+    const std::vector<float>& rows = acts_.Of(b.hook, b.layer);
+    if (rows.size() != size_t(T) * session_.model().config().n_embd)
+      throw Error("the run did not report " + b.sae->config().hook_name);
+    const float* x = rows.data();
     dense_.resize(size_t(T) * W);
     if (b.all) {
       b.sae->Encode(x, T, dense_.data(), nullptr, scratch_);

@@ -125,6 +125,8 @@ class DashboardJob : public Job {
   // The corpus's bytes in order (gpt2::Error for a malformed line); then EndInput().
   void Feed(const char* data, size_t size);
   void EndInput();
+  // The corpus's first max_tokens are in: the rest of it need not be read.
+  bool input_full() const { return windows_.full(); }
   void Continue() override;
   JobProgress progress() const override;
   // The dashboards finished since the last call, by block, then feature.

@@ -174,7 +174,7 @@ int DashboardCommand(const Args& args, QuantActivations activations, int n_threa
     std::ifstream in(corpus_path, std::ios::binary);
     if (!in) throw UsageError("--corpus: cannot open '" + corpus_path + "'");
     std::vector<char> chunk(size_t{1} << 20);
-    while (in) {
+    while (in && !job->input_full()) {
       in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
       job->Feed(chunk.data(), static_cast<size_t>(in.gcount()));
     }
