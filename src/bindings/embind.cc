@@ -610,6 +610,7 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .LAB_METHOD("feedDashboard", (, val bytes), l.FeedDashboard(BytesFromJs(bytes)))
       .LAB_METHOD("endDashboardInput", (), l.EndDashboardInput())
       .LAB_METHOD("dashboardWantsInput", (), l.DashboardWantsInput())
+      .LAB_METHOD("dashboardInputFull", (), l.DashboardInputFull())
       .LAB_METHOD("jobProgress", (), l.job_progress())
       .LAB_METHOD("dashboardText", (), l.DashboardText());
 #undef LAB_METHOD

@@ -46,6 +46,8 @@ class DashboardFileJob : public Job {
   void EndInput() { job_->EndInput(); }
   // Whether the windows read so far have all run: the worker feeds more then.
   bool wants_input() const;
+  // Whether the corpus's first max_tokens tokens are in: the rest need not be read.
+  bool input_full() const { return job_->input_full(); }
   void Continue() override;
   JobProgress progress() const override { return job_->progress(); }
   // The file's text; gpt2::Error before the job is done.

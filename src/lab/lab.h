@@ -242,6 +242,7 @@ class Lab {
   void FeedDashboard(const std::vector<uint8_t>& bytes);
   void EndDashboardInput() { dashboard_job().EndInput(); }
   bool DashboardWantsInput() { return dashboard_job().wants_input(); }
+  bool DashboardInputFull() { return dashboard_job().input_full(); }
   std::string DashboardText() { return dashboard_job().Text(); }
 
   GraphFeatureCard FeatureCard(int layer, int feature, int k) {

@@ -13,6 +13,7 @@ import {after, before, describe, test} from 'node:test';
 import {artifact, kRoot, serveSite} from './browser.mjs';
 import {kBrowsers, launch} from './drivers.mjs';
 import {closeTo, inspectProbs, kNative, kWork, klDivergence, nativeGenerate, nativeInspect} from './fixtures.mjs';
+import {parseDashboardText} from '../../web/shared/dashboard.js';
 
 const kSite = path.join(kRoot, 'build/site');
 const kTiny = path.join(kRoot, 'weights/gpt2-tiny-q8_0.gguf');
@@ -116,8 +117,14 @@ function references() {
   execFileSync(kGpt2, ['graph', '--model', kModel, '--transcoders', tc, '--prompt', kPrompt, '--threads', '1',
                        '--node-threshold', '0.99', '--edge-threshold', '0.98', '--max-feature-nodes', '1000',
                        '--json', graphJson], {stdio: 'pipe'});
+  // Block 0's dashboards over a small corpus served beside the model, windows of 16 tokens.
+  fs.copyFileSync(path.join(kRoot, 'tests/data/dashboard/corpus.txt'), path.join(kDir, 'corpus.txt'));
+  const dashboardJson = path.join(kDir, 'dashboard.json');
+  execFileSync(kGpt2, ['dashboard', '--model', kModel, '--transcoders', tc, '--corpus', path.join(kDir, 'corpus.txt'),
+                       '--blocks', '0', '--context', '16', '--threads', '1', '--json', dashboardJson], {stdio: 'pipe'});
   return {plain, T, sae, features, ids: nativeGenerate(kModel, kPrompt, kSampling, 1),
-          graph: JSON.parse(fs.readFileSync(graphJson, 'utf8'))};
+          graph: JSON.parse(fs.readFileSync(graphJson, 'utf8')),
+          dashboard: parseDashboardText(fs.readFileSync(dashboardJson, 'utf8'))};
 }
 
 const ref = skip ? null : references();
@@ -321,6 +328,56 @@ for (const kind of kBrowsers) {
       });
       assert.deepEqual(got.links.map((l) => `${l.source}>${l.target}`), want.links.map((l) => `${l.source}>${l.target}`));
       want.links.forEach((l, k) => closeTo(got.links[k].weight, l.weight, 2e-3, `link ${k}`));
+    });
+
+    test('feature dashboards: block 0 of the transcoders over a corpus URL equal gpt2 dashboard --json; a Neuronpedia ' +
+         'export opens in the same view', async () => {
+      const want = ref.dashboard;
+      await page.select('dashboard-dictionary', 'transcoders');
+      await page.select('dashboard-scope', 'block');
+      await page.fill('dashboard-block', 0);
+      await page.select('dashboard-corpus', 'url');
+      await page.fill('dashboard-corpus-url', 'models/corpus.txt');
+      await page.fill('dashboard-context', 16);
+      await page.click('[data-testid=dashboard-compute]');
+      await until(() => window.gpt2Page.state.dashboards?.source.startsWith('the engine') || window.gpt2Page.state.dashboardError);
+      assert.equal(await page.evaluate(() => window.gpt2Page.state.dashboardError), '');
+      const got = await page.evaluate(() => JSON.parse(JSON.stringify(window.gpt2Page.state.dashboards)));
+      assert.deepEqual(got.metadata, want.metadata);
+      assert.deepEqual(got.features.map((f) => [f.layer, f.index]), want.features.map((f) => [f.layer, f.index]));
+      want.features.forEach((f, i) => {
+        const g = got.features[i];
+        const at = `feature ${f.layer}_${f.index}`;
+        closeTo(g.maxActApprox, f.maxActApprox, 2e-3, `${at} max`);
+        closeTo(g.frac_nonzero, f.frac_nonzero, 1e-9, `${at} frac_nonzero`);
+        assert.deepEqual(g.pos_str, f.pos_str, `${at} promoted tokens`);
+        assert.deepEqual(g.activations.map((w) => [w.dataIndex, w.tokens.join('')]),
+                         f.activations.map((w) => [w.dataIndex, w.tokens.join('')]), `${at}: the same windows`);
+        f.activations.forEach((w, j) => w.values.forEach((v, t) =>
+          closeTo(g.activations[j].values[t], v, 2e-3, `${at} window ${j} token ${t}`)));
+      });
+      // The picked feature is drawn: its top windows, each token shaded with its value.
+      const top = want.features.find((f) => f.activations.length);
+      await page.select('dashboard-pick', String(want.features.indexOf(top)));
+      await until((n) => document.querySelectorAll('[data-testid=dashboard-top] [data-testid=dashboard-window]').length === n,
+                  top.activations.filter((w) => w.binMin === -1).length);
+      // Neuronpedia's export of a feature (its keys, its source id for the layer, a label) opens too.
+      const neuronpedia = {modelId: 'gpt2-small', layer: '0-res-jb', index: '7', maxActApprox: 2.5, frac_nonzero: 0.01,
+                           pos_str: [' the'], pos_values: [0.5], neg_str: [' a'], neg_values: [-0.4],
+                           freq_hist_data_bar_heights: [3, 1], freq_hist_data_bar_values: [0.6, 1.9],
+                           explanations: [{description: 'the word "the"'}],
+                           activations: [{tokens: [' the', ' cat'], values: [2.5, 0], maxValue: 2.5, maxValueTokenIndex: 0,
+                                          binMin: -1, binMax: -1, binContains: 9, dataIndex: 12}]};
+      await page.evaluate((text) => {
+        const input = document.querySelector('[data-testid=dashboard-file]');
+        const t = new DataTransfer();
+        t.items.add(new File([text], 'neuronpedia-0-res-jb.jsonl'));
+        input.files = t.files;
+        input.dispatchEvent(new Event('change', {bubbles: true}));
+      }, JSON.stringify(neuronpedia));
+      await until(() => document.querySelector('[data-testid=dashboard]')?.dataset.index === '7');
+      assert.match(await page.text('[data-testid=dashboard] h4'), /Block 0, feature #7: the word "the"/);
+      assert.equal(await page.count('[data-testid=dashboard-top] [data-testid=dashboard-window]'), 1);
     });
 
     // After saliency and the SAE: until every request carries the store's interventions (issue

@@ -68,7 +68,7 @@ describe('Embind attribution graphs under Node', {skip: !fs.existsSync(kNodeModu
   // Every step moves forward: the blocks' features, then the rows.
   function computeGraph(options = {}) {
     let p = engine.startGraph(engine.tokenize(kPrompt), options), calls = 0;
-    assert.deepEqual({...p}, {encoding: true, done: 0, total: 2, finished: false});
+    assert.deepEqual({...p}, {encoding: true, phase: 'encoding', done: 0, total: 2, finished: false});
     while (!p.finished) {
       const next = engine.continueGraph();
       const forward = next.encoding ? next.done === p.done + 1 : p.encoding || (next.done > p.done && next.done <= next.total);

@@ -190,6 +190,7 @@ export function createDashboardPanel({store, worker, $, on, download, canRun, gr
     $('dashboard-corpus').value = s.dashboardCorpus;
     $('dashboard-status').textContent = s.dashboardStatus;
     $('dashboard-error').textContent = s.dashboardError;
+    $('dashboard-error').hidden = !s.dashboardError;
     const p = s.dashboardComputing;
     $('dashboard-progress').value = p && p.total ? (100 * p.done) / p.total : 0;
     $('dashboard-export').disabled = !s.dashboards;

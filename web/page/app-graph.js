@@ -240,6 +240,7 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
                    graphTranscodersProgress: {value: msg.blocks.length ? 100 : 0},
                    // The engine dropped its graph with the old set: a graph shown stays, without cards or checks.
                    ...(state.graphComputed ? {graphComputed: false, graphCard: null, graphQk: null} : {})});
+        afterLinkTranscoders(msg);
         return true;
       case Msg.graphProgress:
         store.set({graphComputing: {encoding: msg.encoding, done: msg.done, total: msg.total}});
@@ -348,8 +349,28 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
         (scores.length ? `; ${scores.join(', ')}` : '') + '.';
   }
 
+  // A link's transcoders and graph (app.js calls this once a model is ready): `transcoders=URL`
+  // (a .gguf from gpt2-convert --transcoders) loads them, and `graph=PROMPT` then computes that
+  // prompt's graph, so the offline demo opens with the small model's graph computed.
+  let linkGraph = null;
+  function restoreLink(params) {
+    const url = params.get('transcoders');
+    if (!url) return;
+    linkGraph = params.get('graph');
+    if (linkGraph !== null) store.set({graphPrompt: linkGraph});
+    params.delete('transcoders');  // once: a later model loads none
+    loadTranscoders({kind: 'gguf', url});
+  }
+  function afterLinkTranscoders(msg) {
+    if (linkGraph === null) return;
+    const p = linkGraph;
+    linkGraph = null;
+    if (msg.blocks.length && p.trim()) compute();
+  }
+
   return {
     openGraphText,
+    restoreLink,
     onMessage,
     onError,
     render(s) {

@@ -59,7 +59,8 @@ function withEdits(iv, edits) {
 // runAgain(): the experiments panel's "Run again"; where(p): a position in words;
 // showUnder(id, result): writes what a result was computed under; addShareNote(problems): what a
 // link held that the page ignored.
-export function createSaePanel({store, worker, $, on, compute, hfBase, canRun, runAgain, where, showUnder, addShareNote}) {
+export function createSaePanel({store, worker, $, on, compute, hfBase, canRun, runAgain, where, showUnder, addShareNote,
+                                showDashboard}) {
   const state = store.state;
 
   function load(source) {
@@ -161,6 +162,12 @@ export function createSaePanel({store, worker, $, on, compute, hfBase, canRun, r
     if (file) loadLabels(async () => labelsText(await file.arrayBuffer()), file.name);
   });
   on($('sae-features'), 'click', (e) => {
+    const d = e.target.closest('button[data-dashboard]');
+    if (d) {
+      const sae = state.saes.find((x) => x.id === state.saeActive);
+      if (sae) showDashboard?.({dictionary: 'sae', saeId: sae.id, layer: sae.layer, index: Number(d.dataset.dashboard)});
+      return;
+    }
     const b = e.target.closest('button[data-feature]');
     if (b) selectFeature(Number(b.dataset.feature));
   });

@@ -357,6 +357,7 @@ function modelReady(info) {
   store.set({layer: Math.min(state.layer, info.n_layer - 1), head: Math.min(state.head, info.n_head - 1),
              interventions: kNoInterventions, experiment: null});
   sharePanel.restoreShared(info);
+  graphPanel.restoreLink(params);
 }
 
 const inspectPanel = createInspectPanel({store, $, on, compute, label, targetOf, showUnder,
@@ -366,7 +367,8 @@ const {pick, chooseLayerHead} = inspectPanel;
 const loadPanel = createLoadPanel({store, worker, $, on, params, canLoad, engineMode, modelReady});
 const saePanel = createSaePanel({store, worker, $, on, compute, hfBase: loadPanel.hfBase, canRun: (s) => !busy(s),
                                  runAgain: () => experimentsPanel.runAgain(), where: label, showUnder,
-                                 addShareNote: (problems) => sharePanel.addShareNote(problems)});
+                                 addShareNote: (problems) => sharePanel.addShareNote(problems),
+                                 showDashboard: (f) => dashboardPanel.showFeature(f)});
 const experimentsPanel = createExperimentsPanel({store, worker, $, on, compute, busy, samplingOrError, label, tokenWords,
                                                  targetOf, pick, chooseLayerHead, showUnder, saeWords: saePanel.words});
 const circuitsPanel = createCircuitsPanel({store, worker, $, on, busy, pick, chooseLayerHead, showUnder});

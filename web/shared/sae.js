@@ -115,6 +115,7 @@ export function parseLabels(text) {
 export function saeSourceText(source) {
   if (source.kind === 'hf') return `hf:${source.layer}`;
   if (source.kind === 'url') return source.folder;
+  if (source.kind === 'gguf') return source.url;
   return '';
 }
 
@@ -125,8 +126,11 @@ export function parseSaeSource(text) {
     if (layer >= kHfSaeBlocks) throw new Error(`GPT-2 small has SAEs for blocks 0..${kHfSaeBlocks - 1}`);
     return {kind: 'hf', layer};
   }
-  if (/^(https?:|\.|\/|[\w-])/.test(text) && !/\s/.test(text)) return {kind: 'url', folder: text};
-  throw new Error('expected hf:BLOCK or the URL of a folder with cfg.json and sae_weights.safetensors');
+  if (/^(https?:|\.|\/|[\w-])/.test(text) && !/\s/.test(text)) {
+    // A .gguf (gpt2-convert --sae) as it is; anything else a folder of SAELens's files.
+    return /\.gguf([?#].*)?$/i.test(text) ? {kind: 'gguf', url: text} : {kind: 'url', folder: text};
+  }
+  throw new Error('expected hf:BLOCK, the URL of an SAE .gguf, or of a folder with cfg.json and sae_weights.safetensors');
 }
 
 // Steering and clamping as link text: 'S.F:X,S.F:X' with S the SAE's place among the link's

@@ -5,6 +5,7 @@
 // whole text as a strip of tokens (the 'sae-strip' reply).
 //   data-testid="sae-explained"     data-explained: 1 - |x - x_hat|^2 / |x|^2
 //   data-testid="sae-feature-F"     the button of feature F (data-feature, data-activation)
+//   data-testid="sae-dashboard-F"   opens feature F's dashboard (data-dashboard)
 //   data-testid="sae-strip-chips"   the strip, one chip per position (data-position, data-value)
 import {el, fmt, showPiece, textOn, viridisCss} from './viz.js';
 
@@ -57,7 +58,12 @@ export function render(box, d) {
     const logit = el('p', 'feature-logits');
     logit.append(el('span', 'up', `promotes ${tokens(w.promoted, w.promotedValues, result.pieces)}`),
                  el('span', 'down', `suppresses ${tokens(w.suppressed, w.suppressedValues, result.pieces)}`));
-    li.append(button, bar, num, logit);
+    const dash = el('button', 'secondary feature-dashboard', 'dashboard');
+    dash.type = 'button';
+    dash.setAttribute('data-testid', `sae-dashboard-${f}`);
+    dash.dataset.dashboard = f;
+    dash.title = `Feature ${f}'s dashboard: the text where it fires most (the dashboards panel)`;
+    li.append(button, bar, num, dash, logit);
     list.append(li);
   });
   const parts = [summary, list];

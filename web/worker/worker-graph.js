@@ -14,7 +14,7 @@ import {ErrorKind, Msg, Phase, errorMessage} from '../shared/protocol.js';
 import {cfgShape, saeCacheKey, saeRefusal} from '../shared/sae.js';
 import {reply, tokenPieces} from './reply.js';
 import {hfTranscoderFolder, transcoderBytes, transcoderUrls} from './transcoders.js';
-import {kPageBase} from './worker-load.js';
+import {ggufFromUrl, kPageBase} from './worker-load.js';
 
 const kPlain = canonical({});  // what the replies say they ran under, as the jobs' do
 // The page sends the graph JSON pruned this loosely, so its node slider can show more than
@@ -174,6 +174,7 @@ export function createGraph({post, yieldToEvents, loader, module, under}) {
       if (source.kind === 'hf') from = await fromFolder(hfTranscoderFolder(source.hf), true, notes) === 'network' ? 'hf' : 'cache';
       else if (source.kind === 'url') from = await fromFolder(source.folder, false, notes);
       else if (source.kind === 'files') { await fromFiles(Array.from(source.files || [])); from = 'file'; }
+      else if (source.kind === 'gguf') { add(await ggufFromUrl(source.url, checkRoom, progress)); from = 'network'; }
       else throw new Error('Unknown transcoder source.');
       graphIds = null;  // the engine dropped its graph: it read the old set
       listed(notes.join(' '), from);

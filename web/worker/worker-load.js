@@ -10,6 +10,40 @@ const kCacheName = 'gpt2-models-v1';
 // relative to: the site's root, where index.html sits, one folder up from the worker's own.
 export const kPageBase = new URL('../', import.meta.url).href;
 
+// A dictionary's .gguf (an SAE or transcoders, tens of MB) from a URL, relative to the page, whole:
+// checkRoom(bytes) may refuse it once its size is known; progress({phase, loaded, total}) as it
+// arrives. Errors say which URL and why.
+export async function ggufFromUrl(url, checkRoom, progress) {
+  const absolute = new URL(String(url), kPageBase).href;
+  let r;
+  try {
+    r = await fetch(absolute);
+  } catch (e) {
+    throw new Error(`${absolute} is unreachable (${e?.message || e}).`);
+  }
+  if (!r.ok) throw new Error(`${absolute} answered ${r.status}.`);
+  const total = Number(r.headers.get('content-length')) || 0;
+  if (total) checkRoom(total);
+  const parts = [];
+  let loaded = 0;
+  const reader = r.body.getReader();
+  for (;;) {
+    const {value, done} = await reader.read();
+    if (done) break;
+    parts.push(value);
+    loaded += value.length;
+    progress({phase: Phase.download, loaded, total, file: absolute});
+  }
+  if (!total) checkRoom(loaded);
+  const bytes = new Uint8Array(loaded);
+  let at = 0;
+  for (const p of parts) { bytes.set(p, at); at += p.length; }
+  if (loaded < 4 || String.fromCharCode(...bytes.subarray(0, 4)) !== 'GGUF') {
+    throw new Error(`${absolute} is not a GGUF file.`);
+  }
+  return bytes;
+}
+
 export function createLoader({post}) {
   function describeFetchError(url, e) {
     return `Could not download the model from ${url}: the address is unreachable ` +

@@ -10,7 +10,7 @@
 
 import {ErrorKind, Msg, Phase, errorMessage} from '../shared/protocol.js';
 import {cfgShape, hfSaeUrl, saeBytes, saeCacheKey, saeFolderUrls, saeRefusal, saeSourceText} from '../shared/sae.js';
-import {kPageBase} from './worker-load.js';
+import {ggufFromUrl, kPageBase} from './worker-load.js';
 import {reply, tokenPieces} from './reply.js';
 
 // post(msg, transfer): to the page; yieldToEvents(): lets queued messages arrive between
@@ -165,6 +165,10 @@ export function createSae({post, yieldToEvents, loader, module, under}) {
         const {cfg, weights} = saeFolderUrls(source.folder, kPageBase);
         r = await fromUrls(cfg, weights);
         r.name = source.folder;
+      } else if (source.kind === 'gguf') {
+        const bytes = await ggufFromUrl(source.url, checkRoom, (m) => post({type: Msg.saeProgress, ...m}));
+        post({type: Msg.saeProgress, phase: Phase.parse, loaded: bytes.length, total: bytes.length});
+        r = {sae: engine.loadSae(bytes), name: source.url, from: 'network'};
       } else if (source.kind === 'files') {
         r = await fromFiles(Array.from(source.files || []));
         r.from = 'file';
