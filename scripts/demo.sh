@@ -42,9 +42,21 @@ else
 fi
 build/native/gpt2 generate --model "$sample_model" --prompt "${PROMPT:-The meaning of life is}" --n 20 --temp 0.8 --seed 1
 echo
-# The bare address redirects to ?model=..., so the page opens with the model loaded.
-if [ "$port" = 0 ]; then echo "demo: the page below opens with ?model=weights/$model"
-else echo "demo: open http://127.0.0.1:$port/ (it opens with ?model=weights/$model)"; fi
+query="?model=weights/$model"
+# The small model comes with its dictionaries (weights/README.md): the page loads its transcoders
+# and computes a graph of a prompt that repeats a span (its induction heads read the repeat), and
+# loads its SAE into the features panel; the dashboards panel reads its held-out text. Nothing is
+# downloaded.
+tc=weights/gpt2-tiny-transcoders.gguf
+sae=weights/gpt2-tiny-sae-blocks.2.hook_resid_pre.gguf
+if [ "$model" = "$tiny" ] && [ -f "$tc" ] && [ -f "$sae" ]; then
+  graph_prompt=$(node -e 'process.stdout.write(encodeURIComponent(process.argv[1]))' \
+    " GNU Free Software Foundation Boston GNU Free Software Foundation")
+  query="$query&transcoders=$tc&sae=$sae&graph=$graph_prompt"
+fi
+# The bare address redirects to $query, so the page opens with the model loaded.
+if [ "$port" = 0 ]; then echo "demo: the page below opens with $query"
+else echo "demo: open http://127.0.0.1:$port/ (it opens with $query)"; fi
 # /weights: the downloaded models first, then the committed small one.
-exec node scripts/serve.mjs --dir build/site --port "$port" --isolate --root-query "?model=weights/$model" \
+exec node scripts/serve.mjs --dir build/site --port "$port" --isolate --root-query "$query" \
   --mount /weights="$weights_dir" --mount /weights=weights

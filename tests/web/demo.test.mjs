@@ -65,13 +65,17 @@ describe('scripts/demo.sh', {skip}, () => {
     return d;
   };
 
-  test('offline: serves the small trained model, and the page names it and says why', async () => {
+  test('offline: serves the small trained model, and the page names it and says why; its dictionaries load and ' +
+       'its graph computes with no request beyond the demo', async () => {
     const demo = await startDemo({GPT2_WEIGHTS_URL: 'http://127.0.0.1:9/openai-community/gpt2/resolve/main',
                                   GPT2_WEIGHTS_DIR: emptyWeights()});
     try {
       assert.match(demo.output(), /opening the small offline model/);
-      assert.equal(demo.query, '?model=weights/gpt2-tiny-q8_0.gguf');
+      assert.match(demo.query, new RegExp('^\\?model=weights/gpt2-tiny-q8_0\\.gguf&transcoders=weights/gpt2-tiny-transcoders\\.gguf' +
+                                          '&sae=weights/gpt2-tiny-sae-blocks\\.2\\.hook_resid_pre\\.gguf&graph=\\S+$'));
       // The bare address (what the README says to open) redirects to the page with the model.
+      const requests = [];
+      browser.context.on('request', (r) => requests.push(r.url()));
       const page = await openPage(browser, demo.url);
       assert.ok(page.url().endsWith(demo.query), page.url());
       assert.equal(await page.getByTestId('progress').getAttribute('data-loaded'), String(fs.statSync(kTiny).size));
@@ -85,6 +89,16 @@ describe('scripts/demo.sh', {skip}, () => {
       await page.getByTestId('generate').click();
       await page.waitForFunction(() => document.querySelector('[data-testid=stats]').dataset.reason, null, {timeout: kTimeout});
       assert.equal(await page.getByTestId('stats').getAttribute('data-generated'), '8');
+      // The transcoders and the SAE came with the model; the graph of the link's prompt computes.
+      await page.waitForFunction(() => document.querySelector('[data-testid=graph-view] [data-node-id]') ||
+                                       !document.querySelector('[data-testid=graph-error]').hidden, null, {timeout: kTimeout});
+      assert.equal(await page.getByTestId('graph-error').isVisible(), false, await page.getByTestId('graph-error').textContent());
+      assert.match(await page.getByTestId('graph-transcoders-status').textContent(), /all 4 blocks/);
+      await page.waitForFunction(() => /blocks\.2\.hook_resid_pre/.test(document.querySelector('[data-testid=sae-list]').textContent),
+                                 null, {timeout: kTimeout});
+      const origin = new URL(demo.url).origin;
+      assert.deepEqual(requests.filter((u) => !u.startsWith(origin) && !u.startsWith('blob:') && !u.startsWith('data:')), [],
+                       'no request leaves the demo\'s host');
       await page.screenshot({path: artifact('demo-offline.png')});
       await page.close();
     } finally {
