@@ -121,7 +121,7 @@ function references() {
   fs.copyFileSync(path.join(kRoot, 'tests/data/dashboard/corpus.txt'), path.join(kDir, 'corpus.txt'));
   const dashboardJson = path.join(kDir, 'dashboard.json');
   execFileSync(kGpt2, ['dashboard', '--model', kModel, '--transcoders', tc, '--corpus', path.join(kDir, 'corpus.txt'),
-                       '--blocks', '0', '--context', '16', '--threads', '1', '--json', dashboardJson], {stdio: 'pipe'});
+                       '--blocks', '0', '--context', '16', '--threads', '1', '--activations', 'int8', '--json', dashboardJson], {stdio: 'pipe'});
   return {plain, T, sae, features, ids: nativeGenerate(kModel, kPrompt, kSampling, 1),
           graph: JSON.parse(fs.readFileSync(graphJson, 'utf8')),
           dashboard: parseDashboardText(fs.readFileSync(dashboardJson, 'utf8'))};
@@ -348,13 +348,17 @@ for (const kind of kBrowsers) {
       want.features.forEach((f, i) => {
         const g = got.features[i];
         const at = `feature ${f.layer}_${f.index}`;
-        closeTo(g.maxActApprox, f.maxActApprox, 2e-3, `${at} max`);
-        closeTo(g.frac_nonzero, f.frac_nonzero, 1e-9, `${at} frac_nonzero`);
+        // Q8_0 weights with int8 activations: an activation rounded the other way natively moves a
+        // value by up to a percent (F32 equality: dashboard-embind.test.mjs), so the windows are
+        // compared where such a move cannot reorder them: the top windows.
+        closeTo(g.maxActApprox, f.maxActApprox, 2e-2, `${at} max`);
+        closeTo(g.frac_nonzero, f.frac_nonzero, 0.01, `${at} frac_nonzero`);
         assert.deepEqual(g.pos_str, f.pos_str, `${at} promoted tokens`);
-        assert.deepEqual(g.activations.map((w) => [w.dataIndex, w.tokens.join('')]),
-                         f.activations.map((w) => [w.dataIndex, w.tokens.join('')]), `${at}: the same windows`);
-        f.activations.forEach((w, j) => w.values.forEach((v, t) =>
-          closeTo(g.activations[j].values[t], v, 2e-3, `${at} window ${j} token ${t}`)));
+        const top = (d) => d.activations.filter((w) => w.binMin === -1);
+        assert.deepEqual(top(g).map((w) => [w.dataIndex, w.tokens.join('')]), top(f).map((w) => [w.dataIndex, w.tokens.join('')]),
+                         `${at}: the same top windows`);
+        top(f).forEach((w, j) => w.values.forEach((v, t) =>
+          closeTo(top(g)[j].values[t], v, 2e-2, `${at} window ${j} token ${t}`)));
       });
       // The picked feature is drawn: its top windows, each token shaded with its value.
       const top = want.features.find((f) => f.activations.length);
