@@ -124,10 +124,11 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
       const into = after.nodes.find((m) => m.kind === Kind.supernode && m.members.includes(n.members[0]));
       return n.members.length === 1 && into ? into.index : -1;
     };
+    // The paths lead to a logit: one gone into a group gives way to the default.
     const logit = again(state.graphLogit);
     store.set({graphGroups: groups, graphGroupsOpen: open, graphGroupsEdited: state.graphGroupsEdited || edited,
                graphCurrent: again(state.graphCurrent), graphPinned: again(state.graphPinned), graphHover: -1,
-               graphLogit: logit >= 0 ? logit : defaultLogit(after)});
+               graphLogit: logit >= 0 && after.nodes[logit].kind === Kind.logit ? logit : defaultLogit(after)});
   }
 
   // What the check sets for the pinned node of the computed graph: {ids (its feature nodes' ids),
