@@ -108,17 +108,28 @@ export function parseGraph(text) {
 }
 
 // The lists over links a graph keeps: {incoming, outgoing, maxAbsWeight}, incoming[i] / outgoing[i]
-// node i's link indices, strongest |weight| first; and each link's share set.
-function linked(nodes, links) {
-  const incoming = nodes.map(() => []), outgoing = nodes.map(() => []);
+// node i's link indices, strongest |weight| first; and each link's share set. `from` (groupedGraph)
+// gives lists already in order, and which nodes' lists need sorting again.
+function linked(nodes, links, from = null) {
+  let incoming, outgoing;
+  if (from) {
+    ({incoming, outgoing} = from);
+  } else {
+    incoming = nodes.map(() => []);
+    outgoing = nodes.map(() => []);
+    links.forEach((l, k) => {
+      incoming[l.target].push(k);
+      outgoing[l.source].push(k);
+    });
+  }
   let maxAbsWeight = 0;
-  links.forEach((l, k) => {
-    incoming[l.target].push(k);
-    outgoing[l.source].push(k);
-    maxAbsWeight = Math.max(maxAbsWeight, Math.abs(l.weight));
-  });
+  for (const l of links) maxAbsWeight = Math.max(maxAbsWeight, Math.abs(l.weight));
   const byStrength = (a, b) => Math.abs(links[b].weight) - Math.abs(links[a].weight);
-  for (const list of [...incoming, ...outgoing]) list.sort(byStrength);
+  for (let i = 0; i < nodes.length; ++i) {
+    if (from && !from.unsorted[i]) continue;
+    incoming[i].sort(byStrength);
+    outgoing[i].sort(byStrength);
+  }
   // A link's share of its target's input: |weight| over the sum of |weight| into the target, the
   // row normalisation circuit-tracer's influence uses (graph.py's normalize_matrix).
   incoming.forEach((list) => {
@@ -212,18 +223,36 @@ export function groupedGraph(g, groups, open) {
     byId.set(node.id, node.index);
     nodes.push(node);
   });
-  const sums = new Map();
-  for (const l of g.links) {
+  // A link between two plain nodes stays as it is, and keeps its place in its ends' lists (already
+  // strongest first: sorting every list again took 0.5 s on 280 k links); only the links touching a
+  // closed group are summed, and only their ends' lists sorted again.
+  const inClosed = (i) => groupOf.has(i) && closed[groupOf.get(i)];
+  const links = [], sums = new Map(), renumbered = new Int32Array(g.links.length).fill(-1);
+  g.links.forEach((l, k) => {
     const s = drawnOf[l.source], t = drawnOf[l.target];
-    if (s === t) continue;
-    const key = s * nodes.length + t;
-    sums.set(key, (sums.get(key) || 0) + l.weight);
+    if (!inClosed(l.source) && !inClosed(l.target)) {
+      renumbered[k] = links.length;
+      links.push({source: s, target: t, weight: l.weight, share: 0});
+    } else if (s !== t) {
+      const key = s * nodes.length + t;
+      sums.set(key, (sums.get(key) || 0) + l.weight);
+    }
+  });
+  const incoming = nodes.map(() => []), outgoing = nodes.map(() => []);
+  for (const n of nodes) {
+    if (n.kind === Kind.supernode) continue;
+    for (const k of g.incoming[n.members[0]]) if (renumbered[k] >= 0) incoming[n.index].push(renumbered[k]);
+    for (const k of g.outgoing[n.members[0]]) if (renumbered[k] >= 0) outgoing[n.index].push(renumbered[k]);
   }
-  const links = [];
+  const unsorted = new Uint8Array(nodes.length);
   for (const [key, weight] of sums) {
-    links.push({source: Math.floor(key / nodes.length), target: key % nodes.length, weight, share: 0});
+    const source = Math.floor(key / nodes.length), target = key % nodes.length;
+    incoming[target].push(links.length);
+    outgoing[source].push(links.length);
+    unsorted[source] = unsorted[target] = 1;
+    links.push({source, target, weight, share: 0});
   }
-  return {...g, nodes, byId, links, ...linked(nodes, links), parsed: g};
+  return {...g, nodes, byId, links, ...linked(nodes, links, {incoming, outgoing, unsorted}), parsed: g};
 }
 
 // Nodes shown at node threshold t (Neuronpedia's pruningThreshold): every embedding, logit and
