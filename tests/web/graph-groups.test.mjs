@@ -84,10 +84,18 @@ describe('groups of graph nodes (supernodes)', {skip: !fs.existsSync(path.join(k
     await page.getByTestId('graph-open-file').setInputFiles(kFixture);
     await node(kMembers[0]).waitFor();
     assert.equal(await page.getByTestId('graph-group-make').isDisabled(), true, 'nothing picked yet');
-    for (const id of kMembers) {
+    // Two pinned and added, the third by Shift+click; a fourth picked and unpicked by Shift+Enter.
+    for (const id of kMembers.slice(0, 2)) {
       await node(id).click();  // pins it
       await page.getByTestId('graph-group-add').click();
     }
+    await node(kMembers[2]).click({modifiers: ['Shift']});
+    await node('9_12345_5').focus();
+    await page.keyboard.press('Shift+Enter');
+    assert.equal(await node('9_12345_5').getAttribute('data-picked'), 'true');
+    await page.keyboard.press('Shift+Enter');
+    assert.equal(await node('9_12345_5').getAttribute('data-picked'), 'false');
+    for (const id of kMembers) assert.equal(await node(id).getAttribute('data-picked'), 'true', id);
     assert.match(await page.getByTestId('graph-group-picked').textContent(), new RegExp(kMembers.join(', ')));
     // No name: said so, nothing grouped.
     await page.getByTestId('graph-group-make').click();

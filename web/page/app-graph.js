@@ -79,6 +79,8 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
   const rowsOfShown = memo(rowsOf);
   const pathsOf = memo(strongestPaths);
   const groupedOf = memo(groupedGraph);
+  // Over the drawn nodes: 1 where every member is picked for a group.
+  const pickedOf = memo((g, pick) => Uint8Array.from(g.nodes, (n) => (n.members.every((m) => pick.includes(m)) ? 1 : 0)));
 
   // The one way a graph reaches the page: the JSON text of a graph file (a local file now; the
   // engine's computed graph later), and where it came from in words. A text that is not a graph
@@ -250,12 +252,15 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
 
   // ---- Groups (Neuronpedia's supernodes) ---------------------------------------------------------
 
-  // Pinned: a node, or a closed group, whose members join the pick.
+  // A drawn node's members (a closed group's, or the node itself) join the pick, or leave it when
+  // all are picked already.
+  function togglePick(i) {
+    const members = model().nodes[i].members, pick = state.graphGroupPick;
+    store.set({graphGroupPick: members.every((m) => pick.includes(m)) ? pick.filter((m) => !members.includes(m))
+                                                                       : [...pick, ...members.filter((m) => !pick.includes(m))]});
+  }
   on($('graph-group-add'), 'click', () => {
-    const g = model();
-    if (!g || state.graphPinned < 0) return;
-    const add = g.nodes[state.graphPinned].members.filter((i) => !state.graphGroupPick.includes(i));
-    if (add.length) store.set({graphGroupPick: [...state.graphGroupPick, ...add]});
+    if (model() && state.graphPinned >= 0) togglePick(state.graphPinned);
   });
   on($('graph-group-clear'), 'click', () => store.set({graphGroupPick: []}));
   $('graph-group-name').addEventListener('input', (e) => store.set({graphGroupName: e.target.value}));
@@ -391,9 +396,10 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
   on($('graph-edge-threshold'), 'input', (e) => store.set({graphEdgeThreshold: Number(e.target.value)}));
 
   const view = $('graph-view');
+  // Shift with a click, Enter or Space picks the node for a group (again: unpicks it) instead.
   on(view, 'click', (e) => {
     const node = nodeOf(e.target);
-    if (node) choose(Number(node.dataset.index));
+    if (node) (e.shiftKey ? togglePick : choose)(Number(node.dataset.index));
   });
   on(view, 'mouseover', (e) => {
     const node = nodeOf(e.target);
@@ -415,7 +421,7 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
     const i = Number(node.dataset.index);
     if (e.key === 'Enter' || e.key === ' ') {
       e.preventDefault();
-      choose(i);
+      (e.shiftKey ? togglePick : choose)(i);
     } else if (e.key === 'Escape') {
       store.set({graphPinned: -1});
     } else if (['ArrowLeft', 'ArrowRight', 'ArrowUp', 'ArrowDown', 'Home', 'End'].includes(e.key)) {
@@ -520,8 +526,9 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
       renderIfChanged(graphView.render, $('graph-view'), {
         graph: g, shown: visible, edgeThreshold: s.graphEdgeThreshold, paths, logit: s.graphLogit,
         current: s.graphCurrent, pinned: s.graphPinned, hover: s.graphHover, focusSeq: s.graphFocusSeq,
+        picked: g ? pickedOf(g, s.graphGroupPick) : null,
         label: g ? `Attribution graph of “${g.meta.prompt ?? ''}”: blocks upward, positions across. ` +
-            'Arrow keys move between nodes, Enter pins one.' : '',
+            'Arrow keys move between nodes, Enter pins one, Shift+Enter picks it for a group.' : '',
       });
       renderIfChanged(graphView.renderDetails, $('graph-node-details'), {
         graph: g, groups: s.graphGroups, shown: visible, edgeThreshold: s.graphEdgeThreshold, current: g ? s.graphCurrent : -1,

@@ -8,6 +8,7 @@
 //   data-testid="graph-supernode"     a closed group drawn as one node (also [data-node-id]
 //                                     "supernode-K", data-members: its members' node ids)
 //   [data-group]                      a node of an open group: the group's place K
+//   [data-picked="true"]              a node picked for a new group
 //   data-testid="graph-node-details"  the current node's numbers as text (renderDetails)
 //   data-testid="graph-group"         one group in the list (renderGroups), data-group K, with
 //                                     buttons data-testid graph-group-toggle and graph-group-remove
@@ -177,7 +178,8 @@ const built = new WeakMap();  // box -> {graph, shown, svg, layout, rows, focusS
 
 // data: {graph (graph.js's), shown (its Uint8Array), edgeThreshold, paths (strongestPaths),
 //        logit, current, pinned, hover (node indices or -1), focusSeq (a new one moves keyboard
-//        focus to the current node), label (the SVG's accessible name)}
+//        focus to the current node), picked (Uint8Array over the nodes: picked for a group),
+//        label (the SVG's accessible name)}
 export function render(box, d) {
   if (!d.graph) {
     box.replaceChildren();
@@ -239,6 +241,8 @@ function markNodes(b, d) {
     node.classList.toggle('on-path', onPath.has(i));
     node.classList.toggle('chosen-logit', i === d.logit);
     node.classList.toggle('current', i === d.current);
+    node.classList.toggle('picked', !!d.picked?.[i]);
+    node.setAttribute('data-picked', d.picked?.[i] ? 'true' : 'false');
   }
 }
 
