@@ -270,7 +270,7 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
     const name = state.graphGroupName.trim();
     const pick = state.graphGroupPick;
     if (!pick.length) {
-      store.set({graphError: 'Pick the nodes of the group first: pin each one (click it), then Add.'});
+      store.set({graphError: 'Pick the nodes of the group first: Shift+click each one (or pin it, then Add).'});
       return;
     }
     if (!name) {
