@@ -129,6 +129,13 @@ with an injection leaf where they add), every target's incoming edges one torch.
     graph/scores           f32 [2]   replacement and completeness scores
     graph/logits           f32 [V]   the real model's last logits (the replacement model's, equal
                                      to 1e-9: checked here)
+    graph/group_nodes      i32 [g]   a group of feature nodes across both blocks and several
+                                     positions, one member feeding another (a supernode)
+    graph/group_values     f32 [2]   the values they are all set to at once
+    graph/group_predicted, graph/group_exact  f32 [2]  the change of the first logit's
+                                     logit - mean(logits) at the last position: by the frozen
+                                     replacement model's forward with the group clamped, and by
+                                     the real model with the clamps as edits of hook_mlp_out
 """
 
 import argparse
@@ -1400,6 +1407,27 @@ def write_graph(w, directory, path):
     out.add("graph/qk_key_parts", np.array(kparts, np.int32))
     out.add("graph/qk_key_shares", kshares.numpy().astype(np.float32))
     out.add("graph/qk_pairs", pairs.numpy().astype(np.float32))
+    # A group's check (a supernode's features at once): the three block-1 features with the largest
+    # edges into the first logit, and for each the block-0 features with the largest edge into it
+    # at its own position and at an earlier one (through attention), so that members feed members,
+    # which the group holds at the value all the same.
+    top = [int(j) for j in torch.argsort(A[first_logit, :len(feats)].abs(), descending=True) if feats[j][0] == 1][:3]
+    group = set(top)
+    for j in top:
+        for same in (True, False):
+            into = [(abs(float(A[j, s])), s) for s in range(len(feats))
+                    if feats[s][0] == 0 and (feats[s][1] == feats[j][1]) == same and A[j, s] != 0]
+            if into:
+                group.add(max(into)[1])
+    group = sorted(group)
+    group_values = [0.0, 2.0]
+    group_checks = [check_reference(w, ids, tcs, feats, logit_ids[0], group, v) for v in group_values]
+    out.add("graph/group_nodes", np.array(group, np.int32))
+    out.add("graph/group_values", np.array(group_values, np.float32))
+    out.add("graph/group_predicted", np.array([c[0] for c in group_checks], np.float32))
+    out.add("graph/group_exact", np.array([c[1] for c in group_checks], np.float32))
+    print(f"graph group check of nodes {group} ({[tuple(int(v) for v in feats[j]) for j in group]}): "
+          f"(predicted, exact) {group_checks}", file=sys.stderr)
     print(f"graph check of nodes {chosen}: (predicted, exact) {checks}; QK score {score:.4f} from "
           f"{float(qshares.sum()):.4f} (query side), {float(kshares.sum()):.4f} (key side), "
           f"{float(pairs.sum()):.4f} (pairs)", file=sys.stderr)

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <memory>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -304,6 +305,59 @@ TEST_CASE(
                     Catch::Contains("not a logit node"));
   CHECK_THROWS(gpt2::CheckGraph(t.lab->conv(), set, g, {}, 0.0f));
   CHECK_THROWS(gpt2::CheckGraph(t.lab->conv(), set, g, nodes, std::nanf("")));
+}
+
+TEST_CASE(
+    "graph check of a group (a supernode) by its node ids through the lab: both changes equal "
+    "PyTorch's",
+    "[graph]") {
+  TranscoderFiles files;
+  TinyGraphLab t;
+  // The set as the page loads it: a GGUF's bytes into the lab.
+  const gpt2::SaeGgufConversion conversion(files.parts, gpt2::TensorType::kF32);
+  std::vector<uint8_t> gguf(conversion.layout().size);
+  conversion.WriteHeader(gguf.data());
+  for (int i = 0; i < conversion.num_tensors(); ++i)
+    conversion.EncodeTensor(i, gguf.data(), nullptr);
+  REQUIRE(t.lab->LoadTranscoders(gguf) == std::vector<int>({0, 1}));
+  t.lab->Run({464, 2068});
+  gpt2::JobProgress p = t.lab->StartGraph(Prompt(), gpt2::GraphOptions());
+  while (!p.finished) p = t.lab->ContinueGraph();
+  t.lab->EndJob();
+
+  // The group's members by the ids the graph file names them by, as qParams.supernodes holds
+  // them; PyTorch's feature list (the graph's node order) says which node each is.
+  const std::vector<int32_t>& group = Golden().I32("graph/group_nodes");
+  const std::vector<int32_t>& features = Golden().I32("graph/features");
+  std::vector<std::string> ids;
+  std::vector<int> layers, positions;
+  for (int32_t j : group) {
+    ids.push_back(std::to_string(features[3 * j]) + "_" + std::to_string(features[3 * j + 2]) +
+                  "_" + std::to_string(features[3 * j + 1]));
+    layers.push_back(features[3 * j]);
+    positions.push_back(features[3 * j + 1]);
+  }
+  // What makes it a group's check and not one feature's: members in both blocks and at several
+  // positions, so members feed members.
+  CHECK(std::set<int>(layers.begin(), layers.end()).size() == 2);
+  CHECK(std::set<int>(positions.begin(), positions.end()).size() >= 2);
+
+  const std::vector<float>& values = Golden().F32("graph/group_values");
+  for (size_t i = 0; i < values.size(); ++i) {
+    INFO("group set to " << values[i]);
+    const gpt2::GraphCheck check = t.lab->CheckGraph(ids, values[i]);
+    WARN("group of " << ids.size() << " at " << values[i] << ": predicted " << check.predicted
+                     << " (PyTorch " << Golden().F32("graph/group_predicted")[i] << "), exact "
+                     << check.exact << " (PyTorch " << Golden().F32("graph/group_exact")[i] << ")");
+    CHECK(check.predicted ==
+          Approx(Golden().F32("graph/group_predicted")[i]).epsilon(1e-4).margin(1e-6));
+    CHECK(check.exact == Approx(Golden().F32("graph/group_exact")[i]).epsilon(1e-3).margin(1e-5));
+  }
+  CHECK(t.lab->conv().tokens() == std::vector<int>({464, 2068}));
+  // A group holding an error node: the page sends only its features; the engine names the rest.
+  std::vector<std::string> with_error = ids;
+  with_error.push_back("0_-1_2");
+  CHECK_THROWS_WITH(t.lab->CheckGraph(with_error, 0.0f), Catch::Contains("0_-1_2"));
 }
 
 TEST_CASE(

@@ -1,8 +1,8 @@
 // Accessibility: axe-core (node_modules/axe-core, the rules WCAG 2.x A and AA and axe's best
 // practices) finds no violation on the page with a model loaded, a text generated and a token
-// picked and an attribution graph open with a node pinned (tests/web/fixtures/graph-capital.json), at
-// desktop width and at phone width (390 x 844, where wide heat maps and tables scroll
-// and so must be reachable by keyboard).
+// picked and an attribution graph open with a node pinned and a group of nodes drawn as one
+// (tests/web/fixtures/graph-capital.json), at desktop width and at phone width (390 x 844, where
+// wide heat maps and tables scroll and so must be reachable by keyboard).
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -36,6 +36,15 @@ describe('accessibility (axe-core)', {skip}, () => {
     await generate(page);
     await page.waitForSelector('[data-testid=probs] li', {timeout: kTimeout});
     await page.getByTestId('graph-open-file').setInputFiles(path.join(kRoot, 'tests/web/fixtures/graph-capital.json'));
+    // A group of two nodes drawn as one (its list item and buttons), and a third node picked.
+    for (const id of ['2_4321_4', '5_1500_4', '8_300_5']) {
+      await page.locator(`[data-testid=graph-view] [data-node-id="${id}"]`).click();
+      await page.getByTestId('graph-group-add').click();
+      if (id === '5_1500_4') {
+        await page.getByTestId('graph-group-name').fill('say Paris');
+        await page.getByTestId('graph-group-make').click();
+      }
+    }
     await page.locator('[data-testid=graph-view] [data-node-id="9_12345_5"]').click();
     await page.addScriptTag({path: kAxe});
   });

@@ -5,9 +5,10 @@
 // transcoders; the page converts each block to Q8_0 in its worker, as `gpt2-convert --transcoders
 // DIR --type q8_0` does for the CLI. Checked: the computed graph equals `gpt2 graph --json` at the
 // page's thresholds; a feature's card agrees with the graph's activation; the check's two numbers
-// equal `gpt2 graph --check`; a second visit reads every block from the cache with no request; a
-// cancelled graph stops and the next one computes; a folder URL with no block, and transcoders of
-// another width, fail clearly, keeping what was loaded.
+// equal `gpt2 graph --check`, for one feature and for a group of them (a supernode); a second
+// visit reads every block from the cache with no request; a cancelled graph stops and the next one
+// computes; a folder URL with no block, and transcoders of another width, fail clearly, keeping
+// what was loaded.
 import assert from 'node:assert/strict';
 import {execFileSync} from 'node:child_process';
 import fs from 'node:fs';
@@ -182,6 +183,40 @@ describe('attribution graphs computed in the page', {skip}, () => {
         assert.ok(Math.abs(total - score) <= 2e-2 * Math.max(1, Math.abs(score)), `${side} side: ${total} against ${score}`);
       }
       assert.ok(await page.getByTestId('graph-qk-pair').count() > 0);
+
+      // A group (a supernode) of the three most influential features, drawn as one node: pinned,
+      // Check sets its features at once, as the CLI's check of the same nodes together.
+      const members = graph.nodes.filter((n) => n.feature_type === 'cross layer transcoder' && n.influence <= 0.99)
+          .sort((x, y) => x.influence - y.influence).slice(0, 3).map((n) => n.node_id);
+      assert.equal(members.length, 3);
+      for (const id of members) {
+        const mark = page.locator(`[data-testid=graph-view] [data-node-id="${id}"]`);
+        if (await mark.getAttribute('aria-pressed') !== 'true') await mark.click();
+        await page.getByTestId('graph-group-add').click();
+      }
+      await page.getByTestId('graph-group-name').fill('top three');
+      await page.getByTestId('graph-group-make').click();
+      const group = page.locator('[data-testid=graph-supernode]');
+      await group.waitFor();
+      assert.deepEqual((await group.getAttribute('data-members')).split(' ').sort(), [...members].sort());
+      // The pinned member became the pinned group.
+      assert.equal(await group.getAttribute('aria-pressed'), 'true');
+      assert.match(await page.getByTestId('graph-check-nodes').textContent(), /group “top three” is checked, its 3 feature nodes/);
+      await page.getByTestId('graph-check').click();
+      await page.waitForFunction(() => document.querySelectorAll('[data-testid=graph-check-row]').length === 2, null,
+                                 {timeout: kTimeout});
+      const groupRow = page.getByTestId('graph-check-row').first();
+      assert.equal(await groupRow.getAttribute('data-group'), 'top three');
+      const g = /predicted change (\S+), exact change (\S+)/.exec(tool('gpt2', [
+        'graph', '--model', models.model, '--transcoders', tcGguf, '--prompt', kPrompt, '--threads', '1',
+        '--max-feature-nodes', '1000', '--check', members.join(',')]));
+      closeTo(Number(await groupRow.getAttribute('data-predicted')), Number(g[1]), kTolerance, 'the group\'s predicted change');
+      closeTo(Number(await groupRow.getAttribute('data-exact')), Number(g[2]), kTolerance, 'the group\'s exact change');
+      // Newest first: the one feature's check is the row below, and differs.
+      const single = page.getByTestId('graph-check-row').nth(1);
+      assert.equal(await single.getAttribute('data-group'), '');
+      assert.notEqual(Number(await groupRow.getAttribute('data-exact')), Number(await single.getAttribute('data-exact')),
+                      'the group\'s check is not its first member\'s');
 
       // Second visit: every block from the cache, no request.
       const before = hf.requests.length;

@@ -2,9 +2,13 @@
 // graph computed there on a prompt (progress, cancel) or opened from a file (circuit-tracer's
 // JSON, graph.js), its thresholds, the node a person pins or moves to by keyboard, the export,
 // and for a computed graph a feature's card and the check of picked features (predicted against
-// exact). Every graph text, whatever its source, enters through openGraphText(). State lives in
-// the store (kGraphState); graph.js derives, view-graph.js, view-graph-check.js and view-graph-qk.js draw.
-import {defaultLogit, GraphFileError, Kind, parseGraph, rowsOf, shownNodes, stepFrom, strongestPaths} from './graph.js';
+// exact). Nodes can be grouped, as Neuronpedia's supernodes: a group is drawn as one node with its
+// members' links summed, opens back up, is checked as its features at once and is saved in the
+// exported file's qParams.supernodes. Every graph text, whatever its source, enters through
+// openGraphText(). State lives in the store (kGraphState); graph.js derives, view-graph.js,
+// view-graph-check.js and view-graph-qk.js draw.
+import {defaultLogit, GraphFileError, groupedGraph, Kind, parseGraph, rowsOf, shownNodes, stepFrom, strongestPaths,
+        withSupernodes} from './graph.js';
 import {Msg, Phase} from '../shared/protocol.js';
 import {labelsText, parseLabels} from '../shared/sae.js';
 import {renderIfChanged} from './store.js';
@@ -22,7 +26,12 @@ export const kGraphState = {
   graphLogit: -1,          // the logit node the strongest paths lead to
   graphCurrent: -1,        // the node whose numbers are shown (focused, clicked)
   graphPinned: -1,         // the node whose links stay drawn
-  graphHover: -1,
+  graphHover: -1,          // (these four: node indices in the graph as drawn, groupedGraph's)
+  graphGroups: [],         // [{name, members: [node index in the file's graph]}], a node in one at most
+  graphGroupsOpen: [],     // per group: drawn member by member (true) or as one node
+  graphGroupsEdited: false,  // the groups differ from the file's: the export writes them
+  graphGroupPick: [],      // node indices (the file's graph) picked for a new group
+  graphGroupName: '',
   graphFocusSeq: 0,        // a new value moves keyboard focus to graphCurrent
   graphTranscoders: {blocks: [], bytes: 0, nLayer: 0},  // the worker's 'transcoders' reply
   graphTranscodersLoading: false,
@@ -69,6 +78,9 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
   const shownOf = memo(shownNodes);
   const rowsOfShown = memo(rowsOf);
   const pathsOf = memo(strongestPaths);
+  const groupedOf = memo(groupedGraph);
+  // Over the drawn nodes: 1 where every member is picked for a group.
+  const pickedOf = memo((g, pick) => Uint8Array.from(g.nodes, (n) => (n.members.every((m) => pick.includes(m)) ? 1 : 0)));
 
   // The one way a graph reaches the page: the JSON text of a graph file (a local file now; the
   // engine's computed graph later), and where it came from in words. A text that is not a graph
@@ -83,23 +95,60 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
       return false;
     }
     const t = nodeThreshold ?? model.meta.node_threshold;
+    const open = model.groups.map(() => false);
     store.set({
       graph: {model, text, source}, graphError: '', graphComputed: computed, graphCard: null, graphCheckNodes: [],
       graphChecks: [], graphQk: null,
       graphNodeThreshold: typeof t === 'number' && t > 0 && t <= 1 ? t : kDefaultNodeThreshold,
-      graphEdgeThreshold: 0, graphLogit: defaultLogit(model), graphCurrent: -1, graphPinned: -1, graphHover: -1,
+      graphEdgeThreshold: 0, graphLogit: defaultLogit(groupedOf(model, model.groups, open)), graphCurrent: -1,
+      graphPinned: -1, graphHover: -1, graphGroups: model.groups, graphGroupsOpen: open, graphGroupsEdited: false,
+      graphGroupPick: [],
     });
     return true;
   }
 
-  const model = () => state.graph?.model;
+  // The graph as drawn: the file's with its closed groups as one node each.
+  const drawnOf = (s) => (s.graph ? groupedOf(s.graph.model, s.graphGroups, s.graphGroupsOpen) : null);
+  const model = () => drawnOf(state);
   const shown = () => shownOf(model(), state.graphNodeThreshold);
+
+  // New groups, or groups opened or closed: the nodes drawn change, so the current, pinned and
+  // chosen logit nodes are found again by id (a node whose group closed: the group's node; a
+  // group that opened or went: nothing). The picks name the file's nodes and stay.
+  function regroup(groups, open, edited = true) {
+    const before = model();
+    const after = groupedOf(state.graph.model, groups, open);
+    const again = (i) => {
+      if (i < 0) return -1;
+      const n = before.nodes[i];
+      const same = after.byId.get(n.id);
+      if (same !== undefined) return same;
+      const into = after.nodes.find((m) => m.kind === Kind.supernode && m.members.includes(n.members[0]));
+      return n.members.length === 1 && into ? into.index : -1;
+    };
+    // The paths lead to a logit: one gone into a group gives way to the default.
+    const logit = again(state.graphLogit);
+    store.set({graphGroups: groups, graphGroupsOpen: open, graphGroupsEdited: state.graphGroupsEdited || edited,
+               graphCurrent: again(state.graphCurrent), graphPinned: again(state.graphPinned), graphHover: -1,
+               graphLogit: logit >= 0 && after.nodes[logit].kind === Kind.logit ? logit : defaultLogit(after)});
+  }
+
+  // What the check sets for the pinned node of the computed graph: {ids (its feature nodes' ids),
+  // group (its name, '' for one feature), left (its members that are no feature)}, or null.
+  function pinnedCheck(s) {
+    const g = drawnOf(s);
+    const n = g && s.graphComputed && s.graphPinned >= 0 ? g.nodes[s.graphPinned] : null;
+    if (!n || (n.kind !== Kind.feature && n.kind !== Kind.supernode)) return null;
+    const members = n.members.map((i) => g.parsed.nodes[i]);
+    const ids = members.filter((m) => m.kind === Kind.feature).map((m) => m.id);
+    return {ids, group: n.kind === Kind.supernode ? n.name : '', left: members.length - ids.length};
+  }
 
   // Click or Enter: the node's links stay drawn (again: they go); a logit becomes the paths' end;
   // a feature of a computed graph shows its card, and the QK form asks about its block's heads
   // at its position (what the attention before it read there).
   function choose(i) {
-    const n = model().nodes[i];
+    const n = model().nodes[i];  // as drawn
     const pinned = state.graphPinned === i ? -1 : i;
     store.set({graphCurrent: i, graphPinned: pinned, ...(n.kind === Kind.logit ? {graphLogit: i} : {})});
     if (pinned >= 0 && n.kind === Kind.feature && state.graphComputed) {
@@ -133,13 +182,6 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
     }
     store.set({graphComputing: {encoding: true, done: 0, total: 0}, graphError: ''});
     worker.postMessage({type: Msg.graphCompute, prompt: prompt(), maxFeatureNodes: n});
-  }
-
-  // The pinned node's id when it is a feature of the computed graph, else null.
-  function pinnedFeature(s) {
-    const g = s.graph?.model;
-    const n = g && s.graphComputed && s.graphPinned >= 0 ? g.nodes[s.graphPinned] : null;
-    return n && n.kind === Kind.feature ? n.id : null;
   }
 
   on($('graph-transcoders-hf'), 'click', () => loadTranscoders({kind: 'hf', hf: hfBase}));
@@ -184,8 +226,9 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
   // Also stops a transcoder download between blocks.
   on($('graph-cancel'), 'click', () => worker.postMessage({type: Msg.cancelJob}));
   on($('graph-check-add'), 'click', () => {
-    const id = pinnedFeature(state);
-    if (id && !state.graphCheckNodes.includes(id)) store.set({graphCheckNodes: [...state.graphCheckNodes, id]});
+    const pinned = pinnedCheck(state);
+    const add = (pinned?.ids || []).filter((id) => !state.graphCheckNodes.includes(id));
+    if (add.length) store.set({graphCheckNodes: [...state.graphCheckNodes, ...add]});
   });
   on($('graph-check-clear'), 'click', () => store.set({graphCheckNodes: []}));
   $('graph-check-value').addEventListener('input', (e) => store.set({graphCheckValue: e.target.value}));
@@ -195,13 +238,65 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
       store.set({graphError: 'The value to set the features to must be a number (0 ablates them).'});
       return;
     }
-    const nodeIds = state.graphCheckNodes.length ? state.graphCheckNodes : [pinnedFeature(state)].filter(Boolean);
+    const pinned = pinnedCheck(state);
+    const picked = state.graphCheckNodes.length > 0;
+    const nodeIds = picked ? state.graphCheckNodes : pinned?.ids || [];
     if (!nodeIds.length) {
-      store.set({graphError: 'Pin a feature node of the computed graph first (click it), or add several.'});
+      store.set({graphError: pinned?.group ? `The group “${pinned.group}” has no feature node to set.`
+                                          : 'Pin a feature node or a group of the computed graph first (click it), or add several.'});
       return;
     }
     store.set({graphChecking: true, graphError: ''});
-    worker.postMessage({type: Msg.graphCheck, nodeIds, value});
+    worker.postMessage({type: Msg.graphCheck, nodeIds, value, group: picked ? '' : pinned.group});
+  });
+
+  // ---- Groups (Neuronpedia's supernodes) ---------------------------------------------------------
+
+  // A drawn node's members (a closed group's, or the node itself) join the pick, or leave it when
+  // all are picked already.
+  function togglePick(i) {
+    const members = model().nodes[i].members, pick = state.graphGroupPick;
+    store.set({graphGroupPick: members.every((m) => pick.includes(m)) ? pick.filter((m) => !members.includes(m))
+                                                                       : [...pick, ...members.filter((m) => !pick.includes(m))]});
+  }
+  on($('graph-group-add'), 'click', () => {
+    if (model() && state.graphPinned >= 0) togglePick(state.graphPinned);
+  });
+  on($('graph-group-clear'), 'click', () => store.set({graphGroupPick: []}));
+  $('graph-group-name').addEventListener('input', (e) => store.set({graphGroupName: e.target.value}));
+  // The picked nodes become one group, drawn closed; as in Neuronpedia, a node leaves the group it
+  // was in, and a group left with no member goes.
+  on($('graph-group-make'), 'click', () => {
+    const name = state.graphGroupName.trim();
+    const pick = state.graphGroupPick;
+    if (!pick.length) {
+      store.set({graphError: 'Pick the nodes of the group first: Shift+click each one (or pin it, then Add).'});
+      return;
+    }
+    if (!name) {
+      store.set({graphError: 'Name the group first.'});
+      return;
+    }
+    const groups = [], open = [];
+    state.graphGroups.forEach((group, k) => {
+      const members = group.members.filter((i) => !pick.includes(i));
+      if (members.length) {
+        groups.push(members.length === group.members.length ? group : {name: group.name, members});
+        open.push(state.graphGroupsOpen[k]);
+      }
+    });
+    store.set({graphGroupPick: [], graphGroupName: '', graphError: ''});
+    regroup([...groups, {name, members: [...pick]}], [...open, false]);
+  });
+  on($('graph-groups'), 'click', (e) => {
+    const b = e.target.closest?.('[data-group-action]');
+    if (!b) return;
+    const k = Number(b.dataset.group);
+    if (b.dataset.groupAction === 'toggle') {
+      regroup(state.graphGroups, state.graphGroupsOpen.map((o, j) => (j === k ? !o : o)), false);
+    } else if (b.dataset.groupAction === 'remove') {
+      regroup(state.graphGroups.filter((_, j) => j !== k), state.graphGroupsOpen.filter((_, j) => j !== k));
+    }
   });
   // A head's score from a query position (blank: the last) to a key position on the graph's prompt.
   on($('graph-qk'), 'click', () => {
@@ -292,17 +387,20 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
   on($('graph-export'), 'click', () => {
     const g = state.graph;
     if (!g) return;
-    // The text as it was opened, byte for byte: the page changes nothing in the file.
+    // The text as it was opened, byte for byte, unless its groups changed: then the same file with
+    // them as its qParams.supernodes.
     const name = /\.json$/i.test(g.source) ? g.source : `${g.model.meta.slug || 'attribution-graph'}.json`;
-    download(name, new Blob([g.text], {type: 'application/json'}));
+    const text = state.graphGroupsEdited ? withSupernodes(g.text, g.model, state.graphGroups) : g.text;
+    download(name, new Blob([text], {type: 'application/json'}));
   });
   on($('graph-node-threshold'), 'input', (e) => store.set({graphNodeThreshold: Number(e.target.value)}));
   on($('graph-edge-threshold'), 'input', (e) => store.set({graphEdgeThreshold: Number(e.target.value)}));
 
   const view = $('graph-view');
+  // Shift with a click, Enter or Space picks the node for a group (again: unpicks it) instead.
   on(view, 'click', (e) => {
     const node = nodeOf(e.target);
-    if (node) choose(Number(node.dataset.index));
+    if (node) (e.shiftKey ? togglePick : choose)(Number(node.dataset.index));
   });
   on(view, 'mouseover', (e) => {
     const node = nodeOf(e.target);
@@ -324,7 +422,7 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
     const i = Number(node.dataset.index);
     if (e.key === 'Enter' || e.key === ' ') {
       e.preventDefault();
-      choose(i);
+      (e.shiftKey ? togglePick : choose)(i);
     } else if (e.key === 'Escape') {
       store.set({graphPinned: -1});
     } else if (['ArrowLeft', 'ArrowRight', 'ArrowUp', 'ArrowDown', 'Home', 'End'].includes(e.key)) {
@@ -346,6 +444,9 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
         `shown (${count(visible, features)} of ${count(all, features)} features and error nodes), ${g.links.length} links` +
         (g.droppedLinks ? `; ${g.droppedLinks} links name nodes not in the file and are left out` : '') +
         (g.duplicateNodes ? `; ${g.duplicateNodes} nodes repeat an earlier node_id and are left out` : '') +
+        (s.graphGroups.length ? `; ${s.graphGroups.length} group${s.graphGroups.length === 1 ? '' : 's'}` : '') +
+        (g.droppedGroups ? `; ${g.droppedGroups} of the file's groups are left out (not lists of node ids, or no member here)` : '') +
+        (g.droppedMembers ? `; ${g.droppedMembers} group members name nodes not in the file` : '') +
         (scores.length ? `; ${scores.join(', ')}` : '') + '.';
   }
 
@@ -374,7 +475,7 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
     onMessage,
     onError,
     render(s) {
-      const g = s.graph?.model || null;
+      const g = drawnOf(s);  // the graph as drawn, groups closed
       const free = canRun(s) && !!s.info;
       const loading = s.graphTranscodersLoading, computing = !!s.graphComputing;
       for (const id of ['graph-transcoders-hf', 'graph-transcoders-load-url', 'graph-transcoders-file']) {
@@ -394,13 +495,26 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
       $('graph-compute-status').textContent = !c ? '' : c.encoding
           ? `Reading the prompt's features: block ${c.done} of ${c.total}…`
           : `Computing the graph's rows: ${c.done} of ${c.total}…`;
-      const pinned = pinnedFeature(s);
-      $('graph-check-add').disabled = !pinned || s.graphCheckNodes.includes(pinned);
+      const pinned = pinnedCheck(s);
+      $('graph-check-add').disabled = !pinned || pinned.ids.every((id) => s.graphCheckNodes.includes(id));
       $('graph-check-clear').disabled = !s.graphCheckNodes.length;
       $('graph-check').disabled = !free || computing || s.graphChecking || !s.graphComputed ||
-          (!pinned && !s.graphCheckNodes.length);
+          (!pinned?.ids.length && !s.graphCheckNodes.length);
+      const left = pinned?.left ? ` (its ${pinned.left} other node${pinned.left === 1 ? '' : 's'}, errors or tokens, ` +
+          'cannot be set and stay)' : '';
       $('graph-check-nodes').textContent = s.graphCheckNodes.length ? `Picked: ${s.graphCheckNodes.join(', ')}.` :
-          pinned ? `The pinned feature ${pinned} is checked unless you add others.` : 'No feature picked.';
+          pinned?.group ? `The pinned group “${pinned.group}” is checked, its ${pinned.ids.length} feature nodes at once` +
+              `${left}, unless you add others.` :
+          pinned ? `The pinned feature ${pinned.ids[0]} is checked unless you add others.` : 'No feature picked.';
+      const groupPinned = g && s.graphPinned >= 0 ? g.nodes[s.graphPinned] : null;
+      $('graph-group-add').disabled = !groupPinned || groupPinned.members.every((i) => s.graphGroupPick.includes(i));
+      $('graph-group-clear').disabled = !s.graphGroupPick.length;
+      $('graph-group-make').disabled = !g || !s.graphGroupPick.length;
+      if ($('graph-group-name').value !== s.graphGroupName) $('graph-group-name').value = s.graphGroupName;
+      $('graph-group-picked').textContent = !g ? '' : s.graphGroupPick.length
+          ? `Picked: ${s.graphGroupPick.map((i) => g.parsed.nodes[i].id).join(', ')}.` : 'No node picked.';
+      renderIfChanged(graphView.renderGroups, $('graph-groups'), {graph: g?.parsed ?? null, groups: s.graphGroups,
+                                                                 open: s.graphGroupsOpen});
       showUnder('graph-under', s.graphComputed ? s.graphUnder : null);
       renderIfChanged(checkView.renderCard, $('graph-feature-card'), {
         card: s.graphComputed && s.graphCard && !s.graphCard.waiting ? s.graphCard : null,
@@ -433,11 +547,12 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
       renderIfChanged(graphView.render, $('graph-view'), {
         graph: g, shown: visible, edgeThreshold: s.graphEdgeThreshold, paths, logit: s.graphLogit,
         current: s.graphCurrent, pinned: s.graphPinned, hover: s.graphHover, focusSeq: s.graphFocusSeq,
+        picked: g ? pickedOf(g, s.graphGroupPick) : null,
         label: g ? `Attribution graph of “${g.meta.prompt ?? ''}”: blocks upward, positions across. ` +
-            'Arrow keys move between nodes, Enter pins one.' : '',
+            'Arrow keys move between nodes, Enter pins one, Shift+Enter picks it for a group.' : '',
       });
       renderIfChanged(graphView.renderDetails, $('graph-node-details'), {
-        graph: g, shown: visible, edgeThreshold: s.graphEdgeThreshold, current: g ? s.graphCurrent : -1,
+        graph: g, groups: s.graphGroups, shown: visible, edgeThreshold: s.graphEdgeThreshold, current: g ? s.graphCurrent : -1,
         pinned: s.graphPinned,
       });
       renderIfChanged(graphView.renderPaths, $('graph-paths'), {graph: g, paths, logit: s.graphLogit});

@@ -17,6 +17,7 @@ export const Kind = Object.freeze({
   error: 'mlp reconstruction error',
   embedding: 'embedding',
   logit: 'logit',
+  supernode: 'supernode',  // a group drawn as one node (groupedGraph); never a file's node
 });
 
 // A graph file that cannot be read, with what is wrong in words.
@@ -44,7 +45,7 @@ export function parseGraph(text) {
   if (json.nodes.length === 0) throw new GraphFileError('its "nodes" list is empty');
   const meta = json.metadata && typeof json.metadata === 'object' ? json.metadata : {};
 
-  const byId = new Map();
+  const byId = new Map(), byJsId = new Map();
   const nodes = [];
   let duplicateNodes = 0;
   json.nodes.forEach((n, i) => {
@@ -57,6 +58,7 @@ export function parseGraph(text) {
     // refusing a file its own tools wrote.
     if (byId.has(id)) { ++duplicateNodes; return; }
     byId.set(id, nodes.length);
+    if (typeof n.jsNodeId === 'string' && !byJsId.has(n.jsNodeId)) byJsId.set(n.jsNodeId, nodes.length);
     if (typeof n.feature_type !== 'string') throw new GraphFileError(`node "${id}" has no "feature_type"`);
     if (!Number.isInteger(n.ctx_idx) || n.ctx_idx < 0) {
       throw new GraphFileError(`node "${id}" has no "ctx_idx" (a position, a whole number from 0)`);
@@ -96,36 +98,169 @@ export function parseGraph(text) {
     links.push({source: s, target: t, weight: l.weight, share: 0});
   });
 
-  const incoming = nodes.map(() => []), outgoing = nodes.map(() => []);
+  const tokens = Array.isArray(meta.prompt_tokens) ? meta.prompt_tokens.map(String) : [];
+  // A loop, not Math.max(...): an unpruned graph's node list is longer than a call's arguments may be.
+  let nPositions = tokens.length;
+  for (const n of nodes) nPositions = Math.max(nPositions, n.pos + 1);
+  const {groups, droppedGroups, droppedMembers} = readSupernodes(json.qParams, byId, byJsId);
+  return {meta, nodes, byId, links, ...linked(nodes, links), nBlocks, nPositions, tokens, droppedLinks, duplicateNodes,
+          groups, droppedGroups, droppedMembers};
+}
+
+// The lists over links a graph keeps: {incoming, outgoing, maxAbsWeight}, incoming[i] / outgoing[i]
+// node i's link indices, strongest |weight| first; and each link's share set. `from` (groupedGraph)
+// gives lists already in order, and which nodes' lists need sorting again.
+function linked(nodes, links, from = null) {
+  let incoming, outgoing;
+  if (from) {
+    ({incoming, outgoing} = from);
+  } else {
+    incoming = nodes.map(() => []);
+    outgoing = nodes.map(() => []);
+    links.forEach((l, k) => {
+      incoming[l.target].push(k);
+      outgoing[l.source].push(k);
+    });
+  }
   let maxAbsWeight = 0;
-  links.forEach((l, k) => {
-    incoming[l.target].push(k);
-    outgoing[l.source].push(k);
-    maxAbsWeight = Math.max(maxAbsWeight, Math.abs(l.weight));
-  });
+  for (const l of links) maxAbsWeight = Math.max(maxAbsWeight, Math.abs(l.weight));
   const byStrength = (a, b) => Math.abs(links[b].weight) - Math.abs(links[a].weight);
-  for (const list of [...incoming, ...outgoing]) list.sort(byStrength);
+  for (let i = 0; i < nodes.length; ++i) {
+    if (from && !from.unsorted[i]) continue;
+    incoming[i].sort(byStrength);
+    outgoing[i].sort(byStrength);
+  }
   // A link's share of its target's input: |weight| over the sum of |weight| into the target, the
   // row normalisation circuit-tracer's influence uses (graph.py's normalize_matrix).
   incoming.forEach((list) => {
     const total = list.reduce((sum, k) => sum + Math.abs(links[k].weight), 0);
     for (const k of list) links[k].share = total > 0 ? Math.abs(links[k].weight) / total : 0;
   });
-
-  const tokens = Array.isArray(meta.prompt_tokens) ? meta.prompt_tokens.map(String) : [];
-  // A loop, not Math.max(...): an unpruned graph's node list is longer than a call's arguments may be.
-  let nPositions = tokens.length;
-  for (const n of nodes) nPositions = Math.max(nPositions, n.pos + 1);
-  return {meta, nodes, byId, links, incoming, outgoing, nBlocks, nPositions, tokens, droppedLinks, duplicateNodes,
-          maxAbsWeight};
+  return {incoming, outgoing, maxAbsWeight};
 }
 
-// Nodes shown at node threshold t (Neuronpedia's pruningThreshold): every embedding and logit, and
-// every other node whose cumulative influence is at most t. A node without a stored influence
-// cannot be filtered by it and stays. Returns a Uint8Array over g.nodes.
+// The file's groups of nodes, Neuronpedia's supernodes: qParams.supernodes = [["name", "node_id",
+// ...], ...] (its graph-types.ts CLTGraphQParams). Neuronpedia names a member by node_id, and by
+// jsNodeId in the graphs of Anthropic's own models and in older files, so both are looked up.
+// As Neuronpedia's subgraph assigns them, a node belongs to the last group naming it. What is not
+// a group (not a list of strings, or no member in this file) is left out and counted, as are
+// members naming no node: [{name, members: [node index...]}], droppedGroups, droppedMembers.
+function readSupernodes(qParams, byId, byJsId) {
+  const list = qParams && typeof qParams === 'object' && Array.isArray(qParams.supernodes) ? qParams.supernodes : [];
+  const read = [];
+  let droppedGroups = 0, droppedMembers = 0;
+  for (const entry of list) {
+    if (!Array.isArray(entry) || entry.length < 2 || !entry.every((x) => typeof x === 'string')) {
+      ++droppedGroups;
+      continue;
+    }
+    const members = [];
+    for (const id of entry.slice(1)) {
+      const i = byId.get(id) ?? byJsId.get(id);
+      if (i === undefined) ++droppedMembers;
+      else if (!members.includes(i)) members.push(i);
+    }
+    read.push({name: entry[0], members});
+  }
+  const owner = new Map();
+  read.forEach((group, k) => { for (const i of group.members) owner.set(i, k); });
+  const groups = [];
+  read.forEach((group, k) => {
+    const members = group.members.filter((i) => owner.get(i) === k);
+    if (members.length) groups.push({name: group.name, members});
+    else ++droppedGroups;
+  });
+  return {groups, droppedGroups, droppedMembers};
+}
+
+// The groups as qParams.supernodes writes them, members by node_id.
+export const supernodesOf = (g, groups) => groups.map((group) => [group.name, ...group.members.map((i) => g.nodes[i].id)]);
+
+// The graph file's text with `groups` as its qParams.supernodes, the rest of the file as it was
+// (its other qParams too: Neuronpedia keeps pinned ids there).
+export function withSupernodes(text, g, groups) {
+  const json = JSON.parse(text);
+  const q = json.qParams && typeof json.qParams === 'object' && !Array.isArray(json.qParams) ? json.qParams : {};
+  json.qParams = {...q, supernodes: supernodesOf(g, groups)};
+  return JSON.stringify(json);
+}
+
+// The graph as drawn with its groups: each closed group one node of kind Kind.supernode (id
+// `supernode-K`, K its place among the groups, as Neuronpedia's subgraph names them) standing at
+// its members' mean row and position, and a link between two drawn nodes the sum of the weights
+// of every link between what they stand for, in and out; the links within a group are gone. An
+// open group's members are drawn as they are, each with `group` K. The result has parseGraph's
+// fields, so everything that reads a graph reads it; each drawn node's `members` are its indices
+// in `g` (itself for a plain node), and `parsed` is g.
+export function groupedGraph(g, groups, open) {
+  const closed = groups.map((_, k) => !open[k]);
+  const groupOf = new Map();
+  groups.forEach((group, k) => { for (const i of group.members) groupOf.set(i, k); });
+  if (!closed.some(Boolean)) {
+    return {...g, nodes: g.nodes.map((n) => ({...n, members: [n.index], group: groupOf.get(n.index) ?? -1})), parsed: g};
+  }
+  const nodes = [];
+  const drawnOf = new Int32Array(g.nodes.length);
+  const byId = new Map();
+  for (const n of g.nodes) {
+    const k = groupOf.get(n.index) ?? -1;
+    if (k >= 0 && closed[k]) continue;
+    drawnOf[n.index] = nodes.length;
+    byId.set(n.id, nodes.length);
+    nodes.push({...n, index: nodes.length, members: [n.index], group: k});
+  }
+  groups.forEach((group, k) => {
+    if (!closed[k]) return;
+    const ms = group.members.map((i) => g.nodes[i]);
+    const mean = (f) => Math.round(ms.reduce((a, m) => a + f(m), 0) / ms.length);
+    // The most influential member's cumulative influence: the group is as large as its strongest.
+    const influence = ms.reduce((best, m) => (m.influence === null ? best : Math.min(best ?? 1, m.influence)), null);
+    const node = {id: `supernode-${k}`, kind: Kind.supernode, name: group.name, layer: '', block: -1, row: mean((m) => m.row),
+                  pos: mean((m) => m.pos), feature: null, activation: null,
+                  influence, tokenProb: null, isTarget: false,
+                  clerp: group.name, index: nodes.length, members: [...group.members], group: k};
+    for (const i of group.members) drawnOf[i] = node.index;
+    byId.set(node.id, node.index);
+    nodes.push(node);
+  });
+  // A link between two plain nodes stays as it is, and keeps its place in its ends' lists (already
+  // strongest first: sorting every list again took 0.5 s on 280 k links); only the links touching a
+  // closed group are summed, and only their ends' lists sorted again.
+  const inClosed = (i) => groupOf.has(i) && closed[groupOf.get(i)];
+  const links = [], sums = new Map(), renumbered = new Int32Array(g.links.length).fill(-1);
+  g.links.forEach((l, k) => {
+    const s = drawnOf[l.source], t = drawnOf[l.target];
+    if (!inClosed(l.source) && !inClosed(l.target)) {
+      renumbered[k] = links.length;
+      links.push({source: s, target: t, weight: l.weight, share: 0});
+    } else if (s !== t) {
+      const key = s * nodes.length + t;
+      sums.set(key, (sums.get(key) || 0) + l.weight);
+    }
+  });
+  const incoming = nodes.map(() => []), outgoing = nodes.map(() => []);
+  for (const n of nodes) {
+    if (n.kind === Kind.supernode) continue;
+    for (const k of g.incoming[n.members[0]]) if (renumbered[k] >= 0) incoming[n.index].push(renumbered[k]);
+    for (const k of g.outgoing[n.members[0]]) if (renumbered[k] >= 0) outgoing[n.index].push(renumbered[k]);
+  }
+  const unsorted = new Uint8Array(nodes.length);
+  for (const [key, weight] of sums) {
+    const source = Math.floor(key / nodes.length), target = key % nodes.length;
+    incoming[target].push(links.length);
+    outgoing[source].push(links.length);
+    unsorted[source] = unsorted[target] = 1;
+    links.push({source, target, weight, share: 0});
+  }
+  return {...g, nodes, byId, links, ...linked(nodes, links, {incoming, outgoing, unsorted}), parsed: g};
+}
+
+// Nodes shown at node threshold t (Neuronpedia's pruningThreshold): every embedding, logit and
+// group, and every other node whose cumulative influence is at most t. A node without a stored
+// influence cannot be filtered by it and stays. Returns a Uint8Array over g.nodes.
 export function shownNodes(g, t) {
-  return Uint8Array.from(g.nodes, (n) =>
-    n.kind === Kind.embedding || n.kind === Kind.logit || n.influence === null || n.influence <= t ? 1 : 0);
+  return Uint8Array.from(g.nodes, (n) => n.kind === Kind.embedding || n.kind === Kind.logit ||
+      n.kind === Kind.supernode || n.influence === null || n.influence <= t ? 1 : 0);
 }
 
 // Link k is shown when both its ends are and its |weight| reaches the edge threshold.
@@ -229,6 +364,7 @@ export function describeNode(g, i) {
     case Kind.logit: return `logit ${logitToken(n)}${n.tokenProb === null ? '' : ` (p = ${n.tokenProb.toFixed(3)})`}`;
     case Kind.error: return `MLP error node in block ${n.block} ${where}`;
     case Kind.feature: return `feature ${n.feature} in block ${n.block} ${where}`;
+    case Kind.supernode: return `group “${n.name}” of ${n.members.length} node${n.members.length === 1 ? '' : 's'}`;
     default: return `${n.kind} ${n.feature ?? ''} in block ${n.block} ${where}`;
   }
 }

@@ -103,9 +103,11 @@
 //     {type:'graph-compute', prompt, maxFeatureNodes}  the attribution graph of [50256] + the
 //                                    prompt's ids on the plain model (`gpt2 graph`), in steps with
 //                                    'graph-progress'; 'cancel-job' stops it
-//     {type:'graph-check', nodeIds, value}  the last computed graph's feature nodes ('L_F_P') set
-//                                    to value (0: ablated): its predicted change of the top logit
-//                                    beside the exact one (`gpt2 graph --check`)
+//     {type:'graph-check', nodeIds, value, group}  the last computed graph's feature nodes
+//                                    ('L_F_P') set to value (0: ablated), all at once: its
+//                                    predicted change of the top logit beside the exact one
+//                                    (`gpt2 graph --check`); group: the name of the group (a
+//                                    supernode) they are the features of, or ''
 //     {type:'graph-card', layer, feature}  a transcoder feature's card over the graph's prompt
 //     {type:'graph-qk', layer, head, query, key}  what makes one head's attention score from query
 //                                    to key on the graph's prompt (query < 0: the last position):
@@ -224,7 +226,7 @@
 //                                                    page's node threshold can go up to 0.99;
 //                                                    nodeThreshold: the one to show first); a
 //                                                    cancelled one has no text
-//     {type:'graph-check', ...GraphCheck, nodeIds, value}
+//     {type:'graph-check', ...GraphCheck, nodeIds, value, group}
 //     {type:'graph-card', ...GraphFeatureCard, layer, feature, ids, pieces}  ids: the graph's prompt
 //     {type:'graph-qk', ...QkAttribution, layer, head, query, key, ids, pieces}
 //     {type:'dashboard-progress', ...JobProgress, bytes, size}  phase 'windows' (done/total: windows

@@ -3,7 +3,8 @@
 // the unembedding) and the checks run on it (its 'graph-check' replies: the graph's predicted
 // change of the top logit beside the exact change).
 //   data-testid="graph-card-strip"   one chip per position (data-position, data-value)
-//   data-testid="graph-check-row"    one per check (data-predicted, data-exact)
+//   data-testid="graph-check-row"    one per check (data-predicted, data-exact, data-group: the
+//                                    group's name when a group's features were set, else '')
 import {el, fmt, showPiece, table, textOn, viridisCss} from './viz.js';
 
 const piece = (pieces, id) => showPiece(pieces[id] ?? `#${id}`);
@@ -57,7 +58,8 @@ export function renderChecks(box, d) {
     tr.dataset.predicted = c.predicted;
     tr.dataset.exact = c.exact;
     const off = Math.abs(c.predicted - c.exact) / Math.max(Math.abs(c.exact), 1e-6);
-    tr.append(el('td', '', c.nodeIds.join(', ')), el('td', 'num', c.value === 0 ? '0 (ablated)' : fmt(c.value, 3)),
+    tr.dataset.group = c.group || '';
+    tr.append(el('td', '', (c.group ? `group “${c.group}”: ` : '') + c.nodeIds.join(', ')), el('td', 'num', c.value === 0 ? '0 (ablated)' : fmt(c.value, 3)),
               el('td', 'num', fmt(c.predicted, 4)), el('td', 'num', fmt(c.exact, 4)),
               el('td', '', off <= 0.1 ? 'close' : off <= 0.5 ? 'partly' : 'far apart'));
     return tr;

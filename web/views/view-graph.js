@@ -5,7 +5,13 @@
 //   data-testid="graph-view"          the container (box)
 //   [data-node-id]                    a node (focusable, role button; the chosen one aria-pressed)
 //   [data-edge]                       a drawn link, data-edge-role "path" | "pinned" | "hover"
+//   data-testid="graph-supernode"     a closed group drawn as one node (also [data-node-id]
+//                                     "supernode-K", data-members: its members' node ids)
+//   [data-group]                      a node of an open group: the group's place K
+//   [data-picked="true"]              a node picked for a new group
 //   data-testid="graph-node-details"  the current node's numbers as text (renderDetails)
+//   data-testid="graph-group"         one group in the list (renderGroups), data-group K, with
+//                                     buttons data-testid graph-group-toggle and graph-group-remove
 import {describeNode, Kind, linkShown, rowsOf, tokenAt} from '../page/graph.js';
 import {fmt} from './viz.js';
 
@@ -21,12 +27,13 @@ const kMinColumn = 68;
 export const kMaxDrawnLinks = 150;
 
 // Shapes tell the kinds apart without colour: circle (feature), square (error), diamond (logit),
-// rounded bar (embedding), as the legend in index.html says.
+// rounded bar (embedding), hexagon (a group), as the legend in index.html says.
 const kKindStyle = {
   [Kind.feature]: {fill: '#3b528b', label: 'feature'},
   [Kind.error]: {fill: '#8a8a94', label: 'MLP error'},
   [Kind.embedding]: {fill: '#2a9d5c', label: 'embedding'},
   [Kind.logit]: {fill: '#e0b000', label: 'logit'},
+  [Kind.supernode]: {fill: '#7b4fa0', label: 'group'},
 };
 const kPositive = '#d95f02', kNegative = '#1f6fb4';  // orange raises its target, blue lowers it
 
@@ -112,13 +119,29 @@ function drawNode(g, n, p) {
   if (n.kind === Kind.error) shape = el('rect', {x: -r, y: -r, width: 2 * r, height: 2 * r});
   else if (n.kind === Kind.logit) shape = el('path', {d: `M0 ${-r * 1.3}L${r * 1.3} 0L0 ${r * 1.3}L${-r * 1.3} 0Z`});
   else if (n.kind === Kind.embedding) shape = el('rect', {x: -r * 1.3, y: -r * 0.8, width: 2.6 * r, height: 1.6 * r, rx: 3});
+  else if (n.kind === Kind.supernode) shape = el('path', {d: hexagon(Math.max(r, 7) * 1.25)});
   else shape = el('circle', {r});
   shape.setAttribute('fill', fill);
   shape.setAttribute('class', 'graph-shape');
   // A generous invisible target: the smallest nodes are 7 px across.
   node.append(el('circle', {r: Math.max(r + 3, 9), class: 'graph-hit'}), shape);
+  if (n.kind === Kind.supernode) {
+    node.setAttribute('data-testid', 'graph-supernode');
+    node.setAttribute('data-members', n.members.map((i) => g.parsed.nodes[i].id).join(' '));
+    const name = el('text', {x: 0, y: -Math.max(r, 7) * 1.25 - 3, class: 'graph-group-label', 'text-anchor': 'middle'});
+    name.textContent = n.name.length > 14 ? `${n.name.slice(0, 13)}…` : n.name;
+    node.append(name);
+  } else if (n.group >= 0) {
+    node.setAttribute('data-group', n.group);
+    node.classList.add('in-group');
+  }
   return node;
 }
+
+const hexagon = (r) => Array.from({length: 6}, (_, k) => {
+  const a = Math.PI / 3 * k;
+  return `${k ? 'L' : 'M'}${(r * Math.cos(a)).toFixed(1)} ${(r * Math.sin(a)).toFixed(1)}`;
+}).join('') + 'Z';
 
 // One drawn link. Width grows with |weight| relative to the strongest in the file.
 function drawLink(g, k, lay, role) {
@@ -155,7 +178,8 @@ const built = new WeakMap();  // box -> {graph, shown, svg, layout, rows, focusS
 
 // data: {graph (graph.js's), shown (its Uint8Array), edgeThreshold, paths (strongestPaths),
 //        logit, current, pinned, hover (node indices or -1), focusSeq (a new one moves keyboard
-//        focus to the current node), label (the SVG's accessible name)}
+//        focus to the current node), picked (Uint8Array over the nodes: picked for a group),
+//        label (the SVG's accessible name)}
 export function render(box, d) {
   if (!d.graph) {
     box.replaceChildren();
@@ -217,6 +241,8 @@ function markNodes(b, d) {
     node.classList.toggle('on-path', onPath.has(i));
     node.classList.toggle('chosen-logit', i === d.logit);
     node.classList.toggle('current', i === d.current);
+    node.classList.toggle('picked', !!d.picked?.[i]);
+    node.setAttribute('data-picked', d.picked?.[i] ? 'true' : 'false');
   }
 }
 
@@ -243,7 +269,7 @@ function linkList(g, d, i, list, words) {
   return [h, ol];
 }
 
-// The current node's numbers. data: {graph, shown, edgeThreshold, current, pinned}
+// The current node's numbers. data: {graph (groupedGraph's), groups, shown, edgeThreshold, current, pinned}
 export function renderDetails(box, d) {
   const g = d.graph, i = d.current;
   if (!g || i < 0) {
@@ -259,8 +285,55 @@ export function renderDetails(box, d) {
   if (n.activation !== null) parts.push(`activation ${fmt(n.activation, 5)}`);
   if (n.influence !== null) parts.push(`influence ${fmt(n.influence, 4)} (cumulative: the share of all influence on the logits held by the nodes at least this influential)`);
   if (n.kind === Kind.logit && n.tokenProb !== null) parts.push(`probability ${fmt(n.tokenProb, 4)}`);
+  if (n.kind !== Kind.supernode && n.group >= 0) parts.push(`in the open group “${d.groups[n.group].name}”`);
   nums.textContent = parts.join(' · ');
-  box.replaceChildren(title, nums, ...linkList(g, d, i, g.incoming[i], 'Incoming'), ...linkList(g, d, i, g.outgoing[i], 'Outgoing'));
+  const members = [];
+  if (n.kind === Kind.supernode) {
+    const h = document.createElement('p');
+    h.className = 'graph-details-head';
+    h.textContent = 'Its members (its links are the sums of theirs, in and out, without the links between them):';
+    const ul = document.createElement('ul');
+    ul.replaceChildren(...n.members.map((m) => {
+      const li = document.createElement('li');
+      li.textContent = `${g.parsed.nodes[m].id}: ${describeNode(g.parsed, m)}`;
+      return li;
+    }));
+    members.push(h, ul);
+  }
+  box.replaceChildren(title, nums, ...members, ...linkList(g, d, i, g.incoming[i], 'Incoming'),
+                      ...linkList(g, d, i, g.outgoing[i], 'Outgoing'));
+}
+
+// The groups as a list, each with its buttons. data: {graph (the parsed graph), groups
+// ([{name, members}]), open (booleans)}
+export function renderGroups(box, d) {
+  if (!d.graph || !d.groups.length) {
+    box.replaceChildren();
+    return;
+  }
+  box.replaceChildren(...d.groups.map((group, k) => {
+    const li = document.createElement('li');
+    li.setAttribute('data-testid', 'graph-group');
+    li.dataset.group = k;
+    const features = group.members.filter((i) => d.graph.nodes[i].kind === Kind.feature).length;
+    const words = document.createElement('span');
+    words.textContent = `“${group.name}”: ${group.members.length} node${group.members.length === 1 ? '' : 's'} ` +
+        `(${features} feature${features === 1 ? '' : 's'}), ${d.open[k] ? 'drawn one by one' : 'drawn as one node'}. `;
+    const button = (testid, action, text) => {
+      const b = document.createElement('button');
+      b.type = 'button';
+      b.className = 'secondary';
+      b.setAttribute('data-testid', testid);
+      b.dataset.groupAction = action;
+      b.dataset.group = k;
+      b.textContent = text;
+      b.setAttribute('aria-label', `${text} “${group.name}”`);
+      return b;
+    };
+    li.append(words, button('graph-group-toggle', 'toggle', d.open[k] ? 'Close' : 'Open'), ' ',
+              button('graph-group-remove', 'remove', 'Ungroup'));
+    return li;
+  }));
 }
 
 // The strongest paths in words. data: {graph, paths, logit}

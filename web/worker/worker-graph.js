@@ -239,7 +239,7 @@ export function createGraph({post, yieldToEvents, loader, module, under}) {
       under.ensure(kPlain);
       const value = Number(msg.value);
       const r = engine.checkGraph(msg.nodeIds, value);
-      reply(post, Msg.graphCheck, kPlain, r, {nodeIds: msg.nodeIds, value});
+      reply(post, Msg.graphCheck, kPlain, r, {nodeIds: msg.nodeIds, value, group: String(msg.group || '')});
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.graph, message: errorMessage(e)});
     }
