@@ -73,7 +73,7 @@ function memo(fn) {
 // store, worker, $, on: app.js's; download(name, blob): app-export.js's; hfBase: the page's
 // Hugging Face; canRun(s): whether the engine is free for a run; showUnder(id, result): writes
 // what a result was computed under.
-export function createGraphPanel({store, worker, $, on, download, hfBase, canRun, showUnder}) {
+export function createGraphPanel({store, worker, $, on, download, hfBase, canRun, showUnder, showDashboard}) {
   const state = store.state;
   const shownOf = memo(shownNodes);
   const rowsOfShown = memo(rowsOf);
@@ -225,6 +225,15 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
   on($('graph-compute'), 'click', compute);
   // Also stops a transcoder download between blocks.
   on($('graph-cancel'), 'click', () => worker.postMessage({type: Msg.cancelJob}));
+  // The pinned transcoder feature (of any graph, computed or opened), or null.
+  function pinnedNode(s) {
+    const n = s.graph?.model && s.graphPinned >= 0 ? s.graph.model.nodes[s.graphPinned] : null;
+    return n && n.kind === Kind.feature && n.feature !== null && n.block >= 0 ? n : null;
+  }
+  on($('graph-dashboard'), 'click', () => {
+    const n = pinnedNode(state);
+    if (n) showDashboard?.({dictionary: 'transcoders', layer: n.block, index: n.feature});
+  });
   on($('graph-check-add'), 'click', () => {
     const pinned = pinnedCheck(state);
     const add = (pinned?.ids || []).filter((id) => !state.graphCheckNodes.includes(id));
@@ -496,6 +505,7 @@ export function createGraphPanel({store, worker, $, on, download, hfBase, canRun
           ? `Reading the prompt's features: block ${c.done} of ${c.total}…`
           : `Computing the graph's rows: ${c.done} of ${c.total}…`;
       const pinned = pinnedCheck(s);
+      $('graph-dashboard').disabled = !pinnedNode(s);
       $('graph-check-add').disabled = !pinned || pinned.ids.every((id) => s.graphCheckNodes.includes(id));
       $('graph-check-clear').disabled = !s.graphCheckNodes.length;
       $('graph-check').disabled = !free || computing || s.graphChecking || !s.graphComputed ||

@@ -374,7 +374,7 @@ const experimentsPanel = createExperimentsPanel({store, worker, $, on, compute, 
 const circuitsPanel = createCircuitsPanel({store, worker, $, on, busy, pick, chooseLayerHead, showUnder});
 const exportPanel = createExportPanel({store, $, on, compute});
 const graphPanel = createGraphPanel({store, worker, $, on, download, hfBase: loadPanel.hfBase, canRun: (s) => !busy(s),
-                                     showUnder});
+                                     showUnder, showDashboard: (f) => dashboardPanel.showFeature(f)});
 // The computed or opened graph's transcoder features, [[layer, feature], ...], once each.
 const graphFeatures = () => {
   const nodes = state.graph?.model?.nodes || [];
