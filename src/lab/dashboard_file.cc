@@ -7,9 +7,9 @@
 
 namespace gpt2 {
 
-std::vector<DashboardBlock> SelectDashboardBlocks(const std::map<int, const Sae*>& have,
-                                                  std::vector<int> blocks,
-                                                  const std::vector<std::pair<int, int>>& features) {
+std::vector<DashboardBlock> SelectDashboardBlocks(
+    const std::map<int, const Sae*>& have, std::vector<int> blocks,
+    const std::vector<std::pair<int, int>>& features) {
   if (have.empty()) throw Error("the dictionary has no block");
   const bool named_blocks = !blocks.empty();
   for (int l : blocks) {

@@ -30,6 +30,7 @@
 #include "graph/graph_json.h"
 #include "lab/attribute.h"
 #include "lab/conversation.h"
+#include "lab/dashboard_file.h"
 #include "lab/experiment.h"
 #include "lab/features.h"
 #include "lab/generation.h"
@@ -37,7 +38,6 @@
 #include "lab/graph.h"
 #include "lab/graph_card.h"
 #include "lab/graph_check.h"
-#include "lab/dashboard_file.h"
 #include "lab/head_sweep.h"
 #include "lab/job.h"
 #include "lab/patching.h"
@@ -264,7 +264,7 @@ class Lab {
   }
   GraphJob* graph_job() const { return dynamic_cast<GraphJob*>(job_.get()); }
   DashboardFileJob& dashboard_job() const;  // gpt2::Error unless the job running is dashboards
-  JobProgress Step();  // ContinueJob's
+  JobProgress Step();                       // ContinueJob's
 
   std::shared_ptr<const GgufFile> file_;
   std::unique_ptr<Model> model_;
