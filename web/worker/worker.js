@@ -190,7 +190,10 @@ async function handleLoad(msg) {
     jobs.attach(engine, info);
     sae.attach(engine, info);
     graph.attach(engine, info);
-    dashboards.attach(engine, info, loaded.name);
+    // The model as a dashboard's file names it: the file's name (`gpt2 dashboard`'s --model).
+    const fileName = loaded.name || decodeURIComponent(new URL(msg.url || msg.model || 'model', location.href)
+        .pathname.split('/').pop());
+    dashboards.attach(engine, info, fileName);
     jobs.warmUp();
     // The module's memory never shrinks, so its size here is the most the load (a conversion
     // included) has used.
