@@ -382,6 +382,12 @@ for (const kind of kBrowsers) {
       await until(() => document.querySelector('[data-testid=dashboard]')?.dataset.index === '7');
       assert.match(await page.text('[data-testid=dashboard] h4'), /Block 0, feature #7: the word "the"/);
       assert.equal(await page.count('[data-testid=dashboard-top] [data-testid=dashboard-window]'), 1);
+      // The same request again is read from the browser cache, the same file.
+      await page.click('[data-testid=dashboard-compute]');
+      await until(() => window.gpt2Page.state.dashboards?.source.startsWith('the browser cache') ||
+                         window.gpt2Page.state.dashboardError);
+      const cached = await page.evaluate(() => JSON.parse(JSON.stringify(window.gpt2Page.state.dashboards)));
+      assert.deepEqual(cached.features, got.features);
     });
 
     // After saliency and the SAE: until every request carries the store's interventions (issue
