@@ -339,6 +339,8 @@ for (const kind of kBrowsers) {
       await page.select('dashboard-corpus', 'url');
       await page.fill('dashboard-corpus-url', 'models/corpus.txt');
       await page.fill('dashboard-context', 16);
+      await page.fill('dashboard-top-count', 20);
+      await page.fill('dashboard-per-band', 5);
       await page.click('[data-testid=dashboard-compute]');
       await until(() => window.gpt2Page.state.dashboards?.source.startsWith('the engine') || window.gpt2Page.state.dashboardError);
       assert.equal(await page.evaluate(() => window.gpt2Page.state.dashboardError), '');

@@ -21,7 +21,9 @@ export const kDashboardState = {
   dashboardCorpus: 'held-out',  // 'held-out' | 'file' | 'url'
   dashboardCorpusUrl: '',
   dashboardCorpusFile: null,
-  dashboardContext: '128',
+  dashboardContext: '64',  // the page's defaults hold a block of 1,024 features in tens of MB
+  dashboardTop: '10',
+  dashboardPerBand: '2',
   dashboardMaxTokens: '',
   dashboardComputing: null,  // the worker's 'dashboard-progress' while it computes ({} before the first)
   dashboardStatus: 'No dashboards yet.',
@@ -78,7 +80,12 @@ export function createDashboardPanel({store, worker, $, on, download, canRun, gr
     if (dictionary === 'sae') blocks = [];  // an SAE has one block: its features are its own
     const context = Number(state.dashboardContext);
     if (!Number.isInteger(context) || context < 1) { store.set({dashboardError: 'The context must be a whole number of tokens.'}); return; }
-    const options = {context};
+    const top = Number(state.dashboardTop), perBand = Number(state.dashboardPerBand);
+    if (![top, perBand].every((n) => Number.isInteger(n) && n >= 0)) {
+      store.set({dashboardError: 'The top windows and those of each band: whole numbers from 0.'});
+      return;
+    }
+    const options = {context, top, perBand};
     if (String(state.dashboardMaxTokens).trim()) {
       const m = Number(state.dashboardMaxTokens);
       if (!Number.isInteger(m) || m < 1) { store.set({dashboardError: 'Tokens at most: a whole number, or empty for all.'}); return; }
@@ -118,6 +125,8 @@ export function createDashboardPanel({store, worker, $, on, download, canRun, gr
   kept('dashboard-corpus', 'dashboardCorpus', 'change');
   kept('dashboard-corpus-url', 'dashboardCorpusUrl');
   kept('dashboard-context', 'dashboardContext');
+  kept('dashboard-top', 'dashboardTop');
+  kept('dashboard-per-band', 'dashboardPerBand');
   kept('dashboard-max-tokens', 'dashboardMaxTokens');
   on($('dashboard-corpus-file'), 'change', (e) => {
     const file = e.target.files?.[0] || null;
