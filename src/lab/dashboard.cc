@@ -60,8 +60,8 @@ float GetFloat(const uint8_t*& p) {
   return v;
 }
 
-template <typename T>
-int64_t BytesOf(const std::vector<T>& v) {
+template <typename T, typename A>
+int64_t BytesOf(const std::vector<T, A>& v) {
   return static_cast<int64_t>(v.capacity() * sizeof(T));
 }
 
@@ -73,6 +73,7 @@ struct DashboardJob::Block {
   Hook hook = Hook::kResidMid;
   bool all = true;                           // every feature: column j is feature j
   std::vector<int> features;                 // else column j is features[j]
+  Sae::Gathered gathered;                    // and these are their encoder rows
   int width = 0;                             // columns
   std::vector<std::vector<uint8_t>> packed;  // [windows]
 
@@ -91,7 +92,7 @@ struct DashboardJob::Block {
   int feature(int column) const { return all ? column : features[column]; }
   int64_t bytes() const {
     int64_t n = BytesOf(begin) + BytesOf(window) + BytesOf(window_max) + BytesOf(offset) +
-                BytesOf(nonzero) + BytesOf(max) + BytesOf(histogram);
+                BytesOf(nonzero) + BytesOf(max) + BytesOf(histogram) + BytesOf(gathered.rows);
     for (const auto& p : packed) n += BytesOf(p);
     return n;
   }
@@ -175,6 +176,7 @@ DashboardJob::DashboardJob(Session& session, const Tokenizer& tokenizer,
     for (int f : d.features) d.sae->CheckFeature(f);
     b->all = d.features.empty();
     b->features = std::move(d.features);
+    if (!b->all) b->gathered = d.sae->Gather(b->features);
     b->width = b->all ? d.sae->d_sae() : static_cast<int>(b->features.size());
     keep_.hooks |= HookSet{b->hook};
     blocks_.push_back(std::move(b));
@@ -266,7 +268,7 @@ void DashboardJob::RunWindow(int64_t w) {
     if (b.all) {
       b.sae->Encode(x, T, dense_.data(), nullptr, scratch_);
     } else {
-      b.sae->EncodeFeatures(x, T, b.features.data(), W, dense_.data(), nullptr, scratch_);
+      b.sae->EncodeGathered(b.gathered, x, T, dense_.data(), nullptr, scratch_);
     }
     // The columns that fire somewhere, found row by row (a few thousand of 24,576 in a window of
     // GPT-2 small's), then each read down its column.
