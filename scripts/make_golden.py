@@ -28,6 +28,8 @@ from the repository root:
                            [--only-sae]
                            [--transcoder-dir tests/data/transcoders] [--graph-output tests/data/golden_graph.bin]
                            [--only-graph]
+                           [--dashboard-dir tests/data/dashboard] [--dashboard-output tests/data/golden_dashboard.bin]
+                           [--only-dashboard]
 
 File format (all little-endian), read by tests/model/golden_file.h:
     8 bytes  magic "GPT2GOLD"
@@ -129,6 +131,12 @@ with an injection leaf where they add), every target's incoming edges one torch.
     graph/scores           f32 [2]   replacement and completeness scores
     graph/logits           f32 [V]   the real model's last logits (the replacement model's, equal
                                      to 1e-9: checked here)
+
+tests/data/dashboard/corpus.{jsonl,txt} and golden_dashboard.bin, same format (write_dashboard()):
+feature dashboards (src/lab/dashboard.h) of the test transcoders (every feature, the .jsonl corpus)
+and the "standard" SAE (chosen features, the .txt corpus cut at max_tokens), the corpus tokenized by
+GPT-2's BPE written here (encoder.py's algorithm, the vocabulary of weights/gpt2-tiny-q8_0.gguf),
+each window run as [50256] + window in float64; records listed in write_dashboard's docstring.
 """
 
 import argparse
