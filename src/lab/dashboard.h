@@ -14,8 +14,16 @@
 //              windows drawn by BandSample (below), listed in ascending window order
 //   frac_nonzero  the share of the corpus's tokens where it fires (> 0)
 //   histogram  kHistogramBins bins over (0, M] cut as the bands, of its nonzero activations
-//   logits     the kLogitTokens tokens its decoder promotes most and least (lab/features.h
-//              SaeLogitWeightsOf: the decoder row . TransformerLens's W_U, see there)
+//   logits     the kLogitTokens tokens its decoder promotes most and least: the decoder row .
+//              W_U, lab/features.h SaeLogitWeightsOf (Sae::LogitWeights), the features panel's
+//              own. Neuronpedia's pos_str and neg_str are SAEDashboard's W_dec[f] @ model.W_U on a
+//              HookedTransformer loaded with fold_ln, whose W_U has ln_f's weight folded in:
+//              so does ours. "No LayerNorm": the row is not normalised as ln_f would a stream.
+//              TransformerLens also centres W_U: over the vocabulary (center_unembed), which
+//              shifts all of a feature's values alike and leaves the tokens and their order as
+//              ours, and over d_model (fold_ln's centring), which is the decoder row's mean taken
+//              out, as ln_f takes any stream's: Neuronpedia's values differ from ours by a
+//              shift per feature, and where a decoder row's mean is not zero, by its part too.
 // A feature that never fires has no windows and an empty histogram.
 //
 // BandSample, the seeded draw, written out so that scripts/make_golden.py reproduces it: the n
