@@ -436,7 +436,7 @@ TEST_CASE("dashboard job: checks, progress by phase, and what it holds", "[dashb
   const std::string text = "{\"text\": \"one two three four five six seven eight nine ten\"}\n";
   job.Feed(text.data(), text.size());
   CHECK(job.progress().total == 2);  // 10 tokens in windows of 8
-  job.Continue();  // window 0's forward
+  job.Continue();                    // window 0's forward
   CHECK(job.progress().done == 0);
   job.Continue();  // its encoding
   CHECK(job.progress().done == 1);
