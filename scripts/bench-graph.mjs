@@ -26,7 +26,7 @@ import {execFileSync, spawnSync} from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 
-import {arg, benchModel, engineFactory, loadEngine, median, printMachine, randomSaeSafetensors, repoRoot} from './node-engine.mjs';
+import {arg, benchModel, benchTranscoders, engineFactory, loadEngine, median, printMachine, repoRoot} from './node-engine.mjs';
 
 const kRuns = Number(arg('runs', '3'));
 const kDIn = 768, kDSae = 24576, kLayers = 12, kMaxFeatureNodes = 1000;
@@ -36,22 +36,7 @@ const dir = path.join(repoRoot, 'build/bench/graph');
 const gpt2 = path.join(repoRoot, 'build/native/gpt2');
 const model = benchModel('gpt2');
 
-// The transcoder folder and its Q8_0 GGUF, made once.
-const tcDir = path.join(dir, 'tc');
-const tcFile = path.join(dir, 'transcoders-q8_0.gguf');
-if (!fs.existsSync(tcFile)) {
-  for (let l = 0; l < kLayers; ++l) {
-    const block = path.join(tcDir, `gpt2-small-dun-chl-mlp-tc${l}`);
-    fs.mkdirSync(block, {recursive: true});
-    fs.writeFileSync(path.join(block, 'sae.json'), JSON.stringify({
-      d_in: kDIn, d_sae: kDSae, hook_point: `blocks.${l}.ln2.hook_normalized`,
-      out_hook_point: `blocks.${l}.hook_mlp_out`}));
-    fs.writeFileSync(path.join(block, 'sae.safetensors'), randomSaeSafetensors({dIn: kDIn, dSae: kDSae, seed: 1000 + l, encBias: -1.6}));
-  }
-  execFileSync(path.join(repoRoot, 'build/native/gpt2-convert'),
-               ['--transcoders', tcDir, '--output', tcFile, '--type', 'q8_0'], {stdio: 'pipe'});
-  fs.rmSync(tcDir, {recursive: true});
-}
+const tcFile = benchTranscoders();
 
 printMachine();
 const ids = execFileSync(gpt2, ['tokenize', '--model', model, '--text', kPrompt], {encoding: 'utf8'})

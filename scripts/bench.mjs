@@ -25,7 +25,7 @@
 //   node scripts/bench.mjs [--runs 5] [--types q8_0,q4_0,f32] [--prompt-tokens 128]
 //                          [--decode-tokens 64] [--skip-native] [--skip-browser] [--skip-experiments]
 //                          [--skip-compare] [--skip-ours] [--skip-family] [--skip-gradients] [--skip-sae]
-//                          [--skip-graph] [--skip-profile]
+//                          [--skip-graph] [--skip-dashboard] [--skip-profile]
 //                          [--max-load 0.5] [--engine build/wasm/web/gpt2-engine.js] [--site build/site]
 // (--skip-compare: in the browser, only the page's experiments, not the ours/wllama runs.)
 // At the end, each in a script of its own:
@@ -36,6 +36,8 @@
 //      Q8_0) over a prompt against its prefill, a steered re-run, converting the SAE in wasm;
 //   attribution graphs (scripts/bench-graph.mjs): 12 GPT-2-small transcoders (Q8_0), a 16-token
 //      prompt's graph against its prefill, and the memory it takes;
+//   feature dashboards (scripts/bench-dashboard.mjs, native for now): a graph's 1,000 features, one
+//      block's and every block's over 100 k tokens, against prefilling those tokens, and the state;
 //   where the page's prefill goes, per kernel (scripts/bench-profile.mjs): V8's profiler in
 //      Chromium over the page's module with its function names, Q8_0 and F32, plain and relaxed.
 // Needs `bash scripts/build.sh` first (native tools and build/wasm/web).
@@ -646,4 +648,8 @@ if (!flag('skip-graph')) {
   spawnSync(process.execPath, ['--no-experimental-fetch', path.join(kRoot, 'scripts/bench-graph.mjs'),
                                '--runs', String(Math.min(kRuns, 3))], {stdio: 'inherit'});
   spawnSync(process.execPath, [path.join(kRoot, 'scripts/bench-graph-page.mjs')], {stdio: 'inherit'});
+}
+if (!flag('skip-dashboard')) {
+  console.log('\nFeature dashboards (scripts/bench-dashboard.mjs):');
+  spawnSync(process.execPath, [path.join(kRoot, 'scripts/bench-dashboard.mjs')], {stdio: 'inherit'});
 }

@@ -28,6 +28,8 @@ from the repository root:
                            [--only-sae]
                            [--transcoder-dir tests/data/transcoders] [--graph-output tests/data/golden_graph.bin]
                            [--only-graph]
+                           [--dashboard-dir tests/data/dashboard] [--dashboard-output tests/data/golden_dashboard.bin]
+                           [--only-dashboard]
 
 File format (all little-endian), read by tests/model/golden_file.h:
     8 bytes  magic "GPT2GOLD"
@@ -136,6 +138,12 @@ with an injection leaf where they add), every target's incoming edges one torch.
                                      logit - mean(logits) at the last position: by the frozen
                                      replacement model's forward with the group clamped, and by
                                      the real model with the clamps as edits of hook_mlp_out
+
+tests/data/dashboard/corpus.{jsonl,txt} and golden_dashboard.bin, same format (write_dashboard()):
+feature dashboards (src/lab/dashboard.h) of the test transcoders (every feature, the .jsonl corpus)
+and the "standard" SAE (chosen features, the .txt corpus cut at max_tokens), the corpus tokenized by
+GPT-2's BPE written here (encoder.py's algorithm, the vocabulary of weights/gpt2-tiny-q8_0.gguf),
+each window run as [50256] + window in float64; records listed in write_dashboard's docstring.
 """
 
 import argparse

@@ -131,3 +131,30 @@ export function randomSaeSafetensors({dIn, dSae, seed, encBias}) {
   for (let i = 0; i < dSae; ++i) bEnc[i] = encBias + 0.1 * random();
   return out;
 }
+
+// Random transcoders of the public GPT-2 small set's shape for all 12 blocks (24,576 features,
+// jacobdunefsky/gpt2small-transcoders' layout: one folder per block with sae.json and an f32
+// sae.safetensors, 151 MB each), converted to Q8_0 by gpt2-convert --transcoders; made once in
+// build/bench/graph. Their b_enc (about -1.6 against pre-activations of standard deviation 0.58)
+// makes about 0.3 % of the features fire, some 70 a token: the order of the real transcoders' L0.
+export function benchTranscoders() {
+  const kDIn = 768, kDSae = 24576, kLayers = 12;
+  const dir = path.join(repoRoot, 'build/bench/graph');
+  const tcDir = path.join(dir, 'tc');
+  const tcFile = path.join(dir, 'transcoders-q8_0.gguf');
+  if (!fs.existsSync(tcFile)) {
+    for (let l = 0; l < kLayers; ++l) {
+      const block = path.join(tcDir, `gpt2-small-dun-chl-mlp-tc${l}`);
+      fs.mkdirSync(block, {recursive: true});
+      fs.writeFileSync(path.join(block, 'sae.json'), JSON.stringify({
+        d_in: kDIn, d_sae: kDSae, hook_point: `blocks.${l}.ln2.hook_normalized`,
+        out_hook_point: `blocks.${l}.hook_mlp_out`}));
+      fs.writeFileSync(path.join(block, 'sae.safetensors'),
+                       randomSaeSafetensors({dIn: kDIn, dSae: kDSae, seed: 1000 + l, encBias: -1.6}));
+    }
+    execFileSync(path.join(repoRoot, 'build/native/gpt2-convert'),
+                 ['--transcoders', tcDir, '--output', tcFile, '--type', 'q8_0'], {stdio: 'pipe'});
+    fs.rmSync(tcDir, {recursive: true});
+  }
+  return tcFile;
+}

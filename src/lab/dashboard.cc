@@ -21,6 +21,8 @@ namespace {
 // Features finished per step: their logit tables are one product of [64, d_model] by the
 // unembedding, [64, n_vocab] floats (13 MB for GPT-2) at a time.
 constexpr int kFeaturesPerStep = 64;
+// Features encoded per step, in whole blocks (a window's forward is a step of its own).
+constexpr int kEncodeWidth = 24576;
 
 // The packed activations of one window and block (see the header): per firing column, ascending,
 //   varint(column - previous column - 1),
@@ -60,8 +62,8 @@ float GetFloat(const uint8_t*& p) {
   return v;
 }
 
-template <typename T>
-int64_t BytesOf(const std::vector<T>& v) {
+template <typename T, typename A>
+int64_t BytesOf(const std::vector<T, A>& v) {
   return static_cast<int64_t>(v.capacity() * sizeof(T));
 }
 
@@ -73,6 +75,7 @@ struct DashboardJob::Block {
   Hook hook = Hook::kResidMid;
   bool all = true;                           // every feature: column j is feature j
   std::vector<int> features;                 // else column j is features[j]
+  Sae::Gathered gathered;                    // and these are their encoder rows
   int width = 0;                             // columns
   std::vector<std::vector<uint8_t>> packed;  // [windows]
 
@@ -91,7 +94,7 @@ struct DashboardJob::Block {
   int feature(int column) const { return all ? column : features[column]; }
   int64_t bytes() const {
     int64_t n = BytesOf(begin) + BytesOf(window) + BytesOf(window_max) + BytesOf(offset) +
-                BytesOf(nonzero) + BytesOf(max) + BytesOf(histogram);
+                BytesOf(nonzero) + BytesOf(max) + BytesOf(histogram) + BytesOf(gathered.rows);
     for (const auto& p : packed) n += BytesOf(p);
     return n;
   }
@@ -175,6 +178,7 @@ DashboardJob::DashboardJob(Session& session, const Tokenizer& tokenizer,
     for (int f : d.features) d.sae->CheckFeature(f);
     b->all = d.features.empty();
     b->features = std::move(d.features);
+    if (!b->all) b->gathered = d.sae->Gather(b->features);
     b->width = b->all ? d.sae->d_sae() : static_cast<int>(b->features.size());
     keep_.hooks |= HookSet{b->hook};
     blocks_.push_back(std::move(b));
@@ -207,7 +211,23 @@ void DashboardJob::EndInput() {
 
 void DashboardJob::Continue() {
   if (next_window_ < windows_.size()) {
-    RunWindow(next_window_++);
+    if (next_block_ < 0) {
+      RunModel(next_window_);
+      next_block_ = 0;
+    } else {
+      // Blocks of up to kEncodeWidth features a step (at least one): a whole GPT-2-small block
+      // costs a fifth of the window's forward, a graph's features in every block a few rows.
+      int width = 0;
+      while (next_block_ < static_cast<int>(blocks_.size()) &&
+             (width == 0 || width + blocks_[next_block_]->width <= kEncodeWidth)) {
+        width += blocks_[next_block_]->width;
+        EncodeBlock(*blocks_[next_block_++]);
+      }
+      if (next_block_ == static_cast<int>(blocks_.size())) {
+        next_block_ = -1;
+        ++next_window_;
+      }
+    }
   } else if (input_ended_ && finishing_ < blocks_.size()) {
     FinishGroup();
   }
@@ -243,56 +263,56 @@ int64_t DashboardJob::state_bytes() const {
   return n;
 }
 
-void DashboardJob::RunWindow(int64_t w) {
+void DashboardJob::RunModel(int64_t w) {
   const int n = windows_.length(w);
-  const int T = n + 1;
   tokens_.assign(1, kEndOfText);
   tokens_.insert(tokens_.end(), windows_.ids(w), windows_.ids(w) + n);
   RunOptions run;
   RecordActs(session_.model().config(), keep_, acts_, run);
   session_.Reset();
-  session_.Prefill(tokens_.data(), T, run);
-  std::vector<int> fired;
-  for (auto& bp : blocks_) {
-    Block& b = *bp;
-    const int W = b.width;
-    // Every row, the BOS's too, as the graph encodes them (so the activations are its own);
-    // the BOS's row is then left out.
-    const std::vector<float>& rows = acts_.Of(b.hook, b.layer);
-    if (rows.size() != size_t(T) * session_.model().config().n_embd)
-      throw Error("the run did not report " + b.sae->config().hook_name);
-    const float* x = rows.data();
-    dense_.resize(size_t(T) * W);
-    if (b.all) {
-      b.sae->Encode(x, T, dense_.data(), nullptr, scratch_);
-    } else {
-      b.sae->EncodeFeatures(x, T, b.features.data(), W, dense_.data(), nullptr, scratch_);
-    }
-    // The columns that fire somewhere, found row by row (a few thousand of 24,576 in a window of
-    // GPT-2 small's), then each read down its column.
-    fired.assign(W, 0);
-    for (int t = 1; t < T; ++t) {
-      const float* row = dense_.data() + int64_t(t) * W;
-      for (int j = 0; j < W; ++j) fired[j] += row[j] > 0;
-    }
-    packed_.clear();
-    int previous = -1;
-    for (int j = 0; j < W; ++j) {
-      if (fired[j] == 0) continue;
-      PutVarint(packed_, uint64_t(j - previous - 1));
-      previous = j;
-      int last = -1, left = fired[j];
-      for (int t = 1; t < T; ++t) {
-        const float v = dense_[int64_t(t) * W + j];
-        if (!(v > 0)) continue;
-        --left;
-        PutVarint(packed_, uint64_t(2 * (t - 1 - last - 1) + (left > 0 ? 1 : 0)));
-        last = t - 1;
-        PutFloat(packed_, v);
-      }
-    }
-    b.packed.emplace_back(packed_.begin(), packed_.end());
+  session_.Prefill(tokens_.data(), n + 1, run);
+}
+
+void DashboardJob::EncodeBlock(Block& b) {
+  const int T = static_cast<int>(tokens_.size());
+  std::vector<int>& fired = fired_;
+  const int W = b.width;
+  // Every row, the BOS's too, as the graph encodes them (so the activations are its own);
+  // the BOS's row is then left out.
+  const std::vector<float>& rows = acts_.Of(b.hook, b.layer);
+  if (rows.size() != size_t(T) * session_.model().config().n_embd)
+    throw Error("the run did not report " + b.sae->config().hook_name);
+  const float* x = rows.data();
+  dense_.resize(size_t(T) * W);
+  if (b.all) {
+    b.sae->Encode(x, T, dense_.data(), nullptr, scratch_);
+  } else {
+    b.sae->EncodeGathered(b.gathered, x, T, dense_.data(), nullptr, scratch_);
   }
+  // The columns that fire somewhere, found row by row (a few thousand of 24,576 in a window of
+  // GPT-2 small's), then each read down its column.
+  fired.assign(W, 0);
+  for (int t = 1; t < T; ++t) {
+    const float* row = dense_.data() + int64_t(t) * W;
+    for (int j = 0; j < W; ++j) fired[j] += row[j] > 0;
+  }
+  packed_.clear();
+  int previous = -1;
+  for (int j = 0; j < W; ++j) {
+    if (fired[j] == 0) continue;
+    PutVarint(packed_, uint64_t(j - previous - 1));
+    previous = j;
+    int last = -1, left = fired[j];
+    for (int t = 1; t < T; ++t) {
+      const float v = dense_[int64_t(t) * W + j];
+      if (!(v > 0)) continue;
+      --left;
+      PutVarint(packed_, uint64_t(2 * (t - 1 - last - 1) + (left > 0 ? 1 : 0)));
+      last = t - 1;
+      PutFloat(packed_, v);
+    }
+  }
+  b.packed.emplace_back(packed_.begin(), packed_.end());
 }
 
 void DashboardJob::PrepareBlock(Block& b) {

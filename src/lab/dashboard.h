@@ -14,8 +14,16 @@
 //              windows drawn by BandSample (below), listed in ascending window order
 //   frac_nonzero  the share of the corpus's tokens where it fires (> 0)
 //   histogram  kHistogramBins bins over (0, M] cut as the bands, of its nonzero activations
-//   logits     the kLogitTokens tokens its decoder promotes most and least (lab/features.h
-//              SaeLogitWeightsOf: the decoder row . TransformerLens's W_U, see there)
+//   logits     the kLogitTokens tokens its decoder promotes most and least: the decoder row .
+//              W_U, lab/features.h SaeLogitWeightsOf (Sae::LogitWeights), the features panel's
+//              own. Neuronpedia's pos_str and neg_str are SAEDashboard's W_dec[f] @ model.W_U on a
+//              HookedTransformer loaded with fold_ln, whose W_U has ln_f's weight folded in:
+//              so does ours. "No LayerNorm": the row is not normalised as ln_f would a stream.
+//              TransformerLens also centres W_U: over the vocabulary (center_unembed), which
+//              shifts all of a feature's values alike and leaves the tokens and their order as
+//              ours, and over d_model (fold_ln's centring), which is the decoder row's mean taken
+//              out, as ln_f takes any stream's: Neuronpedia's values differ from ours by a
+//              shift per feature, and where a decoder row's mean is not zero, by its part too.
 // A feature that never fires has no windows and an empty histogram.
 //
 // BandSample, the seeded draw, written out so that scripts/make_golden.py reproduces it: the n
@@ -108,8 +116,9 @@ std::vector<int64_t> BandSample(uint64_t seed, int layer, int feature, int band,
                                 int per_band);
 
 // The dashboards as a job (job.h): the corpus is fed in pieces (Feed, then EndInput); each
-// Continue() runs the next window while there are windows (phase "windows": done/total over the
-// windows read so far), then finishes the next group of features (phase "features"), whose
+// Continue() runs the next window's forward, or encodes it at the next blocks (a block of
+// GPT-2 small's 24,576 features a step), while there are windows (phase "windows": done/total
+// over the windows read so far), then finishes the next group of features (phase "features"), whose
 // dashboards TakeFeatures() hands over. It only runs `session` (each window from position 0, so
 // anything may use the session between steps; the caller restores what it held) and reads the
 // model and the dictionary, which must outlive it.
@@ -143,7 +152,8 @@ class DashboardJob : public Job {
 
  private:
   struct Block;
-  void RunWindow(int64_t w);
+  void RunModel(int64_t w);    // window w's forward, recorded into acts_
+  void EncodeBlock(Block& b);  // the recorded window through b's encoder, packed
   void PrepareBlock(Block& b);
   FeatureDashboard FinishFeature(Block& b, int column);
   void FinishGroup();
@@ -162,7 +172,9 @@ class DashboardJob : public Job {
   std::vector<uint8_t> packed_;
   SaeScratch scratch_;
   int64_t next_window_ = 0;
-  size_t finishing_ = 0;  // the block being finished
+  int next_block_ = -1;     // the next block to encode of it (-1: its forward is next)
+  std::vector<int> fired_;  // per column: positions where it fires in the window
+  size_t finishing_ = 0;    // the block being finished
   int features_done_ = 0;
   std::vector<FeatureDashboard> finished_;
   int64_t peak_state_bytes_ = 0;

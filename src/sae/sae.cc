@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "base/error.h"
@@ -166,6 +167,35 @@ void Sae::EncodeFeatures(const float* x, int n, const int* features, int count, 
     }
     for (int t = 0; t < n; ++t)
       acts[int64_t(t) * count + j] = Activate(group[int64_t(t) * rows + f - first], f);
+  }
+}
+
+Sae::Gathered Sae::Gather(const std::vector<int>& features) const {
+  Gathered g;
+  g.features = features;
+  const size_t row_bytes = RowBytes(w_enc_.type, config_.d_in);
+  g.rows.resize(row_bytes * features.size());
+  for (size_t j = 0; j < features.size(); ++j) {
+    CheckFeature(features[j]);
+    std::memcpy(g.rows.data() + row_bytes * j,
+                static_cast<const uint8_t*>(w_enc_.data) + row_bytes * features[j], row_bytes);
+    g.bias.push_back(b_enc_[features[j]]);
+  }
+  return g;
+}
+
+void Sae::EncodeGathered(const Gathered& g, const float* x, int n, float* acts, float* scale,
+                         SaeScratch& scratch) const {
+  const int count = static_cast<int>(g.features.size());
+  if (config_.architecture == SaeArchitecture::kTopK || count == 0) {
+    EncodeFeatures(x, n, g.features.data(), count, acts, scale, scratch);
+    return;
+  }
+  const WeightView w{w_enc_.type, g.rows.data(), count, config_.d_in};
+  MatMul(Prepare(x, n, scale, scratch), n, w, g.bias.data(), acts, 0, count);
+  for (int t = 0; t < n; ++t) {
+    float* a = acts + int64_t(t) * count;
+    for (int j = 0; j < count; ++j) a[j] = Activate(a[j], g.features[j]);
   }
 }
 

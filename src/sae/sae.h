@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/aligned.h"
 #include "format/gguf.h"
 #include "kernels/kernels.h"
 #include "model/run_options.h"
@@ -71,6 +72,20 @@ class Sae {
   // whose survivors depend on every feature, encodes all of them. scale [n] as Encode's.
   void EncodeFeatures(const float* x, int n, const int* features, int count, float* acts,
                       float* scale, SaeScratch& scratch) const;
+  // A fixed set of features' encoder rows gathered into one matrix, for EncodeGathered.
+  struct Gathered {
+    std::vector<int> features;
+    CacheLineVector<uint8_t> rows;  // [features.size()] rows of W_enc in its own type
+    std::vector<float> bias;        // [features.size()] their b_enc
+  };
+  Gathered Gather(const std::vector<int>& features) const;  // throws for one out of range
+  // EncodeFeatures's activations of g.features, acts [n, count], through one product by their
+  // gathered rows: features scattered over the dictionary (a graph's 1,000 over GPT-2 small's
+  // 24,576 a block) lie in as many kMatMulRowGrain-row groups, which EncodeFeatures multiplies
+  // by whole. Equal to Encode's to the products' rounding (a row's dot is the same arithmetic;
+  // a kernel tile may add in another order). A TopK SAE encodes every feature, as there.
+  void EncodeGathered(const Gathered& g, const float* x, int n, float* acts, float* scale,
+                      SaeScratch& scratch) const;
   // explained (above) of row x [d_in] with its features [d_sae] and scale.
   double Explained(const float* x, const float* features, float scale) const;
   // [d_in]; an F32 decoder only (every SAE's): null for a transcoder's F16 or quantized one.

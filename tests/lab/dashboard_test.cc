@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <memory>
+#include <random>
 #include <set>
 #include <sstream>
 #include <string>
@@ -435,8 +436,13 @@ TEST_CASE("dashboard job: checks, progress by phase, and what it holds", "[dashb
   const std::string text = "{\"text\": \"one two three four five six seven eight nine ten\"}\n";
   job.Feed(text.data(), text.size());
   CHECK(job.progress().total == 2);  // 10 tokens in windows of 8
-  job.Continue();
+  job.Continue();                    // window 0's forward
+  CHECK(job.progress().done == 0);
+  job.Continue();  // its encoding
   CHECK(job.progress().done == 1);
+  job.Continue();
+  job.Continue();
+  CHECK(job.progress().done == 2);
   job.Continue();
   CHECK(job.progress().phase == std::string("windows"));  // the input may still grow
   job.EndInput();
@@ -458,4 +464,33 @@ TEST_CASE("dashboard job: checks, progress by phase, and what it holds", "[dashb
   const std::string lines = "{\"text\": \"a\"}\n{\"text\": \"b\"";
   bad.Feed(lines.data(), lines.size());  // the second line is not over yet
   CHECK_THROWS_WITH(bad.EndInput(), Catch::Contains("bad.jsonl line 2"));
+}
+
+TEST_CASE("Sae::EncodeGathered gives Encode's activations of the features gathered",
+          "[dashboard]") {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(7 * 64);
+  for (float& v : x) v = normal(rng);
+  const std::vector<int> features = {95, 3, 40, 41, 0};
+  for (const char* name : {"standard", "jumprelu", "topk", "layer_norm"}) {
+    for (gpt2::TensorType type : {gpt2::TensorType::kF32, gpt2::TensorType::kQ8_0}) {
+      INFO(name << ", type " << static_cast<int>(type));
+      const std::vector<uint8_t> bytes = gpt2_test::ConvertSae(name, type);
+      const gpt2::Sae sae(gpt2::GgufFile::Parse(bytes.data(), bytes.size()), 64);
+      gpt2::SaeScratch scratch;
+      std::vector<float> all(7 * 96), some(7 * features.size());
+      sae.Encode(x.data(), 7, all.data(), nullptr, scratch);
+      sae.EncodeGathered(sae.Gather(features), x.data(), 7, some.data(), nullptr, scratch);
+      for (int t = 0; t < 7; ++t) {
+        for (size_t j = 0; j < features.size(); ++j)
+          CHECK(some[t * features.size() + j] ==
+                Approx(all[t * 96 + features[j]]).margin(1e-5).epsilon(1e-5));
+      }
+    }
+  }
+  gpt2::SaeScratch scratch;
+  const std::vector<uint8_t> bytes = gpt2_test::ConvertSae("standard", gpt2::TensorType::kF32);
+  const gpt2::Sae sae(gpt2::GgufFile::Parse(bytes.data(), bytes.size()), 64);
+  CHECK_THROWS_WITH(sae.Gather({96}), Catch::Contains("0..95"));
 }
