@@ -242,16 +242,21 @@ def init_params(cfg, gen):
     return p
 
 
-def forward(p, cfg, idx, vocab=None, probs=None):
+def forward(p, cfg, idx, vocab=None, probs=None, hook=None, logits=True):
     """Logits [B, T, V] of GPT2LMHeadModel for token ids idx [B, T]; with `vocab` (ids), only
     the logits of those tokens [B, T, len(vocab)]; with a list `probs`, appends each block's
-    attention probabilities [B, H, T, T]."""
+    attention probabilities [B, H, T, T]. hook(name, layer, x) -> x, as a TransformerLens hook,
+    sees (and may replace) blocks.L.hook_resid_pre, hook_resid_mid and hook_mlp_out [B, T, C]
+    (names "resid_pre", "resid_mid", "mlp_out"); with logits False, returns the final stream."""
     B, T = idx.shape
     C, H, eps = cfg["n_embd"], cfg["n_head"], cfg["layer_norm_epsilon"]
     x = p["wte.weight"][idx] + p["wpe.weight"][:T]
     mask = torch.ones(T, T, dtype=torch.bool).tril()
+    if hook is None:
+        hook = lambda name, l, t: t  # noqa: E731
     for l in range(cfg["n_layer"]):
         h = f"h.{l}."
+        x = hook("resid_pre", l, x)
         a = F.layer_norm(x, (C,), p[h + "ln_1.weight"], p[h + "ln_1.bias"], eps)
         qkv = a @ p[h + "attn.c_attn.weight"] + p[h + "attn.c_attn.bias"]
         q, k, v = qkv.view(B, T, 3, H, C // H).permute(2, 0, 3, 1, 4)  # each [B, H, T, D]
@@ -260,10 +265,12 @@ def forward(p, cfg, idx, vocab=None, probs=None):
         if probs is not None:
             probs.append(att)
         z = (att @ v).transpose(1, 2).reshape(B, T, C)
-        x = x + z @ p[h + "attn.c_proj.weight"] + p[h + "attn.c_proj.bias"]
+        x = hook("resid_mid", l, x + z @ p[h + "attn.c_proj.weight"] + p[h + "attn.c_proj.bias"])
         m = F.layer_norm(x, (C,), p[h + "ln_2.weight"], p[h + "ln_2.bias"], eps)
         m = F.gelu(m @ p[h + "mlp.c_fc.weight"] + p[h + "mlp.c_fc.bias"], approximate="tanh")
-        x = x + m @ p[h + "mlp.c_proj.weight"] + p[h + "mlp.c_proj.bias"]
+        x = x + hook("mlp_out", l, m @ p[h + "mlp.c_proj.weight"] + p[h + "mlp.c_proj.bias"])
+    if not logits:
+        return x
     x = F.layer_norm(x, (C,), p["ln_f.weight"], p["ln_f.bias"], eps)
     wte = p["wte.weight"] if vocab is None else p["wte.weight"][vocab]
     return x @ wte.t()  # tied output layer
@@ -299,10 +306,10 @@ def read_safetensors(path):
     return out
 
 
-def read_gguf(path):
-    """The HF-named float32 tensors of a GPT-2 GGUF as our converter writes it (llama.cpp names,
-    matrices F32, F16 or Q8_0; GGUF v2/v3 layout as src/format/gguf.h describes it): the inverse of
-    src/convert/convert.cc, so that training can continue from a committed model file."""
+def gguf_tensors(path):
+    """(metadata, {GGUF name: float32 tensor}) of a GGUF file as our writers make it (matrices
+    F32, F16 or Q8_0, dequantized; GGUF v2/v3 layout as src/format/gguf.h describes it). Shapes
+    are PyTorch's: ggml's ne reversed, so a [ne0, ne1] matrix is [ne1, ne0]."""
     import numpy as np
     with open(path, "rb") as f:
         buf = f.read()
@@ -347,9 +354,6 @@ def read_gguf(path):
         infos.append((name, dims, take("I"), take("Q")))
     align = meta.get("general.alignment", 32)
     base = pos + (-pos % align)
-    to_hf = {"token_embd": "wte", "position_embd": "wpe", "output_norm": "ln_f", "attn_norm": "ln_1",
-             "attn_qkv": "attn.c_attn", "attn_output": "attn.c_proj", "ffn_norm": "ln_2",
-             "ffn_up": "mlp.c_fc", "ffn_down": "mlp.c_proj"}
     out = {}
     for name, dims, ttype, offset in infos:
         n = math.prod(dims)
@@ -364,7 +368,19 @@ def read_gguf(path):
             a = (blocks[:, 2:].copy().view(np.int8).astype(np.float32) * scale).reshape(-1)
         else:
             raise ValueError(f"{path}: tensor {name} has type {ttype}, not F32/F16/Q8_0")
-        t = torch.from_numpy(a.copy()).reshape(list(reversed(dims)))  # ggml ne is innermost first
+        out[name] = torch.from_numpy(a.copy()).reshape(list(reversed(dims)))  # ggml ne is innermost first
+    return meta, out
+
+
+def read_gguf(path):
+    """The HF-named float32 tensors of a GPT-2 GGUF as our converter writes it (llama.cpp names):
+    the inverse of src/convert/convert.cc, so that training can continue from a committed model
+    file."""
+    to_hf = {"token_embd": "wte", "position_embd": "wpe", "output_norm": "ln_f", "attn_norm": "ln_1",
+             "attn_qkv": "attn.c_attn", "attn_output": "attn.c_proj", "ffn_norm": "ln_2",
+             "ffn_up": "mlp.c_fc", "ffn_down": "mlp.c_proj"}
+    out = {}
+    for name, t in gguf_tensors(path)[1].items():
         parts = name.split(".")
         if parts[0] == "blk":
             hf = f"h.{parts[1]}.{to_hf[parts[2]]}.{parts[3]}"

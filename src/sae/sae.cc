@@ -196,6 +196,25 @@ void Sae::EncodeGathered(const Gathered& g, const float* x, int n, float* acts, 
   for (int t = 0; t < n; ++t) {
     float* a = acts + int64_t(t) * count;
     for (int j = 0; j < count; ++j) a[j] = Activate(a[j], g.features[j]);
+void Sae::Decode(const float* features, const float* scale, int n, float* out) const {
+  const int C = config_.d_in, S = config_.d_sae;
+  std::vector<float> row(w_dec_ == nullptr ? C : 0);
+  std::vector<double> sum(C);
+  for (int t = 0; t < n; ++t) {
+    const float* f = features + int64_t(t) * S;
+    std::copy(b_dec_, b_dec_ + C, sum.begin());
+    for (int i = 0; i < S; ++i) {
+      if (f[i] == 0) continue;
+      const float* d = DecoderRow(i);
+      if (d == nullptr) {
+        DecoderRowInto(i, row.data());
+        d = row.data();
+      }
+      for (int j = 0; j < C; ++j) sum[j] += double(f[i]) * d[j];
+    }
+    const double s = config_.transcoder ? 1.0 : scale[t];
+    float* o = out + int64_t(t) * C;
+    for (int j = 0; j < C; ++j) o[j] = static_cast<float>(sum[j] * s);
   }
 }
 
@@ -386,6 +405,40 @@ StreamEdit Sae::Edit(std::shared_ptr<const Sae> sae,
   };
   e.backward = [sae, steer, clamp, features, scratch](int, int rows, const float* x_in, float* g) {
     sae->EditBackward(steer, clamp, features, rows, x_in, g, *scratch);
+  };
+  return e;
+}
+
+StreamEdit Sae::Splice(std::shared_ptr<const Sae> sae, int first_position) {
+  if (sae->config().transcoder)
+    throw Error("a transcoder stands in for another tensor than it reads: splice it by block");
+  StreamEdit e;
+  e.layer = sae->config().layer;
+  e.point = sae->config().point;
+  e.name = "SAE spliced in at " + sae->config().hook_name;
+  struct Scratch {
+    std::vector<float> features, scale, x_hat;
+    SaeScratch sae;
+  };
+  auto scratch = std::make_shared<Scratch>();
+  e.edit = [sae, first_position, scratch](int pos0, int rows, float* x) {
+    const int skip = std::min(rows, std::max(0, first_position - pos0));
+    const int n = rows - skip, C = sae->config().d_in;
+    if (n == 0) return;
+    float* in = x + int64_t(skip) * C;
+    scratch->features.resize(size_t(n) * sae->d_sae());
+    scratch->scale.resize(n);
+    scratch->x_hat.resize(size_t(n) * C);
+    sae->Encode(in, n, scratch->features.data(), scratch->scale.data(), scratch->sae);
+    sae->Decode(scratch->features.data(), scratch->scale.data(), n, scratch->x_hat.data());
+    for (int t = 0; t < n; ++t) {
+      float* row = in + int64_t(t) * C;
+      double mean = 0;
+      for (int i = 0; i < C; ++i) mean += row[i];
+      mean /= C;
+      const float* r = scratch->x_hat.data() + int64_t(t) * C;
+      for (int i = 0; i < C; ++i) row[i] = static_cast<float>(r[i] + mean);
+    }
   };
   return e;
 }

@@ -86,6 +86,10 @@ class Sae {
   // a kernel tile may add in another order). A TopK SAE encodes every feature, as there.
   void EncodeGathered(const Gathered& g, const float* x, int n, float* acts, float* scale,
                       SaeScratch& scratch) const;
+  // The reconstruction of n rows from Encode's features [n, d_sae] and scales [n], into out
+  // [n, d_in]: an SAE's x_hat (above, the centred stream's), a transcoder's acts @ W_dec + b_dec
+  // (what stands in for its out tensor; scale unused, may be null).
+  void Decode(const float* features, const float* scale, int n, float* out) const;
   // explained (above) of row x [d_in] with its features [d_sae] and scale.
   double Explained(const float* x, const float* features, float scale) const;
   // [d_in]; an F32 decoder only (every SAE's): null for a transcoder's F16 or quantized one.
@@ -102,6 +106,12 @@ class Sae {
   // logit weights; the model's own unembedding, one product for all of them.
   std::vector<float> LogitWeights(const Model& model, const std::vector<int>& features) const;
 
+  // The SAE spliced in at its hook, as a stream edit: each row of a position >= first_position
+  // becomes its reconstruction plus the row's mean (which the SAE, reading the centred stream,
+  // leaves out, and every LayerNorm after removes), SAELens's spliced evaluation; the rows before
+  // keep the model's stream (an <|endoftext|> at 0 that the SAE never learnt). No backward (a
+  // backward pass through it refuses). Throws for a transcoder.
+  static StreamEdit Splice(std::shared_ptr<const Sae> sae, int first_position);
   // Steering (feature, alpha) and clamping (feature, value), steering first, as a stream edit at
   // the SAE's hook, with its exact vector-Jacobian product for the backward pass (steering under
   // layer_norm scales with the stream; clamping subtracts the feature's own dependence on it). The

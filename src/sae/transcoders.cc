@@ -145,4 +145,43 @@ std::vector<StreamEdit> TranscoderClampEdits(const TranscoderSet& set,
   return edits;
 }
 
+std::vector<StreamEdit> TranscoderSpliceEdits(const TranscoderSet& set, int first_position) {
+  std::vector<StreamEdit> edits;
+  for (int l : set.blocks()) {
+    const Sae* tc = set.block(l);
+    // The outputs the resid_mid edit computed, [rows, C] of positions pos0.. (the mlp_out edit
+    // may see fewer rows: the last block's MLP runs on the last row alone when nothing observes
+    // the others).
+    struct Shared {
+      int pos0 = 0, rows = 0;
+      std::vector<float> features, out;
+      SaeScratch scratch;
+    };
+    auto shared = std::make_shared<Shared>();
+    const std::string name =
+        "transcoder spliced in at blocks." + std::to_string(l) + ".hook_mlp_out";
+    StreamEdit read{l, StreamPoint::kResidMid, nullptr, nullptr, name + " (reading resid_mid)"};
+    read.edit = [tc, shared](int pos0, int rows, float* x) {
+      shared->pos0 = pos0;
+      shared->rows = rows;
+      shared->features.resize(size_t(rows) * tc->d_sae());
+      shared->out.resize(size_t(rows) * tc->config().d_in);
+      tc->Encode(x, rows, shared->features.data(), nullptr, shared->scratch);
+      tc->Decode(shared->features.data(), nullptr, rows, shared->out.data());
+    };
+    StreamEdit write{l, StreamPoint::kMlpOut, nullptr, nullptr, name};
+    write.edit = [tc, shared, first_position](int pos0, int rows, float* x) {
+      const int C = tc->config().d_in;
+      for (int r = 0; r < rows; ++r) {
+        const int read_r = pos0 + r - shared->pos0;
+        if (pos0 + r < first_position || read_r < 0 || read_r >= shared->rows) continue;
+        std::copy_n(shared->out.data() + int64_t(read_r) * C, C, x + int64_t(r) * C);
+      }
+    };
+    edits.push_back(std::move(read));
+    edits.push_back(std::move(write));
+  }
+  return edits;
+}
+
 }  // namespace gpt2

@@ -55,6 +55,13 @@ struct TranscoderClamp {
 std::vector<StreamEdit> TranscoderClampEdits(const TranscoderSet& set,
                                              const std::vector<TranscoderClamp>& clamps, int n_ctx);
 
+// Every block's transcoder of the set spliced in, a replacement model without its error terms:
+// blocks.L.hook_mlp_out of each position >= first_position becomes the transcoder's output on
+// this run's resid_mid (so an earlier block's error reaches a later block's input); the rows
+// before keep the model's (an <|endoftext|> at 0). Per block, two edits as TranscoderClampEdits
+// makes them (one reading resid_mid, one writing mlp_out). No backward. `set` must outlive them.
+std::vector<StreamEdit> TranscoderSpliceEdits(const TranscoderSet& set, int first_position);
+
 // The GGUF key prefix of block `layer` ("tc.3").
 std::string TranscoderPrefix(int layer);
 
