@@ -461,4 +461,40 @@ void DashboardJob::FinishGroup() {
   }
 }
 
+std::vector<DashboardBlock> SelectDashboardBlocks(
+    const std::map<int, const Sae*>& have, std::vector<int> blocks,
+    const std::vector<std::pair<int, int>>& features) {
+  if (have.empty()) throw Error("the dictionary has no block");
+  const bool named_blocks = !blocks.empty();
+  for (int l : blocks) {
+    if (!have.count(l)) throw Error("the dictionary has no block " + std::to_string(l));
+  }
+  if (!named_blocks) {
+    for (const auto& kv : have) blocks.push_back(kv.first);
+  }
+  std::sort(blocks.begin(), blocks.end());
+  blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
+  std::vector<DashboardBlock> out;
+  if (features.empty()) {
+    for (int l : blocks) out.push_back(DashboardBlock{have.at(l), {}});
+    return out;
+  }
+  std::map<int, std::vector<int>> chosen;
+  for (const auto& [l, f] : features) {
+    const std::string name = std::to_string(l) + "_" + std::to_string(f);
+    if (std::find(blocks.begin(), blocks.end(), l) == blocks.end()) {
+      throw Error("feature " + name + " is in block " + std::to_string(l) + ", which " +
+                  (named_blocks ? "the blocks asked for leave out" : "the dictionary lacks"));
+    }
+    try {
+      have.at(l)->CheckFeature(f);
+    } catch (const Error& e) {
+      throw Error("feature " + name + ": " + e.what());
+    }
+    chosen[l].push_back(f);
+  }
+  for (const auto& kv : chosen) out.push_back(DashboardBlock{have.at(kv.first), kv.second});
+  return out;
+}
+
 }  // namespace gpt2

@@ -43,8 +43,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lab/corpus.h"
@@ -107,6 +109,13 @@ struct FeatureDashboard {
   std::vector<DashboardWindow> windows;  // the top windows in order, then the bands' lowest up
   int n_top = 0;                         // windows[0, n_top) are the top ones
 };
+
+// The blocks of `have` (a dictionary's blocks by layer) a request reads: `blocks` (empty: all of
+// them), and of those only `features` when any are named. gpt2::Error naming a block the
+// dictionary lacks or a feature outside its block or the blocks asked for.
+std::vector<DashboardBlock> SelectDashboardBlocks(const std::map<int, const Sae*>& have,
+                                                  std::vector<int> blocks,
+                                                  const std::vector<std::pair<int, int>>& features);
 
 // Band b in [0, bands) with edge(b) < m <= edge(b + 1), edge(b) = max * b / bands (m in (0, max]).
 int DashboardBand(float m, float max, int bands);

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstddef>
-#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -28,13 +27,6 @@ struct DashboardRequest {
   std::vector<std::pair<int, int>> features;  // (layer, feature)
   DashboardOptions options;
 };
-
-// The blocks of `have` (a dictionary's blocks by layer) a request reads: `blocks` (empty: all of
-// them), and of those only `features` when any are named. gpt2::Error naming a block the
-// dictionary lacks or a feature outside its block or the blocks asked for.
-std::vector<DashboardBlock> SelectDashboardBlocks(const std::map<int, const Sae*>& have,
-                                                  std::vector<int> blocks,
-                                                  const std::vector<std::pair<int, int>>& features);
 
 class DashboardFileJob : public Job {
  public:

@@ -196,6 +196,9 @@ void Sae::EncodeGathered(const Gathered& g, const float* x, int n, float* acts, 
   for (int t = 0; t < n; ++t) {
     float* a = acts + int64_t(t) * count;
     for (int j = 0; j < count; ++j) a[j] = Activate(a[j], g.features[j]);
+  }
+}
+
 void Sae::Decode(const float* features, const float* scale, int n, float* out) const {
   const int C = config_.d_in, S = config_.d_sae;
   std::vector<float> row(w_dec_ == nullptr ? C : 0);

@@ -60,44 +60,28 @@ int ParseCount(const std::string& flag, const std::string& text) {
 }
 
 // The blocks and features asked for, as DashboardBlocks of the dictionary's blocks `have`.
+// The blocks and features the flags name, as lab/dashboard.h SelectDashboardBlocks takes them.
 std::vector<DashboardBlock> Selection(const Args& args, const std::map<int, const Sae*>& have) {
   std::vector<int> blocks;
   if (args.Has("blocks")) {
-    for (const std::string& item : SplitList(args.Get("blocks"))) {
-      const int l = ParseCount("blocks", item);
-      if (!have.count(l)) throw UsageError("--blocks: the dictionary has no block " + item);
-      blocks.push_back(l);
-    }
-  } else {
-    for (const auto& kv : have) blocks.push_back(kv.first);
+    for (const std::string& item : SplitList(args.Get("blocks")))
+      blocks.push_back(ParseCount("blocks", item));
   }
-  std::sort(blocks.begin(), blocks.end());
-  blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
-  std::vector<DashboardBlock> out;
-  if (!args.Has("features")) {
-    for (int l : blocks) out.push_back(DashboardBlock{have.at(l), {}});
-    return out;
-  }
-  std::map<int, std::vector<int>> features;
-  for (const std::string& item : SplitList(args.Get("features"))) {
-    const size_t bar = item.find('_');
-    if (bar == std::string::npos)
-      throw UsageError("--features: '" + item + "' is not LAYER_FEATURE (e.g. 3_1234)");
-    const int l = ParseCount("features", item.substr(0, bar));
-    const int f = ParseCount("features", item.substr(bar + 1));
-    if (std::find(blocks.begin(), blocks.end(), l) == blocks.end()) {
-      throw UsageError("--features: " + item + " is in block " + std::to_string(l) + ", which " +
-                       (args.Has("blocks") ? "--blocks leaves out" : "the dictionary lacks"));
+  std::vector<std::pair<int, int>> features;
+  if (args.Has("features")) {
+    for (const std::string& item : SplitList(args.Get("features"))) {
+      const size_t bar = item.find('_');
+      if (bar == std::string::npos)
+        throw UsageError("--features: '" + item + "' is not LAYER_FEATURE (e.g. 3_1234)");
+      features.emplace_back(ParseCount("features", item.substr(0, bar)),
+                            ParseCount("features", item.substr(bar + 1)));
     }
-    try {
-      have.at(l)->CheckFeature(f);
-    } catch (const Error& e) {
-      throw UsageError("--features: " + item + ": " + e.what());
-    }
-    features[l].push_back(f);
   }
-  for (const auto& kv : features) out.push_back(DashboardBlock{have.at(kv.first), kv.second});
-  return out;
+  try {
+    return SelectDashboardBlocks(have, blocks, features);
+  } catch (const Error& e) {
+    throw UsageError(std::string(args.Has("features") ? "--features: " : "--blocks: ") + e.what());
+  }
 }
 
 std::string FileName(const std::string& path) {
