@@ -25,7 +25,7 @@
 //   node scripts/bench.mjs [--runs 5] [--types q8_0,q4_0,f32] [--prompt-tokens 128]
 //                          [--decode-tokens 64] [--skip-native] [--skip-browser] [--skip-experiments]
 //                          [--skip-compare] [--skip-ours] [--skip-family] [--skip-gradients] [--skip-sae]
-//                          [--skip-graph] [--skip-profile]
+//                          [--skip-graph] [--skip-profile] [--skip-ort]
 //                          [--max-load 0.5] [--engine build/wasm/web/gpt2-engine.js] [--site build/site]
 // (--skip-compare: in the browser, only the page's experiments, not the ours/wllama runs.)
 // At the end, each in a script of its own:
@@ -37,7 +37,9 @@
 //   attribution graphs (scripts/bench-graph.mjs): 12 GPT-2-small transcoders (Q8_0), a 16-token
 //      prompt's graph against its prefill, and the memory it takes;
 //   where the page's prefill goes, per kernel (scripts/bench-profile.mjs): V8's profiler in
-//      Chromium over the page's module with its function names, Q8_0 and F32, plain and relaxed.
+//      Chromium over the page's module with its function names, Q8_0 and F32, plain and relaxed;
+//   ONNX Runtime Web, the engine under transformers.js (scripts/bench-ort.mjs, issue 51): its
+//      int8 and fp32 against our Q8_0 and F32, 1 and 2 threads, and each one's KL from its f32.
 // Needs `bash scripts/build.sh` first (native tools and build/wasm/web).
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -625,6 +627,10 @@ if (!flag('skip-profile') && !flag('skip-browser')) {
   // CPU says where its time went without another session.
   console.log('\nWhere the page\'s prefill goes, per kernel, in Chromium (scripts/bench-profile.mjs):');
   spawnSync(process.execPath, [path.join(kRoot, 'scripts/bench-profile.mjs'), '--top', '10'], {stdio: 'inherit'});
+}
+if (!flag('skip-ort') && !flag('skip-browser')) {
+  console.log('\nONNX Runtime Web (scripts/bench-ort.mjs):');
+  spawnSync(process.execPath, [path.join(kRoot, 'scripts/bench-ort.mjs'), '--runs', String(kRuns)], {stdio: 'inherit'});
 }
 if (!flag('skip-gradients')) {
   console.log('\nGradients (scripts/bench-gradients.mjs):');
