@@ -3,7 +3,7 @@
 // runs) against ours, in headless Chromium, on the same GPT-2-small-shaped random weights.
 //
 //   node scripts/bench-ort.mjs [--runs 5] [--threads 1,2] [--prompt-tokens 128]
-//                              [--decode-tokens 32] [--kl-prompts 20] [--skip-kl]
+//                              [--decode-tokens 32] [--kl-prompts 20] [--skip-kl] [--plain]
 //
 // The models: ours, benchModel('gpt2', 'q8_0' | 'f32') (scripts/node-engine.mjs); the peer's,
 // the F32 one exported by scripts/export_onnx.py (made on demand into build/ort/, again when the
@@ -16,7 +16,8 @@
 // main thread, as scripts/bench.mjs runs ours and wllama) holds both engines: ours is the page's
 // own module choice (gpt2-engine.js for 1 thread, gpt2-engine-mt.js for more, each its relaxed
 // SIMD twin where Chromium has relaxed SIMD, as web/worker/relaxed-simd.js picks), the peer
-// ort.wasm.min.mjs with env.wasm.numThreads set. After one warm-up run each, --runs rounds, each
+// ort.wasm.min.mjs with env.wasm.numThreads set. --plain: ours runs its plain SIMD128 module
+// instead, as in browsers without relaxed SIMD (issue 51's second row). After one warm-up run each, --runs rounds, each
 // a run of both (who goes first alternates): a prefill of the prompt's first --prompt-tokens
 // tokens, then --decode-tokens greedy steps fed back (the peer's as transformers.js decodes: its
 // graph takes the past keys and values and returns them with this step's appended). Figures are
@@ -43,6 +44,7 @@ const kPromptTokens = Number(arg('prompt-tokens', '128'));
 const kDecodeTokens = Number(arg('decode-tokens', '32'));
 const kKlPrompts = Number(arg('kl-prompts', '20'));
 const kSkipKl = process.argv.includes('--skip-kl');
+const kPlain = process.argv.includes('--plain');
 const kOrtVersion = JSON.parse(fs.readFileSync(
   path.join(kRoot, 'node_modules/onnxruntime-web/package.json'), 'utf8')).version;
 const kPairs = [
@@ -212,7 +214,7 @@ async function comparePair(browser, origin, pair, threads, files, promptText) {
     await page.goto(origin + '/');
     const engineUrl = threads === 1 ? '/build/wasm/web/gpt2-engine.js' : '/build/wasm/web/gpt2-engine-mt.js';
     const ours = await inPage(Ours.loadEngines, { engineUrl, modelUrl: `/__model/${pair.ours}.gguf`, promptText,
-      threads: [threads], ...(threads > 1 ? { poolSize: threads - 1 } : {}) });
+      threads: [threads], ...(threads > 1 ? { poolSize: threads - 1 } : {}), ...(kPlain ? { wasmSuffix: '' } : {}) });
     if (!ours.isolated) throw new Error('the page is not cross-origin isolated');
     if (ours.tokens < kPromptTokens) throw new Error(`prompt has ${ours.tokens} tokens, wanted ${kPromptTokens}`);
     await inPage(ortHelpers, {});
