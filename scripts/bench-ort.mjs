@@ -85,10 +85,11 @@ async function ortLoad({ modelUrl, threads }) {
   const session = await ort.InferenceSession.create(bytes, { executionProviders: ['wasm'] });
   const pastNames = session.inputNames.filter((n) => n.startsWith('past_key_values.'));
   window.peer = { ort, session, pastNames };
-  return { inputs: session.inputNames.length, simd: ort.env.wasm.simd !== false };
+  return { inputs: session.inputNames.length };
 }
 
-// Inside the page, both engines' helpers; installed once by ortHelpers.
+// The peer's forward (GPT-2 small's 12 heads of 64), argmax and a float array as base64, on
+// window for the functions below.
 function ortHelpers() {
   const kHeads = 12, kHeadDim = 64;
   window.peerForward = async (ids, past) => {
@@ -198,7 +199,7 @@ const kKlTexts = [
 const median = Ours.median;
 const perSecond = (n, ms) => n / (ms / 1000);
 
-async function comparePair(browser, origin, pair, threads, files, promptText) {
+async function comparePair(browser, origin, pair, threads, promptText) {
   const page = await browser.context.newPage();
   const errors = [];
   page.on('pageerror', (e) => errors.push(e.message));
@@ -283,7 +284,7 @@ try {
   for (const threads of kThreads) {
     for (const pair of kPairs) {
       console.log(`${pair.what}, ${threads} thread${threads > 1 ? 's' : ''}…`);
-      results.push(await comparePair(browser, origin, pair, threads, onnx, promptText));
+      results.push(await comparePair(browser, origin, pair, threads, promptText));
     }
   }
 } finally {

@@ -29,10 +29,14 @@ synthetic GPT-2-small-shaped GGUF), so speed and accuracy compare like for like:
             tables quantized as GatherQuant does, through quantize_activation: per tensor,
             uint8, asymmetric over [min(0, lo), max(0, hi)])
         Biases, LayerNorm, softmax and attention stay f32, as the quantizer leaves them.
+        Written from the quantizer's rules (quant_utils.compute_scale_zp, get_qmin_qmax_for_qType,
+        WeightSymmetric's default for QInt8), not compared byte for byte with its output: that
+        needs the onnxruntime wheel, which this machine has no source for.
 
 Deterministic: the same GGUF gives the same bytes (no random state; torch.onnx.export's node
 names are stable for a fixed torch). Needs Debian's python3-torch, python3-onnx, python3-numpy
-(/usr/bin/python3). Not run in CI; scripts/bench-ort.mjs runs it on demand into build/ort/:
+(/usr/bin/python3). tests/web/onnx-export.test.mjs runs it on a tiny model where torch is
+installed (skipped otherwise); scripts/bench-ort.mjs runs it on demand into build/ort/:
 
     /usr/bin/python3 scripts/export_onnx.py --gguf build/bench/family/gpt2-f32.gguf \\
         --fp32 build/ort/gpt2-fp32.onnx --int8 build/ort/gpt2-int8.onnx
