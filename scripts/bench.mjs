@@ -25,7 +25,7 @@
 //   node scripts/bench.mjs [--runs 5] [--types q8_0,q4_0,f32] [--prompt-tokens 128]
 //                          [--decode-tokens 64] [--skip-native] [--skip-browser] [--skip-experiments]
 //                          [--skip-compare] [--skip-ours] [--skip-family] [--skip-gradients] [--skip-sae]
-//                          [--skip-graph] [--skip-dashboard] [--skip-profile]
+//                          [--skip-graph] [--skip-dashboard] [--skip-profile] [--skip-ort]
 //                          [--max-load 0.5] [--engine build/wasm/web/gpt2-engine.js] [--site build/site]
 // (--skip-compare: in the browser, only the page's experiments, not the ours/wllama runs.)
 // At the end, each in a script of its own:
@@ -39,7 +39,9 @@
 //   feature dashboards (scripts/bench-dashboard.mjs, native for now): a graph's 1,000 features, one
 //      block's and every block's over 100 k tokens, against prefilling those tokens, and the state;
 //   where the page's prefill goes, per kernel (scripts/bench-profile.mjs): V8's profiler in
-//      Chromium over the page's module with its function names, Q8_0 and F32, plain and relaxed.
+//      Chromium over the page's module with its function names, Q8_0 and F32, plain and relaxed;
+//   ONNX Runtime Web, the engine under transformers.js (scripts/bench-ort.mjs, issue 51): its
+//      int8 and fp32 against our Q8_0 and F32, 1 and 2 threads, and each one's KL from its f32.
 // Needs `bash scripts/build.sh` first (native tools and build/wasm/web).
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -627,6 +629,10 @@ if (!flag('skip-profile') && !flag('skip-browser')) {
   // CPU says where its time went without another session.
   console.log('\nWhere the page\'s prefill goes, per kernel, in Chromium (scripts/bench-profile.mjs):');
   spawnSync(process.execPath, [path.join(kRoot, 'scripts/bench-profile.mjs'), '--top', '10'], {stdio: 'inherit'});
+}
+if (!flag('skip-ort') && !flag('skip-browser')) {
+  console.log('\nONNX Runtime Web (scripts/bench-ort.mjs):');
+  spawnSync(process.execPath, [path.join(kRoot, 'scripts/bench-ort.mjs'), '--runs', String(kRuns)], {stdio: 'inherit'});
 }
 if (!flag('skip-gradients')) {
   console.log('\nGradients (scripts/bench-gradients.mjs):');
