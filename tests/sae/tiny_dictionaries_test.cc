@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "../test_paths.h"
+#include "base/error.h"
 #include "format/gguf.h"
 #include "model/acts.h"
 #include "model/run_options.h"
@@ -242,6 +243,64 @@ TEST_CASE("The small model's committed transcoders and SAE have their stated fig
   CHECK(std::abs(sae_recovered - kPyTorchSaeRecovered) < kRecoveredTolerance);
   CHECK(tc_recovered >= kMinRecovered);
   CHECK(sae_recovered >= kMinRecovered);
+}
+
+// The splices' edits see the rows a run gives them: all at once when observed, in pieces when a
+// prompt is prefilled in two calls, the last row alone at the last block's MLP when nothing is
+// observed. The last position's logits must not depend on that; and a splice from a position
+// past the prompt changes nothing.
+TEST_CASE("Splicing the small model's dictionaries in does not depend on how the run is cut",
+          "[sae][tiny]") {
+  auto mapping = gpt2::MappedFile::Open(SourcePath("weights/gpt2-tiny-q8_0.gguf"));
+  std::shared_ptr<const gpt2::GgufFile> file =
+      gpt2::GgufFile::Parse(mapping->data(), mapping->size());
+  auto model = gpt2::Model::FromGguf(file);
+  const gpt2::Config& c = model->config();
+  auto set = gpt2::LoadTranscoderFile(SourcePath("weights/gpt2-tiny-transcoders.gguf"), c);
+  auto sae =
+      gpt2::LoadSaeFile(SourcePath("weights/gpt2-tiny-sae-blocks.2.hook_resid_pre.gguf"), c.n_embd);
+  CHECK_THROWS_AS(gpt2::Sae::Splice(std::shared_ptr<const gpt2::Sae>(set, set->block(0)), 1),
+                  gpt2::Error);
+  std::vector<int> seq{kEndOfText};
+  const std::vector<int> text =
+      gpt2::Tokenizer::FromGguf(*file)->Encode(ReadText(DataPath("tiny_heldout.txt")));
+  seq.insert(seq.end(), text.begin(), text.begin() + 40);
+  const int T = static_cast<int>(seq.size()), V = c.n_vocab;
+
+  gpt2::Session session(*model);
+  // The last position's logits under `iv`: observed in one call, or unobserved from `split` on.
+  auto last_logits = [&](const gpt2::Interventions& iv, bool observed, int split) {
+    gpt2::RunOptions run;
+    run.interventions = &iv;
+    Acts acts;
+    if (observed) gpt2::RecordActs(c, gpt2::Keep{HookSet{Hook::kLogits}}, acts, run);
+    session.Reset();
+    if (split > 0) session.Prefill(seq.data(), split, run);
+    const float* z = session.Prefill(seq.data() + split, T - split, run);
+    return std::vector<float>(z, z + V);
+  };
+  auto max_diff = [](const std::vector<float>& a, const std::vector<float>& b) {
+    double d = 0;
+    for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(double(a[i]) - b[i]));
+    return d;
+  };
+
+  const gpt2::Interventions plain;
+  std::vector<gpt2::Interventions> spliced(2), past(2);
+  spliced[0].stream_edits = gpt2::TranscoderSpliceEdits(*set, 1);
+  spliced[1].stream_edits = {gpt2::Sae::Splice(sae, 1)};
+  past[0].stream_edits = gpt2::TranscoderSpliceEdits(*set, T);
+  past[1].stream_edits = {gpt2::Sae::Splice(sae, T)};
+  const std::vector<float> model_logits = last_logits(plain, false, 0);
+  for (int k = 0; k < 2; ++k) {
+    INFO((k == 0 ? "transcoders" : "SAE"));
+    const std::vector<float> whole = last_logits(spliced[k], true, 0);
+    CHECK(max_diff(whole, model_logits) > 1e-2);  // the splice does change the run
+    CHECK(max_diff(last_logits(spliced[k], false, 0), whole) < 1e-4);
+    CHECK(max_diff(last_logits(spliced[k], false, 17), whole) < 1e-4);
+    CHECK(max_diff(last_logits(spliced[k], true, 17), whole) < 1e-4);
+    CHECK(max_diff(last_logits(past[k], false, 0), model_logits) == 0);
+  }
 }
 
 }  // namespace
