@@ -147,7 +147,6 @@ DashboardJob::DashboardJob(Session& session, const Tokenizer& tokenizer,
                            std::vector<DashboardBlock> blocks, const DashboardOptions& options,
                            CorpusFormat format, const std::string& corpus_name)
     : session_(session),
-      tokenizer_(tokenizer),
       options_(options),
       reader_(format, corpus_name),
       windows_(tokenizer, std::max(options.context, 1), options.max_tokens) {

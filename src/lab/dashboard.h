@@ -168,7 +168,6 @@ class DashboardJob : public Job {
   void FinishGroup();
 
   Session& session_;
-  const Tokenizer& tokenizer_;
   DashboardOptions options_;
   CorpusReader reader_;
   CorpusWindows windows_;
