@@ -15,7 +15,8 @@
 // a [features, 768] x [768, 50257] product, for every block more arithmetic than the corpus's
 // forward). State: the CLI's peak of what the job holds (lab/dashboard.h state_bytes), and peak RSS.
 //
-// Native only for now: the page's module has no dashboard binding yet. 1 thread, int8
+// Native only for now (the page's module runs the same job, lab/dashboard_file.h, but is not
+// timed here yet). 1 thread, int8
 // activations (the page's arithmetic).
 //   node scripts/bench-dashboard.mjs [--tokens 100000] [--threads 1] [--only graph,block,all]
 import {execFileSync, spawnSync} from 'node:child_process';
