@@ -94,6 +94,9 @@ void CheckMatMulTransposedArgs(const float* dy, int64_t T, const WeightView& w, 
 // x quantized per token for QuantActivations::kInt8 by matmul-int8-inl.h QuantizeActivations,
 // laid out for the Highway target that did it: d_stride and q4_offset's lanes follow its vector
 // width, so only that target's MatMul may read it (MatMulInputData::target).
+// Int8Activations::wasm_dot of the int16 pairs (matmul-wasm-inl.h DotKind::kPairs).
+constexpr int kWasmDotPairs = 5;
+
 struct Int8Activations {
   std::vector<int16_t> q;  // [T, cols]: qx of format/quant.h QuantizeRowQ8_0, widened to int16
                            // once here rather than once per weight row
@@ -117,9 +120,14 @@ struct Int8Activations {
   // [cols / 32, ceil(T / 4), 8, 4 tokens, 4 bytes] from FirstOnCacheLine(q8_by_block.data()), so
   // that one vector holds 4 tokens' same 4 columns (one byte dot per 4 tokens, its lanes the
   // tokens), and each block's sum_i qx, block-major: [cols / 32, T].
+  // The int16 pairs (DotKind kPairs) read q once more, 4 tokens interleaved in pairs of columns,
+  // [cols / 32, ceil(T / 4), 16, 4 tokens, 2 columns] from FirstOnCacheLine(q16_by_pair.data()):
+  // one vector holds 4 tokens' same 2 columns, so i32x4.dot_i16x8_s against a row's 2 weights
+  // splat gives 4 tokens' partial dots in the 4 lanes, with no horizontal sum after.
   int wasm_dot = 0;
   std::vector<int8_t> q8_by_block;
   std::vector<int32_t> sum_by_block;
+  std::vector<int16_t> q16_by_pair;
   // AVX-512 VNNI prefill only (AVX3_DL, T > 1; matmul-vnni-inl.h VnniPrefill), and then instead of
   // q, d, q4_offset and d_by_block (vnni_T > 0 says which): block-major over the tokens padded
   // to vnni_T = T rounded up to 4 (the pad tokens all zeros), so that a pass's tokens of one
@@ -138,6 +146,11 @@ struct Int8Activations {
   // that block is 16 * (i / 4) + i % 4 further. Q8Offset(cols / 32, 0) is the array's size.
   int64_t Q8Offset(int64_t b, int64_t t) const {
     return (b * ((T + 3) / 4) + t / 4) * 128 + t % 4 * 4;
+  }
+  // Where token t's first pair of block b lies in q16_by_pair (int16 elements); pair c is 8
+  // further. Q16Offset(cols / 32, 0) is the array's size.
+  int64_t Q16Offset(int64_t b, int64_t t) const {
+    return (b * ((T + 3) / 4) + t / 4) * 128 + t % 4 * 2;
   }
 };
 

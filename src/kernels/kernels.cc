@@ -393,7 +393,7 @@ std::atomic<int> forced_int8_dot_path{static_cast<int>(Int8DotPath::kAuto)};
 std::vector<Int8DotPath> Int8DotPaths() {
 #if defined(__EMSCRIPTEN__)
   return {Int8DotPath::kAuto, Int8DotPath::kWidened, Int8DotPath::kEmulatedUnsignedB,
-          Int8DotPath::kEmulatedSignedB};
+          Int8DotPath::kEmulatedSignedB, Int8DotPath::kPairs};
 #else
   return {Int8DotPath::kAuto};
 #endif
@@ -411,7 +411,7 @@ std::string Int8DotPathName(Int8DotPath path) {
   // matmul::DotKind's order (matmul-wasm-inl.h).
   static const char* const kNames[] = {
       "widened to int16", "relaxed 4-byte dot, b unsigned", "relaxed 4-byte dot, b signed",
-      "4-byte dot emulated, b unsigned", "4-byte dot emulated, b signed"};
+      "4-byte dot emulated, b unsigned", "4-byte dot emulated, b signed", "int16 pairs"};
   const std::string what = kind < 0 ? "the target's own" : kNames[kind];
   return path == Int8DotPath::kAuto ? "auto: " + what : what;
 }

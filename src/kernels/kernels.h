@@ -261,13 +261,14 @@ std::string ActiveKernelTargetName();
 bool RelaxedSimdKernels();
 
 // How WASM's int8-activation prefill multiplies (matmul-wasm-inl.h): quants widened to int16
-// (i32x4.dot_i16x8_s, every engine), or 4-byte dots with relaxed SIMD where a probe of this
-// engine finds i32x4.relaxed_dot_i8x16_i7x16_add_s exact for every signed a and b unsigned
-// (vpdpbusd) or signed (vpdpbssd, ARM's sdot). kAuto: the probe's choice. The tests force the
+// (i32x4.dot_i16x8_s, every engine) per token, or as pairs of columns with 4 tokens in the lanes
+// (kPairs, every engine), or 4-byte dots with relaxed SIMD where a probe of this engine finds
+// i32x4.relaxed_dot_i8x16_i7x16_add_s exact for every signed a and b unsigned (vpdpbusd) or
+// signed (vpdpbssd, ARM's sdot). kAuto: the probe's choice, else kPairs. The tests force the
 // others; the 4-byte paths then run on an exact emulation of the instruction. Every path gives
 // the same bits. Other targets have one path (kAuto).
-enum class Int8DotPath { kAuto, kWidened, kEmulatedUnsignedB, kEmulatedSignedB };
-std::vector<Int8DotPath> Int8DotPaths();  // kAuto and, in wasm, the three others
+enum class Int8DotPath { kAuto, kWidened, kEmulatedUnsignedB, kEmulatedSignedB, kPairs };
+std::vector<Int8DotPath> Int8DotPaths();  // kAuto and, in wasm, the four others
 void ForceInt8DotPath(Int8DotPath path);
 // "auto: relaxed, b unsigned", "widened", ...: what the path runs here.
 std::string Int8DotPathName(Int8DotPath path);

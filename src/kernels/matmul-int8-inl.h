@@ -129,6 +129,8 @@ HWY_INLINE void SizeActivations(int64_t T, int64_t cols, bool q4_offset, Int8Act
   }
   if (HWY_TARGET == HWY_WASM && T > 1 && a.wasm_dot == 0) {
     kernels_internal::CacheLineAligned(a.q_by_block, static_cast<size_t>(T * cols));
+  } else if (HWY_TARGET == HWY_WASM && T > 1 && a.wasm_dot == kernels_internal::kWasmDotPairs) {
+    kernels_internal::CacheLineAligned(a.q16_by_pair, static_cast<size_t>(a.Q16Offset(nb, 0)));
   } else if (HWY_TARGET == HWY_WASM && T > 1) {
     kernels_internal::CacheLineAligned(a.q8_by_block, static_cast<size_t>(a.Q8Offset(nb, 0)));
     if (a.sum_by_block.size() < static_cast<size_t>(nb * T)) {
@@ -172,7 +174,10 @@ HWY_NOINLINE void QuantizeActivations(const float* HWY_RESTRICT x, int64_t t0, i
   int16_t* HWY_RESTRICT q_by_block = by_block && a.wasm_dot == 0
                                          ? kernels_internal::FirstOnCacheLine(a.q_by_block.data())
                                          : nullptr;
-  int8_t* HWY_RESTRICT q8_by_block = by_block && a.wasm_dot != 0
+  const bool pairs = by_block && a.wasm_dot == kernels_internal::kWasmDotPairs;
+  int16_t* HWY_RESTRICT q16_by_pair =
+      pairs ? kernels_internal::FirstOnCacheLine(a.q16_by_pair.data()) : nullptr;
+  int8_t* HWY_RESTRICT q8_by_block = by_block && a.wasm_dot != 0 && !pairs
                                          ? kernels_internal::FirstOnCacheLine(a.q8_by_block.data())
                                          : nullptr;
   const DI16 di16;
@@ -186,6 +191,10 @@ HWY_NOINLINE void QuantizeActivations(const float* HWY_RESTRICT x, int64_t t0, i
       d[b] = kernels_internal::HalfToFloat(d_bits);
       if (T > 1) a.d_by_block[b * T + t] = d[b];
       if (q_by_block != nullptr) std::memcpy(q_by_block + (b * T + t) * 32, q + b * 32, 64);
+      if (q16_by_pair != nullptr) {
+        int16_t* HWY_RESTRICT pair = q16_by_pair + a.Q16Offset(b, t);
+        for (int64_t c = 0; c < 16; ++c) std::memcpy(pair + c * 8, q + b * 32 + c * 2, 4);
+      }
       if (q8_by_block != nullptr) {
         HWY_ALIGN int8_t q8[32];
         for (size_t j = 0; j < kI16Vecs; ++j) {

@@ -47,6 +47,9 @@ constexpr size_t kPrefillRowsWasm = 2;
 // share each splat, more rows each token vector. BENCHMARKS-history.md "kBytePrefillGroups".
 constexpr size_t kBytePrefillRows = 2;
 constexpr size_t kBytePrefillGroups = 4;
+// The same with int16 pair dots (Int8PrefillTokensPairs), whose passes hold the same vectors.
+constexpr size_t kPairPrefillRows = 4;
+constexpr size_t kPairPrefillGroups = 2;
 
 }  // namespace matmul
 }  // namespace HWY_NAMESPACE
@@ -163,8 +166,22 @@ HWY_INLINE int64_t Int8Decode(const Int8Activations& a, const WeightView& w,
 // where the probe found it to be this, or plain SIMD128 (ExactDot: the bytes widened to int16,
 // the pair dots, and each two adjacent pair dots added), which the probe compares it with and
 // the tests force.
+// What Int8PrefillRows multiplies with: kernels.h Int8DotPath, resolved. kPairs is
+// kernels_internal::kWasmDotPairs.
+enum class DotKind {
+  kWidened,
+  kRelaxedUnsignedB,
+  kRelaxedSignedB,
+  kExactUnsignedB,
+  kExactSignedB,
+  kPairs
+};
+static_assert(static_cast<int>(DotKind::kPairs) == kernels_internal::kWasmDotPairs);
+
 template <bool kUnsigned>
 struct RelaxedDot {
+  static constexpr DotKind kKind =
+      kUnsigned ? DotKind::kRelaxedUnsignedB : DotKind::kRelaxedSignedB;
   static constexpr bool kUnsignedB = kUnsigned;
   static HWY_INLINE v128_t Dot(v128_t a, v128_t b, v128_t c) {
     return gpt2_wasm_dot_i8x16_i7x16_add(a, b, c);
@@ -172,6 +189,7 @@ struct RelaxedDot {
 };
 template <bool kUnsigned>
 struct ExactDot {
+  static constexpr DotKind kKind = kUnsigned ? DotKind::kExactUnsignedB : DotKind::kExactSignedB;
   static constexpr bool kUnsignedB = kUnsigned;
   static HWY_INLINE v128_t Dot(v128_t a, v128_t b, v128_t c) {
     const v128_t lo = wasm_i32x4_dot_i16x8(
@@ -185,8 +203,14 @@ struct ExactDot {
   }
 };
 
-// What Int8PrefillRows multiplies with: kernels.h Int8DotPath, resolved.
-enum class DotKind { kWidened, kRelaxedUnsignedB, kRelaxedSignedB, kExactUnsignedB, kExactSignedB };
+// Plain SIMD128's i32x4.dot_i16x8_s with the tokens in the lanes (Int8PrefillTokensPairs): the
+// activations pre-widened to int16 once per product (Int8Activations::q16_by_pair), each row's
+// weights once per product (WeightPairs), so a pair of columns of 4 tokens is one dot against the
+// row's 2 weights splat, with nothing widened, no offset and no horizontal sum per block: the
+// widened path's arithmetic in fewer instructions, and exact on every engine.
+struct PairDot {
+  static constexpr DotKind kKind = DotKind::kPairs;
+};
 
 // Which exact dot, if any, this engine's relaxed instruction is: its results against ExactDot's
 // for inputs where the lowerings differ (b's bytes 128 and over; a at 127 and -128, where
@@ -301,6 +325,75 @@ HWY_INLINE void Int8PrefillTokensBytes(const Int8Activations& a,
   }
 }
 
+// A row's weights as signed int16, 32 per block in column order, into out (PairDot): Q8_0's
+// quants, Q4_0's nibbles less 8.
+HWY_INLINE void WeightPairs(const BlockQ8_0* HWY_RESTRICT row, int64_t nb,
+                            int16_t* HWY_RESTRICT out) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const v128_t lo = wasm_v128_load(row[b].qs), hi = wasm_v128_load(row[b].qs + 16);
+    wasm_v128_store(out + b * 32, wasm_i16x8_extend_low_i8x16(lo));
+    wasm_v128_store(out + b * 32 + 8, wasm_i16x8_extend_high_i8x16(lo));
+    wasm_v128_store(out + b * 32 + 16, wasm_i16x8_extend_low_i8x16(hi));
+    wasm_v128_store(out + b * 32 + 24, wasm_i16x8_extend_high_i8x16(hi));
+  }
+}
+HWY_INLINE void WeightPairs(const BlockQ4_0* HWY_RESTRICT row, int64_t nb,
+                            int16_t* HWY_RESTRICT out) {
+  const v128_t eight = wasm_i8x16_splat(8);
+  for (int64_t b = 0; b < nb; ++b) {
+    const v128_t bytes = wasm_v128_load(row[b].qs);
+    const v128_t lo = wasm_i8x16_sub(wasm_v128_and(bytes, wasm_i8x16_splat(0x0f)), eight);
+    const v128_t hi = wasm_i8x16_sub(wasm_u8x16_shr(bytes, 4), eight);
+    wasm_v128_store(out + b * 32, wasm_i16x8_extend_low_i8x16(lo));
+    wasm_v128_store(out + b * 32 + 8, wasm_i16x8_extend_high_i8x16(lo));
+    wasm_v128_store(out + b * 32 + 16, wasm_i16x8_extend_low_i8x16(hi));
+    wasm_v128_store(out + b * 32 + 24, wasm_i16x8_extend_high_i8x16(hi));
+  }
+}
+
+// Int8PrefillTokensBytes with PairDot: per block and 2 columns, one vector of the 4 tokens'
+// int16 pairs (q16_by_pair), loaded once for all kRows rows, against each row's 2 weights splat
+// (w16[i]), loaded once for all kGroups groups; 16 such dots give the 4 tokens' block dots. Then
+// converted, scaled by dx * dw and accumulated, as the other paths.
+template <size_t kRows, size_t kGroups>
+HWY_INLINE void Int8PrefillTokensPairs(const Int8Activations& a,
+                                       const int16_t* HWY_RESTRICT q16_by_pair, int64_t t0,
+                                       int64_t cols, const int16_t* HWY_RESTRICT const* w16,
+                                       const float* HWY_RESTRICT const* dws,
+                                       VF (&acc)[kRows][kGroups]) {
+  const DF df;
+  const int64_t nb = cols / 32, T = a.T;
+  const float* HWY_RESTRICT dx = a.d_by_block.data() + t0;
+  for (size_t i = 0; i < kRows; ++i) {
+    for (size_t g = 0; g < kGroups; ++g) acc[i][g] = hn::Zero(df);
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const int16_t* HWY_RESTRICT qb = q16_by_pair + a.Q16Offset(b, t0);
+    v128_t dots[kRows][kGroups];
+    for (size_t i = 0; i < kRows; ++i) {
+      for (size_t g = 0; g < kGroups; ++g) dots[i][g] = wasm_i32x4_splat(0);
+    }
+    for (size_t c = 0; c < 16; ++c) {
+      v128_t q[kGroups];
+      for (size_t g = 0; g < kGroups; ++g) q[g] = wasm_v128_load(qb + g * 128 + c * 8);
+      for (size_t i = 0; i < kRows; ++i) {
+        const v128_t w = wasm_v128_load32_splat(w16[i] + b * 32 + static_cast<int64_t>(c * 2));
+        for (size_t g = 0; g < kGroups; ++g) {
+          dots[i][g] = wasm_i32x4_add(dots[i][g], wasm_i32x4_dot_i16x8(q[g], w));
+        }
+      }
+    }
+    for (size_t g = 0; g < kGroups; ++g) {
+      const VF dxg = hn::LoadU(df, dx + b * T + static_cast<int64_t>(4 * g));
+      for (size_t i = 0; i < kRows; ++i) {
+        const VF scale = hn::Mul(dxg, hn::Set(df, dws[i][b]));
+        acc[i][g] =
+            hn::Add(hn::Mul(hn::ConvertTo(df, hn::Vec<DI32>{dots[i][g]}), scale), acc[i][g]);
+      }
+    }
+  }
+}
+
 // Int8-activation prefill on WASM, kRows rows (rows[i]) x tokens [t0, t0 + 4 kGroups): acc[i][g]
 // lane l = row i, token t0 + 4 g + l, the same arithmetic as Int8Tile's 4-token tiles (each
 // group's 4 token dots of a block summed into the lanes of one vector, scaled by dx * dw,
@@ -350,21 +443,29 @@ HWY_INLINE void Int8PrefillTokens(const Int8Activations& a, const int16_t* HWY_R
 template <size_t kRows, size_t kGroups, typename Block, typename Dots>
 HWY_INLINE void Int8PrefillRowGroup(const float* x, const Int8Activations& a,
                                     const int16_t* HWY_RESTRICT q_by_block,
-                                    const int8_t* HWY_RESTRICT q8_by_block, const WeightView& w,
+                                    const int8_t* HWY_RESTRICT q8_by_block,
+                                    const int16_t* HWY_RESTRICT q16_by_pair, const WeightView& w,
                                     const float* HWY_RESTRICT bias, float* HWY_RESTRICT y,
                                     int64_t r, float* HWY_RESTRICT dw_scratch,
-                                    uint8_t* HWY_RESTRICT wbytes_scratch) {
+                                    uint8_t* HWY_RESTRICT wbytes_scratch,
+                                    int16_t* HWY_RESTRICT w16_scratch) {
+  constexpr bool kPairs = std::is_same_v<Dots, PairDot>;
   const DF df;
   const int64_t nb = w.cols / 32, T = a.T;
   const Block* HWY_RESTRICT rows[kRows];
   const float* HWY_RESTRICT dws[kRows];
   const uint8_t* HWY_RESTRICT wbytes[kRows];
+  const int16_t* HWY_RESTRICT w16[kRows];
   for (size_t i = 0; i < kRows; ++i) {
     rows[i] = static_cast<const Block*>(w.data) + (r + static_cast<int64_t>(i)) * nb;
     float* dw = dw_scratch + static_cast<int64_t>(i) * nb;
     for (int64_t b = 0; b < nb; ++b) dw[b] = kernels_internal::HalfToFloat(rows[i][b].d);
     dws[i] = dw;
-    if constexpr (!std::is_void_v<Dots>) {
+    if constexpr (kPairs) {
+      int16_t* pairs = w16_scratch + static_cast<int64_t>(i) * nb * 32;
+      WeightPairs(rows[i], nb, pairs);
+      w16[i] = pairs;
+    } else if constexpr (!std::is_void_v<Dots>) {
       uint8_t* bytes = wbytes_scratch + static_cast<int64_t>(i) * nb * 32;
       WeightBytes<Dots::kUnsignedB>(rows[i], nb, bytes);
       wbytes[i] = bytes;
@@ -388,6 +489,8 @@ HWY_INLINE void Int8PrefillRowGroup(const float* x, const Int8Activations& a,
     constexpr size_t kG = std::extent_v<std::remove_reference_t<decltype(acc[0])>>;
     if constexpr (std::is_void_v<Dots>) {
       Int8PrefillTokens<kRows, kG>(a, q_by_block, t0, w.cols, rows, dws, acc);
+    } else if constexpr (kPairs) {
+      Int8PrefillTokensPairs<kRows, kG>(a, q16_by_pair, t0, w.cols, w16, dws, acc);
     } else {
       Int8PrefillTokensBytes<kRows, kG, Block, Dots>(a, q8_by_block, t0, w.cols, wbytes, dws, acc);
     }
@@ -426,27 +529,36 @@ template <typename Block, typename Dots>
 HWY_NOINLINE void Int8PrefillRowsWith(const float* x, const Int8Activations& a, const WeightView& w,
                                       const float* HWY_RESTRICT bias, float* HWY_RESTRICT y,
                                       int64_t r0, int64_t r1) {
-  constexpr bool kBytes = !std::is_void_v<Dots>;
-  constexpr size_t kRows = kBytes ? kBytePrefillRows : kPrefillRowsWasm;
-  constexpr size_t kGroups = kBytes ? kBytePrefillGroups : kPrefillGroups;
+  constexpr bool kPairs = std::is_same_v<Dots, PairDot>;
+  constexpr bool kBytes = !std::is_void_v<Dots> && !kPairs;
+  constexpr size_t kRows = kPairs ? kPairPrefillRows : kBytes ? kBytePrefillRows : kPrefillRowsWasm;
+  constexpr size_t kGroups =
+      kPairs ? kPairPrefillGroups : kBytes ? kBytePrefillGroups : kPrefillGroups;
   const int64_t nb = w.cols / 32;
   static thread_local std::vector<float> dws;
   static thread_local std::vector<uint8_t> wbytes;
+  static thread_local std::vector<int16_t> w16;
   if (dws.size() < static_cast<size_t>(kRows * nb)) dws.resize(static_cast<size_t>(kRows * nb));
   if (kBytes && wbytes.size() < static_cast<size_t>(kRows * nb * 32)) {
     wbytes.resize(static_cast<size_t>(kRows * nb * 32));
   }
-  // Written once per product by QuantizeActivations (Int8Activations::q_by_block, q8_by_block).
+  if (kPairs && w16.size() < static_cast<size_t>(kRows * nb * 32)) {
+    w16.resize(static_cast<size_t>(kRows * nb * 32));
+  }
+  // Written once per product by QuantizeActivations (Int8Activations::q_by_block, q8_by_block,
+  // q16_by_pair).
   const int16_t* q_by_block = kernels_internal::FirstOnCacheLine(a.q_by_block.data());
   const int8_t* q8_by_block = kernels_internal::FirstOnCacheLine(a.q8_by_block.data());
+  const int16_t* q16_by_pair = kernels_internal::FirstOnCacheLine(a.q16_by_pair.data());
   int64_t r = r0;
   for (; r + static_cast<int64_t>(kRows) <= r1; r += kRows) {
-    Int8PrefillRowGroup<kRows, kGroups, Block, Dots>(x, a, q_by_block, q8_by_block, w, bias, y, r,
-                                                     dws.data(), wbytes.data());
+    Int8PrefillRowGroup<kRows, kGroups, Block, Dots>(x, a, q_by_block, q8_by_block, q16_by_pair, w,
+                                                     bias, y, r, dws.data(), wbytes.data(),
+                                                     w16.data());
   }
   for (; r < r1; ++r) {
-    Int8PrefillRowGroup<1, kGroups, Block, Dots>(x, a, q_by_block, q8_by_block, w, bias, y, r,
-                                                 dws.data(), wbytes.data());
+    Int8PrefillRowGroup<1, kGroups, Block, Dots>(x, a, q_by_block, q8_by_block, q16_by_pair, w,
+                                                 bias, y, r, dws.data(), wbytes.data(), w16.data());
   }
 }
 
@@ -465,6 +577,8 @@ HWY_NOINLINE void Int8PrefillRows(const float* x, const Int8Activations& a, cons
       return Int8PrefillRowsWith<Block, ExactDot<true>>(x, a, w, bias, y, r0, r1);
     case DotKind::kExactSignedB:
       return Int8PrefillRowsWith<Block, ExactDot<false>>(x, a, w, bias, y, r0, r1);
+    case DotKind::kPairs:
+      return Int8PrefillRowsWith<Block, PairDot>(x, a, w, bias, y, r0, r1);
   }
 }
 
@@ -490,7 +604,7 @@ HWY_NOINLINE bool SameBitsAsWidened() {
     const bool q4_offset = type == TensorType::kQ4_0;
     const WeightView w{type, blocks, kRows, kCols};
     Int8Activations widened, bytes;
-    bytes.wasm_dot = 1;  // q8_by_block and sum_by_block
+    bytes.wasm_dot = static_cast<int>(Dots::kKind);  // its own layout of the quants
     for (Int8Activations* a : {&widened, &bytes}) {
       SizeActivations(kT, kCols, q4_offset, *a);
       QuantizeActivations(x.data(), 0, kT, kCols, q4_offset, *a);
@@ -515,6 +629,8 @@ HWY_INLINE bool SameBitsAsWidened(DotKind kind) {
       return SameBitsAsWidened<ExactDot<true>>();
     case DotKind::kExactSignedB:
       return SameBitsAsWidened<ExactDot<false>>();
+    case DotKind::kPairs:
+      return SameBitsAsWidened<PairDot>();
   }
   return false;
 }
@@ -532,6 +648,9 @@ HWY_INLINE DotKind ResolveDotKind(Int8DotPath path) {
     case Int8DotPath::kEmulatedSignedB:
       kind = DotKind::kExactSignedB;
       break;
+    case Int8DotPath::kPairs:
+      kind = DotKind::kPairs;
+      break;
     case Int8DotPath::kAuto: {
       // Probed once per module; threads that race here all find the same.
       static std::atomic<int> probed{-1};
@@ -541,10 +660,11 @@ HWY_INLINE DotKind ResolveDotKind(Int8DotPath path) {
         probed.store(probe, std::memory_order_relaxed);
       }
       kind = static_cast<DotKind>(probe);
+      if (kind == DotKind::kWidened) kind = DotKind::kPairs;
       break;
     }
   }
-  static std::atomic<int> checked[5] = {{-1}, {-1}, {-1}, {-1}, {-1}};
+  static std::atomic<int> checked[6] = {{-1}, {-1}, {-1}, {-1}, {-1}, {-1}};
   std::atomic<int>& check = checked[static_cast<int>(kind)];
   int same = check.load(std::memory_order_relaxed);
   if (same < 0) {

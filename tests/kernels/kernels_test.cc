@@ -1001,6 +1001,7 @@ TEST_CASE("MatMul's int8 prefill paths give the same bits", "[kernels]") {
     // below would compare the widened path with itself.
     CHECK(Int8DotPathName(Int8DotPath::kEmulatedUnsignedB) == "4-byte dot emulated, b unsigned");
     CHECK(Int8DotPathName(Int8DotPath::kEmulatedSignedB) == "4-byte dot emulated, b signed");
+    CHECK(Int8DotPathName(Int8DotPath::kPairs) == "int16 pairs");
   }
   for (TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
     const TestWeights w = MakeWeights(type, 7, 192, false, 475);
