@@ -409,9 +409,12 @@ void ForceInt8DotPath(Int8DotPath path) {
 std::string Int8DotPathName(Int8DotPath path) {
   const int kind = GPT2_DISPATCH(Int8DotKindKernel)(path);
   // matmul::DotKind's order (matmul-wasm-inl.h).
-  static const char* const kNames[] = {
-      "widened to int16", "relaxed 4-byte dot, b unsigned", "relaxed 4-byte dot, b signed",
-      "4-byte dot emulated, b unsigned", "4-byte dot emulated, b signed", "int16 pairs"};
+  static const char* const kNames[] = {"widened to int16",
+                                       "relaxed 4-byte dot, b unsigned",
+                                       "relaxed 4-byte dot, b signed",
+                                       "4-byte dot emulated, b unsigned",
+                                       "4-byte dot emulated, b signed",
+                                       "int16 pairs"};
   const std::string what = kind < 0 ? "the target's own" : kNames[kind];
   return path == Int8DotPath::kAuto ? "auto: " + what : what;
 }

@@ -48,6 +48,7 @@ constexpr size_t kPrefillRowsWasm = 2;
 constexpr size_t kBytePrefillRows = 2;
 constexpr size_t kBytePrefillGroups = 4;
 // The same with int16 pair dots (Int8PrefillTokensPairs), whose passes hold the same vectors.
+// BENCHMARKS-history.md "kPairPrefillRows".
 constexpr size_t kPairPrefillRows = 4;
 constexpr size_t kPairPrefillGroups = 2;
 
@@ -532,8 +533,9 @@ HWY_NOINLINE void Int8PrefillRowsWith(const float* x, const Int8Activations& a, 
   constexpr bool kPairs = std::is_same_v<Dots, PairDot>;
   constexpr bool kBytes = !std::is_void_v<Dots> && !kPairs;
   constexpr size_t kRows = kPairs ? kPairPrefillRows : kBytes ? kBytePrefillRows : kPrefillRowsWasm;
-  constexpr size_t kGroups =
-      kPairs ? kPairPrefillGroups : kBytes ? kBytePrefillGroups : kPrefillGroups;
+  constexpr size_t kGroups = kPairs   ? kPairPrefillGroups
+                             : kBytes ? kBytePrefillGroups
+                                      : kPrefillGroups;
   const int64_t nb = w.cols / 32;
   static thread_local std::vector<float> dws;
   static thread_local std::vector<uint8_t> wbytes;

@@ -204,10 +204,10 @@ for (const kind of kBrowsers) {
       t.diagnostic(await page.evaluate(() => navigator.userAgent));
       assert.equal(await page.attr('[data-testid=progress]', 'data-source'), 'network');
       assert.ok((await page.text('[data-testid=model-name]')).trim(), 'the model is named');
-      // The int8 multiply the engine's probe picked for prompts: one this build can run
-      // (the emulated byte dots are only ever forced by the tests).
+      // The int8 multiply the engine's probe picked for prompts: one this build can run (the
+      // emulated byte dots and the widened path are only ever forced by the tests).
       assert.match(await page.text('#model-info'),
-                   /Int8 prompt products(widened to int16|relaxed 4-byte dot, b (un)?signed)Threads/);
+                   /Int8 prompt products(int16 pairs|relaxed 4-byte dot, b (un)?signed)Threads/);
       const ids = await generate();
       assert.deepEqual(ids, ref.ids, '`gpt2 generate --seed 1` with the same settings');
       assert.equal(await page.evaluate(() => self.crossOriginIsolated), true);

@@ -38,8 +38,9 @@ describe('Embind API under Node', {skip: !fs.existsSync(kModulePath) && 'build/w
     assert.equal(info.n_vocab, 50257);
     assert.equal(info.weight_type, 'q8_0');
     assert.equal(info.file_bytes, models.size);
-    // The plain SIMD128 module has no byte dot to choose (relaxed SIMD's is only in the twin).
-    assert.equal(info.int8_prefill, 'auto: widened to int16');
+    // The plain SIMD128 module has no byte dot to choose (relaxed SIMD's is only in the twin), so
+    // its prompts take the int16 pairs (they gave the widened path's bits on the probe's product).
+    assert.equal(info.int8_prefill, 'auto: int16 pairs');
   });
 
   test('tokenize and detokenize agree with the native CLI', () => {
