@@ -6,8 +6,8 @@
 
 #include "format/quant.h"
 #include "kernels/kernels.h"
-#include "model/backward.h"
 #include "model/layer_norm.h"
+#include "model/matmul_on.h"
 #include "model/thread_pool.h"
 
 namespace gpt2 {
@@ -25,7 +25,10 @@ std::vector<float> FrozenInvSigmas(const std::vector<float>& x, int T, int C, do
 
 ReplacementModel::ReplacementModel(Session& session, const TranscoderSet& transcoders,
                                    const std::vector<int>& ids)
-    : model_(session.model()), transcoders_(transcoders), T_(static_cast<int>(ids.size())) {
+    : model_(session.model()),
+      pool_(session.pool()),
+      transcoders_(transcoders),
+      T_(static_cast<int>(ids.size())) {
   const Config& c = model_.config();
   const int T = T_, C = c.n_embd, L = c.n_layer;
   RunOptions run;
@@ -58,7 +61,7 @@ void ReplacementModel::EncodeBlock(int l) {
   const int S = tc->d_sae();
   std::vector<float> acts(int64_t(T) * S);
   SaeScratch scratch;
-  tc->Encode(run_.blocks[l].resid_mid.data(), T, acts.data(), nullptr, scratch);
+  tc->Encode(run_.blocks[l].resid_mid.data(), T, acts.data(), nullptr, scratch, &pool_);
   for (int p = 0; p < T; ++p) {
     float* err = errors_[l].data() + int64_t(p) * C;
     for (int i = 0; i < C; ++i) err[i] -= tc->decoder_bias()[i];
@@ -129,7 +132,48 @@ ReplacementBackward::ReplacementBackward(const ReplacementModel& replacement, Th
       pool_(pool),
       columns_(columns),
       C_(replacement.model().config().n_embd),
-      T_(replacement.tokens()) {}
+      T_(replacement.tokens()) {
+  const int L = replacement.model().config().n_layer;
+  proj_t_.resize(L);
+  v_t_.resize(L);
+  proj_t_view_.resize(L);
+  v_t_view_.resize(L);
+}
+
+namespace {
+
+// w's transpose as f32 [w.cols, w.rows]: each row of w dequantized exactly (format/quant.h, the
+// values MatMulTransposed multiplies by) and written down a column, the rows split over the pool.
+void TransposeInto(ThreadPool& pool, const WeightView& w, std::vector<float>& out) {
+  constexpr int64_t kRowsPerTask = 64;  // a task's writes fill whole cache lines of each column
+  const int64_t rows = w.rows, cols = w.cols;
+  const size_t row_bytes = RowBytes(w.type, cols);
+  out.resize(rows * cols);
+  pool.ParallelFor((rows + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t task) {
+    std::vector<float> row(cols);
+    for (int64_t o = task * kRowsPerTask; o < std::min(rows, (task + 1) * kRowsPerTask); ++o) {
+      DequantizeRow(w.type, static_cast<const uint8_t*>(w.data) + row_bytes * o, row.data(), cols);
+      for (int64_t c = 0; c < cols; ++c) out[c * rows + o] = row[c];
+    }
+  });
+}
+
+}  // namespace
+
+// Block l's W_proj^T and W_v^T, once: the backward's products then run as forward products
+// (y = x W'^T with W' = W^T), whose kernels are faster than dy W over the quantized weights.
+void ReplacementBackward::MakeTransposed(int l) {
+  if (!proj_t_[l].empty()) return;
+  const BlockWeights& bw = replacement_.model().blocks[l];
+  const int64_t C = C_;
+  const WeightView w_v{bw.qkv.type,
+                       static_cast<const uint8_t*>(bw.qkv.data) + RowBytes(bw.qkv.type, C) * 2 * C,
+                       C, C};
+  TransposeInto(pool_, bw.proj, proj_t_[l]);
+  TransposeInto(pool_, w_v, v_t_[l]);
+  proj_t_view_[l] = WeightView{TensorType::kF32, proj_t_[l].data(), bw.proj.cols, bw.proj.rows};
+  v_t_view_[l] = WeightView{TensorType::kF32, v_t_[l].data(), C, C};
+}
 
 void ReplacementBackward::Run(const std::vector<const AttributionTarget*>& targets, float* rows) {
   const int L = replacement_.model().config().n_layer;
@@ -148,7 +192,6 @@ void ReplacementBackward::Run(const std::vector<const AttributionTarget*>& targe
   gc_.resize(R * C_);
   gz_.resize(R * C_);
   gv_.resize(R * C_);
-  out_.resize(int64_t(B_) * 64);
   InjectTargets(L);  // the logits', at the final stream
   for (int l = top; l >= 0; --l) {
     MlpOutputEdges(l);
@@ -161,27 +204,41 @@ void ReplacementBackward::Run(const std::vector<const AttributionTarget*>& targe
 }
 
 // Takes g at the stream leaving block l; writes every target's edges from the block's features
-// (W = their writes [n, C]: g W^T, one product per position) and from its errors (err . g).
+// (W = their writes [n, C]: g W^T, one product per position, over the rows that cross the MLP)
+// and from its errors (err . g). The positions split over the pool; their columns differ.
 void ReplacementBackward::MlpOutputEdges(int l) {
-  for (int p = 0; p < P_ && p < T_; ++p) {
+  const int P = std::min(P_, T_);
+  out_at_.resize(P);
+  int64_t size = 0;
+  for (int p = 0; p < P; ++p) {
+    out_at_[p] = size;
+    size += int64_t(B_) * static_cast<int64_t>(replacement_.writes(l, p).columns.size());
+  }
+  out_.resize(size);
+  pool_.ParallelFor(P, [&](int64_t task) {
+    const int p = static_cast<int>(task);
+    // The span of rows that cross; the rows between that do not are zeros, left out of the edges.
+    int lo = 0, hi = B_;
+    while (lo < B_ && !CrossesMlp(l, p, lo)) ++lo;
+    while (hi > lo && !CrossesMlp(l, p, hi - 1)) --hi;
+    if (lo == hi) return;
     const FeatureWrites& w = replacement_.writes(l, p);
     const int n = static_cast<int>(w.columns.size());
+    float* out = out_.data() + out_at_[p];
     if (n > 0) {
-      out_.resize(int64_t(B_) * n);
-      MatMul(G(p, 0), B_, WeightView{TensorType::kF32, w.rows.data(), n, C_}, nullptr, out_.data(),
-             0, n);
-      for (int b = 0; b < B_; ++b) {
-        for (int j = 0; j < n; ++j) Row(b)[w.columns[j]] = out_[int64_t(b) * n + j];
-      }
+      MatMul(G(p, lo), hi - lo, WeightView{TensorType::kF32, w.rows.data(), n, C_}, nullptr, out, 0,
+             n);
     }
     const float* e = replacement_.error(l, p);
-    for (int b = 0; b < B_; ++b) {
+    for (int b = lo; b < hi; ++b) {
+      if (!CrossesMlp(l, p, b)) continue;
+      for (int j = 0; j < n; ++j) Row(b)[w.columns[j]] = out[int64_t(b - lo) * n + j];
       const float* gb = G(p, b);
       double d = 0;
       for (int i = 0; i < C_; ++i) d += double(e[i]) * gb[i];
       Row(b)[columns_.errors + int64_t(l) * T_ + p] = static_cast<float>(d);
     }
-  }
+  });
 }
 
 // Adds each target of block `layer` (n_layer: the logits) to g at its position: the targets read
@@ -225,8 +282,9 @@ void ReplacementBackward::AttentionBackward(int l) {
   for (int64_t i = 0; i < n_live; ++i) {
     std::copy_n(g_.data() + live_[i] * C, C, gc_.data() + i * C);
   }
-  const BlockWeights& bw = replacement_.model().blocks[l];
-  MatMulTransposedOn(pool_, gc_.data(), n_live, bw.proj, gz_.data());
+  MakeTransposed(l);
+  MatMulOn(pool_, product_in_, gc_.data(), n_live, proj_t_view_[l], nullptr, gz_.data(),
+           QuantActivations::kFloat);
   const std::vector<float>& A = replacement_.pattern(l);
   const std::vector<const AttributionTarget*>& targets = *targets_;
   pool_.ParallelFor(H, [&](int64_t h) {
@@ -242,21 +300,23 @@ void ReplacementBackward::AttentionBackward(int l) {
       }
     }
   });
-  const size_t row_bytes = RowBytes(bw.qkv.type, C);
-  const WeightView w_v{bw.qkv.type, static_cast<const uint8_t*>(bw.qkv.data) + row_bytes * 2 * C, C,
-                       C};
-  MatMulTransposedOn(pool_, gv_.data(), n_live, w_v, gz_.data());
+  MatMulOn(pool_, product_in_, gv_.data(), n_live, v_t_view_[l], nullptr, gz_.data(),
+           QuantActivations::kFloat);
 }
 
 // Takes gz_ (the live rows' gradient at ln_1's output); adds its frozen backward to those rows of
-// g, which then stands at the stream entering block l.
+// g, which then stands at the stream entering block l. The rows split over the pool.
 void ReplacementBackward::Ln1Backward(int l) {
   const float* gamma = replacement_.model().blocks[l].ln1_g;
-  for (size_t i = 0; i < live_.size(); ++i) {
-    const int p = static_cast<int>(live_[i] / B_);
-    FrozenLayerNormBackward(gz_.data() + i * C_, gamma, replacement_.ln1_inv(l, p), C_,
-                            g_.data() + live_[i] * C_);
-  }
+  const int64_t n_live = static_cast<int64_t>(live_.size());
+  const int64_t n_chunks = std::min<int64_t>(n_live, int64_t(pool_.size()) * 4);
+  pool_.ParallelFor(n_chunks, [&](int64_t chunk) {
+    for (int64_t i = n_live * chunk / n_chunks; i < n_live * (chunk + 1) / n_chunks; ++i) {
+      const int p = static_cast<int>(live_[i] / B_);
+      FrozenLayerNormBackward(gz_.data() + i * C_, gamma, replacement_.ln1_inv(l, p), C_,
+                              g_.data() + live_[i] * C_);
+    }
+  });
 }
 
 // Takes g at the stream entering block 0; writes every target's edges from the embeddings there.

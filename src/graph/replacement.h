@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/kernels.h"
 #include "model/acts.h"
 #include "model/session.h"
 #include "sae/transcoders.h"
@@ -54,8 +55,8 @@ class ReplacementModel {
   // The real run: `session` is reset and run over ids (its cache then holds those ids' plain
   // run), keeping the record the replacement model reads (the embedding, each block's stream
   // entering it, its pattern, its stream after attention and its MLP output, the final stream)
-  // and freezing each LayerNorm's 1/sigma from it. `transcoders` and the session's model must
-  // outlive it.
+  // and freezing each LayerNorm's 1/sigma from it. `transcoders` and the session's model and
+  // thread pool (which the encoders run on) must outlive it.
   ReplacementModel(Session& session, const TranscoderSet& transcoders, const std::vector<int>& ids);
 
   // Block l's transcoder on the real stream (the build calls it once per block, going up):
@@ -87,6 +88,7 @@ class ReplacementModel {
 
  private:
   const Model& model_;
+  ThreadPool& pool_;
   const TranscoderSet& transcoders_;
   int T_;
   Acts run_;  // the real run's record
@@ -118,8 +120,13 @@ struct AttributionColumns {
 //   LiveRows           the rows of g that can still carry gradient back
 //   AttentionBackward  through the frozen patterns' value/output path (OV), those rows only
 //   Ln1Backward        through ln_1 with 1/sigma frozen, added to g (the residual's identity)
-// and after the last block EmbeddingEdges, at the stream entering block 0. `replacement` (with
-// every block encoded) and `pool` must outlive it.
+// and after the last block EmbeddingEdges, at the stream entering block 0. Its heavy steps run on
+// `pool`. `replacement` (with every block encoded) and `pool` must outlive it.
+//
+// Its products are the forward's (kernels.h MatMul with f32 weights: the prompt kernels, the
+// fastest f32 product the kernels have), over each block's W_proj and W_v kept transposed: 2 C^2
+// floats a block, made on the block's first pass and held until the backward is destroyed
+// (GPT-2 small: 12 x 2 x 768 x 768 x 4 bytes = 57 MB).
 class ReplacementBackward {
  public:
   ReplacementBackward(const ReplacementModel& replacement, ThreadPool& pool,
@@ -131,6 +138,13 @@ class ReplacementBackward {
  private:
   float* G(int p, int b) { return g_.data() + (int64_t(p) * B_ + b) * C_; }
   float* Row(int b) { return rows_ + int64_t(b) * columns_.size; }
+  // Whether row (p, b) of g carries gradient across block l's MLP output: target b reads above
+  // the block (its logit, or a later block's feature) at a position p or later.
+  bool CrossesMlp(int l, int p, int b) const {
+    const AttributionTarget& t = *(*targets_)[b];
+    return t.layer > l && p <= t.position;
+  }
+  void MakeTransposed(int layer);
   void MlpOutputEdges(int layer);
   void InjectTargets(int layer);
   int64_t LiveRows(int layer);
@@ -146,10 +160,15 @@ class ReplacementBackward {
   const std::vector<const AttributionTarget*>* targets_ = nullptr;
   int B_ = 0, P_ = 0;
   float* rows_ = nullptr;
+  // Block l's W_proj^T and W_v^T, f32 [C, C] each (empty until its first pass), and views of them.
+  std::vector<std::vector<float>> proj_t_, v_t_;
+  std::vector<WeightView> proj_t_view_, v_t_view_;
   // Scratch, reused between batches.
+  MatMulInput product_in_;
   std::vector<float> g_;             // [P * B, C]
   std::vector<float> gc_, gz_, gv_;  // the live rows' [n_live, C]
-  std::vector<float> out_;           // [B, n] MlpOutputEdges' products
+  std::vector<float> out_;           // MlpOutputEdges' products, position p's [B, n] at out_at_[p]
+  std::vector<int64_t> out_at_;      // [P]
   std::vector<int64_t> live_;        // the live rows' p * B + b
   std::vector<int> slot_;            // [P * B]: row -> its place among the live, or -1
 };
