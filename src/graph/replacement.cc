@@ -132,48 +132,7 @@ ReplacementBackward::ReplacementBackward(const ReplacementModel& replacement, Th
       pool_(pool),
       columns_(columns),
       C_(replacement.model().config().n_embd),
-      T_(replacement.tokens()) {
-  const int L = replacement.model().config().n_layer;
-  proj_t_.resize(L);
-  v_t_.resize(L);
-  proj_t_view_.resize(L);
-  v_t_view_.resize(L);
-}
-
-namespace {
-
-// w's transpose as f32 [w.cols, w.rows]: each row of w dequantized exactly (format/quant.h, the
-// values MatMulTransposed multiplies by) and written down a column, the rows split over the pool.
-void TransposeInto(ThreadPool& pool, const WeightView& w, std::vector<float>& out) {
-  constexpr int64_t kRowsPerTask = 64;  // a task's writes fill whole cache lines of each column
-  const int64_t rows = w.rows, cols = w.cols;
-  const size_t row_bytes = RowBytes(w.type, cols);
-  out.resize(rows * cols);
-  pool.ParallelFor((rows + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t task) {
-    std::vector<float> row(cols);
-    for (int64_t o = task * kRowsPerTask; o < std::min(rows, (task + 1) * kRowsPerTask); ++o) {
-      DequantizeRow(w.type, static_cast<const uint8_t*>(w.data) + row_bytes * o, row.data(), cols);
-      for (int64_t c = 0; c < cols; ++c) out[c * rows + o] = row[c];
-    }
-  });
-}
-
-}  // namespace
-
-// Block l's W_proj^T and W_v^T, once: the backward's products then run as forward products
-// (y = x W'^T with W' = W^T), whose kernels are faster than dy W over the quantized weights.
-void ReplacementBackward::MakeTransposed(int l) {
-  if (!proj_t_[l].empty()) return;
-  const BlockWeights& bw = replacement_.model().blocks[l];
-  const int64_t C = C_;
-  const WeightView w_v{bw.qkv.type,
-                       static_cast<const uint8_t*>(bw.qkv.data) + RowBytes(bw.qkv.type, C) * 2 * C,
-                       C, C};
-  TransposeInto(pool_, bw.proj, proj_t_[l]);
-  TransposeInto(pool_, w_v, v_t_[l]);
-  proj_t_view_[l] = WeightView{TensorType::kF32, proj_t_[l].data(), bw.proj.cols, bw.proj.rows};
-  v_t_view_[l] = WeightView{TensorType::kF32, v_t_[l].data(), C, C};
-}
+      T_(replacement.tokens()) {}
 
 void ReplacementBackward::Run(const std::vector<const AttributionTarget*>& targets, float* rows) {
   const int L = replacement_.model().config().n_layer;
@@ -282,9 +241,8 @@ void ReplacementBackward::AttentionBackward(int l) {
   for (int64_t i = 0; i < n_live; ++i) {
     std::copy_n(g_.data() + live_[i] * C, C, gc_.data() + i * C);
   }
-  MakeTransposed(l);
-  MatMulOn(pool_, product_in_, gc_.data(), n_live, proj_t_view_[l], nullptr, gz_.data(),
-           QuantActivations::kFloat);
+  const BlockWeights& bw = replacement_.model().blocks[l];
+  MatMulTransposedOn(pool_, gc_.data(), n_live, bw.proj, gz_.data());
   const std::vector<float>& A = replacement_.pattern(l);
   const std::vector<const AttributionTarget*>& targets = *targets_;
   pool_.ParallelFor(H, [&](int64_t h) {
@@ -300,8 +258,10 @@ void ReplacementBackward::AttentionBackward(int l) {
       }
     }
   });
-  MatMulOn(pool_, product_in_, gv_.data(), n_live, v_t_view_[l], nullptr, gz_.data(),
-           QuantActivations::kFloat);
+  const size_t row_bytes = RowBytes(bw.qkv.type, C);
+  const WeightView w_v{bw.qkv.type, static_cast<const uint8_t*>(bw.qkv.data) + row_bytes * 2 * C, C,
+                       C};
+  MatMulTransposedOn(pool_, gv_.data(), n_live, w_v, gz_.data());
 }
 
 // Takes gz_ (the live rows' gradient at ln_1's output); adds its frozen backward to those rows of

@@ -123,10 +123,10 @@ struct AttributionColumns {
 // and after the last block EmbeddingEdges, at the stream entering block 0. Its heavy steps run on
 // `pool`. `replacement` (with every block encoded) and `pool` must outlive it.
 //
-// Its products are the forward's (kernels.h MatMul with f32 weights: the prompt kernels, the
-// fastest f32 product the kernels have), over each block's W_proj and W_v kept transposed: 2 C^2
-// floats a block, made on the block's first pass and held until the backward is destroyed
-// (GPT-2 small: 12 x 2 x 768 x 768 x 4 bytes = 57 MB).
+// Its products are model/matmul_on.h's MatMulTransposedOn over the model's own weights. Copies of
+// W_proj^T and W_v^T in f32 for the forward's prompt kernels were tried: 11 % faster products in
+// Chromium, but 57 MB more for GPT-2 small (over the graph's memory target) and 3x slower under
+// Node (BENCHMARKS.md, "The graph at the machine's limit").
 class ReplacementBackward {
  public:
   ReplacementBackward(const ReplacementModel& replacement, ThreadPool& pool,
@@ -144,7 +144,6 @@ class ReplacementBackward {
     const AttributionTarget& t = *(*targets_)[b];
     return t.layer > l && p <= t.position;
   }
-  void MakeTransposed(int layer);
   void MlpOutputEdges(int layer);
   void InjectTargets(int layer);
   int64_t LiveRows(int layer);
@@ -160,11 +159,7 @@ class ReplacementBackward {
   const std::vector<const AttributionTarget*>* targets_ = nullptr;
   int B_ = 0, P_ = 0;
   float* rows_ = nullptr;
-  // Block l's W_proj^T and W_v^T, f32 [C, C] each (empty until its first pass), and views of them.
-  std::vector<std::vector<float>> proj_t_, v_t_;
-  std::vector<WeightView> proj_t_view_, v_t_view_;
   // Scratch, reused between batches.
-  MatMulInput product_in_;
   std::vector<float> g_;             // [P * B, C]
   std::vector<float> gc_, gz_, gv_;  // the live rows' [n_live, C]
   std::vector<float> out_;           // MlpOutputEdges' products, position p's [B, n] at out_at_[p]
