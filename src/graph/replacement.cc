@@ -6,8 +6,8 @@
 
 #include "format/quant.h"
 #include "kernels/kernels.h"
-#include "model/backward.h"
 #include "model/layer_norm.h"
+#include "model/matmul_on.h"
 #include "model/thread_pool.h"
 
 namespace gpt2 {
@@ -25,7 +25,10 @@ std::vector<float> FrozenInvSigmas(const std::vector<float>& x, int T, int C, do
 
 ReplacementModel::ReplacementModel(Session& session, const TranscoderSet& transcoders,
                                    const std::vector<int>& ids)
-    : model_(session.model()), transcoders_(transcoders), T_(static_cast<int>(ids.size())) {
+    : model_(session.model()),
+      pool_(session.pool()),
+      transcoders_(transcoders),
+      T_(static_cast<int>(ids.size())) {
   const Config& c = model_.config();
   const int T = T_, C = c.n_embd, L = c.n_layer;
   RunOptions run;
@@ -58,7 +61,7 @@ void ReplacementModel::EncodeBlock(int l) {
   const int S = tc->d_sae();
   std::vector<float> acts(int64_t(T) * S);
   SaeScratch scratch;
-  tc->Encode(run_.blocks[l].resid_mid.data(), T, acts.data(), nullptr, scratch);
+  tc->Encode(run_.blocks[l].resid_mid.data(), T, acts.data(), nullptr, scratch, &pool_);
   for (int p = 0; p < T; ++p) {
     float* err = errors_[l].data() + int64_t(p) * C;
     for (int i = 0; i < C; ++i) err[i] -= tc->decoder_bias()[i];
@@ -148,7 +151,6 @@ void ReplacementBackward::Run(const std::vector<const AttributionTarget*>& targe
   gc_.resize(R * C_);
   gz_.resize(R * C_);
   gv_.resize(R * C_);
-  out_.resize(int64_t(B_) * 64);
   InjectTargets(L);  // the logits', at the final stream
   for (int l = top; l >= 0; --l) {
     MlpOutputEdges(l);
@@ -161,27 +163,41 @@ void ReplacementBackward::Run(const std::vector<const AttributionTarget*>& targe
 }
 
 // Takes g at the stream leaving block l; writes every target's edges from the block's features
-// (W = their writes [n, C]: g W^T, one product per position) and from its errors (err . g).
+// (W = their writes [n, C]: g W^T, one product per position, over the rows that cross the MLP)
+// and from its errors (err . g). The positions split over the pool; their columns differ.
 void ReplacementBackward::MlpOutputEdges(int l) {
-  for (int p = 0; p < P_ && p < T_; ++p) {
+  const int P = std::min(P_, T_);
+  out_at_.resize(P);
+  int64_t size = 0;
+  for (int p = 0; p < P; ++p) {
+    out_at_[p] = size;
+    size += int64_t(B_) * static_cast<int64_t>(replacement_.writes(l, p).columns.size());
+  }
+  out_.resize(size);
+  pool_.ParallelFor(P, [&](int64_t task) {
+    const int p = static_cast<int>(task);
+    // The span of rows that cross; the rows between that do not are zeros, left out of the edges.
+    int lo = 0, hi = B_;
+    while (lo < B_ && !CrossesMlp(l, p, lo)) ++lo;
+    while (hi > lo && !CrossesMlp(l, p, hi - 1)) --hi;
+    if (lo == hi) return;
     const FeatureWrites& w = replacement_.writes(l, p);
     const int n = static_cast<int>(w.columns.size());
+    float* out = out_.data() + out_at_[p];
     if (n > 0) {
-      out_.resize(int64_t(B_) * n);
-      MatMul(G(p, 0), B_, WeightView{TensorType::kF32, w.rows.data(), n, C_}, nullptr, out_.data(),
-             0, n);
-      for (int b = 0; b < B_; ++b) {
-        for (int j = 0; j < n; ++j) Row(b)[w.columns[j]] = out_[int64_t(b) * n + j];
-      }
+      MatMul(G(p, lo), hi - lo, WeightView{TensorType::kF32, w.rows.data(), n, C_}, nullptr, out, 0,
+             n);
     }
     const float* e = replacement_.error(l, p);
-    for (int b = 0; b < B_; ++b) {
+    for (int b = lo; b < hi; ++b) {
+      if (!CrossesMlp(l, p, b)) continue;
+      for (int j = 0; j < n; ++j) Row(b)[w.columns[j]] = out[int64_t(b - lo) * n + j];
       const float* gb = G(p, b);
       double d = 0;
       for (int i = 0; i < C_; ++i) d += double(e[i]) * gb[i];
       Row(b)[columns_.errors + int64_t(l) * T_ + p] = static_cast<float>(d);
     }
-  }
+  });
 }
 
 // Adds each target of block `layer` (n_layer: the logits) to g at its position: the targets read
@@ -249,14 +265,18 @@ void ReplacementBackward::AttentionBackward(int l) {
 }
 
 // Takes gz_ (the live rows' gradient at ln_1's output); adds its frozen backward to those rows of
-// g, which then stands at the stream entering block l.
+// g, which then stands at the stream entering block l. The rows split over the pool.
 void ReplacementBackward::Ln1Backward(int l) {
   const float* gamma = replacement_.model().blocks[l].ln1_g;
-  for (size_t i = 0; i < live_.size(); ++i) {
-    const int p = static_cast<int>(live_[i] / B_);
-    FrozenLayerNormBackward(gz_.data() + i * C_, gamma, replacement_.ln1_inv(l, p), C_,
-                            g_.data() + live_[i] * C_);
-  }
+  const int64_t n_live = static_cast<int64_t>(live_.size());
+  const int64_t n_chunks = std::min<int64_t>(n_live, int64_t(pool_.size()) * 4);
+  pool_.ParallelFor(n_chunks, [&](int64_t chunk) {
+    for (int64_t i = n_live * chunk / n_chunks; i < n_live * (chunk + 1) / n_chunks; ++i) {
+      const int p = static_cast<int>(live_[i] / B_);
+      FrozenLayerNormBackward(gz_.data() + i * C_, gamma, replacement_.ln1_inv(l, p), C_,
+                              g_.data() + live_[i] * C_);
+    }
+  });
 }
 
 // Takes g at the stream entering block 0; writes every target's edges from the embeddings there.

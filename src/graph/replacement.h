@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/kernels.h"
 #include "model/acts.h"
 #include "model/session.h"
 #include "sae/transcoders.h"
@@ -54,8 +55,8 @@ class ReplacementModel {
   // The real run: `session` is reset and run over ids (its cache then holds those ids' plain
   // run), keeping the record the replacement model reads (the embedding, each block's stream
   // entering it, its pattern, its stream after attention and its MLP output, the final stream)
-  // and freezing each LayerNorm's 1/sigma from it. `transcoders` and the session's model must
-  // outlive it.
+  // and freezing each LayerNorm's 1/sigma from it. `transcoders` and the session's model and
+  // thread pool (which the encoders run on) must outlive it.
   ReplacementModel(Session& session, const TranscoderSet& transcoders, const std::vector<int>& ids);
 
   // Block l's transcoder on the real stream (the build calls it once per block, going up):
@@ -87,6 +88,7 @@ class ReplacementModel {
 
  private:
   const Model& model_;
+  ThreadPool& pool_;
   const TranscoderSet& transcoders_;
   int T_;
   Acts run_;  // the real run's record
@@ -118,8 +120,13 @@ struct AttributionColumns {
 //   LiveRows           the rows of g that can still carry gradient back
 //   AttentionBackward  through the frozen patterns' value/output path (OV), those rows only
 //   Ln1Backward        through ln_1 with 1/sigma frozen, added to g (the residual's identity)
-// and after the last block EmbeddingEdges, at the stream entering block 0. `replacement` (with
-// every block encoded) and `pool` must outlive it.
+// and after the last block EmbeddingEdges, at the stream entering block 0. Its heavy steps run on
+// `pool`. `replacement` (with every block encoded) and `pool` must outlive it.
+//
+// Its products are model/matmul_on.h's MatMulTransposedOn over the model's own weights. Copies of
+// W_proj^T and W_v^T in f32 for the forward's prompt kernels were tried: 11 % faster products in
+// Chromium, but 57 MB more for GPT-2 small (over the graph's memory target) and 3x slower under
+// Node (BENCHMARKS.md, "The graph at the machine's limit").
 class ReplacementBackward {
  public:
   ReplacementBackward(const ReplacementModel& replacement, ThreadPool& pool,
@@ -131,6 +138,12 @@ class ReplacementBackward {
  private:
   float* G(int p, int b) { return g_.data() + (int64_t(p) * B_ + b) * C_; }
   float* Row(int b) { return rows_ + int64_t(b) * columns_.size; }
+  // Whether row (p, b) of g carries gradient across block l's MLP output: target b reads above
+  // the block (its logit, or a later block's feature) at a position p or later.
+  bool CrossesMlp(int l, int p, int b) const {
+    const AttributionTarget& t = *(*targets_)[b];
+    return t.layer > l && p <= t.position;
+  }
   void MlpOutputEdges(int layer);
   void InjectTargets(int layer);
   int64_t LiveRows(int layer);
@@ -149,7 +162,8 @@ class ReplacementBackward {
   // Scratch, reused between batches.
   std::vector<float> g_;             // [P * B, C]
   std::vector<float> gc_, gz_, gv_;  // the live rows' [n_live, C]
-  std::vector<float> out_;           // [B, n] MlpOutputEdges' products
+  std::vector<float> out_;           // MlpOutputEdges' products, position p's [B, n] at out_at_[p]
+  std::vector<int64_t> out_at_;      // [P]
   std::vector<int64_t> live_;        // the live rows' p * B + b
   std::vector<int> slot_;            // [P * B]: row -> its place among the live, or -1
 };

@@ -13,6 +13,7 @@
 #include "format/quant.h"
 #include "kernels/kernels.h"
 #include "model/layer_norm.h"
+#include "model/matmul_on.h"
 #include "model/thread_pool.h"
 
 namespace gpt2 {
@@ -124,24 +125,6 @@ void Backward::LayerNormBackwardRows(const float* x, const float* gamma, const f
                                      int64_t rows, bool accumulate) const {
   LayerNormBackward(x, gamma, dy, dx, rows, model_.config().n_embd, model_.config().ln_eps,
                     accumulate);
-}
-
-// dx [rows, w.cols] = dy [rows, w.rows] W, the columns split over the pool in whole blocks.
-void MatMulTransposedOn(ThreadPool& pool, const float* dy, int64_t rows, const WeightView& w,
-                        float* dx) {
-  constexpr int64_t kGrain = 32;  // a quantization block: the kernel's column ranges start there
-  const int64_t grains = (w.cols + kGrain - 1) / kGrain;
-  const int64_t n_chunks = std::min<int64_t>(grains, int64_t(pool.size()) * 2);
-  if (n_chunks <= 1) {
-    MatMulTransposed(dy, rows, w, dx, 0, w.cols);
-    return;
-  }
-  const auto bound = [&](int64_t chunk) {
-    return std::min(w.cols, grains * chunk / n_chunks * kGrain);
-  };
-  pool.ParallelFor(n_chunks, [&](int64_t chunk) {
-    MatMulTransposed(dy, rows, w, dx, bound(chunk), bound(chunk + 1));
-  });
 }
 
 void Backward::Transposed(const float* dy, int64_t rows, const WeightView& w, float* dx) {

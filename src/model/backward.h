@@ -77,11 +77,6 @@ struct ScoreSpec {
   int key = 0;    // <= query
 };
 
-// dx [rows, w.cols] = dy [rows, w.rows] @ W (kernels.h MatMulTransposed), its columns split over
-// pool's threads; also the graph's frozen backward (graph/replacement.h).
-void MatMulTransposedOn(ThreadPool& pool, const float* dy, int64_t rows, const WeightView& w,
-                        float* dx);
-
 class Backward {
  public:
   explicit Backward(const Model& model, int n_threads = 1);

@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "format/quant.h"
 #include "model/kv_cache.h"
+#include "model/matmul_on.h"
 #include "model/thread_pool.h"
 
 namespace gpt2 {
@@ -50,7 +51,7 @@ struct Session::Buffers {
   const QuantActivations activations;  // for every MatMul of Q8_0/Q4_0 weights
   int64_t rows_ = 0;
   ThreadPool pool;
-  MatMulInput matmul_input;   // the activations of the matmul running now (ParallelMatMul)
+  MatMulInput matmul_input;   // the activations of the matmul running now (MatMulOn)
   Activations x;              // [T, C] residual stream
   Activations xn;             // [T, C] LayerNorm output
   Activations qkv;            // [T, 3C] q | k | v, heads contiguous inside each
@@ -83,43 +84,6 @@ void Session::Truncate(int p) {
 }
 
 namespace {
-
-// Splits a matmul's output rows over the pool in chunks of whole rows. x is prepared (for
-// int8 activations: quantized) once into `in`, which every chunk then reads; with enough tokens
-// the preparation is split over the pool by tokens too (serial, it was ~2% of a wasm prefill).
-// With gelu, y = gelu(x W^T + bias): each chunk applies GELU to its own columns while they are
-// in cache, in parallel, with the same bits as one Gelu over all of y (it is elementwise).
-void ParallelMatMul(ThreadPool& pool, MatMulInput& in, const float* x, int64_t T,
-                    const WeightView& w, const float* bias, float* y, QuantActivations act,
-                    bool gelu = false) {
-  StartMatMulInput(x, T, w, act, in);
-  // Below a few tokens per thread a wake-up of the pool costs more than it saves.
-  const int64_t n_parts = T >= 16 ? pool.size() : 1;
-  if (n_parts > 1) {
-    pool.ParallelFor(n_parts, [&](int64_t part) {
-      PrepareMatMulInputRows(in, T * part / n_parts, T * (part + 1) / n_parts);
-    });
-  } else {
-    PrepareMatMulInputRows(in, 0, T);
-  }
-  const auto run = [&](int64_t begin, int64_t end) {
-    MatMul(in, w, bias, y, begin, end);
-    if (gelu) {
-      for (int64_t t = 0; t < T; ++t) Gelu(y + t * w.rows + begin, end - begin);
-    }
-  };
-  // Chunks of whole row grains: every row gets the bits one thread would compute.
-  const int64_t grains = (w.rows + kMatMulRowGrain - 1) / kMatMulRowGrain;
-  const int64_t n_chunks = std::min<int64_t>(grains, int64_t(pool.size()) * 4);
-  if (n_chunks <= 1 || pool.size() == 1) {
-    run(0, w.rows);
-    return;
-  }
-  const auto bound = [&](int64_t chunk) {
-    return std::min(w.rows, grains * chunk / n_chunks * kMatMulRowGrain);
-  };
-  pool.ParallelFor(n_chunks, [&](int64_t chunk) { run(bound(chunk), bound(chunk + 1)); });
-}
 
 // A sublayer's input xn [T, C]: its LayerNorm of the stream x (pre-LN), or x itself under
 // post-norm, where the LayerNorm comes after the residual write instead (WriteSublayer).
@@ -463,8 +427,7 @@ void Session::AttentionStep(int l, int pos0, int T_int, const RunOptions& run) {
 
   if (inputs) {
     ReadSublayer(iv != nullptr && iv->post_norm, x, w.ln1_g, w.ln1_b, b.xn.data(), T, C, c.ln_eps);
-    ParallelMatMul(b.pool, b.matmul_input, b.xn.data(), T, w.qkv, w.qkv_b, b.qkv.data(),
-                   b.activations);
+    MatMulOn(b.pool, b.matmul_input, b.xn.data(), T, w.qkv, w.qkv_b, b.qkv.data(), b.activations);
     if (iv != nullptr) PatchHeadInputs(*iv, l, c, pos0, T, b.qkv.data());
   }
   if (frozen != nullptr) {
@@ -475,8 +438,8 @@ void Session::AttentionStep(int l, int pos0, int T_int, const RunOptions& run) {
   }
   if (iv != nullptr) ReplaceHeadOutputs(*iv, l, c, pos0, T, b.heads.data());
   if (run.observer) ReportAttention(l, pos0, T_int, run, /*attended=*/frozen == nullptr, inputs);
-  ParallelMatMul(b.pool, b.matmul_input, b.heads.data(), T, w.proj, w.proj_b, b.tmp.data(),
-                 b.activations);
+  MatMulOn(b.pool, b.matmul_input, b.heads.data(), T, w.proj, w.proj_b, b.tmp.data(),
+           b.activations);
   const bool skip = iv != nullptr && Interventions::Lists(iv->skip_attn, l);
   if (iv != nullptr) iv->EditStream(l, StreamPoint::kAttnOut, pos0, T_int, b.tmp.data());
   WriteSublayer(iv, l, skip, b.tmp.data(), w.ln1_g, w.ln1_b, x, T, C, c.ln_eps);
@@ -567,16 +530,16 @@ void Session::MlpStep(int l, int pos0, int T_int, const RunOptions& run) {
 
   ReadSublayer(post_norm, x, w.ln2_g, w.ln2_b, b.xn.data(), T, C, c.ln_eps);
   // GELU runs inside fc's row chunks unless the observer wants fc's output before it.
-  ParallelMatMul(b.pool, b.matmul_input, b.xn.data(), T, w.fc, w.fc_b, b.ff.data(), b.activations,
-                 !observing);
+  MatMulOn(b.pool, b.matmul_input, b.xn.data(), T, w.fc, w.fc_b, b.ff.data(), b.activations,
+           !observing);
   if (observing) {
     Report(run.observer, Hook::kLn2, l, pos0, b.xn.data(), T, C);
     Report(run.observer, Hook::kMlpPre, l, pos0, b.ff.data(), T, F);
     Gelu(b.ff.data(), T * F);
     Report(run.observer, Hook::kMlpAct, l, pos0, b.ff.data(), T, F);
   }
-  ParallelMatMul(b.pool, b.matmul_input, b.ff.data(), T, w.fc_proj, w.fc_proj_b, b.tmp.data(),
-                 b.activations);
+  MatMulOn(b.pool, b.matmul_input, b.ff.data(), T, w.fc_proj, w.fc_proj_b, b.tmp.data(),
+           b.activations);
   const bool skip = iv != nullptr && Interventions::Lists(iv->skip_mlp, l);
   if (iv != nullptr) iv->EditStream(l, StreamPoint::kMlpOut, pos0, T_int, b.tmp.data());
   WriteSublayer(iv, l, skip, b.tmp.data(), w.ln2_g, w.ln2_b, x, T, C, c.ln_eps);
@@ -604,13 +567,13 @@ const float* Session::Unembed(int pos0, int T_int, int64_t last, const RunOption
   Report(run.observer, Hook::kLnFinal, -1, pos0, b.xn.data(), T, C);
   if (run.observe_all_logits) {
     b.observed.resize(std::max<size_t>(size_t(T) * c.n_vocab, b.observed.size()));
-    ParallelMatMul(b.pool, b.matmul_input, b.xn.data(), T, model_.output, nullptr,
-                   b.observed.data(), b.activations);
+    MatMulOn(b.pool, b.matmul_input, b.xn.data(), T, model_.output, nullptr, b.observed.data(),
+             b.activations);
     Report(run.observer, Hook::kLogits, -1, pos0, b.observed.data(), T, c.n_vocab);
     std::copy_n(b.observed.data() + (T - 1) * c.n_vocab, c.n_vocab, b.logits.data());
   } else {
-    ParallelMatMul(b.pool, b.matmul_input, b.xn.data() + (T - 1) * C, 1, model_.output, nullptr,
-                   b.logits.data(), b.activations);
+    MatMulOn(b.pool, b.matmul_input, b.xn.data() + (T - 1) * C, 1, model_.output, nullptr,
+             b.logits.data(), b.activations);
   }
   return b.logits.data();
 }
@@ -622,8 +585,7 @@ void Session::FinalLogits(const float* x, int n, float* logits) {
   b.EnsureRows(n);
   for (int64_t t = 0; t < n; ++t)
     LayerNorm(x + t * C, model_.ln_f_g, model_.ln_f_b, c.ln_eps, C, b.xn.data() + t * C);
-  ParallelMatMul(b.pool, b.matmul_input, b.xn.data(), n, model_.output, nullptr, logits,
-                 b.activations);
+  MatMulOn(b.pool, b.matmul_input, b.xn.data(), n, model_.output, nullptr, logits, b.activations);
 }
 
 }  // namespace gpt2

@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "format/quant.h"
+#include "model/matmul_on.h"
 #include "model/model.h"
 #include "model/top_k.h"
 
@@ -112,9 +113,16 @@ const float* Sae::Prepare(const float* x, int n, float* scale, SaeScratch& scrat
   return scratch.in.data();
 }
 
-void Sae::Encode(const float* x, int n, float* features, float* scale, SaeScratch& scratch) const {
+void Sae::Encode(const float* x, int n, float* features, float* scale, SaeScratch& scratch,
+                 ThreadPool* pool) const {
   const int S = config_.d_sae;
-  MatMul(Prepare(x, n, scale, scratch), n, w_enc_, b_enc_, features, 0, S);
+  const float* in = Prepare(x, n, scale, scratch);
+  if (pool != nullptr) {
+    MatMulInput prepared;  // a call's own: the callers with a pool encode many rows at once
+    MatMulOn(*pool, prepared, in, n, w_enc_, b_enc_, features, QuantActivations::kInt8);
+  } else {
+    MatMul(in, n, w_enc_, b_enc_, features, 0, S);
+  }
   std::vector<int>& order = scratch.order;
   std::vector<float>& keep = scratch.kept;
   for (int t = 0; t < n; ++t) {

@@ -37,6 +37,7 @@
 namespace gpt2 {
 
 class Model;
+class ThreadPool;
 
 // The working memory of Sae::Encode and EncodeFeatures, owned by the caller and reused (its
 // buffers only grow, so a token loop does not allocate): an Sae is shared, read-only, by the
@@ -64,8 +65,10 @@ class Sae {
   void CheckFeature(int feature) const;
 
   // Rows x [n, d_in] of the stream at the hook -> features [n, d_sae]; scale [n] (s above, may be
-  // null).
-  void Encode(const float* x, int n, float* features, float* scale, SaeScratch& scratch) const;
+  // null). With a pool the encoder's product is split over its threads (model/matmul_on.h), to
+  // the same bits.
+  void Encode(const float* x, int n, float* features, float* scale, SaeScratch& scratch,
+              ThreadPool* pool = nullptr) const;
   // Encode's activations of `features` [count] alone, acts [n, count], bit for bit (the encoder's
   // rows in whole kMatMulRowGrain groups, which MatMul rounds as in one call over all rows).
   // Standard and JumpReLU SAEs compute only the groups holding those features; a TopK SAE,

@@ -88,7 +88,7 @@ TEST_CASE("an exception thrown on a worker thread reaches the caller", "[model][
   CHECK(count == 100);
 }
 
-// What Session's ParallelMatMul does: one MatMulInput quantized by token ranges on the pool's
+// What MatMulOn (model/matmul_on.h) does: one MatMulInput quantized by token ranges on the pool's
 // threads, then read by all of them for row ranges split at kMatMulRowGrain. In the pthreads
 // wasm build the tasks run on Web Workers, each with its own thread_local scratch and stack.
 TEST_CASE("threads sharing one prepared matmul input give one call's bits", "[model][threads]") {
