@@ -255,7 +255,7 @@ std::vector<FeatureDashboard> DashboardJob::TakeFeatures() {
 }
 
 int64_t DashboardJob::state_bytes() const {
-  int64_t n = BytesOf(dense_) + BytesOf(packed_);
+  int64_t n = BytesOf(dense_) + BytesOf(packed_) + BytesOf(logits_);
   for (const auto& b : blocks_) n += b->bytes();
   // The windows' ids (CorpusWindows: an int per token, an int64 per window).
   n += windows_.n_tokens() * int64_t(sizeof(int)) + windows_.size() * int64_t(sizeof(int64_t));
@@ -442,8 +442,8 @@ void DashboardJob::FinishGroup() {
     features.push_back(b.feature(j));
   }
   if (options_.logits && !features.empty()) {
-    const std::vector<SaeLogitWeights> logits =
-        SaeLogitWeightsOf(session_.model(), *b.sae, features, kLogitTokens);
+    const std::vector<SaeLogitWeights> logits = SaeLogitWeightsOf(
+        session_.model(), *b.sae, features, kLogitTokens, session_.pool(), &logits_);
     FeatureDashboard* out = finished_.data() + finished_.size() - features.size();
     for (size_t i = 0; i < features.size(); ++i) {
       out[i].promoted = logits[i].promoted;
@@ -456,7 +456,7 @@ void DashboardJob::FinishGroup() {
   b.next_column = end;
   if (end == b.width) {
     b.Free();
-    ++finishing_;
+    if (++finishing_ == blocks_.size()) std::vector<float>().swap(logits_);
   }
 }
 

@@ -129,8 +129,8 @@ std::vector<int64_t> BandSample(uint64_t seed, int layer, int feature, int band,
 // GPT-2 small's 24,576 features a step), while there are windows (phase "windows": done/total
 // over the windows read so far), then finishes the next group of features (phase "features"), whose
 // dashboards TakeFeatures() hands over. It only runs `session` (each window from position 0, so
-// anything may use the session between steps; the caller restores what it held) and reads the
-// model and the dictionary, which must outlive it.
+// anything may use the session between steps; the caller restores what it held) and its pool
+// (the logit tables), and reads the model and the dictionary, which must outlive it.
 class DashboardJob : public Job {
  public:
   // gpt2::Error for options out of range (context + 1 past the model's, top or per_band < 0,
@@ -178,6 +178,7 @@ class DashboardJob : public Job {
   std::vector<int> tokens_;   // [50256] + the window being run
   std::vector<float> dense_;  // the encoder's output for one window and block
   std::vector<uint8_t> packed_;
+  std::vector<float> logits_;  // a group's logit tables [kFeaturesPerStep, n_vocab], kept
   SaeScratch scratch_;
   int64_t next_window_ = 0;
   int next_block_ = -1;     // the next block to encode of it (-1: its forward is next)
