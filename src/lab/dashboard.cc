@@ -180,6 +180,7 @@ DashboardJob::DashboardJob(Session& session, const Tokenizer& tokenizer,
     if (!b->all) b->gathered = d.sae->Gather(b->features);
     b->width = b->all ? d.sae->d_sae() : static_cast<int>(b->features.size());
     keep_.hooks |= HookSet{b->hook};
+    end_block_ = std::max(end_block_, b->layer + 1);
     blocks_.push_back(std::move(b));
   }
 }
@@ -269,7 +270,7 @@ void DashboardJob::RunModel(int64_t w) {
   RunOptions run;
   RecordActs(session_.model().config(), keep_, acts_, run);
   session_.Reset();
-  session_.Prefill(tokens_.data(), n + 1, run);
+  session_.PrefillBlocks(tokens_.data(), n + 1, end_block_, run);
 }
 
 void DashboardJob::EncodeBlock(Block& b) {
