@@ -180,6 +180,7 @@ DashboardJob::DashboardJob(Session& session, const Tokenizer& tokenizer,
     if (!b->all) b->gathered = d.sae->Gather(b->features);
     b->width = b->all ? d.sae->d_sae() : static_cast<int>(b->features.size());
     keep_.hooks |= HookSet{b->hook};
+    end_block_ = std::max(end_block_, b->layer + 1);
     blocks_.push_back(std::move(b));
   }
 }
@@ -255,7 +256,7 @@ std::vector<FeatureDashboard> DashboardJob::TakeFeatures() {
 }
 
 int64_t DashboardJob::state_bytes() const {
-  int64_t n = BytesOf(dense_) + BytesOf(packed_);
+  int64_t n = BytesOf(dense_) + BytesOf(packed_) + BytesOf(logits_);
   for (const auto& b : blocks_) n += b->bytes();
   // The windows' ids (CorpusWindows: an int per token, an int64 per window).
   n += windows_.n_tokens() * int64_t(sizeof(int)) + windows_.size() * int64_t(sizeof(int64_t));
@@ -269,7 +270,7 @@ void DashboardJob::RunModel(int64_t w) {
   RunOptions run;
   RecordActs(session_.model().config(), keep_, acts_, run);
   session_.Reset();
-  session_.Prefill(tokens_.data(), n + 1, run);
+  session_.PrefillBlocks(tokens_.data(), n + 1, end_block_, run);
 }
 
 void DashboardJob::EncodeBlock(Block& b) {
@@ -442,8 +443,8 @@ void DashboardJob::FinishGroup() {
     features.push_back(b.feature(j));
   }
   if (options_.logits && !features.empty()) {
-    const std::vector<SaeLogitWeights> logits =
-        SaeLogitWeightsOf(session_.model(), *b.sae, features, kLogitTokens);
+    const std::vector<SaeLogitWeights> logits = SaeLogitWeightsOf(
+        session_.model(), *b.sae, features, kLogitTokens, session_.pool(), &logits_);
     FeatureDashboard* out = finished_.data() + finished_.size() - features.size();
     for (size_t i = 0; i < features.size(); ++i) {
       out[i].promoted = logits[i].promoted;
@@ -456,7 +457,7 @@ void DashboardJob::FinishGroup() {
   b.next_column = end;
   if (end == b.width) {
     b.Free();
-    ++finishing_;
+    if (++finishing_ == blocks_.size()) std::vector<float>().swap(logits_);
   }
 }
 

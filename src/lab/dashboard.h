@@ -4,8 +4,9 @@
 //
 // A feature's activation is what `gpt2 graph` (transcoders: Sae::Encode of
 // blocks.L.hook_resid_mid, graph/replacement.cc) and `gpt2 features` (an SAE at its hook) compute:
-// each window runs as [50256] + window (Session::Prefill, recorded by RecordActs, the stream at
-// the dictionary's hooks only), the encoder reads every row, and the BOS row counts nowhere.
+// each window runs as [50256] + window (Session::PrefillBlocks, through the last block the
+// dictionary reads, recorded by RecordActs, the stream at the dictionary's hooks only), the
+// encoder reads every row, and the BOS row counts nowhere.
 // Per feature, with M its largest activation over the corpus:
 //   top        the `top` windows whose largest activation of the feature is highest (ties: the
 //              lower window first)
@@ -128,9 +129,10 @@ std::vector<int64_t> BandSample(uint64_t seed, int layer, int feature, int band,
 // Continue() runs the next window's forward, or encodes it at the next blocks (a block of
 // GPT-2 small's 24,576 features a step), while there are windows (phase "windows": done/total
 // over the windows read so far), then finishes the next group of features (phase "features"), whose
-// dashboards TakeFeatures() hands over. It only runs `session` (each window from position 0, so
-// anything may use the session between steps; the caller restores what it held) and reads the
-// model and the dictionary, which must outlive it.
+// dashboards TakeFeatures() hands over. It only runs `session` (each window from position 0
+// through the last block it reads, so anything that Resets the session may use it between
+// steps; the caller restores what it held), its pool for the logit tables, and reads the model
+// and the dictionary, which must outlive it.
 class DashboardJob : public Job {
  public:
   // gpt2::Error for options out of range (context + 1 past the model's, top or per_band < 0,
@@ -175,9 +177,11 @@ class DashboardJob : public Job {
   std::vector<std::unique_ptr<Block>> blocks_;
   Keep keep_;
   Acts acts_;
+  int end_block_ = 0;         // the forward runs blocks [0, end_block_)
   std::vector<int> tokens_;   // [50256] + the window being run
   std::vector<float> dense_;  // the encoder's output for one window and block
   std::vector<uint8_t> packed_;
+  std::vector<float> logits_;  // a group's logit tables [kFeaturesPerStep, n_vocab], kept
   SaeScratch scratch_;
   int64_t next_window_ = 0;
   int next_block_ = -1;     // the next block to encode of it (-1: its forward is next)

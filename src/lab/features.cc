@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "model/thread_pool.h"
 #include "model/top_k.h"
 
 namespace gpt2 {
@@ -186,7 +187,16 @@ std::vector<float> SaeStrip(Conversation& conversation, LoadedSae& loaded, int f
 
 std::vector<SaeLogitWeights> SaeLogitWeightsOf(const Model& model, const Sae& sae,
                                                const std::vector<int>& features, int k) {
-  const std::vector<float> all = sae.LogitWeights(model, features);
+  ThreadPool one(1);
+  std::vector<float> scratch;
+  return SaeLogitWeightsOf(model, sae, features, k, one, &scratch);
+}
+
+std::vector<SaeLogitWeights> SaeLogitWeightsOf(const Model& model, const Sae& sae,
+                                               const std::vector<int>& features, int k,
+                                               ThreadPool& pool, std::vector<float>* scratch) {
+  sae.LogitWeights(model, features, pool, scratch);
+  const std::vector<float>& all = *scratch;
   const int V = model.config().n_vocab;
   std::vector<float> negated(V);
   std::vector<SaeLogitWeights> out(features.size());

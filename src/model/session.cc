@@ -274,6 +274,19 @@ void Interventions::CheckRows(const Config& c, int begin, int end, int first_blo
 }
 
 const float* Session::Prefill(const int* ids, int n, const RunOptions& run) {
+  return PrefillTo(ids, n, model_.config().n_layer, run);
+}
+
+void Session::PrefillBlocks(const int* ids, int n, int end_block, const RunOptions& run) {
+  const int L = model_.config().n_layer;
+  if (end_block < 1 || end_block > L) {
+    throw Error("cannot run blocks 0.." + std::to_string(end_block - 1) + ": the model has 0.." +
+                std::to_string(L - 1));
+  }
+  PrefillTo(ids, n, end_block, run);
+}
+
+const float* Session::PrefillTo(const int* ids, int n, int end_block, const RunOptions& run) {
   const Config& c = model_.config();
   if (n <= 0) throw Error("nothing to run: the prompt has no tokens");
   if (position_ + n > c.n_ctx) {
@@ -299,7 +312,7 @@ const float* Session::Prefill(const int* ids, int n, const RunOptions& run) {
     const int m = std::min(chunk, n - i);
     buffers_->EnsureRows(m);
     Embed(ids + i, position_, m, run);
-    logits = RunBlocks(0, c.n_layer, position_, m, run, /*unembed=*/true);
+    logits = RunBlocks(0, end_block, position_, m, run, /*unembed=*/end_block == c.n_layer);
     position_ += m;
   }
   return logits;

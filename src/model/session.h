@@ -53,6 +53,11 @@ class Session {
   // session is unchanged then. `run` holds this call's observer and interventions.
   const float* Prefill(const int* ids, int n, const RunOptions& run = RunOptions());
   const float* Step(int id, const RunOptions& run = RunOptions()) { return Prefill(&id, 1, run); }
+  // Prefill's blocks [0, end_block) alone (1 <= end_block <= n_layer), for a reader of those
+  // blocks' tensors (the dashboards of a dictionary's blocks): what it reports is what Prefill
+  // reports of them; no logits, and blocks from end_block on hold no keys or values for these
+  // positions, so Reset or Truncate the session before running on from them.
+  void PrefillBlocks(const int* ids, int n, int end_block, const RunOptions& run);
   // Positions an unobserved Prefill runs at a time (a long prompt in pieces keeps the
   // activation buffers small; the result is the same).
   static constexpr int kPrefillChunk = 128;
@@ -91,6 +96,8 @@ class Session {
 
  private:
   struct Buffers;
+  // Prefill through blocks [0, end_block): the last row's logits if end_block is n_layer.
+  const float* PrefillTo(const int* ids, int n, int end_block, const RunOptions& run);
   // The named steps, each over T positions from pos0; x (the residual stream [T, C]) lives in
   // buffers_. They read and write the cache at those positions and leave position_ alone.
   void Embed(const int* ids, int pos0, int T, const RunOptions& run);

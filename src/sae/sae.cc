@@ -9,6 +9,7 @@
 #include "format/quant.h"
 #include "model/matmul_on.h"
 #include "model/model.h"
+#include "model/thread_pool.h"
 #include "model/top_k.h"
 
 namespace gpt2 {
@@ -253,6 +254,14 @@ double Sae::Explained(const float* x, const float* features, float scale) const 
 }
 
 std::vector<float> Sae::LogitWeights(const Model& model, const std::vector<int>& features) const {
+  ThreadPool one(1);
+  std::vector<float> logits;
+  LogitWeights(model, features, one, &logits);
+  return logits;
+}
+
+void Sae::LogitWeights(const Model& model, const std::vector<int>& features, ThreadPool& pool,
+                       std::vector<float>* logits) const {
   for (int f : features) CheckFeature(f);
   const int C = config_.d_in;
   const int64_t F = static_cast<int64_t>(features.size());
@@ -262,9 +271,11 @@ std::vector<float> Sae::LogitWeights(const Model& model, const std::vector<int>&
     DecoderRowInto(features[i], row);
     for (int j = 0; j < C; ++j) row[j] *= model.ln_f_g[j];
   }
-  std::vector<float> logits(F * model.config().n_vocab);
-  if (F > 0) MatMul(v.data(), F, model.output, nullptr, logits.data(), 0, model.output.rows);
-  return logits;
+  logits->resize(F * model.config().n_vocab);
+  MatMulInput in;
+  if (F > 0) {
+    MatMulOn(pool, in, v.data(), F, model.output, nullptr, logits->data(), QuantActivations::kInt8);
+  }
 }
 
 void Sae::Steer(const std::vector<std::pair<int, float>>& steer, int rows, float* x, float* scale,

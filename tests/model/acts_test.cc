@@ -106,6 +106,44 @@ TEST_CASE("a record keeps only what it is asked for, and the run reports no more
   CHECK(acts.blocks[0].resid_mid.empty());
 }
 
+TEST_CASE("PrefillBlocks records Prefill's tensors of the blocks it runs, and no more",
+          "[model][acts]") {
+  const gpt2::Model& model = TinyModel();
+  const gpt2::Config& c = model.config();
+  const std::vector<int> ids = {1, 7, 3, 11, 5, 9};
+  const int T = static_cast<int>(ids.size());
+  gpt2::Session session(model);
+  gpt2::Acts whole, part;
+  const gpt2::Keep keep{gpt2::HookSet::All(), /*final_stream=*/true};
+  gpt2::RunOptions run;
+  gpt2::RecordActs(c, keep, whole, run);
+  session.Prefill(ids.data(), T, run);
+  for (int end = 1; end <= c.n_layer; ++end) {
+    INFO("blocks 0.." << end - 1);
+    gpt2::RecordActs(c, keep, part, run);
+    session.Reset();
+    session.PrefillBlocks(ids.data(), T, end, run);
+    CHECK(session.position() == T);
+    CHECK(part.embed == whole.embed);
+    for (int l = 0; l < c.n_layer; ++l) {
+      for (int hi = 0; hi < gpt2::kNumHooks; ++hi) {
+        const gpt2::Hook h = static_cast<gpt2::Hook>(hi);
+        if (!gpt2::Info(h).per_block) continue;
+        INFO(gpt2::HookName(h) << " of block " << l);
+        if (l < end) {
+          CHECK(part.Of(h, l) == whole.Of(h, l));  // the same bits
+        } else {
+          CHECK(part.Of(h, l).empty());
+        }
+      }
+    }
+    CHECK(part.final_stream.empty() == (end < c.n_layer));
+    CHECK(part.logits.empty() == (end < c.n_layer));
+  }
+  CHECK_THROWS_WITH(session.PrefillBlocks(ids.data(), T, 0, run),
+                    Catch::Contains("the model has 0.." + std::to_string(c.n_layer - 1)));
+}
+
 TEST_CASE("the backward fills a record of the same type with PyTorch's gradients",
           "[model][acts][gradients][golden]") {
   const GoldenFile& golden = GoldenData("golden_gradients.bin");

@@ -42,4 +42,47 @@ TEST_CASE("KeepLargest: descending, ties to the lower index, NaN last, k clamped
   }
 }
 
+TEST_CASE("LargestIndices: few of many, as a sort of every index", "[sampling]") {
+  // Its pass keeps only indices not below the k-th value kept so far: values that rise (each
+  // index a new candidate), fall, tie in long runs, NaN and infinities among them.
+  const float nan = std::numeric_limits<float>::quiet_NaN(),
+              inf = std::numeric_limits<float>::infinity();
+  std::mt19937 rng(7);
+  for (int n : {50, 63, 64, 65, 4097, 50257}) {
+    for (int kind = 0; kind < 5; ++kind) {
+      std::vector<float> x(n);
+      for (int i = 0; i < n; ++i) {
+        switch (kind) {
+          case 0:
+            x[i] = std::uniform_real_distribution<float>(-1, 1)(rng);
+            break;
+          case 1:
+            x[i] = static_cast<float>(i);
+            break;
+          case 2:
+            x[i] = static_cast<float>(-i);
+            break;
+          case 3:
+            x[i] = static_cast<float>(static_cast<int>(rng() % 3));
+            break;
+          default:
+            x[i] = rng() % 5 == 0 ? nan : (rng() % 7 == 0 ? -inf : -0.0f);
+            break;
+        }
+      }
+      if (kind == 0) x[n / 2] = nan, x[n / 3] = inf, x[n - 1] = inf;
+      std::vector<int> want(n);
+      std::iota(want.begin(), want.end(), 0);
+      auto rank = [&](int i) { return std::isnan(x[i]) ? -inf : x[i]; };
+      std::stable_sort(want.begin(), want.end(), [&](int a, int b) { return rank(a) > rank(b); });
+      for (int k : {1, 3, 10, 40}) {
+        INFO("n " << n << " kind " << kind << " k " << k);
+        std::vector<int> got = {5, 6};  // a reused buffer
+        gpt2::LargestIndices(x.data(), n, k, &got);
+        CHECK(got == std::vector<int>(want.begin(), want.begin() + std::min(k, n)));
+      }
+    }
+  }
+}
+
 }  // namespace gpt2_test
