@@ -136,7 +136,12 @@ export function createDashboards({post, yieldToEvents}) {
       if (running) {
         try { engine.endJob(); } catch { /* ended */ }
       }
-      post({type: Msg.error, kind: ErrorKind.dashboard, message: errorMessage(e)});
+      // Every block's dashboards over a large corpus are a text past what one string holds.
+      const message = e instanceof RangeError && /string length/i.test(e.message)
+          ? 'These dashboards are more text than the browser can hold in one piece: ' +
+            'pick fewer blocks or features, or a shorter corpus.'
+          : errorMessage(e);
+      post({type: Msg.error, kind: ErrorKind.dashboard, message});
     }
   }
 
