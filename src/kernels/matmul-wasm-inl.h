@@ -327,28 +327,17 @@ HWY_INLINE void Int8PrefillTokensBytes(const Int8Activations& a,
 }
 
 // A row's weights as signed int16, 32 per block in column order, into out (PairDot): Q8_0's
-// quants, Q4_0's nibbles less 8.
-HWY_INLINE void WeightPairs(const BlockQ8_0* HWY_RESTRICT row, int64_t nb,
-                            int16_t* HWY_RESTRICT out) {
+// quants, Q4_0's nibbles less 8, widened as the widened path widens them (BlockToI16).
+template <typename Block>
+HWY_INLINE void WeightPairs(const Block* HWY_RESTRICT row, int64_t nb, int16_t* HWY_RESTRICT out) {
+  const DI16 di16;
+  const VI16 offset = hn::Set(di16, std::is_same_v<Block, BlockQ4_0> ? 8 : 0);
   for (int64_t b = 0; b < nb; ++b) {
-    const v128_t lo = wasm_v128_load(row[b].qs), hi = wasm_v128_load(row[b].qs + 16);
-    wasm_v128_store(out + b * 32, wasm_i16x8_extend_low_i8x16(lo));
-    wasm_v128_store(out + b * 32 + 8, wasm_i16x8_extend_high_i8x16(lo));
-    wasm_v128_store(out + b * 32 + 16, wasm_i16x8_extend_low_i8x16(hi));
-    wasm_v128_store(out + b * 32 + 24, wasm_i16x8_extend_high_i8x16(hi));
-  }
-}
-HWY_INLINE void WeightPairs(const BlockQ4_0* HWY_RESTRICT row, int64_t nb,
-                            int16_t* HWY_RESTRICT out) {
-  const v128_t eight = wasm_i8x16_splat(8);
-  for (int64_t b = 0; b < nb; ++b) {
-    const v128_t bytes = wasm_v128_load(row[b].qs);
-    const v128_t lo = wasm_i8x16_sub(wasm_v128_and(bytes, wasm_i8x16_splat(0x0f)), eight);
-    const v128_t hi = wasm_i8x16_sub(wasm_u8x16_shr(bytes, 4), eight);
-    wasm_v128_store(out + b * 32, wasm_i16x8_extend_low_i8x16(lo));
-    wasm_v128_store(out + b * 32 + 8, wasm_i16x8_extend_high_i8x16(lo));
-    wasm_v128_store(out + b * 32 + 16, wasm_i16x8_extend_low_i8x16(hi));
-    wasm_v128_store(out + b * 32 + 24, wasm_i16x8_extend_high_i8x16(hi));
+    VI16 w[kI16Vecs];
+    BlockToI16(row + b, w);
+    for (size_t j = 0; j < kI16Vecs; ++j) {
+      hn::StoreU(hn::Sub(w[j], offset), di16, out + b * 32 + static_cast<int64_t>(j * kI16Lanes));
+    }
   }
 }
 
