@@ -46,8 +46,8 @@ const std::vector<int>& Checked(const Model& model, const TranscoderSet& tcs,
 
 // circuit-tracer's compute_partial_influences: rows [n_rows, n_cols] (row r is node node_of[r]),
 // the logits' probabilities on the last columns.
-std::vector<double> PartialInfluences(const std::vector<float>& rows, int64_t n_rows,
-                                      int64_t n_cols, const std::vector<int64_t>& node_of,
+std::vector<double> PartialInfluences(const float* rows, int64_t n_rows, int64_t n_cols,
+                                      const std::vector<int64_t>& node_of,
                                       const std::vector<float>& logit_p) {
   std::vector<double> norm(n_rows, 0.0);
   for (int64_t r = 0; r < n_rows; ++r) {
@@ -166,7 +166,7 @@ void AttributionGraphBuild::LayOutColumns() {
                                        ? n_active
                                        : std::min<int64_t>(options_.max_feature_nodes, n_active));
   rows_total_ = n_logits + feature_rows_;
-  rows_.assign(int64_t(rows_total_) * columns_.size, 0.0f);
+  rows_.reset(new float[int64_t(rows_total_) * columns_.size]);
   column_of_row_.assign(rows_total_, 0);
   attributed_.assign(n_active, 0);
 }
@@ -175,7 +175,7 @@ void AttributionGraphBuild::LayOutColumns() {
 void AttributionGraphBuild::RunLogitRows() {
   std::vector<const AttributionTarget*> batch;
   for (const AttributionTarget& t : logit_targets_) batch.push_back(&t);
-  backward_->Run(batch, rows_.data());
+  backward_->Run(batch, rows_.get());
   const int n_logits = static_cast<int>(logit_ids_.size());
   for (int i = 0; i < n_logits; ++i)
     column_of_row_[i] = columns_.embeddings + int64_t(ids_.size()) + i;
@@ -194,7 +194,7 @@ void AttributionGraphBuild::RankQueue() {
     std::iota(pending.begin(), pending.end(), 0);
   } else {
     const std::vector<double> infl =
-        PartialInfluences(rows_, rows_done_, columns_.size, column_of_row_, logit_probs_);
+        PartialInfluences(rows_.get(), rows_done_, columns_.size, column_of_row_, logit_probs_);
     std::vector<int64_t> rank(n_active);
     std::iota(rank.begin(), rank.end(), 0);
     std::stable_sort(rank.begin(), rank.end(),
@@ -232,7 +232,7 @@ void AttributionGraphBuild::RunFeatureRows() {
     targets.push_back(replacement_.FeatureTarget(active[queue_[first + i]]));
   std::vector<const AttributionTarget*> batch;
   for (const AttributionTarget& t : targets) batch.push_back(&t);
-  backward_->Run(batch, rows_.data() + int64_t(rows_done_) * columns_.size);
+  backward_->Run(batch, rows_.get() + int64_t(rows_done_) * columns_.size);
   for (size_t i = 0; i < n; ++i) {
     column_of_row_[rows_done_ + i] = queue_[first + i];
     attributed_[queue_[first + i]] = 1;

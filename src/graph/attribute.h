@@ -91,8 +91,10 @@ class AttributionGraphBuild {
   int rows_total_ = 0;    // the logits' and the features'
   std::unique_ptr<ReplacementBackward> backward_;
   // The rows so far: row r [columns_.size] holds every edge into the node of column
-  // column_of_row_[r] (a logit's, or a feature's).
-  std::vector<float> rows_;
+  // column_of_row_[r] (a logit's, or a feature's). Left unset until a backward pass writes the
+  // rows (ReplacementBackward::Run zeroes its own first): zeroing all of them up front was a
+  // serial pass over tens of MB before any row.
+  std::unique_ptr<float[]> rows_;
   std::vector<int64_t> column_of_row_;
   int rows_done_ = 0;
   std::vector<char> attributed_;  // [active features]: its row is done

@@ -21,6 +21,19 @@ std::vector<float> FrozenInvSigmas(const std::vector<float>& x, int T, int C, do
   return std::vector<float>(inv.begin(), inv.end());
 }
 
+// x[0, n) = 0, in a few chunks over the pool.
+void ZeroOn(ThreadPool& pool, float* x, int64_t n) {
+  const int64_t n_chunks = std::min<int64_t>(pool.size() * 4, (n + 4095) / 4096);
+  if (n_chunks <= 1) {
+    std::fill_n(x, n, 0.0f);
+    return;
+  }
+  pool.ParallelFor(n_chunks, [&](int64_t chunk) {
+    const int64_t begin = n * chunk / n_chunks, end = n * (chunk + 1) / n_chunks;
+    std::fill(x + begin, x + end, 0.0f);
+  });
+}
+
 }  // namespace
 
 ReplacementModel::ReplacementModel(Session& session, const TranscoderSet& transcoders,
@@ -54,7 +67,6 @@ ReplacementModel::ReplacementModel(Session& session, const TranscoderSet& transc
 
 void ReplacementModel::EncodeBlock(int l) {
   const int T = T_, C = run_.C;
-  std::vector<float> row(C);
   errors_[l] = run_.blocks[l].mlp_out;
   const Sae* tc = transcoders_.block(l);
   if (tc == nullptr) return;
@@ -62,31 +74,42 @@ void ReplacementModel::EncodeBlock(int l) {
   std::vector<float> acts(int64_t(T) * S);
   SaeScratch scratch;
   tc->Encode(run_.blocks[l].resid_mid.data(), T, acts.data(), nullptr, scratch, &pool_);
+  // Each position's features take the next columns, in order (circuit-tracer's zero_bos: none at
+  // the BOS); counted first, so that the positions then run on the pool, each into its own rows.
+  std::vector<int64_t> first(T + 1, static_cast<int64_t>(features_.size()));
   for (int p = 0; p < T; ++p) {
+    int64_t n = 0;
+    if (p > 0) {
+      for (int j = 0; j < S; ++j) n += acts[int64_t(p) * S + j] > 0;
+    }
+    first[p + 1] = first[p] + n;
+  }
+  features_.resize(first[T]);
+  pool_.ParallelFor(T, [&](int64_t task) {
+    const int p = static_cast<int>(task);
+    std::vector<float> row(C);
     float* err = errors_[l].data() + int64_t(p) * C;
     for (int i = 0; i < C; ++i) err[i] -= tc->decoder_bias()[i];
+    FeatureWrites& w = writes_[int64_t(l) * T + p];
+    const int64_t n = first[p + 1] - first[p];
     // Room for the position's writes at once: grown a feature at a time, their copies left holes
     // in WebAssembly's heap (bench-graph.mjs's three graphs grew it by 50 MB more).
-    FeatureWrites& w = writes_[int64_t(l) * T + p];
-    if (p > 0) {
-      int64_t n = 0;
-      for (int j = 0; j < S; ++j) n += acts[int64_t(p) * S + j] > 0;
-      w.rows.reserve(n * C);
-      w.columns.reserve(n);
-    }
+    w.rows.reserve(n * C);
+    w.columns.reserve(n);
+    int64_t k = 0;
     for (int j = 0; j < S; ++j) {
       const float a = acts[int64_t(p) * S + j];
       if (!(a > 0)) continue;
       tc->DecoderRowInto(j, row.data());
       for (int i = 0; i < C; ++i) err[i] -= a * row[i];
-      if (p == 0) continue;  // circuit-tracer's zero_bos: no node at the BOS
-      const size_t at = w.rows.size();
-      w.rows.resize(at + C);
-      for (int i = 0; i < C; ++i) w.rows[at + i] = a * row[i];
-      w.columns.push_back(static_cast<int>(features_.size()));
-      features_.push_back(ActiveFeature{l, p, j, a});
+      if (p == 0) continue;
+      w.rows.resize((k + 1) * C);
+      for (int i = 0; i < C; ++i) w.rows[k * C + i] = a * row[i];
+      w.columns.push_back(static_cast<int>(first[p] + k));
+      features_[first[p] + k] = ActiveFeature{l, p, j, a};
+      ++k;
     }
-  }
+  });
 }
 
 std::vector<AttributionTarget> ReplacementModel::LogitTargets(
@@ -145,9 +168,12 @@ void ReplacementBackward::Run(const std::vector<const AttributionTarget*>& targe
     P_ = std::max(P_, t->position + 1);
     top = std::max(top, std::min(t->layer, L - 1));
   }
-  std::fill(rows, rows + int64_t(B_) * columns_.size, 0.0f);
+  // Both zeroed on the pool: the rows are the graph's first write to them (GraphBuild leaves its
+  // rows unset), several MB a batch.
   const int64_t R = int64_t(P_) * B_;
-  g_.assign(R * C_, 0.0f);
+  if (static_cast<int64_t>(g_.size()) < R * C_) g_.resize(R * C_);
+  ZeroOn(pool_, rows, int64_t(B_) * columns_.size);
+  ZeroOn(pool_, g_.data(), R * C_);
   gc_.resize(R * C_);
   gz_.resize(R * C_);
   gv_.resize(R * C_);
