@@ -20,12 +20,11 @@
 // --wasm: the page's module (build/wasm/web/gpt2-engine-node.cjs, the page's bindings and
 // engine built for Node, plain SIMD128; --relaxed its relaxed twin) runs the job as
 // web/worker/worker-dashboard.js does: loadTranscoders, startDashboard, the corpus fed in 1 MB
-// pieces while the job wants input, continueJob until finished (the page's job also writes the
-// dashboards' JSON text as features finish), against engine.prefill of [50256] + the corpus's
-// first 128 tokens in the same module with capture off. Its state: the module's malloc'd bytes
-// at their peak during the job less those with the model and transcoders loaded (the packed
-// activations, the block being finished and the text written so far); then dashboardText, timed
-// apart (the page's copy of the text out of the module).
+// pieces while the job wants input, continueJob until finished, the dashboards' JSON text taken
+// out of the module after every call (takeDashboardPiece, as the worker takes it), against
+// engine.prefill of [50256] + the corpus's first 128 tokens in the same module with capture off.
+// Its state: the module's malloc'd bytes at their peak during the job less those with the model
+// and transcoders loaded (the packed activations, the block being finished, a call's text).
 //   node scripts/bench-dashboard.mjs [--tokens 100000] [--threads 1] [--only graph,block,all]
 //   node --no-experimental-fetch scripts/bench-dashboard.mjs --wasm [--tokens 20000] [--only ...]
 import {execFileSync, spawnSync} from 'node:child_process';
@@ -185,7 +184,7 @@ async function runWasm() {
   for (const name of kOnly) {
     const request = {corpus: path.basename(corpus), model: path.basename(model), dictionary: 'transcoders',
                      context: kContext, maxTokens: kTokens, ...selections[name].request};
-    let peakMalloc = 0, calls = 0, longest = 0;
+    let peakMalloc = 0, calls = 0, longest = 0, textBytes = 0, head = '';
     const sample = () => {
       peakMalloc = Math.max(peakMalloc, Module.memoryStats().mallocBytes);
     };
@@ -205,6 +204,9 @@ async function runWasm() {
         const c = performance.now();
         engine.continueJob();
         longest = Math.max(longest, performance.now() - c);
+        const piece = engine.takeDashboardPiece().text;
+        textBytes += piece.length;
+        if (!head && piece.length) head = new TextDecoder().decode(piece.subarray(0, 4096));
         if (++calls % 16 === 0) sample();
       }
     };
@@ -229,19 +231,13 @@ async function runWasm() {
     const wallAll = performance.now() - t0, cpuAll = cpuMs(process.cpuUsage(c0));
     const windowsMs = cpuMs(process.cpuUsage(c0)) - cpuMs(process.cpuUsage(windowsEnd.cpu));
     const windowsWall = windowsEnd.wall - t0;
-    const t1 = performance.now();
     // The corpus holds more than kTokens tokens (kCorpusBytes), so the job reads exactly that many;
-    // the text's metadata says so where the text can be had.
-    let textNote, nTokens = kTokens;
-    try {
-      const page = engine.dashboardText();
-      textNote = `dashboardText ${(page.length / 1e6).toFixed(0)} M characters in ${(performance.now() - t1).toFixed(0)} ms`;
-      const m = /"n_windows":(\d+),"n_tokens":(\d+)/.exec(page.slice(0, 4096));
-      if (Number(m[1]) !== nWindows) throw new Error(`the text has ${m[1]} windows, the job ${nWindows}`);
-      nTokens = Number(m[2]);
-    } catch (e) {
-      textNote = `dashboardText failed after ${(performance.now() - t1).toFixed(0)} ms: ${e.message}`;
-    }
+    // the text's metadata says so.
+    textBytes += engine.takeDashboardPiece().text.length;
+    const textNote = `${(textBytes / 1e6).toFixed(0)} MB of text taken in pieces`;
+    const m = /"n_windows":(\d+),"n_tokens":(\d+)/.exec(head);
+    if (Number(m[1]) !== nWindows) throw new Error(`the text has ${m[1]} windows, the job ${nWindows}`);
+    const nTokens = Number(m[2]);
     engine.endJob();
     const after = prefillCpuMs();
     const prefillMs = (before + after) / 2;

@@ -357,6 +357,14 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .field("value", &ExactPatchResult::value)
       .field("metric", &ExactPatchResult::metric_clean)
       .field("metricPatched", &ExactPatchResult::metric_patched);
+  Shape<DashboardPiece>("DashboardPiece")
+      .computed(
+          "text", +[](const DashboardPiece& p) { return Bytes(p.text); })  // UTF-8 bytes
+      .array<&DashboardPiece::layers>("layers")
+      .array<&DashboardPiece::indices>("indices")
+      .array<&DashboardPiece::max_acts>("maxActs")
+      .array<&DashboardPiece::begins>("begins")
+      .array<&DashboardPiece::ends>("ends");
   Shape<UniformScores>("UniformScores")
       .field("prev", &UniformScores::prev)
       .field("dup", &UniformScores::dup)
@@ -604,7 +612,8 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
                   l.FeatureCard(layer, feature, k))
       .LAB_METHOD("graphQk", (, int layer, int head, int query, int key, int k),
                   l.GraphQk({layer, head, query, key}, k))
-      // Feature dashboards (lab/dashboard_file.h): then continueJob until finished, endJob.
+      // Feature dashboards (lab/dashboard_file.h): then continueJob until finished (taking the
+      // file's pieces between calls), endJob.
       .LAB_METHOD("startDashboard", (, val request, int sae_id),
                   l.StartDashboard(ReadJs<DashboardRequest>(request, "dashboard request"), sae_id))
       .LAB_METHOD("feedDashboard", (, val bytes), l.FeedDashboard(BytesFromJs(bytes)))
@@ -612,6 +621,6 @@ EMSCRIPTEN_BINDINGS(gpt2_engine) {
       .LAB_METHOD("dashboardWantsInput", (), l.DashboardWantsInput())
       .LAB_METHOD("dashboardInputFull", (), l.DashboardInputFull())
       .LAB_METHOD("jobProgress", (), l.job_progress())
-      .LAB_METHOD("dashboardText", (), l.DashboardText());
+      .LAB_METHOD("takeDashboardPiece", (), l.TakeDashboardPiece());
 #undef LAB_METHOD
 }

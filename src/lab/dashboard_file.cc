@@ -2,8 +2,6 @@
 
 #include <cstring>
 
-#include "base/error.h"
-
 namespace gpt2 {
 
 DashboardFileJob::DashboardFileJob(Conversation& c, const Tokenizer& tokenizer,
@@ -33,13 +31,25 @@ void DashboardFileJob::Continue() {
     m.n_tokens = job_->n_tokens();
     writer_ = std::make_unique<DashboardJsonWriter>(text_, m, tokenizer_);
   }
-  for (const FeatureDashboard& f : job_->TakeFeatures()) writer_->Feature(f);
+  for (const FeatureDashboard& f : job_->TakeFeatures()) {
+    const int64_t at = taken_ + static_cast<int64_t>(text_.tellp());
+    const int separator = writer_->Feature(f);
+    piece_.layers.push_back(f.layer);
+    piece_.indices.push_back(f.index);
+    piece_.max_acts.push_back(f.max);
+    piece_.begins.push_back(static_cast<double>(at + separator));
+    piece_.ends.push_back(static_cast<double>(taken_ + static_cast<int64_t>(text_.tellp())));
+  }
   if (job_->done()) writer_->End();
 }
 
-std::string DashboardFileJob::Text() const {
-  if (!job_->done()) throw Error("The dashboards are not finished yet.");
-  return text_.str();
+DashboardPiece DashboardFileJob::TakePiece() {
+  DashboardPiece piece = std::move(piece_);
+  piece_ = DashboardPiece();
+  piece.text = text_.str();
+  taken_ += static_cast<int64_t>(piece.text.size());
+  text_.str(std::string());
+  return piece;
 }
 
 }  // namespace gpt2

@@ -1,7 +1,9 @@
 // Feature dashboards as the page's job (lab.h): DashboardJob (dashboard.h) run on the
 // conversation's session and giving the conversation back at its end (its Scope), over the Lab's
 // dictionary, its features written as they finish into the file's text (dashboard_json.h), the
-// same text `gpt2 dashboard --json` writes, which the worker hands to the page as it is.
+// same text `gpt2 dashboard --json` writes, which the worker takes a piece at a time as features
+// finish (every block's text passes what one JS string, or the module's memory, holds) and hands
+// to the page as one file, with where each feature's object lies in it.
 #pragma once
 
 #include <cstddef>
@@ -28,6 +30,15 @@ struct DashboardRequest {
   DashboardOptions options;
 };
 
+// The file's text written since the last take, and the features whose objects it finishes: for
+// each, its block, number, maxActApprox and its object's bytes [begin, end) in the whole file.
+struct DashboardPiece {
+  std::string text;
+  std::vector<int> layers, indices;
+  std::vector<float> max_acts;
+  std::vector<double> begins, ends;  // past 4 GB of text too
+};
+
 class DashboardFileJob : public Job {
  public:
   // gpt2::Error as DashboardJob's constructor, or for a corpus name that is not .txt or .jsonl.
@@ -42,8 +53,9 @@ class DashboardFileJob : public Job {
   bool input_full() const { return job_->input_full(); }
   void Continue() override;
   JobProgress progress() const override { return job_->progress(); }
-  // The file's text; gpt2::Error before the job is done.
-  std::string Text() const;
+  // What was written since the last take (the metadata with the first features' piece, the
+  // file's end with the last one); may be taken at any time.
+  DashboardPiece TakePiece();
   int64_t n_windows() const { return job_->n_windows(); }
   int64_t n_tokens() const { return job_->n_tokens(); }
   void End() override { scope_.End(); }
@@ -54,7 +66,9 @@ class DashboardFileJob : public Job {
   const Tokenizer& tokenizer_;
   DashboardRequest request_;
   std::unique_ptr<DashboardJob> job_;
-  std::ostringstream text_;
+  std::ostringstream text_;                      // the text not yet taken
+  int64_t taken_ = 0;                            // the bytes before it
+  DashboardPiece piece_;                         // its features
   std::unique_ptr<DashboardJsonWriter> writer_;  // once the windows have run
 };
 

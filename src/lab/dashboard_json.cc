@@ -39,7 +39,8 @@ DashboardJsonWriter::DashboardJsonWriter(std::ostream& out, const DashboardMetad
        << ",\"n_tokens\":" << m.n_tokens << "},\"features\":[";
 }
 
-void DashboardJsonWriter::Feature(const FeatureDashboard& f) {
+int DashboardJsonWriter::Feature(const FeatureDashboard& f) {
+  const int separator = first_ ? 1 : 2;
   out_ << (first_ ? "\n" : ",\n");
   first_ = false;
   out_ << "{\"layer\":" << f.layer << ",\"index\":" << f.index << ",\"frac_nonzero\":";
@@ -75,6 +76,7 @@ void DashboardJsonWriter::Feature(const FeatureDashboard& f) {
     out_ << ",\"binContains\":" << w.bin_contains << "}";
   }
   out_ << "]}";
+  return separator;
 }
 
 void DashboardJsonWriter::End() { out_ << "\n]}\n"; }

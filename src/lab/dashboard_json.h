@@ -33,7 +33,8 @@ class DashboardJsonWriter {
   // Writes the metadata and opens the feature list.
   DashboardJsonWriter(std::ostream& out, const DashboardMetadata& metadata,
                       const Tokenizer& tokenizer);
-  void Feature(const FeatureDashboard& f);
+  // Writes f; returns how many bytes of what it wrote come before f's object (the separator).
+  int Feature(const FeatureDashboard& f);
   void End();  // closes the document
 
  private:

@@ -235,7 +235,8 @@ class Lab {
   }
   // --- Feature dashboards (dashboard_file.h) as the job: StartDashboard; then, while
   // DashboardWantsInput(), FeedDashboard the corpus's next bytes (EndDashboardInput after its
-  // last); ContinueJob until finished; DashboardText, the file `gpt2 dashboard --json` writes.
+  // last); ContinueJob until finished, with TakeDashboardPiece between calls: the file `gpt2
+  // dashboard --json` writes, a piece at a time.
   // The dictionary: request.dictionary "transcoders" (those loaded for graphs) or "sae" (the SAE
   // `sae_id`). gpt2::Error for either missing and as DashboardFileJob's constructor.
   JobProgress StartDashboard(const DashboardRequest& request, int sae_id);
@@ -243,7 +244,7 @@ class Lab {
   void EndDashboardInput() { dashboard_job().EndInput(); }
   bool DashboardWantsInput() { return dashboard_job().wants_input(); }
   bool DashboardInputFull() { return dashboard_job().input_full(); }
-  std::string DashboardText() { return dashboard_job().Text(); }
+  DashboardPiece TakeDashboardPiece() { return dashboard_job().TakePiece(); }
 
   GraphFeatureCard FeatureCard(int layer, int feature, int k) {
     return FeatureCardOf(conv_, transcoders(), graph().ids, layer, feature, k);

@@ -344,7 +344,21 @@ for (const kind of kBrowsers) {
       await page.click('[data-testid=dashboard-compute]');
       await until(() => window.gpt2Page.state.dashboards?.source.startsWith('the engine') || window.gpt2Page.state.dashboardError);
       assert.equal(await page.evaluate(() => window.gpt2Page.state.dashboardError), '');
-      const got = await page.evaluate(() => JSON.parse(JSON.stringify(window.gpt2Page.state.dashboards)));
+      // The file the page holds (and exports), and the index it reads each feature through.
+      const held = () => page.evaluate(async () => {
+        const d = window.gpt2Page.state.dashboards;
+        const text = await d.file.text();
+        const bytes = new Uint8Array(await d.file.arrayBuffer());
+        const decoder = new TextDecoder();
+        return {text, metadata: d.metadata,
+                entries: d.features.map((f) => ({layer: f.layer, index: f.index,
+                                                 object: JSON.parse(decoder.decode(bytes.subarray(f.at[0], f.at[1])))}))};
+      });
+      const file = await held();
+      const got = JSON.parse(file.text);
+      assert.deepEqual(file.metadata, want.metadata);
+      assert.deepEqual(file.entries.map((e) => [e.layer, e.index]), got.features.map((f) => [f.layer, f.index]));
+      file.entries.forEach((e, i) => assert.deepEqual(e.object, got.features[i], `feature ${i}'s bytes in the index`));
       assert.deepEqual(got.metadata, want.metadata);
       assert.deepEqual(got.features.map((f) => [f.layer, f.index]), want.features.map((f) => [f.layer, f.index]));
       want.features.forEach((f, i) => {
@@ -388,8 +402,9 @@ for (const kind of kBrowsers) {
       await page.click('[data-testid=dashboard-compute]');
       await until(() => window.gpt2Page.state.dashboards?.source.startsWith('the browser cache') ||
                          window.gpt2Page.state.dashboardError);
-      const cached = await page.evaluate(() => JSON.parse(JSON.stringify(window.gpt2Page.state.dashboards)));
-      assert.deepEqual(cached.features, got.features);
+      const cached = await held();
+      assert.equal(cached.text, file.text);
+      assert.deepEqual(cached.entries, file.entries);
     });
 
     // After saliency and the SAE: until every request carries the store's interventions (issue

@@ -1,9 +1,10 @@
 // The Embind API's feature dashboards under Node (build/wasm/web/gpt2-engine-node.cjs) against the
 // native CLI on the same files: the tiny model, the test transcoders (tests/data/transcoders) and
 // an SAE (tests/data/sae/standard), over tests/data/dashboard's corpora fed in small pieces as the
-// worker streams them. The engine's text equals `gpt2 dashboard --json`'s in every key, token and
-// window, its numbers within the int8 products' summation order; what the page then reads of it
-// (shared/dashboard.js) is the same. The dashboards' maths is checked against PyTorch in
+// worker streams them, its text taken a piece at a time between calls as the worker takes it. The
+// engine's text equals `gpt2 dashboard --json`'s in every key, token and window, its numbers within
+// the int8 products' summation order; each feature's bytes in its index are that feature's object;
+// what the page then reads of it (shared/dashboard.js) is the same. The dashboards' maths is checked against PyTorch in
 // tests/lab/dashboard_test.cc.
 import assert from 'node:assert/strict';
 import {execFileSync} from 'node:child_process';
@@ -21,9 +22,18 @@ function tool(name, args) {
   return execFileSync(path.join(kNative, name), args, {encoding: 'utf8'});
 }
 
-// The page's engine over `corpus`, fed `piece` bytes at a time while it asks for more.
+// The page's engine over `corpus`, fed `piece` bytes at a time while it asks for more; its text
+// taken after every call, and checked against the index of the features it holds.
 function engineDashboard(engine, request, saeId, corpus, piece) {
   const bytes = fs.readFileSync(corpus);
+  const parts = [];
+  const index = [];
+  const take = () => {
+    const got = engine.takeDashboardPiece();
+    parts.push(got.text);
+    got.layers.forEach((layer, i) => index.push({layer, index: got.indices[i], max: got.maxActs[i],
+                                                 begin: got.begins[i], end: got.ends[i]}));
+  };
   let p = engine.startDashboard({...request, corpus: path.basename(corpus)}, saeId);
   assert.equal(p.phase, 'windows');
   for (let at = 0; at < bytes.length && !engine.dashboardInputFull(); at += piece) {
@@ -32,6 +42,7 @@ function engineDashboard(engine, request, saeId, corpus, piece) {
     for (let calls = 0; !engine.dashboardWantsInput(); ++calls) {
       const before = engine.jobProgress();
       engine.continueJob();
+      take();
       const after = engine.jobProgress();
       assert.ok(after.done === before.done || after.done === before.done + 1,
                 `at most a window a call: ${JSON.stringify(before)} -> ${JSON.stringify(after)}`);
@@ -39,10 +50,23 @@ function engineDashboard(engine, request, saeId, corpus, piece) {
     }
   }
   engine.endDashboardInput();
-  for (p = engine.jobProgress(); !p.finished; p = engine.jobProgress()) engine.continueJob();
+  for (p = engine.jobProgress(); !p.finished; p = engine.jobProgress()) {
+    engine.continueJob();
+    take();
+  }
   assert.equal(p.phase, 'features');
-  const text = engine.dashboardText();
+  take();
   engine.endJob();
+  const file = Buffer.concat(parts);
+  const text = file.toString('utf8');
+  const features = JSON.parse(text).features;
+  assert.equal(index.length, features.length, 'a feature in the index for each in the file');
+  index.forEach((x, i) => {
+    const f = JSON.parse(file.subarray(x.begin, x.end).toString('utf8'));
+    assert.deepEqual(f, features[i], `the bytes of feature ${i} in the index`);
+    assert.deepEqual([x.layer, x.index], [f.layer, f.index]);
+    assert.equal(x.max, Math.fround(f.maxActApprox));
+  });
   return text;
 }
 
@@ -137,6 +161,6 @@ describe('Embind feature dashboards under Node', {skip: !fs.existsSync(kNodeModu
     engine.startDashboard({corpus: 'c.jsonl', dictionary: 'transcoders', context: 8}, -1);
     assert.throws(() => engine.feedDashboard(new TextEncoder().encode('{"text": 3}\n')), /line 1/);
     engine.endJob();
-    assert.throws(() => engine.dashboardText(), /No dashboards/);
+    assert.throws(() => engine.takeDashboardPiece(), /No dashboards/);
   });
 });

@@ -2,18 +2,24 @@
 // (worker-dashboard.js: `gpt2 dashboard` over the small model's held-out text, a local file or a
 // URL, with progress and cancel) or opened from a file (ours, or Neuronpedia's export of a block),
 // a feature picked among them, the export of what is held. Other panels ask for a feature's
-// dashboard through showFeature(): the graph's pinned node and the SAE panel's features. Every
-// dashboard text, whatever its source, enters through openText(). State lives in the store
-// (kDashboardState); shared/dashboard.js reads files, view-dashboard.js draws.
-import {DashboardFileError, dashboardText, openDashboardBytes, parseDashboardText} from '../shared/dashboard.js';
+// dashboard through showFeature(): the graph's pinned node and the SAE panel's features. A file
+// opened enters through openText(), read whole; the worker's come through openFile(), a Blob with
+// where each feature lies in it, a feature read from it when shown (every block's file is GBs of
+// text). State lives in the store (kDashboardState); shared/dashboard.js reads files,
+// view-dashboard.js draws.
+import {DashboardFileError, dashboardText, featureOf, openDashboardBytes, parseDashboardText} from '../shared/dashboard.js';
 import {Msg} from '../shared/protocol.js';
 import {renderIfChanged} from './store.js';
 import * as dashboardView from '../views/view-dashboard.js';
 
 // The store's dashboard fields, merged into app.js's initial state.
 export const kDashboardState = {
-  dashboards: null,        // {metadata, features, source (in words), dictionary: 'transcoders' | 'sae' | ''}
+  // {metadata, features, source (in words), dictionary: 'transcoders' | 'sae' | '', file}: a file
+  // read whole has every feature; the worker's (file: its Blob) has, per feature, {layer, index,
+  // maxActApprox, label, at: [begin, end)}, the bytes of its object in the file.
+  dashboards: null,
   dashboardPick: -1,       // index into dashboards.features
+  dashboardShown: null,    // {entry, feature}: the last feature read from a file's bytes
   dashboardDictionary: 'transcoders',  // or 'sae:<id>'
   dashboardScope: 'block', // 'graph' | 'block' | 'all' | 'feature'
   dashboardBlock: '0',
@@ -35,7 +41,7 @@ export const kDashboardState = {
 export function createDashboardPanel({store, worker, $, on, download, canRun, graphFeatures}) {
   const state = store.state;
 
-  // The one way dashboards reach the page. A text that is not one leaves what was held.
+  // A text (or a parsed file) read whole. A text that is not a file leaves what was held.
   function openText(text, source, dictionary = '') {
     let parsed;
     try {
@@ -44,6 +50,29 @@ export function createDashboardPanel({store, worker, $, on, download, canRun, gr
       store.set({dashboardError: e instanceof DashboardFileError ? `${source}: ${e.message}` : String(e)});
       return;
     }
+    hold(parsed, source, dictionary);
+  }
+
+  // The worker's file: {file (a Blob), metadata, index: {layers, indices, maxActs, begins, ends}}.
+  function openFile({file, metadata, index}, source, dictionary = '') {
+    const features = Array.from(index.layers, (layer, i) => ({
+      layer, index: index.indices[i], maxActApprox: index.maxActs[i], label: '',
+      at: [index.begins[i], index.ends[i]],
+    }));
+    hold({metadata, features, file}, source, dictionary);
+  }
+
+  // A feature of the worker's file, read from its bytes when it is shown.
+  async function read(held, entry) {
+    try {
+      const feature = featureOf(JSON.parse(await held.file.slice(entry.at[0], entry.at[1]).text()));
+      if (state.dashboards === held) store.set({dashboardShown: {entry, feature}});
+    } catch (e) {
+      store.set({dashboardError: `Block ${entry.layer}, feature #${entry.index}: ${e.message}`});
+    }
+  }
+
+  function hold(parsed, source, dictionary) {
     const dict = parsed.metadata?.dictionary || dictionary;
     const asked = state.dashboardFeature;
     let pick = parsed.features.length ? 0 : -1;
@@ -51,7 +80,7 @@ export function createDashboardPanel({store, worker, $, on, download, canRun, gr
       const at = parsed.features.findIndex((f) => f.layer === asked.layer && f.index === asked.index);
       if (at >= 0) pick = at;
     }
-    store.set({dashboards: {...parsed, source, dictionary: dict}, dashboardPick: pick, dashboardError: '',
+    store.set({dashboards: {...parsed, source, dictionary: dict}, dashboardPick: pick, dashboardShown: null, dashboardError: '',
                dashboardStatus: `${parsed.features.length} feature${parsed.features.length === 1 ? '' : 's'} from ${source}` +
                    (parsed.metadata ? ` (${parsed.metadata.n_tokens} tokens in ${parsed.metadata.n_windows} windows of ` +
                                       `${parsed.metadata.context})` : '') + '.'});
@@ -149,7 +178,7 @@ export function createDashboardPanel({store, worker, $, on, download, canRun, gr
   on($('dashboard-export'), 'click', () => {
     const d = state.dashboards;
     if (!d) return;
-    download('dashboards.json', new Blob([dashboardText(d)], {type: 'application/json'}));
+    download('dashboards.json', d.file || new Blob([dashboardText(d)], {type: 'application/json'}));
   });
 
   // ---- Worker replies ---------------------------------------------------------------------------
@@ -169,7 +198,7 @@ export function createDashboardPanel({store, worker, $, on, download, canRun, gr
         store.set({dashboardStatus: 'Cancelled; the dashboards held before are kept.'});
         return true;
       }
-      openText(msg.text, `${msg.cached ? 'the browser cache' : 'the engine'}, in ${(msg.ms / 1000).toFixed(1)} s`,
+      openFile(msg, `${msg.cached ? 'the browser cache' : 'the engine'}, in ${(msg.ms / 1000).toFixed(1)} s`,
                msg.request?.dictionary);
       return true;
     }
@@ -181,6 +210,8 @@ export function createDashboardPanel({store, worker, $, on, download, canRun, gr
   }
 
   // ---- Drawing ----------------------------------------------------------------------------------
+
+  let reading = null;  // the entry being read from the file
 
   function render(s) {
     const busy = !canRun(s) || !!s.dashboardComputing;
@@ -212,8 +243,17 @@ export function createDashboardPanel({store, worker, $, on, download, canRun, gr
     }
     pick.value = String(s.dashboardPick);
     pick.disabled = !features.length;
+    const entry = features[s.dashboardPick] || null;
+    let feature = entry;
+    if (entry?.at) {
+      feature = s.dashboardShown?.entry === entry ? s.dashboardShown.feature : null;
+      if (!feature && reading !== entry) {
+        reading = entry;
+        read(s.dashboards, entry).finally(() => { if (reading === entry) reading = null; });
+      }
+    }
     renderIfChanged(dashboardView.render, $('dashboard-view'),
-                    {feature: features[s.dashboardPick] || null, label: '', source: s.dashboards?.source || ''});
+                    {feature, label: '', source: s.dashboards?.source || ''});
   }
 
   return {render, onMessage, onError, showFeature, openText};

@@ -232,9 +232,12 @@
 //     {type:'dashboard-progress', ...JobProgress, bytes, size}  phase 'windows' (done/total: windows
 //                                                    run of those read so far; bytes of the corpus's
 //                                                    size read, size 0 when unknown), then 'features'
-//     {type:'dashboard', text, cached, cancelled, request, ms}  text: the file `gpt2 dashboard --json`
-//                                                    writes (shared/dashboard.js reads it); cached: read
-//                                                    from the Cache API; a cancelled one has no text
+//     {type:'dashboard', file, metadata, index, cached, cancelled, request, ms}  file: a Blob of the
+//                                                    file `gpt2 dashboard --json` writes; index: per
+//                                                    feature {layers, indices, maxActs, begins, ends}
+//                                                    (typed arrays; its object is file's bytes
+//                                                    [begin, end)); cached: read from the Cache API;
+//                                                    a cancelled one has file null
 //     {type:'cache', entries, bytes, urls, cleared, stored}  after clear-cache / cache-info / a
 //                                                    converted model's write (stored: it is cached)
 //     {type:'error', kind, message}                  kind: an ErrorKind value

@@ -2,9 +2,11 @@
 // dashboard job (src/lab/dashboard_file.h, what `gpt2 dashboard` runs) fed a corpus as it streams
 // in, from the small model's held-out text beside the page, a local file or a URL, a window at a
 // time with progress and a cancel between engine calls; the reply is the file `gpt2 dashboard
-// --json` writes, as text (shared/dashboard.js reads it). A finished file is kept in the Cache API
-// under a key naming the model, the dictionary, the corpus and the options, and read from there
-// when the same dashboards are asked for again.
+// --json` writes, as a Blob taken from the engine a piece at a time as features finish (every
+// block's file passes what one string, or the module's memory, holds), with where each feature's
+// object lies in it (the page reads a feature when it is shown). A finished file and its index are
+// kept in the Cache API under a key naming the model, the dictionary, the corpus and the options,
+// and read from there when the same dashboards are asked for again.
 
 import {canonical} from '../shared/interventions.js';
 import {ErrorKind, Msg, errorMessage} from '../shared/protocol.js';
@@ -19,8 +21,21 @@ const kPlain = canonical({});  // dashboards read the plain model, as graphs do
 // (milliseconds for the small model, ~0.1 s for GPT-2 small), so a cancel waits about this many.
 const kWindowsPerYield = 4;
 
-// A synthetic URL for the Cache API: the request's identity in its query.
-const cacheUrl = (key) => `https://dashboards.invalid/?${new URLSearchParams({key: JSON.stringify(key)})}`;
+// Synthetic URLs for the Cache API: the request's identity in the query; the file, and its index.
+const cacheUrl = (key, part = 'file') =>
+  `https://dashboards.invalid/${part}?${new URLSearchParams({key: JSON.stringify(key)})}`;
+// The engine's pieces gather into the file's Blob once they hold this many bytes.
+const kFoldBytes = 16 << 20;
+const kIndexKeys = ['layers', 'indices', 'maxActs', 'begins', 'ends'];
+const kIndexTypes = {layers: Int32Array, indices: Int32Array, maxActs: Float32Array, begins: Float64Array, ends: Float64Array};
+
+// The file's metadata, from its opening bytes ({"metadata": {...}, "features": [ ...).
+async function metadataOf(file) {
+  const head = await file.slice(0, 1 << 20).text();
+  const at = head.indexOf('"features":[');
+  if (at < 0) throw new Error('The dashboards\' file has no feature list.');
+  return JSON.parse(`${head.slice(0, at)}"features":[]}`).metadata;
+}
 
 // post, yieldToEvents: worker.js's.
 export function createDashboards({post, yieldToEvents}) {
@@ -55,8 +70,36 @@ export function createDashboards({post, yieldToEvents}) {
     return {name, size: Number(r.headers.get('content-length')) || 0, reader: r.body.getReader()};
   }
 
+  // The file as the engine writes it: its pieces, gathered into a Blob (the browser holds it, not
+  // this worker's heap), and per feature where its object lies.
+  function createFile() {
+    let blob = new Blob([]);
+    const parts = [];
+    let held = 0;
+    const index = Object.fromEntries(kIndexKeys.map((k) => [k, []]));
+    return {
+      take() {
+        const piece = engine.takeDashboardPiece();
+        if (piece.text.length) {
+          parts.push(piece.text);
+          held += piece.text.length;
+        }
+        if (held >= kFoldBytes) {
+          blob = new Blob([blob, ...parts.splice(0)]);
+          held = 0;
+        }
+        for (const k of kIndexKeys) for (const v of piece[k]) index[k].push(v);
+      },
+      async finish() {
+        const file = new Blob([blob, ...parts.splice(0)], {type: 'application/json'});
+        return {file, metadata: await metadataOf(file),
+                index: Object.fromEntries(kIndexKeys.map((k) => [k, kIndexTypes[k].from(index[k])]))};
+      },
+    };
+  }
+
   // Runs the engine's job until it wants more text or has finished, posting progress.
-  async function run(read) {
+  async function run(read, file) {
     let calls = 0;
     for (;;) {
       if (cancelled) return false;
@@ -64,6 +107,7 @@ export function createDashboards({post, yieldToEvents}) {
       const p = engine.jobProgress();
       if (p.finished) return true;
       engine.continueJob();
+      file.take();
       if (++calls % kWindowsPerYield === 0) {
         reply(post, Msg.dashboardProgress, kPlain, engine.jobProgress(), {bytes: read.bytes, size: read.size});
         await yieldToEvents();
@@ -85,9 +129,9 @@ export function createDashboards({post, yieldToEvents}) {
                        {kind: corpus.kind, url: corpus.url || ''},
                    options};
       const cache = self.caches ? await self.caches.open(kCacheName).catch(() => null) : null;
-      const hit = cache ? await cache.match(cacheUrl(key)).catch(() => undefined) : undefined;
+      const hit = cache ? await cached(cache, key) : null;
       if (hit) {
-        reply(post, Msg.dashboard, kPlain, {text: await hit.text()},
+        reply(post, Msg.dashboard, kPlain, hit,
               {cached: true, cancelled: false, request: msg.request, ms: performance.now() - started});
         return;
       }
@@ -97,6 +141,7 @@ export function createDashboards({post, yieldToEvents}) {
                              blocks: msg.blocks || [], features: msg.features || [], ...options},
                             msg.dictionary === 'sae' ? msg.saeId | 0 : -1);
       running = true;
+      const file = createFile();
       for (;;) {
         const {value, done} = await source.reader.read();
         if (cancelled) break;
@@ -106,7 +151,7 @@ export function createDashboards({post, yieldToEvents}) {
         }
         read.bytes += value.length;
         engine.feedDashboard(value);
-        if (!(await run(read))) break;
+        if (!(await run(read, file))) break;
         // The first maxTokens tokens are in: the rest of the corpus is never read.
         if (engine.dashboardInputFull()) {
           source.reader.cancel().catch(() => {});
@@ -114,34 +159,51 @@ export function createDashboards({post, yieldToEvents}) {
           break;
         }
       }
-      if (!cancelled) await run(read);
+      if (!cancelled) await run(read, file);
       if (cancelled) {
         source.reader.cancel().catch(() => {});
         engine.endJob();
         running = false;
-        reply(post, Msg.dashboard, kPlain, {text: ''},
+        reply(post, Msg.dashboard, kPlain, {file: null},
               {cached: false, cancelled: true, request: msg.request, ms: performance.now() - started});
         return;
       }
-      const text = engine.dashboardText();
+      file.take();
       engine.endJob();
       running = false;
-      if (cache) {
-        await cache.put(cacheUrl(key), new Response(text, {headers: {'content-type': 'application/json'}}))
-            .catch(() => {});  // a full cache only costs computing it again
-      }
-      reply(post, Msg.dashboard, kPlain, {text},
+      const done = await file.finish();
+      if (cache) await store(cache, key, done);
+      reply(post, Msg.dashboard, kPlain, done,
             {cached: false, cancelled: false, request: msg.request, ms: performance.now() - started});
     } catch (e) {
       if (running) {
         try { engine.endJob(); } catch { /* ended */ }
       }
-      // Every block's dashboards over a large corpus are a text past what one string holds.
-      const message = e instanceof RangeError && /string length/i.test(e.message)
-          ? 'These dashboards are more text than the browser can hold in one piece: ' +
-            'pick fewer blocks or features, or a shorter corpus.'
-          : errorMessage(e);
-      post({type: Msg.error, kind: ErrorKind.dashboard, message});
+      post({type: Msg.error, kind: ErrorKind.dashboard, message: errorMessage(e)});
+    }
+  }
+
+  // A finished file and its index in the cache; a full cache only costs computing them again.
+  async function store(cache, key, {file, metadata, index}) {
+    const json = {metadata, ...Object.fromEntries(kIndexKeys.map((k) => [k, Array.from(index[k])]))};
+    try {
+      await cache.put(cacheUrl(key), new Response(file, {headers: {'content-type': 'application/json'}}));
+      await cache.put(cacheUrl(key, 'index'), new Response(JSON.stringify(json), {headers: {'content-type': 'application/json'}}));
+    } catch {
+      await cache.delete(cacheUrl(key, 'index')).catch(() => {});
+    }
+  }
+
+  // The same request's file and index from the cache, or null (both must be there).
+  async function cached(cache, key) {
+    try {
+      const [hit, hitIndex] = await Promise.all([cache.match(cacheUrl(key)), cache.match(cacheUrl(key, 'index'))]);
+      if (!hit || !hitIndex) return null;
+      const json = await hitIndex.json();
+      return {file: await hit.blob(), metadata: json.metadata,
+              index: Object.fromEntries(kIndexKeys.map((k) => [k, kIndexTypes[k].from(json[k])]))};
+    } catch {
+      return null;
     }
   }
 
