@@ -237,8 +237,11 @@ export function createDashboardPanel({store, worker, $, on, download, canRun, gr
     const pick = $('dashboard-pick');
     const features = s.dashboards?.features || [];
     if (pick.dataset.held !== String(features.length) + (s.dashboards?.source || '')) {
-      pick.replaceChildren(...features.map((f, i) =>
+      // Appended one by one: every block's 294,912 features as arguments overflow the call stack.
+      const options = document.createDocumentFragment();
+      features.forEach((f, i) => options.append(
         new Option(`block ${f.layer}, #${f.index}${f.label ? `: ${f.label}` : ''} (max ${f.maxActApprox.toPrecision(3)})`, String(i))));
+      pick.replaceChildren(options);
       pick.dataset.held = String(features.length) + (s.dashboards?.source || '');
     }
     pick.value = String(s.dashboardPick);
