@@ -2,12 +2,14 @@
 // exports in the page: the shapes it accepts, the errors it gives, and a fuzz of it: thousands of
 // seeded corruptions of a valid file (bytes flipped, cut, values swapped for other types, huge and
 // nested values) either read into a well-formed dashboard or fail with a DashboardFileError,
-// never another exception, and a write and read back gives the same dashboards.
+// never another exception, and a write and read back gives the same dashboards. Large files are
+// indexed a piece at a time instead (ours as the engine writes it, a feature a line, or JSON
+// Lines): the index reads back every feature the whole-file reader reads.
 import assert from 'node:assert/strict';
 import {gzipSync} from 'node:zlib';
 import {describe, test} from 'node:test';
-import {DashboardFileError, dashboardText, openDashboardBytes, parseDashboardText,
-        splitWindows} from '../../web/shared/dashboard.js';
+import {DashboardFileError, dashboardText, featureText, indexDashboardFile, openDashboardBytes, parseDashboardText,
+        readIndexedFeature, splitWindows} from '../../web/shared/dashboard.js';
 
 const window_ = (dataIndex, values, binMin = -1, binMax = -1, binContains = 3) => ({
   tokens: values.map((_, i) => ` t${i}`), values, maxValue: Math.max(...values),
@@ -89,7 +91,39 @@ describe('the dashboard file reader', () => {
     }
   });
 
-  test('fuzz: 4,000 corruptions read well-formed or fail with a DashboardFileError', () => {
+  test('ours as the engine writes it and JSON Lines are indexed in pieces; other shapes are left to the whole reader', async () => {
+    const whole = parseDashboardText(JSON.stringify(ours));
+    // The engine's layout: the metadata on the first line, then a feature a line (é: bytes, not characters).
+    const text = `{"metadata":${JSON.stringify({...ours.metadata, corpus: 'é.txt'})},"features":[\n` +
+                 ours.features.map((f) => JSON.stringify(f)).join(',\n') + '\n]}\n';
+    const lines = ours.features.map((f) => JSON.stringify({...f, explanations: [{description: 'é'}]})).join('\r\n');
+    for (const piece of [1, 7, 1 << 20]) {
+      const a = await indexDashboardFile(new Blob([text]), piece);
+      assert.ok(a.ours);
+      assert.deepEqual(a.metadata, {...ours.metadata, corpus: 'é.txt'});
+      assert.deepEqual(a.features.map((e) => [e.layer, e.index, e.maxActApprox]), [[0, 1, 3], [1, 7, 3]]);
+      for (const [i, e] of a.features.entries()) {
+        assert.deepEqual(await readIndexedFeature(new Blob([text]), e), whole.features[i], `piece ${piece}, feature ${i}`);
+      }
+      const b = await indexDashboardFile(new Blob([lines]), piece);
+      assert.equal(b.metadata, null);
+      assert.deepEqual(b.features.map((e) => e.label), ['é', 'é']);
+      assert.deepEqual((await readIndexedFeature(new Blob([lines]), b.features[1])).activations, whole.features[1].activations);
+      // What the page exports of an indexed file reads back the same.
+      assert.deepEqual(parseDashboardText(featureText(whole.features[1])).features, [whole.features[1]]);
+    }
+    for (const other of [JSON.stringify(ours), JSON.stringify(ours.features), JSON.stringify(ours, null, 2), '[\n1]']) {
+      assert.equal(await indexDashboardFile(new Blob([other]), 5), null, other.slice(0, 20));
+    }
+    await assert.rejects(indexDashboardFile(new Blob([lines + '\n{"index": ']), 3), /line 3: not JSON/);
+    await assert.rejects(indexDashboardFile(new Blob([text.replace('\n]}\n', '\n')]), 3), /does not end/);
+    await assert.rejects(indexDashboardFile(new Blob([`${text}{"layer": 0}\n`]), 3), /after the end/);
+    await assert.rejects(indexDashboardFile(new Blob([`${JSON.stringify(ours.features[0])}\n{"layer": -1, "index": 2}`])),
+                         /line 2.*layer/);
+  });
+
+  test('fuzz: 4,000 corruptions read well-formed or fail with a DashboardFileError, whole and indexed', async () => {
+    let indexed = 0;
     const next = random(50);
     const base = JSON.stringify(ours);
     const others = [null, true, -1, 1e308, '', 'x', [], {}, [[]], {index: 1}, 'NaN', 2 ** 53, -0.5];
@@ -127,7 +161,24 @@ describe('the dashboard file reader', () => {
       } catch (e) {
         if (!(e instanceof DashboardFileError)) throw new Error(`case ${i}: ${e.stack}\n${text.slice(0, 300)}`);
       }
+      // The indexer, over the JSON Lines as they are and the rest with a line break after each
+      // '[' and '},': null, or entries whose bytes read back, or a DashboardFileError.
+      if (i % 4 === 3 || i % 8 === 0) {
+        const lined = new Blob([kind === 3 ? text : text.replace(/(\[|\},)/g, '$1\n')]);
+        try {
+          const index = await indexDashboardFile(lined, 1 + (i % 13));
+          for (const e of index?.features ?? []) {
+            const f = await readIndexedFeature(lined, e);
+            assertWellFormed({metadata: null, features: [f]});
+            assert.deepEqual([f.layer, f.index], [e.layer, e.index]);
+            ++indexed;
+          }
+        } catch (e) {
+          if (!(e instanceof DashboardFileError)) throw new Error(`case ${i} indexed: ${e.stack}\n${text.slice(0, 300)}`);
+        }
+      }
     }
     assert.ok(read > 100, `${read} of the corruptions still read`);  // the fuzz reaches the reader's checks
+    assert.ok(indexed > 100, `${indexed} features of the corruptions indexed`);
   });
 });

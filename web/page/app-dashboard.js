@@ -2,21 +2,22 @@
 // (worker-dashboard.js: `gpt2 dashboard` over the small model's held-out text, a local file or a
 // URL, with progress and cancel) or opened from a file (ours, or Neuronpedia's export of a block),
 // a feature picked among them, the export of what is held. Other panels ask for a feature's
-// dashboard through showFeature(): the graph's pinned node and the SAE panel's features. A file
-// opened enters through openText(), read whole; the worker's come through openFile(), a Blob with
-// where each feature lies in it, a feature read from it when shown (every block's file is GBs of
-// text). State lives in the store (kDashboardState); shared/dashboard.js reads files,
+// dashboard through showFeature(): the graph's pinned node and the SAE panel's features. The
+// worker's come through openFile(), a Blob with where each feature lies in it; a file opened is
+// indexed the same way when it is ours or JSON Lines (indexDashboardFile), else read whole
+// (openText). An indexed feature is read from the Blob when shown (every block's file is GBs). State lives in the store (kDashboardState); shared/dashboard.js reads files,
 // view-dashboard.js draws.
-import {DashboardFileError, dashboardText, featureOf, openDashboardBytes, parseDashboardText} from '../shared/dashboard.js';
+import {DashboardFileError, dashboardText, featureText, indexDashboardFile, openDashboardBytes, parseDashboardText,
+        readIndexedFeature} from '../shared/dashboard.js';
 import {Msg} from '../shared/protocol.js';
 import {renderIfChanged} from './store.js';
 import * as dashboardView from '../views/view-dashboard.js';
 
 // The store's dashboard fields, merged into app.js's initial state.
 export const kDashboardState = {
-  // {metadata, features, source (in words), dictionary: 'transcoders' | 'sae' | '', file}: a file
-  // read whole has every feature; the worker's (file: its Blob) has, per feature, {layer, index,
-  // maxActApprox, label, at: [begin, end)}, the bytes of its object in the file.
+  // {metadata, features, source (in words), dictionary: 'transcoders' | 'sae' | '', file, ours}: a
+  // file read whole has every feature; an indexed one (file: its Blob; ours: in our format) has,
+  // per feature, {layer, index, maxActApprox, label, at: [begin, end)}, its object's bytes in it.
   dashboards: null,
   dashboardPick: -1,       // index into dashboards.features
   dashboardShown: null,    // {entry, feature}: the last feature read from a file's bytes
@@ -59,16 +60,47 @@ export function createDashboardPanel({store, worker, $, on, download, canRun, gr
       layer, index: index.indices[i], maxActApprox: index.maxActs[i], label: '',
       at: [index.begins[i], index.ends[i]],
     }));
-    hold({metadata, features, file}, source, dictionary);
+    hold({metadata, features, file, ours: true}, source, dictionary);
+  }
+
+  // A file the user opened: indexed when it is ours or JSON Lines, else read whole; gzip opened.
+  async function openUserFile(file) {
+    store.set({dashboardStatus: `Reading ${file.name}…`, dashboardError: ''});
+    store.flush();
+    let blob = file;
+    const head = new Uint8Array(await file.slice(0, 2).arrayBuffer());
+    if (head[0] === 0x1f && head[1] === 0x8b) {
+      blob = await new Response(file.stream().pipeThrough(new DecompressionStream('gzip'))).blob();
+    }
+    const indexed = await indexDashboardFile(blob);
+    if (indexed) {
+      hold({...indexed, file: blob}, file.name);
+    } else {
+      openText(await openDashboardBytes(await blob.arrayBuffer()), file.name);
+    }
   }
 
   // A feature of the worker's file, read from its bytes when it is shown.
   async function read(held, entry) {
     try {
-      const feature = featureOf(JSON.parse(await held.file.slice(entry.at[0], entry.at[1]).text()));
+      const feature = await readIndexedFeature(held.file, entry);
       if (state.dashboards === held) store.set({dashboardShown: {entry, feature}});
     } catch (e) {
       store.set({dashboardError: `Block ${entry.layer}, feature #${entry.index}: ${e.message}`});
+    }
+  }
+
+  // An indexed file of another format (Neuronpedia's JSON Lines) in ours, a feature at a time.
+  async function exportIndexed(d) {
+    try {
+      const parts = [`{"metadata":${JSON.stringify(d.metadata ?? {})},"features":[`];
+      for (const [i, entry] of d.features.entries()) {
+        parts.push(`${i ? ',' : ''}\n${featureText(await readIndexedFeature(d.file, entry))}`);
+      }
+      parts.push('\n]}\n');
+      download('dashboards.json', new Blob(parts, {type: 'application/json'}));
+    } catch (e) {
+      store.set({dashboardError: `Export: ${e.message}`});
     }
   }
 
@@ -168,9 +200,9 @@ export function createDashboardPanel({store, worker, $, on, download, canRun, gr
     e.target.value = '';
     if (!file) return;
     try {
-      openText(await openDashboardBytes(await file.arrayBuffer()), file.name);
+      await openUserFile(file);
     } catch (err) {
-      store.set({dashboardError: `${file.name}: ${err.message}`});
+      store.set({dashboardError: `${file.name}: ${err.message}`, dashboardStatus: 'Not opened; the dashboards held before are kept.'});
     }
     store.flush();
   });
@@ -178,7 +210,13 @@ export function createDashboardPanel({store, worker, $, on, download, canRun, gr
   on($('dashboard-export'), 'click', () => {
     const d = state.dashboards;
     if (!d) return;
-    download('dashboards.json', d.file || new Blob([dashboardText(d)], {type: 'application/json'}));
+    if (d.file && d.ours) {
+      download('dashboards.json', d.file);
+    } else if (d.file) {
+      exportIndexed(d);
+    } else {
+      download('dashboards.json', new Blob([dashboardText(d)], {type: 'application/json'}));
+    }
   });
 
   // ---- Worker replies ---------------------------------------------------------------------------

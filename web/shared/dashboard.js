@@ -189,9 +189,101 @@ export function splitWindows(feature) {
   return {top, bands: [...bands.values()].sort((a, b) => a.min - b.min)};
 }
 
+// A file too large to read as one string (every block's is GBs), read in pieces and indexed
+// instead: ours as the engine writes it (its metadata on the first line, then a feature a line)
+// or JSON Lines. Each feature is checked as parseDashboardText checks it and kept as {layer,
+// source, index, label, maxActApprox, at: [begin, end)}, the bytes of its object in the file, read
+// again when shown (readIndexedFeature). Returns {metadata (ours, or null), features, ours}, or
+// null for any other shape (the caller reads the text whole); DashboardFileError naming the line.
+export async function indexDashboardFile(blob, piece = 16 << 20) {
+  const decoder = new TextDecoder('utf-8');
+  const features = [];
+  let metadata = null;
+  let ended = false;
+  let line = 0;
+  // One line's bytes [begin, begin + bytes.length): false when the file is not line-structured.
+  const take = (bytes, begin) => {
+    ++line;
+    let lo = 0, hi = bytes.length;
+    const blank = (b) => b === 0x20 || b === 0x09 || b === 0x0d || b === 0x0a;
+    while (lo < hi && blank(bytes[lo])) ++lo;
+    while (hi > lo && (blank(bytes[hi - 1]) || bytes[hi - 1] === 0x2c)) --hi;  // ours ends features with ','
+    if (lo === hi) return true;
+    const text = decoder.decode(bytes.subarray(lo, hi));
+    if (line === 1 && text.startsWith('{"metadata"') && text.endsWith('"features":[')) {
+      try {
+        const m = JSON.parse(`${text}]}`).metadata;
+        if (m !== null && typeof m === 'object') {
+          metadata = Object.fromEntries(kMetadataKeys.filter((k) => k in m).map((k) => [k, m[k]]));
+        }
+      } catch {
+        return false;
+      }
+      return true;
+    }
+    if (metadata && (text === ']}' || text === ']')) {
+      ended = true;
+      return true;
+    }
+    if (ended) fail(`line ${line}`, 'text after the end of the feature list');
+    let item;
+    try {
+      item = JSON.parse(text);
+    } catch (e) {
+      if (line === 1) return false;
+      fail(`line ${line}`, `not JSON (${e.message})`);
+    }
+    if (line === 1 && (item === null || typeof item !== 'object' || Array.isArray(item) || !('index' in item))) return false;
+    const f = featureOf(item, `line ${line}`);
+    if (features.length === kMaxDashboardFeatures) fail(`line ${line}`, `more than ${kMaxDashboardFeatures} features`);
+    features.push({layer: f.layer, source: f.source, index: f.index, label: f.label, maxActApprox: f.maxActApprox,
+                   at: [begin + lo, begin + hi]});
+    return true;
+  };
+  let pending = [];  // the current line's bytes from earlier pieces
+  let lineBegin = 0;
+  for (let at = 0; at < blob.size; at += piece) {
+    const bytes = new Uint8Array(await blob.slice(at, Math.min(blob.size, at + piece)).arrayBuffer());
+    let from = 0;
+    for (let nl = bytes.indexOf(0x0a); nl >= 0; nl = bytes.indexOf(0x0a, from)) {
+      const part = bytes.subarray(from, nl);
+      const whole = pending.length ? concat([...pending, part]) : part;
+      pending = [];
+      if (!take(whole, lineBegin)) return null;
+      from = nl + 1;
+      lineBegin = at + from;
+    }
+    if (from < bytes.length) pending.push(bytes.subarray(from));
+  }
+  if (pending.length && !take(concat(pending), lineBegin)) return null;
+  if (metadata && !ended) fail(`line ${line}`, 'the feature list does not end');
+  return {metadata, features, ours: !!metadata};
+}
+
+function concat(parts) {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
+// One feature of an indexed file (indexDashboardFile's entry), read from its bytes.
+export async function readIndexedFeature(blob, entry) {
+  return featureOf(JSON.parse(await blob.slice(entry.at[0], entry.at[1]).text()),
+                   `block ${entry.layer}, #${entry.index}`);
+}
+
 // {metadata, features} -> the file's text, our keys in our order (Neuronpedia's keys: the page's
 // export opens in any tool that reads them).
 export function dashboardText({metadata, features}) {
+  return `{"metadata":${JSON.stringify(metadata ?? {})},"features":[${features.map(featureText).join(',')}]}`;
+}
+
+// One feature (shared/dashboard.js's shape) as the file writes it.
+export function featureText(f) {
   const feature = (f) => ({
     layer: f.layer, index: f.index, frac_nonzero: f.frac_nonzero, maxActApprox: f.maxActApprox,
     pos_str: f.pos_str, pos_values: Array.from(f.pos_values), neg_str: f.neg_str,
@@ -204,5 +296,5 @@ export function dashboardText({metadata, features}) {
       binMax: w.binMax, binContains: w.binContains,
     })),
   });
-  return JSON.stringify({metadata: metadata ?? {}, features: features.map(feature)});
+  return JSON.stringify(feature(f));
 }
