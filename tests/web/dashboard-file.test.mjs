@@ -98,8 +98,11 @@ describe('the dashboard file reader', () => {
                  ours.features.map((f) => JSON.stringify(f)).join(',\n') + '\n]}\n';
     const lines = ours.features.map((f) => JSON.stringify({...f, explanations: [{description: 'é'}]})).join('\r\n');
     for (const piece of [1, 7, 1 << 20]) {
-      const a = await indexDashboardFile(new Blob([text]), piece);
+      const seen = [];
+      const a = await indexDashboardFile(new Blob([text]), piece, (done, size) => seen.push([done, size]));
       assert.ok(a.ours);
+      assert.deepEqual(seen.at(-1), [new Blob([text]).size, new Blob([text]).size], 'the progress ends at the size');
+      assert.ok(seen.every(([done], i) => i === 0 || done > seen[i - 1][0]), 'the progress rises');
       assert.deepEqual(a.metadata, {...ours.metadata, corpus: 'é.txt'});
       assert.deepEqual(a.features.map((e) => [e.layer, e.index, e.maxActApprox]), [[0, 1, 3], [1, 7, 3]]);
       for (const [i, e] of a.features.entries()) {

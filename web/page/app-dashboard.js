@@ -72,7 +72,8 @@ export function createDashboardPanel({store, worker, $, on, download, canRun, gr
     if (head[0] === 0x1f && head[1] === 0x8b) {
       blob = await new Response(file.stream().pipeThrough(new DecompressionStream('gzip'))).blob();
     }
-    const indexed = await indexDashboardFile(blob);
+    const indexed = await indexDashboardFile(blob, undefined, (done, size) => store.set({
+      dashboardStatus: `Reading ${file.name}: ${Math.round((100 * done) / size)}% of ${(size / 1e6).toFixed(0)} MB…`}));
     if (indexed) {
       hold({...indexed, file: blob}, file.name);
     } else {

@@ -195,7 +195,8 @@ export function splitWindows(feature) {
 // source, index, label, maxActApprox, at: [begin, end)}, the bytes of its object in the file, read
 // again when shown (readIndexedFeature). Returns {metadata (ours, or null), features, ours}, or
 // null for any other shape (the caller reads the text whole); DashboardFileError naming the line.
-export async function indexDashboardFile(blob, piece = 16 << 20) {
+// onProgress(bytes read, size) after each piece.
+export async function indexDashboardFile(blob, piece = 16 << 20, onProgress = () => {}) {
   const decoder = new TextDecoder('utf-8');
   const features = [];
   let metadata = null;
@@ -254,6 +255,7 @@ export async function indexDashboardFile(blob, piece = 16 << 20) {
       lineBegin = at + from;
     }
     if (from < bytes.length) pending.push(bytes.subarray(from));
+    onProgress(Math.min(blob.size, at + piece), blob.size);
   }
   if (pending.length && !take(concat(pending), lineBegin)) return null;
   if (metadata && !ended) fail(`line ${line}`, 'the feature list does not end');
