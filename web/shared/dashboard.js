@@ -212,15 +212,8 @@ export async function indexDashboardFile(blob, piece = 16 << 20, onProgress = ()
     if (lo === hi) return true;
     const text = decoder.decode(bytes.subarray(lo, hi));
     if (line === 1 && text.startsWith('{"metadata"') && text.endsWith('"features":[')) {
-      try {
-        const m = JSON.parse(`${text}]}`).metadata;
-        if (m !== null && typeof m === 'object') {
-          metadata = Object.fromEntries(kMetadataKeys.filter((k) => k in m).map((k) => [k, m[k]]));
-        }
-      } catch {
-        return false;
-      }
-      return true;
+      metadata = metadataOfHead(text);
+      return metadata !== undefined;
     }
     if (metadata && (text === ']}' || text === ']')) {
       ended = true;
@@ -260,6 +253,18 @@ export async function indexDashboardFile(blob, piece = 16 << 20, onProgress = ()
   if (pending.length && !take(concat(pending), lineBegin)) return null;
   if (metadata && !ended) fail(`line ${line}`, 'the feature list does not end');
   return {metadata, features, ours: !!metadata};
+}
+
+// Our file's metadata from its head, the text up to its feature list's '[' (the engine's first
+// line): an object (its known keys), null when it names none, undefined when it is not such a head.
+export function metadataOfHead(head) {
+  let m;
+  try {
+    m = JSON.parse(`${head}]}`).metadata;
+  } catch {
+    return undefined;
+  }
+  return m !== null && typeof m === 'object' ? Object.fromEntries(kMetadataKeys.filter((k) => k in m).map((k) => [k, m[k]])) : null;
 }
 
 function concat(parts) {

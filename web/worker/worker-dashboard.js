@@ -8,6 +8,7 @@
 // kept in the Cache API under a key naming the model, the dictionary, the corpus and the options,
 // and read from there when the same dashboards are asked for again.
 
+import {metadataOfHead} from '../shared/dashboard.js';
 import {canonical} from '../shared/interventions.js';
 import {ErrorKind, Msg, errorMessage} from '../shared/protocol.js';
 import {reply} from './reply.js';
@@ -29,12 +30,12 @@ const kFoldBytes = 16 << 20;
 const kIndexKeys = ['layers', 'indices', 'maxActs', 'begins', 'ends'];
 const kIndexTypes = {layers: Int32Array, indices: Int32Array, maxActs: Float32Array, begins: Float64Array, ends: Float64Array};
 
-// The file's metadata, from its opening bytes ({"metadata": {...}, "features": [ ...).
+// The file's metadata, from its first line ({"metadata": {...}, "features":[).
 async function metadataOf(file) {
   const head = await file.slice(0, 1 << 20).text();
-  const at = head.indexOf('"features":[');
-  if (at < 0) throw new Error('The dashboards\' file has no feature list.');
-  return JSON.parse(`${head.slice(0, at)}"features":[]}`).metadata;
+  const metadata = metadataOfHead(head.slice(0, head.indexOf('\n')));
+  if (!metadata) throw new Error('The dashboards\' file does not open with its metadata.');
+  return metadata;
 }
 
 // post, yieldToEvents: worker.js's.
@@ -168,7 +169,6 @@ export function createDashboards({post, yieldToEvents}) {
               {cached: false, cancelled: true, request: msg.request, ms: performance.now() - started});
         return;
       }
-      file.take();
       engine.endJob();
       running = false;
       const done = await file.finish();
