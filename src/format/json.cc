@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <unordered_set>
@@ -292,6 +293,16 @@ void JsonString(std::ostream& out, const std::string& s) {
 void JsonNumber(std::ostream& out, double v) {
   if (!std::isfinite(v)) {
     out << "null";
+    return;
+  }
+  // Whole numbers below 1e9 print as %.9g prints them, without snprintf: a dashboard window's
+  // values are mostly zeros, and its top windows' bounds are -1.
+  if (v == 0) {
+    out << (std::signbit(v) ? "-0" : "0");
+    return;
+  }
+  if (std::fabs(v) < 1e9 && v == std::trunc(v)) {
+    out << static_cast<int64_t>(v);
     return;
   }
   char buf[32];

@@ -1,6 +1,7 @@
 // A dashboard's file (lab/dashboard_json.h).
 #include "lab/dashboard_json.h"
 
+#include <sstream>
 #include <vector>
 
 #include "base/text.h"
@@ -9,26 +10,13 @@
 
 namespace gpt2 {
 
-namespace {
-
-void Strings(std::ostream& out, const Tokenizer& tokenizer, const std::vector<int>& ids) {
-  out << '[';
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (i) out << ',';
-    JsonString(out, DashboardTokenText(tokenizer, ids[i]));
-  }
-  out << ']';
-}
-
-}  // namespace
-
 std::string DashboardTokenText(const Tokenizer& tokenizer, int id) {
   return ValidUtf8(tokenizer.TokenBytes(id));
 }
 
 DashboardJsonWriter::DashboardJsonWriter(std::ostream& out, const DashboardMetadata& m,
                                          const Tokenizer& tokenizer)
-    : out_(out), tokenizer_(tokenizer) {
+    : out_(out), tokenizer_(tokenizer), token_json_(tokenizer.vocab_size()) {
   out_ << "{\"metadata\":{\"model\":";
   JsonString(out_, m.model);
   out_ << ",\"dictionary\":";
@@ -48,11 +36,11 @@ int DashboardJsonWriter::Feature(const FeatureDashboard& f) {
   out_ << ",\"maxActApprox\":";
   JsonNumber(out_, f.max);
   out_ << ",\"pos_str\":";
-  Strings(out_, tokenizer_, f.promoted);
+  Strings(f.promoted);
   out_ << ",\"pos_values\":";
   JsonArray(out_, f.promoted_values);
   out_ << ",\"neg_str\":";
-  Strings(out_, tokenizer_, f.suppressed);
+  Strings(f.suppressed);
   out_ << ",\"neg_values\":";
   JsonArray(out_, f.suppressed_values);
   out_ << ",\"freq_hist_data_bar_heights\":";
@@ -63,7 +51,7 @@ int DashboardJsonWriter::Feature(const FeatureDashboard& f) {
   for (size_t i = 0; i < f.windows.size(); ++i) {
     const DashboardWindow& w = f.windows[i];
     out_ << (i ? ",{" : "{") << "\"tokens\":";
-    Strings(out_, tokenizer_, w.ids);
+    Strings(w.ids);
     out_ << ",\"values\":";
     JsonArray(out_, w.values);
     out_ << ",\"maxValue\":";
@@ -77,6 +65,26 @@ int DashboardJsonWriter::Feature(const FeatureDashboard& f) {
   }
   out_ << "]}";
   return separator;
+}
+
+void DashboardJsonWriter::Strings(const std::vector<int>& ids) {
+  out_ << '[';
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) out_ << ',';
+    const int id = ids[i];
+    if (id < 0 || id >= static_cast<int>(token_json_.size())) {
+      JsonString(out_, DashboardTokenText(tokenizer_, id));
+      continue;
+    }
+    std::string& text = token_json_[id];
+    if (text.empty()) {  // a JSON string is never empty: it has its quotes
+      std::ostringstream quoted;
+      JsonString(quoted, DashboardTokenText(tokenizer_, id));
+      text = quoted.str();
+    }
+    out_ << text;
+  }
+  out_ << ']';
 }
 
 void DashboardJsonWriter::End() { out_ << "\n]}\n"; }

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "lab/dashboard.h"
 
@@ -38,8 +39,13 @@ class DashboardJsonWriter {
   void End();  // closes the document
 
  private:
+  void Strings(const std::vector<int>& ids);
+
   std::ostream& out_;
   const Tokenizer& tokenizer_;
+  // Each token's JSON string, made when first written: a block's windows over 100 k tokens
+  // write ~140 M tokens, from a vocabulary of 50,257.
+  std::vector<std::string> token_json_;
   bool first_ = true;
 };
 
