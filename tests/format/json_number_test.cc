@@ -28,12 +28,13 @@ std::string Printf(double v) {
 }  // namespace
 
 TEST_CASE("JsonNumber is printf's %.9g", "[json]") {
-  std::vector<double> values = {0.0, -0.0, 1, -1, 2, 10, 100, 123456789, -123456789, 999999999,
-                                1e9, -1e9, 1e9 + 1, 1234567890, 1e15, 4503599627370496.0,
-                                0.5, -0.5, 1.5, 0.1, 1e-7, 3.0000001, 99999999.5,
-                                std::numeric_limits<double>::denorm_min(),
-                                std::numeric_limits<double>::max(),
-                                static_cast<double>(std::numeric_limits<float>::max())};
+  std::vector<double> values = {
+      0.0,        -0.0,      1,   -1,   2,       10,         100,       123456789,
+      -123456789, 999999999, 1e9, -1e9, 1e9 + 1, 1234567890, 1e15,      4503599627370496.0,
+      0.5,        -0.5,      1.5, 0.1,  1e-7,    3.0000001,  99999999.5};
+  values.push_back(std::numeric_limits<double>::denorm_min());
+  values.push_back(std::numeric_limits<double>::max());
+  values.push_back(std::numeric_limits<float>::max());
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> uniform(-20.0f, 20.0f);
   for (int i = 0; i < 2000; ++i) values.push_back(uniform(rng));
