@@ -369,14 +369,31 @@ describe('the Experiments panel', {skip: !fs.existsSync(path.join(kSite, 'index.
   });
 
   test('the heads ranking can be cancelled and says so', async () => {
-    // Both clicks in one task: the worker takes the cancel between the first and second head.
-    await page.evaluate(() => {
-      document.querySelector('[data-testid=sweep-run]').click();
-      document.querySelector('[data-testid=sweep-cancel]').click();
-    });
-    await page.waitForFunction(() => /Cancelled after/.test(document.querySelector('[data-testid=sweep]').textContent),
-                               null, {timeout: kTimeout});
-    assert.ok(await page.locator('[data-testid=sweep-results] li').count() < plain.config.n_layer * plain.config.n_head);
+    // Both clicks in one task, so the cancel is sent right behind the run. The worker usually takes
+    // it between the first heads, but the page's message can reach it after the small model's
+    // last head (seen once on a loaded machine): then the ranking is whole and must not say it was
+    // cancelled. Either way the page must agree with itself; some try must be cut short.
+    const total = plain.config.n_layer * plain.config.n_head;
+    let cut = 0;
+    for (let attempt = 0; attempt < 5 && !cut; ++attempt) {
+      await page.evaluate(() => {
+        document.querySelector('[data-testid=sweep-run]').click();
+        document.querySelector('[data-testid=sweep-cancel]').click();
+      });
+      await page.waitForFunction(() => window.gpt2Page.state.sweep.running === false, null, {timeout: kTimeout});
+      const text = await page.getByTestId('sweep').textContent();
+      const ranked = await page.evaluate(() => window.gpt2Page.state.sweep.result.heads.length);
+      const said = /Cancelled after (\d+) of (\d+) heads/.exec(text);
+      if (said) {
+        ++cut;
+        assert.ok(Number(said[1]) < total, text);
+        assert.equal(Number(said[2]), total, text);
+        assert.equal(ranked, Number(said[1]), `${ranked} heads ranked after: ${text}`);
+      } else {
+        assert.equal(ranked, total, `a ranking not cancelled has every head: ${text}`);
+      }
+    }
+    assert.ok(cut > 0, 'no try of five was cancelled');
     assert.equal(await page.getByTestId('sweep-run').isDisabled(), false);
     assert.equal(await page.getByTestId('error').isVisible(), false);
   });

@@ -246,6 +246,9 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
   // cancel or a progress update waits at most that long) until done or cancelled; onCells gets
   // each call's {layers, indices, values}. Always ends the job: the engine gives the page's
   // conversation back, captured under its interventions.
+  // A cancel that lands after the last cell found the job finished: it is reported as finished.
+  const cutShort = (done, total) => cancelJob && done < total;
+
   async function runJob(total, progress, onCells, extra = {}) {
     let done = 0;
     while (done < total && !cancelJob) {
@@ -282,11 +285,11 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
       if (!info) throw new Error('Generate some text with "capture activations" on first.');
       const s = engine.startHeadSweep(msg.position | 0, msg.target | 0, msg.interventions || {});
       const heads = [];
-      await runJob(s.total, Msg.sweepProgress, ({layers, indices, values}) => values.forEach((logProb, i) =>
+      const done = await runJob(s.total, Msg.sweepProgress, ({layers, indices, values}) => values.forEach((logProb, i) =>
         heads.push({layer: layers[i], head: indices[i], logProb, drop: s.base - logProb})));
       heads.sort((a, b) => b.drop - a.drop || a.layer - b.layer || a.head - b.head);
       reply(post, Msg.sweep, kPlain, s, {meanAblation: !!msg.interventions?.meanAblation, heads, done: heads.length,
-                                         cancelled: cancelJob, ms: performance.now() - started});
+                                         cancelled: cutShort(done, s.total), ms: performance.now() - started});
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.sweep, message: errorMessage(e)});
     } finally {
@@ -309,7 +312,7 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
       const done = await runJob(s.total, Msg.patchingProgress, ({layers, indices, values}) => values.forEach((v, i) => {
         recovered[layers[i] * T + indices[i]] = v;
       }));
-      reply(post, Msg.patching, kPlain, s, {nLayer: L, recovered, done, cancelled: cancelJob, ms: performance.now() - started,
+      reply(post, Msg.patching, kPlain, s, {nLayer: L, recovered, done, cancelled: cutShort(done, s.total), ms: performance.now() - started,
                                             pieces: bytesToPieces(corrupted), answerPieces: bytesToPieces([s.answer, s.other])});
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.patching, message: errorMessage(e)});
@@ -333,7 +336,7 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
         values[layers[i] * info.n_head + indices[i]] = x;
       }));
       reply(post, Msg.pathPatch, kPlain, s, {nLayer: info.n_layer, nHead: info.n_head, receivers,
-                                             targetPiece: bytesToPieces([s.target])[0], values, done, cancelled: cancelJob,
+                                             targetPiece: bytesToPieces([s.target])[0], values, done, cancelled: cutShort(done, s.total),
                                              ms: performance.now() - started});
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.pathPatch, message: errorMessage(e)});
@@ -352,7 +355,7 @@ export function createJobs({post, yieldToEvents, busy = () => false, lensPiece =
       const paths = [];
       const done = await runJob(s.total, Msg.pathPatchProgress, ({layers, indices, values}) => values.forEach((value, i) =>
         paths.push({receiver: layers[i] === info.n_layer ? 'logits' : `${layers[i]}.${indices[i]}`, value})), {paths: true});
-      reply(post, Msg.pathPatchPaths, kPlain, s, {layer: msg.layer, head: msg.head, paths, done, cancelled: cancelJob});
+      reply(post, Msg.pathPatchPaths, kPlain, s, {layer: msg.layer, head: msg.head, paths, done, cancelled: cutShort(done, s.total)});
     } catch (e) {
       post({type: Msg.error, kind: ErrorKind.pathPatch, message: errorMessage(e)});
     } finally {
