@@ -33,18 +33,9 @@ GraphFeatureCard FeatureCardOf(Conversation& c, const TranscoderSet& transcoders
   tc->EncodeFeatures(run.blocks[layer].resid_mid.data(), T, &feature, 1, card.activations.data(),
                      nullptr, scratch);
   std::vector<float> w = tc->LogitWeights(c.model(), {feature});
-  std::vector<int> order;
-  LargestIndices(w.data(), V, k, &order);
-  for (int i : order) {
-    card.promoted.push_back(i);
-    card.promoted_weights.push_back(w[i]);
-  }
-  for (float& x : w) x = -x;
-  LargestIndices(w.data(), V, k, &order);
-  for (int i : order) {
-    card.suppressed.push_back(i);
-    card.suppressed_weights.push_back(-w[i]);
-  }
+  ExtremeIndices(w.data(), V, k, &card.promoted, &card.suppressed);
+  for (int i : card.promoted) card.promoted_weights.push_back(w[i]);
+  for (int i : card.suppressed) card.suppressed_weights.push_back(w[i]);
   return card;
 }
 

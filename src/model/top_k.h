@@ -25,4 +25,15 @@ void KeepLargest(const float* x, int k, std::vector<int>* order);
 // KeepLargest over every index of x [n] (order is resized to n first: a caller's reused buffer).
 void LargestIndices(const float* x, int n, int k, std::vector<int>* order);
 
+// In one pass over x [n]: `largest` gets LargestIndices' answer, `smallest` its mirror, the
+// LargestIndices of -x: the k smallest, ascending, equal values by lower index, NaN ranked as
+// +inf (a feature's promoted and suppressed tokens). Either may be null. With bounds, only the
+// indices not beyond them take part: x[i] < high_bound is left out of `largest`, x[i] >
+// low_bound out of `smallest` (NaN never is), so either may hold fewer than k: for x in pieces,
+// the bound being the k-th value found in the pieces before.
+void ExtremeIndices(const float* x, int n, int k, std::vector<int>* largest,
+                    std::vector<int>* smallest,
+                    float high_bound = -std::numeric_limits<float>::infinity(),
+                    float low_bound = std::numeric_limits<float>::infinity());
+
 }  // namespace gpt2

@@ -1,5 +1,6 @@
 // model/top_k.h against a stable sort of every index (the definition written out): descending,
-// equal values by lower index, NaN below -inf's equals by index, k clamped.
+// equal values by lower index, NaN below -inf's equals by index, k clamped; the smallest as the
+// largest of -x.
 #include "model/top_k.h"
 
 #include <algorithm>
@@ -80,6 +81,34 @@ TEST_CASE("LargestIndices: few of many, as a sort of every index", "[sampling]")
         std::vector<int> got = {5, 6};  // a reused buffer
         gpt2::LargestIndices(x.data(), n, k, &got);
         CHECK(got == std::vector<int>(want.begin(), want.begin() + std::min(k, n)));
+        // Both sides in one pass: the smallest are, by definition, the largest of -x.
+        std::vector<float> negated(n);
+        for (int i = 0; i < n; ++i) negated[i] = -x[i];
+        std::vector<int> want_smallest, largest = {1}, smallest = {2, 3};
+        gpt2::LargestIndices(negated.data(), n, k, &want_smallest);
+        gpt2::ExtremeIndices(x.data(), n, k, &largest, &smallest);
+        CHECK(largest == got);
+        CHECK(smallest == want_smallest);
+        gpt2::ExtremeIndices(x.data(), n, k, nullptr, &smallest);
+        CHECK(smallest == want_smallest);
+        // With bounds: the same over the indices not beyond them (the value ranked k / 2 or 2k on
+        // each side, so that fewer than k or k pass; NaN always does).
+        std::vector<int> all_smallest;
+        gpt2::LargestIndices(negated.data(), n, n, &all_smallest);
+        for (int b : {k / 2, std::min(2 * k, n - 1)}) {
+          const float high_bound = x[want[b]], low_bound = x[all_smallest[b]];
+          std::vector<int> want_high, want_low;
+          for (int i : want) {
+            if (!(x[i] < high_bound) && static_cast<int>(want_high.size()) < k)
+              want_high.push_back(i);
+          }
+          for (int i : all_smallest) {
+            if (!(x[i] > low_bound) && static_cast<int>(want_low.size()) < k) want_low.push_back(i);
+          }
+          gpt2::ExtremeIndices(x.data(), n, k, &largest, &smallest, high_bound, low_bound);
+          CHECK(largest == want_high);
+          CHECK(smallest == want_low);
+        }
       }
     }
   }
