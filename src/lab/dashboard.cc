@@ -18,9 +18,10 @@ namespace gpt2 {
 
 namespace {
 
-// Features finished per step: their logit tables are one product of [64, d_model] by the
-// unembedding, [64, n_vocab] floats (13 MB for GPT-2) at a time.
-constexpr int kFeaturesPerStep = 64;
+// Features finished per step: their logit tables are one product of [256, d_model] by the
+// unembedding (SaeLogitWeightsOf: over the vocabulary in pieces of about 16 MB), which reads
+// and prepares W_U once for all 256 rows.
+constexpr int kFeaturesPerStep = 256;
 // Features encoded per step, in whole blocks (a window's forward is a step of its own).
 constexpr int kEncodeWidth = 24576;
 

@@ -181,7 +181,7 @@ class DashboardJob : public Job {
   std::vector<int> tokens_;   // [50256] + the window being run
   std::vector<float> dense_;  // the encoder's output for one window and block
   std::vector<uint8_t> packed_;
-  std::vector<float> logits_;  // a group's logit tables [kFeaturesPerStep, n_vocab], kept
+  std::vector<float> logits_;  // a piece of a group's logit tables (SaeLogitWeightsOf), kept
   SaeScratch scratch_;
   int64_t next_window_ = 0;
   int next_block_ = -1;     // the next block to encode of it (-1: its forward is next)

@@ -4,8 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <utility>
 
 #include "base/error.h"
+#include "kernels/kernels.h"  // kMatMulRowGrain
 #include "model/thread_pool.h"
 #include "model/top_k.h"
 
@@ -192,21 +195,92 @@ std::vector<SaeLogitWeights> SaeLogitWeightsOf(const Model& model, const Sae& sa
   return SaeLogitWeightsOf(model, sae, features, k, one, &scratch);
 }
 
+namespace {
+
+// One side of a feature's logit table taken in pieces: the k best tokens of the pieces so far.
+struct Best {
+  std::vector<int> ids;       // in token order until Ranked()
+  std::vector<float> values;  // theirs
+  float bound;                // the k-th best value once there are k (ExtremeIndices' bound)
+
+  // Adds piece [v0, v0 + n)'s candidates (indices into w), keeps the k best, in token order.
+  void Take(const float* w, int v0, std::vector<int>& candidates, int k, bool largest) {
+    std::sort(candidates.begin(), candidates.end());
+    for (int i : candidates) {
+      ids.push_back(v0 + i);
+      values.push_back(w[i]);
+    }
+    const std::vector<int> order = Rank(k, largest);
+    if (static_cast<int>(order.size()) == k) {
+      const float last = values[order.back()];
+      if (!std::isnan(last)) bound = last;
+    }
+    std::vector<int> kept(order);
+    std::sort(kept.begin(), kept.end());  // token order again: the next ranking's ties
+    Keep(kept);
+  }
+
+  // Leaves them ranked, best first.
+  void Ranked(int k, bool largest) { Keep(Rank(k, largest)); }
+
+ private:
+  // Ties go to the lower index, which is the lower token while ids are in token order.
+  std::vector<int> Rank(int k, bool largest) const {
+    std::vector<int> order;
+    ExtremeIndices(values.data(), static_cast<int>(values.size()), k, largest ? &order : nullptr,
+                   largest ? nullptr : &order);
+    return order;
+  }
+  void Keep(const std::vector<int>& order) {
+    std::vector<int> kept_ids;
+    std::vector<float> kept_values;
+    for (int i : order) {
+      kept_ids.push_back(ids[i]);
+      kept_values.push_back(values[i]);
+    }
+    ids = std::move(kept_ids);
+    values = std::move(kept_values);
+  }
+};
+
+}  // namespace
+
 std::vector<SaeLogitWeights> SaeLogitWeightsOf(const Model& model, const Sae& sae,
                                                const std::vector<int>& features, int k,
                                                ThreadPool& pool, std::vector<float>* scratch) {
-  sae.LogitWeights(model, features, pool, scratch);
-  const std::vector<float>& all = *scratch;
+  // The vocabulary in pieces, so that *scratch holds about kLogitPieceFloats floats however many
+  // features are asked: the more features a product has, the fewer times W_U is read and
+  // prepared (a fifth of the dashboards' phase natively at 64 features a product). Each
+  // feature's k largest and smallest are among the pieces' own, each piece searched only beyond
+  // the k-th found before it; pieces begin at whole row grains, so every entry has the bits of
+  // one product over the whole vocabulary.
+  constexpr int64_t kLogitPieceFloats = int64_t(1) << 22;  // 16 MB
   const int V = model.config().n_vocab;
-  std::vector<float> negated(V);
-  std::vector<SaeLogitWeights> out(features.size());
-  for (size_t f = 0; f < features.size(); ++f) {
-    const float* w = all.data() + f * V;
-    for (int i = 0; i < V; ++i) negated[i] = -w[i];  // the smallest first, equal ones by lower id
-    LargestIndices(w, V, k, &out[f].promoted);
-    LargestIndices(negated.data(), V, k, &out[f].suppressed);
-    for (int i : out[f].promoted) out[f].promoted_values.push_back(w[i]);
-    for (int i : out[f].suppressed) out[f].suppressed_values.push_back(w[i]);
+  const int64_t F = static_cast<int64_t>(features.size());
+  const int64_t pieces = std::max<int64_t>(1, (F * V + kLogitPieceFloats - 1) / kLogitPieceFloats);
+  const int64_t grains = ((V + pieces - 1) / pieces + kMatMulRowGrain - 1) / kMatMulRowGrain;
+  const int piece = static_cast<int>(std::min<int64_t>(V, grains * kMatMulRowGrain));
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  std::vector<Best> high(F, Best{{}, {}, -kInf}), low(F, Best{{}, {}, kInf});
+  std::vector<int> h, l;
+  for (int v0 = 0; v0 < V; v0 += piece) {
+    const int n = std::min(piece, V - v0);
+    sae.LogitWeights(model, features, v0, v0 + n, pool, scratch);
+    for (int64_t f = 0; f < F; ++f) {
+      const float* w = scratch->data() + f * n;
+      ExtremeIndices(w, n, k, &h, &l, high[f].bound, low[f].bound);
+      high[f].Take(w, v0, h, k, true);
+      low[f].Take(w, v0, l, k, false);
+    }
+  }
+  std::vector<SaeLogitWeights> out(F);
+  for (int64_t f = 0; f < F; ++f) {
+    high[f].Ranked(k, true);
+    low[f].Ranked(k, false);
+    out[f].promoted = std::move(high[f].ids);
+    out[f].promoted_values = std::move(high[f].values);
+    out[f].suppressed = std::move(low[f].ids);
+    out[f].suppressed_values = std::move(low[f].values);
   }
   return out;
 }

@@ -79,8 +79,9 @@ SaeFeatureList SaeFeatures(Conversation& c, LoadedSae& s, int position, int k);
 std::vector<float> SaeStrip(Conversation& c, LoadedSae& s, int feature);  // [captured positions]
 std::vector<SaeLogitWeights> SaeLogitWeightsOf(const Model& model, const Sae& sae,
                                                const std::vector<int>& features, int k);
-// The same with the product on `pool` into `scratch` (Sae::LogitWeights), for a caller asking
-// again and again (the dashboards: every feature of a block, 64 at a time).
+// The same with the product on `pool` into `scratch` (Sae::LogitWeights, over the vocabulary in
+// pieces: about 16 MB however many features), for a caller asking again and again (the
+// dashboards: every feature of a block, 256 at a time).
 std::vector<SaeLogitWeights> SaeLogitWeightsOf(const Model& model, const Sae& sae,
                                                const std::vector<int>& features, int k,
                                                ThreadPool& pool, std::vector<float>* scratch);

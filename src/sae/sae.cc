@@ -256,13 +256,17 @@ double Sae::Explained(const float* x, const float* features, float scale) const 
 std::vector<float> Sae::LogitWeights(const Model& model, const std::vector<int>& features) const {
   ThreadPool one(1);
   std::vector<float> logits;
-  LogitWeights(model, features, one, &logits);
+  LogitWeights(model, features, 0, model.config().n_vocab, one, &logits);
   return logits;
 }
 
-void Sae::LogitWeights(const Model& model, const std::vector<int>& features, ThreadPool& pool,
-                       std::vector<float>* logits) const {
+void Sae::LogitWeights(const Model& model, const std::vector<int>& features, int v0, int v1,
+                       ThreadPool& pool, std::vector<float>* logits) const {
   for (int f : features) CheckFeature(f);
+  if (v0 < 0 || v1 < v0 || v1 > model.config().n_vocab) {
+    throw Error("tokens [" + std::to_string(v0) + ", " + std::to_string(v1) +
+                ") are not within the vocabulary of " + std::to_string(model.config().n_vocab));
+  }
   const int C = config_.d_in;
   const int64_t F = static_cast<int64_t>(features.size());
   std::vector<float> v(F * C);
@@ -271,10 +275,15 @@ void Sae::LogitWeights(const Model& model, const std::vector<int>& features, Thr
     DecoderRowInto(features[i], row);
     for (int j = 0; j < C; ++j) row[j] *= model.ln_f_g[j];
   }
-  logits->resize(F * model.config().n_vocab);
+  logits->resize(F * (v1 - v0));
+  const WeightView& w = model.output;
+  const WeightView tokens{w.type,
+                          static_cast<const uint8_t*>(w.data) +
+                              int64_t(v0) * static_cast<int64_t>(RowBytes(w.type, w.cols)),
+                          v1 - v0, w.cols};
   MatMulInput in;
-  if (F > 0) {
-    MatMulOn(pool, in, v.data(), F, model.output, nullptr, logits->data(), QuantActivations::kInt8);
+  if (F > 0 && v1 > v0) {
+    MatMulOn(pool, in, v.data(), F, tokens, nullptr, logits->data(), QuantActivations::kInt8);
   }
 }
 

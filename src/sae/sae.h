@@ -108,11 +108,11 @@ class Sae {
   // TransformerLens's W_U, ln_f's weight folded in (diag(ln_f.weight) wte^T), as Neuronpedia's
   // logit weights; the model's own unembedding, one product for all of them.
   std::vector<float> LogitWeights(const Model& model, const std::vector<int>& features) const;
-  // The same into *logits (resized, its memory kept from call to call: a dashboard's 64
-  // features' table is 13 MB for GPT-2), the product on `pool` (matmul_on.h: the same
-  // bits on any number of threads).
-  void LogitWeights(const Model& model, const std::vector<int>& features, ThreadPool& pool,
-                    std::vector<float>* logits) const;
+  // The same for the tokens [v0, v1) only, [features.size(), v1 - v0], into *logits (resized,
+  // its memory kept from call to call), the product on `pool` (matmul_on.h: the same bits on
+  // any number of threads, and, with v0 a multiple of kMatMulRowGrain, the whole product's).
+  void LogitWeights(const Model& model, const std::vector<int>& features, int v0, int v1,
+                    ThreadPool& pool, std::vector<float>* logits) const;
 
   // The SAE spliced in at its hook, as a stream edit: each row of a position >= first_position
   // becomes its reconstruction plus the row's mean (which the SAE, reading the centred stream,
