@@ -65,6 +65,31 @@ export async function waitLoaded(page, timeout = 60_000) {
   if (await err.isVisible()) throw new Error(`page error while loading: ${await err.textContent()}`);
 }
 
+// A browser on the site with `models` mounted at models/, one page open at `query` with its model
+// loaded (waitLoaded); the page's console errors and warnings gather in consoleLines. If it fails,
+// what it started is closed.
+export async function openSite({site, models, query = '?model=models/tiny-q8_0.gguf&debug=1', timeout = 60_000}) {
+  const server = await serveSite({site, models});
+  let browser;
+  try {
+    browser = await launchBrowser();
+    const page = await browser.context.newPage();
+    const consoleLines = watchConsole(page);
+    try {
+      await page.goto(server.url + query);
+      await waitLoaded(page, timeout);
+    } catch (e) {
+      e.message += consoleLines.length ? `\nthe page's console:\n${consoleLines.join('\n')}` : '';
+      throw e;
+    }
+    return {server, browser, page, consoleLines};
+  } catch (e) {
+    await browser?.close();
+    await server.close();
+    throw e;
+  }
+}
+
 // Waits until a model converted in the page (Hugging Face) is in the browser's cache: the page
 // announces it ready first and writes it in the background.
 export async function waitCached(page, timeout = 60_000) {

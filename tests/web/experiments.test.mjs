@@ -6,7 +6,7 @@ import {execFileSync} from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
-import {kRoot, launchBrowser, serveSite, watchConsole} from './browser.mjs';
+import {generateIds, kRoot, openSite} from './browser.mjs';
 import {closeTo, inspectLogProbs, inspectProbs, klDivergence, kNative, kPrompt, kSampling, makeModels, modelDir, nativeGenerate, nativeInspect, nodeEngine, norm, row, tensor} from './fixtures.mjs';
 
 const kSite = path.join(kRoot, 'build/site');
@@ -68,26 +68,14 @@ async function runAgain(page) {
 
 describe('the Experiments panel', {skip: !fs.existsSync(path.join(kSite, 'index.html')) && 'build/site not built'}, () => {
   let models, server, browser, page, plain, T;
-  const consoleLines = [];
+  let consoleLines = [];
 
   before(async () => {
     models = makeModels('experiments');
     plain = nativeInspect(models.model);
     T = plain.ids.length;
-    server = await serveSite({site: kSite, models: modelDir('experiments')});
-    browser = await launchBrowser();
-    page = await browser.context.newPage();
-    consoleLines.push(...watchConsole(page));
-    await page.goto(server.url + '?model=models/tiny-q8_0.gguf&debug=1');
-    await page.waitForFunction(() => document.querySelector('[data-testid=progress]').dataset.source ||
-                                     !document.querySelector('[data-testid=error]').hidden, null, {timeout: kTimeout});
-    for (const [id, v] of Object.entries({temperature: kSampling.temperature, 'top-k': kSampling.topK,
-                                          'top-p': kSampling.topP, seed: kSampling.seed, 'max-tokens': kSampling.maxTokens})) {
-      await page.getByTestId(id).fill(String(v));
-    }
-    await page.getByTestId('prompt').fill(kPrompt);
-    await page.getByTestId('generate').click();
-    await page.waitForSelector('[data-testid=probs] li', {timeout: kTimeout});
+    ({server, browser, page, consoleLines} = await openSite({site: kSite, models: modelDir('experiments'), timeout: kTimeout}));
+    await generateIds(page, kPrompt, kSampling, kTimeout);
   });
 
   after(async () => {

@@ -5,7 +5,7 @@ import {execFileSync} from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
-import {kRoot, launchBrowser, serveSite, watchConsole} from './browser.mjs';
+import {generateIds, kRoot, openSite} from './browser.mjs';
 import {closeTo, kNative, kPrompt, kSampling, makeModels, modelDir, nativeInspect, nodeEngine} from './fixtures.mjs';
 
 const kSite = path.join(kRoot, 'build/site');
@@ -14,25 +14,13 @@ const kGpt2 = path.join(kNative, 'gpt2');
 
 describe('saliency on the page', {skip: !fs.existsSync(path.join(kSite, 'index.html')) && 'build/site not built'}, () => {
   let models, server, browser, page, T;
-  const consoleLines = [];
+  let consoleLines = [];
 
   before(async () => {
     models = makeModels('gradients');
     T = nativeInspect(models.model).ids.length;
-    server = await serveSite({site: kSite, models: modelDir('gradients')});
-    browser = await launchBrowser();
-    page = await browser.context.newPage();
-    consoleLines.push(...watchConsole(page));
-    await page.goto(server.url + '?model=models/tiny-q8_0.gguf&debug=1');
-    await page.waitForFunction(() => document.querySelector('[data-testid=progress]').dataset.source ||
-                                     !document.querySelector('[data-testid=error]').hidden, null, {timeout: kTimeout});
-    for (const [id, v] of Object.entries({temperature: kSampling.temperature, 'top-k': kSampling.topK,
-                                          'top-p': kSampling.topP, seed: kSampling.seed, 'max-tokens': kSampling.maxTokens})) {
-      await page.getByTestId(id).fill(String(v));
-    }
-    await page.getByTestId('prompt').fill(kPrompt);
-    await page.getByTestId('generate').click();
-    await page.waitForSelector('[data-testid=probs] li', {timeout: kTimeout});
+    ({server, browser, page, consoleLines} = await openSite({site: kSite, models: modelDir('gradients'), timeout: kTimeout}));
+    await generateIds(page, kPrompt, kSampling, kTimeout);
   });
 
   after(async () => {

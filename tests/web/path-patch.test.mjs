@@ -7,7 +7,7 @@ import {execFileSync} from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
-import {kRoot, launchBrowser, serveSite, watchConsole} from './browser.mjs';
+import {kRoot, openSite} from './browser.mjs';
 import {closeTo, kNative, makeModels, modelDir} from './fixtures.mjs';
 
 const kSite = path.join(kRoot, 'build/site');
@@ -36,17 +36,11 @@ function nativeOne(model, sender, receivers) {
 
 describe('path patching in the page', {skip: !fs.existsSync(path.join(kSite, 'index.html')) && 'build/site not built'}, () => {
   let models, server, browser, page;
-  const consoleLines = [];
+  let consoleLines = [];
 
   before(async () => {
     models = makeModels('path-patch');
-    server = await serveSite({site: kSite, models: modelDir('path-patch')});
-    browser = await launchBrowser();
-    page = await browser.context.newPage();
-    consoleLines.push(...watchConsole(page));
-    await page.goto(server.url + '?model=models/tiny-q8_0.gguf&debug=1');
-    await page.waitForFunction(() => document.querySelector('[data-testid=progress]').dataset.source ||
-                                     !document.querySelector('[data-testid=error]').hidden, null, {timeout: kTimeout});
+    ({server, browser, page, consoleLines} = await openSite({site: kSite, models: modelDir('path-patch'), timeout: kTimeout}));
     await page.getByTestId('patch-clean').fill(kClean);
     await page.getByTestId('patch-corrupted').fill(kCorrupted);
   });
